@@ -1,0 +1,91 @@
+// The marketplace as berth sees it: the records it relies on and the client interface.
+// The daemon, the run actors and the tests depend on this interface, not on the HTTP client, so a
+// unit test can hand the run actors a stub.
+
+/** A rentable offer from `POST /api/v0/bundles/`. Only the fields berth relies on are typed. */
+export interface Offer {
+  id: number;
+  machine_id: number;
+  gpu_name: string;
+  num_gpus: number;
+  gpu_ram: number;
+  dph_total: number;
+  verified?: boolean;
+  direct_port_count?: number;
+  [field: string]: unknown;
+}
+
+/** An instance record from the list or show endpoints. */
+export interface Instance {
+  id: number;
+  label: string | null;
+  machine_id: number | null;
+  actual_status: string | null;
+  intended_status?: string | null;
+  cur_state?: string | null;
+  status_msg?: string | null;
+  ssh_host?: string | null;
+  ssh_port?: number | null;
+  dph_total?: number | null;
+  [field: string]: unknown;
+}
+
+/** Body of `POST /api/v0/bundles/`: filters `{field: {op: value}}` plus order/type/limit. */
+export interface SearchQuery {
+  order?: Array<[string, 'asc' | 'desc']>;
+  type?: 'on-demand' | 'bid';
+  limit?: number;
+  [filter: string]: unknown;
+}
+
+export interface CreateInstanceRequest {
+  image: string;
+  /** GB */
+  disk: number;
+  /** `berth:<store id>:<run id>:<attempt>` */
+  label: string;
+  onstart?: string;
+  env?: Record<string, string>;
+  /** $/h bid for interruptible offers; null for on-demand. */
+  price?: number | null;
+  runtype?: string;
+}
+
+export interface CreatedInstance {
+  /** The instance id (the service names it `new_contract`). */
+  instanceId: number;
+  /** Restricted per-instance key; a secret: never logged or stored in status output. */
+  instanceApiKey?: string;
+}
+
+export interface CurrentUser {
+  id: number;
+  email?: string;
+  credit?: number;
+  [field: string]: unknown;
+}
+
+export interface CallOptions {
+  /** Aborts the call and its retries (actor stopped, daemon shutting down). */
+  signal?: AbortSignal;
+}
+
+/**
+ * What berth needs of the marketplace. Implementations throw the errors of src/errors.ts:
+ * AuthError, PermissionError, OfferGoneError, NotFoundError, RateLimitedError (after retries are
+ * spent), ServiceHttpError, AmbiguousCreateError (create only), BerthError('aborted').
+ */
+export interface MarketClient {
+  searchOffers(query: SearchQuery, options?: CallOptions): Promise<Offer[]>;
+  /** Never retried once the request may have reached the service: an unknown outcome throws AmbiguousCreateError. */
+  createInstance(offerId: number, request: CreateInstanceRequest, options?: CallOptions): Promise<CreatedInstance>;
+  /** Every instance of the account (v0 list, or the v1 paginated list when v0 answers 410). */
+  listInstances(options?: CallOptions): Promise<Instance[]>;
+  /** null when the service does not know the id. */
+  showInstance(instanceId: number, options?: CallOptions): Promise<Instance | null>;
+  /** Resolves when the service accepted the destroy, or the instance was already gone ('gone'). */
+  destroyInstance(instanceId: number, options?: CallOptions): Promise<'destroyed' | 'gone'>;
+  setInstanceState(instanceId: number, state: 'stopped' | 'running', options?: CallOptions): Promise<void>;
+  setInstanceLabel(instanceId: number, label: string, options?: CallOptions): Promise<void>;
+  currentUser(options?: CallOptions): Promise<CurrentUser>;
+}

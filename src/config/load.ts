@@ -1,0 +1,112 @@
+// Builds the one Config the process runs with: defaults (config/default.json) < the user's file
+// (--config, partial is fine) < environment < command-line flags, merged once and validated once.
+// This is the only module that reads process.env.
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError } from '../errors.js';
+import { packagePath } from '../package-path.js';
+import { configSchema, type Config } from './schema.js';
+
+export interface ConfigFlags {
+  /** --config FILE */
+  configFile?: string;
+  /** --listen HOST:PORT */
+  listen?: string;
+  /** Values set programmatically (tests, demo); applied after the file, before the environment. */
+  overrides?: DeepPartial<Config>;
+}
+
+export type DeepPartial<T> = T extends readonly unknown[]
+  ? T
+  : T extends object
+    ? { [K in keyof T]?: DeepPartial<T[K]> }
+    : T;
+
+export interface Environment {
+  /** BERTH_HOME: the daemon's and CLI's shared directory. */
+  home: string;
+  /** BERTH_API_KEY, or the content of BERTH_API_KEY_FILE / service.api_key_file. */
+  apiKey: string | undefined;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  env: Environment;
+}
+
+type Json = Record<string, unknown>;
+
+function isPlainObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Objects merge key by key; arrays and scalars replace. */
+export function deepMerge(base: Json, over: Json): Json {
+  const out: Json = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    if (v === undefined) continue;
+    out[k] = isPlainObject(v) && isPlainObject(out[k]) ? deepMerge(out[k] as Json, v) : v;
+  }
+  return out;
+}
+
+function readJsonFile(path: string, what: string): Json {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`Cannot read ${what} ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`, undefined, err);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new ConfigError(`${what} ${path} is not valid JSON: ${(err as Error).message}.`, undefined, err);
+  }
+  if (!isPlainObject(parsed)) throw new ConfigError(`${what} ${path} must hold a JSON object.`);
+  return parsed;
+}
+
+export function defaultConfigJson(): Json {
+  return readJsonFile(packagePath('config', 'default.json'), 'default config');
+}
+
+/** Validates a merged config object, naming the first bad field and the expected form. */
+export function parseConfig(raw: unknown): Config {
+  const result = configSchema.safeParse(raw);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const field = issue.path.join('.');
+  throw new ConfigError(
+    `Invalid configuration: ${field || '(root)'}: ${issue.message}.` +
+      (result.error.issues.length > 1 ? ` (${result.error.issues.length - 1} more problem(s))` : ''),
+    field,
+  );
+}
+
+function readKeyFile(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch (err) {
+    throw new ConfigError(`Cannot read the API key file ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`, 'service.api_key_file', err);
+  }
+}
+
+export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEnv = process.env): LoadedConfig {
+  let merged = defaultConfigJson();
+  if (flags.configFile) merged = deepMerge(merged, readJsonFile(flags.configFile, 'config file'));
+  if (flags.overrides) merged = deepMerge(merged, flags.overrides as Json);
+  if (processEnv.BERTH_API_URL) merged = deepMerge(merged, { service: { base_url: processEnv.BERTH_API_URL } });
+  if (processEnv.BERTH_LISTEN) merged = deepMerge(merged, { daemon: { listen: processEnv.BERTH_LISTEN } });
+  if (flags.listen) merged = deepMerge(merged, { daemon: { listen: flags.listen } });
+  const config = parseConfig(merged);
+
+  const keyFile = processEnv.BERTH_API_KEY_FILE ?? config.service.api_key_file;
+  const apiKey = processEnv.BERTH_API_KEY || (keyFile ? readKeyFile(keyFile) : undefined);
+  return { config, env: { home: berthHome(processEnv), apiKey } };
+}
+
+export function berthHome(processEnv: NodeJS.ProcessEnv = process.env): string {
+  return processEnv.BERTH_HOME || join(homedir(), '.berth');
+}

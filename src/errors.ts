@@ -1,0 +1,169 @@
+// Typed errors for all of berth. Code branches on `code`, never on message text.
+// Whether a service fault is retried is decided by `retryable`, set from the one policy table in
+// src/client/retry-policy.ts; everything else here is final unless marked otherwise.
+//
+// Messages never contain secrets: API keys, instance keys, webhook secrets and env values are not
+// interpolated anywhere an error is built.
+
+export type ErrorCode =
+  | 'auth' // 401: missing, invalid, deleted or reset API key
+  | 'permission' // 403: the key lacks a permission category
+  | 'offer_gone' // 404/410 no_such_ask: the offer was rented or never existed
+  | 'not_found' // an instance or other resource that does not exist
+  | 'rate_limited' // 429
+  | 'server_error' // 5xx
+  | 'network' // connection refused/reset, DNS
+  | 'timeout' // connect, headers or body timeout
+  | 'deprecated_endpoint' // 410 deprecated_endpoint
+  | 'bad_request' // 400 and other 4xx the caller must fix
+  | 'bad_response' // a body berth cannot use (wrong shape, not JSON)
+  | 'ambiguous' // a create whose outcome is unknown: reconcile by label before anything else
+  | 'aborted' // the caller's signal fired
+  | 'config' // invalid configuration
+  | 'spec' // invalid job spec
+  | 'store' // database problem (locked by another daemon, corrupt, ...)
+  | 'control' // control API misuse (bad token, unknown run, ...)
+  | 'daemon_unreachable'; // CLI could not reach the daemon
+
+export interface BerthErrorOptions {
+  cause?: unknown;
+  retryable?: boolean;
+}
+
+export class BerthError extends Error {
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message: string, options: BerthErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.retryable = options.retryable ?? false;
+  }
+
+  /** The `{kind, message}` shape used in run errors and control API responses. */
+  toJSON(): { kind: ErrorCode; message: string } {
+    return { kind: this.code, message: this.message };
+  }
+}
+
+/** Any non-2xx answer from the service; subclasses narrow the meaning. */
+export class ServiceHttpError extends BerthError {
+  readonly status: number;
+  /** The service's `error` field (e.g. `no_such_ask`), when the body had one. */
+  readonly serviceCode: string | undefined;
+
+  constructor(
+    code: ErrorCode,
+    status: number,
+    serviceCode: string | undefined,
+    message: string,
+    options: BerthErrorOptions = {},
+  ) {
+    super(code, message, options);
+    this.status = status;
+    this.serviceCode = serviceCode;
+  }
+}
+
+export class AuthError extends ServiceHttpError {
+  constructor(message = 'The marketplace rejected the API key (401): check BERTH_API_KEY (a typo, or a deleted, reset or expired key).', serviceCode?: string) {
+    super('auth', 401, serviceCode, message);
+  }
+}
+
+export class PermissionError extends ServiceHttpError {
+  /** The permission category the key lacks, when the service named it. */
+  readonly category: string | undefined;
+
+  constructor(category: string | undefined, message?: string, serviceCode?: string) {
+    super(
+      'permission',
+      403,
+      serviceCode,
+      message ??
+        (category
+          ? `The API key lacks the "${category}" permission (403): use a key whose permissions include it.`
+          : 'The API key lacks a permission this call needs (403): use a key with misc, user_read, instance_read and instance_write.'),
+    );
+    this.category = category;
+  }
+}
+
+export class OfferGoneError extends ServiceHttpError {
+  readonly offerId: number;
+  constructor(offerId: number, status: number, message?: string) {
+    super('offer_gone', status, 'no_such_ask', message ?? `Offer ${offerId} is no longer available.`);
+    this.offerId = offerId;
+  }
+}
+
+export class NotFoundError extends ServiceHttpError {
+  constructor(message: string, status = 404, serviceCode?: string) {
+    super('not_found', status, serviceCode, message);
+  }
+}
+
+export class RateLimitedError extends ServiceHttpError {
+  /** Threshold parsed from the 429 `detail` (requests per second as the service counts them), if any. */
+  readonly threshold: number | undefined;
+  /** How long the endpoint group pauses before calls resume. */
+  readonly waitMs: number;
+  constructor(threshold: number | undefined, waitMs: number, message: string) {
+    super('rate_limited', 429, 'rate_limit_exceeded', message, { retryable: true });
+    this.threshold = threshold;
+    this.waitMs = waitMs;
+  }
+}
+
+/** A create whose outcome is unknown: the request may have been accepted. Never retried blindly. */
+export class AmbiguousCreateError extends BerthError {
+  readonly offerId: number;
+  readonly label: string;
+  constructor(offerId: number, label: string, cause: unknown) {
+    super('ambiguous', `The create on offer ${offerId} may or may not have succeeded; look for label ${label} before retrying.`, {
+      cause,
+    });
+    this.offerId = offerId;
+    this.label = label;
+  }
+}
+
+export class ConfigError extends BerthError {
+  readonly field: string | undefined;
+  constructor(message: string, field?: string, cause?: unknown) {
+    super('config', message, { cause });
+    this.field = field;
+  }
+}
+
+export interface SpecIssue {
+  /** JSON path of the problem, e.g. `$.search.filters.num_gpus.eq`. */
+  path: string;
+  message: string;
+}
+
+export class SpecError extends BerthError {
+  readonly issues: SpecIssue[];
+  constructor(issues: SpecIssue[]) {
+    super('spec', `Invalid job spec: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`);
+    this.issues = issues;
+  }
+}
+
+export class StoreError extends BerthError {
+  constructor(message: string, cause?: unknown) {
+    super('store', message, { cause });
+  }
+}
+
+export function isBerthError(err: unknown): err is BerthError {
+  return err instanceof BerthError;
+}
+
+/** Short, secret-free description of any thrown value for logs and run errors. */
+export function describeError(err: unknown): { kind: string; message: string } {
+  if (err instanceof BerthError) return err.toJSON();
+  if (err instanceof Error) return { kind: 'internal', message: err.message };
+  return { kind: 'internal', message: String(err) };
+}

@@ -1,0 +1,22 @@
+// Resolves files shipped with the package (config/, examples/) from both src/ (tests) and dist/src/.
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+let root: string | undefined;
+
+export function packageRoot(): string {
+  if (root) return root;
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error('berth: cannot find the package root');
+    dir = up;
+  }
+  root = dir;
+  return dir;
+}
+
+export function packagePath(...parts: string[]): string {
+  return join(packageRoot(), ...parts);
+}

@@ -1,0 +1,13 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    include: ['test/**/*.test.ts'],
+    // better-sqlite3 is a native addon: stay on child processes, not worker threads.
+    pool: 'forks',
+    testTimeout: 30_000,
+    hookTimeout: 30_000,
+    // End-to-end and chaos files spawn real daemons; keep file-level parallelism to the 2 cores.
+    maxWorkers: 2,
+  },
+});
