@@ -1,0 +1,93 @@
+// Pure decisions of the run machine, kept apart so they can be read and tested on their own.
+// Nothing here does I/O or reads the clock.
+
+/** What one poll saw of an instance; secrets (instance keys, env) are never carried here. */
+export interface InstanceStatus {
+  id: number;
+  actual_status: string | null;
+  intended_status?: string | null;
+  cur_state?: string | null;
+  status_msg?: string | null;
+  ssh_host?: string | null;
+  ssh_port?: number | null;
+  dph_total?: number | null;
+}
+
+/** Outcomes of an attempt (SPEC section 4). */
+export type AttemptOutcome =
+  | 'running'
+  | 'exited'
+  | 'unknown'
+  | 'offline'
+  | 'boot_timeout'
+  | 'offer_unavailable'
+  | 'create_failed'
+  | 'cancelled'
+  | 'lost';
+
+export interface RunError {
+  kind: string;
+  message: string;
+}
+
+export interface AttemptSummary {
+  n: number;
+  offerId: number;
+  machineId: number;
+  instanceId: number | null;
+  outcome: AttemptOutcome | null;
+  detail: string | null;
+}
+
+const OCI_FAILURE = /OCI runtime create failed/i;
+
+/**
+ * The failure an instance status means, or null while it may still boot or is healthy.
+ * `exited`, `unknown` and `offline` are terminal (seed, section 3 rule 1); a container stuck in
+ * `created` with an OCI error never starts (service notes); `stopped` that berth did not ask for
+ * means an interruptible instance was outbid.
+ */
+export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutcome; detail: string } | null {
+  const actual = status.actual_status;
+  const msg = status.status_msg ? `: ${status.status_msg.slice(0, 200)}` : '';
+  if (actual === 'exited' || actual === 'unknown' || actual === 'offline') {
+    return { outcome: actual, detail: `instance ${status.id} went ${actual}${msg}` };
+  }
+  if (status.status_msg && OCI_FAILURE.test(status.status_msg)) {
+    return { outcome: 'exited', detail: `instance ${status.id} failed to start${msg}` };
+  }
+  if (actual === 'stopped') {
+    return { outcome: 'lost', detail: `instance ${status.id} was stopped by the service${msg}` };
+  }
+  return null;
+}
+
+export function isRunningStatus(status: InstanceStatus): boolean {
+  return status.actual_status === 'running';
+}
+
+/** Outcomes after which the machine (not only the offer) is not tried again for this run. */
+export function blocksMachine(outcome: AttemptOutcome): boolean {
+  return outcome !== 'offer_unavailable' && outcome !== 'cancelled' && outcome !== 'create_failed';
+}
+
+/** An offer that was gone before anything booted does not use up one of the run's attempts (SPEC 4.2). */
+export function countsAgainstLimit(outcome: AttemptOutcome): boolean {
+  return outcome !== 'offer_unavailable' && outcome !== 'cancelled';
+}
+
+/** The "full story" line of a failed run: every offer tried and why it failed. */
+export function describeAttempts(attempts: AttemptSummary[]): string {
+  if (attempts.length === 0) return 'no offer was tried';
+  return attempts
+    .map((a) => {
+      const inst = a.instanceId === null ? '' : `, instance ${a.instanceId}`;
+      return `#${a.n} offer ${a.offerId} (machine ${a.machineId}${inst}): ${a.outcome ?? 'unfinished'}${a.detail ? ` (${a.detail})` : ''}`;
+    })
+    .join('; ');
+}
+
+/** Exponential backoff for destroy retries: 1 s, 2 s, 4 s ... capped. */
+export function destroyBackoffMs(failures: number, maxDelayS: number): number {
+  return Math.min(maxDelayS * 1000, 1000 * 2 ** Math.max(0, failures - 1));
+}

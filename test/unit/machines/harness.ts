@@ -1,0 +1,144 @@
+// Drives the run machine with stub actors and fake time. The stubs behave like the real actors
+// where it matters for the tests: the create stub is journaled by (run, attempt), so a create
+// re-invoked after a restore returns the instance it already made instead of making another.
+import { createActor, fromPromise, type Snapshot } from 'xstate';
+import { vi } from 'vitest';
+import {
+  runMachine,
+  type Candidate,
+  type CreateInput,
+  type CreateOutput,
+  type DestroyInput,
+  type RunEmitted,
+  type RunLimits,
+  type SearchInput,
+} from '../../../machines/run-machine.js';
+import type { InstanceStatus } from '../../../machines/run-rules.js';
+
+export const LIMITS: RunLimits = {
+  maxAttempts: 4,
+  bootTimeoutS: 60,
+  deadlineS: 3600,
+  relaxSteps: 2,
+  outageBackoffS: 5,
+  destroyRetryMaxDelayS: 30,
+  destroyConfirmS: 20,
+  missingPollsToLose: 3,
+};
+
+export function offers(...ids: number[]): Candidate[] {
+  return ids.map((id) => ({ offerId: id, machineId: id * 10, dphTotal: 0.5 }));
+}
+
+type SearchResult = Candidate[] | Error;
+type CreateResult = CreateOutput | Error;
+
+/** The fake marketplace the stubs talk to: what was asked of it, and what it answers. */
+export class FakeWorld {
+  searchResults: SearchResult[] = [];
+  defaultSearch: SearchResult = offers(1, 2, 3, 4, 5, 6);
+  createResults = new Map<number, CreateResult>(); // by offer id
+  destroyFailures = 0;
+  searches: SearchInput[] = [];
+  /** Creates that reached the service (one per journaled attempt). */
+  serviceCreates: CreateInput[] = [];
+  destroys: DestroyInput[] = [];
+  journal = new Map<string, CreateOutput>();
+  nextInstanceId = 100;
+  /** Pending creates the test resolves by hand (for "cancel while creating"). */
+  holdCreates = false;
+  private held: Array<() => void> = [];
+
+  releaseCreates(): void {
+    const h = this.held;
+    this.held = [];
+    h.forEach((r) => r());
+  }
+
+  actors() {
+    return {
+      searchOffers: fromPromise<{ candidates: Candidate[] }, SearchInput>(async ({ input }) => {
+        this.searches.push(input);
+        const r = this.searchResults.length > 0 ? this.searchResults.shift()! : this.defaultSearch;
+        if (r instanceof Error) throw r;
+        return { candidates: r };
+      }),
+      createInstance: fromPromise<CreateOutput, CreateInput>(async ({ input }) => {
+        const key = `${input.runId}:${input.n}`;
+        const journaled = this.journal.get(key);
+        if (journaled) return journaled;
+        if (this.holdCreates) await new Promise<void>((r) => this.held.push(r));
+        const again = this.journal.get(key);
+        if (again) return again;
+        this.serviceCreates.push(input);
+        const scripted = this.createResults.get(input.offerId);
+        if (scripted instanceof Error) throw scripted;
+        const out: CreateOutput = scripted ?? { kind: 'created', instanceId: this.nextInstanceId++, createdAt: Date.now() };
+        this.journal.set(key, out);
+        return out;
+      }),
+      destroyInstance: fromPromise<{ requestedAt: number }, DestroyInput>(async ({ input }) => {
+        this.destroys.push(input);
+        if (this.destroyFailures > 0) {
+          this.destroyFailures--;
+          throw Object.assign(new Error('destroy failed: 503'), { code: 'server_error' });
+        }
+        return { requestedAt: Date.now() };
+      }),
+      sleepUntil: fromPromise<void, { until: number }>(
+        ({ input, signal }) =>
+          new Promise<void>((resolve) => {
+            const t = setTimeout(resolve, Math.max(0, input.until - Date.now()));
+            signal.addEventListener('abort', () => clearTimeout(t));
+          }),
+      ),
+    };
+  }
+}
+
+export function status(id: number, actual: string | null, extra: Partial<InstanceStatus> = {}): InstanceStatus {
+  return { id, actual_status: actual, ssh_host: 'ssh1.example', ssh_port: 40022, ...extra };
+}
+
+export function startRun(world: FakeWorld, opts: { limits?: Partial<RunLimits>; snapshot?: Snapshot<unknown> } = {}) {
+  const machine = runMachine.provide({ actors: world.actors() });
+  const emitted: RunEmitted[] = [];
+  const actor = createActor(machine, {
+    input: { runId: 'r1', limits: { ...LIMITS, ...opts.limits }, submittedAt: Date.now() },
+    ...(opts.snapshot ? { snapshot: opts.snapshot as never } : {}),
+  });
+  actor.on('*', (e) => emitted.push(e as RunEmitted));
+  actor.start();
+  return { actor, emitted };
+}
+
+export type RunActor = ReturnType<typeof startRun>['actor'];
+
+export function stateOf(actor: RunActor): string {
+  const v = actor.getSnapshot().value;
+  return typeof v === 'string' ? v : Object.keys(v)[0]!;
+}
+
+/** Lets promise actors settle and timers up to `ms` fire. */
+export async function tick(ms = 0): Promise<void> {
+  await vi.advanceTimersByTimeAsync(ms);
+}
+
+/** Sends what a poll taken now would show for the current instance. */
+export async function poll(actor: RunActor, instance: InstanceStatus | null): Promise<void> {
+  await tick(1);
+  actor.send({ type: 'POLL', instance, listedAt: Date.now() });
+  await tick(0);
+}
+
+export function currentInstanceId(actor: RunActor): number {
+  const id = actor.getSnapshot().context.current?.instanceId;
+  if (id == null) throw new Error(`no current instance in state ${JSON.stringify(actor.getSnapshot().value)}`);
+  return id;
+}
+
+/** Drives the current attempt's destroy to confirmation (the list no longer shows the instance). */
+export async function confirmGone(actor: RunActor): Promise<void> {
+  await tick(0);
+  await poll(actor, null);
+}
