@@ -1,0 +1,46 @@
+// What the client reports instead of logging: the daemon subscribes with `onEvent` and decides what
+// to say. Events carry ids, codes and timings only, never keys, env values or bodies.
+import type { ErrorCode } from '../errors.js';
+import type { RateGroup } from '../config/schema.js';
+import type { GroupStats } from './limiter.js';
+
+export type ClientOperation =
+  | 'search'
+  | 'create'
+  | 'list'
+  | 'show'
+  | 'destroy'
+  | 'change'
+  | 'current_user'
+  | 'secrets'
+  | 'template_delete'
+  | 'webhook_rotate_secret'
+  | 'api_key_create'
+  | 'api_key_delete';
+
+export type ClientEvent =
+  /** An attempt failed with a transient fault and will be tried again. */
+  | { type: 'retry'; op: ClientOperation; group: RateGroup; attempt: number; code: ErrorCode; status?: number; message: string }
+  /** A 429 paused the group. */
+  | { type: 'rate_limited'; op: ClientOperation; group: RateGroup; pauseMs: number; threshold?: number; consecutive: number }
+  /** A paused group takes calls again. */
+  | { type: 'resumed'; group: RateGroup }
+  /** The v0 instance list answered 410 deprecated_endpoint: later lists use the paginated v1 list. */
+  | { type: 'fallback'; op: 'list'; from: 'v0'; to: 'v1' }
+  /** A create's outcome is unknown: the caller must look for its label before anything else. */
+  | { type: 'ambiguous_create'; offerId: number; label: string; code: ErrorCode };
+
+export interface ClientStats {
+  /** Per endpoint group: calls scheduled and sent, 429s, pauses. */
+  groups: Record<RateGroup, GroupStats>;
+  /** Calls made through the client (not attempts). */
+  calls: number;
+  /** Attempts that were retried. */
+  retries: number;
+  /** 429 answers, all groups. */
+  rateLimited: number;
+  /** Creates reported ambiguous. */
+  ambiguousCreates: number;
+  /** Which instance list is in use. */
+  listEndpoint: 'v0' | 'v1';
+}

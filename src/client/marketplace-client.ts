@@ -1,0 +1,386 @@
+// The marketplace client: every endpoint berth uses, each call going through one retry loop.
+//
+//   pRetry( limiter.schedule(group, http.send) → typed error or response )
+//
+// p-retry is outside the limiter so that every attempt takes a fresh rate token; a 429 pauses only
+// its endpoint group and the retry waits for the group to resume (never p-retry's zero-delay
+// "retry not consumed" path). Whether a failure is retried comes from retry-policy.ts only. Final
+// errors (AuthError, PermissionError, OfferGoneError...) leave as they are. A create is never
+// repeated once it may have reached the service: it fails with AmbiguousCreateError at once.
+//
+// The client does not log; it reports retries, pauses and fallbacks through `onEvent`.
+import pRetry from 'p-retry';
+import { AmbiguousCreateError, BerthError, ServiceHttpError } from '../errors.js';
+import type { Config, RateGroup } from '../config/schema.js';
+import { abortedError, isAbortError } from './abort.js';
+import type { ClientEvent, ClientOperation, ClientStats } from './events.js';
+import { errorFromResponse, rateLimitedError, parseRateLimitThreshold, type ResponseContext } from './errors-from-response.js';
+import { createHttp, type Http, type HttpResponse } from './http.js';
+import { createLimiter } from './limiter.js';
+import {
+  apiKeyResponseSchema,
+  createResponseSchema,
+  currentUserSchema,
+  listV0ResponseSchema,
+  listV1ResponseSchema,
+  parseBody,
+  rotateSecretResponseSchema,
+  searchResponseSchema,
+  secretsResponseSchema,
+  showResponseSchema,
+} from './records.js';
+import { isAmbiguousForNonIdempotent, outcomeOf, transportErrorCode, transportPolicy } from './retry-policy.js';
+import type {
+  CallOptions,
+  CreateInstanceRequest,
+  CreatedInstance,
+  CurrentUser,
+  Instance,
+  MarketClient,
+  Offer,
+  SearchQuery,
+} from './types.js';
+
+export interface MarketClientOptions {
+  baseUrl: string;
+  apiKey: string;
+  config: Pick<Config, 'service' | 'rate_limits' | 'retry'>;
+  onEvent?: (event: ClientEvent) => void;
+  /** Retries per call at most (the time budget `retry.max_retry_time_s` usually ends it first); default 10. */
+  maxRetries?: number;
+}
+
+export interface Webhook {
+  id: number;
+  webhook_secret: string;
+  [field: string]: unknown;
+}
+
+export interface ApiKeyCreated {
+  id?: number;
+  /** The key value, shown once: a secret. */
+  key?: string;
+  [field: string]: unknown;
+}
+
+/** MarketClient plus the seed's other endpoints, stats and shutdown. */
+export interface MarketplaceClient extends MarketClient {
+  /** Secret names with masked values (the service never returns real values). */
+  listSecrets(options?: CallOptions): Promise<Record<string, string>>;
+  /** Takes the template's numeric id, never its hash_id. */
+  deleteTemplate(templateId: number, options?: CallOptions): Promise<'deleted' | 'gone'>;
+  /** The returned record holds the new `webhook_secret`: store it at once. */
+  rotateWebhookSecret(webhookId: number, options?: CallOptions): Promise<Webhook>;
+  createApiKey(request: { name?: string; permissions: Record<string, unknown> }, options?: CallOptions): Promise<ApiKeyCreated>;
+  deleteApiKey(keyId: number, options?: CallOptions): Promise<'deleted' | 'gone'>;
+  stats(): ClientStats;
+  /** Stops the limiters (queued calls fail) and closes the connections. */
+  close(): Promise<void>;
+}
+
+interface CallSpec {
+  op: ClientOperation;
+  group: RateGroup;
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE';
+  path: string;
+  body?: unknown;
+  /** What to throw instead of retrying when a non-idempotent request may have reached the service. */
+  onUnknownOutcome?: (cause: unknown) => BerthError;
+  offerId?: number;
+  signal?: AbortSignal;
+}
+
+const V1_PAGE_SIZE = 25;
+const MAX_V1_PAGES = 10_000;
+
+export function createMarketClient(options: MarketClientOptions): MarketplaceClient {
+  const { config, apiKey } = options;
+  const emit = (e: ClientEvent) => {
+    try {
+      options.onEvent?.(e);
+    } catch {
+      // A listener's fault must not change the outcome of a service call.
+    }
+  };
+  const http: Http = createHttp({
+    baseUrl: options.baseUrl,
+    apiKey,
+    connectTimeoutMs: config.service.connect_timeout_s * 1000,
+    timeoutMs: config.service.timeout_s * 1000,
+  });
+  const limiter = createLimiter(config.rate_limits, {
+    maxPauseMs: config.retry.max_delay_s * 1000,
+    onResume: (group) => emit({ type: 'resumed', group }),
+  });
+  const counters = { calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0 };
+  let listEndpoint: 'v0' | 'v1' = 'v0';
+
+  /** One attempt: a rate token, one HTTP exchange, a typed error for anything but 2xx. */
+  async function attempt(spec: CallSpec): Promise<HttpResponse> {
+    const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets: [apiKey] };
+    let inFlight = false;
+    let res: HttpResponse;
+    try {
+      res = await limiter.schedule(
+        spec.group,
+        () => {
+          inFlight = true;
+          return http.send(spec.method, spec.path, spec.body, spec.signal);
+        },
+        spec.signal,
+      );
+    } catch (err) {
+      throw transportFailure(err, spec, ctx, inFlight);
+    }
+    if (res.status >= 200 && res.status < 300) {
+      limiter.succeeded(spec.group);
+      return res;
+    }
+    if (res.status === 429) {
+      const threshold = parseRateLimitThreshold(res.body);
+      const { pauseMs, consecutive } = limiter.pause(spec.group, threshold);
+      counters.rateLimited++;
+      emit({ type: 'rate_limited', op: spec.op, group: spec.group, pauseMs, ...(threshold === undefined ? {} : { threshold }), consecutive });
+      throw rateLimitedError(res.body, pauseMs, ctx);
+    }
+    throw errorFromResponse(res.status, res.body, ctx);
+  }
+
+  /** Maps a failure without an answer to a typed error, using the policy table. */
+  function transportFailure(err: unknown, spec: CallSpec, ctx: ResponseContext, inFlight: boolean): BerthError {
+    const aborted = isAbortError(err) || spec.signal?.aborted === true;
+    if (aborted) {
+      // Cancelled while the request was on the wire: for a create the outcome is unknown.
+      if (inFlight && spec.onUnknownOutcome) return spec.onUnknownOutcome(abortedError(spec.signal?.reason));
+      return err instanceof BerthError ? err : abortedError(err);
+    }
+    if (err instanceof BerthError) return err;
+    const code = transportErrorCode(err);
+    const policy = transportPolicy(code);
+    if (inFlight && spec.onUnknownOutcome && isAmbiguousForNonIdempotent(policy)) return spec.onUnknownOutcome(err);
+    return new BerthError(policy.code, `${ctx.method} ${ctx.path} failed without an answer (${code ?? 'unknown error'}).`, {
+      cause: err,
+      retryable: inFlight ? policy.outcome === 'retry' : false,
+    });
+  }
+
+  /** The one retry loop of a call. */
+  async function call(spec: CallSpec): Promise<HttpResponse> {
+    counters.calls++;
+    try {
+      return await pRetry(() => attempt(spec), {
+        retries: options.maxRetries ?? 10,
+        factor: config.retry.factor,
+        minTimeout: config.retry.min_delay_s * 1000,
+        maxTimeout: config.retry.max_delay_s * 1000,
+        maxRetryTime: config.retry.max_retry_time_s * 1000,
+        randomize: true,
+        signal: spec.signal,
+        // A 429 does not use up the retry budget (the time budget still bounds it)...
+        shouldConsumeRetry: ({ error }) => outcomeOf(error) !== 'rate_limited',
+        shouldRetry: async ({ error, attemptNumber }) => {
+          const outcome = outcomeOf(error);
+          if (outcome === 'final') return false;
+          counters.retries++;
+          if (outcome === 'rate_limited') {
+            // ...so p-retry would retry at once: wait for the group's pause to end here instead.
+            await limiter.waitUntilResumed(spec.group, spec.signal);
+            return true;
+          }
+          const e = error as BerthError;
+          emit({
+            type: 'retry',
+            op: spec.op,
+            group: spec.group,
+            attempt: attemptNumber,
+            code: e.code,
+            ...(e instanceof ServiceHttpError ? { status: e.status } : {}),
+            message: e.message,
+          });
+          return true;
+        },
+      });
+    } catch (err) {
+      // p-retry rejects with the signal's reason on abort; everything else is already typed.
+      if (!(err instanceof BerthError) && isAbortError(err)) throw abortedError(err);
+      if (!(err instanceof BerthError) && spec.signal?.aborted) throw abortedError(spec.signal.reason);
+      throw err;
+    }
+  }
+
+  const isGone = (err: unknown, serviceCode: string): boolean =>
+    err instanceof ServiceHttpError && (err.code === 'not_found' || err.serviceCode === serviceCode);
+
+  async function listV1(signal: AbortSignal | undefined): Promise<Instance[]> {
+    const byId = new Map<number, Instance>();
+    const seenTokens = new Set<string>();
+    let token: string | null = null;
+    for (let page = 0; page < MAX_V1_PAGES; page++) {
+      const query = `limit=${V1_PAGE_SIZE}${token === null ? '' : `&after_token=${encodeURIComponent(token)}`}`;
+      const res = await call({ op: 'list', group: 'list', method: 'GET', path: `/api/v1/instances/?${query}`, signal });
+      const body = parseBody(listV1ResponseSchema, res.body, 'GET /api/v1/instances/');
+      // An instance may move between pages while we walk them: keep the latest record per id.
+      for (const inst of body.instances) byId.set(inst.id, inst);
+      const next = body.next_token ?? null;
+      if (next === null || next === '') return [...byId.values()];
+      token = String(next);
+      if (seenTokens.has(token)) throw new BerthError('bad_response', 'The v1 instance list repeated a page token.');
+      seenTokens.add(token);
+    }
+    throw new BerthError('bad_response', `The v1 instance list did not end after ${MAX_V1_PAGES} pages.`);
+  }
+
+  return {
+    async searchOffers(query: SearchQuery, opts?: CallOptions): Promise<Offer[]> {
+      const res = await call({ op: 'search', group: 'search', method: 'POST', path: '/api/v0/bundles/', body: query, signal: opts?.signal });
+      return parseBody(searchResponseSchema, res.body, 'POST /api/v0/bundles/').offers;
+    },
+
+    async createInstance(offerId: number, request: CreateInstanceRequest, opts?: CallOptions): Promise<CreatedInstance> {
+      const ambiguous = (cause: unknown): AmbiguousCreateError => {
+        counters.ambiguousCreates++;
+        const code = cause instanceof BerthError ? cause.code : 'ambiguous';
+        emit({ type: 'ambiguous_create', offerId, label: request.label, code });
+        return new AmbiguousCreateError(offerId, request.label, cause);
+      };
+      const body = {
+        client_id: 'me',
+        image: request.image,
+        disk: request.disk,
+        label: request.label,
+        env: request.env ?? {},
+        onstart: request.onstart,
+        price: request.price ?? null,
+        runtype: request.runtype ?? 'ssh',
+      };
+      const res = await call({
+        op: 'create',
+        group: 'create',
+        method: 'PUT',
+        path: `/api/v0/asks/${offerId}/`,
+        body,
+        offerId,
+        onUnknownOutcome: ambiguous,
+        signal: opts?.signal,
+      });
+      let created;
+      try {
+        created = parseBody(createResponseSchema, res.body, `PUT /api/v0/asks/${offerId}/`);
+      } catch (err) {
+        // A 2xx we cannot read may still have created an instance: same as a lost answer.
+        throw ambiguous(err);
+      }
+      return {
+        instanceId: created.new_contract,
+        ...(created.instance_api_key === undefined ? {} : { instanceApiKey: created.instance_api_key }),
+      };
+    },
+
+    async listInstances(opts?: CallOptions): Promise<Instance[]> {
+      if (listEndpoint === 'v0') {
+        try {
+          const res = await call({ op: 'list', group: 'list', method: 'GET', path: '/api/v0/instances/', signal: opts?.signal });
+          return parseBody(listV0ResponseSchema, res.body, 'GET /api/v0/instances/').instances;
+        } catch (err) {
+          if (!(err instanceof ServiceHttpError && err.code === 'deprecated_endpoint')) throw err;
+          if (listEndpoint === 'v0') {
+            listEndpoint = 'v1';
+            emit({ type: 'fallback', op: 'list', from: 'v0', to: 'v1' });
+          }
+        }
+      }
+      return listV1(opts?.signal);
+    },
+
+    async showInstance(instanceId: number, opts?: CallOptions): Promise<Instance | null> {
+      const path = `/api/v0/instances/${instanceId}/`;
+      try {
+        const res = await call({ op: 'show', group: 'show', method: 'GET', path, signal: opts?.signal });
+        return parseBody(showResponseSchema, res.body, `GET ${path}`).instances;
+      } catch (err) {
+        if (isGone(err, 'no_such_instance')) return null;
+        throw err;
+      }
+    },
+
+    async destroyInstance(instanceId: number, opts?: CallOptions): Promise<'destroyed' | 'gone'> {
+      // Idempotent: retried on transient faults, and "already gone" is success.
+      try {
+        await call({ op: 'destroy', group: 'destroy', method: 'DELETE', path: `/api/v0/instances/${instanceId}/`, signal: opts?.signal });
+        return 'destroyed';
+      } catch (err) {
+        if (isGone(err, 'no_such_instance')) return 'gone';
+        throw err;
+      }
+    },
+
+    async setInstanceState(instanceId: number, state: 'stopped' | 'running', opts?: CallOptions): Promise<void> {
+      await call({ op: 'change', group: 'change', method: 'PUT', path: `/api/v0/instances/${instanceId}/`, body: { state }, signal: opts?.signal });
+    },
+
+    async setInstanceLabel(instanceId: number, label: string, opts?: CallOptions): Promise<void> {
+      await call({ op: 'change', group: 'change', method: 'PUT', path: `/api/v0/instances/${instanceId}/`, body: { label }, signal: opts?.signal });
+    },
+
+    async currentUser(opts?: CallOptions): Promise<CurrentUser> {
+      const res = await call({ op: 'current_user', group: 'other', method: 'GET', path: '/api/v0/users/current/', signal: opts?.signal });
+      return parseBody(currentUserSchema, res.body, 'GET /api/v0/users/current/');
+    },
+
+    async listSecrets(opts?: CallOptions): Promise<Record<string, string>> {
+      const res = await call({ op: 'secrets', group: 'other', method: 'GET', path: '/api/v0/secrets/', signal: opts?.signal });
+      return parseBody(secretsResponseSchema, res.body, 'GET /api/v0/secrets/').secrets;
+    },
+
+    async deleteTemplate(templateId: number, opts?: CallOptions): Promise<'deleted' | 'gone'> {
+      try {
+        await call({ op: 'template_delete', group: 'other', method: 'DELETE', path: '/api/v0/template/', body: { template_id: templateId }, signal: opts?.signal });
+        return 'deleted';
+      } catch (err) {
+        if (isGone(err, 'no_such_template')) return 'gone';
+        throw err;
+      }
+    },
+
+    async rotateWebhookSecret(webhookId: number, opts?: CallOptions): Promise<Webhook> {
+      // Retrying a rotation is safe: whichever rotation answered last holds the valid secret.
+      const path = `/api/v0/webhooks/${webhookId}/rotate-secret`;
+      const res = await call({ op: 'webhook_rotate_secret', group: 'other', method: 'POST', path, signal: opts?.signal });
+      return parseBody(rotateSecretResponseSchema, res.body, `POST ${path}`).webhook;
+    },
+
+    async createApiKey(request, opts?: CallOptions): Promise<ApiKeyCreated> {
+      // Not idempotent: a lost answer could leave a live key behind, so it is never repeated blindly.
+      const res = await call({
+        op: 'api_key_create',
+        group: 'other',
+        method: 'POST',
+        path: '/api/v0/auth/apikeys/',
+        body: request,
+        onUnknownOutcome: (cause) =>
+          new BerthError('ambiguous', 'The API key creation may or may not have succeeded; check the key list before retrying.', { cause }),
+        signal: opts?.signal,
+      });
+      return parseBody(apiKeyResponseSchema, res.body, 'POST /api/v0/auth/apikeys/');
+    },
+
+    async deleteApiKey(keyId: number, opts?: CallOptions): Promise<'deleted' | 'gone'> {
+      try {
+        await call({ op: 'api_key_delete', group: 'other', method: 'DELETE', path: `/api/v0/auth/apikeys/${keyId}/`, signal: opts?.signal });
+        return 'deleted';
+      } catch (err) {
+        if (isGone(err, 'no_such_key')) return 'gone';
+        throw err;
+      }
+    },
+
+    stats(): ClientStats {
+      return { groups: limiter.stats(), ...counters, listEndpoint };
+    },
+
+    async close(): Promise<void> {
+      await limiter.close();
+      await http.close();
+    },
+  };
+}

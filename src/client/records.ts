@@ -1,0 +1,77 @@
+// Shape checks for what the service returns. Only the fields berth relies on are checked, extra
+// fields pass through untouched; a body of the wrong shape becomes BerthError('bad_response') here,
+// naming what was wrong, instead of an `undefined` deep inside a run later.
+import { z } from 'zod';
+import { BerthError } from '../errors.js';
+import type { CurrentUser, Instance, Offer } from './types.js';
+
+const id = z.number().int();
+const nullableString = z.string().nullish().transform((v) => v ?? null);
+const nullableNumber = z.number().nullish().transform((v) => v ?? null);
+
+const offerSchema = z.looseObject({
+  id,
+  machine_id: z.number(),
+  gpu_name: z.string(),
+  num_gpus: z.number(),
+  gpu_ram: z.number(),
+  dph_total: z.number(),
+  verified: z.boolean().optional(),
+  direct_port_count: z.number().optional(),
+});
+
+const instanceSchema = z.looseObject({
+  id,
+  label: nullableString,
+  machine_id: nullableNumber,
+  actual_status: nullableString,
+  intended_status: z.string().nullish(),
+  cur_state: z.string().nullish(),
+  status_msg: z.string().nullish(),
+  ssh_host: z.string().nullish(),
+  ssh_port: z.number().nullish(),
+  dph_total: z.number().nullish(),
+});
+
+export const searchResponseSchema = z.looseObject({ offers: z.array(offerSchema) });
+export const listV0ResponseSchema = z.looseObject({ instances: z.array(instanceSchema) });
+export const listV1ResponseSchema = z.looseObject({
+  instances: z.array(instanceSchema),
+  next_token: z.union([z.string(), z.number()]).nullish(),
+});
+export const showResponseSchema = z.looseObject({ instances: instanceSchema.nullable() });
+export const createResponseSchema = z.looseObject({
+  new_contract: id,
+  instance_api_key: z.string().optional(),
+});
+export const currentUserSchema = z.looseObject({ id, email: z.string().optional(), credit: z.number().optional() });
+export const secretsResponseSchema = z.looseObject({ secrets: z.record(z.string(), z.string()) });
+export const webhookSchema = z.looseObject({ id, webhook_secret: z.string() });
+export const rotateSecretResponseSchema = z.looseObject({ webhook: webhookSchema });
+/** The API-key record's shape is not documented: require only a numeric id. */
+export const apiKeyResponseSchema = z.looseObject({ id: id.optional(), key: z.string().optional() });
+
+/**
+ * Parses `body` or throws bad_response naming the first problems. zod's messages name paths and
+ * expected types, never the values, so no secret from a body ends up in the message.
+ */
+export function parseBody<S extends z.ZodType>(schema: S, body: unknown, what: string): z.output<S> {
+  const result = schema.safeParse(body);
+  if (result.success) return result.data;
+  const issues = result.error.issues
+    .slice(0, 3)
+    .map((i) => `${i.path.length ? i.path.join('.') : '(body)'}: ${i.message}`)
+    .join('; ');
+  const kind = typeof body === 'string' ? ' (the body was not JSON)' : '';
+  throw new BerthError('bad_response', `Unexpected response to ${what}${kind}: ${issues}`);
+}
+
+// Compile-time checks that the parsed records fit the public types.
+export type ParsedOffer = z.output<typeof offerSchema>;
+export type ParsedInstance = z.output<typeof instanceSchema>;
+const _offerFits = (o: ParsedOffer): Offer => o;
+const _instanceFits = (i: ParsedInstance): Instance => i;
+const _userFits = (u: z.output<typeof currentUserSchema>): CurrentUser => u;
+void _offerFits;
+void _instanceFits;
+void _userFits;
