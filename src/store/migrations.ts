@@ -1,0 +1,60 @@
+// Schema history. Each entry moves the database from user_version i to i+1; all run in one
+// immediate transaction at open, so a crash mid-migration leaves the old version intact.
+export const MIGRATIONS: string[] = [
+  `
+  CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+
+  CREATE TABLE runs (
+    id              TEXT PRIMARY KEY,
+    name            TEXT NOT NULL,
+    spec_json       TEXT NOT NULL,      -- the resolved job spec, env values included (needed to create)
+    state           TEXT NOT NULL,      -- queued searching creating booting running destroying failed cancelled
+    created_at      INTEGER NOT NULL,   -- ms since epoch
+    updated_at      INTEGER NOT NULL,
+    ended_at        INTEGER,
+    idempotency_key TEXT UNIQUE,
+    relax_level     INTEGER NOT NULL DEFAULT 0,
+    attempt         INTEGER NOT NULL DEFAULT 0,
+    error_json      TEXT,
+    snapshot_json   TEXT,               -- xstate persisted snapshot
+    machine_version INTEGER
+  );
+  CREATE INDEX runs_live ON runs(state) WHERE ended_at IS NULL;
+
+  -- One row per offer tried. It is also the journal of the create: the row is written with
+  -- create_state 'intent' before the create call, so a restarted daemon knows a call may have
+  -- reached the service and looks for the label before doing anything else.
+  CREATE TABLE attempts (
+    run_id        TEXT NOT NULL REFERENCES runs(id),
+    n             INTEGER NOT NULL,
+    offer_id      INTEGER NOT NULL,
+    machine_id    INTEGER,
+    dph_total     REAL,
+    label         TEXT NOT NULL UNIQUE,
+    create_state  TEXT NOT NULL,        -- intent created offer_gone failed
+    create_detail TEXT,
+    instance_id   INTEGER,
+    actual_status TEXT,
+    status_msg    TEXT,
+    ssh_host      TEXT,
+    ssh_port      INTEGER,
+    outcome       TEXT,
+    detail        TEXT,
+    destroy_state TEXT NOT NULL DEFAULT 'none',  -- none requested confirmed
+    started_at    INTEGER NOT NULL,
+    ended_at      INTEGER,
+    PRIMARY KEY (run_id, n)
+  );
+  CREATE INDEX attempts_instance ON attempts(instance_id);
+
+  CREATE TABLE events (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id    TEXT NOT NULL,
+    at        INTEGER NOT NULL,
+    type      TEXT NOT NULL,
+    message   TEXT NOT NULL,
+    data_json TEXT
+  );
+  CREATE INDEX events_run ON events(run_id, id);
+  `,
+];

@@ -1,0 +1,109 @@
+// The runs table: one row per submitted run, with its state, error and the machine's snapshot.
+import type { Db } from './database.js';
+
+export const END_STATES = ['failed', 'cancelled'] as const;
+export type RunState =
+  | 'queued'
+  | 'searching'
+  | 'creating'
+  | 'booting'
+  | 'running'
+  | 'destroying'
+  | (typeof END_STATES)[number];
+
+export interface RunRow {
+  id: string;
+  name: string;
+  spec_json: string;
+  state: RunState;
+  created_at: number;
+  updated_at: number;
+  ended_at: number | null;
+  idempotency_key: string | null;
+  relax_level: number;
+  attempt: number;
+  error_json: string | null;
+  snapshot_json: string | null;
+  machine_version: number | null;
+}
+
+export interface NewRun {
+  id: string;
+  name: string;
+  specJson: string;
+  createdAt: number;
+  idempotencyKey?: string | undefined;
+}
+
+export interface RunProgress {
+  state: RunState;
+  relaxLevel: number;
+  attempt: number;
+  error: { kind: string; message: string } | null;
+  snapshotJson: string;
+  machineVersion: number;
+  at: number;
+}
+
+export function isEndState(state: string): boolean {
+  return (END_STATES as readonly string[]).includes(state);
+}
+
+export function createRunsRepo(db: Db) {
+  const insert = db.prepare(
+    `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, idempotency_key)
+     VALUES (@id, @name, @specJson, 'queued', @createdAt, @createdAt, @idempotencyKey)
+     ON CONFLICT (idempotency_key) DO NOTHING`,
+  );
+  const byId = db.prepare(`SELECT * FROM runs WHERE id = ?`);
+  const byKey = db.prepare(`SELECT * FROM runs WHERE idempotency_key = ?`);
+  const all = db.prepare(`SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?`);
+  const live = db.prepare(`SELECT * FROM runs WHERE ended_at IS NULL ORDER BY created_at, id`);
+  const progress = db.prepare(
+    `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
+       snapshot_json = @snapshotJson, machine_version = @machineVersion, updated_at = @at,
+       ended_at = CASE WHEN @ended THEN @at ELSE NULL END
+     WHERE id = @id`,
+  );
+  const setState = db.prepare(
+    `UPDATE runs SET state = @state, error_json = @errorJson, updated_at = @at,
+       ended_at = CASE WHEN @ended THEN @at ELSE ended_at END WHERE id = @id`,
+  );
+
+  return {
+    /** Inserts a run; with an idempotency key already used, returns the earlier run instead. */
+    insert(run: NewRun): { row: RunRow; created: boolean } {
+      const info = insert.run({ ...run, idempotencyKey: run.idempotencyKey ?? null });
+      if (info.changes === 1) return { row: byId.get(run.id) as RunRow, created: true };
+      return { row: byKey.get(run.idempotencyKey) as RunRow, created: false };
+    },
+    get(id: string): RunRow | undefined {
+      return byId.get(id) as RunRow | undefined;
+    },
+    list(limit = 1000): RunRow[] {
+      return all.all(limit) as RunRow[];
+    },
+    live(): RunRow[] {
+      return live.all() as RunRow[];
+    },
+    saveProgress(id: string, p: RunProgress): void {
+      progress.run({
+        id,
+        state: p.state,
+        relaxLevel: p.relaxLevel,
+        attempt: p.attempt,
+        errorJson: p.error ? JSON.stringify(p.error) : null,
+        snapshotJson: p.snapshotJson,
+        machineVersion: p.machineVersion,
+        at: p.at,
+        ended: isEndState(p.state) ? 1 : 0,
+      });
+    },
+    /** For runs that cannot be resumed (unreadable snapshot): state and error only. */
+    setState(id: string, state: RunState, error: { kind: string; message: string } | null, at: number): void {
+      setState.run({ id, state, errorJson: error ? JSON.stringify(error) : null, at, ended: isEndState(state) ? 1 : 0 });
+    },
+  };
+}
+
+export type RunsRepo = ReturnType<typeof createRunsRepo>;
