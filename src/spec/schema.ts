@@ -1,0 +1,211 @@
+// The job spec (SPEC section 3): what a user hands `berth submit`. Strict everywhere a typo could
+// hide (top level, `search`, operator objects, relax steps), so a misspelt field is an error rather
+// than a silently ignored wish. Issue messages are worded in ./issues.ts; the cross-field rules run
+// even when other fields are wrong, so that one validation reports every problem.
+import { z } from 'zod';
+import type { RelaxStep } from '../config/schema.js';
+import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
+
+/** Values berth fills in when a spec leaves these fields out. */
+export const JOB_SPEC_DEFAULTS = {
+  /** Instance disk, GB. */
+  disk_gb: 20,
+  search: {
+    type: 'on-demand',
+    /** Offers asked for per search. */
+    limit: 64,
+    /** Best deep-learning performance per dollar first: the seed's own example of a sort key. */
+    order: [['dlperf_per_dphtotal', 'desc']] as Array<[string, 'asc' | 'desc']>,
+  },
+} as const;
+
+const FILTER_OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'notin'] as const;
+
+/** Offer fields that hold a price: the price cap is never relaxed, so relax steps may not touch them. */
+const PRICE_FIELDS = ['dph_total', 'dph_base', 'min_bid', 'storage_cost', 'inet_up_cost', 'inet_down_cost'];
+
+/** Keys of the search body that are not filters (the body is flat: filters sit next to them). */
+const SEARCH_BODY_KEYS = ['order', 'type', 'limit'];
+
+/** Placeholder replaced by the offending key when an unknown-key issue is split per key. */
+export const KEY_PLACEHOLDER = '{key}';
+
+const fieldName = z
+  .string()
+  .regex(/^[a-z_][a-z0-9_]*$/, 'an offer field name is lowercase letters, digits and "_"')
+  .refine((f) => !SEARCH_BODY_KEYS.includes(f), { error: (iss) => `"${String(iss.input)}" is not a filter` });
+
+const scalar = z.union([z.string(), z.number(), z.boolean()], {
+  error: (iss) => `expected a string, number or boolean, got ${jsonType(iss.input)}`,
+});
+
+/** `{op: value}` in the service's query language; several operators may bound one field. */
+const filterOpsSchema = z
+  .strictObject(
+    {
+      eq: scalar.optional(),
+      neq: scalar.optional(),
+      gt: z.number().optional(),
+      gte: z.number().optional(),
+      lt: z.number().optional(),
+      lte: z.number().optional(),
+      in: z.array(scalar).min(1, 'must list at least one value').optional(),
+      notin: z.array(scalar).optional(),
+    },
+    {
+      error: (iss) =>
+        iss.code === 'unrecognized_keys'
+          ? `unknown operator "${KEY_PLACEHOLDER}" (operators: ${FILTER_OPERATORS.join(', ')})`
+          : undefined,
+    },
+  )
+  // Only when nothing else is wrong: `{"like": ...}` is already reported as an unknown operator.
+  .refine((ops) => Object.keys(ops).length > 0, {
+    message: `needs an operator (${FILTER_OPERATORS.join(', ')})`,
+    when: (payload) => payload.issues.length === 0,
+  });
+
+const searchSchema = z.strictObject({
+  filters: z
+    .record(
+      fieldName.refine((f) => f !== 'dph_total', 'the price is capped by max_price_per_hour, not by a dph_total filter'),
+      filterOpsSchema,
+    )
+    .default({}),
+  order: z
+    .array(z.tuple([fieldName, z.enum(['asc', 'desc'])]))
+    .default(JOB_SPEC_DEFAULTS.search.order)
+    .describe('Sort keys, e.g. [["dlperf_per_dphtotal", "desc"]]'),
+  type: z
+    .enum(['on-demand', 'bid'])
+    .default(JOB_SPEC_DEFAULTS.search.type)
+    .describe('"bid" rents interruptible instances and needs bid_price'),
+  limit: z.number().int().min(1).max(1000).default(JOB_SPEC_DEFAULTS.search.limit),
+});
+
+// A relax step has the shape of config's relaxStepSchema (its output is a RelaxStep), with the
+// operators checked and the fields that are never relaxed refused. It is not built on that schema
+// because a refinement there would be skipped whenever the step's shape has another problem, and
+// validation must report every problem at once.
+const neverRelaxed = (field: string) => PRICE_FIELDS.includes(field) || field === 'direct_port_count';
+
+const relaxStepSchema = z
+  .strictObject({
+    drop: z
+      .array(
+        fieldName.refine((f) => !neverRelaxed(f), {
+          error: (iss) => `"${String(iss.input)}" is never relaxed (price cap and SSH port)`,
+        }),
+      )
+      .min(1, 'must name at least one filter')
+      .optional(),
+    set: z
+      .record(
+        fieldName.refine((f) => !PRICE_FIELDS.includes(f), {
+          error: (iss) => `"${String(iss.input)}" is a price: the price cap is never relaxed`,
+        }),
+        filterOpsSchema,
+      )
+      .superRefine(
+        (set: Record<string, unknown>, ctx) => {
+          const ports = set['direct_port_count'];
+          if (isPlainObject(ports) && !requiresAtLeastOne(ports)) {
+            ctx.addIssue({
+              code: 'custom',
+              path: ['direct_port_count'],
+              message: 'must keep direct_port_count at 1 or more (SSH needs a direct port), e.g. {"gte": 1}',
+            });
+          }
+        },
+        { when: (payload) => isPlainObject(payload.value) },
+      )
+      .optional(),
+  })
+  .refine((s) => s.drop !== undefined || s.set !== undefined, 'a relax step needs "drop" or "set"');
+
+/**
+ * Whether the operators alone guarantee a value of at least 1 (port counts are integers).
+ * Reads them as unknown: like the other cross-checks it runs even when the step has other problems.
+ */
+function requiresAtLeastOne(ops: Record<string, unknown>): boolean {
+  const atLeastOne = (v: unknown) => typeof v === 'number' && v >= 1;
+  const { gte, gt, eq, in: oneOf } = ops;
+  return (
+    atLeastOne(gte) ||
+    (typeof gt === 'number' && gt >= 0) ||
+    atLeastOne(eq) ||
+    (Array.isArray(oneOf) && oneOf.length > 0 && oneOf.every(atLeastOne))
+  );
+}
+
+export const jobSpecSchema = z
+  .strictObject({
+    name: z
+      .string()
+      .max(100, 'must be at most 100 characters')
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'must start with a letter or digit and use only letters, digits, ".", "_" and "-"')
+      .describe('Run name shown in status tables'),
+    image: z.string().regex(/^\S+$/, 'must be a non-empty image reference without spaces').describe('Container image'),
+    disk_gb: z.number().positive().default(JOB_SPEC_DEFAULTS.disk_gb).describe('Instance disk, GB'),
+    onstart: z
+      .string()
+      .refine(onstartFits, ONSTART_TOO_LARGE)
+      .optional()
+      .describe('Script run when the instance starts; any length (long scripts are sent compressed)'),
+    env: z
+      .record(
+        z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name matches ^[A-Za-z_][A-Za-z0-9_]*$'),
+        z.string(),
+      )
+      .optional()
+      .describe('Environment variables of the instance'),
+    search: searchSchema.prefault({}).describe("Offer search in the service's query language"),
+    bid_price: z.number().positive().optional().describe('$/h bid; required when search.type is "bid"'),
+    relax: z
+      .array(relaxStepSchema)
+      .optional()
+      .describe('Ordered steps applied one by one while no usable offer is found; default from config'),
+    max_price_per_hour: z.number().positive().describe('Price cap in $/h (dph_total); never relaxed'),
+    max_attempts: z.number().int().min(1).optional().describe('Offers tried before the run fails; default from config'),
+    boot_timeout_s: z.number().positive().optional().describe('Seconds an instance may stay loading; default from config'),
+    deadline_s: z.number().positive().optional().describe('Seconds from submission until the run fails; default from config'),
+  })
+  .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) });
+
+// Runs on the raw object even when other fields failed (see `when` above), so every field it reads
+// may be of any type: each comparison checks its operands.
+function checkBid(spec: { search?: { type?: unknown }; bid_price?: unknown; max_price_per_hour?: unknown }, ctx: z.RefinementCtx) {
+  const search: unknown = spec.search;
+  const bid = isPlainObject(search) && search['type'] === 'bid';
+  if (bid && spec.bid_price === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['bid_price'], message: 'required when search.type is "bid"' });
+  }
+  if (!bid && spec.bid_price !== undefined) {
+    ctx.addIssue({ code: 'custom', path: ['bid_price'], message: 'only applies when search.type is "bid"' });
+  }
+  if (bid && typeof spec.bid_price === 'number' && typeof spec.max_price_per_hour === 'number' && spec.bid_price > spec.max_price_per_hour) {
+    ctx.addIssue({ code: 'custom', path: ['bid_price'], message: 'must not exceed max_price_per_hour' });
+  }
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** The JSON type name of a value, as issue messages print it ("got string"). */
+export function jsonType(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  return typeof v;
+}
+
+/** A parsed spec: everything checked, spec-level defaults (disk, search) filled in. */
+export type JobSpec = z.output<typeof jobSpecSchema>;
+
+/** A spec ready to run: limits and the relax ladder filled from `config.runs` where the spec left them out. */
+export type ResolvedJobSpec = Omit<JobSpec, 'relax' | 'max_attempts' | 'boot_timeout_s' | 'deadline_s'> & {
+  relax: RelaxStep[];
+  max_attempts: number;
+  boot_timeout_s: number;
+  deadline_s: number;
+};
