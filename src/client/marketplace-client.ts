@@ -157,11 +157,12 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     if (err instanceof BerthError) return err;
     const code = transportErrorCode(err);
     const policy = transportPolicy(code);
-    if (inFlight && spec.onUnknownOutcome && isAmbiguousForNonIdempotent(policy)) return spec.onUnknownOutcome(err);
-    return new BerthError(policy.code, `${ctx.method} ${ctx.path} failed without an answer (${code ?? 'unknown error'}).`, {
+    const typed = new BerthError(policy.code, `${ctx.method} ${ctx.path} failed without an answer (${code ?? 'unknown error'}).`, {
       cause: err,
       retryable: inFlight ? policy.outcome === 'retry' : false,
     });
+    if (inFlight && spec.onUnknownOutcome && isAmbiguousForNonIdempotent(policy)) return spec.onUnknownOutcome(typed);
+    return typed;
   }
 
   /** The one retry loop of a call. */

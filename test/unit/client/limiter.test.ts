@@ -1,0 +1,107 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createLimiter, type Limiter } from '../../../src/client/limiter.js';
+import { testConfig } from './fake-server.js';
+
+let limiter: Limiter | undefined;
+afterEach(async () => {
+  await limiter?.close();
+  limiter = undefined;
+});
+
+const noJitter = () => 0;
+
+describe('limiter', () => {
+  it('holds a group to its steady rate after the burst', async () => {
+    const cfg = testConfig({ rate: { search: { per_s: 20, burst: 1 } } });
+    limiter = createLimiter(cfg.rate_limits);
+    const start = performance.now();
+    const times = await Promise.all(Array.from({ length: 21 }, () => limiter!.schedule('search', async () => performance.now() - start)));
+    const last = Math.max(...times);
+    // 1 token at once, then 20 more at 20/s: ~1 s.
+    expect(last).toBeGreaterThan(900);
+    expect(last).toBeLessThan(1400);
+    expect(limiter.stats().search).toMatchObject({ scheduled: 21, sent: 21 });
+  });
+
+  it('lets a burst through at once', async () => {
+    const cfg = testConfig({ rate: { show: { per_s: 1, burst: 5 } } });
+    limiter = createLimiter(cfg.rate_limits);
+    const start = performance.now();
+    await Promise.all(Array.from({ length: 5 }, () => limiter!.schedule('show', async () => 1)));
+    expect(performance.now() - start).toBeLessThan(200);
+  });
+
+  it('caps calls in flight with max_concurrent', async () => {
+    const cfg = testConfig({ rate: { list: { per_s: 1000, burst: 100, max_concurrent: 2 } } });
+    limiter = createLimiter(cfg.rate_limits);
+    let inFlight = 0;
+    let peak = 0;
+    await Promise.all(
+      Array.from({ length: 8 }, () =>
+        limiter!.schedule('list', async () => {
+          peak = Math.max(peak, ++inFlight);
+          await new Promise((r) => setTimeout(r, 20));
+          inFlight--;
+        }),
+      ),
+    );
+    expect(peak).toBe(2);
+  });
+
+  it('a 429 pauses only its group, then resumes it', async () => {
+    const cfg = testConfig();
+    const resumed: string[] = [];
+    limiter = createLimiter(cfg.rate_limits, { random: noJitter, onResume: (g) => resumed.push(g) });
+    const info = limiter.pause('show', 2); // ~1/threshold = 500 ms
+    expect(info.pauseMs).toBe(500);
+    expect(limiter.stats().show.paused).toBe(true);
+    // Let the reservoir be emptied (bottleneck's calls are asynchronous).
+    await new Promise((r) => setTimeout(r, 20));
+    const start = performance.now();
+    const [showAt, searchAt] = await Promise.all([
+      limiter.schedule('show', async () => performance.now() - start),
+      limiter.schedule('search', async () => performance.now() - start),
+    ]);
+    expect(searchAt).toBeLessThan(100);
+    expect(showAt).toBeGreaterThan(400);
+    expect(resumed).toEqual(['show']);
+    expect(limiter.stats().show).toMatchObject({ paused: false, rateLimited: 1, pauses: 1 });
+    expect(limiter.stats().search).toMatchObject({ paused: false, rateLimited: 0 });
+  });
+
+  it('grows the pause with consecutive 429s and starts over after a success', async () => {
+    limiter = createLimiter(testConfig().rate_limits, { random: noJitter, maxPauseMs: 10_000 });
+    const first = limiter.pause('create', 10).pauseMs; // 100 ms
+    // A second 429 from the same burst shares the running pause instead of doubling it.
+    expect(limiter.pause('create', 10).consecutive).toBe(1);
+    await limiter.waitUntilResumed('create');
+    const second = limiter.pause('create', 10).pauseMs;
+    await limiter.waitUntilResumed('create');
+    limiter.succeeded('create');
+    const third = limiter.pause('create', 10).pauseMs;
+    expect([first, second, third]).toEqual([100, 200, 100]);
+    expect(limiter.stats().create.rateLimited).toBe(4);
+  });
+
+  it('waits 1 s when the 429 named no threshold, and never beyond the cap', () => {
+    limiter = createLimiter(testConfig().rate_limits, { random: noJitter, maxPauseMs: 300 });
+    expect(limiter.pause('other', undefined).pauseMs).toBe(300);
+  });
+
+  it('adds jitter to the pause', () => {
+    limiter = createLimiter(testConfig().rate_limits, { random: () => 0.999, maxPauseMs: 10_000 });
+    const { pauseMs } = limiter.pause('destroy', 1);
+    expect(pauseMs).toBeGreaterThan(1400);
+    expect(pauseMs).toBeLessThanOrEqual(1500);
+  });
+
+  it('a cancelled wait rejects at once with code aborted', async () => {
+    limiter = createLimiter(testConfig().rate_limits, { random: noJitter });
+    limiter.pause('list', 0.5); // 2 s
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 30);
+    const start = performance.now();
+    await expect(limiter.schedule('list', async () => 'ran', ac.signal)).rejects.toMatchObject({ code: 'aborted' });
+    expect(performance.now() - start).toBeLessThan(500);
+  });
+});

@@ -1,0 +1,278 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createMarketClient, type MarketplaceClient } from '../../../src/client/marketplace-client.js';
+import type { ClientEvent } from '../../../src/client/events.js';
+import { AmbiguousCreateError, AuthError, BerthError, OfferGoneError, PermissionError } from '../../../src/errors.js';
+import { json, startFakeServer, testConfig, type FakeServer } from './fake-server.js';
+
+const API_KEY = 'sk-unit-test-key-0123456789';
+const offer = (id: number) => ({ id, machine_id: id * 10, gpu_name: 'RTX 4090', num_gpus: 1, gpu_ram: 24564, dph_total: 0.4, extra: 'kept' });
+const instance = (id: number) => ({ id, label: `berth:s:r:${id}`, machine_id: 7, actual_status: 'running', ssh_host: 'h', ssh_port: 22 });
+const createReq = { image: 'pytorch/pytorch', disk: 20, label: 'berth:store:run1:1', env: { HF_TOKEN: 'hf_env_secret' } };
+
+let server: FakeServer;
+let client: MarketplaceClient;
+let events: ClientEvent[];
+
+function makeClient(config = testConfig(), url = server.url): MarketplaceClient {
+  return createMarketClient({ baseUrl: url, apiKey: API_KEY, config, onEvent: (e) => events.push(e) });
+}
+
+beforeEach(async () => {
+  events = [];
+  server = await startFakeServer();
+  client = makeClient();
+});
+afterEach(async () => {
+  await client.close();
+  await server.close();
+});
+
+describe('requests', () => {
+  it('sends the key only as a bearer header, with a JSON content type', async () => {
+    server.setHandler((_q, res) => json(res, 200, { offers: [offer(1)] }));
+    const offers = await client.searchOffers({ gpu_name: { eq: 'RTX 4090' }, limit: 5 });
+    expect(offers).toEqual([offer(1)]);
+    const [req] = server.requests;
+    expect(req!.method).toBe('POST');
+    expect(req!.url).toBe('/api/v0/bundles/');
+    expect(req!.url).not.toContain(API_KEY);
+    expect(req!.headers.authorization).toBe(`Bearer ${API_KEY}`);
+    expect(req!.headers['content-type']).toBe('application/json');
+    expect(req!.body).toEqual({ gpu_name: { eq: 'RTX 4090' }, limit: 5 });
+  });
+
+  it('sends the create body the service expects and returns the new contract', async () => {
+    server.setHandler((_q, res) => json(res, 200, { success: true, new_contract: 7835610, instance_api_key: 'ik-secret' }));
+    const created = await client.createInstance(123, createReq);
+    expect(created).toEqual({ instanceId: 7835610, instanceApiKey: 'ik-secret' });
+    expect(server.requests[0]!.method).toBe('PUT');
+    expect(server.requests[0]!.url).toBe('/api/v0/asks/123/');
+    expect(server.requests[0]!.body).toEqual({ client_id: 'me', ...createReq, price: null, runtype: 'ssh' });
+  });
+
+  it('rejects a response of the wrong shape with bad_response naming the problem', async () => {
+    server.setHandler((_q, res) => json(res, 200, { offers: [{ ...offer(1), id: 'x' }] }));
+    const err = await client.searchOffers({}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BerthError);
+    expect((err as BerthError).code).toBe('bad_response');
+    expect((err as BerthError).message).toContain('offers.0.id');
+  });
+});
+
+describe('retries', () => {
+  it('retries 5xx and dropped connections to success and reports each retry', async () => {
+    let n = 0;
+    server.setHandler((_q, res) => {
+      n++;
+      if (n === 1) return json(res, 503, { success: false, error: 'unavailable', msg: 'try later' });
+      if (n === 2) return res.socket?.destroy();
+      return json(res, 200, { instances_found: 1, instances: [instance(1)] });
+    });
+    expect(await client.listInstances()).toHaveLength(1);
+    expect(server.requests).toHaveLength(3);
+    expect(events.filter((e) => e.type === 'retry').map((e) => (e as { code: string }).code)).toEqual(['server_error', 'network']);
+    expect(client.stats().retries).toBe(2);
+  });
+
+  it('fails at once on 401 with a message about BERTH_API_KEY', async () => {
+    server.setHandler((_q, res) => json(res, 401, { success: false, error: 'auth_error', msg: 'Invalid user key' }));
+    const err = await client.currentUser().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AuthError);
+    expect((err as Error).message).toContain('BERTH_API_KEY');
+    expect((err as Error).message).not.toContain(API_KEY);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('fails at once on 403 naming the missing permission', async () => {
+    server.setHandler((_q, res) => json(res, 403, { success: false, error: 'forbidden', msg: 'requires permission instance_write' }));
+    const err = await client.destroyInstance(5).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PermissionError);
+    expect((err as PermissionError).category).toBe('instance_write');
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a 429 pauses the group for about 1/threshold s, then the call succeeds', async () => {
+    await client.close();
+    client = makeClient(testConfig({ retry: { max_delay_s: 2 } }));
+    let n = 0;
+    server.setHandler((_q, res) => {
+      if (++n === 1) return json(res, 429, { detail: 'API requests too frequent endpoint threshold=4.0' });
+      return json(res, 200, { instances: instance(9) });
+    });
+    const start = performance.now();
+    expect(await client.showInstance(9)).toMatchObject({ id: 9 });
+    const elapsed = performance.now() - start;
+    expect(elapsed).toBeGreaterThan(240);
+    expect(server.requests).toHaveLength(2);
+    const rl = events.find((e) => e.type === 'rate_limited');
+    expect(rl).toMatchObject({ type: 'rate_limited', group: 'show', threshold: 4, consecutive: 1 });
+    expect(events.some((e) => e.type === 'resumed' && e.group === 'show')).toBe(true);
+    expect(client.stats().groups.show.rateLimited).toBe(1);
+  });
+
+  it('a plain-text 429 still pauses and retries', async () => {
+    let n = 0;
+    server.setHandler((_q, res) => {
+      if (++n === 1) {
+        res.writeHead(429, { 'content-type': 'text/plain' });
+        return res.end('API requests too frequent');
+      }
+      return json(res, 200, { success: true });
+    });
+    await client.setInstanceState(3, 'stopped');
+    expect(server.requests.map((r) => r.body)).toEqual([{ state: 'stopped' }, { state: 'stopped' }]);
+  });
+
+  it('gives up when the retry time is spent, with the last typed error', async () => {
+    await client.close();
+    client = makeClient(testConfig({ retry: { max_retry_time_s: 0.3 } }));
+    server.setHandler((_q, res) => json(res, 500, { success: false, error: 'oops', msg: 'x' }));
+    await expect(client.currentUser()).rejects.toMatchObject({ code: 'server_error', status: 500 });
+    expect(server.requests.length).toBeGreaterThan(1);
+  });
+
+  it('cancels a call waiting for a retry', async () => {
+    server.setHandler((_q, res) => json(res, 429, { detail: 'threshold=0.2' })); // 5 s pause
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), 100);
+    const start = performance.now();
+    await expect(client.listInstances({ signal: ac.signal })).rejects.toMatchObject({ code: 'aborted' });
+    expect(performance.now() - start).toBeLessThan(1000);
+  });
+});
+
+describe('create is never retried blindly', () => {
+  it('retries a create the service answered with 503 or 429', async () => {
+    let n = 0;
+    server.setHandler((_q, res) => {
+      n++;
+      if (n === 1) return json(res, 503, { success: false, error: 'busy', msg: '' });
+      if (n === 2) return json(res, 429, { detail: 'API requests too frequent endpoint threshold=50' });
+      return json(res, 200, { success: true, new_contract: 42 });
+    });
+    expect(await client.createInstance(1, createReq)).toEqual({ instanceId: 42 });
+    expect(server.requests).toHaveLength(3);
+  });
+
+  it('a connection dropped after sending is ambiguous and not repeated', async () => {
+    server.setHandler((_q, res) => res.socket?.destroy());
+    const err = await client.createInstance(77, createReq).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AmbiguousCreateError);
+    expect(err).toMatchObject({ code: 'ambiguous', offerId: 77, label: createReq.label });
+    expect(server.requests).toHaveLength(1);
+    expect(events).toContainEqual({ type: 'ambiguous_create', offerId: 77, label: createReq.label, code: 'network' });
+    expect(client.stats().ambiguousCreates).toBe(1);
+  });
+
+  it('a headers timeout is ambiguous and not repeated', async () => {
+    await client.close();
+    client = makeClient(testConfig({ service: { timeout_s: 0.2 } }));
+    server.setHandler(() => undefined); // never answers
+    await expect(client.createInstance(5, createReq)).rejects.toBeInstanceOf(AmbiguousCreateError);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a 2xx without new_contract is ambiguous (an instance may exist)', async () => {
+    server.setHandler((_q, res) => json(res, 200, { success: true }));
+    await expect(client.createInstance(5, createReq)).rejects.toBeInstanceOf(AmbiguousCreateError);
+  });
+
+  it('a refused connection is retried (the request never left)', async () => {
+    const dead = await startFakeServer();
+    const deadUrl = dead.url;
+    await dead.close();
+    await client.close();
+    client = makeClient(testConfig({ retry: { max_retry_time_s: 0.3 } }), deadUrl);
+    const err = await client.createInstance(5, createReq).catch((e: unknown) => e);
+    expect(err).not.toBeInstanceOf(AmbiguousCreateError);
+    expect(err).toMatchObject({ code: 'network' });
+    expect(events.filter((e) => e.type === 'retry').length).toBeGreaterThan(0);
+  });
+
+  it('a taken offer is OfferGoneError naming the offer', async () => {
+    server.setHandler((_q, res) =>
+      json(res, 404, { success: false, error: 'invalid_args', msg: 'error 404/3603: no_such_ask Instance type by id 88 is not available.', ask_id: 88 }),
+    );
+    await expect(client.createInstance(88, createReq)).rejects.toSatisfy((e) => e instanceof OfferGoneError && e.offerId === 88);
+    expect(server.requests).toHaveLength(1);
+  });
+});
+
+describe('instances', () => {
+  it('falls back to the paginated v1 list on 410 and remembers it', async () => {
+    const all = Array.from({ length: 60 }, (_, i) => instance(i + 1));
+    server.setHandler((q, res) => {
+      if (q.url === '/api/v0/instances/') return json(res, 410, { success: false, error: 'deprecated_endpoint', msg: 'use v1' });
+      const u = new URL(q.url, 'http://x');
+      expect(u.pathname).toBe('/api/v1/instances/');
+      const after = Number(u.searchParams.get('after_token') ?? 0);
+      const limit = Number(u.searchParams.get('limit'));
+      const page = all.slice(after, after + limit);
+      const next = after + limit < all.length ? String(after + limit) : null;
+      return json(res, 200, { success: true, instances_found: page.length, total_instances: all.length, next_token: next, instances: page });
+    });
+    const first = await client.listInstances();
+    expect(first.map((i) => i.id)).toEqual(all.map((i) => i.id));
+    expect(events.filter((e) => e.type === 'fallback')).toHaveLength(1);
+    server.requests.length = 0;
+    expect(await client.listInstances()).toHaveLength(60);
+    expect(server.requests.map((r) => r.url.split('?')[0])).toEqual(['/api/v1/instances/', '/api/v1/instances/', '/api/v1/instances/']);
+    expect(client.stats().listEndpoint).toBe('v1');
+  });
+
+  it('validates instance records and tolerates extra fields and nulls', async () => {
+    server.setHandler((_q, res) =>
+      json(res, 200, { instances_found: 1, instances: [{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }] }),
+    );
+    expect(await client.listInstances()).toEqual([{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }]);
+  });
+
+  it('show returns null for `instances: null` and for 404', async () => {
+    server.setHandler((q, res) =>
+      q.url.includes('/1/') ? json(res, 200, { instances: null }) : json(res, 404, { success: false, error: 'no_such_instance', msg: '' }),
+    );
+    expect(await client.showInstance(1)).toBeNull();
+    expect(await client.showInstance(2)).toBeNull();
+  });
+
+  it('destroy is idempotent: 404 means gone', async () => {
+    server.setHandler((q, res) =>
+      q.url.includes('/1/') ? json(res, 200, { success: true }) : json(res, 404, { success: false, error: 'no_such_instance', msg: '' }),
+    );
+    expect(await client.destroyInstance(1)).toBe('destroyed');
+    expect(await client.destroyInstance(2)).toBe('gone');
+  });
+
+  it('destroy is retried on transient faults', async () => {
+    let n = 0;
+    server.setHandler((_q, res) => (++n === 1 ? res.socket?.destroy() : json(res, 200, { success: true })));
+    expect(await client.destroyInstance(1)).toBe('destroyed');
+    expect(server.requests).toHaveLength(2);
+  });
+});
+
+describe('other endpoints', () => {
+  it('secrets, template delete by numeric id, webhook rotation, API keys', async () => {
+    server.setHandler((q, res) => {
+      if (q.url === '/api/v0/secrets/') return json(res, 200, { success: true, secrets: { HF_TOKEN: '****' } });
+      if (q.url === '/api/v0/template/') return json(res, 200, { success: true });
+      if (q.url === '/api/v0/webhooks/4/rotate-secret') return json(res, 200, { success: true, webhook: { id: 4, webhook_secret: 'whsec' } });
+      if (q.url === '/api/v0/auth/apikeys/' && q.method === 'POST') return json(res, 200, { success: true, id: 12, key: 'newkey' });
+      if (q.url === '/api/v0/auth/apikeys/12/') return json(res, 200, { success: true });
+      return json(res, 404, { success: false, error: 'not_found', msg: '' });
+    });
+    expect(await client.listSecrets()).toEqual({ HF_TOKEN: '****' });
+    expect(await client.deleteTemplate(31)).toBe('deleted');
+    expect(server.requests.at(-1)).toMatchObject({ method: 'DELETE', body: { template_id: 31 } });
+    expect(await client.rotateWebhookSecret(4)).toMatchObject({ id: 4, webhook_secret: 'whsec' });
+    expect(await client.createApiKey({ name: 'ci', permissions: { api: { instance_read: {} } } })).toMatchObject({ id: 12 });
+    expect(await client.deleteApiKey(12)).toBe('deleted');
+    expect(await client.deleteApiKey(13)).toBe('gone');
+  });
+
+  it('an API key creation that may have gone through is not repeated', async () => {
+    server.setHandler((_q, res) => res.socket?.destroy());
+    await expect(client.createApiKey({ permissions: {} })).rejects.toMatchObject({ code: 'ambiguous' });
+    expect(server.requests).toHaveLength(1);
+  });
+});

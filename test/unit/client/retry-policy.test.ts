@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { AuthError, BerthError, RateLimitedError, ServiceHttpError } from '../../../src/errors.js';
+import {
+  isAmbiguousForNonIdempotent,
+  outcomeOf,
+  statusPolicy,
+  transportErrorCode,
+  transportPolicy,
+} from '../../../src/client/retry-policy.js';
+
+describe('retry policy: HTTP statuses', () => {
+  it.each([400, 401, 403, 404, 410])('%i is final', (status) => {
+    expect(statusPolicy(status).outcome).toBe('final');
+  });
+  it.each([500, 502, 503, 504])('%i is retried as a server error', (status) => {
+    expect(statusPolicy(status)).toEqual({ outcome: 'retry', code: 'server_error' });
+  });
+  it('429 pauses the group and retries', () => {
+    expect(statusPolicy(429)).toEqual({ outcome: 'rate_limited', code: 'rate_limited' });
+  });
+  it('unlisted statuses fall back by class', () => {
+    expect(statusPolicy(418).outcome).toBe('final');
+    expect(statusPolicy(599).outcome).toBe('retry');
+  });
+  it('names the error code for auth and permission', () => {
+    expect(statusPolicy(401).code).toBe('auth');
+    expect(statusPolicy(403).code).toBe('permission');
+  });
+});
+
+describe('retry policy: transport errors', () => {
+  it.each(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT'])(
+    '%s is retried and never reached the service',
+    (code) => {
+      const p = transportPolicy(code);
+      expect(p.outcome).toBe('retry');
+      expect(p.reached).toBe('no');
+      expect(isAmbiguousForNonIdempotent(p)).toBe(false);
+    },
+  );
+  it.each(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])(
+    '%s is retried but may have reached the service (ambiguous for a create)',
+    (code) => {
+      const p = transportPolicy(code);
+      expect(p.outcome).toBe('retry');
+      expect(isAmbiguousForNonIdempotent(p)).toBe(true);
+    },
+  );
+  it('timeouts are typed as timeout, resets as network', () => {
+    expect(transportPolicy('UND_ERR_HEADERS_TIMEOUT').code).toBe('timeout');
+    expect(transportPolicy('ECONNRESET').code).toBe('network');
+  });
+  it('an unknown failure is retried but treated as possibly sent', () => {
+    expect(transportPolicy(undefined)).toEqual({ outcome: 'retry', code: 'network', reached: 'maybe' });
+    expect(transportPolicy('EWHATEVER').reached).toBe('maybe');
+  });
+  it('our own closed agent is final', () => {
+    expect(transportPolicy('UND_ERR_CLOSED').outcome).toBe('final');
+  });
+  it('finds the code down the cause chain and inside an AggregateError', () => {
+    const inner = Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
+    expect(transportErrorCode(new Error('fetch failed', { cause: inner }))).toBe('ECONNREFUSED');
+    expect(transportErrorCode(new AggregateError([new Error('x'), inner]))).toBe('ECONNREFUSED');
+    expect(transportErrorCode(new Error('plain'))).toBeUndefined();
+  });
+});
+
+describe('retry policy: outcome of a thrown error', () => {
+  it('follows the typed error', () => {
+    expect(outcomeOf(new AuthError())).toBe('final');
+    expect(outcomeOf(new RateLimitedError(4.5, 100, 'x'))).toBe('rate_limited');
+    expect(outcomeOf(new ServiceHttpError('server_error', 503, undefined, 'x', { retryable: true }))).toBe('retry');
+    expect(outcomeOf(new BerthError('bad_response', 'x'))).toBe('final');
+    expect(outcomeOf(new TypeError('bug'))).toBe('final');
+  });
+});
