@@ -87,6 +87,8 @@ interface CallSpec {
   /** What to throw instead of retrying when a non-idempotent request may have reached the service. */
   onUnknownOutcome?: (cause: unknown) => BerthError;
   offerId?: number;
+  /** Values sent in this call that must not appear in an error message (env values). */
+  secrets?: readonly string[];
   signal?: AbortSignal;
 }
 
@@ -117,7 +119,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
 
   /** One attempt: a rate token, one HTTP exchange, a typed error for anything but 2xx. */
   async function attempt(spec: CallSpec): Promise<HttpResponse> {
-    const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets: [apiKey] };
+    const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets: [apiKey, ...(spec.secrets ?? [])] };
     let inFlight = false;
     let res: HttpResponse;
     try {
@@ -261,6 +263,8 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
         path: `/api/v0/asks/${offerId}/`,
         body,
         offerId,
+        // The service may echo input in an error text; very short values are no secrets to scrub.
+        secrets: Object.values(request.env ?? {}).filter((v) => v.length >= 4),
         onUnknownOutcome: ambiguous,
         signal: opts?.signal,
       });

@@ -13,7 +13,7 @@ export interface FakeRequest {
   at: number;
 }
 
-export type FakeHandler = (req: FakeRequest, res: ServerResponse) => void | Promise<void>;
+export type FakeHandler = (req: FakeRequest, res: ServerResponse) => unknown;
 
 export interface FakeServer {
   url: string;
