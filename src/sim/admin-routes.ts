@@ -1,0 +1,71 @@
+// Test-only endpoints under /_sim/. They exist only when the config sets `admin: true` (404
+// otherwise), need no key, skip injected faults and rate limits, and are meant for loopback use.
+import { faultProfileSchema, faultConfigSchema } from './config.js';
+import { instanceRecord } from './instance-record.js';
+import type { Route } from './router.js';
+import { invalidArgs } from './sim-error.js';
+import { bodyObject, idParam, num } from './validate.js';
+import type { SimWorld } from './world.js';
+
+export interface SimControl {
+  setTimeScale(scale: number): void;
+  reset(): Promise<void>;
+}
+
+function profileOf(body: unknown) {
+  const parsed = faultProfileSchema.safeParse(bodyObject(body).profile);
+  if (!parsed.success) throw invalidArgs(`profile must be one of ${faultProfileSchema.options.join(', ')}.`);
+  return parsed.data;
+}
+
+const admin = (method: Route['method'], path: string, handler: Route['handler']): Route => ({
+  method,
+  path: `/_sim${path}`,
+  auth: 'none',
+  handler,
+});
+
+export function adminRoutes(control: SimControl): Route[] {
+  const setFaults: Route['handler'] = ({ world, body }) => {
+    const parsed = faultConfigSchema.partial().safeParse(bodyObject(body));
+    if (!parsed.success) throw invalidArgs(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+    return { body: { success: true, faults: world.faults.update(parsed.data) } };
+  };
+  return [
+    admin('GET', '/instances', ({ world }) => ({ body: { instances: liveView(world) } })),
+    admin('GET', '/history', ({ world }) => ({ body: { history: world.instances.history() } })),
+    admin('GET', '/ledger', ({ world }) => ({ body: world.ledger() })),
+    admin('GET', '/stats', ({ world }) => ({ body: world.stats })),
+    admin('GET', '/faults', ({ world }) => ({ body: world.faults.current() })),
+    admin('PUT', '/faults', setFaults),
+    admin('POST', '/faults', setFaults),
+    admin('PUT', '/machines/{id}/profile', ({ world, params, body }) => {
+      world.profiles.setMachine(idParam(params, 'id'), profileOf(body));
+      return { body: { success: true } };
+    }),
+    admin('PUT', '/offers/{id}/profile', ({ world, params, body }) => {
+      world.profiles.setOffer(idParam(params, 'id'), profileOf(body));
+      return { body: { success: true } };
+    }),
+    admin('POST', '/machines/{id}/offline', ({ world, params }) => {
+      const hit = world.instances.machineOffline(idParam(params, 'id'));
+      return { body: { success: true, instance_ids: hit.map((i) => i.hist.id) } };
+    }),
+    admin('GET', '/webhook-deliveries', ({ world }) => ({ body: { deliveries: world.webhooks.deliveries() } })),
+    admin('PUT', '/time-scale', ({ body }) => {
+      const scale = num(bodyObject(body), 'time_scale');
+      if (scale === undefined || scale <= 0) throw invalidArgs('time_scale must be a positive number.');
+      control.setTimeScale(scale);
+      return { body: { success: true, time_scale: scale } };
+    }),
+    admin('POST', '/reset', async () => {
+      await control.reset();
+      return { body: { success: true } };
+    }),
+  ];
+}
+
+/** Live instances as clients see them, plus what only the simulator knows. */
+function liveView(world: SimWorld) {
+  return world.instances.list().map((i) => ({ ...instanceRecord(i), offer_id: i.offer.id, profile: i.hist.profile }));
+}

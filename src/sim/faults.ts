@@ -1,0 +1,53 @@
+// Injected transport and market faults, changeable at run time. The dice come from a PRNG seeded
+// from the sim seed so a run with the same requests meets the same faults.
+import { faultConfigSchema, type FaultConfig } from './config.js';
+import { mulberry32, type Rng } from './prng.js';
+
+export type TransportFault = { kind: 'drop' } | { kind: 'error'; status: 500 | 502 | 503 } | null;
+
+export class FaultInjector {
+  private config: FaultConfig;
+  private readonly rng: Rng;
+
+  constructor(seed: number, initial: FaultConfig) {
+    this.config = { ...initial };
+    this.rng = mulberry32(seed ^ 0xfa0175);
+  }
+
+  current(): FaultConfig {
+    return { ...this.config };
+  }
+
+  /** Merges a partial update; values are validated like the config file's. */
+  update(partial: Partial<FaultConfig>): FaultConfig {
+    this.config = faultConfigSchema.parse({ ...this.config, ...partial });
+    return this.current();
+  }
+
+  latencyMs(): number {
+    const { latency_ms, latency_jitter_ms } = this.config;
+    return latency_ms + (latency_jitter_ms > 0 ? this.rng() * latency_jitter_ms : 0);
+  }
+
+  /** What happens to an API request before it is looked at. */
+  transport(): TransportFault {
+    if (this.hit(this.config.drop_rate)) return { kind: 'drop' };
+    if (this.hit(this.config.error_5xx_rate)) {
+      const statuses = [500, 502, 503] as const;
+      return { kind: 'error', status: statuses[Math.floor(this.rng() * 3)]! };
+    }
+    return null;
+  }
+
+  ambiguousCreate(): boolean {
+    return this.hit(this.config.ambiguous_create_rate);
+  }
+
+  offerTaken(): boolean {
+    return this.hit(this.config.offer_taken_rate);
+  }
+
+  private hit(rate: number): boolean {
+    return rate > 0 && this.rng() < rate;
+  }
+}

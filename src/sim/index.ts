@@ -1,0 +1,151 @@
+// The marketplace simulator: a real HTTP server that behaves like the service (see
+// docs/simulator.md). Start it in-process with `startSimulator()`; `berth simulate` wraps it.
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { adminRoutes } from './admin-routes.js';
+import type { SimOffer } from './catalog.js';
+import { SimClock } from './clock.js';
+import { parseSimConfig, type FaultConfig, type FaultProfile, type Permissions, type SimConfigInput } from './config.js';
+import { instanceRecord, type InstanceRecord } from './instance-record.js';
+import type { SimInstanceHistory } from './instances.js';
+import type { Ledger } from './ledger.js';
+import { accountRoutes } from './routes/account.js';
+import { instanceRoutes } from './routes/instances.js';
+import { marketRoutes } from './routes/market.js';
+import { templateRoutes } from './routes/templates.js';
+import { webhookRoutes } from './routes/webhooks.js';
+import { createSimServer } from './server.js';
+import type { SimStats } from './stats.js';
+import type { Delivery } from './webhooks.js';
+import { SimWorld } from './world.js';
+
+export type { FaultConfig, FaultProfile, Permissions, SimConfigInput } from './config.js';
+export { FAULT_PROFILES, parseSimConfig } from './config.js';
+export type { SimInstanceHistory, StatusEntry, OnstartResult } from './instances.js';
+export type { Ledger, LedgerEntry } from './ledger.js';
+export type { SimStats } from './stats.js';
+export type { Delivery } from './webhooks.js';
+export type { SimOffer } from './catalog.js';
+export type { InstanceRecord } from './instance-record.js';
+export { signWebhook } from './webhooks.js';
+
+export interface SimulatorOptions {
+  /** Default 0 (a free port). */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+  /** Overrides config.seed (default 1). */
+  seed?: number;
+  /** Sim seconds per wall second; overrides config.time_scale (default 1). */
+  timeScale?: number;
+  /** The full-access key; default: generated. */
+  apiKey?: string;
+  /** Partial sim config; every field has a default. */
+  config?: SimConfigInput;
+  /** Wall clock in ms; tests may inject one. Default Date.now. */
+  now?: () => number;
+}
+
+export interface RunningSimulator {
+  url: string;
+  apiKey: string;
+  /** Closes the server, timers, onstart processes and scratch dirs, and pending webhook deliveries. */
+  close(): Promise<void>;
+  setFaults(f: Partial<FaultConfig>): FaultConfig;
+  /** Profile for later creates on this machine (an offer's forced profile wins). */
+  setMachineProfile(machineId: number, profile: FaultProfile): void;
+  setOfferProfile(offerId: number, profile: FaultProfile): void;
+  /** The host of this machine disconnects now: its live instances go offline. Returns their ids. */
+  takeMachineOffline(machineId: number): number[];
+  setTimeScale(scale: number): void;
+  /** Every instance ever created, destroyed ones included. */
+  history(): SimInstanceHistory[];
+  /** Instances accruing any charge now (every instance not yet destroyed). */
+  billingNow(): SimInstanceHistory[];
+  ledger(): Ledger;
+  stats(): SimStats;
+  /** Live instances as the service shows them. */
+  instances(): InstanceRecord[];
+  /** The catalog (rented offers included). */
+  offers(): readonly SimOffer[];
+  webhookDeliveries(): Delivery[];
+  /** A new API key; permissions absent: full access. Returns the key value. */
+  addKey(permissions?: Permissions, name?: string): string;
+  /** Fresh world from the same config: instances, history, stats, keys and faults as at start. */
+  reset(): Promise<void>;
+}
+
+export async function startSimulator(options: SimulatorOptions = {}): Promise<RunningSimulator> {
+  const base = parseSimConfig(options.config ?? {});
+  const config = {
+    ...base,
+    seed: options.seed ?? base.seed,
+    time_scale: options.timeScale ?? base.time_scale,
+  };
+  const apiKey = options.apiKey ?? randomBytes(24).toString('hex');
+  const clock = new SimClock(options.now ?? Date.now, config.time_scale);
+  let url = '';
+  let world = new SimWorld(config, clock, apiKey, () => url);
+
+  const control = {
+    setTimeScale(scale: number) {
+      if (!(scale > 0) || !Number.isFinite(scale)) throw new RangeError('time scale must be a positive number');
+      world.instances.advanceAll(); // stamp due transitions under the old scale first
+      clock.setTimeScale(scale);
+    },
+    async reset() {
+      const old = world;
+      world = new SimWorld(config, clock, apiKey, () => url);
+      await old.close();
+    },
+  };
+
+  const server = createSimServer({
+    world: () => world,
+    apiRoutes: [...marketRoutes, ...instanceRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes],
+    adminRoutes: adminRoutes(control),
+    adminEnabled: config.admin,
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  url = `http://${host}:${addr.port}`;
+
+  const ticker = setInterval(() => world.tick(), config.tick_ms);
+  ticker.unref();
+
+  let closing: Promise<void> | undefined;
+  return {
+    url,
+    apiKey,
+    close() {
+      closing ??= (async () => {
+        clearInterval(ticker);
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeAllConnections();
+        await Promise.all([closed, world.close()]);
+      })();
+      return closing;
+    },
+    setFaults: (f) => world.faults.update(f),
+    setMachineProfile: (id, p) => world.profiles.setMachine(id, p),
+    setOfferProfile: (id, p) => world.profiles.setOffer(id, p),
+    takeMachineOffline: (id) => world.instances.machineOffline(id).map((i) => i.hist.id),
+    setTimeScale: control.setTimeScale,
+    history: () => world.instances.history(),
+    billingNow: () => world.instances.liveHistories(),
+    ledger: () => world.ledger(),
+    stats: () => world.stats,
+    instances: () => world.instances.list().map(instanceRecord),
+    offers: () => world.catalog.offers,
+    webhookDeliveries: () => world.webhooks.deliveries(),
+    addKey: (permissions, name = '') => world.keys.create(name, permissions ?? null).key,
+    reset: control.reset,
+  };
+}

@@ -1,0 +1,242 @@
+// The account's instances and the history of every instance ever created.
+//
+// A live instance follows its plan (lifecycle.ts) from the start of its current phase. `advance`
+// applies the steps whose time has come, stamping each at its exact planned sim moment, and tells
+// the world through `onStatus`; it runs on every read and on the world's tick. A stop freezes the
+// plan in `stopped`; a start begins a new phase; a destroy stamps `destroyed_at`, frees the offer and
+// forgets the instance key. History records outlive the instances.
+import type { SimOffer } from './catalog.js';
+import type { SimClock, SimTime } from './clock.js';
+import type { FaultProfile, SimConfig } from './config.js';
+import { planFor, STATUS_MSG, type ActualStatus, type InstanceTimings, type Step } from './lifecycle.js';
+import { newKeyValue } from './api-keys.js';
+import { between, hashUnit, mulberry32, pick } from './prng.js';
+
+export interface StatusEntry {
+  status: ActualStatus;
+  at: SimTime;
+  msg: string;
+}
+
+export interface OnstartResult {
+  exit_code: number | null;
+  signal: string | null;
+  timed_out: boolean;
+  stdout: string;
+  stderr: string;
+  /** Output past the configured cap was cut. */
+  truncated: boolean;
+  started_at: SimTime;
+  ended_at: SimTime;
+}
+
+export interface SimInstanceHistory {
+  id: number;
+  offer_id: number;
+  machine_id: number;
+  host_id: number;
+  label: string | null;
+  image: string;
+  profile: FaultProfile;
+  is_bid: boolean;
+  /** $/h billed while loading or running. */
+  compute_dph: number;
+  /** $/h billed for the disk from creation to destroy. */
+  disk_dph: number;
+  created_at: SimTime;
+  destroyed_at: SimTime | null;
+  statuses: StatusEntry[];
+  onstart: OnstartResult | null;
+}
+
+export interface CreateParams {
+  image: string;
+  disk: number;
+  label: string | null;
+  env: Record<string, string>;
+  onstart: string;
+  runtype: string;
+  /** Bid price in $/h, null for on-demand. */
+  price: number | null;
+}
+
+export interface LiveInstance {
+  readonly hist: SimInstanceHistory;
+  readonly offer: SimOffer;
+  readonly params: CreateParams;
+  readonly apiKey: string;
+  readonly timings: InstanceTimings;
+  readonly sshPort: number;
+  intended: 'running' | 'stopped';
+  phaseStart: number;
+  plan: Step[];
+  next: number;
+  status: ActualStatus;
+  msg: string;
+}
+
+export interface InstanceHooks {
+  onStatus(inst: LiveInstance, status: ActualStatus): void;
+  onDestroyed(inst: LiveInstance): void;
+}
+
+export class InstanceStore {
+  private readonly live = new Map<number, LiveInstance>();
+  private readonly byKey = new Map<string, number>();
+  private readonly all: SimInstanceHistory[] = [];
+  private nextId: number;
+  private readonly idRng;
+
+  constructor(
+    private readonly clock: SimClock,
+    private readonly lifecycle: SimConfig['lifecycle'],
+    private readonly seed: number,
+    private readonly hooks: InstanceHooks,
+  ) {
+    this.idRng = mulberry32(seed ^ 0x1d5);
+    this.nextId = 9_400_000 + Math.floor(this.idRng() * 100_000);
+  }
+
+  create(offer: SimOffer, params: CreateParams, profile: FaultProfile): LiveInstance {
+    this.nextId += 1 + Math.floor(this.idRng() * 20);
+    const id = this.nextId;
+    const now = this.clock.simS();
+    const timings = this.drawTimings(id);
+    const computeDph = params.price ?? offer.dph_base;
+    const diskDph = (params.disk * offer.storage_cost) / 720; // storage_cost is $ per GB-month of 30 days
+    const hist: SimInstanceHistory = {
+      id,
+      offer_id: offer.id,
+      machine_id: offer.machine_id,
+      host_id: offer.host_id,
+      label: params.label,
+      image: params.image,
+      profile,
+      is_bid: params.price !== null,
+      compute_dph: computeDph,
+      disk_dph: diskDph,
+      created_at: this.clock.stampAtSim(now),
+      destroyed_at: null,
+      statuses: [],
+      onstart: null,
+    };
+    const inst: LiveInstance = {
+      hist,
+      offer,
+      params,
+      apiKey: newKeyValue(),
+      timings,
+      sshPort: 20_000 + (id % 40_000),
+      intended: 'running',
+      phaseStart: now,
+      plan: planFor(profile, timings, false, this.lifecycle.restart_s),
+      next: 0,
+      status: null,
+      msg: '',
+    };
+    this.all.push(hist);
+    this.live.set(id, inst);
+    this.byKey.set(inst.apiKey, id);
+    this.advance(inst);
+    return inst;
+  }
+
+  /** The live instance, advanced to now; undefined once destroyed or never made. */
+  get(id: number): LiveInstance | undefined {
+    const inst = this.live.get(id);
+    if (inst) this.advance(inst);
+    return inst;
+  }
+
+  /** Live instances by id, advanced to now. */
+  list(): LiveInstance[] {
+    const out = [...this.live.values()];
+    for (const inst of out) this.advance(inst);
+    return out.sort((a, b) => a.hist.id - b.hist.id);
+  }
+
+  ownerOfKey(key: string): number | undefined {
+    return this.byKey.get(key);
+  }
+
+  stop(inst: LiveInstance): void {
+    this.advance(inst);
+    if (inst.intended === 'stopped') return;
+    inst.intended = 'stopped';
+    inst.plan = [];
+    inst.next = 0;
+    this.enter(inst, 'stopped', STATUS_MSG.stopped, this.clock.simS());
+  }
+
+  start(inst: LiveInstance): void {
+    this.advance(inst);
+    if (inst.intended === 'running') return;
+    inst.intended = 'running';
+    inst.phaseStart = this.clock.simS();
+    inst.plan = planFor(inst.hist.profile, inst.timings, true, this.lifecycle.restart_s);
+    inst.next = 0;
+    this.advance(inst);
+  }
+
+  destroy(inst: LiveInstance): void {
+    this.advance(inst);
+    inst.hist.destroyed_at = this.clock.stamp();
+    this.live.delete(inst.hist.id);
+    this.byKey.delete(inst.apiKey);
+    this.hooks.onDestroyed(inst);
+  }
+
+  /** The host of `machineId` disconnects: its live instances go offline now and stay there. */
+  machineOffline(machineId: number): LiveInstance[] {
+    const hit = this.list().filter((i) => i.hist.machine_id === machineId && i.status !== 'offline');
+    for (const inst of hit) {
+      inst.plan = [];
+      inst.next = 0;
+      this.enter(inst, 'offline', STATUS_MSG.offline, this.clock.simS());
+    }
+    return hit;
+  }
+
+  advanceAll(): void {
+    for (const inst of this.live.values()) this.advance(inst);
+  }
+
+  history(): SimInstanceHistory[] {
+    this.advanceAll();
+    return this.all;
+  }
+
+  liveHistories(): SimInstanceHistory[] {
+    return this.list().map((i) => i.hist);
+  }
+
+  private advance(inst: LiveInstance): void {
+    const now = this.clock.simS();
+    while (inst.next < inst.plan.length) {
+      const step = inst.plan[inst.next]!;
+      const at = inst.phaseStart + step.at;
+      if (at > now) break;
+      inst.next++;
+      this.enter(inst, step.status, step.msg, at);
+    }
+  }
+
+  private enter(inst: LiveInstance, status: ActualStatus, msg: string, atSim: number): void {
+    inst.status = status;
+    inst.msg = msg;
+    inst.hist.statuses.push({ status, at: this.clock.stampAtSim(atSim), msg });
+    this.hooks.onStatus(inst, status);
+  }
+
+  private drawTimings(id: number): InstanceTimings {
+    const rng = mulberry32(Math.floor(hashUnit(this.seed, id) * 2 ** 32));
+    const { boot_s, lost_after_s } = this.lifecycle;
+    return {
+      provision_s: this.lifecycle.provision_s,
+      boot_s: between(rng, boot_s.min, boot_s.max),
+      fail_after_s: this.lifecycle.fail_after_s,
+      lost_after_s: between(rng, lost_after_s.min, lost_after_s.max),
+      lost_to: pick(rng, ['offline', 'unknown', 'exited'] as const),
+    };
+  }
+}

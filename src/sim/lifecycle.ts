@@ -1,0 +1,82 @@
+// An instance's life as a plan: timed steps from the start of a phase (creation, or a start after a
+// stop). The plan is fixed when the phase begins, from the instance's fault profile and its drawn
+// timings, so the status at any sim moment is a pure function and history times are exact however
+// late they are observed.
+//
+//   healthy             null → loading → running
+//   exited/unknown/offline  null → loading → that status (never running)
+//   stuck_loading       null → loading (forever)
+//   oci_failed          null → created with "OCI runtime create failed" (forever)
+//   lost_after_running  null → loading → running → offline | unknown | exited
+import type { FaultProfile } from './config.js';
+
+/** `null` is the service's provisioning status; `stopped` only follows a user's stop. */
+export type ActualStatus = null | 'created' | 'loading' | 'running' | 'stopped' | 'exited' | 'unknown' | 'offline';
+
+export interface Step {
+  /** Sim seconds after the phase start. */
+  at: number;
+  status: ActualStatus;
+  msg: string;
+}
+
+export interface InstanceTimings {
+  provision_s: number;
+  boot_s: number;
+  fail_after_s: number;
+  lost_after_s: number;
+  /** Where a lost_after_running instance ends up. */
+  lost_to: 'offline' | 'unknown' | 'exited';
+}
+
+export const STATUS_MSG = {
+  provisioning: '',
+  loading: 'Pulling image layers',
+  running: 'success, running',
+  oci:
+    'Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown',
+  exited: 'Error: container exited with code 1',
+  unknown: 'No heartbeat from host',
+  offline: 'Host machine is offline',
+  stopped: 'Instance stopped',
+} as const;
+
+const failure = (status: 'exited' | 'unknown' | 'offline'): string => STATUS_MSG[status];
+
+/** The plan of a new instance (`restart` false) or of a start after a stop (`restart` true). */
+export function planFor(profile: FaultProfile, t: InstanceTimings, restart: boolean, restartLoadS: number): Step[] {
+  const steps: Step[] = [];
+  let at = 0;
+  if (!restart) {
+    steps.push({ at: 0, status: null, msg: STATUS_MSG.provisioning });
+    at = t.provision_s;
+  }
+  if (profile === 'oci_failed') {
+    steps.push({ at, status: 'created', msg: STATUS_MSG.oci });
+    return steps;
+  }
+  steps.push({ at, status: 'loading', msg: STATUS_MSG.loading });
+  switch (profile) {
+    case 'stuck_loading':
+      return steps;
+    case 'exited':
+    case 'unknown':
+    case 'offline':
+      steps.push({ at: at + t.fail_after_s, status: profile, msg: failure(profile) });
+      return steps;
+    case 'healthy':
+    case 'lost_after_running': {
+      const runAt = at + (restart ? restartLoadS : t.boot_s);
+      steps.push({ at: runAt, status: 'running', msg: STATUS_MSG.running });
+      if (profile === 'lost_after_running') {
+        steps.push({ at: runAt + t.lost_after_s, status: t.lost_to, msg: failure(t.lost_to) });
+      }
+      return steps;
+    }
+  }
+}
+
+/** Statuses in which compute is billed (the host holds the GPUs from image pull on). */
+export function billsCompute(status: ActualStatus): boolean {
+  return status === 'loading' || status === 'running';
+}

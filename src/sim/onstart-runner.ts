@@ -1,0 +1,129 @@
+// Opt-in: runs an instance's onstart script as a container would when it reaches `running`:
+// `sh -c SCRIPT` in a scratch directory, with the instance's env plus CONTAINER_API_KEY,
+// CONTAINER_ID and BERTH_SIM_URL, under a wall-time limit. The result (exit code, capped
+// stdout/stderr) goes on the instance's history record. A script's process group is killed when
+// its time is up, when the instance stops or is destroyed, and when the simulator closes.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { SimClock } from './clock.js';
+import type { SimConfig } from './config.js';
+import type { LiveInstance } from './instances.js';
+
+interface Running {
+  child: ChildProcess;
+  dir: string;
+  done: Promise<void>;
+}
+
+export class OnstartRunner {
+  private readonly running = new Map<number, Running>();
+
+  constructor(
+    private readonly cfg: SimConfig['onstart_exec'],
+    private readonly clock: SimClock,
+    private readonly simUrl: () => string,
+  ) {}
+
+  /** Starts the script unless disabled, empty, or already run for this instance. */
+  maybeRun(inst: LiveInstance): void {
+    const script = inst.params.onstart;
+    if (!this.cfg.enabled || script.trim() === '' || inst.hist.onstart || this.running.has(inst.hist.id)) return;
+    const id = inst.hist.id;
+    const dir = mkdtempSync(join(tmpdir(), 'berth-sim-onstart-'));
+    const startedAt = this.clock.stamp();
+    const child = spawn('sh', ['-c', script], {
+      cwd: dir,
+      detached: true, // own process group, so a timeout kills the script's children too
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        PATH: this.cfg.path,
+        HOME: dir,
+        ...inst.params.env,
+        CONTAINER_API_KEY: inst.apiKey,
+        CONTAINER_ID: String(id),
+        VAST_CONTAINERLABEL: `C.${id}`,
+        BERTH_SIM_URL: this.simUrl(),
+      },
+    });
+    const out = new Capped(this.cfg.max_output_bytes);
+    const err = new Capped(this.cfg.max_output_bytes);
+    child.stdout!.on('data', (b: Buffer) => out.add(b));
+    child.stderr!.on('data', (b: Buffer) => err.add(b));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killGroup(child);
+    }, this.cfg.timeout_s * 1000);
+    const done = new Promise<void>((resolve) => {
+      const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+        clearTimeout(timer);
+        inst.hist.onstart = {
+          exit_code: code,
+          signal,
+          timed_out: timedOut,
+          stdout: out.text(),
+          stderr: err.text(),
+          truncated: out.truncated || err.truncated,
+          started_at: startedAt,
+          ended_at: this.clock.stamp(),
+        };
+        this.running.delete(id);
+        rmSync(dir, { recursive: true, force: true });
+        resolve();
+      };
+      child.on('close', finish);
+      child.on('error', (e) => {
+        err.add(Buffer.from(String(e)));
+        finish(null, null);
+      });
+    });
+    this.running.set(id, { child, dir, done });
+  }
+
+  stop(instanceId: number): void {
+    const r = this.running.get(instanceId);
+    if (r) killGroup(r.child);
+  }
+
+  async close(): Promise<void> {
+    const all = [...this.running.values()];
+    for (const r of all) killGroup(r.child);
+    await Promise.all(all.map((r) => r.done));
+  }
+}
+
+function killGroup(child: ChildProcess): void {
+  if (child.pid === undefined || child.exitCode !== null) return;
+  try {
+    process.kill(-child.pid, 'SIGKILL');
+  } catch {
+    // Already gone.
+  }
+}
+
+/** Keeps the first `max` bytes of a stream. */
+class Capped {
+  private readonly parts: Buffer[] = [];
+  private size = 0;
+  truncated = false;
+
+  constructor(private readonly max: number) {}
+
+  add(b: Buffer): void {
+    const room = this.max - this.size;
+    if (room <= 0) {
+      this.truncated = true;
+      return;
+    }
+    const part = b.length > room ? b.subarray(0, room) : b;
+    if (part !== b) this.truncated = true;
+    this.parts.push(part);
+    this.size += part.length;
+  }
+
+  text(): string {
+    return Buffer.concat(this.parts).toString('utf8');
+  }
+}

@@ -1,0 +1,76 @@
+// A small table-driven router. Paths match with or without a trailing slash; `{name}` segments
+// become params. A path that exists under another method is told apart (405) from an unknown one.
+import type { RateGroup } from './config.js';
+import type { Principal } from './auth.js';
+import type { SimWorld } from './world.js';
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+export interface RouteContext {
+  world: SimWorld;
+  principal: Principal | undefined;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  body: unknown;
+}
+
+/** `drop`: the work is done but the answer is lost (the socket is destroyed). */
+export type RouteResult = { status?: number; body: unknown } | { drop: true };
+
+export interface Route {
+  method: Method;
+  /** e.g. `/api/v0/instances/{id}` (no trailing slash). */
+  path: string;
+  /** 'none': no key needed. */
+  auth: 'key' | 'none';
+  /** Permission category a user key needs. */
+  category?: string;
+  /** Token bucket group; 'other' when absent. */
+  group?: RateGroup;
+  /** The restricted instance key may call this route (the handler checks which instance). */
+  instanceKey?: boolean;
+  handler(ctx: RouteContext): RouteResult | Promise<RouteResult>;
+}
+
+interface Compiled {
+  route: Route;
+  name: string;
+  re: RegExp;
+  keys: string[];
+}
+
+export type Match =
+  | { kind: 'found'; route: Route; name: string; params: Record<string, string> }
+  | { kind: 'method'; name: string }
+  | { kind: 'none' };
+
+export class Router {
+  private readonly table: Compiled[];
+
+  constructor(routes: Route[]) {
+    this.table = routes.map((route) => {
+      const keys: string[] = [];
+      const pattern = route.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{(\w+)\}/g, (_m, k: string) => {
+        keys.push(k);
+        return '([^/]+)';
+      });
+      return { route, name: `${route.method} ${route.path}/`, re: new RegExp(`^${pattern}/?$`), keys };
+    });
+  }
+
+  match(method: string, path: string): Match {
+    let pathName: string | undefined;
+    for (const c of this.table) {
+      const m = c.re.exec(path);
+      if (!m) continue;
+      if (c.route.method !== method) {
+        pathName ??= `${method} ${c.route.path}/`;
+        continue;
+      }
+      const params: Record<string, string> = {};
+      c.keys.forEach((k, i) => (params[k] = decodeURIComponent(m[i + 1]!)));
+      return { kind: 'found', route: c.route, name: c.name, params };
+    }
+    return pathName ? { kind: 'method', name: pathName } : { kind: 'none' };
+  }
+}

@@ -1,0 +1,136 @@
+// The HTTP front: one pipeline for every API request, in the order the service would meet it:
+//   count → injected latency → dropped socket / injected 5xx → route → body → key (401) →
+//   permission (403) → rate limit (429) → handler.
+// Admin routes (/_sim/) skip faults, keys and limits, and 404 unless enabled. No request can crash
+// the process: anything unexpected becomes a 500 with the generic error body.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { authenticate, hasCategory, identityOf, presentedKey, type Principal } from './auth.js';
+import { parseJsonBody, readBody, sendJson, sendText } from './http-io.js';
+import { Router, type Route } from './router.js';
+import { AUTH_ERROR, invalidRequest, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
+import { bump } from './stats.js';
+import type { SimWorld } from './world.js';
+
+export interface ServerDeps {
+  world(): SimWorld;
+  apiRoutes: Route[];
+  adminRoutes: Route[];
+  adminEnabled: boolean;
+}
+
+const NO_ROUTE = { success: false, error: 'not_found', msg: 'error 404/3100: no such endpoint' };
+
+export function createSimServer(deps: ServerDeps): Server {
+  const api = new Router(deps.apiRoutes);
+  const admin = new Router(deps.adminRoutes);
+  const server = createServer((req, res) => {
+    handle(deps, api, admin, req, res).catch((err: unknown) => answerError(res, err));
+  });
+  // Many short-lived test clients: do not let idle keep-alive sockets hold close() back.
+  server.keepAliveTimeout = 5_000;
+  return server;
+}
+
+async function handle(deps: ServerDeps, api: Router, admin: Router, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const world = deps.world();
+  const url = new URL(req.url ?? '/', 'http://sim.invalid');
+  const method = req.method ?? 'GET';
+  const isAdmin = url.pathname === '/_sim' || url.pathname.startsWith('/_sim/');
+
+  if (isAdmin) {
+    if (!deps.adminEnabled) return sendJson(res, 404, NO_ROUTE);
+    const m = admin.match(method, url.pathname);
+    if (m.kind !== 'found') return sendJson(res, m.kind === 'method' ? 405 : 404, m.kind === 'method' ? methodNotAllowed(method).body : NO_ROUTE);
+    const body = parseJsonBody(await readBody(req));
+    const result = await m.route.handler({ world, principal: undefined, params: m.params, query: url.searchParams, body });
+    if ('drop' in result) return void req.socket.destroy();
+    return sendJson(res, result.status ?? 200, result.body);
+  }
+
+  const m = safeMatch(api, method, url.pathname);
+  const name = m.kind === 'none' ? 'unmatched' : m.name;
+  bump(world.stats.requests, name);
+  const send = (status: number, body: unknown) => {
+    bump(world.stats.statuses, String(status));
+    sendJson(res, status, body);
+  };
+
+  const latency = world.faults.latencyMs();
+  if (latency > 0) await sleep(latency);
+  const fault = world.faults.transport();
+  if (fault?.kind === 'drop') {
+    world.stats.drops++;
+    req.socket.destroy();
+    return;
+  }
+  if (fault?.kind === 'error') {
+    world.stats.injected_5xx++;
+    return send(fault.status, { success: false, error: 'server_error', msg: `error ${fault.status}/0: injected fault` });
+  }
+  if (m.kind === 'none') return send(404, NO_ROUTE);
+  if (m.kind === 'method') return send(405, methodNotAllowed(method).body);
+
+  try {
+    const text = await readBody(req);
+    const route = m.route;
+    const principal = authenticate(presentedKey(req, url.searchParams), world.keys, (k) => world.instances.ownerOfKey(k));
+    if (route.auth === 'key') {
+      if (!principal) return send(401, AUTH_ERROR);
+      checkPermission(route, principal);
+    }
+    const group = route.group ?? 'other';
+    const verdict = world.limiter.take(group, identityOf(principal, req.socket.remoteAddress));
+    if (!verdict.ok) {
+      bump(world.stats.rate_limited, name);
+      bump(world.stats.statuses, '429');
+      return tooFrequent(res, group === 'destroy', verdict.threshold, world.config.rate_limits.plain_text);
+    }
+    const body = parseJsonBody(text);
+    const result = await route.handler({ world, principal, params: m.params, query: url.searchParams, body });
+    if ('drop' in result) {
+      req.socket.destroy();
+      return;
+    }
+    send(result.status ?? 200, result.body);
+  } catch (err) {
+    if (err instanceof SimHttpError) return send(err.status, err.body);
+    throw err;
+  }
+}
+
+function checkPermission(route: Route, p: Principal): void {
+  if (p.kind === 'instance') {
+    if (!route.instanceKey) {
+      throw permissionDenied(route.category ?? 'misc', 'an instance key may only start, stop or destroy its own instance');
+    }
+    return;
+  }
+  if (route.category && !hasCategory(p, route.category)) throw permissionDenied(route.category);
+}
+
+/** A malformed %-escape in a path is the client's error, not ours. */
+function safeMatch(router: Router, method: string, path: string) {
+  try {
+    return router.match(method, path);
+  } catch {
+    throw invalidRequest('Malformed path.');
+  }
+}
+
+/** The service's 429 forms: `detail` JSON, the generic body on destroy, or plain text. */
+function tooFrequent(res: ServerResponse, destroy: boolean, threshold: string, plain: boolean): void {
+  const text = `API requests too frequent endpoint threshold=${threshold}`;
+  if (plain) return sendText(res, 429, 'API requests too frequent');
+  if (destroy) return sendJson(res, 429, { success: false, error: 'rate_limit_exceeded', msg: text });
+  sendJson(res, 429, { detail: text });
+}
+
+function answerError(res: ServerResponse, err: unknown): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  if (err instanceof SimHttpError) return sendJson(res, err.status, err.body);
+  sendJson(res, 500, { success: false, error: 'internal_error', msg: `error 500/0: ${err instanceof Error ? err.message : String(err)}` });
+}

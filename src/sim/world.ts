@@ -1,0 +1,105 @@
+// Everything one simulated account and marketplace holds, built from one config and seed. A reset
+// throws the world away and builds a fresh one; the server and clock stay.
+// The world reacts to instance transitions here (onstart, events, freeing offers) so that the
+// stores stay unaware of each other.
+import { SecretStore, SshKeyStore } from './account.js';
+import { ApiKeyStore } from './api-keys.js';
+import { Catalog } from './catalog.js';
+import type { SimClock } from './clock.js';
+import type { SimConfig } from './config.js';
+import { FaultInjector } from './faults.js';
+import { InstanceStore, type LiveInstance } from './instances.js';
+import { computeLedger, type Ledger } from './ledger.js';
+import type { ActualStatus } from './lifecycle.js';
+import { OnstartRunner } from './onstart-runner.js';
+import { ProfileBook } from './profiles.js';
+import { RateLimiter } from './rate-limiter.js';
+import { emptyStats, type SimStats } from './stats.js';
+import { TemplateStore } from './templates.js';
+import { WebhookStore } from './webhooks.js';
+
+export class SimWorld {
+  readonly catalog: Catalog;
+  readonly profiles: ProfileBook;
+  readonly faults: FaultInjector;
+  readonly limiter: RateLimiter;
+  readonly keys: ApiKeyStore;
+  readonly instances: InstanceStore;
+  readonly secrets = new SecretStore();
+  readonly sshKeys: SshKeyStore;
+  readonly templates: TemplateStore;
+  readonly webhooks: WebhookStore;
+  readonly onstart: OnstartRunner;
+  readonly stats: SimStats = emptyStats();
+  /** Set once `client:low_credit` is sent; cleared when credit climbs back above the threshold. */
+  private lowCreditSent = false;
+
+  constructor(
+    readonly config: SimConfig,
+    readonly clock: SimClock,
+    apiKey: string,
+    simUrl: () => string,
+  ) {
+    const seed = config.seed;
+    const unixNow = () => Math.floor(clock.wallMs() / 1000);
+    this.catalog = new Catalog(seed, config.catalog.size);
+    this.profiles = new ProfileBook(seed, config.profile_rates, config.machine_profiles, config.offer_profiles);
+    this.faults = new FaultInjector(seed, config.faults);
+    this.limiter = new RateLimiter(config.rate_limits, () => clock.wallMs());
+    this.keys = new ApiKeyStore(unixNow);
+    this.keys.add(apiKey, 'full access', null);
+    for (const k of config.keys) this.keys.add(k.key, k.name ?? '', k.permissions ?? null);
+    this.sshKeys = new SshKeyStore(config.account.user_id, unixNow);
+    this.templates = new TemplateStore(unixNow);
+    this.webhooks = new WebhookStore(config.account.user_id, clock, config.webhooks.delivery_timeout_ms);
+    for (const w of config.webhooks.initial) this.webhooks.create(w.name, w.webhook_url, w.event_types, w.webhook_secret);
+    this.onstart = new OnstartRunner(config.onstart_exec, clock, simUrl);
+    this.instances = new InstanceStore(clock, config.lifecycle, seed, {
+      onStatus: (inst, status) => this.onStatus(inst, status),
+      onDestroyed: (inst) => {
+        this.catalog.release(inst.offer.id, inst.hist.id);
+        this.onstart.stop(inst.hist.id);
+      },
+    });
+  }
+
+  ledger(): Ledger {
+    return computeLedger(this.instances.history(), this.clock.stamp());
+  }
+
+  credit(): number {
+    return this.config.account.credit - this.ledger().total_usd;
+  }
+
+  /** Periodic work that no request triggers: due transitions and the low-credit event. */
+  tick(): void {
+    this.instances.advanceAll();
+    const credit = this.credit();
+    const threshold = this.config.account.low_credit_threshold;
+    if (credit < threshold && !this.lowCreditSent) {
+      this.lowCreditSent = true;
+      this.webhooks.emit('client:low_credit', { user_id: this.config.account.user_id, credit: round2(credit), threshold });
+    } else if (credit >= threshold) {
+      this.lowCreditSent = false;
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.onstart.close(), this.webhooks.close()]);
+  }
+
+  private onStatus(inst: LiveInstance, status: ActualStatus): void {
+    const data = { instance_id: inst.hist.id, machine_id: inst.hist.machine_id, label: inst.hist.label };
+    if (status === 'running') {
+      this.onstart.maybeRun(inst);
+      this.webhooks.emit('instance_started', data);
+    } else if (status === 'offline') {
+      this.webhooks.emit('host:machine_offline', data);
+    } else if (status === 'stopped') {
+      this.onstart.stop(inst.hist.id);
+      this.webhooks.emit('instance_stopped', data);
+    }
+  }
+}
+
+const round2 = (x: number) => Math.round(x * 100) / 100;
