@@ -1,0 +1,153 @@
+// Client benchmark: (1) does the limiter deliver the configured rate (and not more) at the server,
+// (2) what does the client (limiter + retry loop + validation) cost per call over bare undici.
+// Both against a local HTTP server on a free loopback port, in this process.
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent } from 'undici';
+import { createMarketClient } from '../src/client/marketplace-client.js';
+import type { Config } from '../src/config/schema.js';
+import { median, type BenchSection } from './types.js';
+
+const USER = JSON.stringify({ id: 1, email: 'a@b.c', credit: 10 });
+
+interface LocalServer {
+  url: string;
+  arrivals: number[];
+  close(): Promise<void>;
+}
+
+async function startServer(): Promise<LocalServer> {
+  const arrivals: number[] = [];
+  const server = http.createServer((req, res) => {
+    arrivals.push(performance.now());
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(USER) });
+      res.end(USER);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    arrivals,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+function config(group: { per_s: number; burst: number }): Pick<Config, 'service' | 'rate_limits' | 'retry'> {
+  const groups = ['search', 'create', 'list', 'show', 'change', 'destroy', 'other'] as const;
+  return {
+    service: { base_url: 'http://127.0.0.1', timeout_s: 5, connect_timeout_s: 2 },
+    rate_limits: Object.fromEntries(groups.map((g) => [g, { ...group }])) as Config['rate_limits'],
+    retry: { max_retry_time_s: 10, min_delay_s: 0.05, max_delay_s: 1, factor: 2 },
+  };
+}
+
+const fmt = (n: number, digits = 2) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/** Fires `calls` at once through a group limited to `perS`, measures the steady rate the server saw. */
+async function measureRate(perS: number, burst: number, calls: number): Promise<{ achieved: number; peakWindow: number }> {
+  const server = await startServer();
+  const client = createMarketClient({ baseUrl: server.url, apiKey: 'bench-key', config: config({ per_s: perS, burst }) });
+  try {
+    await Promise.all(Array.from({ length: calls }, () => client.currentUser()));
+    const t = server.arrivals;
+    // A token bucket allows burst + per_s × elapsed calls: the calls beyond the first `burst`,
+    // over the time since the first call, is the steady rate it delivered.
+    const achieved = (t.length - burst) / ((t.at(-1)! - t[0]!) / 1000);
+    // Most calls seen in any 1-second window, against the allowance per_s + burst.
+    let peakWindow = 0;
+    for (let i = 0, j = 0; i < t.length; i++) {
+      while (t[i]! - t[j]! >= 1000) j++;
+      peakWindow = Math.max(peakWindow, i - j + 1);
+    }
+    return { achieved, peakWindow };
+  } finally {
+    await client.close();
+    await server.close();
+  }
+}
+
+async function measureOverhead(calls: number): Promise<{ bare: number; client: number }> {
+  const server = await startServer();
+  const agent = new Agent({ connect: { timeout: 2000 }, headersTimeout: 5000, bodyTimeout: 5000 });
+  const client = createMarketClient({ baseUrl: server.url, apiKey: 'bench-key', config: config({ per_s: 1_000_000, burst: 1_000_000 }) });
+  const origin = server.url;
+  const bare: number[] = [];
+  const wrapped: number[] = [];
+  try {
+    const bareCall = async () => {
+      const res = await agent.request({ origin, path: '/api/v0/users/current/', method: 'GET', headers: { authorization: 'Bearer bench-key' } });
+      JSON.parse(await res.body.text());
+    };
+    // Warm both paths (JIT, keep-alive sockets), then interleave so drift hits both alike.
+    for (let i = 0; i < 200; i++) {
+      await bareCall();
+      await client.currentUser();
+    }
+    for (let i = 0; i < calls; i++) {
+      let t0 = performance.now();
+      await bareCall();
+      bare.push(performance.now() - t0);
+      t0 = performance.now();
+      await client.currentUser();
+      wrapped.push(performance.now() - t0);
+    }
+    return { bare: median(bare), client: median(wrapped) };
+  } finally {
+    await client.close();
+    await agent.close();
+    await server.close();
+  }
+}
+
+export async function runClientBench(): Promise<BenchSection> {
+  const perS = 50;
+  const burst = 5;
+  const calls = 200;
+  const rate = await measureRate(perS, burst, calls);
+  const ratio = rate.achieved / perS;
+  const overhead = await measureOverhead(2000);
+  const overheadRatio = overhead.client / overhead.bare;
+  return {
+    title: 'Service client',
+    rows: [
+      {
+        metric: 'Limiter: achieved / configured rate',
+        value: `${fmt(ratio)}× (${fmt(rate.achieved, 1)} of ${perS}/s)`,
+        target: '0.90× to 1.00×',
+        met: ratio >= 0.9 && ratio <= 1.0,
+        note: `${calls} calls at once through one group (per_s ${perS}, burst ${burst}), steady rate after the burst as seen by the server`,
+      },
+      {
+        metric: 'Limiter: most calls in any 1 s window',
+        value: `${rate.peakWindow}`,
+        target: `<= ${perS + burst} (per_s + burst)`,
+        met: rate.peakWindow <= perS + burst,
+      },
+      {
+        metric: 'Client overhead per call vs bare undici (median)',
+        value: `${fmt(overheadRatio)}× (${fmt(overhead.client * 1000, 0)} µs vs ${fmt(overhead.bare * 1000, 0)} µs)`,
+        note:
+          'sequential GET /api/v0/users/current/ against a local server, 2,000 calls each, interleaved. Nearly all of the added time is ' +
+          "bottleneck's own scheduling: its local datastore yields through setTimeout(0) several times per job (>= 1 ms each in Node), " +
+          'about 5 ms per job measured alone; p-retry and zod add little. Small next to the real service (a WAN round trip, <= 4 calls/s per group)',
+      },
+    ],
+  };
+}
+
+// `node dist/bench/client.js` runs this section alone.
+if (import.meta.url === `file://${process.argv[1]}`) {
+  runClientBench().then(
+    (s) => console.log(JSON.stringify(s, null, 2)),
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+}
