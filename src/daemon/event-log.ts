@@ -1,0 +1,97 @@
+// Turns what the run machine reports into rows: the attempts table and the run's event log. Called
+// inside the transaction that also saves the snapshot, so the log and the state never disagree.
+import type { RunEmitted } from '../../machines/run-machine.js';
+import type { ResolvedJobSpec } from '../spec/schema.js';
+import { describeRelaxStep } from '../spec/search-query.js';
+import type { Store } from '../store/index.js';
+import { attemptLabel } from './labels.js';
+
+export interface LoggedEvent {
+  type: string;
+  message: string;
+  level: 'info' | 'warn';
+}
+
+function sshLine(host: string | null | undefined, port: number | null | undefined): string {
+  return host && port ? `; ssh -p ${port} root@${host}` : '';
+}
+
+/** Applies one emitted event to the store and returns the line written to the event log. */
+export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string, e: RunEmitted, at: number): LoggedEvent {
+  const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info'): LoggedEvent => {
+    store.events.append({ runId, at, type: e.type, message, data });
+    return { type: e.type, message, level };
+  };
+  switch (e.type) {
+    case 'search.started':
+      return append(`searching offers (relax level ${e.relaxLevel})`, { relaxLevel: e.relaxLevel });
+    case 'search.found':
+      return append(`found ${e.count} usable offer(s)`, { relaxLevel: e.relaxLevel, count: e.count });
+    case 'search.retry':
+      return append(
+        `search failed (${e.error.kind}: ${e.error.message}); searching again at ${new Date(e.retryAt).toISOString()}`,
+        { error: e.error, retryAt: e.retryAt },
+        'warn',
+      );
+    case 'relaxed': {
+      const step = spec.relax[e.level - 1];
+      return append(`no usable offer; relaxed the search: ${step ? describeRelaxStep(step) : `step ${e.level}`}`, { level: e.level });
+    }
+    case 'attempt.started':
+      store.attempts.noteStarted({
+        runId,
+        n: e.n,
+        offerId: e.offerId,
+        machineId: e.machineId,
+        dphTotal: e.dphTotal,
+        label: attemptLabel(store.storeId, runId, e.n),
+        at,
+      });
+      return append(`attempt #${e.n}: offer ${e.offerId} on machine ${e.machineId} at $${e.dphTotal.toFixed(3)}/h`, {
+        n: e.n,
+        offerId: e.offerId,
+        machineId: e.machineId,
+        dphTotal: e.dphTotal,
+      });
+    case 'attempt.instance':
+      store.attempts.markCreated(runId, e.n, e.instanceId);
+      return append(`attempt #${e.n}: instance ${e.instanceId} created`, { n: e.n, instanceId: e.instanceId });
+    case 'attempt.status':
+      store.attempts.setStatus(runId, e.n, e.status);
+      return append(`attempt #${e.n}: instance ${e.status.id} is ${e.status.actual_status ?? 'provisioning'}`, {
+        n: e.n,
+        status: e.status.actual_status,
+      });
+    case 'attempt.running':
+      store.attempts.setStatus(runId, e.n, e.status);
+      store.attempts.setOutcome(runId, e.n, 'running', null, null);
+      return append(`attempt #${e.n}: instance ${e.status.id} is running${sshLine(e.status.ssh_host, e.status.ssh_port)}`, {
+        n: e.n,
+        instanceId: e.status.id,
+        sshHost: e.status.ssh_host,
+        sshPort: e.status.ssh_port,
+      });
+    case 'attempt.ended':
+      store.attempts.setOutcome(runId, e.n, e.outcome, e.detail, at);
+      return append(`attempt #${e.n} ended: ${e.outcome}${e.detail ? ` (${e.detail})` : ''}`, {
+        n: e.n,
+        outcome: e.outcome,
+        detail: e.detail,
+      }, e.outcome === 'running' ? 'info' : 'warn');
+    case 'destroy.requested':
+      return append(`attempt #${e.n}: destroying instance ${e.instanceId}`, { n: e.n, instanceId: e.instanceId });
+    case 'destroy.retry':
+      return append(
+        `attempt #${e.n}: destroy of instance ${e.instanceId} not done (${e.error.kind}: ${e.error.message}); trying again at ${new Date(e.retryAt).toISOString()}`,
+        { n: e.n, instanceId: e.instanceId, error: e.error },
+        'warn',
+      );
+    case 'destroy.confirmed':
+      store.attempts.setDestroyState(runId, e.n, 'confirmed');
+      return append(`attempt #${e.n}: instance ${e.instanceId} is gone`, { n: e.n, instanceId: e.instanceId });
+    case 'run.failed':
+      return append(`run failed (${e.error.kind}): ${e.error.message}`, { error: e.error }, 'warn');
+    case 'run.cancelled':
+      return append('run cancelled; it holds no instance', null);
+  }
+}

@@ -1,0 +1,147 @@
+// The real side effects of one run, given to the run machine with `provide`. Each is safe to
+// repeat: xstate re-runs an invoked promise that was in flight when a snapshot was taken, so every
+// create first reads its journal row (written, and committed, before the call) and, when a call
+// may already have reached the service, looks for the attempt's label instead of calling again.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fromPromise } from 'xstate';
+import type {
+  Candidate,
+  CreateInput,
+  CreateOutput,
+  DestroyInput,
+  DestroyOutput,
+  SearchInput,
+  SearchOutput,
+  SleepInput,
+} from '../../machines/run-machine.js';
+import type { MarketClient } from '../client/types.js';
+import { describeError, isBerthError } from '../errors.js';
+import { encodeOnstart } from '../spec/onstart.js';
+import type { ResolvedJobSpec } from '../spec/schema.js';
+import { buildSearchQuery, usableOffers } from '../spec/search-query.js';
+import type { Store } from '../store/index.js';
+import { attemptLabel } from './labels.js';
+
+export interface RunActorDeps {
+  client: MarketClient;
+  store: Store;
+  spec: ResolvedJobSpec;
+  /** How long to keep looking for the label of a create whose outcome is unknown. */
+  reconcileGraceMs: number;
+}
+
+/** Looks for the attempt's label; adopts the instance if it exists, or records that it does not. */
+async function reconcileCreate(
+  deps: RunActorDeps,
+  input: CreateInput,
+  label: string,
+  signal: AbortSignal,
+): Promise<CreateOutput> {
+  const { client, store } = deps;
+  const tries = 3;
+  for (let i = 0; i < tries; i++) {
+    const found = (await client.listInstances({ signal })).find((inst) => inst.label === label);
+    if (found) {
+      store.attempts.markCreated(input.runId, input.n, found.id);
+      return { kind: 'created', instanceId: found.id, createdAt: Date.now() };
+    }
+    if (i < tries - 1) await sleep(deps.reconcileGraceMs / (tries - 1), undefined, { signal });
+  }
+  const detail = `create outcome unknown and no instance labelled ${label} appeared`;
+  store.attempts.markCreateResult(input.runId, input.n, 'failed', detail);
+  return { kind: 'create_failed', detail };
+}
+
+async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSignal): Promise<CreateOutput> {
+  const { client, store, spec } = deps;
+  const label = attemptLabel(store.storeId, input.runId, input.n);
+  const { row, fresh } = store.attempts.beginCreate({
+    runId: input.runId,
+    n: input.n,
+    offerId: input.offerId,
+    machineId: null,
+    dphTotal: null,
+    label,
+    at: Date.now(),
+  });
+  if (!fresh) {
+    switch (row.create_state) {
+      case 'created':
+        return { kind: 'created', instanceId: row.instance_id!, createdAt: row.started_at };
+      case 'offer_gone':
+        return { kind: 'offer_gone', detail: row.create_detail ?? 'offer gone' };
+      case 'failed':
+        return { kind: 'create_failed', detail: row.create_detail ?? 'create failed' };
+      case 'intent':
+        // An earlier process journaled this create and may have sent it.
+        return reconcileCreate(deps, input, label, signal);
+    }
+  }
+  try {
+    const created = await client.createInstance(
+      input.offerId,
+      {
+        image: spec.image,
+        disk: spec.disk_gb,
+        label,
+        ...(spec.onstart ? { onstart: encodeOnstart(spec.onstart) } : {}),
+        ...(spec.env ? { env: spec.env } : {}),
+        price: spec.search.type === 'bid' ? (spec.bid_price ?? null) : null,
+        runtype: 'ssh_direc ssh_proxy',
+      },
+      { signal },
+    );
+    store.attempts.markCreated(input.runId, input.n, created.instanceId);
+    return { kind: 'created', instanceId: created.instanceId, createdAt: Date.now() };
+  } catch (err) {
+    if (!isBerthError(err)) throw err;
+    switch (err.code) {
+      case 'offer_gone':
+        store.attempts.markCreateResult(input.runId, input.n, 'offer_gone', err.message);
+        return { kind: 'offer_gone', detail: err.message };
+      case 'ambiguous':
+        return reconcileCreate(deps, input, label, signal);
+      case 'auth':
+      case 'permission':
+        store.attempts.markCreateResult(input.runId, input.n, 'failed', err.message);
+        throw err;
+      case 'aborted':
+        // The daemon is stopping: the journal stays 'intent' and the next start looks for the label.
+        throw err;
+      default: {
+        const detail = describeError(err).message;
+        store.attempts.markCreateResult(input.runId, input.n, 'failed', detail);
+        return { kind: 'create_failed', detail };
+      }
+    }
+  }
+}
+
+export function makeRunActors(deps: RunActorDeps) {
+  const { client, store, spec } = deps;
+  return {
+    searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
+      const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
+      const offers = await client.searchOffers(buildSearchQuery(spec, input.relaxLevel, blocked), { signal });
+      const candidates: Candidate[] = usableOffers(offers, spec, blocked).map((o) => ({
+        offerId: o.id,
+        machineId: o.machine_id,
+        dphTotal: o.dph_total,
+      }));
+      return { candidates };
+    }),
+
+    createInstance: fromPromise<CreateOutput, CreateInput>(({ input, signal }) => create(deps, input, signal)),
+
+    destroyInstance: fromPromise<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
+      store.attempts.setDestroyState(input.runId, input.n, 'requested');
+      await client.destroyInstance(input.instanceId, { signal });
+      return { requestedAt: Date.now() };
+    }),
+
+    sleepUntil: fromPromise<void, SleepInput>(async ({ input, signal }) => {
+      const ms = input.until - Date.now();
+      if (ms > 0) await sleep(ms, undefined, { signal });
+    }),
+  };
+}

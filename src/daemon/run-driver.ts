@@ -1,0 +1,157 @@
+// Drives one run: owns its xstate actor, and after every transition writes the snapshot, the run
+// row, the attempts rows and the event log in one SQLite transaction. The intent of each side
+// effect is journaled by the actors themselves before the call (a subscriber sees a transition only
+// after the invoked promise has started), so this write is the record of what happened, not the WAL.
+import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../machines/run-machine.js';
+import type { InstanceStatus } from '../../machines/run-rules.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../logger.js';
+import type { ResolvedJobSpec } from '../spec/schema.js';
+import type { RunRow, RunState, Store } from '../store/index.js';
+import { isEndState } from '../store/index.js';
+import { recordEmitted } from './event-log.js';
+import { makeRunActors, type RunActorDeps } from './run-actors.js';
+
+type RunActor = ActorRefFrom<typeof runMachine>;
+type RunSnapshot = SnapshotFrom<typeof runMachine>;
+
+export interface RunDriverDeps extends Omit<RunActorDeps, 'spec'> {
+  config: Config;
+  log: Logger;
+  /** Called once when the run reaches an end state (or cannot go on). */
+  onEnded(runId: string): void;
+}
+
+export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
+  return {
+    maxAttempts: spec.max_attempts,
+    bootTimeoutS: spec.boot_timeout_s,
+    deadlineS: spec.deadline_s,
+    relaxSteps: spec.relax.length,
+    outageBackoffS: config.runs.outage_backoff_s,
+    destroyRetryMaxDelayS: config.runs.destroy_retry_max_delay_s,
+    // A destroyed instance should leave the very next list; give it several polls before destroying again.
+    destroyConfirmS: Math.max(5 * config.polling.interval_s, 30),
+    missingPollsToLose: 3,
+  };
+}
+
+function runStateOf(snapshot: RunSnapshot): RunState {
+  const v = snapshot.value;
+  return (typeof v === 'string' ? v : Object.keys(v)[0]) as RunState;
+}
+
+export class RunDriver {
+  readonly runId: string;
+  private readonly actor: RunActor;
+  private readonly log: Logger;
+  private pending: RunEmitted[] = [];
+  private last: RunSnapshot | undefined;
+  private lastState: RunState;
+  private ended = false;
+
+  constructor(
+    row: RunRow,
+    private readonly spec: ResolvedJobSpec,
+    private readonly deps: RunDriverDeps,
+  ) {
+    this.runId = row.id;
+    this.lastState = row.state;
+    this.log = deps.log.child({ runId: row.id });
+    const machine = runMachine.provide({ actors: makeRunActors({ ...deps, spec }) });
+    const input = { runId: row.id, limits: runLimits(spec, deps.config), submittedAt: row.created_at };
+    const snapshot = row.snapshot_json ? (JSON.parse(row.snapshot_json) as RunSnapshot) : undefined;
+    this.actor = createActor(machine, snapshot ? { input, snapshot } : { input });
+    this.actor.on('*', (e) => this.pending.push(e as RunEmitted));
+    this.actor.subscribe({
+      next: (s) => this.persist(s),
+      error: (err) => this.crashed(err),
+    });
+  }
+
+  /** True when a stored snapshot can be resumed by this build of the machine. */
+  static canResume(row: RunRow): boolean {
+    return row.snapshot_json === null || row.machine_version === RUN_MACHINE_VERSION;
+  }
+
+  start(): void {
+    this.actor.start();
+  }
+
+  get state(): RunState {
+    return this.lastState;
+  }
+
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  admit(): void {
+    this.actor.send({ type: 'ADMIT' });
+  }
+
+  cancel(): void {
+    this.actor.send({ type: 'CANCEL' });
+  }
+
+  /** The instance this run currently holds (or is destroying), if any. */
+  currentInstanceId(): number | null {
+    return this.actor.getSnapshot().context.current?.instanceId ?? null;
+  }
+
+  poll(instance: InstanceStatus | null, listedAt: number): void {
+    if (this.currentInstanceId() === null) return;
+    this.actor.send({ type: 'POLL', instance, listedAt });
+  }
+
+  /** Stops the actor: in-flight calls are aborted; their journal rows let the next start reconcile. */
+  stop(): void {
+    this.actor.stop();
+  }
+
+  private persist(snapshot: RunSnapshot): void {
+    if (snapshot === this.last && this.pending.length === 0) return;
+    this.last = snapshot;
+    const events = this.pending;
+    this.pending = [];
+    const now = Date.now();
+    const state = runStateOf(snapshot);
+    const ctx = snapshot.context;
+    const logged = this.deps.store.transaction(() => {
+      const lines = events.map((e) => recordEmitted(this.deps.store, this.spec, this.runId, e, now));
+      if (state !== this.lastState) {
+        this.deps.store.events.append({ runId: this.runId, at: now, type: 'state', message: `${this.lastState} → ${state}`, data: { from: this.lastState, to: state } });
+      }
+      this.deps.store.runs.saveProgress(this.runId, {
+        state,
+        relaxLevel: ctx.relaxLevel,
+        attempt: ctx.attemptCount,
+        error: ctx.error,
+        snapshotJson: JSON.stringify(this.actor.getPersistedSnapshot()),
+        machineVersion: RUN_MACHINE_VERSION,
+        at: now,
+      });
+      return lines;
+    });
+    for (const line of logged) this.log[line.level]({ event: line.type }, line.message);
+    if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
+    this.lastState = state;
+    if (isEndState(state)) this.end();
+  }
+
+  private crashed(err: unknown): void {
+    // A machine fault is a bug; the run fails and, holding no live owner now, any instance it made
+    // is destroyed by the orphan sweep.
+    this.log.error({ err }, 'run machine stopped with an error');
+    this.deps.store.runs.setState(this.runId, 'failed', { kind: 'internal', message: `internal error: ${String((err as Error)?.message ?? err)}` }, Date.now());
+    this.lastState = 'failed';
+    this.end();
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.deps.onEnded(this.runId);
+  }
+}

@@ -1,0 +1,193 @@
+// Keeps one RunDriver per live run: resumes them at start, admits queued runs while fewer than
+// `daemon.max_active_runs` are active, hands each its instance from the shared poll, and destroys
+// instances that carry this store's label but have no live owner.
+//
+// States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
+// dropped). A run is never dropped while it holds an instance: the machine ends only after its
+// destroy was confirmed.
+import { randomBytes } from 'node:crypto';
+import type { Instance, MarketClient } from '../client/types.js';
+import type { Config } from '../config/schema.js';
+import { BerthError, describeError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { ResolvedJobSpec } from '../spec/schema.js';
+import { parseJobSpec, resolveJobSpec } from '../spec/validate.js';
+import type { RunRow, Store } from '../store/index.js';
+import { classifyInstance } from './ownership.js';
+import { RunDriver } from './run-driver.js';
+
+export interface SupervisorDeps {
+  store: Store;
+  client: MarketClient;
+  config: Config;
+  log: Logger;
+}
+
+function newRunId(): string {
+  // 12 characters of base32: short enough for labels and typing, 60 bits of randomness.
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
+  const bytes = randomBytes(12);
+  let id = '';
+  for (const b of bytes) id += alphabet[b & 31];
+  return id;
+}
+
+export class Supervisor {
+  private readonly drivers = new Map<string, RunDriver>();
+  /** Orphans whose destroy was sent, with the time, so each poll does not send it again at once. */
+  private readonly orphanDestroys = new Map<number, number>();
+  private readonly abort = new AbortController();
+  private stopping = false;
+
+  constructor(private readonly deps: SupervisorDeps) {}
+
+  /** Resumes every non-ended run of the store from its snapshot. */
+  resumeAll(): void {
+    for (const row of this.deps.store.runs.live()) {
+      if (!RunDriver.canResume(row)) {
+        // A snapshot from another machine version cannot be restored safely; the run fails and the
+        // orphan sweep destroys whatever it held.
+        this.deps.store.runs.setState(row.id, 'failed', {
+          kind: 'upgrade',
+          message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
+        }, Date.now());
+        continue;
+      }
+      this.startDriver(row);
+    }
+    this.admitQueued();
+  }
+
+  /** Validates and stores a job spec; with an idempotency key already used, returns that run. */
+  submit(specInput: unknown, idempotencyKey?: string): { row: RunRow; created: boolean } {
+    if (this.stopping) throw new BerthError('control', 'The daemon is shutting down and takes no new runs.');
+    const spec = resolveJobSpec(parseJobSpec(specInput), this.deps.config.runs);
+    const { store } = this.deps;
+    const now = Date.now();
+    const result = store.transaction(() => {
+      const inserted = store.runs.insert({ id: newRunId(), name: spec.name, specJson: JSON.stringify(spec), createdAt: now, idempotencyKey });
+      if (inserted.created) {
+        store.events.append({ runId: inserted.row.id, at: now, type: 'submitted', message: `submitted "${spec.name}" (image ${spec.image}, max $${spec.max_price_per_hour}/h)` });
+      }
+      return inserted;
+    });
+    if (result.created) {
+      this.deps.log.info({ runId: result.row.id, name: spec.name }, 'run submitted');
+      this.startDriver(result.row);
+      this.admitQueued();
+    }
+    return { row: store.runs.get(result.row.id)!, created: result.created };
+  }
+
+  /** Asks a run to stop; its instances are destroyed before it is `cancelled`. */
+  cancel(runId: string): RunRow | undefined {
+    this.drivers.get(runId)?.cancel();
+    return this.deps.store.runs.get(runId);
+  }
+
+  isLive(runId: string): boolean {
+    const d = this.drivers.get(runId);
+    return d !== undefined && !d.isEnded;
+  }
+
+  get activeCount(): number {
+    let n = 0;
+    for (const d of this.drivers.values()) if (d.state !== 'queued') n++;
+    return n;
+  }
+
+  get liveCount(): number {
+    return this.drivers.size;
+  }
+
+  /** Called with every instance list: adopts journaled creates, destroys orphans, feeds each run its instance. */
+  async onList(instances: Instance[], listedAt: number): Promise<void> {
+    const { store, log } = this.deps;
+    const byId = new Map<number, Instance>();
+    for (const inst of instances) {
+      byId.set(inst.id, inst);
+      const owner = classifyInstance(inst, store, (id) => this.isLive(id));
+      if (owner.kind === 'adopt') {
+        store.attempts.markCreated(owner.runId, owner.n, inst.id);
+        log.info({ runId: owner.runId, attempt: owner.n, instanceId: inst.id }, 'adopted an instance whose create was journaled');
+      } else if (owner.kind === 'orphan') {
+        this.destroyOrphan(inst, owner.runId, owner.reason);
+      }
+    }
+    for (const id of this.orphanDestroys.keys()) if (!byId.has(id)) this.orphanDestroys.delete(id);
+    for (const driver of this.drivers.values()) {
+      const id = driver.currentInstanceId();
+      if (id !== null) driver.poll(toStatus(byId.get(id)), listedAt);
+    }
+  }
+
+  /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
+  stop(): void {
+    this.stopping = true;
+    this.abort.abort();
+    for (const d of this.drivers.values()) d.stop();
+    this.drivers.clear();
+  }
+
+  private startDriver(row: RunRow): void {
+    const spec = JSON.parse(row.spec_json) as ResolvedJobSpec;
+    const driver = new RunDriver(row, spec, {
+      client: this.deps.client,
+      store: this.deps.store,
+      config: this.deps.config,
+      log: this.deps.log,
+      reconcileGraceMs: Math.max(2 * this.deps.config.polling.interval_s * 1000, 2000),
+      onEnded: (runId) => {
+        this.drivers.delete(runId);
+        // Admission may start other runs' actors: not from inside this run's transition.
+        queueMicrotask(() => this.admitQueued());
+      },
+    });
+    this.drivers.set(row.id, driver);
+    driver.start();
+  }
+
+  private admitQueued(): void {
+    if (this.stopping) return;
+    let active = this.activeCount;
+    const max = this.deps.config.daemon.max_active_runs;
+    for (const d of this.drivers.values()) {
+      if (active >= max) break;
+      if (d.state === 'queued' && !d.isEnded) {
+        d.admit();
+        active++;
+      }
+    }
+  }
+
+  private destroyOrphan(inst: Instance, runId: string, reason: string): void {
+    const { client, store, log, config } = this.deps;
+    const last = this.orphanDestroys.get(inst.id);
+    const retryMs = Math.max(5 * config.polling.interval_s, 30) * 1000;
+    if (last !== undefined && Date.now() - last < retryMs) return;
+    this.orphanDestroys.set(inst.id, Date.now());
+    log.warn({ runId, instanceId: inst.id, label: inst.label, reason }, 'destroying an instance no live run owns');
+    if (store.runs.get(runId)) {
+      store.events.append({ runId, at: Date.now(), type: 'orphan.destroy', message: `destroying instance ${inst.id}: ${reason}`, data: { instanceId: inst.id } });
+    }
+    client.destroyInstance(inst.id, { signal: this.abort.signal }).catch((err: unknown) => {
+      if (this.abort.signal.aborted) return;
+      // Retried on a later poll while the instance is still listed.
+      log.error({ instanceId: inst.id, err: describeError(err) }, 'ALERT: destroy of an orphan instance failed; will retry');
+    });
+  }
+}
+
+function toStatus(inst: Instance | undefined) {
+  if (!inst) return null;
+  return {
+    id: inst.id,
+    actual_status: inst.actual_status,
+    intended_status: inst.intended_status ?? null,
+    cur_state: inst.cur_state ?? null,
+    status_msg: inst.status_msg ?? null,
+    ssh_host: inst.ssh_host ?? null,
+    ssh_port: inst.ssh_port ?? null,
+    dph_total: inst.dph_total ?? null,
+  };
+}
