@@ -47,7 +47,7 @@ const failure = (status: 'exited' | 'unknown' | 'offline'): string => STATUS_MSG
 export function planFor(profile: FaultProfile, t: InstanceTimings, restart: boolean, restartLoadS: number): Step[] {
   const steps: Step[] = [];
   let at = 0;
-  if (!restart) {
+  if (!restart && t.provision_s > 0) {
     steps.push({ at: 0, status: null, msg: STATUS_MSG.provisioning });
     at = t.provision_s;
   }

@@ -1,0 +1,56 @@
+// `berth simulate`: runs the marketplace simulator in the foreground. Prints one JSON line
+// `{"url", "api_key"}` on stdout once listening (scripts read it), then serves until SIGINT/SIGTERM;
+// a second signal exits at once.
+import { readFileSync } from 'node:fs';
+import { ConfigError } from '../errors.js';
+import { parseSimConfig, startSimulator } from '../sim/index.js';
+
+export interface SimulateOptions {
+  port?: number;
+  /** Path of a sim config JSON file (docs/simulator.md lists the fields). */
+  config?: string;
+  seed?: number;
+  timeScale?: number;
+  env: NodeJS.ProcessEnv;
+}
+
+export async function simulateCommand(opts: SimulateOptions): Promise<void> {
+  const config = parseSimConfig(opts.config ? readConfigFile(opts.config) : {});
+  const sim = await startSimulator({
+    port: opts.port ?? 0,
+    seed: opts.seed,
+    timeScale: opts.timeScale,
+    apiKey: opts.env.BERTH_API_KEY || undefined,
+    config,
+  });
+  process.stdout.write(`${JSON.stringify({ url: sim.url, api_key: sim.apiKey })}\n`);
+
+  await new Promise<void>((resolve) => {
+    let stopping = false;
+    const onSignal = () => {
+      if (stopping) process.exit(1);
+      stopping = true;
+      sim.close().then(() => {
+        process.off('SIGINT', onSignal);
+        process.off('SIGTERM', onSignal);
+        resolve();
+      }, () => process.exit(1));
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+  });
+}
+
+function readConfigFile(path: string): unknown {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`Cannot read simulator config ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`, undefined, err);
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (err) {
+    throw new ConfigError(`Simulator config ${path} is not valid JSON: ${(err as Error).message}.`, undefined, err);
+  }
+}

@@ -1,0 +1,73 @@
+// Shared helpers for the simulator suite: start a simulator in-process and call it over HTTP.
+import { startSimulator, type RunningSimulator, type SimulatorOptions } from '../../../src/sim/index.js';
+
+export interface Reply<T = any> {
+  status: number;
+  body: T;
+  text: string;
+}
+
+/** A simulator with rate limits off unless the test asks for them, fast clock, admin on. */
+export function startTestSim(options: SimulatorOptions = {}): Promise<RunningSimulator> {
+  return startSimulator({
+    timeScale: 1000,
+    ...options,
+    config: { admin: true, rate_limits: { enabled: false }, ...options.config },
+  });
+}
+
+export async function call<T = any>(
+  sim: { url: string; apiKey: string },
+  method: string,
+  path: string,
+  body?: unknown,
+  key: string | null = sim.apiKey,
+): Promise<Reply<T>> {
+  const res = await fetch(`${sim.url}${path}`, {
+    method,
+    headers: {
+      'content-type': 'application/json',
+      ...(key === null ? {} : { authorization: `Bearer ${key}` }),
+    },
+    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed: unknown = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // plain-text answers stay text
+  }
+  return { status: res.status, body: parsed as T, text };
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls until `check` returns a value other than undefined, or fails after `timeoutMs`. */
+export async function waitFor<T>(check: () => T | undefined | Promise<T | undefined>, timeoutMs = 3000, what = 'condition'): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** Creates an instance on the best offer matching `filters`; returns ids. */
+export async function rent(
+  sim: RunningSimulator,
+  body: Record<string, unknown> = { image: 'pytorch/pytorch:latest', disk: 20, label: 'test' },
+  filters: Record<string, unknown> = {},
+): Promise<{ offerId: number; instanceId: number; instanceKey: string }> {
+  const search = await call(sim, 'POST', '/api/v0/bundles/', { limit: 1, ...filters });
+  const offerId = search.body.offers[0].id as number;
+  const created = await call(sim, 'PUT', `/api/v0/asks/${offerId}/`, body);
+  if (created.status !== 200) throw new Error(`create answered ${created.status}: ${created.text}`);
+  return { offerId, instanceId: created.body.new_contract, instanceKey: created.body.instance_api_key };
+}
+
+export async function statusOf(sim: RunningSimulator, id: number): Promise<string | null | undefined> {
+  const r = await call(sim, 'GET', `/api/v0/instances/${id}/`);
+  return r.body.instances?.actual_status;
+}
