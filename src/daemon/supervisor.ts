@@ -85,9 +85,10 @@ export class Supervisor {
     return this.deps.store.runs.get(runId);
   }
 
+  /** From the store, not the drivers: the startup reconcile runs before any driver is resumed. */
   isLive(runId: string): boolean {
-    const d = this.drivers.get(runId);
-    return d !== undefined && !d.isEnded;
+    const row = this.deps.store.runs.get(runId);
+    return row !== undefined && row.ended_at === null;
   }
 
   get activeCount(): number {

@@ -1,0 +1,115 @@
+// A simulator and an in-process daemon on free ports with a temp BERTH_HOME: the world of the
+// integration tests. Everything it starts is closed by `close()`.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { request } from 'undici';
+import type { DeepPartial } from '../../src/config/load.js';
+import type { Config } from '../../src/config/schema.js';
+import { startDaemon, type RunningDaemon } from '../../src/daemon/daemon.js';
+import type { RunView } from '../../src/daemon/run-view.js';
+import { silentLogger, type Logger } from '../../src/logger.js';
+import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+
+/** Berth settings that make the whole workflow take seconds against a fast simulator. */
+export const FAST_CONFIG: DeepPartial<Config> = {
+  daemon: { listen: '127.0.0.1:0' },
+  polling: { interval_s: 0.1 },
+  rate_limits: {
+    search: { per_s: 50, burst: 10 },
+    create: { per_s: 50, burst: 10 },
+    list: { per_s: 50, burst: 10 },
+    show: { per_s: 50, burst: 10 },
+    change: { per_s: 50, burst: 10 },
+    destroy: { per_s: 50, burst: 10 },
+    other: { per_s: 50, burst: 10 },
+  },
+  retry: { max_retry_time_s: 10, min_delay_s: 0.02, max_delay_s: 0.5, factor: 2 },
+  runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1 },
+};
+
+/** Simulator settings: 100× time, short boots, no rate limits unless a test asks. */
+export const FAST_SIM: SimConfigInput = {
+  admin: true,
+  time_scale: 100,
+  tick_ms: 10,
+  lifecycle: { provision_s: 5, boot_s: { min: 20, max: 40 }, fail_after_s: 20, lost_after_s: { min: 100, max: 200 } },
+  rate_limits: { enabled: false },
+};
+
+export interface World {
+  sim: RunningSimulator;
+  home: string;
+  daemon: RunningDaemon;
+  api<T = unknown>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: T }>;
+  waitFor(runId: string, pred: (r: RunView) => boolean, timeoutMs?: number): Promise<RunView>;
+  restartDaemon(overrides?: DeepPartial<Config>): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startWorld(
+  opts: { sim?: SimConfigInput; config?: DeepPartial<Config>; apiKey?: string; logger?: Logger; seed?: number } = {},
+): Promise<World> {
+  const sim = await startSimulator({ seed: opts.seed ?? 7, config: { ...FAST_SIM, ...opts.sim } });
+  const home = mkdtempSync(join(tmpdir(), 'berth-it-'));
+  const env = { BERTH_HOME: home, BERTH_API_URL: sim.url, BERTH_API_KEY: opts.apiKey ?? sim.apiKey };
+  const boot = (overrides?: DeepPartial<Config>) =>
+    startDaemon({ env, overrides: { ...FAST_CONFIG, ...opts.config, ...overrides }, logger: opts.logger ?? silentLogger() });
+  let daemon = await boot();
+
+  const world: World = {
+    sim,
+    home,
+    get daemon() {
+      return daemon;
+    },
+    async api(method, path, body, headers = {}) {
+      const res = await request(daemon.url + path, {
+        method: method as 'GET',
+        headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json', ...headers },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: res.statusCode, body: (await res.body.json()) as never };
+    },
+    async waitFor(runId, pred, timeoutMs = 20_000) {
+      const until = Date.now() + timeoutMs;
+      let last: RunView | undefined;
+      while (Date.now() < until) {
+        last = (await world.api<RunView>('GET', `/v1/runs/${runId}`)).body;
+        if (pred(last)) return last;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error(`run ${runId} did not reach the expected state; last: ${JSON.stringify(last)}`);
+    },
+    async restartDaemon(overrides) {
+      await daemon.stop();
+      daemon = await boot(overrides);
+    },
+    async close() {
+      await daemon.stop();
+      await sim.close();
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+  return world;
+}
+
+/** A valid job spec for the simulator's catalog, with the given changes. */
+export function jobSpec(changes: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    name: 'it-job',
+    image: 'pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime',
+    disk_gb: 20,
+    search: {
+      filters: { num_gpus: { eq: 1 }, direct_port_count: { gte: 1 } },
+      order: [['dph_total', 'asc']],
+      limit: 16,
+    },
+    max_price_per_hour: 5,
+    max_attempts: 8,
+    boot_timeout_s: 5,
+    deadline_s: 60,
+    relax: [],
+    ...changes,
+  };
+}

@@ -1,0 +1,202 @@
+// The provisioning workflow end to end in one process: the real simulator on a free port, the real
+// daemon with a real SQLite file, talking over HTTP.
+import { afterEach, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import { loadConfig } from '../../../src/config/load.js';
+import type { RunView } from '../../../src/daemon/run-view.js';
+import { buildSearchQuery, usableOffers } from '../../../src/spec/search-query.js';
+import { parseJobSpec, resolveJobSpec } from '../../../src/spec/validate.js';
+import type { Offer } from '../../../src/client/types.js';
+import { jobSpec, startWorld, type World } from '../../helpers/world.js';
+
+let world: World | undefined;
+afterEach(async () => {
+  await world?.close();
+  world = undefined;
+});
+
+/** The offers the daemon will try, in order: the search's usable offers, one per machine. */
+async function offersInTryOrder(w: World, spec: Record<string, unknown>): Promise<Offer[]> {
+  const resolved = resolveJobSpec(parseJobSpec(spec), loadConfig({}, {}).config.runs);
+  const res = await request(`${w.sim.url}/api/v0/bundles/`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${w.sim.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(buildSearchQuery(resolved, 0, { offerIds: [], machineIds: [] })),
+  });
+  const { offers } = (await res.body.json()) as { offers: Offer[] };
+  const seen = new Set<number>();
+  return usableOffers(offers, resolved, { offerIds: [], machineIds: [] }).filter((o) => {
+    if (seen.has(o.machine_id)) return false;
+    seen.add(o.machine_id);
+    return true;
+  });
+}
+
+async function submit(w: World, spec: Record<string, unknown>): Promise<RunView> {
+  const res = await w.api<RunView>('POST', '/v1/runs', spec);
+  expect(res.status).toBe(201);
+  return res.body;
+}
+
+const isRunning = (r: RunView) => r.state === 'running';
+const isEnded = (r: RunView) => r.state === 'failed' || r.state === 'cancelled';
+
+async function cancelAndCheckNothingBills(w: World, runId: string): Promise<void> {
+  await w.api('POST', `/v1/runs/${runId}/cancel`);
+  const done = await w.waitFor(runId, isEnded);
+  expect(done.state).toBe('cancelled');
+  expect(done.instance).toBeNull();
+  expect(w.sim.billingNow()).toEqual([]);
+}
+
+describe('daemon workflow against the simulator', () => {
+  it('fails over exited, unknown, offline and stuck-loading offers and runs on a good one', async () => {
+    world = await startWorld();
+    const spec = jobSpec();
+    const order = await offersInTryOrder(world, spec);
+    const profiles = ['exited', 'unknown', 'offline', 'stuck_loading'] as const;
+    profiles.forEach((p, i) => world!.sim.setOfferProfile(order[i]!.id, p));
+
+    const run = await submit(world, spec);
+    const running = await world.waitFor(run.id, isRunning, 30_000);
+    expect(running.attempts.map((a) => [a.offer_id, a.outcome])).toEqual([
+      [order[0]!.id, 'exited'],
+      [order[1]!.id, 'unknown'],
+      [order[2]!.id, 'offline'],
+      [order[3]!.id, 'boot_timeout'],
+      [order[4]!.id, 'running'],
+    ]);
+    expect(running.instance).toMatchObject({ offer_id: order[4]!.id, actual_status: 'running' });
+    expect(running.instance!.ssh_host).toBeTruthy();
+    expect(running.instance!.ssh_port).toBeGreaterThan(0);
+    // Each failed instance was destroyed; only the running one is left.
+    const mine = world.sim.history().filter((h) => h.label?.includes(run.id));
+    expect(mine).toHaveLength(5);
+    expect(world.sim.billingNow().map((h) => h.id)).toEqual([running.instance!.id]);
+    await cancelAndCheckNothingBills(world, run.id);
+  });
+
+  it('succeeds after one relax step when only unverified offers match', async () => {
+    world = await startWorld();
+    const unverified = world.sim
+      .offers()
+      .filter((o) => !o.verified && o.num_gpus === 1 && o.direct_port_count >= 1 && o.dph_total <= 5)
+      .slice(0, 3)
+      .map((o) => o.id);
+    expect(unverified.length).toBeGreaterThan(0);
+    const spec = jobSpec({
+      search: { filters: { id: { in: unverified }, verified: { eq: true } }, limit: 16 },
+      relax: [{ drop: ['verified'] }],
+    });
+    const run = await submit(world, spec);
+    const running = await world.waitFor(run.id, isRunning);
+    expect(running.relax_level).toBe(1);
+    expect(unverified).toContain(running.instance!.offer_id);
+    const events = (await world.api<Array<{ message: string }>>('GET', `/v1/runs/${run.id}/events`)).body;
+    expect(events.map((e) => e.message)).toContain('no usable offer; relaxed the search: dropped filter verified');
+    await cancelAndCheckNothingBills(world, run.id);
+  });
+
+  it('fails an impossible spec with the relax ladder exhausted', async () => {
+    world = await startWorld();
+    const run = await submit(world, jobSpec({ search: { filters: { gpu_name: { eq: 'H100 SXM' }, num_gpus: { eq: 64 } } }, relax: [{ drop: ['num_gpus'] }], max_price_per_hour: 0.01 }));
+    const failed = await world.waitFor(run.id, isEnded);
+    expect(failed.state).toBe('failed');
+    expect(failed.error?.kind).toBe('no_offers');
+    expect(failed.error?.message).toMatch(/after 1 relax step\(s\) of 1/);
+    expect(world.sim.history()).toEqual([]);
+  });
+
+  it('fails after max_attempts with every offer tried and why, leaving nothing billing', async () => {
+    world = await startWorld();
+    const spec = jobSpec({ max_attempts: 3 });
+    const order = await offersInTryOrder(world, spec);
+    order.slice(0, 3).forEach((o) => world!.sim.setOfferProfile(o.id, 'exited'));
+    const run = await submit(world, spec);
+    const failed = await world.waitFor(run.id, isEnded);
+    expect(failed.error?.kind).toBe('attempts_exhausted');
+    for (const o of order.slice(0, 3)) expect(failed.error?.message).toContain(`offer ${o.id} (machine ${o.machine_id}`);
+    expect(failed.attempts.map((a) => a.outcome)).toEqual(['exited', 'exited', 'exited']);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+
+  it('runs a 5,000-character onstart in the simulator exactly as written', async () => {
+    world = await startWorld({ sim: { onstart_exec: { enabled: true, timeout_s: 10 } } });
+    const lines: string[] = [];
+    for (let i = 0; lines.join('\n').length < 5000; i++) lines.push(`echo "line ${i}: berth runs what you wrote, \\$HOME stays literal"`);
+    const script = lines.join('\n');
+    expect(script.length).toBeGreaterThan(4048);
+    const run = await submit(world, jobSpec({ onstart: script, env: { GREETING: 'hello' } }));
+    const running = await world.waitFor(run.id, isRunning);
+    const deadline = Date.now() + 10_000;
+    let result = world.sim.history().find((h) => h.id === running.instance!.id)?.onstart;
+    while (!result && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      result = world.sim.history().find((h) => h.id === running.instance!.id)?.onstart;
+    }
+    expect(result?.exit_code).toBe(0);
+    const expected = lines.map((_, i) => `line ${i}: berth runs what you wrote, $HOME stays literal`).join('\n') + '\n';
+    expect(result?.stdout).toBe(expected);
+    await cancelAndCheckNothingBills(world, run.id);
+  });
+
+  it('fails the run at once with an auth error when the API key is wrong', async () => {
+    world = await startWorld({ apiKey: 'not-a-valid-key-1234' });
+    const run = await submit(world, jobSpec());
+    const failed = await world.waitFor(run.id, isEnded);
+    expect(failed.error?.kind).toBe('auth');
+    expect(failed.error?.message).toContain('BERTH_API_KEY');
+    expect(failed.error?.message).not.toContain('not-a-valid-key-1234');
+  });
+
+  it('fails the run naming the missing permission when the key cannot create instances', async () => {
+    const key = 'scoped-read-only-key';
+    world = await startWorld({
+      sim: { keys: [{ key, permissions: { api: { misc: {}, user_read: {}, instance_read: {} } } }] },
+      apiKey: key,
+    });
+    const run = await submit(world, jobSpec());
+    const failed = await world.waitFor(run.id, isEnded);
+    expect(failed.error?.kind).toBe('permission');
+    expect(failed.error?.message).toContain('instance_write');
+    expect(failed.attempts).toHaveLength(1);
+    expect(world.sim.history()).toEqual([]);
+  });
+
+  it('resumes a booting run after a restart without creating its instance again', async () => {
+    world = await startWorld({ sim: { lifecycle: { provision_s: 5, boot_s: { min: 150, max: 150 } } } });
+    const run = await submit(world, jobSpec());
+    await world.waitFor(run.id, (r) => r.state === 'booting');
+    await world.restartDaemon();
+    const running = await world.waitFor(run.id, isRunning);
+    expect(running.attempts, JSON.stringify(running.attempts)).toHaveLength(1);
+    expect(world.sim.history().filter((h) => h.label?.includes(run.id))).toHaveLength(1);
+    await cancelAndCheckNothingBills(world, run.id);
+  });
+
+  it('destroys an instance with its label that no live run owns', async () => {
+    world = await startWorld();
+    const offer = (await offersInTryOrder(world, jobSpec()))[0]!;
+    const label = `berth:${world.daemon.storeId}:nosuchrun:1`;
+    const res = await request(`${world.sim.url}/api/v0/asks/${offer.id}/`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${world.sim.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ image: 'x', disk: 10, label }),
+    });
+    expect(res.statusCode).toBe(200);
+    await res.body.dump();
+    const deadline = Date.now() + 5000;
+    while (world.sim.billingNow().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(world.sim.billingNow()).toEqual([]);
+    // Another daemon's (or tool's) instances are never touched.
+    const foreign = await request(`${world.sim.url}/api/v0/asks/${offer.id}/`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${world.sim.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ image: 'x', disk: 10, label: 'berth:otherstore:r:1' }),
+    });
+    await foreign.body.dump();
+    await new Promise((r) => setTimeout(r, 500));
+    expect(world.sim.billingNow()).toHaveLength(1);
+  });
+});
+
