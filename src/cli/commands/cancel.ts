@@ -1,0 +1,27 @@
+// `berth cancel RUN [--wait]`: asks the daemon to stop the run and destroy its instances; --wait
+// follows until the run has ended, i.e. until the service no longer lists any of its instances.
+import { connectToDaemon } from '../control-client.js';
+import { EXIT } from '../exit-codes.js';
+import { watchRun } from '../follow.js';
+import type { Io } from '../io.js';
+import { isEndState } from '../run-types.js';
+
+export interface CancelOptions {
+  wait?: boolean;
+}
+
+export async function cancelCommand(runId: string, options: CancelOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
+  const client = connectToDaemon(env);
+  const run = await client.cancel(runId);
+  if (!options.wait) {
+    io.out(isEndState(run.state) ? `Run ${run.id} is ${run.state}.` : `Cancelling run ${run.id} (now ${run.state}).`);
+    return EXIT.ok;
+  }
+  const ended = await watchRun(client, run, io, (r) => isEndState(r.state));
+  io.out(
+    ended.state === 'cancelled'
+      ? `Run ${ended.id} is cancelled; it holds no instance.`
+      : `Run ${ended.id} had already ended (${ended.state}); it holds no instance.`,
+  );
+  return EXIT.ok;
+}

@@ -1,0 +1,116 @@
+// `berth demo`: the whole product in one process and well under a minute. A simulated marketplace
+// and a real daemon (in a temporary BERTH_HOME), the example job submitted through the control API
+// as the CLI does, shown live until it runs, then cancelled and checked against the simulator's
+// billing ledger. The offer the daemon tries first is forced to exit while booting, so the demo
+// always shows a fail-over. Everything it started is stopped and removed, whatever happens.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startDaemon, type RunningDaemon } from '../../daemon/daemon.js';
+import { BerthError } from '../../errors.js';
+import { silentLogger } from '../../logger.js';
+import { startSimulator, type RunningSimulator } from '../../sim/index.js';
+import { ControlClient } from '../control-client.js';
+import { EXIT, exitCodeFor } from '../exit-codes.js';
+import { watchRun } from '../follow.js';
+import type { Io } from '../io.js';
+import { formatDuration, runDetail, sshCommand } from '../render.js';
+import { isEndState, isSettled, type Run } from '../run-types.js';
+import { abortOnSignals } from '../signals.js';
+import {
+  DEMO_DAEMON_OVERRIDES,
+  DEMO_JOB_FILE,
+  DEMO_SEED,
+  DEMO_SIM_CONFIG,
+  DEMO_TIME_SCALE,
+  demoEnv,
+  firstChoice,
+  readDemoJob,
+} from './demo-setup.js';
+
+/** The destroy is confirmed before a run is `cancelled`; this only absorbs the simulator's last tick. */
+const BILLING_SETTLE_MS = 3_000;
+
+/** A step of the demo that did not go as it should: the demo exits 1 with this sentence. */
+class DemoFailure extends Error {}
+
+export async function demoCommand(io: Io): Promise<number> {
+  const startedAt = Date.now();
+  const home = mkdtempSync(join(tmpdir(), 'berth-demo-'));
+  const { signal, dispose } = abortOnSignals();
+  let sim: RunningSimulator | undefined;
+  let daemon: RunningDaemon | undefined;
+  try {
+    io.out('berth demo: a simulated marketplace, a real daemon, the example job.');
+    io.out('');
+    sim = await startSimulator({ seed: DEMO_SEED, timeScale: DEMO_TIME_SCALE, config: DEMO_SIM_CONFIG });
+    const env = demoEnv(home, sim);
+    const job = readDemoJob();
+    const doomed = await firstChoice(env);
+    sim.setOfferProfile(doomed.id, 'exited');
+    daemon = await startDaemon({ env, listen: '127.0.0.1:0', overrides: DEMO_DAEMON_OVERRIDES, logger: silentLogger() });
+
+    io.out(`  simulator  ${sim.url} (${DEMO_TIME_SCALE}x time, no random faults)`);
+    io.out(`  daemon     ${daemon.url} (BERTH_HOME ${home})`);
+    io.out(`  job        ${relative(process.cwd(), DEMO_JOB_FILE)} (${job.name}, at most $${job.maxPrice.toFixed(2)}/h)`);
+    io.out(`  fault      offer ${doomed.id} (${doomed.gpu_name}, machine ${doomed.machine_id}), the daemon's first choice, will exit while booting`);
+    io.out('');
+
+    const client = new ControlClient({ url: daemon.url, token: daemon.token });
+    const submitted = await client.submit(job.body);
+    io.out(`Submitted run ${submitted.id}; following it until it runs.`);
+    const running = await watchRun(client, submitted, io, (r) => isSettled(r.state), { signal });
+    if (running.state !== 'running') {
+      throw new DemoFailure(`run ${running.id} ended ${running.state} instead of running: ${running.error?.message ?? 'no error recorded'}`);
+    }
+    io.out('');
+    io.out(`Run ${running.id} is running after ${formatDuration(Date.now() - Date.parse(running.created_at))}: ${sshCommand(running.instance) ?? 'no SSH address'}`);
+    io.out('');
+    runDetail(running, Date.now()).forEach((l) => io.out(l));
+    io.out('');
+    io.out(failoverSummary(running, doomed.id));
+
+    io.out('');
+    io.out(`Cancelling run ${running.id}.`);
+    await client.cancel(running.id);
+    const ended = await watchRun(client, running, io, (r) => isEndState(r.state), { signal });
+    if (ended.state !== 'cancelled') throw new DemoFailure(`run ${ended.id} ended ${ended.state} instead of cancelled`);
+    await checkNothingBilling(sim);
+    const ledger = sim.ledger();
+    io.out(
+      `Run ${ended.id} is cancelled; the simulator's ledger shows nothing left billing ` +
+        `(${ledger.instances.length} instances created, all destroyed, $${ledger.total_usd.toFixed(4)} charged in simulated time).`,
+    );
+    io.out(`Demo finished in ${formatDuration(Date.now() - startedAt)}.`);
+    return EXIT.ok;
+  } catch (err) {
+    io.err(`The demo failed: ${err instanceof Error ? err.message : String(err)}`);
+    return err instanceof BerthError && err.code === 'aborted' ? exitCodeFor(err) : EXIT.runEnded;
+  } finally {
+    await daemon?.stop().catch(() => undefined);
+    await sim?.close().catch(() => undefined);
+    rmSync(home, { recursive: true, force: true });
+    dispose();
+  }
+}
+
+/** One sentence on what the attempts show: the forced failure, then the healthy offer. */
+function failoverSummary(run: Run, doomedOfferId: number): string {
+  const first = run.attempts[0];
+  if (first?.offer_id === doomedOfferId && first.outcome === 'exited' && run.attempts.length > 1) {
+    return `Fail-over: attempt 1 on offer ${doomedOfferId} ended exited; berth destroyed it, blocked its machine and moved on to attempt ${run.attempt}, now running.`;
+  }
+  return `Note: the daemon did not start with offer ${doomedOfferId} as expected, so this run shows no fail-over.`;
+}
+
+async function checkNothingBilling(sim: RunningSimulator): Promise<void> {
+  const until = Date.now() + BILLING_SETTLE_MS;
+  while (sim.billingNow().length > 0) {
+    if (Date.now() > until) {
+      const ids = sim.billingNow().map((h) => h.id);
+      throw new DemoFailure(`instance(s) ${ids.join(', ')} are still billing after the run was cancelled`);
+    }
+    await sleep(100);
+  }
+}

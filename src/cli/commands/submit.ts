@@ -1,0 +1,47 @@
+// `berth submit FILE [--wait] [--json] [--idempotency-key K]`: validate locally (an invalid spec is
+// never sent), submit, print the run id; with --wait follow the run until it runs or ends.
+import { ControlApiError, connectToDaemon } from '../control-client.js';
+import { EXIT, exitCodeForRun } from '../exit-codes.js';
+import { watchRun } from '../follow.js';
+import { printJson, type Io } from '../io.js';
+import { runEndedSentence, sshCommand } from '../render.js';
+import { isSettled, type Run } from '../run-types.js';
+import { readSpecFile, SpecFileError } from '../spec-file.js';
+
+export interface SubmitOptions {
+  wait?: boolean;
+  json?: boolean;
+  idempotencyKey?: string;
+}
+
+export async function submitCommand(file: string, options: SubmitOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
+  const spec = readSpecFile(file);
+  const client = connectToDaemon(env);
+  const run = await client.submit(spec, options.idempotencyKey).catch((err: unknown) => {
+    // The daemon validates again (its defaults may differ): report its problems the same way.
+    if (err instanceof ControlApiError && err.kind === 'spec') {
+      throw new SpecFileError(file, err.issues.length > 0 ? err.issues : [{ path: '$', message: err.message }]);
+    }
+    throw err;
+  });
+
+  if (!options.wait) {
+    if (options.json) printJson(io, run);
+    else io.out(run.id);
+    return EXIT.ok;
+  }
+  if (!options.json) io.out(`Submitted run ${run.id} (${run.name}); following it until it runs (Ctrl-C stops following, not the run).`);
+  const settled = await watchRun(client, run, io, (r) => isSettled(r.state), { quiet: options.json });
+  return reportSettled(settled, io, options.json === true);
+}
+
+/** Prints where a followed run came to rest; the exit code says whether it is running. */
+export function reportSettled(run: Run, io: Io, json: boolean): number {
+  if (json) printJson(io, run);
+  if (run.state === 'running') {
+    if (!json) io.out(`Run ${run.id} is running: ${sshCommand(run.instance) ?? 'no SSH address yet'}`);
+    return EXIT.ok;
+  }
+  io.err(runEndedSentence(run));
+  return exitCodeForRun(run);
+}

@@ -1,0 +1,130 @@
+// The CLI's client for the daemon's control API. It finds the daemon through
+// $BERTH_HOME/daemon.json and authenticates with $BERTH_HOME/control.token, so the CLI and the
+// daemon only need to agree on BERTH_HOME. Every failure becomes a typed error: "cannot reach
+// the daemon" (exit 3 with a hint) or a ControlApiError carrying the API's error kind.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import { berthHome } from '../config/load.js';
+import { BerthError, type SpecIssue } from '../errors.js';
+import type { Run, RunEvent } from './run-types.js';
+
+const START_HINT = 'start it with `berth daemon`';
+
+/** An error answer of the control API: `{"error": {"kind", "message", "issues"?}}`. */
+export class ControlApiError extends BerthError {
+  readonly status: number;
+  readonly kind: string;
+  readonly issues: SpecIssue[];
+  constructor(status: number, kind: string, message: string, issues: SpecIssue[] = []) {
+    super('control', message);
+    this.status = status;
+    this.kind = kind;
+    this.issues = issues;
+  }
+}
+
+export interface DaemonAddress {
+  url: string;
+  token: string;
+}
+
+/** Reads where the daemon listens and its token; throws `daemon_unreachable` when it never started here. */
+export function readDaemonAddress(home: string): DaemonAddress {
+  const infoPath = join(home, 'daemon.json');
+  let url: unknown;
+  try {
+    url = (JSON.parse(readFileSync(infoPath, 'utf8')) as { url?: unknown }).url;
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code === 'ENOENT' ? `no ${infoPath}` : `${infoPath} is unreadable`;
+    throw new BerthError('daemon_unreachable', `The berth daemon is not running for ${home} (${why}): ${START_HINT}.`, { cause: err });
+  }
+  if (typeof url !== 'string') {
+    throw new BerthError('daemon_unreachable', `${infoPath} holds no daemon address: ${START_HINT}.`);
+  }
+  let token: string;
+  try {
+    token = readFileSync(join(home, 'control.token'), 'utf8').trim();
+  } catch (err) {
+    throw new BerthError('daemon_unreachable', `Cannot read the control token in ${home}: ${START_HINT}, or run as the user who did.`, { cause: err });
+  }
+  return { url, token };
+}
+
+export class ControlClient {
+  constructor(private readonly address: DaemonAddress) {}
+
+  submit(spec: unknown, idempotencyKey?: string): Promise<Run> {
+    return this.call<Run>('POST', '/v1/runs', spec, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
+  }
+
+  listRuns(): Promise<Run[]> {
+    return this.call<Run[]>('GET', '/v1/runs');
+  }
+
+  getRun(id: string): Promise<Run> {
+    return this.call<Run>('GET', `/v1/runs/${encodeURIComponent(id)}`);
+  }
+
+  events(id: string, afterId?: number): Promise<RunEvent[]> {
+    const after = afterId === undefined ? '' : `?after=${afterId}`;
+    return this.call<RunEvent[]>('GET', `/v1/runs/${encodeURIComponent(id)}/events${after}`);
+  }
+
+  cancel(id: string): Promise<Run> {
+    return this.call<Run>('POST', `/v1/runs/${encodeURIComponent(id)}/cancel`);
+  }
+
+  private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    let res;
+    try {
+      res = await request(new URL(path, this.address.url), {
+        method,
+        headers: {
+          authorization: `Bearer ${this.address.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        headersTimeout: 30_000,
+        bodyTimeout: 30_000,
+      });
+    } catch (err) {
+      const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw new BerthError('daemon_unreachable', `The berth daemon at ${this.address.url} is not reachable (${why}): ${START_HINT}.`, {
+        cause: err,
+      });
+    }
+    const text = await res.body.text();
+    const parsed = parseJson(text);
+    if (res.statusCode >= 200 && res.statusCode < 300) {
+      if (parsed === undefined) throw new ControlApiError(res.statusCode, 'bad_response', `The daemon answered ${method} ${path} with a body that is not JSON.`);
+      return parsed as T;
+    }
+    throw toControlError(res.statusCode, parsed);
+  }
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+function toControlError(status: number, body: unknown): ControlApiError {
+  const error = (body as { error?: { kind?: unknown; message?: unknown; issues?: unknown } } | undefined)?.error;
+  const kind = typeof error?.kind === 'string' ? error.kind : `http_${status}`;
+  if (kind === 'unauthorized') {
+    return new ControlApiError(status, kind, 'The daemon rejected the control token: run berth with the same BERTH_HOME as the daemon.');
+  }
+  const message = typeof error?.message === 'string' ? error.message : `The daemon answered with HTTP ${status}.`;
+  const issues = Array.isArray(error?.issues) ? (error.issues as SpecIssue[]) : [];
+  return new ControlApiError(status, kind, message, issues);
+}
+
+/** The client for the daemon serving this BERTH_HOME. */
+export function connectToDaemon(env: NodeJS.ProcessEnv = process.env): ControlClient {
+  return new ControlClient(readDaemonAddress(berthHome(env)));
+}

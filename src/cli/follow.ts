@@ -1,0 +1,83 @@
+// Following a run as it changes: polls the control API until the run satisfies `until`, and shows
+// people where it stands (a live status line, plus one line for each attempt that ends).
+import { setTimeout as sleep } from 'node:timers/promises';
+import { BerthError } from '../errors.js';
+import type { ControlClient } from './control-client.js';
+import { abortOnSignals } from './signals.js';
+import type { Io } from './io.js';
+import { LiveView } from './live-view.js';
+import { attemptEndedLine, progressKey, progressLine } from './render.js';
+import type { Run, RunAttempt } from './run-types.js';
+
+/** `running` is an attempt that is still going; null is one that has not finished. */
+const hasEnded = (a: RunAttempt) => a.outcome !== null && a.outcome !== 'running';
+
+/** The daemon is local: a quarter second feels live and costs nothing. */
+export const POLL_MS = 250;
+
+export interface FollowOptions {
+  until(run: Run): boolean;
+  /** Called with every fetched run (the live display, or nothing for --json). */
+  onRun?(run: Run): void;
+  /** Aborting stops following (the run itself carries on in the daemon). */
+  signal?: AbortSignal;
+}
+
+/** Resolves with the first fetched run that satisfies `until`; throws `aborted` when the signal fires. */
+export async function followRun(client: ControlClient, id: string, options: FollowOptions): Promise<Run> {
+  for (;;) {
+    const run = await client.getRun(id);
+    options.onRun?.(run);
+    if (options.until(run)) return run;
+    try {
+      await sleep(POLL_MS, undefined, { signal: options.signal });
+    } catch {
+      throw new BerthError('aborted', `Stopped following run ${id}; it carries on in the daemon (see \`berth status ${id}\`).`);
+    }
+  }
+}
+
+/**
+ * The people's view of a followed run: attempt outcomes as they happen, under a live status line.
+ * Attempts that had already ended in `seen` (what the user was last shown) are not told again.
+ */
+export function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): void } {
+  const view = new LiveView(io);
+  const reported = new Set<number>(seen?.attempts.filter(hasEnded).map((a) => a.n));
+  return {
+    onRun(run) {
+      for (const a of run.attempts) {
+        if (!hasEnded(a) || reported.has(a.n)) continue;
+        reported.add(a.n);
+        view.log(attemptEndedLine(a));
+      }
+      view.update([progressLine(run, Date.now())], progressKey(run));
+    },
+    done: () => view.done(),
+  };
+}
+
+export interface WatchOptions {
+  /** --json: follow without showing anything. */
+  quiet?: boolean;
+  /** The caller's own stop signal; without one, the first SIGINT/SIGTERM stops following (exit 130). */
+  signal?: AbortSignal;
+}
+
+/** Follows a run from `run` (as last shown) until `until`, showing progress; the run itself carries on if stopped. */
+export async function watchRun(
+  client: ControlClient,
+  run: Run,
+  io: Io,
+  until: (run: Run) => boolean,
+  options: WatchOptions = {},
+): Promise<Run> {
+  const display = options.quiet ? undefined : progressDisplay(io, run);
+  const signals = options.signal ? undefined : abortOnSignals();
+  try {
+    return await followRun(client, run.id, { until, signal: options.signal ?? signals?.signal, onRun: display?.onRun });
+  } finally {
+    display?.done();
+    signals?.dispose();
+  }
+}

@@ -1,0 +1,129 @@
+// The `berth` command line: parse, call, print. Each subcommand lives in ./commands/; this file
+// wires them to commander and turns whatever they throw into one sentence on stderr and the exit
+// code of SPEC section 2 (see ./exit-codes.ts).
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { cancelCommand } from './commands/cancel.js';
+import { daemonCommand } from './commands/daemon.js';
+import { demoCommand } from './commands/demo.js';
+import { eventsCommand } from './commands/events.js';
+import { schemaCommand } from './commands/schema.js';
+import { statusCommand } from './commands/status.js';
+import { submitCommand } from './commands/submit.js';
+import { validateCommand } from './commands/validate.js';
+import { EXIT, exitCodeFor } from './exit-codes.js';
+import { processIo, type Io } from './io.js';
+import { specProblems } from './render.js';
+import { simulateCommand } from './simulate.js';
+import { SpecFileError } from './spec-file.js';
+
+function parseNumber(kind: 'integer' | 'positive') {
+  return (value: string): number => {
+    const n = Number(value);
+    if (kind === 'integer' ? !Number.isInteger(n) || n < 0 : !(n > 0)) {
+      throw new InvalidArgumentError(kind === 'integer' ? 'expected a whole number' : 'expected a positive number');
+    }
+    return n;
+  };
+}
+
+function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) => void): Command {
+  const program = new Command('berth')
+    .description('Gets you a running GPU instance on a GPU-rental marketplace, and never leaves one billing by mistake.')
+    .showHelpAfterError('(run with --help for usage)')
+    .exitOverride();
+  // Each action records its exit code; commander itself only parses.
+  const run = <A extends unknown[]>(fn: (...args: A) => number | Promise<number>) => async (...args: A) => setExit(await fn(...args));
+
+  program
+    .command('daemon')
+    .description('run the daemon in the foreground (pino JSON logs on stdout)')
+    .option('--config <file>', 'config file overlaid on the defaults (a partial one is fine)')
+    .option('--listen <host:port>', 'control API address, loopback only (default 127.0.0.1:7777)')
+    .option('--pretty', 'human-readable logs')
+    .action(run((opts: { config?: string; listen?: string; pretty?: boolean }) => daemonCommand(opts, env)));
+
+  program
+    .command('submit')
+    .description('validate a job spec, submit it and print the run id')
+    .argument('<file>', 'job spec JSON file')
+    .option('--wait', 'follow the run until it is running (exit 0) or has ended (exit 1, or 4 on a service auth error)')
+    .option('--json', 'print the run object as JSON')
+    .option('--idempotency-key <key>', 'resubmitting with the same key returns the same run')
+    .action(run((file: string, opts: { wait?: boolean; json?: boolean; idempotencyKey?: string }) => submitCommand(file, opts, io, env)));
+
+  program
+    .command('status')
+    .description('one run in detail, or a table of all runs')
+    .argument('[run]', 'run id')
+    .option('--json', 'print the run object (or an array of them) as JSON')
+    .option('--watch', 'refresh until the run (or every run) is running or has ended')
+    .action(run((runId: string | undefined, opts: { json?: boolean; watch?: boolean }) => statusCommand(runId, opts, io, env)));
+
+  program
+    .command('events')
+    .description("the run's event log, oldest first")
+    .argument('<run>', 'run id')
+    .option('--json', 'print JSON (with --follow: one event per line)')
+    .option('--follow', 'keep printing new events until the run has ended')
+    .action(run((runId: string, opts: { json?: boolean; follow?: boolean }) => eventsCommand(runId, opts, io, env)));
+
+  program
+    .command('cancel')
+    .description('stop a run and destroy every instance it holds')
+    .argument('<run>', 'run id')
+    .option('--wait', 'wait until the run has ended and holds no instance')
+    .action(run((runId: string, opts: { wait?: boolean }) => cancelCommand(runId, opts, io, env)));
+
+  program
+    .command('validate')
+    .description('check a job spec without submitting it (exit 0 valid, 2 invalid)')
+    .argument('<file>', 'job spec JSON file')
+    .action(run((file: string) => validateCommand(file, io)));
+
+  program
+    .command('schema')
+    .description("print the job spec's JSON Schema")
+    .action(run(() => schemaCommand(io)));
+
+  program
+    .command('simulate')
+    .description('run the marketplace simulator; prints {"url", "api_key"} once it listens')
+    .addOption(new Option('--port <n>', 'port to listen on (default: a free one)').argParser(parseNumber('integer')))
+    .option('--config <file>', 'simulator config JSON file')
+    .addOption(new Option('--seed <n>', 'seed of the catalog and fault dice').argParser(parseNumber('integer')))
+    .addOption(new Option('--time-scale <x>', 'simulated seconds per wall second').argParser(parseNumber('positive')))
+    .action(
+      run(async (opts: { port?: number; config?: string; seed?: number; timeScale?: number }) => {
+        await simulateCommand({ ...opts, env });
+        return EXIT.ok;
+      }),
+    );
+
+  program
+    .command('demo')
+    .description('simulator + daemon + the example job, shown live until running, then cleaned up')
+    .action(run(() => demoCommand(io)));
+
+  return program;
+}
+
+/** Runs the CLI; resolves with the process exit code. */
+export async function main(argv: string[], io: Io = processIo(), env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  let code: number = EXIT.ok;
+  const program = buildProgram(io, env, (c) => (code = c));
+  try {
+    await program.parseAsync(argv);
+    return code;
+  } catch (err) {
+    // Commander has already printed its own usage message; --help and --version end with 0.
+    if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    reportError(io, err);
+    return exitCodeFor(err);
+  }
+}
+
+function reportError(io: Io, err: unknown): void {
+  if (err instanceof SpecFileError) specProblems(err.file, err.issues).forEach((l) => io.err(l));
+  else if (err instanceof Error) io.err(err.message);
+  else io.err(String(err));
+}

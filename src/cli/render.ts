@@ -1,0 +1,131 @@
+// Text for people: aligned tables, durations, the run detail view, the live progress line and the
+// SSH command. Pure functions from data (and `now`) to lines, so every command renders alike.
+import type { SpecIssue } from '../errors.js';
+import type { Run, RunAttempt, RunEvent, RunInstance } from './run-types.js';
+
+const DASH = '-';
+
+/** `850ms`, `12s`, `3m 05s`, `2h 07m`. */
+export function formatDuration(ms: number): string {
+  if (ms < 0) ms = 0;
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+  return `${Math.floor(m / 60)}h ${String(m % 60).padStart(2, '0')}m`;
+}
+
+/** Columns padded to their widest cell; the last column is not padded, so lines carry no trailing blanks. */
+export function table(header: string[], rows: string[][]): string[] {
+  const all = [header, ...rows];
+  const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return all.map((r) =>
+    r
+      .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd(),
+  );
+}
+
+export function sshCommand(instance: RunInstance | null): string | null {
+  if (!instance?.ssh_host || !instance.ssh_port) return null;
+  return `ssh -p ${instance.ssh_port} root@${instance.ssh_host}`;
+}
+
+const since = (iso: string, now: number) => formatDuration(now - Date.parse(iso));
+const clock = (iso: string) => new Date(iso).toLocaleTimeString('en-GB', { hour12: false });
+const price = (dph: number | null) => (dph === null ? DASH : `$${dph.toFixed(3)}/h`);
+const text = (v: unknown) => (v === null || v === undefined ? DASH : String(v));
+
+export function runsTable(runs: Run[], now: number): string[] {
+  if (runs.length === 0) return ['No runs yet: submit one with `berth submit FILE`.'];
+  const rows = runs.map((r) => [
+    r.id,
+    r.name,
+    r.state,
+    String(r.attempt),
+    text(r.instance?.id),
+    text(r.instance?.actual_status),
+    price(r.instance?.dph_total ?? null),
+    since(r.created_at, now),
+  ]);
+  return table(['RUN', 'NAME', 'STATE', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'AGE'], rows);
+}
+
+/** Everything about one run: where it stands, how to connect, and every attempt with its outcome. */
+export function runDetail(run: Run, now: number): string[] {
+  const inst = run.instance;
+  const fields: string[][] = [
+    ['Run', `${run.id} (${run.name})`],
+    ['State', `${run.state} (attempt ${run.attempt}, relax level ${run.relax_level})`],
+    ['Created', `${run.created_at} (${since(run.created_at, now)} ago)`],
+    ['Updated', `${run.updated_at} (${since(run.updated_at, now)} ago)`],
+    [
+      'Instance',
+      inst
+        ? `${inst.id} on offer ${inst.offer_id} (machine ${text(inst.machine_id)}): ${text(inst.actual_status)}, ${price(inst.dph_total)}`
+        : DASH,
+    ],
+    ['SSH', sshCommand(inst) ?? DASH],
+  ];
+  if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
+  const lines = table(['', ''], fields).slice(1);
+  lines.push('', run.attempts.length === 0 ? 'Attempts: none yet' : 'Attempts:');
+  if (run.attempts.length > 0) lines.push(...attemptsTable(run.attempts, now).map((l) => `  ${l}`));
+  return lines;
+}
+
+function attemptsTable(attempts: RunAttempt[], now: number): string[] {
+  const rows = attempts.map((a) => [
+    String(a.n),
+    text(a.offer_id),
+    text(a.machine_id),
+    text(a.instance_id),
+    a.outcome ?? '(in progress)',
+    clock(a.started_at),
+    formatDuration((a.ended_at ? Date.parse(a.ended_at) : now) - Date.parse(a.started_at)),
+    a.detail ?? '',
+  ]);
+  return table(['#', 'OFFER', 'MACHINE', 'INSTANCE', 'OUTCOME', 'STARTED', 'TOOK', 'DETAIL'], rows);
+}
+
+/** The live status line: state, attempt, offer, instance status, elapsed. */
+export function progressLine(run: Run, now: number): string {
+  return `${progressKey(run)}  ${since(run.created_at, now)}`;
+}
+
+/** The progress line without the clock: it changes only when the run does (non-TTY output prints on change). */
+export function progressKey(run: Run): string {
+  const parts = [run.id, run.state.padEnd(10), `attempt ${run.attempt}`];
+  const current = run.attempts.find((a) => a.n === run.attempt);
+  const offer = run.instance?.offer_id ?? current?.offer_id;
+  if (offer !== undefined && offer !== null) parts.push(`offer ${offer}`);
+  if (run.instance) parts.push(`instance ${run.instance.id}${run.instance.actual_status ? ` ${run.instance.actual_status}` : ''}`);
+  return parts.join('  ');
+}
+
+/** One line when an attempt ends, e.g. `attempt 1 on offer 812 (machine 40): exited, instance destroyed`. */
+export function attemptEndedLine(a: RunAttempt): string {
+  const where = a.offer_id === null ? '' : ` on offer ${a.offer_id}${a.machine_id === null ? '' : ` (machine ${a.machine_id})`}`;
+  return `attempt ${a.n}${where}: ${a.outcome ?? 'ended'}${a.detail ? ` (${a.detail})` : ''}`;
+}
+
+export function eventLine(e: RunEvent): string {
+  return `${e.at}  ${e.type.padEnd(18)}  ${e.message}`;
+}
+
+/** The header sentence and one indented line per problem, each with its JSON path. */
+export function specProblems(file: string, issues: SpecIssue[]): string[] {
+  const n = issues.length;
+  return [
+    `${file} is not a valid job spec (${n} problem${n === 1 ? '' : 's'}):`,
+    ...issues.map((i) => `  ${i.path}: ${i.message}`),
+  ];
+}
+
+/** Why a followed run stopped short of `running`, as one sentence for stderr. */
+export function runEndedSentence(run: Run): string {
+  if (!run.error) return `Run ${run.id} is ${run.state}.`;
+  return `Run ${run.id} ${run.state}: ${run.error.message}`;
+}
