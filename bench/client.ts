@@ -119,9 +119,11 @@ export async function runClientBench(): Promise<BenchSection> {
       {
         metric: 'Limiter: achieved / configured rate',
         value: `${fmt(ratio)}× (${fmt(rate.achieved, 1)} of ${perS}/s)`,
-        target: '0.90× to 1.00×',
-        met: ratio >= 0.9 && ratio <= 1.0,
-        note: `${calls} calls at once through one group (per_s ${perS}, burst ${burst}), steady rate after the burst as seen by the server`,
+        target: '0.95× to 1.01×',
+        met: ratio >= 0.95 && ratio <= 1.01,
+        note:
+          `${calls} calls at once through one group (per_s ${perS}, burst ${burst}): calls beyond the burst over the time since the first, ` +
+          'as seen by the server. Up to one token of fractional credit may precede the first call (~0.5% here); the window row is the hard bound',
       },
       {
         metric: 'Limiter: most calls in any 1 s window',
