@@ -31,8 +31,16 @@ export class OnstartRunner {
     const script = inst.params.onstart;
     if (!this.cfg.enabled || script.trim() === '' || inst.hist.onstart || this.running.has(inst.hist.id)) return;
     const id = inst.hist.id;
-    const dir = mkdtempSync(join(tmpdir(), 'berth-sim-onstart-'));
     const startedAt = this.clock.stamp();
+    let dir: string;
+    try {
+      dir = mkdtempSync(join(tmpdir(), 'berth-sim-onstart-'));
+    } catch (e) {
+      // A full or read-only tmpdir must not take the simulator down: record it as the script's failure.
+      const stderr = `berth simulator: cannot make a scratch directory: ${String(e)}`;
+      inst.hist.onstart = { exit_code: null, signal: null, timed_out: false, stdout: '', stderr, truncated: false, started_at: startedAt, ended_at: startedAt };
+      return;
+    }
     const child = spawn('sh', ['-c', script], {
       cwd: dir,
       detached: true, // own process group, so a timeout kills the script's children too
