@@ -1,0 +1,151 @@
+// A real daemon process killed with SIGKILL at the worst moments, then restarted: every run must
+// carry on with exactly one instance per attempt, and nothing may be left billing without an owner.
+// Checked against the simulator's own history and ledger, not berth's view.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { request } from 'undici';
+import type { RunView } from '../../src/daemon/run-view.js';
+import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
+
+let sim: RunningSimulator | undefined;
+let daemon: DaemonProcess | undefined;
+let home: string | undefined;
+
+afterEach(async () => {
+  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
+  await sim?.close();
+  if (home) rmSync(home, { recursive: true, force: true });
+  sim = daemon = home = undefined;
+});
+
+async function setup(simOverrides = {}) {
+  sim = await startSimulator({ seed: 11, config: { ...FAST_SIM, ...simOverrides } });
+  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG };
+  daemon = await spawnDaemon(s);
+  return { restart: async () => (daemon = await spawnDaemon(s)) };
+}
+
+const isRunning = (r: RunView) => r.state === 'running';
+const isEnded = (r: RunView) => r.state === 'failed' || r.state === 'cancelled';
+
+/** Instances the simulator ever made for this run, by attempt number. */
+function instancesByAttempt(runId: string): Map<number, number[]> {
+  const m = new Map<number, number[]>();
+  for (const h of sim!.history()) {
+    const parts = h.label?.split(':');
+    if (!parts || parts[2] !== runId) continue;
+    const n = Number(parts[3]);
+    m.set(n, [...(m.get(n) ?? []), h.id]);
+  }
+  return m;
+}
+
+async function submit(spec = jobSpec()): Promise<string> {
+  const res = await daemon!.api<RunView>('POST', '/v1/runs', spec);
+  expect(res.status).toBe(201);
+  return res.body.id;
+}
+
+async function cancelAndExpectNothingBilling(runId: string): Promise<void> {
+  await daemon!.api('POST', `/v1/runs/${runId}/cancel`);
+  expect((await daemon!.waitFor(runId, isEnded)).state).toBe('cancelled');
+  expect(sim!.billingNow()).toEqual([]);
+}
+
+describe('crash recovery (real daemon process, SIGKILL)', () => {
+  it('SIGKILL while booting: the restarted daemon resumes the run with the same instance', async () => {
+    const { restart } = await setup({ lifecycle: { provision_s: 5, boot_s: { min: 200, max: 200 } } });
+    const runId = await submit();
+    const booting = await daemon!.waitFor(runId, (r) => r.state === 'booting');
+    await daemon!.kill9();
+    await restart();
+    const running = await daemon!.waitFor(runId, isRunning);
+    expect(running.instance?.id).toBe(booting.instance?.id);
+    expect(running.attempts).toHaveLength(1);
+    expect([...instancesByAttempt(runId).values()]).toEqual([[booting.instance!.id]]);
+    await cancelAndExpectNothingBilling(runId);
+  });
+
+  it('SIGKILL while the create is in flight and the service never performed it: a new attempt, no duplicate', async () => {
+    const { restart } = await setup();
+    // Slow answers keep the create in flight long enough to kill the daemon inside it; the
+    // simulator drops a request whose client is gone, as a real service may.
+    sim!.setFaults({ latency_ms: 800 });
+    const runId = await submit();
+    await daemon!.waitFor(runId, (r) => r.state === 'creating', 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    await daemon!.kill9();
+    sim!.setFaults({ latency_ms: 0 });
+    await restart();
+    const running = await daemon!.waitFor(runId, isRunning);
+    const byAttempt = instancesByAttempt(runId);
+    for (const ids of byAttempt.values()) expect(ids).toHaveLength(1);
+    expect(sim!.history().filter((h) => h.label?.includes(runId))).toHaveLength(byAttempt.size);
+    expect(running.attempts.at(-1)?.instance_id).toBe(running.instance!.id);
+    expect(sim!.billingNow().map((h) => h.id)).toEqual([running.instance!.id]);
+    await cancelAndExpectNothingBilling(runId);
+  });
+
+  it('SIGKILL after the service made the instance but before berth learned its id: adopted by label, never made twice', async () => {
+    const { restart } = await setup();
+    // The create is performed and its answer lost; the daemon then looks for the label, slowly.
+    sim!.setFaults({ ambiguous_create_rate: 1, latency_ms: 400 });
+    const runId = await submit();
+    const deadline = Date.now() + 10_000;
+    while (!sim!.history().some((h) => h.label?.includes(runId)) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    await daemon!.kill9();
+    sim!.setFaults({ ambiguous_create_rate: 0, latency_ms: 0 });
+    const made = sim!.history().filter((h) => h.label?.includes(runId));
+    expect(made).toHaveLength(1);
+    await restart();
+    const running = await daemon!.waitFor(runId, isRunning);
+    expect(running.attempts, JSON.stringify(running.attempts)).toHaveLength(1);
+    expect(running.instance!.id).toBe(made[0]!.id);
+    expect(sim!.history().filter((h) => h.label?.includes(runId))).toHaveLength(1);
+    await cancelAndExpectNothingBilling(runId);
+  });
+
+  it('destroys at restart an instance whose run record does not exist (made by this store, owned by nobody)', async () => {
+    const { restart } = await setup();
+    const health = (await daemon!.api<{ store_id: string }>('GET', '/healthz')).body;
+    await daemon!.kill9();
+    const offer = sim!.offers().find((o) => !o.rented && o.direct_port_count >= 1)!;
+    const res = await request(`${sim!.url}/api/v0/asks/${offer.id}/`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${sim!.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ image: 'x', disk: 10, label: `berth:${health.store_id}:lostrecord1:1` }),
+    });
+    await res.body.dump();
+    expect(sim!.billingNow()).toHaveLength(1);
+    await restart();
+    const deadline = Date.now() + 5000;
+    while (sim!.billingNow().length > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(sim!.billingNow()).toEqual([]);
+  });
+
+  it('SIGTERM stops the daemon gracefully with exit code 0, and a restart resumes the run', async () => {
+    const { restart } = await setup();
+    const runId = await submit();
+    await daemon!.waitFor(runId, isRunning);
+    expect(await daemon!.stop()).toBe(0);
+    await restart();
+    const again = await daemon!.waitFor(runId, isRunning);
+    expect(again.attempts).toHaveLength(1);
+    await cancelAndExpectNothingBilling(runId);
+  });
+
+  it.each(['searching', 'booting', 'running'])('cancel while %s leaves nothing billing', async (where) => {
+    await setup({ lifecycle: { provision_s: 5, boot_s: { min: 100, max: 100 } } });
+    if (where === 'searching') sim!.setFaults({ error_5xx_rate: 1 });
+    const runId = await submit();
+    await daemon!.waitFor(runId, (r) => r.state === where, 10_000);
+    await cancelAndExpectNothingBilling(runId);
+  });
+});

@@ -1,0 +1,98 @@
+// A real `berth daemon` process (the built CLI, as a user runs it) for end-to-end tests: spawn,
+// wait until it serves, talk to its control API, SIGKILL it, restart it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { request } from 'undici';
+import type { DeepPartial } from '../../src/config/load.js';
+import type { Config } from '../../src/config/schema.js';
+import type { RunView } from '../../src/daemon/run-view.js';
+import { packagePath } from '../../src/package-path.js';
+
+export interface DaemonProcess {
+  proc: ChildProcess;
+  url: string;
+  token: string;
+  api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
+  waitFor(runId: string, pred: (r: RunView) => boolean, timeoutMs?: number): Promise<RunView>;
+  kill9(): Promise<void>;
+  /** SIGTERM and wait for the exit code. */
+  stop(): Promise<number | null>;
+}
+
+export interface DaemonSetup {
+  home: string;
+  simUrl: string;
+  apiKey: string;
+  config: DeepPartial<Config>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promise<DaemonProcess> {
+  const configFile = join(setup.home, 'config.json');
+  writeFileSync(configFile, JSON.stringify(setup.config));
+  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'daemon', '--config', configFile], {
+    env: { ...process.env, BERTH_HOME: setup.home, BERTH_API_URL: setup.simUrl, BERTH_API_KEY: setup.apiKey },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log = createWriteStream(join(setup.home, 'daemon.log'), { flags: 'a' });
+  proc.stdout!.pipe(log, { end: false });
+  proc.stderr!.pipe(log, { end: false });
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+
+  // daemon.json names the daemon that wrote it; a killed daemon leaves its own behind.
+  const file = join(setup.home, 'daemon.json');
+  const deadline = Date.now() + timeoutMs;
+  let url = '';
+  while (!url) {
+    if (proc.exitCode !== null) throw new Error(`daemon exited with ${proc.exitCode}; see ${join(setup.home, 'daemon.log')}`);
+    if (Date.now() > deadline) {
+      proc.kill('SIGKILL');
+      throw new Error(`daemon did not start; see ${join(setup.home, 'daemon.log')}`);
+    }
+    if (existsSync(file)) {
+      try {
+        const info = JSON.parse(readFileSync(file, 'utf8')) as { url: string; pid: number };
+        if (info.pid === proc.pid) url = info.url;
+      } catch {
+        // being written
+      }
+    }
+    if (!url) await sleep(25);
+  }
+  const token = readFileSync(join(setup.home, 'control.token'), 'utf8').trim();
+
+  const d: DaemonProcess = {
+    proc,
+    url,
+    token,
+    async api(method, path, body) {
+      const res = await request(url + path, {
+        method: method as 'GET',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+      return { status: res.statusCode, body: (await res.body.json()) as never };
+    },
+    async waitFor(runId, pred, waitMs = 20_000) {
+      const until = Date.now() + waitMs;
+      let last: RunView | undefined;
+      while (Date.now() < until) {
+        last = (await d.api<RunView>('GET', `/v1/runs/${runId}`)).body;
+        if (pred(last)) return last;
+        await sleep(25);
+      }
+      throw new Error(`run ${runId} did not reach the expected state; last: ${JSON.stringify(last)}`);
+    },
+    async kill9() {
+      proc.kill('SIGKILL');
+      await exited;
+    },
+    async stop() {
+      proc.kill('SIGTERM');
+      return exited;
+    },
+  };
+  return d;
+}
