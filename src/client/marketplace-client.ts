@@ -29,7 +29,7 @@ import {
   secretsResponseSchema,
   showResponseSchema,
 } from './records.js';
-import { isAmbiguousForNonIdempotent, outcomeOf, transportErrorCode, transportPolicy } from './retry-policy.js';
+import { isAmbiguousForNonIdempotent, outcomeOf, statusPolicy, transportErrorCode, transportPolicy } from './retry-policy.js';
 import type {
   CallOptions,
   CreateInstanceRequest,
@@ -145,7 +145,9 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
       emit({ type: 'rate_limited', op: spec.op, group: spec.group, pauseMs, ...(threshold === undefined ? {} : { threshold }), consecutive });
       throw rateLimitedError(res.body, pauseMs, ctx);
     }
-    throw errorFromResponse(res.status, res.body, ctx);
+    const failure = errorFromResponse(res.status, res.body, ctx);
+    if (spec.onUnknownOutcome && statusPolicy(res.status).fromGateway) throw spec.onUnknownOutcome(failure);
+    throw failure;
   }
 
   /** Maps a failure without an answer to a typed error, using the policy table. */

@@ -21,6 +21,11 @@ export type Reached =
 export interface StatusPolicy {
   outcome: Outcome;
   code: ErrorCode;
+  /**
+   * The answer may come from a gateway in front of the service (502 bad gateway, 504 gateway
+   * timeout), so the service itself may have acted: for a create the outcome is unknown.
+   */
+  fromGateway?: true;
 }
 
 export interface TransportPolicy {
@@ -38,9 +43,9 @@ export const STATUS_POLICY: Readonly<Record<number, StatusPolicy>> = {
   410: { outcome: 'final', code: 'not_found' }, // no_such_ask or deprecated_endpoint: refined by body
   429: { outcome: 'rate_limited', code: 'rate_limited' },
   500: { outcome: 'retry', code: 'server_error' },
-  502: { outcome: 'retry', code: 'server_error' },
+  502: { outcome: 'retry', code: 'server_error', fromGateway: true },
   503: { outcome: 'retry', code: 'server_error' },
-  504: { outcome: 'retry', code: 'server_error' },
+  504: { outcome: 'retry', code: 'server_error', fromGateway: true },
 };
 
 /**

@@ -102,15 +102,24 @@ describe('client against the simulator', () => {
     expect(events.filter((e) => e.type === 'retry')).toHaveLength(st.injected_5xx + st.drops);
   });
 
-  it('retries a create the service refused with a 5xx and makes exactly one instance per label', async () => {
+  it('retries a create refused with 500/503, reports a gateway 502 as ambiguous, and never makes two instances per label', async () => {
     const s = await start({ rate_limits: { enabled: false } });
     const c = client(s);
     const offers = await c.searchOffers({ limit: 10 });
     s.setFaults({ error_5xx_rate: 0.4 });
     const labels = offers.map((_, i) => `berth:t:5xx:${i}`);
-    await Promise.all(offers.map((o, i) => c.createInstance(o.id, request(labels[i]!))));
+    const results = await Promise.allSettled(offers.map((o, i) => c.createInstance(o.id, request(labels[i]!))));
     expect(s.stats().injected_5xx).toBeGreaterThan(0);
-    for (const label of labels) expect(s.history().filter((h) => h.label === label)).toHaveLength(1);
+    results.forEach((r, i) => {
+      const made = s.history().filter((h) => h.label === labels[i]);
+      if (r.status === 'fulfilled') {
+        expect(made).toHaveLength(1);
+      } else {
+        // The simulator's 5xx acts on nothing: the caller's label lookup will find no instance.
+        expect(r.reason).toBeInstanceOf(AmbiguousCreateError);
+        expect(made).toHaveLength(0);
+      }
+    });
   });
 
   it('fails at once on 401 with a clear message and no retries', async () => {

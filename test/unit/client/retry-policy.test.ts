@@ -12,8 +12,11 @@ describe('retry policy: HTTP statuses', () => {
   it.each([400, 401, 403, 404, 410])('%i is final', (status) => {
     expect(statusPolicy(status).outcome).toBe('final');
   });
-  it.each([500, 502, 503, 504])('%i is retried as a server error', (status) => {
+  it.each([500, 503])('%i is retried as a server error', (status) => {
     expect(statusPolicy(status)).toEqual({ outcome: 'retry', code: 'server_error' });
+  });
+  it.each([502, 504])('%i is retried, and marked as a gateway answer (a create behind it may have happened)', (status) => {
+    expect(statusPolicy(status)).toEqual({ outcome: 'retry', code: 'server_error', fromGateway: true });
   });
   it('429 pauses the group and retries', () => {
     expect(statusPolicy(429)).toEqual({ outcome: 'rate_limited', code: 'rate_limited' });
