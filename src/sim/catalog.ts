@@ -279,8 +279,4 @@ export class Catalog {
   release(id: number, instanceId: number): void {
     if (this.holders.get(id) === instanceId) this.holders.delete(id);
   }
-
-  machineIds(): number[] {
-    return [...new Set(this.offers.map((o) => o.machine_id))];
-  }
 }

@@ -27,10 +27,6 @@ export class SimClock {
     return this.anchorSim + ((this.now() - this.anchorWall) / 1000) * this.scale;
   }
 
-  timeScale(): number {
-    return this.scale;
-  }
-
   setTimeScale(scale: number): void {
     this.anchorSim = this.simS();
     this.anchorWall = this.now();
@@ -45,11 +41,6 @@ export class SimClock {
   stampAtSim(simS: number): SimTime {
     const wall = this.anchorWall + ((simS - this.anchorSim) / this.scale) * 1000;
     return { wall_ms: Math.round(wall), sim_s: round3(simS) };
-  }
-
-  /** Real milliseconds that `simSeconds` of sim time take now. */
-  realMsFor(simSeconds: number): number {
-    return (simSeconds / this.scale) * 1000;
   }
 }
 

@@ -1,7 +1,7 @@
 // Reading requests and writing answers on node:http, with the limits that keep a bad client from
 // hanging or crashing the simulator.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { invalidRequest, payloadTooLarge, SimHttpError } from './sim-error.js';
+import { invalidRequest, payloadTooLarge } from './sim-error.js';
 
 const MAX_BODY_BYTES = 1 << 20;
 
@@ -46,8 +46,4 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
 export function sendText(res: ServerResponse, status: number, text: string): void {
   res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(text) });
   res.end(text);
-}
-
-export function sendError(res: ServerResponse, err: SimHttpError): void {
-  sendJson(res, err.status, err.body);
 }
