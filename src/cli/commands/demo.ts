@@ -12,7 +12,7 @@ import { BerthError } from '../../errors.js';
 import { silentLogger } from '../../logger.js';
 import { startSimulator, type RunningSimulator } from '../../sim/index.js';
 import { ControlClient } from '../control-client.js';
-import { EXIT, exitCodeFor } from '../exit-codes.js';
+import { EXIT } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import type { Io } from '../io.js';
 import { formatDuration, runDetail, sshCommand } from '../render.js';
@@ -85,8 +85,12 @@ export async function demoCommand(io: Io): Promise<number> {
     io.out(`Demo finished in ${formatDuration(Date.now() - startedAt)}.`);
     return EXIT.ok;
   } catch (err) {
+    if (err instanceof BerthError && err.code === 'aborted') {
+      io.err('Interrupted: stopping the daemon and the simulator and removing the demo directory (a second Ctrl-C exits at once).');
+      return EXIT.interrupted;
+    }
     io.err(`The demo failed: ${err instanceof Error ? err.message : String(err)}`);
-    return err instanceof BerthError && err.code === 'aborted' ? exitCodeFor(err) : EXIT.runEnded;
+    return EXIT.runEnded;
   } finally {
     await daemon?.stop().catch(() => undefined);
     await sim?.close().catch(() => undefined);

@@ -1,0 +1,40 @@
+// `berth demo` as a user runs it: one process that must show a fail-over, reach running, cancel,
+// prove nothing is left billing, and leave nothing behind.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { packagePath } from '../../src/package-path.js';
+
+function demo(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BERTH_')));
+    const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'demo'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 50_000);
+    proc.on('error', reject);
+    proc.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('berth demo', () => {
+  it('fails over from the forced exited offer, runs, cancels, leaves nothing billing and cleans up', async () => {
+    const r = await demo();
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/attempt 1 on offer \d+ \(machine \d+\): exited/);
+    expect(r.stdout).toMatch(/Fail-over: attempt 1 on offer \d+ ended exited/);
+    expect(r.stdout).toMatch(/is running after .*: ssh -p \d+ root@\S+/);
+    expect(r.stdout).toMatch(/^\s+1\s+\d+\s+\d+\s+\d+\s+exited\s/m);
+    expect(r.stdout).toMatch(/^\s+2\s+\d+\s+\d+\s+\d+\s+running\s/m);
+    expect(r.stdout).toContain('nothing left billing');
+    const home = /BERTH_HOME (\S+)\)/.exec(r.stdout)?.[1];
+    expect(home).toBeDefined();
+    expect(existsSync(home!)).toBe(false);
+  }, 60_000);
+});
