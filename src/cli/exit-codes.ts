@@ -1,6 +1,6 @@
 // The CLI's exit codes (SPEC section 2) and the one table that maps a thrown error to one of them.
 // Commands throw typed errors; only main() turns them into a code, so every command agrees.
-import { BerthError, SpecError } from '../errors.js';
+import { BerthError } from '../errors.js';
 import { ControlApiError } from './control-client.js';
 
 export const EXIT = {
@@ -18,14 +18,12 @@ export const EXIT = {
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
-/** Control API error kinds the user fixes by changing the command (wrong run id, bad body). */
-const USAGE_KINDS = new Set(['spec', 'not_found', 'bad_request', 'conflict']);
-
 export function exitCodeFor(err: unknown): ExitCode {
-  if (err instanceof SpecError) return EXIT.usage;
   if (err instanceof ControlApiError) {
+    // A wrong token means this CLI cannot use the daemon; any other 4xx is fixed by changing the
+    // command (an unknown run id, a spec the daemon rejects); a 5xx is the daemon's own failure.
     if (err.kind === 'unauthorized') return EXIT.daemonUnreachable;
-    return USAGE_KINDS.has(err.kind) ? EXIT.usage : EXIT.runEnded;
+    return err.status >= 400 && err.status < 500 ? EXIT.usage : EXIT.runEnded;
   }
   if (err instanceof BerthError) {
     switch (err.code) {

@@ -1,7 +1,10 @@
 // The `berth` command line: parse, call, print. Each subcommand lives in ./commands/; this file
 // wires them to commander and turns whatever they throw into one sentence on stderr and the exit
 // code of SPEC section 2 (see ./exit-codes.ts).
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { BerthError } from '../errors.js';
+import { packagePath } from '../package-path.js';
 import { cancelCommand } from './commands/cancel.js';
 import { daemonCommand } from './commands/daemon.js';
 import { demoCommand } from './commands/demo.js';
@@ -16,12 +19,21 @@ import { specProblems } from './render.js';
 import { simulateCommand } from './simulate.js';
 import { SpecFileError } from './spec-file.js';
 
-function parseNumber(kind: 'integer' | 'positive') {
+const EXIT_CODES_HELP = `
+Exit codes: 0 success; 1 the run failed or was cancelled (with --wait); 2 bad usage or invalid job
+spec (nothing is submitted); 3 daemon not reachable; 4 service auth error.
+Environment: BERTH_HOME (default ~/.berth), BERTH_API_URL, BERTH_API_KEY or BERTH_API_KEY_FILE.`;
+
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(packagePath('package.json'), 'utf8')) as { version: string }).version;
+}
+
+function parseNumber(kind: 'port' | 'integer' | 'positive') {
+  const wants = { port: 'a port number (0 for a free one)', integer: 'a whole number', positive: 'a positive number' };
+  const ok = { port: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, integer: Number.isSafeInteger, positive: (n: number) => n > 0 };
   return (value: string): number => {
     const n = Number(value);
-    if (kind === 'integer' ? !Number.isInteger(n) || n < 0 : !(n > 0)) {
-      throw new InvalidArgumentError(kind === 'integer' ? 'expected a whole number' : 'expected a positive number');
-    }
+    if (value.trim() === '' || !ok[kind](n)) throw new InvalidArgumentError(`expected ${wants[kind]}`);
     return n;
   };
 }
@@ -29,7 +41,9 @@ function parseNumber(kind: 'integer' | 'positive') {
 function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) => void): Command {
   const program = new Command('berth')
     .description('Gets you a running GPU instance on a GPU-rental marketplace, and never leaves one billing by mistake.')
+    .version(packageVersion())
     .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', EXIT_CODES_HELP)
     .exitOverride();
   // Each action records its exit code; commander itself only parses.
   const run = <A extends unknown[]>(fn: (...args: A) => number | Promise<number>) => async (...args: A) => setExit(await fn(...args));
@@ -88,7 +102,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
   program
     .command('simulate')
     .description('run the marketplace simulator; prints {"url", "api_key"} once it listens')
-    .addOption(new Option('--port <n>', 'port to listen on (default: a free one)').argParser(parseNumber('integer')))
+    .addOption(new Option('--port <n>', 'port to listen on (default: a free one)').argParser(parseNumber('port')))
     .option('--config <file>', 'simulator config JSON file')
     .addOption(new Option('--seed <n>', 'seed of the catalog and fault dice').argParser(parseNumber('integer')))
     .addOption(new Option('--time-scale <x>', 'simulated seconds per wall second').argParser(parseNumber('positive')))
@@ -124,6 +138,6 @@ export async function main(argv: string[], io: Io = processIo(), env: NodeJS.Pro
 
 function reportError(io: Io, err: unknown): void {
   if (err instanceof SpecFileError) specProblems(err.file, err.issues).forEach((l) => io.err(l));
-  else if (err instanceof Error) io.err(err.message);
-  else io.err(String(err));
+  else if (err instanceof BerthError) io.err(err.message);
+  else io.err(`Unexpected error (a bug in berth; please report it): ${err instanceof Error ? err.message : String(err)}`);
 }
