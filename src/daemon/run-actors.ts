@@ -21,6 +21,7 @@ import type { ResolvedJobSpec } from '../spec/schema.js';
 import { buildSearchQuery, usableOffers } from '../spec/search-query.js';
 import type { Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
+import type { OfferClaims } from './offer-claims.js';
 
 export interface RunActorDeps {
   client: MarketClient;
@@ -28,6 +29,8 @@ export interface RunActorDeps {
   spec: ResolvedJobSpec;
   /** How long to keep looking for the label of a create whose outcome is unknown. */
   reconcileGraceMs: number;
+  /** Offers other runs of this daemon are trying: skipped, not raced for. */
+  claims: OfferClaims;
 }
 
 /** Looks for the attempt's label; adopts the instance if it exists, or records that it does not. */
@@ -64,7 +67,14 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
     label,
     at: Date.now(),
   });
+  if (fresh && !deps.claims.claim(input.offerId, input.runId)) {
+    // Another run of this daemon is on this offer: move on without spending a create call.
+    const detail = `offer ${input.offerId} is being tried by run ${deps.claims.heldByOther(input.offerId, input.runId)} of this daemon`;
+    store.attempts.markCreateResult(input.runId, input.n, 'offer_gone', detail);
+    return { kind: 'offer_gone', detail };
+  }
   if (!fresh) {
+    deps.claims.claim(input.offerId, input.runId);
     switch (row.create_state) {
       case 'created':
         return { kind: 'created', instanceId: row.instance_id!, createdAt: row.started_at };
@@ -122,8 +132,15 @@ export function makeRunActors(deps: RunActorDeps) {
   return {
     searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
       const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
-      const offers = await client.searchOffers(buildSearchQuery(spec, input.relaxLevel, blocked), { signal });
-      const candidates: Candidate[] = usableOffers(offers, spec, blocked).map((o) => ({
+      // Offers sibling runs are trying are left out of the query, so the search returns others.
+      const query = buildSearchQuery(spec, input.relaxLevel, {
+        offerIds: [...input.blockedOffers, ...deps.claims.heldByOthers(input.runId)],
+        machineIds: input.blockedMachines,
+      });
+      const offers = await client.searchOffers(query, { signal });
+      const candidates: Candidate[] = usableOffers(offers, spec, blocked)
+        .filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined)
+        .map((o) => ({
         offerId: o.id,
         machineId: o.machine_id,
         dphTotal: o.dph_total,

@@ -134,6 +134,8 @@ export class RunDriver {
       });
       return lines;
     });
+    // An ended attempt frees its offer for the daemon's other runs.
+    if (events.some((e) => e.type === 'attempt.ended')) this.deps.claims.release(this.runId);
     for (const line of logged) this.log[line.level]({ event: line.type }, line.message);
     if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
     this.lastState = state;
@@ -152,6 +154,7 @@ export class RunDriver {
   private end(): void {
     if (this.ended) return;
     this.ended = true;
+    this.deps.claims.release(this.runId);
     this.deps.onEnded(this.runId);
   }
 }

@@ -13,6 +13,7 @@ import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../spec/schema.js';
 import { parseJobSpec, resolveJobSpec } from '../spec/validate.js';
 import type { RunRow, Store } from '../store/index.js';
+import { OfferClaims } from './offer-claims.js';
 import { classifyInstance } from './ownership.js';
 import { RunDriver } from './run-driver.js';
 
@@ -37,6 +38,7 @@ export class Supervisor {
   /** Orphans whose destroy was sent, with the time, so each poll does not send it again at once. */
   private readonly orphanDestroys = new Map<number, number>();
   private readonly abort = new AbortController();
+  private readonly claims = new OfferClaims();
   private stopping = false;
 
   constructor(private readonly deps: SupervisorDeps) {}
@@ -132,12 +134,15 @@ export class Supervisor {
 
   private startDriver(row: RunRow): void {
     const spec = JSON.parse(row.spec_json) as ResolvedJobSpec;
+    const latest = this.deps.store.attempts.latest(row.id);
+    if (latest && (latest.outcome === null || latest.outcome === 'running')) this.claims.claim(latest.offer_id, row.id);
     const driver = new RunDriver(row, spec, {
       client: this.deps.client,
       store: this.deps.store,
       config: this.deps.config,
       log: this.deps.log,
       reconcileGraceMs: Math.max(2 * this.deps.config.polling.interval_s * 1000, 2000),
+      claims: this.claims,
       onEnded: (runId) => {
         this.drivers.delete(runId);
         // Admission may start other runs' actors: not from inside this run's transition.

@@ -381,7 +381,10 @@ describe('run machine: restore from a snapshot in every state repeats no side ef
     const first = await admitted(world);
     const persisted = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot()));
     first.actor.stop();
-    const restored = createActor(runMachine.provide({ actors: world.actors() }), { snapshot: persisted });
+    const restored = createActor(runMachine.provide({ actors: world.actors() }), {
+      snapshot: persisted,
+      input: { runId: 'r1', limits: LIMITS, submittedAt: 0 },
+    });
     restored.start();
     expect(restored.getSnapshot().context.current?.instanceId).toBe(100);
     expect(restored.getSnapshot().status).toBe('active');

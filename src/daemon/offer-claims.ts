@@ -1,0 +1,38 @@
+// Which offer each live run of this daemon is trying or holding. Runs with similar specs find the
+// same offers in the same order; without this they would race each other to create on the
+// cheapest one, and every loser would spend a rate-limited create call (and time) on a 410. A run
+// holds at most one offer at a time. In memory only: rebuilt from the store's live attempts at start.
+export class OfferClaims {
+  private readonly holderOf = new Map<number, string>();
+  private readonly offerOf = new Map<string, number>();
+
+  /** Takes the offer for the run (dropping the run's previous claim); false when another run holds it. */
+  claim(offerId: number, runId: string): boolean {
+    const holder = this.holderOf.get(offerId);
+    if (holder !== undefined && holder !== runId) return false;
+    this.release(runId);
+    this.holderOf.set(offerId, runId);
+    this.offerOf.set(runId, offerId);
+    return true;
+  }
+
+  release(runId: string): void {
+    const offerId = this.offerOf.get(runId);
+    if (offerId === undefined) return;
+    this.offerOf.delete(runId);
+    if (this.holderOf.get(offerId) === runId) this.holderOf.delete(offerId);
+  }
+
+  /** Offers held by runs other than `runId`, to leave out of its search. */
+  heldByOthers(runId: string): number[] {
+    const out: number[] = [];
+    for (const [offerId, holder] of this.holderOf) if (holder !== runId) out.push(offerId);
+    return out;
+  }
+
+  /** The run holding the offer, if it is not `runId`. */
+  heldByOther(offerId: number, runId: string): string | undefined {
+    const holder = this.holderOf.get(offerId);
+    return holder !== undefined && holder !== runId ? holder : undefined;
+  }
+}

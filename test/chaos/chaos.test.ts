@@ -1,0 +1,218 @@
+// Chaos: every fault of the simulator at once, 60 runs with mixed specs (some impossible, some
+// cancelled midway), and the daemon process killed with SIGKILL at a dozen random moments. At the
+// end berth's promises are checked against the simulator's ledger and full instance history, not
+// against berth's own view. Replay a failure with CHAOS_SEED=<seed printed in the failure>.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { RunView } from '../../src/daemon/run-view.js';
+import { startSimulator, type RunningSimulator, type SimInstanceHistory } from '../../src/sim/index.js';
+import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { FAST_CONFIG, jobSpec } from '../helpers/world.js';
+
+const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1e9));
+const RUNS = 60;
+const KILLS = 12;
+
+/** mulberry32: the chaos schedule is a function of the seed alone. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const ENDED = new Set(['failed', 'cancelled']);
+const SETTLED = new Set(['running', 'failed', 'cancelled']);
+
+type Kind = 'normal' | 'impossible' | 'cancelled' | 'relaxed';
+
+let sim: RunningSimulator | undefined;
+let daemon: DaemonProcess | undefined;
+let home: string | undefined;
+
+afterAll(async () => {
+  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
+  await sim?.close();
+  if (home && !process.env.CHAOS_KEEP) rmSync(home, { recursive: true, force: true });
+});
+
+/** The run and attempt a berth label names. */
+function labelParts(h: SimInstanceHistory): { runId: string; n: number } | null {
+  const p = h.label?.split(':');
+  return p && p.length === 4 && p[0] === 'berth' ? { runId: p[2]!, n: Number(p[3]) } : null;
+}
+
+describe(`chaos (seed ${SEED})`, () => {
+  it('keeps every promise under every fault and a dozen SIGKILLs', { timeout: 240_000 }, async () => {
+    const rand = prng(SEED);
+    sim = await startSimulator({
+      seed: SEED % 100_000,
+      config: {
+        admin: true,
+        time_scale: 100,
+        tick_ms: 10,
+        catalog: { size: 800 },
+        lifecycle: { provision_s: 5, boot_s: { min: 20, max: 60 }, fail_after_s: 20, lost_after_s: { min: 150, max: 400 } },
+        profile_rates: { exited: 0.08, unknown: 0.05, offline: 0.05, stuck_loading: 0.05, oci_failed: 0.03, lost_after_running: 0.06 },
+        faults: { error_5xx_rate: 0.03, drop_rate: 0.02, ambiguous_create_rate: 0.05, offer_taken_rate: 0.05 },
+        // Tight enough to bite when many runs move at once and after each restart.
+        rate_limits: {
+          groups: {
+            search: { per_s: 5, burst: 5 },
+            create: { per_s: 6, burst: 6 },
+            list_v0: { per_s: 6, burst: 6 },
+            destroy: { per_s: 6, burst: 6 },
+          },
+        },
+      },
+    });
+    home = mkdtempSync(join(tmpdir(), 'berth-chaos-'));
+    const setup = {
+      home,
+      simUrl: sim.url,
+      apiKey: sim.apiKey,
+      config: {
+        ...FAST_CONFIG,
+        polling: { interval_s: 0.25 },
+        rate_limits: {
+          search: { per_s: 4, burst: 4 },
+          create: { per_s: 5, burst: 5 },
+          list: { per_s: 5, burst: 5 },
+          show: { per_s: 5, burst: 5 },
+          change: { per_s: 5, burst: 5 },
+          destroy: { per_s: 5, burst: 5 },
+          other: { per_s: 5, burst: 5 },
+        },
+      },
+    };
+    daemon = await spawnDaemon(setup);
+
+    // ---- submit a mix of specs ----
+    const kinds = new Map<string, Kind>();
+    for (let i = 0; i < RUNS; i++) {
+      const r = rand();
+      const kind: Kind = r < 0.1 ? 'impossible' : r < 0.3 ? 'cancelled' : r < 0.45 ? 'relaxed' : 'normal';
+      const spec =
+        kind === 'impossible'
+          ? jobSpec({ name: `chaos-${i}`, search: { filters: { gpu_name: { eq: 'H100 SXM' }, num_gpus: { eq: 64 } } }, relax: [{ drop: ['verified'] }] })
+          : kind === 'relaxed'
+            ? jobSpec({ name: `chaos-${i}`, search: { filters: { num_gpus: { eq: 1 }, verified: { eq: true }, reliability: { gte: 0.999 } } }, relax: [{ drop: ['reliability'] }, { drop: ['verified'] }] })
+            : jobSpec({ name: `chaos-${i}`, boot_timeout_s: 2, max_attempts: 10, deadline_s: 120 });
+      const res = await daemon.api<RunView>('POST', '/v1/runs', spec);
+      expect(res.status, `seed ${SEED}`).toBe(201);
+      kinds.set(res.body.id, kind);
+    }
+    const toCancel = [...kinds].filter(([, k]) => k === 'cancelled').map(([id]) => id);
+    const cancelSentAt = new Map<string, number>();
+    const cancel = async (id: string) => {
+      cancelSentAt.set(id, Date.now());
+      await daemon!.api('POST', `/v1/runs/${id}/cancel`);
+    };
+
+    // ---- kill the daemon at random moments; cancel some runs in between ----
+    for (let k = 0; k < KILLS; k++) {
+      await sleep(400 + rand() * 1600);
+      const batch = toCancel.splice(0, Math.ceil(toCancel.length / (KILLS - k)));
+      for (const id of batch) await cancel(id);
+      await daemon.kill9();
+      daemon = await spawnDaemon(setup);
+    }
+    for (const id of toCancel) await cancel(id);
+
+    // ---- let every run settle ----
+    const deadline = Date.now() + 150_000;
+    let runs: RunView[] = [];
+    while (Date.now() < deadline) {
+      runs = (await daemon.api<RunView[]>('GET', '/v1/runs')).body;
+      if (runs.length === RUNS && runs.every((r) => SETTLED.has(r.state))) break;
+      await sleep(250);
+    }
+    const why = (msg: string) => `${msg} (replay with CHAOS_SEED=${SEED}; logs in ${home} with CHAOS_KEEP=1)`;
+    const unsettled = runs.filter((r) => !SETTLED.has(r.state)).map((r) => `${r.id}:${r.state}`);
+    expect(unsettled, why('runs still moving')).toEqual([]);
+
+    // ---- 1. every run ended as its spec allows ----
+    for (const r of runs) {
+      const kind = kinds.get(r.id)!;
+      if (kind === 'impossible') expect(r.state, why(`impossible run ${r.id}`)).toBe('failed');
+      if (kind === 'impossible') expect(r.error?.kind, why(`impossible run ${r.id}`)).toBe('no_offers');
+      // A run may fail on its own before its cancel is sent; after that it can only be cancelled.
+      if (kind === 'cancelled' && !(r.state === 'failed' && Date.parse(r.updated_at) < cancelSentAt.get(r.id)!)) {
+        expect(r.state, why(`cancelled run ${r.id}`)).toBe('cancelled');
+      }
+      if (r.state === 'failed') expect(['no_offers', 'attempts_exhausted', 'deadline'], why(`run ${r.id}: ${JSON.stringify(r.error)}`)).toContain(r.error?.kind);
+      if (r.state === 'running') expect(r.instance?.actual_status, why(`run ${r.id}`)).toBe('running');
+    }
+    const running = runs.filter((r) => r.state === 'running');
+    expect(running.length, why('too few runs reached running')).toBeGreaterThan(RUNS / 3);
+
+    // ---- 2-5. the simulator's history and ledger against berth's record ----
+    const history = sim.history();
+    const mine = history.filter((h) => labelParts(h) !== null);
+    const byRun = new Map<string, SimInstanceHistory[]>();
+    for (const h of mine) {
+      const { runId } = labelParts(h)!;
+      byRun.set(runId, [...(byRun.get(runId) ?? []), h]);
+    }
+    // Every instance berth made belongs to a submitted run.
+    expect([...byRun.keys()].filter((id) => !kinds.has(id)), why('instances of unknown runs')).toEqual([]);
+
+    // No instance billing without a live owner: what still bills is exactly the running runs' instances.
+    const billing = sim.billingNow().map((h) => h.id).sort();
+    const owned = running.map((r) => r.instance!.id).sort();
+    expect(billing, why('instances billing without a live owner')).toEqual(owned);
+
+    for (const r of runs) {
+      const instances = (byRun.get(r.id) ?? []).sort((a, b) => a.created_at.wall_ms - b.created_at.wall_ms);
+      // No attempt created more than one instance.
+      const perAttempt = new Map<number, number>();
+      for (const h of instances) perAttempt.set(labelParts(h)!.n, (perAttempt.get(labelParts(h)!.n) ?? 0) + 1);
+      expect([...perAttempt.values()].every((c) => c === 1), why(`run ${r.id}: an attempt made two instances`)).toBe(true);
+      // The number of creates never exceeds the attempts recorded.
+      expect(instances.length, why(`run ${r.id}: more instances than attempts`)).toBeLessThanOrEqual(r.attempts.length);
+      for (const n of perAttempt.keys()) expect(n, why(`run ${r.id}: instance for unrecorded attempt ${n}`)).toBeLessThanOrEqual(r.attempts.length);
+      // The run never held two live instances at once.
+      for (let i = 1; i < instances.length; i++) {
+        const prev = instances[i - 1]!;
+        expect(prev.destroyed_at, why(`run ${r.id}: instance ${prev.id} never destroyed before the next`)).not.toBeNull();
+        expect(prev.destroyed_at!.wall_ms, why(`run ${r.id}: instances ${prev.id} and ${instances[i]!.id} overlap`)).toBeLessThanOrEqual(instances[i]!.created_at.wall_ms);
+      }
+      // The run's record tells the same story as the ledger: the same instances, and each one
+      // destroyed in the simulator is an ended attempt in berth, the one still alive its current one.
+      const recorded = r.attempts.filter((a) => a.instance_id !== null);
+      expect(recorded.map((a) => a.instance_id).sort(), why(`run ${r.id}: instances differ from the simulator's`)).toEqual(
+        instances.map((h) => h.id).sort(),
+      );
+      for (const h of instances) {
+        const attempt = r.attempts.find((a) => a.instance_id === h.id)!;
+        if (h.destroyed_at === null) {
+          expect(r.instance?.id, why(`run ${r.id}: live instance ${h.id} is not the run's current one`)).toBe(h.id);
+        } else {
+          expect(attempt.outcome, why(`run ${r.id}: destroyed instance ${h.id} has no ended attempt`)).not.toBeNull();
+          expect(attempt.outcome === 'running' && r.state === 'running' && r.instance?.id === h.id, why(`run ${r.id}`)).toBe(false);
+        }
+      }
+      if (ENDED.has(r.state)) expect(r.instance, why(`ended run ${r.id} still holds an instance`)).toBeNull();
+    }
+
+    // The faults really happened.
+    const stats = sim.stats();
+    expect(stats.injected_5xx + stats.drops + stats.creates_ambiguous + stats.offers_taken, why('no transport faults were injected')).toBeGreaterThan(0);
+    const failedOutcomes = new Set(runs.flatMap((r) => r.attempts.map((a) => a.outcome)));
+    expect(failedOutcomes.size, why('too few kinds of attempt outcome')).toBeGreaterThan(3);
+
+    // ---- finally: cancel what runs; nothing may be left billing ----
+    for (const r of running) await daemon.api('POST', `/v1/runs/${r.id}/cancel`);
+    const end = Date.now() + 60_000;
+    while (Date.now() < end && sim.billingNow().length > 0) await sleep(200);
+    expect(sim.billingNow(), why('instances left billing after every run was cancelled')).toEqual([]);
+    expect(await daemon.stop(), why('graceful stop')).toBe(0);
+  });
+});
