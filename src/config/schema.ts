@@ -46,8 +46,6 @@ export const configSchema = z.strictObject({
     listen: z.string().regex(/^(127\.\d+\.\d+\.\d+|localhost|\[::1\]):\d+$/, 'must be a loopback HOST:PORT'),
     /** Runs driven at once; the rest wait in `queued` (default 1000). */
     max_active_runs: z.number().int().positive(),
-    /** Time given to in-flight calls on SIGTERM before the daemon exits anyway, seconds (default 10). */
-    shutdown_grace_s: seconds,
   }),
   polling: z.strictObject({
     /** One instance-list call per interval for all runs, seconds (default 10, as the seed recommends). */

@@ -28,7 +28,6 @@ export const DEMO_SIM_CONFIG: SimConfigInput = {
 /** The daemon's side: fast polling and limits that stay under the simulator's. */
 export const DEMO_DAEMON_OVERRIDES: DeepPartial<Config> = {
   polling: { interval_s: 0.5 },
-  daemon: { shutdown_grace_s: 2 },
   rate_limits: {
     search: { per_s: 1, burst: 5 },
     create: { per_s: 4, burst: 4 },
