@@ -18,7 +18,7 @@
 // (src/daemon/run-actors.ts) or by tests through `provide`. Time only enters through event payloads
 // and `Date.now()` in actions, and every deadline is an absolute timestamp in context, because
 // pending `after` delays are not rescheduled when a persisted snapshot is restored.
-import { assign, emit, fromPromise, setup } from 'xstate';
+import { assign, emit, enqueueActions, fromPromise, setup } from 'xstate';
 import {
   blocksMachine,
   countsAgainstLimit,
@@ -347,18 +347,19 @@ export const runMachine = setup({
           : { outcome: 'cancelled' as const, detail: context.endReason?.message ?? 'run ended' },
       },
     })),
-    recordStatus: assign(({ context }, params: { instance: InstanceStatus | null }) => ({
-      current: { ...context.current!, status: params.instance ?? context.current!.status, missingPolls: 0 },
-    })),
-    reportStatusIfChanged: emit(({ context }, params: { instance: InstanceStatus | null; previous: InstanceStatus | null }) => ({
-      type: 'attempt.status' as const,
-      n: context.current!.n,
-      status: params.instance!,
-    })),
-    countMissingPoll: assign(({ context }, params: { listedAt: number }) => {
+    /**
+     * Poll bookkeeping while the instance is wanted: counts lists that miss it, reports a changed
+     * status. Assigns only when something changed, so an unchanged poll writes nothing.
+     */
+    notePoll: enqueueActions(({ context, enqueue }, params: { instance: InstanceStatus | null; listedAt: number }) => {
       const cur = context.current!;
-      if (params.listedAt <= (cur.createdAt ?? 0)) return {};
-      return { current: { ...cur, missingPolls: cur.missingPolls + 1 } };
+      if (params.instance === null) {
+        if (params.listedAt > (cur.createdAt ?? 0)) enqueue.assign({ current: { ...cur, missingPolls: cur.missingPolls + 1 } });
+        return;
+      }
+      const changed = !sameStatus(params.instance, cur.status);
+      if (changed) enqueue.emit({ type: 'attempt.status', n: cur.n, status: params.instance });
+      if (changed || cur.missingPolls > 0) enqueue.assign({ current: { ...cur, status: params.instance, missingPolls: 0 } });
     }),
     markRunning: assign(({ context }, params: { instance: InstanceStatus }) => ({
       current: { ...context.current!, status: params.instance, missingPolls: 0 },
@@ -647,18 +648,7 @@ export const runMachine = setup({
             target: 'destroying',
             actions: 'markEndingMissing',
           },
-          {
-            guard: ({ event }) => event.instance === null,
-            actions: { type: 'countMissingPoll', params: ({ event }) => ({ listedAt: event.listedAt }) },
-          },
-          {
-            guard: ({ event, context }) => !sameStatus(event.instance, context.current!.status),
-            actions: [
-              { type: 'reportStatusIfChanged', params: ({ event, context }) => ({ instance: event.instance, previous: context.current!.status }) },
-              { type: 'recordStatus', params: ({ event }) => ({ instance: event.instance }) },
-            ],
-          },
-          { actions: { type: 'recordStatus', params: ({ event }) => ({ instance: event.instance }) } },
+          { actions: { type: 'notePoll', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) } },
         ],
         CANCEL: { target: 'destroying', actions: 'markEndingCancelled' },
       },
@@ -681,18 +671,7 @@ export const runMachine = setup({
             target: 'destroying',
             actions: 'markEndingMissing',
           },
-          {
-            guard: ({ event }) => event.instance === null,
-            actions: { type: 'countMissingPoll', params: ({ event }) => ({ listedAt: event.listedAt }) },
-          },
-          {
-            guard: ({ event, context }) => !sameStatus(event.instance, context.current!.status),
-            actions: [
-              { type: 'reportStatusIfChanged', params: ({ event, context }) => ({ instance: event.instance, previous: context.current!.status }) },
-              { type: 'recordStatus', params: ({ event }) => ({ instance: event.instance }) },
-            ],
-          },
-          { actions: { type: 'recordStatus', params: ({ event }) => ({ instance: event.instance }) } },
+          { actions: { type: 'notePoll', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) } },
         ],
         CANCEL: { target: 'destroying', actions: 'markEndingCancelled' },
       },

@@ -8,24 +8,13 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { RunView } from '../../src/daemon/run-view.js';
 import { startSimulator, type RunningSimulator, type SimInstanceHistory } from '../../src/sim/index.js';
+import { mulberry32 } from '../../src/sim/prng.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
 import { FAST_CONFIG, jobSpec } from '../helpers/world.js';
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1e9));
 const RUNS = 60;
 const KILLS = 12;
-
-/** mulberry32: the chaos schedule is a function of the seed alone. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const ENDED = new Set(['failed', 'cancelled']);
@@ -51,7 +40,8 @@ function labelParts(h: SimInstanceHistory): { runId: string; n: number } | null 
 
 describe(`chaos (seed ${SEED})`, () => {
   it('keeps every promise under every fault and a dozen SIGKILLs', { timeout: 240_000 }, async () => {
-    const rand = prng(SEED);
+    // The chaos schedule is a function of the seed alone.
+    const rand = mulberry32(SEED);
     sim = await startSimulator({
       seed: SEED % 100_000,
       config: {

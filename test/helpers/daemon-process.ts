@@ -3,18 +3,15 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { request } from 'undici';
 import type { DeepPartial } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
-import type { RunView } from '../../src/daemon/run-view.js';
 import { packagePath } from '../../src/package-path.js';
+import { controlApi, type ControlApi } from './control-api.js';
 
-export interface DaemonProcess {
+export interface DaemonProcess extends ControlApi {
   proc: ChildProcess;
   url: string;
   token: string;
-  api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
-  waitFor(runId: string, pred: (r: RunView) => boolean, timeoutMs?: number): Promise<RunView>;
   kill9(): Promise<void>;
   /** SIGTERM and wait for the exit code. */
   stop(): Promise<number | null>;
@@ -64,27 +61,10 @@ export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promi
   const token = readFileSync(join(setup.home, 'control.token'), 'utf8').trim();
 
   const d: DaemonProcess = {
+    ...controlApi(() => ({ url, token })),
     proc,
     url,
     token,
-    async api(method, path, body) {
-      const res = await request(url + path, {
-        method: method as 'GET',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: res.statusCode, body: (await res.body.json()) as never };
-    },
-    async waitFor(runId, pred, waitMs = 20_000) {
-      const until = Date.now() + waitMs;
-      let last: RunView | undefined;
-      while (Date.now() < until) {
-        last = (await d.api<RunView>('GET', `/v1/runs/${runId}`)).body;
-        if (pred(last)) return last;
-        await sleep(25);
-      }
-      throw new Error(`run ${runId} did not reach the expected state; last: ${JSON.stringify(last)}`);
-    },
     async kill9() {
       proc.kill('SIGKILL');
       await exited;

@@ -3,13 +3,12 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { request } from 'undici';
 import type { DeepPartial } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
 import { startDaemon, type RunningDaemon } from '../../src/daemon/daemon.js';
-import type { RunView } from '../../src/daemon/run-view.js';
 import { silentLogger, type Logger } from '../../src/logger.js';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { controlApi, type ControlApi } from './control-api.js';
 
 /** Berth settings that make the whole workflow take seconds against a fast simulator. */
 export const FAST_CONFIG: DeepPartial<Config> = {
@@ -37,12 +36,10 @@ export const FAST_SIM: SimConfigInput = {
   rate_limits: { enabled: false },
 };
 
-export interface World {
+export interface World extends ControlApi {
   sim: RunningSimulator;
   home: string;
   daemon: RunningDaemon;
-  api<T = unknown>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: T }>;
-  waitFor(runId: string, pred: (r: RunView) => boolean, timeoutMs?: number): Promise<RunView>;
   restartDaemon(overrides?: DeepPartial<Config>): Promise<void>;
   close(): Promise<void>;
 }
@@ -57,29 +54,14 @@ export async function startWorld(
     startDaemon({ env, overrides: { ...FAST_CONFIG, ...opts.config, ...overrides }, logger: opts.logger ?? silentLogger() });
   let daemon = await boot();
 
+  const control = controlApi(() => daemon);
   const world: World = {
+    api: control.api,
+    waitFor: control.waitFor,
     sim,
     home,
     get daemon() {
       return daemon;
-    },
-    async api(method, path, body, headers = {}) {
-      const res = await request(daemon.url + path, {
-        method: method as 'GET',
-        headers: { authorization: `Bearer ${daemon.token}`, 'content-type': 'application/json', ...headers },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-      return { status: res.statusCode, body: (await res.body.json()) as never };
-    },
-    async waitFor(runId, pred, timeoutMs = 20_000) {
-      const until = Date.now() + timeoutMs;
-      let last: RunView | undefined;
-      while (Date.now() < until) {
-        last = (await world.api<RunView>('GET', `/v1/runs/${runId}`)).body;
-        if (pred(last)) return last;
-        await new Promise((r) => setTimeout(r, 50));
-      }
-      throw new Error(`run ${runId} did not reach the expected state; last: ${JSON.stringify(last)}`);
     },
     async restartDaemon(overrides) {
       await daemon.stop();
