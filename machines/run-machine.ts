@@ -162,9 +162,13 @@ function errorOf(err: unknown): RunError {
   return { kind: 'internal', message: err instanceof Error ? err.message : String(err) };
 }
 
+/**
+ * Errors no retry can mend: a rejected key, a missing permission, or a query the service refuses
+ * as invalid (400). They fail the run at once with the service's reason.
+ */
 function isFatalError(err: unknown): boolean {
   const code = err && typeof err === 'object' && 'code' in err ? (err as { code: unknown }).code : undefined;
-  return code === 'auth' || code === 'permission';
+  return code === 'auth' || code === 'permission' || code === 'bad_request';
 }
 
 const missing = (name: string) =>

@@ -246,6 +246,15 @@ describe('run machine: relaxing and limits', () => {
     expect(world.searches).toHaveLength(1);
   });
 
+  it('fails at once when the service refuses the search as invalid', async () => {
+    const world = new FakeWorld();
+    world.searchResults = [Object.assign(new Error('400 invalid_args: unknown field'), { code: 'bad_request' })];
+    const { actor } = await admitted(world);
+    expect(stateOf(actor)).toBe('failed');
+    expect(actor.getSnapshot().context.error?.kind).toBe('bad_request');
+    expect(world.searches).toHaveLength(1);
+  });
+
   it('fails at once when the create is refused for a missing permission', async () => {
     const world = new FakeWorld();
     world.createResults.set(1, Object.assign(new Error('lacks instance_write'), { code: 'permission' }));
