@@ -13,7 +13,7 @@ import { ConfigError, describeError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { openStore } from '../store/index.js';
 import { createControlApi, listen } from './control-api.js';
-import { InstancePoller } from './poller.js';
+import { InstancePoller, type InstanceLists } from './poller.js';
 import { Supervisor } from './supervisor.js';
 
 export interface DaemonOptions {
@@ -82,8 +82,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     config,
     onEvent: (e) => logClientEvent(log, e),
   });
-  const supervisor = new Supervisor({ store, client, config, log });
-  const poller = new InstancePoller({
+  // The supervisor's runs get their lists from the poller, and the poller feeds the supervisor.
+  const lists: InstanceLists = { next: (after, signal) => poller.next(after, signal) };
+  const supervisor: Supervisor = new Supervisor({ store, client, lists, config, log });
+  const poller: InstancePoller = new InstancePoller({
     client,
     intervalMs: config.polling.interval_s * 1000,
     log,

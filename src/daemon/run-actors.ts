@@ -22,6 +22,7 @@ import { buildSearchQuery, usableOffers } from '../spec/search-query.js';
 import type { Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
 import type { OfferClaims } from './offer-claims.js';
+import type { InstanceLists } from './poller.js';
 
 export interface RunActorDeps {
   client: MarketClient;
@@ -31,19 +32,25 @@ export interface RunActorDeps {
   reconcileGraceMs: number;
   /** Offers other runs of this daemon are trying: skipped, not raced for. */
   claims: OfferClaims;
+  /** Instance lists from the shared poller. */
+  lists: InstanceLists;
 }
 
-/** Looks for the attempt's label; adopts the instance if it exists, or records that it does not. */
+/**
+ * Looks for the attempt's label in lists started after the create may have happened (from the
+ * shared poller, so many look-ups cost one call); adopts the instance if it is there, or records
+ * that it is not.
+ */
 async function reconcileCreate(
   deps: RunActorDeps,
   input: CreateInput,
   label: string,
   signal: AbortSignal,
 ): Promise<CreateOutput> {
-  const { client, store } = deps;
+  const { store } = deps;
   const tries = 3;
   for (let i = 0; i < tries; i++) {
-    const found = (await client.listInstances({ signal })).find((inst) => inst.label === label);
+    const found = (await deps.lists.next(Date.now(), signal)).find((inst) => inst.label === label);
     if (found) {
       store.attempts.markCreated(input.runId, input.n, found.id);
       return { kind: 'created', instanceId: found.id, createdAt: Date.now() };

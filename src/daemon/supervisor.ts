@@ -15,11 +15,13 @@ import { parseJobSpec, resolveJobSpec } from '../spec/validate.js';
 import type { RunRow, Store } from '../store/index.js';
 import { OfferClaims } from './offer-claims.js';
 import { classifyInstance } from './ownership.js';
+import type { InstanceLists } from './poller.js';
 import { RunDriver } from './run-driver.js';
 
 export interface SupervisorDeps {
   store: Store;
   client: MarketClient;
+  lists: InstanceLists;
   config: Config;
   log: Logger;
 }
@@ -143,6 +145,7 @@ export class Supervisor {
       log: this.deps.log,
       reconcileGraceMs: Math.max(2 * this.deps.config.polling.interval_s * 1000, 2000),
       claims: this.claims,
+      lists: this.deps.lists,
       onEnded: (runId) => {
         this.drivers.delete(runId);
         // Admission may start other runs' actors: not from inside this run's transition.
