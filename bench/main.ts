@@ -1,0 +1,127 @@
+// `npm run bench [-- --quick] [-- --only sim,client,berth]`: runs each benchmark section, prints it
+// as an aligned table (metric | value | target | met, then the notes), and writes the whole report
+// to bench/results/latest.md and latest.json, with how it was run (Node, CPU, cores, flags).
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { packagePath } from '../src/package-path.js';
+import { runBerthBench } from './berth.js';
+import { runClientBench } from './client.js';
+import { runSimBench } from './sim.js';
+import type { BenchRow, BenchSection } from './types.js';
+
+const PARTS = ['sim', 'client', 'berth'] as const;
+type Part = (typeof PARTS)[number];
+
+interface Options {
+  quick: boolean;
+  only: Part[];
+}
+
+function parseArgs(argv: string[]): Options {
+  const opts: Options = { quick: false, only: [...PARTS] };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--quick') opts.quick = true;
+    else if (arg === '--only' || arg.startsWith('--only=')) {
+      const list = arg.includes('=') ? arg.slice('--only='.length) : (argv[++i] ?? '');
+      const names = list.split(',').map((s) => s.trim()).filter(Boolean);
+      const bad = names.filter((n) => !(PARTS as readonly string[]).includes(n));
+      if (bad.length || names.length === 0) throw new Error(`--only takes a comma-separated list of ${PARTS.join(', ')}; got "${list}"`);
+      opts.only = names as Part[];
+    } else throw new Error(`unknown argument ${arg}; usage: bench [--quick] [--only ${PARTS.join(',')}]`);
+  }
+  return opts;
+}
+
+function environment(opts: Options, startedAt: Date) {
+  const cpu = cpus();
+  return {
+    date: startedAt.toISOString(),
+    command: `node dist/bench/main.js${opts.quick ? ' --quick' : ''}${opts.only.length < PARTS.length ? ` --only ${opts.only.join(',')}` : ''}`,
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    cpu: cpu[0]?.model ?? 'unknown',
+    cores: cpu.length,
+    memory_gb: Math.round(totalmem() / 2 ** 30),
+    quick: opts.quick,
+  };
+}
+
+/** A section that throws still shows up, as one failed row, so that the other sections are kept. */
+async function runPart(part: Part, opts: Options): Promise<BenchSection[]> {
+  try {
+    switch (part) {
+      case 'sim':
+        return [await runSimBench()];
+      case 'client':
+        return [await runClientBench()];
+      case 'berth':
+        return await runBerthBench({ quick: opts.quick });
+    }
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    return [{ title: part, rows: [{ metric: 'section failed', value: message, met: false }] }];
+  }
+}
+
+const metText = (row: BenchRow) => (row.met === undefined ? '' : row.met ? 'yes' : 'NO');
+
+function table(section: BenchSection): string {
+  const head = ['metric', 'value', 'target', 'met'];
+  const body = section.rows.map((r) => [r.metric, r.value, r.target ?? '', metText(r)]);
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ').trimEnd();
+  const notes = section.rows.filter((r) => r.note).map((r) => `  - ${r.metric}: ${r.note}`);
+  return [`## ${section.title}`, line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line), ...(notes.length ? ['', 'notes:', ...notes] : [])].join('\n');
+}
+
+function markdown(env: ReturnType<typeof environment>, sections: BenchSection[], seconds: number): string {
+  const cell = (s: string) => s.replace(/\|/g, '\\|');
+  const parts = [
+    '# berth benchmark',
+    '',
+    `\`${env.command}\` (after \`npm run build\`) on ${env.date}: Node ${env.node}, ${env.platform}, ${env.cores} × ${env.cpu}, ${env.memory_gb} GB; ${seconds.toFixed(0)} s in all.`,
+  ];
+  for (const s of sections) {
+    parts.push('', `## ${s.title}`, '', '| metric | value | target | met | how it was measured |', '|---|---|---|---|---|');
+    for (const r of s.rows) parts.push(`| ${cell(r.metric)} | ${cell(r.value)} | ${cell(r.target ?? '')} | ${metText(r)} | ${cell(r.note ?? '')} |`);
+  }
+  return parts.join('\n') + '\n';
+}
+
+async function main(): Promise<number> {
+  const opts = parseArgs(process.argv.slice(2));
+  const startedAt = new Date();
+  const env = environment(opts, startedAt);
+  console.log(`berth benchmark: ${env.command}\nNode ${env.node}, ${env.platform}, ${env.cores} × ${env.cpu}, ${env.memory_gb} GB\n`);
+  const sections: BenchSection[] = [];
+  for (const part of opts.only) {
+    const t0 = performance.now();
+    const got = await runPart(part, opts);
+    for (const s of got) {
+      console.log(table(s));
+      console.log('');
+    }
+    console.log(`(${part}: ${((performance.now() - t0) / 1000).toFixed(0)} s)\n`);
+    sections.push(...got);
+  }
+  const seconds = (Date.now() - startedAt.getTime()) / 1000;
+  const dir = packagePath('bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'latest.json'), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
+  writeFileSync(join(dir, 'latest.md'), markdown(env, sections, seconds));
+  const targets = sections.flatMap((s) => s.rows).filter((r) => r.met !== undefined);
+  console.log(`${targets.filter((r) => r.met).length} of ${targets.length} targets met; ${seconds.toFixed(0)} s; written to ${join(dir, 'latest.md')} and latest.json`);
+  return sections.some((s) => s.rows.some((r) => r.metric === 'section failed')) ? 1 : 0;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    console.error(err instanceof Error ? err.message : String(err));
+    process.exitCode = 2;
+  },
+);

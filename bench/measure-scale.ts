@@ -1,0 +1,213 @@
+// Berth at scale, one real daemon process at a time on one store:
+//   1. N runs at once (1,000) until all are running: peak memory, and detection latency at this
+//      size with no faults (it shows the poll loop itself);
+//   2. submissions per second accepted (POST /v1/runs from 16 connections; the runs queue behind
+//      `max_active_runs`, so the simulator is not asked for anything), then those runs cancelled,
+//      which leaves a store of 10,000 runs: N live and running, the rest ended;
+//   3. restarts on that store (spawn to /healthz: the daemon lists the instances, reconciles and
+//      resumes every live run before it listens), then CPU and calls in steady polling at the
+//      default 10 s interval and, after one more restart, at the benchmark's interval.
+// The simulator's rate limits are off here (and berth's search and create raised while the runs
+// start): 1,000 creates at the service's 4.5/s would take minutes; the point is the daemon's cost.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { DeepPartial } from '../src/config/load.js';
+import type { Config } from '../src/config/schema.js';
+import type { RunView } from '../src/daemon/run-view.js';
+import { startSimulator, type RunningSimulator } from '../src/sim/index.js';
+import { jobSpec } from './measure-compare.js';
+import { cpuSeconds, memoryMb, spawnDaemon, type DaemonHandle } from './measure-daemon.js';
+
+export interface ScalePlan {
+  runs: number;
+  /** Runs in the store for the restarts (live ones included). */
+  storeRuns: number;
+  /** Poll interval while the runs start and in the first steady window. */
+  pollS: number;
+  steadyS: number;
+  /** Steady window after the restarts, at the default 10 s interval. */
+  steadyDefaultS: number;
+  restarts: number;
+  seed: number;
+}
+
+export interface Steady {
+  pollS: number;
+  seconds: number;
+  cpuPctOfCore: number;
+  callsPerMin: number;
+  rssMb: number;
+}
+
+export interface ScaleResult {
+  runs: number;
+  reachedRunning: number;
+  rampMs: number;
+  detectionMs: number[];
+  peakMb: number;
+  steady: Steady;
+  steadyDefault: Steady;
+  peakMbAfterRestart: number;
+  /** Peak with the extra runs queued as well (before they were cancelled). */
+  peakMbQueued: number;
+  submissions: { count: number; batchRates: number[] };
+  restart: { storeRuns: number; liveRuns: number; readyMs: number[] };
+}
+
+/**
+ * Daemon settings. `fast`: search and create raised to 50/s so that N runs start in seconds (the
+ * simulator's limits are off); every other group, and every restart, keeps berth's defaults, since
+ * the limiter's refill timer ticks faster for a faster group and would be charged to steady polling.
+ * `maxActive` = the N runs: later submissions queue behind them instead of reaching the simulator.
+ */
+function scaleConfig(pollS: number, maxActive: number, fast: boolean): DeepPartial<Config> {
+  const raised = { per_s: 50, burst: 50 };
+  return {
+    daemon: { listen: '127.0.0.1:0', max_active_runs: maxActive },
+    polling: { interval_s: pollS },
+    ...(fast ? { rate_limits: { search: raised, create: raised } } : {}),
+  };
+}
+
+const totalCalls = (sim: RunningSimulator) => Object.values(sim.stats().requests).reduce((s, x) => s + x, 0);
+
+async function steadyWindow(d: DaemonHandle, sim: RunningSimulator, pollS: number, seconds: number): Promise<Steady> {
+  const cpu0 = cpuSeconds(d.pid);
+  const calls0 = totalCalls(sim);
+  const t0 = performance.now();
+  await sleep(seconds * 1000);
+  const wallS = (performance.now() - t0) / 1000;
+  return {
+    pollS,
+    seconds: wallS,
+    cpuPctOfCore: ((cpuSeconds(d.pid) - cpu0) / wallS) * 100,
+    callsPerMin: ((totalCalls(sim) - calls0) / wallS) * 60,
+    rssMb: memoryMb(d.pid).now,
+  };
+}
+
+/** `count` POSTs from `workers` connections; returns the ids and the rate of each batch of `batch`. */
+async function submitMany(d: DaemonHandle, count: number, workers: number, batch: number): Promise<{ ids: string[]; rates: number[] }> {
+  const ids: string[] = [];
+  const rates: number[] = [];
+  for (let done = 0; done < count; done += batch) {
+    const n = Math.min(batch, count - done);
+    let next = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: workers }, async () => {
+        while (next < n) {
+          const i = done + next++;
+          const res = await d.api<RunView>('POST', '/v1/runs', jobSpec(i, 7200));
+          if (res.status !== 201) throw new Error(`submit answered ${res.status}`);
+          ids.push(res.body.id);
+        }
+      }),
+    );
+    rates.push(n / ((performance.now() - t0) / 1000));
+  }
+  return { ids, rates };
+}
+
+async function forEachLimited<T>(items: T[], workers: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: workers }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  }));
+}
+
+export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
+  const sim = await startSimulator({
+    seed: plan.seed,
+    config: { time_scale: 30, tick_ms: 50, catalog: { size: 4000 }, rate_limits: { enabled: false } },
+  });
+  const home = mkdtempSync(join(tmpdir(), 'berth-bench-scale-'));
+  let daemon: DaemonHandle | undefined;
+  try {
+    daemon = await spawnDaemon(home, sim.url, sim.apiKey, scaleConfig(plan.pollS, plan.runs, true));
+    const d = daemon;
+
+    // 1. N runs until all are running.
+    const t0 = Date.now();
+    const { ids } = await submitMany(d, plan.runs, 16, plan.runs);
+    let running = 0;
+    while (Date.now() - t0 < 180_000) {
+      const views = (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+      running = views.filter((v) => v.state === 'running').length;
+      if (running === plan.runs || views.every((v) => ['running', 'failed', 'cancelled'].includes(v.state))) break;
+      await sleep(1000);
+    }
+    const rampMs = Date.now() - t0;
+    await sleep(plan.pollS * 1000); // let the last transitions settle
+    const detectionMs = await detection(d, sim, ids);
+    const peakMb = memoryMb(d.pid).peak;
+
+    // 2. Submissions that queue (every slot is taken by a running run), then cancelled.
+    const extra = plan.storeRuns - plan.runs;
+    const subs = await submitMany(d, extra, 16, Math.ceil(extra / 5));
+    const peakMbQueued = memoryMb(d.pid).peak;
+    await forEachLimited(subs.ids, 16, async (id) => {
+      const res = await d.api('POST', `/v1/runs/${id}/cancel`);
+      if (res.status !== 202) throw new Error(`cancel answered ${res.status}`);
+    });
+    await d.stop();
+    daemon = undefined;
+
+    // 3. Restarts on the full store with berth's defaults (10 s polling), the last one measured in
+    // steady polling; then one more at the benchmark's poll interval for steady polling at that rate.
+    const readyMs: number[] = [];
+    for (let i = 0; i < plan.restarts; i++) {
+      daemon = await spawnDaemon(home, sim.url, sim.apiKey, scaleConfig(10, plan.runs, false));
+      readyMs.push(daemon.readyMs);
+      if (i < plan.restarts - 1) {
+        await daemon.stop();
+        daemon = undefined;
+      }
+    }
+    const health = (await daemon!.api<{ live_runs: number }>('GET', '/healthz')).body;
+    await sleep(2000); // past the startup work
+    const steadyDefault = await steadyWindow(daemon!, sim, 10, plan.steadyDefaultS);
+    const peakMbAfterRestart = memoryMb(daemon!.pid).peak;
+    await daemon!.stop();
+    daemon = await spawnDaemon(home, sim.url, sim.apiKey, scaleConfig(plan.pollS, plan.runs, false));
+    await sleep(2000);
+    const steady = await steadyWindow(daemon, sim, plan.pollS, plan.steadyS);
+    return {
+      runs: plan.runs,
+      reachedRunning: running,
+      rampMs,
+      detectionMs,
+      peakMb,
+      steady,
+      steadyDefault,
+      peakMbAfterRestart,
+      peakMbQueued,
+      submissions: { count: extra, batchRates: subs.rates },
+      restart: { storeRuns: plan.storeRuns, liveRuns: health.live_runs, readyMs },
+    };
+  } finally {
+    await daemon?.stop();
+    await sim.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** The run's `running` event in berth minus the instance's `running` in the simulator. */
+async function detection(d: DaemonHandle, sim: RunningSimulator, ids: string[]): Promise<number[]> {
+  const simRunning = new Map<number, number>();
+  for (const h of sim.history()) {
+    const r = h.statuses.find((s) => s.status === 'running');
+    if (r) simRunning.set(h.id, r.at.wall_ms);
+  }
+  const out: number[] = [];
+  await forEachLimited(ids, 8, async (id) => {
+    const events = (await d.api<Array<{ at: string; type: string; data: { instanceId?: number } | null }>>('GET', `/v1/runs/${id}/events`)).body;
+    for (const e of events) {
+      const inSim = e.type === 'attempt.running' && e.data?.instanceId !== undefined ? simRunning.get(e.data.instanceId) : undefined;
+      if (inSim !== undefined) out.push(Date.parse(e.at) - inSim);
+    }
+  });
+  return out;
+}
