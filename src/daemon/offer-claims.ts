@@ -16,9 +16,13 @@ export class OfferClaims {
     return true;
   }
 
-  release(runId: string): void {
+  /**
+   * Drops the run's claim; with `onlyOffer`, only if that is still the offer it holds (a run may
+   * already have moved on to the next offer when the end of the previous attempt is recorded).
+   */
+  release(runId: string, onlyOffer?: number): void {
     const offerId = this.offerOf.get(runId);
-    if (offerId === undefined) return;
+    if (offerId === undefined || (onlyOffer !== undefined && onlyOffer !== offerId)) return;
     this.offerOf.delete(runId);
     if (this.holderOf.get(offerId) === runId) this.holderOf.delete(offerId);
   }

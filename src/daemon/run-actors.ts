@@ -27,7 +27,8 @@ import type { InstanceLists } from './poller.js';
 export interface RunActorDeps {
   client: MarketClient;
   store: Store;
-  spec: ResolvedJobSpec;
+  /** The resolved spec of a live run (one set of actors serves every run of the daemon). */
+  specOf(runId: string): ResolvedJobSpec;
   /** How long to keep looking for the label of a create whose outcome is unknown. */
   reconcileGraceMs: number;
   /** Offers other runs of this daemon are trying: skipped, not raced for. */
@@ -63,7 +64,8 @@ async function reconcileCreate(
 }
 
 async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSignal): Promise<CreateOutput> {
-  const { client, store, spec } = deps;
+  const { client, store } = deps;
+  const spec = deps.specOf(input.runId);
   const label = attemptLabel(store.storeId, input.runId, input.n);
   const { row, fresh } = store.attempts.beginCreate({
     runId: input.runId,
@@ -135,9 +137,10 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
 }
 
 export function makeRunActors(deps: RunActorDeps) {
-  const { client, store, spec } = deps;
+  const { client, store } = deps;
   return {
     searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
+      const spec = deps.specOf(input.runId);
       const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
       // Offers sibling runs are trying are left out of the query, so the search returns others.
       const query = buildSearchQuery(spec, input.relaxLevel, {

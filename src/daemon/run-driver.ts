@@ -11,12 +11,22 @@ import type { ResolvedJobSpec } from '../spec/schema.js';
 import type { RunRow, RunState, Store } from '../store/index.js';
 import { isEndState } from '../store/index.js';
 import { recordEmitted } from './event-log.js';
+import type { OfferClaims } from './offer-claims.js';
 import { makeRunActors, type RunActorDeps } from './run-actors.js';
 
 type RunActor = ActorRefFrom<typeof runMachine>;
 type RunSnapshot = SnapshotFrom<typeof runMachine>;
 
-export interface RunDriverDeps extends Omit<RunActorDeps, 'spec'> {
+/** The run machine with the daemon's real actors, provided once and shared by every run. */
+export function provideRunMachine(deps: RunActorDeps) {
+  return runMachine.provide({ actors: makeRunActors(deps) });
+}
+export type ProvidedRunMachine = ReturnType<typeof provideRunMachine>;
+
+export interface RunDriverDeps {
+  machine: ProvidedRunMachine;
+  store: Store;
+  claims: OfferClaims;
   config: Config;
   log: Logger;
   /** Called once when the run reaches an end state (or cannot go on). */
@@ -59,7 +69,7 @@ export class RunDriver {
     this.runId = row.id;
     this.lastState = row.state;
     this.log = deps.log.child({ runId: row.id });
-    const machine = runMachine.provide({ actors: makeRunActors({ ...deps, spec }) });
+    const machine = deps.machine;
     const input = { runId: row.id, limits: runLimits(spec, deps.config), submittedAt: row.created_at };
     const snapshot = row.snapshot_json ? (JSON.parse(row.snapshot_json) as RunSnapshot) : undefined;
     this.actor = createActor(machine, snapshot ? { input, snapshot } : { input });
@@ -134,8 +144,8 @@ export class RunDriver {
       });
       return lines;
     });
-    // An ended attempt frees its offer for the daemon's other runs.
-    if (events.some((e) => e.type === 'attempt.ended')) this.deps.claims.release(this.runId);
+    // An ended attempt frees its offer for the daemon's other runs (not the next attempt's offer).
+    for (const e of events) if (e.type === 'attempt.ended') this.deps.claims.release(this.runId, e.offerId);
     for (const line of logged) this.log[line.level]({ event: line.type }, line.message);
     if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
     this.lastState = state;

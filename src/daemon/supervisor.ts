@@ -16,7 +16,7 @@ import type { RunRow, Store } from '../store/index.js';
 import { OfferClaims } from './offer-claims.js';
 import { classifyInstance } from './ownership.js';
 import type { InstanceLists } from './poller.js';
-import { RunDriver } from './run-driver.js';
+import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
 
 export interface SupervisorDeps {
   store: Store;
@@ -41,9 +41,24 @@ export class Supervisor {
   private readonly orphanDestroys = new Map<number, number>();
   private readonly abort = new AbortController();
   private readonly claims = new OfferClaims();
+  private readonly specs = new Map<string, ResolvedJobSpec>();
+  private readonly machine: ProvidedRunMachine;
   private stopping = false;
 
-  constructor(private readonly deps: SupervisorDeps) {}
+  constructor(private readonly deps: SupervisorDeps) {
+    this.machine = provideRunMachine({
+      client: deps.client,
+      store: deps.store,
+      lists: deps.lists,
+      claims: this.claims,
+      reconcileGraceMs: Math.max(2 * deps.config.polling.interval_s * 1000, 2000),
+      specOf: (runId) => {
+        const spec = this.specs.get(runId);
+        if (!spec) throw new Error(`no spec for run ${runId}`); // a driver exists for every live run
+        return spec;
+      },
+    });
+  }
 
   /** Resumes every non-ended run of the store from its snapshot. */
   resumeAll(): void {
@@ -139,19 +154,19 @@ export class Supervisor {
     const latest = this.deps.store.attempts.latest(row.id);
     if (latest && (latest.outcome === null || latest.outcome === 'running')) this.claims.claim(latest.offer_id, row.id);
     const driver = new RunDriver(row, spec, {
-      client: this.deps.client,
+      machine: this.machine,
       store: this.deps.store,
+      claims: this.claims,
       config: this.deps.config,
       log: this.deps.log,
-      reconcileGraceMs: Math.max(2 * this.deps.config.polling.interval_s * 1000, 2000),
-      claims: this.claims,
-      lists: this.deps.lists,
       onEnded: (runId) => {
         this.drivers.delete(runId);
+        this.specs.delete(runId);
         // Admission may start other runs' actors: not from inside this run's transition.
         queueMicrotask(() => this.admitQueued());
       },
     });
+    this.specs.set(row.id, spec);
     this.drivers.set(row.id, driver);
     driver.start();
   }

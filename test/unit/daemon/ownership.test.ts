@@ -81,6 +81,16 @@ describe('offer claims between runs of one daemon', () => {
     expect(claims.claim(7, 'b')).toBe(true);
   });
 
+  it('keeps the claim of the next attempt when the end of the previous one is recorded late', () => {
+    const claims = new OfferClaims();
+    claims.claim(7, 'a');
+    claims.claim(8, 'a'); // the next attempt started before attempt 1's end was written
+    claims.release('a', 7);
+    expect(claims.claim(8, 'b')).toBe(false);
+    claims.release('a', 8);
+    expect(claims.claim(8, 'b')).toBe(true);
+  });
+
   it('moves a run to its next offer (a run holds one offer at a time)', () => {
     const claims = new OfferClaims();
     claims.claim(7, 'a');
