@@ -116,7 +116,7 @@ export type RunEmitted =
   | { type: 'attempt.started'; n: number; offerId: number; machineId: number; dphTotal: number }
   | { type: 'attempt.instance'; n: number; instanceId: number }
   | { type: 'attempt.status'; n: number; status: InstanceStatus }
-  | { type: 'attempt.ended'; n: number; offerId: number; outcome: AttemptOutcome; detail: string }
+  | { type: 'attempt.ended'; n: number; offerId: number; machineId: number; outcome: AttemptOutcome; detail: string }
   | { type: 'attempt.running'; n: number; status: InstanceStatus }
   | { type: 'destroy.requested'; n: number; instanceId: number }
   | { type: 'destroy.retry'; n: number; instanceId: number; error: RunError; retryAt: number }
@@ -297,7 +297,14 @@ export const runMachine = setup({
     ),
     reportAttemptEnded: emit(({ context }) => {
       const last = context.history[context.history.length - 1]!;
-      return { type: 'attempt.ended' as const, n: last.n, offerId: last.offerId, outcome: last.outcome!, detail: last.detail ?? '' };
+      return {
+        type: 'attempt.ended' as const,
+        n: last.n,
+        offerId: last.offerId,
+        machineId: last.machineId,
+        outcome: last.outcome!,
+        detail: last.detail ?? '',
+      };
     }),
     /** Marks why the current instance is being destroyed; the attempt ends once it is gone. */
     markEnding: assign(({ context }, params: { outcome: AttemptOutcome; detail: string }) => ({

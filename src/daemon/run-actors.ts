@@ -23,6 +23,7 @@ import type { Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from './poller.js';
+import type { MachineQuarantine } from './machine-quarantine.js';
 
 export interface RunActorDeps {
   client: MarketClient;
@@ -35,6 +36,8 @@ export interface RunActorDeps {
   claims: OfferClaims;
   /** Instance lists from the shared poller. */
   lists: InstanceLists;
+  /** Machines that recently failed any run: tried last. */
+  quarantine: MachineQuarantine;
 }
 
 /**
@@ -148,8 +151,9 @@ export function makeRunActors(deps: RunActorDeps) {
         machineIds: input.blockedMachines,
       });
       const offers = await client.searchOffers(query, { signal });
-      const candidates: Candidate[] = usableOffers(offers, spec, blocked)
-        .filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined)
+      const usable = usableOffers(offers, spec, blocked).filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined);
+      const candidates: Candidate[] = deps.quarantine
+        .lastIfQuarantined(usable, (o) => o.machine_id)
         .map((o) => ({
         offerId: o.id,
         machineId: o.machine_id,

@@ -12,6 +12,8 @@ import type { RunRow, RunState, Store } from '../store/index.js';
 import { isEndState } from '../store/index.js';
 import { recordEmitted } from './event-log.js';
 import type { OfferClaims } from './offer-claims.js';
+import type { MachineQuarantine } from './machine-quarantine.js';
+import { blocksMachine } from '../../machines/run-rules.js';
 import { makeRunActors, type RunActorDeps } from './run-actors.js';
 
 type RunActor = ActorRefFrom<typeof runMachine>;
@@ -27,6 +29,7 @@ export interface RunDriverDeps {
   machine: ProvidedRunMachine;
   store: Store;
   claims: OfferClaims;
+  quarantine: MachineQuarantine;
   config: Config;
   log: Logger;
   /** Called once when the run reaches an end state (or cannot go on). */
@@ -145,7 +148,12 @@ export class RunDriver {
       return lines;
     });
     // An ended attempt frees its offer for the daemon's other runs (not the next attempt's offer).
-    for (const e of events) if (e.type === 'attempt.ended') this.deps.claims.release(this.runId, e.offerId);
+    // A machine that failed is tried last by the daemon's other runs for a while.
+    for (const e of events) {
+      if (e.type !== 'attempt.ended') continue;
+      this.deps.claims.release(this.runId, e.offerId);
+      if (blocksMachine(e.outcome)) this.deps.quarantine.note(e.machineId);
+    }
     for (const line of logged) this.log[line.level]({ event: line.type }, line.message);
     if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
     this.lastState = state;

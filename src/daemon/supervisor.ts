@@ -13,6 +13,7 @@ import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../spec/schema.js';
 import { parseJobSpec, resolveJobSpec } from '../spec/validate.js';
 import type { RunRow, Store } from '../store/index.js';
+import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import { classifyInstance } from './ownership.js';
 import type { InstanceLists } from './poller.js';
@@ -41,12 +42,15 @@ export class Supervisor {
   private readonly orphanDestroys = new Map<number, number>();
   private readonly abort = new AbortController();
   private readonly claims = new OfferClaims();
+  private readonly quarantine: MachineQuarantine;
   private readonly specs = new Map<string, ResolvedJobSpec>();
   private readonly machine: ProvidedRunMachine;
   private stopping = false;
 
   constructor(private readonly deps: SupervisorDeps) {
+    this.quarantine = new MachineQuarantine(deps.config.runs.machine_quarantine_s * 1000);
     this.machine = provideRunMachine({
+      quarantine: this.quarantine,
       client: deps.client,
       store: deps.store,
       lists: deps.lists,
@@ -157,6 +161,7 @@ export class Supervisor {
       machine: this.machine,
       store: this.deps.store,
       claims: this.claims,
+      quarantine: this.quarantine,
       config: this.deps.config,
       log: this.deps.log,
       onEnded: (runId) => {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Instance } from '../../../src/client/types.js';
 import { attemptLabel, parseLabel } from '../../../src/daemon/labels.js';
+import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/offer-claims.js';
 import { classifyInstance } from '../../../src/daemon/ownership.js';
 import { openStore, type Store } from '../../../src/store/index.js';
@@ -97,5 +98,15 @@ describe('offer claims between runs of one daemon', () => {
     claims.claim(8, 'a');
     expect(claims.claim(7, 'b')).toBe(true);
     expect(claims.heldByOther(8, 'b')).toBe('a');
+  });
+});
+
+describe('machine quarantine', () => {
+  it('puts offers on recently failed machines last, keeping the order, until the quarantine ends', () => {
+    const q = new MachineQuarantine(1000);
+    q.note(2, 0);
+    const offers = [{ m: 1 }, { m: 2 }, { m: 3 }, { m: 2 }];
+    expect(q.lastIfQuarantined(offers, (o) => o.m, 500).map((o) => o.m)).toEqual([1, 3, 2, 2]);
+    expect(q.lastIfQuarantined(offers, (o) => o.m, 1500)).toBe(offers);
   });
 });

@@ -11,6 +11,7 @@ const runs: Config['runs'] = {
   deadline_s: 7200,
   destroy_retry_max_delay_s: 60,
   outage_backoff_s: 30,
+  machine_quarantine_s: 900,
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };
