@@ -1,7 +1,7 @@
 // A real daemon process killed with SIGKILL at the worst moments, then restarted: every run must
 // carry on with exactly one instance per attempt, and nothing may be left billing without an owner.
 // Checked against the simulator's own history and ledger, not berth's view.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -139,6 +139,34 @@ describe('crash recovery (real daemon process, SIGKILL)', () => {
     const again = await daemon!.waitFor(runId, isRunning);
     expect(again.attempts).toHaveLength(1);
     await cancelAndExpectNothingBilling(runId);
+  });
+
+  it('never writes the API key, instance keys or env values to its log, the run object or the events', async () => {
+    const { restart } = await setup({ faults: { ambiguous_create_rate: 0.5 }, onstart_exec: { enabled: true, timeout_s: 5 } });
+    const secret = 'env-secret-value-9f3a1c';
+    // The instance key reaches the container as CONTAINER_API_KEY: the script shows it to the test.
+    const runId = await submit(jobSpec({ env: { HF_TOKEN: secret }, onstart: 'echo "$CONTAINER_API_KEY"' }));
+    await daemon!.waitFor(runId, isRunning);
+    await daemon!.kill9();
+    await restart();
+    const view = await daemon!.waitFor(runId, isRunning);
+    const events = (await daemon!.api('GET', `/v1/runs/${runId}/events`)).body;
+    let instanceKeys: string[] = [];
+    for (let i = 0; i < 100 && instanceKeys.length === 0; i++) {
+      instanceKeys = sim!.history().flatMap((h) => (h.onstart?.stdout.trim() ? [h.onstart.stdout.trim()] : []));
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(instanceKeys.length).toBeGreaterThan(0);
+    expect(instanceKeys.every((k) => k.length > 8)).toBe(true);
+    await cancelAndExpectNothingBilling(runId);
+    expect(await daemon!.stop()).toBe(0);
+    const log = readFileSync(join(home!, 'daemon.log'), 'utf8');
+    expect(log.length).toBeGreaterThan(1000);
+    for (const text of [log, JSON.stringify(view), JSON.stringify(events)]) {
+      expect(text).not.toContain(sim!.apiKey);
+      expect(text).not.toContain(secret);
+      for (const k of instanceKeys) expect(text).not.toContain(k);
+    }
   });
 
   it.each(['searching', 'booting', 'running'])('cancel while %s leaves nothing billing', async (where) => {
