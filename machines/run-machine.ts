@@ -20,156 +20,39 @@
 // pending `after` delays are not rescheduled when a persisted snapshot is restored.
 import { assign, emit, enqueueActions, fromPromise, setup } from 'xstate';
 import {
-  blocksMachine,
-  countsAgainstLimit,
+  concludeAttempt,
+  deadlineError,
   describeAttempts,
   destroyBackoffMs,
+  errorOf,
   failureOfStatus,
+  isFatalError,
   isRunningStatus,
+  sameStatus,
   type AttemptOutcome,
-  type AttemptSummary,
   type InstanceStatus,
   type RunError,
 } from './run-rules.js';
+import type {
+  Candidate,
+  CreateInput,
+  CreateOutput,
+  CurrentAttempt,
+  DestroyInput,
+  DestroyOutput,
+  RunContext,
+  RunEmitted,
+  RunEvent,
+  RunInput,
+  SearchInput,
+  SearchOutput,
+  SleepInput,
+} from './run-types.js';
+
+export type * from './run-types.js';
 
 /** Bump when states or context change shape; stored with every snapshot. */
 export const RUN_MACHINE_VERSION = 1;
-
-export interface RunLimits {
-  maxAttempts: number;
-  bootTimeoutS: number;
-  deadlineS: number;
-  /** Steps in the relax ladder. */
-  relaxSteps: number;
-  /** Wait before searching again after the service could not be reached. */
-  outageBackoffS: number;
-  destroyRetryMaxDelayS: number;
-  /** How long to wait for a destroyed instance to leave the list before destroying it again. */
-  destroyConfirmS: number;
-  /** Consecutive polls an instance may be missing from the list before it counts as lost. */
-  missingPollsToLose: number;
-}
-
-export interface RunInput {
-  runId: string;
-  limits: RunLimits;
-  /** ms since epoch; the run's deadline counts from here. */
-  submittedAt: number;
-}
-
-export interface Candidate {
-  offerId: number;
-  machineId: number;
-  dphTotal: number;
-}
-
-export interface CurrentAttempt {
-  n: number;
-  offerId: number;
-  machineId: number;
-  dphTotal: number;
-  instanceId: number | null;
-  createdAt: number | null;
-  bootDeadlineAt: number | null;
-  destroyRequestedAt: number | null;
-  destroyFailures: number;
-  retryAt: number | null;
-  missingPolls: number;
-  status: InstanceStatus | null;
-  /** Why the instance is being destroyed; null while it is wanted. */
-  ending: { outcome: AttemptOutcome; detail: string } | null;
-}
-
-export interface RunContext {
-  runId: string;
-  limits: RunLimits;
-  deadlineAt: number;
-  relaxLevel: number;
-  /** n of the latest attempt started. */
-  attemptCount: number;
-  /** Attempts that count against max_attempts. */
-  spentAttempts: number;
-  candidates: Candidate[];
-  blockedOffers: number[];
-  blockedMachines: number[];
-  current: CurrentAttempt | null;
-  history: AttemptSummary[];
-  searchRetryAt: number | null;
-  cancelRequested: boolean;
-  /** Set when the run must fail once its instance is gone (deadline reached while creating). */
-  endReason: RunError | null;
-  error: RunError | null;
-}
-
-export type RunEvent =
-  | { type: 'ADMIT' }
-  | { type: 'CANCEL' }
-  /** From the shared poller: the current instance as listed, or null when the list lacks it. */
-  | { type: 'POLL'; instance: InstanceStatus | null; listedAt: number };
-
-/** Events the machine reports; the daemon writes them to the run's event log with the snapshot. */
-export type RunEmitted =
-  | { type: 'search.started'; relaxLevel: number }
-  | { type: 'search.found'; relaxLevel: number; count: number }
-  | { type: 'search.retry'; error: RunError; retryAt: number }
-  | { type: 'relaxed'; level: number }
-  | { type: 'attempt.started'; n: number; offerId: number; machineId: number; dphTotal: number }
-  | { type: 'attempt.instance'; n: number; instanceId: number }
-  | { type: 'attempt.status'; n: number; status: InstanceStatus }
-  | { type: 'attempt.ended'; n: number; offerId: number; machineId: number; outcome: AttemptOutcome; detail: string }
-  | { type: 'attempt.running'; n: number; status: InstanceStatus }
-  | { type: 'destroy.requested'; n: number; instanceId: number }
-  | { type: 'destroy.retry'; n: number; instanceId: number; error: RunError; retryAt: number }
-  | { type: 'destroy.confirmed'; n: number; instanceId: number }
-  | { type: 'run.failed'; error: RunError }
-  | { type: 'run.cancelled' };
-
-// ---- actor contracts (implemented in src/daemon/run-actors.ts) ----
-export interface SearchInput {
-  runId: string;
-  relaxLevel: number;
-  blockedOffers: number[];
-  blockedMachines: number[];
-}
-export interface SearchOutput {
-  candidates: Candidate[];
-}
-export interface CreateInput {
-  runId: string;
-  n: number;
-  offerId: number;
-}
-export type CreateOutput =
-  | { kind: 'created'; instanceId: number; createdAt: number }
-  | { kind: 'offer_gone'; detail: string }
-  | { kind: 'create_failed'; detail: string };
-export interface DestroyInput {
-  runId: string;
-  n: number;
-  instanceId: number;
-}
-export interface DestroyOutput {
-  requestedAt: number;
-}
-export interface SleepInput {
-  until: number;
-}
-
-function errorOf(err: unknown): RunError {
-  if (err && typeof err === 'object' && 'code' in err && 'message' in err) {
-    return { kind: String((err as { code: unknown }).code), message: String((err as { message: unknown }).message) };
-  }
-  return { kind: 'internal', message: err instanceof Error ? err.message : String(err) };
-}
-
-/**
- * Errors no retry can mend: a rejected key, a missing permission, or a query the service refuses
- * as invalid (400). They fail the run at once with the service's reason.
- */
-function isFatalError(err: unknown): boolean {
-  const code = err && typeof err === 'object' && 'code' in err ? (err as { code: unknown }).code : undefined;
-  return code === 'auth' || code === 'permission' || code === 'bad_request';
-}
 
 const missing = (name: string) =>
   fromPromise<never, unknown>(async () => {
@@ -770,39 +653,5 @@ export const runMachine = setup({
     },
   },
 });
-
-function deadlineError(context: RunContext): RunError {
-  return {
-    kind: 'deadline',
-    message: `The run's deadline of ${context.limits.deadlineS} s passed before an instance was running. Tried: ${describeAttempts(context.history)}`,
-  };
-}
-
-/** Closes the current attempt: records its outcome, blocks what failed, counts it against the limit. */
-function concludeAttempt(context: RunContext, outcome: AttemptOutcome, detail: string): Partial<RunContext> {
-  const cur = context.current!;
-  const blockedMachines =
-    blocksMachine(outcome) && !context.blockedMachines.includes(cur.machineId)
-      ? [...context.blockedMachines, cur.machineId]
-      : context.blockedMachines;
-  return {
-    current: null,
-    blockedOffers: context.blockedOffers.includes(cur.offerId) ? context.blockedOffers : [...context.blockedOffers, cur.offerId],
-    blockedMachines,
-    candidates: context.candidates.filter((c) => !blockedMachines.includes(c.machineId)),
-    spentAttempts: context.spentAttempts + (countsAgainstLimit(outcome) ? 1 : 0),
-    history: context.history.map((a) => (a.n === cur.n ? { ...a, outcome, detail } : a)),
-  };
-}
-
-function sameStatus(a: InstanceStatus | null, b: InstanceStatus | null): boolean {
-  if (a === null || b === null) return a === b;
-  return (
-    a.actual_status === b.actual_status &&
-    a.status_msg === b.status_msg &&
-    a.ssh_host === b.ssh_host &&
-    a.ssh_port === b.ssh_port
-  );
-}
 
 export type RunMachine = typeof runMachine;

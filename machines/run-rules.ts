@@ -1,5 +1,6 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
 // Nothing here does I/O or reads the clock.
+import type { RunContext } from './run-types.js';
 
 /** What one poll saw of an instance; secrets (instance keys, env) are never carried here. */
 export interface InstanceStatus {
@@ -90,4 +91,54 @@ export function describeAttempts(attempts: AttemptSummary[]): string {
 /** Exponential backoff for destroy retries: 1 s, 2 s, 4 s ... capped. */
 export function destroyBackoffMs(failures: number, maxDelayS: number): number {
   return Math.min(maxDelayS * 1000, 1000 * 2 ** Math.max(0, failures - 1));
+}
+
+export function errorOf(err: unknown): RunError {
+  if (err && typeof err === 'object' && 'code' in err && 'message' in err) {
+    return { kind: String((err as { code: unknown }).code), message: String((err as { message: unknown }).message) };
+  }
+  return { kind: 'internal', message: err instanceof Error ? err.message : String(err) };
+}
+
+/**
+ * Errors no retry can mend: a rejected key, a missing permission, or a query the service refuses
+ * as invalid (400). They fail the run at once with the service's reason.
+ */
+export function isFatalError(err: unknown): boolean {
+  const code = err && typeof err === 'object' && 'code' in err ? (err as { code: unknown }).code : undefined;
+  return code === 'auth' || code === 'permission' || code === 'bad_request';
+}
+
+export function deadlineError(context: RunContext): RunError {
+  return {
+    kind: 'deadline',
+    message: `The run's deadline of ${context.limits.deadlineS} s passed before an instance was running. Tried: ${describeAttempts(context.history)}`,
+  };
+}
+
+/** Closes the current attempt: records its outcome, blocks what failed, counts it against the limit. */
+export function concludeAttempt(context: RunContext, outcome: AttemptOutcome, detail: string): Partial<RunContext> {
+  const cur = context.current!;
+  const blockedMachines =
+    blocksMachine(outcome) && !context.blockedMachines.includes(cur.machineId)
+      ? [...context.blockedMachines, cur.machineId]
+      : context.blockedMachines;
+  return {
+    current: null,
+    blockedOffers: context.blockedOffers.includes(cur.offerId) ? context.blockedOffers : [...context.blockedOffers, cur.offerId],
+    blockedMachines,
+    candidates: context.candidates.filter((c) => !blockedMachines.includes(c.machineId)),
+    spentAttempts: context.spentAttempts + (countsAgainstLimit(outcome) ? 1 : 0),
+    history: context.history.map((a) => (a.n === cur.n ? { ...a, outcome, detail } : a)),
+  };
+}
+
+export function sameStatus(a: InstanceStatus | null, b: InstanceStatus | null): boolean {
+  if (a === null || b === null) return a === b;
+  return (
+    a.actual_status === b.actual_status &&
+    a.status_msg === b.status_msg &&
+    a.ssh_host === b.ssh_host &&
+    a.ssh_port === b.ssh_port
+  );
 }

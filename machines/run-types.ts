@@ -1,0 +1,125 @@
+// The run machine's contracts: its input and limits, context, events, what it emits, and the
+// inputs and outputs of the actors the daemon provides. Kept apart from the machine so that the
+// machine file holds only states and their transitions.
+import type { AttemptOutcome, AttemptSummary, InstanceStatus, RunError } from './run-rules.js';
+
+export interface RunLimits {
+  maxAttempts: number;
+  bootTimeoutS: number;
+  deadlineS: number;
+  /** Steps in the relax ladder. */
+  relaxSteps: number;
+  /** Wait before searching again after the service could not be reached. */
+  outageBackoffS: number;
+  destroyRetryMaxDelayS: number;
+  /** How long to wait for a destroyed instance to leave the list before destroying it again. */
+  destroyConfirmS: number;
+  /** Consecutive polls an instance may be missing from the list before it counts as lost. */
+  missingPollsToLose: number;
+}
+
+export interface RunInput {
+  runId: string;
+  limits: RunLimits;
+  /** ms since epoch; the run's deadline counts from here. */
+  submittedAt: number;
+}
+
+export interface Candidate {
+  offerId: number;
+  machineId: number;
+  dphTotal: number;
+}
+
+export interface CurrentAttempt {
+  n: number;
+  offerId: number;
+  machineId: number;
+  dphTotal: number;
+  instanceId: number | null;
+  createdAt: number | null;
+  bootDeadlineAt: number | null;
+  destroyRequestedAt: number | null;
+  destroyFailures: number;
+  retryAt: number | null;
+  missingPolls: number;
+  status: InstanceStatus | null;
+  /** Why the instance is being destroyed; null while it is wanted. */
+  ending: { outcome: AttemptOutcome; detail: string } | null;
+}
+
+export interface RunContext {
+  runId: string;
+  limits: RunLimits;
+  deadlineAt: number;
+  relaxLevel: number;
+  /** n of the latest attempt started. */
+  attemptCount: number;
+  /** Attempts that count against max_attempts. */
+  spentAttempts: number;
+  candidates: Candidate[];
+  blockedOffers: number[];
+  blockedMachines: number[];
+  current: CurrentAttempt | null;
+  history: AttemptSummary[];
+  searchRetryAt: number | null;
+  cancelRequested: boolean;
+  /** Set when the run must fail once its instance is gone (deadline reached while creating). */
+  endReason: RunError | null;
+  error: RunError | null;
+}
+
+export type RunEvent =
+  | { type: 'ADMIT' }
+  | { type: 'CANCEL' }
+  /** From the shared poller: the current instance as listed, or null when the list lacks it. */
+  | { type: 'POLL'; instance: InstanceStatus | null; listedAt: number };
+
+/** Events the machine reports; the daemon writes them to the run's event log with the snapshot. */
+export type RunEmitted =
+  | { type: 'search.started'; relaxLevel: number }
+  | { type: 'search.found'; relaxLevel: number; count: number }
+  | { type: 'search.retry'; error: RunError; retryAt: number }
+  | { type: 'relaxed'; level: number }
+  | { type: 'attempt.started'; n: number; offerId: number; machineId: number; dphTotal: number }
+  | { type: 'attempt.instance'; n: number; instanceId: number }
+  | { type: 'attempt.status'; n: number; status: InstanceStatus }
+  | { type: 'attempt.ended'; n: number; offerId: number; machineId: number; outcome: AttemptOutcome; detail: string }
+  | { type: 'attempt.running'; n: number; status: InstanceStatus }
+  | { type: 'destroy.requested'; n: number; instanceId: number }
+  | { type: 'destroy.retry'; n: number; instanceId: number; error: RunError; retryAt: number }
+  | { type: 'destroy.confirmed'; n: number; instanceId: number }
+  | { type: 'run.failed'; error: RunError }
+  | { type: 'run.cancelled' };
+
+// ---- actor contracts (implemented in src/daemon/run-actors.ts) ----
+export interface SearchInput {
+  runId: string;
+  relaxLevel: number;
+  blockedOffers: number[];
+  blockedMachines: number[];
+}
+export interface SearchOutput {
+  candidates: Candidate[];
+}
+export interface CreateInput {
+  runId: string;
+  n: number;
+  offerId: number;
+}
+export type CreateOutput =
+  | { kind: 'created'; instanceId: number; createdAt: number }
+  | { kind: 'offer_gone'; detail: string }
+  | { kind: 'create_failed'; detail: string };
+export interface DestroyInput {
+  runId: string;
+  n: number;
+  instanceId: number;
+}
+export interface DestroyOutput {
+  requestedAt: number;
+}
+export interface SleepInput {
+  until: number;
+}
+
