@@ -30,7 +30,7 @@ describe('the shared poller', () => {
     poller = new InstancePoller({ client, intervalMs: 100, log: silentLogger(), onList: (l) => void seen.push(l[0]!.id) });
     poller.start();
     await new Promise((r) => setTimeout(r, 350));
-    expect(calls.length).toBeGreaterThanOrEqual(3);
+    expect(calls.length).toBeGreaterThanOrEqual(2); // timers run late on a loaded machine, never early
     expect(calls.length).toBeLessThanOrEqual(5);
     expect(seen).toEqual(calls.map((_, i) => i + 1));
   });
