@@ -267,6 +267,8 @@ export const runMachine = setup({
       status: context.current!.status!,
     })),
     requestCancel: assign({ cancelRequested: true }),
+    /** A lost running instance starts a new search with a fresh deadline: the old one was met. */
+    restartDeadline: assign(({ context }) => ({ deadlineAt: Date.now() + context.limits.deadlineS * 1000 })),
     setDeadlineReason: assign(({ context }) => ({ endReason: deadlineError(context) })),
     destroyRequested: assign(({ context }, params: { requestedAt: number }) => ({
       current: { ...context.current!, destroyRequestedAt: params.requestedAt, retryAt: null },
@@ -555,15 +557,18 @@ export const runMachine = setup({
           {
             guard: { type: 'statusIsFailure', params: ({ event }) => ({ instance: event.instance }) },
             target: 'destroying',
-            actions: {
-              type: 'markEndingFromStatus',
-              params: ({ event }) => ({ instance: event.instance, wasRunning: true }),
-            },
+            actions: [
+              {
+                type: 'markEndingFromStatus',
+                params: ({ event }) => ({ instance: event.instance, wasRunning: true }),
+              },
+              'restartDeadline',
+            ],
           },
           {
             guard: { type: 'instanceLost', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) },
             target: 'destroying',
-            actions: 'markEndingMissing',
+            actions: ['markEndingMissing', 'restartDeadline'],
           },
           { actions: { type: 'notePoll', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) } },
         ],

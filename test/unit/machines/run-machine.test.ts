@@ -153,6 +153,18 @@ describe('run machine: failed attempts fail over to the next offer', () => {
     expect(stateOf(actor)).toBe('booting');
   });
 
+  it('gives a run that lost its instance after the deadline a fresh deadline, not a failure', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world, { deadlineS: 60 });
+    await bootToRunning(actor);
+    await tick(3 * 60_000); // ran well past the original deadline
+    await poll(actor, status(100, 'unknown'));
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('booting');
+    expect(actor.getSnapshot().context.current?.n).toBe(2);
+    expect(actor.getSnapshot().context.deadlineAt).toBeGreaterThan(Date.now() + 50_000);
+  });
+
   it('retries a failed destroy with backoff until the instance is gone', async () => {
     const world = new FakeWorld();
     world.destroyFailures = 2;
