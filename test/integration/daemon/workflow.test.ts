@@ -174,6 +174,16 @@ describe('daemon workflow against the simulator', () => {
     await cancelAndCheckNothingBills(world, run.id);
   });
 
+  it('keeps working when the service answers the v0 instance list with 410 (v1 pages)', async () => {
+    world = await startWorld({ sim: { deprecate_v0_list: true } });
+    const runs = await Promise.all([submit(world, jobSpec({ name: 'v1-a' })), submit(world, jobSpec({ name: 'v1-b' }))]);
+    for (const r of runs) await world.waitFor(r.id, isRunning);
+    expect(world.sim.stats().requests['GET /api/v1/instances/']).toBeGreaterThan(0);
+    await world.api('POST', `/v1/runs/${runs[0]!.id}/cancel`);
+    expect((await world.waitFor(runs[0]!.id, isEnded)).state).toBe('cancelled');
+    await cancelAndCheckNothingBills(world, runs[1]!.id);
+  });
+
   it('destroys an instance with its label that no live run owns', async () => {
     world = await startWorld();
     const offer = (await offersInTryOrder(world, jobSpec()))[0]!;
