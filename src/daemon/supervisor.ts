@@ -38,6 +38,8 @@ function newRunId(): string {
 
 export class Supervisor {
   private readonly drivers = new Map<string, RunDriver>();
+  /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
+  private readonly queued = new Set<string>();
   /** Orphans whose destroy was sent, with the time, so each poll does not send it again at once. */
   private readonly orphanDestroys = new Map<number, number>();
   private readonly abort = new AbortController();
@@ -115,9 +117,7 @@ export class Supervisor {
   }
 
   get activeCount(): number {
-    let n = 0;
-    for (const d of this.drivers.values()) if (d.state !== 'queued') n++;
-    return n;
+    return this.drivers.size - this.queued.size;
   }
 
   get liveCount(): number {
@@ -166,6 +166,7 @@ export class Supervisor {
       log: this.deps.log,
       onEnded: (runId) => {
         this.drivers.delete(runId);
+        this.queued.delete(runId); // a queued run can be cancelled before it is admitted
         this.specs.delete(runId);
         // Admission may start other runs' actors: not from inside this run's transition.
         queueMicrotask(() => this.admitQueued());
@@ -173,19 +174,17 @@ export class Supervisor {
     });
     this.specs.set(row.id, spec);
     this.drivers.set(row.id, driver);
+    if (row.state === 'queued') this.queued.add(row.id);
     driver.start();
   }
 
   private admitQueued(): void {
     if (this.stopping) return;
-    let active = this.activeCount;
     const max = this.deps.config.daemon.max_active_runs;
-    for (const d of this.drivers.values()) {
-      if (active >= max) break;
-      if (d.state === 'queued' && !d.isEnded) {
-        d.admit();
-        active++;
-      }
+    for (const runId of this.queued) {
+      if (this.activeCount >= max) break;
+      this.queued.delete(runId);
+      this.drivers.get(runId)?.admit();
     }
   }
 

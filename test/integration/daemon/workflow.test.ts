@@ -174,6 +174,20 @@ describe('daemon workflow against the simulator', () => {
     await cancelAndCheckNothingBills(world, run.id);
   });
 
+  it('keeps runs beyond daemon.max_active_runs queued, first come first served, and admits one as a slot frees', async () => {
+    world = await startWorld({ config: { daemon: { listen: '127.0.0.1:0', max_active_runs: 1 } } });
+    const [a, b, c] = [await submit(world, jobSpec({ name: 'a' })), await submit(world, jobSpec({ name: 'b' })), await submit(world, jobSpec({ name: 'c' }))];
+    await world.waitFor(a!.id, isRunning);
+    expect((await world.api<RunView>('GET', `/v1/runs/${b!.id}`)).body.state).toBe('queued');
+    // Cancelling a queued run never admits it.
+    await world.api('POST', `/v1/runs/${b!.id}/cancel`);
+    expect((await world.waitFor(b!.id, isEnded)).attempts).toEqual([]);
+    expect((await world.api<RunView>('GET', `/v1/runs/${c!.id}`)).body.state).toBe('queued');
+    await cancelAndCheckNothingBills(world, a!.id);
+    await world.waitFor(c!.id, isRunning);
+    await cancelAndCheckNothingBills(world, c!.id);
+  });
+
   it('keeps working when the service answers the v0 instance list with 410 (v1 pages)', async () => {
     world = await startWorld({ sim: { deprecate_v0_list: true } });
     const runs = await Promise.all([submit(world, jobSpec({ name: 'v1-a' })), submit(world, jobSpec({ name: 'v1-b' }))]);
