@@ -10,7 +10,7 @@ import type { RunView } from '../../src/daemon/run-view.js';
 import { startSimulator, type RunningSimulator, type SimInstanceHistory } from '../../src/sim/index.js';
 import { mulberry32 } from '../../src/sim/prng.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
-import { FAST_CONFIG, jobSpec } from '../helpers/world.js';
+import { FAST_CONFIG, everyGroup, jobSpec } from '../helpers/world.js';
 
 const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1e9));
 const RUNS = 60;
@@ -71,15 +71,7 @@ describe(`chaos (seed ${SEED})`, () => {
       config: {
         ...FAST_CONFIG,
         polling: { interval_s: 0.25 },
-        rate_limits: {
-          search: { per_s: 4, burst: 4 },
-          create: { per_s: 5, burst: 5 },
-          list: { per_s: 5, burst: 5 },
-          show: { per_s: 5, burst: 5 },
-          change: { per_s: 5, burst: 5 },
-          destroy: { per_s: 5, burst: 5 },
-          other: { per_s: 5, burst: 5 },
-        },
+        rate_limits: { ...everyGroup(5, 5), search: { per_s: 4, burst: 4 } },
       },
     };
     daemon = await spawnDaemon(setup);

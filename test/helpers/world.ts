@@ -4,25 +4,22 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DeepPartial } from '../../src/config/load.js';
-import type { Config } from '../../src/config/schema.js';
+import { RATE_GROUPS, type Config } from '../../src/config/schema.js';
 import { startDaemon, type RunningDaemon } from '../../src/daemon/daemon.js';
 import { silentLogger, type Logger } from '../../src/logger.js';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
 import { controlApi, type ControlApi } from './control-api.js';
 
 /** Berth settings that make the whole workflow take seconds against a fast simulator. */
+/** The same limit for every endpoint group of berth's client. */
+export function everyGroup(per_s: number, burst: number): Config['rate_limits'] {
+  return Object.fromEntries(RATE_GROUPS.map((g) => [g, { per_s, burst }])) as Config['rate_limits'];
+}
+
 export const FAST_CONFIG: DeepPartial<Config> = {
   daemon: { listen: '127.0.0.1:0' },
   polling: { interval_s: 0.1 },
-  rate_limits: {
-    search: { per_s: 50, burst: 10 },
-    create: { per_s: 50, burst: 10 },
-    list: { per_s: 50, burst: 10 },
-    show: { per_s: 50, burst: 10 },
-    change: { per_s: 50, burst: 10 },
-    destroy: { per_s: 50, burst: 10 },
-    other: { per_s: 50, burst: 10 },
-  },
+  rate_limits: everyGroup(50, 10),
   retry: { max_retry_time_s: 10, min_delay_s: 0.02, max_delay_s: 0.5, factor: 2 },
   runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1 },
 };
