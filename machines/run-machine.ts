@@ -20,10 +20,27 @@
 // pending `after` delays are not rescheduled when a persisted snapshot is restored.
 import { assign, emit, enqueueActions, fromPromise, setup } from 'xstate';
 import {
+  attemptEndedEvent,
+  attemptStartedEvent,
+  attemptsSpentError,
+  concludeDestroyed,
+  endingBootTimeout,
+  endingCancelled,
+  endingForEndReason,
+  endingFromStatus,
+  endingMissing,
+  isGoneSinceDestroy,
+  isLost,
+  noOffersError,
+  startAttempt,
+  withCandidates,
+  withDestroyRetry,
+  withInstance,
+  withRunning,
+} from './run-context.js';
+import {
   concludeAttempt,
   deadlineError,
-  describeAttempts,
-  destroyBackoffMs,
   errorOf,
   failureOfStatus,
   isFatalError,
@@ -31,13 +48,11 @@ import {
   sameStatus,
   type AttemptOutcome,
   type InstanceStatus,
-  type RunError,
 } from './run-rules.js';
 import type {
   Candidate,
   CreateInput,
   CreateOutput,
-  CurrentAttempt,
   DestroyInput,
   DestroyOutput,
   RunContext,
@@ -53,6 +68,17 @@ export type * from './run-types.js';
 
 /** Bump when states or context change shape; stored with every snapshot. */
 export const RUN_MACHINE_VERSION = 1;
+
+/** What a POLL event says of the current instance. */
+type PollParams = { instance: InstanceStatus | null; listedAt: number };
+
+const createdOf = (output: CreateOutput) => output as Extract<CreateOutput, { kind: 'created' }>;
+/** The attempt's outcome when the create answered without an instance. */
+const notCreated = (output: CreateOutput) => ({
+  outcome: output.kind === 'offer_gone' ? ('offer_unavailable' as const) : ('create_failed' as const),
+  detail: (output as Exclude<CreateOutput, { kind: 'created' }>).detail,
+});
+const createError = (error: unknown) => ({ outcome: 'create_failed' as const, detail: errorOf(error).message });
 
 const missing = (name: string) =>
   fromPromise<never, unknown>(async () => {
@@ -77,36 +103,17 @@ export const runMachine = setup({
     canRelax: ({ context }) => context.relaxLevel < context.limits.relaxSteps,
     isFatal: (_, params: { error: unknown }) => isFatalError(params.error),
     cancelRequested: ({ context }) => context.cancelRequested,
-    mustEnd: ({ context }) => context.cancelRequested || context.endReason !== null,
     hasEndReason: ({ context }) => context.endReason !== null,
     attemptsSpent: ({ context }) => context.spentAttempts >= context.limits.maxAttempts,
     deadlinePassed: ({ context }) => Date.now() >= context.deadlineAt,
-    statusIsRunning: (_, params: { instance: InstanceStatus | null }) =>
-      params.instance !== null && isRunningStatus(params.instance),
-    statusIsFailure: (_, params: { instance: InstanceStatus | null }) =>
-      params.instance !== null && failureOfStatus(params.instance) !== null,
-    instanceLost: ({ context }, params: { instance: InstanceStatus | null; listedAt: number }) => {
-      const cur = context.current;
-      return (
-        params.instance === null &&
-        cur !== null &&
-        params.listedAt > (cur.createdAt ?? 0) &&
-        cur.missingPolls + 1 >= context.limits.missingPollsToLose
-      );
-    },
-    goneSinceDestroy: ({ context }, params: { instance: InstanceStatus | null; listedAt: number }) =>
-      params.instance === null &&
-      context.current?.destroyRequestedAt != null &&
-      params.listedAt >= context.current.destroyRequestedAt,
+    statusIsRunning: (_, params: PollParams) => params.instance !== null && isRunningStatus(params.instance),
+    statusIsFailure: (_, params: PollParams) => params.instance !== null && failureOfStatus(params.instance) !== null,
+    instanceLost: ({ context }, params: PollParams) => isLost(context, params.instance, params.listedAt),
+    goneSinceDestroy: ({ context }, params: PollParams) => isGoneSinceDestroy(context, params.instance, params.listedAt),
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
-    storeCandidates: assign(({ context }, params: { candidates: Candidate[] }) => ({
-      candidates: params.candidates.filter(
-        (c) => !context.blockedOffers.includes(c.offerId) && !context.blockedMachines.includes(c.machineId),
-      ),
-      searchRetryAt: null,
-    })),
+    storeCandidates: assign(({ context }, params: { candidates: Candidate[] }) => withCandidates(context, params.candidates)),
     reportFound: emit(({ context }, params: { count: number }) => ({
       type: 'search.found' as const,
       relaxLevel: context.relaxLevel,
@@ -122,53 +129,11 @@ export const runMachine = setup({
       error: errorOf(params.error),
       retryAt: context.searchRetryAt ?? Date.now(),
     })),
-    beginAttempt: assign(({ context }) => {
-      const [next, ...rest] = context.candidates;
-      if (!next) throw new Error('beginAttempt without a candidate'); // guarded by hasCandidates
-      const n = context.attemptCount + 1;
-      const current: CurrentAttempt = {
-        n,
-        offerId: next.offerId,
-        machineId: next.machineId,
-        dphTotal: next.dphTotal,
-        instanceId: null,
-        createdAt: null,
-        bootDeadlineAt: null,
-        destroyRequestedAt: null,
-        destroyFailures: 0,
-        retryAt: null,
-        missingPolls: 0,
-        status: null,
-        ending: null,
-      };
-      return {
-        attemptCount: n,
-        candidates: rest,
-        current,
-        history: [
-          ...context.history,
-          { n, offerId: next.offerId, machineId: next.machineId, instanceId: null, outcome: null, detail: null },
-        ],
-      };
-    }),
-    reportAttemptStarted: emit(({ context }) => {
-      const cur = context.current!;
-      return {
-        type: 'attempt.started' as const,
-        n: cur.n,
-        offerId: cur.offerId,
-        machineId: cur.machineId,
-        dphTotal: cur.dphTotal,
-      };
-    }),
-    recordInstance: assign(({ context }, params: { instanceId: number; createdAt: number }) => {
-      const cur = context.current!;
-      const bootDeadlineAt = Math.min(params.createdAt + context.limits.bootTimeoutS * 1000, context.deadlineAt);
-      return {
-        current: { ...cur, instanceId: params.instanceId, createdAt: params.createdAt, bootDeadlineAt },
-        history: context.history.map((a) => (a.n === cur.n ? { ...a, instanceId: params.instanceId } : a)),
-      };
-    }),
+    beginAttempt: assign(({ context }) => startAttempt(context)),
+    reportAttemptStarted: emit(({ context }) => attemptStartedEvent(context)),
+    recordInstance: assign(({ context }, params: { instanceId: number; createdAt: number }) =>
+      withInstance(context, params.instanceId, params.createdAt),
+    ),
     reportInstance: emit(({ context }) => ({
       type: 'attempt.instance' as const,
       n: context.current!.n,
@@ -178,74 +143,20 @@ export const runMachine = setup({
     endAttemptWithoutInstance: assign(({ context }, params: { outcome: AttemptOutcome; detail: string }) =>
       concludeAttempt(context, params.outcome, params.detail),
     ),
-    reportAttemptEnded: emit(({ context }) => {
-      const last = context.history[context.history.length - 1]!;
-      return {
-        type: 'attempt.ended' as const,
-        n: last.n,
-        offerId: last.offerId,
-        machineId: last.machineId,
-        outcome: last.outcome!,
-        detail: last.detail ?? '',
-      };
-    }),
+    reportAttemptEnded: emit(({ context }) => attemptEndedEvent(context)),
     /** Marks why the current instance is being destroyed; the attempt ends once it is gone. */
-    markEnding: assign(({ context }, params: { outcome: AttemptOutcome; detail: string }) => ({
-      current: { ...context.current!, ending: { outcome: params.outcome, detail: params.detail } },
-    })),
-    markEndingFromStatus: assign(({ context }, params: { instance: InstanceStatus | null; wasRunning: boolean }) => {
-      const failure = failureOfStatus(params.instance!)!;
-      const ending = params.wasRunning ? { outcome: 'lost' as const, detail: failure.detail } : failure;
-      return { current: { ...context.current!, status: params.instance, ending } };
-    }),
-    markEndingMissing: assign(({ context }) => ({
-      current: {
-        ...context.current!,
-        ending: {
-          outcome: 'lost' as const,
-          detail: `instance ${context.current!.instanceId} disappeared from the instance list`,
-        },
-      },
-    })),
-    markEndingCancelled: assign(({ context }) => ({
-      cancelRequested: true,
-      current: {
-        ...context.current!,
-        ending: {
-          outcome: 'cancelled' as const,
-          detail: context.current!.status?.actual_status === 'running' ? 'was running; cancelled by the user' : 'cancelled by the user',
-        },
-      },
-    })),
-    markEndingBootTimeout: assign(({ context }) => {
-      const cur = context.current!;
-      const deadline = Date.now() >= context.deadlineAt;
-      return {
-        endReason: deadline ? deadlineError(context) : context.endReason,
-        current: {
-          ...cur,
-          ending: {
-            outcome: 'boot_timeout' as const,
-            detail: deadline
-              ? `run deadline reached while instance ${cur.instanceId} was ${cur.status?.actual_status ?? 'provisioning'}`
-              : `instance ${cur.instanceId} still ${cur.status?.actual_status ?? 'provisioning'} after ${context.limits.bootTimeoutS} s`,
-          },
-        },
-      };
-    }),
-    markEndingForEndReason: assign(({ context }) => ({
-      current: {
-        ...context.current!,
-        ending: context.cancelRequested
-          ? { outcome: 'cancelled' as const, detail: 'cancelled by the user while creating' }
-          : { outcome: 'cancelled' as const, detail: context.endReason?.message ?? 'run ended' },
-      },
-    })),
+    markEndingFromStatus: assign(({ context }, params: { instance: InstanceStatus | null; wasRunning: boolean }) =>
+      endingFromStatus(context, params.instance!, params.wasRunning),
+    ),
+    markEndingMissing: assign(({ context }) => endingMissing(context)),
+    markEndingCancelled: assign(({ context }) => endingCancelled(context)),
+    markEndingBootTimeout: assign(({ context }) => endingBootTimeout(context, Date.now())),
+    markEndingForEndReason: assign(({ context }) => endingForEndReason(context)),
     /**
      * Poll bookkeeping while the instance is wanted: counts lists that miss it, reports a changed
      * status. Assigns only when something changed, so an unchanged poll writes nothing.
      */
-    notePoll: enqueueActions(({ context, enqueue }, params: { instance: InstanceStatus | null; listedAt: number }) => {
+    notePoll: enqueueActions(({ context, enqueue }, params: PollParams) => {
       const cur = context.current!;
       if (params.instance === null) {
         if (params.listedAt > (cur.createdAt ?? 0)) enqueue.assign({ current: { ...cur, missingPolls: cur.missingPolls + 1 } });
@@ -255,12 +166,7 @@ export const runMachine = setup({
       if (changed) enqueue.emit({ type: 'attempt.status', n: cur.n, status: params.instance });
       if (changed || cur.missingPolls > 0) enqueue.assign({ current: { ...cur, status: params.instance, missingPolls: 0 } });
     }),
-    markRunning: assign(({ context }, params: { instance: InstanceStatus }) => ({
-      current: { ...context.current!, status: params.instance, missingPolls: 0 },
-      history: context.history.map((a) =>
-        a.n === context.current!.n ? { ...a, outcome: 'running' as const, detail: null } : a,
-      ),
-    })),
+    markRunning: assign(({ context }, params: { instance: InstanceStatus }) => withRunning(context, params.instance)),
     reportRunning: emit(({ context }) => ({
       type: 'attempt.running' as const,
       n: context.current!.n,
@@ -278,17 +184,7 @@ export const runMachine = setup({
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
     })),
-    scheduleDestroyRetry: assign(({ context }) => {
-      const cur = context.current!;
-      const failures = cur.destroyFailures + 1;
-      return {
-        current: {
-          ...cur,
-          destroyFailures: failures,
-          retryAt: Date.now() + destroyBackoffMs(failures, context.limits.destroyRetryMaxDelayS),
-        },
-      };
-    }),
+    scheduleDestroyRetry: assign(({ context }) => withDestroyRetry(context, Date.now())),
     reportDestroyRetry: emit(({ context }, params: { error: unknown }) => ({
       type: 'destroy.retry' as const,
       n: context.current!.n,
@@ -301,29 +197,12 @@ export const runMachine = setup({
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
     })),
-    /** The instance is gone: close the attempt with the reason it was destroyed for. */
-    concludeDestroyedAttempt: assign(({ context }) => {
-      const ending = context.current!.ending ?? { outcome: 'lost' as const, detail: 'destroyed' };
-      return concludeAttempt(context, ending.outcome, ending.detail);
-    }),
-    failWith: assign((_, params: { error: RunError }) => ({ error: params.error })),
+    concludeDestroyedAttempt: assign(({ context }) => concludeDestroyed(context)),
     failFatal: assign((_, params: { error: unknown }) => ({ error: errorOf(params.error) })),
     failFromEndReason: assign(({ context }) => ({ error: context.endReason })),
-    failAttemptsSpent: assign(({ context }) => ({
-      error: {
-        kind: 'attempts_exhausted',
-        message: `All ${context.limits.maxAttempts} attempts failed. Tried: ${describeAttempts(context.history)}`,
-      },
-    })),
+    failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),
     failDeadline: assign(({ context }) => ({ error: deadlineError(context) })),
-    failNoOffers: assign(({ context }) => ({
-      error: {
-        kind: 'no_offers',
-        message:
-          `No usable offer matched the spec after ${context.relaxLevel} relax step(s) of ${context.limits.relaxSteps}. ` +
-          `Tried: ${describeAttempts(context.history)}`,
-      },
-    })),
+    failNoOffers: assign(({ context }) => ({ error: noOffersError(context) })),
     reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
     reportCancelled: emit({ type: 'run.cancelled' as const }),
   },
@@ -435,52 +314,16 @@ export const runMachine = setup({
               guard: ({ event, context }) =>
                 event.output.kind === 'created' && (context.cancelRequested || context.endReason !== null),
               target: 'destroying',
-              actions: [
-                {
-                  type: 'recordInstance',
-                  params: ({ event }) => event.output as { instanceId: number; createdAt: number },
-                },
-                'reportInstance',
-                'markEndingForEndReason',
-              ],
+              actions: [{ type: 'recordInstance', params: ({ event }) => createdOf(event.output) }, 'reportInstance', 'markEndingForEndReason'],
             },
             {
               guard: ({ event }) => event.output.kind === 'created',
               target: 'booting',
-              actions: [
-                {
-                  type: 'recordInstance',
-                  params: ({ event }) => event.output as { instanceId: number; createdAt: number },
-                },
-                'reportInstance',
-              ],
-            },
-            {
-              guard: ({ event }) => event.output.kind === 'offer_gone',
-              target: 'settle',
-              actions: [
-                {
-                  type: 'endAttemptWithoutInstance',
-                  params: ({ event }) => ({
-                    outcome: 'offer_unavailable' as const,
-                    detail: (event.output as { detail: string }).detail,
-                  }),
-                },
-                'reportAttemptEnded',
-              ],
+              actions: [{ type: 'recordInstance', params: ({ event }) => createdOf(event.output) }, 'reportInstance'],
             },
             {
               target: 'settle',
-              actions: [
-                {
-                  type: 'endAttemptWithoutInstance',
-                  params: ({ event }) => ({
-                    outcome: 'create_failed' as const,
-                    detail: (event.output as { detail: string }).detail,
-                  }),
-                },
-                'reportAttemptEnded',
-              ],
+              actions: [{ type: 'endAttemptWithoutInstance', params: ({ event }) => notCreated(event.output) }, 'reportAttemptEnded'],
             },
           ],
           onError: [
@@ -488,23 +331,14 @@ export const runMachine = setup({
               guard: { type: 'isFatal', params: ({ event }) => ({ error: event.error }) },
               target: 'failed',
               actions: [
-                {
-                  type: 'endAttemptWithoutInstance',
-                  params: ({ event }) => ({ outcome: 'create_failed' as const, detail: errorOf(event.error).message }),
-                },
+                { type: 'endAttemptWithoutInstance', params: ({ event }) => createError(event.error) },
                 'reportAttemptEnded',
                 { type: 'failFatal', params: ({ event }) => ({ error: event.error }) },
               ],
             },
             {
               target: 'settle',
-              actions: [
-                {
-                  type: 'endAttemptWithoutInstance',
-                  params: ({ event }) => ({ outcome: 'create_failed' as const, detail: errorOf(event.error).message }),
-                },
-                'reportAttemptEnded',
-              ],
+              actions: [{ type: 'endAttemptWithoutInstance', params: ({ event }) => createError(event.error) }, 'reportAttemptEnded'],
             },
           ],
         },
@@ -527,12 +361,12 @@ export const runMachine = setup({
       on: {
         POLL: [
           {
-            guard: { type: 'statusIsRunning', params: ({ event }) => ({ instance: event.instance }) },
+            guard: { type: 'statusIsRunning', params: ({ event }) => event },
             target: 'running',
             actions: [{ type: 'markRunning', params: ({ event }) => ({ instance: event.instance! }) }, 'reportRunning'],
           },
           {
-            guard: { type: 'statusIsFailure', params: ({ event }) => ({ instance: event.instance }) },
+            guard: { type: 'statusIsFailure', params: ({ event }) => event },
             target: 'destroying',
             actions: {
               type: 'markEndingFromStatus',
@@ -540,11 +374,11 @@ export const runMachine = setup({
             },
           },
           {
-            guard: { type: 'instanceLost', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) },
+            guard: { type: 'instanceLost', params: ({ event }) => event },
             target: 'destroying',
             actions: 'markEndingMissing',
           },
-          { actions: { type: 'notePoll', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) } },
+          { actions: { type: 'notePoll', params: ({ event }) => event } },
         ],
         CANCEL: { target: 'destroying', actions: 'markEndingCancelled' },
       },
@@ -555,7 +389,7 @@ export const runMachine = setup({
       on: {
         POLL: [
           {
-            guard: { type: 'statusIsFailure', params: ({ event }) => ({ instance: event.instance }) },
+            guard: { type: 'statusIsFailure', params: ({ event }) => event },
             target: 'destroying',
             actions: [
               {
@@ -566,11 +400,11 @@ export const runMachine = setup({
             ],
           },
           {
-            guard: { type: 'instanceLost', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) },
+            guard: { type: 'instanceLost', params: ({ event }) => event },
             target: 'destroying',
             actions: ['markEndingMissing', 'restartDeadline'],
           },
-          { actions: { type: 'notePoll', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) } },
+          { actions: { type: 'notePoll', params: ({ event }) => event } },
         ],
         CANCEL: { target: 'destroying', actions: 'markEndingCancelled' },
       },
@@ -617,7 +451,7 @@ export const runMachine = setup({
           },
           on: {
             POLL: {
-              guard: { type: 'goneSinceDestroy', params: ({ event }) => ({ instance: event.instance, listedAt: event.listedAt }) },
+              guard: { type: 'goneSinceDestroy', params: ({ event }) => event },
               target: '#run.settle',
               actions: ['reportDestroyConfirmed', 'concludeDestroyedAttempt', 'reportAttemptEnded'],
             },

@@ -23,6 +23,23 @@ describe('limiter', () => {
     expect(limiter.stats().search).toMatchObject({ scheduled: 21, sent: 21 });
   });
 
+  it('stops refilling once the bucket is full and idle, and keeps its rate when work returns', async () => {
+    const cfg = testConfig({ rate: { search: { per_s: 20, burst: 2 } } });
+    limiter = createLimiter(cfg.rate_limits);
+    expect(limiter.stats().search.refilling).toBe(false);
+    await Promise.all(Array.from({ length: 4 }, () => limiter!.schedule('search', async () => 1)));
+    expect(limiter.stats().search.refilling).toBe(true);
+    await new Promise((r) => setTimeout(r, 300)); // two tokens at 20/s: full again after ~100 ms
+    expect(limiter.stats().search.refilling).toBe(false);
+    expect(limiter.stats().show.refilling).toBe(false);
+    const start = performance.now();
+    const times = await Promise.all(Array.from({ length: 12 }, () => limiter!.schedule('search', async () => performance.now() - start)));
+    // The full bucket lets 2 through at once, then 10 more at 20/s: ~0.5 s.
+    expect(times.filter((t) => t < 50)).toHaveLength(2);
+    expect(Math.max(...times)).toBeGreaterThan(400);
+    expect(Math.max(...times)).toBeLessThan(900);
+  });
+
   it('lets a burst through at once', async () => {
     const cfg = testConfig({ rate: { show: { per_s: 1, burst: 5 } } });
     limiter = createLimiter(cfg.rate_limits);
