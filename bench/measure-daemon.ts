@@ -30,13 +30,14 @@ export async function spawnDaemon(
   apiKey: string,
   config: DeepPartial<Config>,
   timeoutMs = 60_000,
+  nodeArgs: string[] = [],
 ): Promise<DaemonHandle> {
   const configFile = join(home, 'config.json');
   writeFileSync(configFile, JSON.stringify(config));
   // Logs go straight to a file: a pipe we had to drain would slow pino's synchronous writes.
   const logFd = openSync(join(home, 'daemon.log'), 'a');
   const started = performance.now();
-  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'daemon', '--config', configFile], {
+  const proc = spawn(process.execPath, [...nodeArgs, packagePath('bin', 'berth.js'), 'daemon', '--config', configFile], {
     env: { ...process.env, BERTH_HOME: home, BERTH_API_URL: simUrl, BERTH_API_KEY: apiKey },
     stdio: ['ignore', logFd, logFd],
   });

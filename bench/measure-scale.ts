@@ -52,6 +52,11 @@ export interface ScaleResult {
   peakMbAfterRestart: number;
   /** Peak with the extra runs queued as well (before they were cancelled). */
   peakMbQueued: number;
+  /** Resident memory just before the extra runs were submitted, and with them queued. */
+  rssBeforeQueuedMb: number;
+  rssQueuedMb: number;
+  /** CPU seconds the daemon used from its spawn until every run was running. */
+  startCpuS: number;
   submissions: { count: number; batchRates: number[] };
   restart: { storeRuns: number; liveRuns: number; readyMs: number[] };
 }
@@ -118,11 +123,46 @@ async function forEachLimited<T>(items: T[], workers: number, fn: (item: T) => P
   }));
 }
 
+const scaleSimulator = (seed: number) =>
+  startSimulator({ seed, config: { time_scale: 30, tick_ms: 50, catalog: { size: 4000 }, rate_limits: { enabled: false } } });
+
+/** Submits `runs` at once and waits until every one is running (or has ended). */
+async function startRuns(d: DaemonHandle, runs: number): Promise<{ ids: string[]; running: number; rampMs: number }> {
+  const t0 = Date.now();
+  const { ids } = await submitMany(d, runs, 16, runs);
+  let running = 0;
+  while (Date.now() - t0 < 180_000) {
+    const views = (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+    running = views.filter((v) => v.state === 'running').length;
+    if (running === runs || views.every((v) => ['running', 'failed', 'cancelled'].includes(v.state))) break;
+    await sleep(1000);
+  }
+  return { ids, running, rampMs: Date.now() - t0 };
+}
+
+/**
+ * The same start in a daemon on V8's default heap tuning (`berth daemon` turns on
+ * --optimize-for-size unless told otherwise): its peak memory and the CPU the start took, next to
+ * the CPU of the measured start.
+ */
+export async function startWithV8Defaults(plan: ScalePlan): Promise<{ peakMb: number; cpuS: number }> {
+  const sim = await scaleSimulator(plan.seed);
+  const home = mkdtempSync(join(tmpdir(), 'berth-bench-scale-v8-'));
+  let daemon: DaemonHandle | undefined;
+  try {
+    daemon = await spawnDaemon(home, sim.url, sim.apiKey, scaleConfig(plan.pollS, plan.runs, true), 60_000, ['--no-optimize-for-size']);
+    await startRuns(daemon, plan.runs);
+    await sleep(plan.pollS * 1000);
+    return { peakMb: memoryMb(daemon.pid).peak, cpuS: cpuSeconds(daemon.pid) };
+  } finally {
+    await daemon?.stop();
+    await sim.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
 export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
-  const sim = await startSimulator({
-    seed: plan.seed,
-    config: { time_scale: 30, tick_ms: 50, catalog: { size: 4000 }, rate_limits: { enabled: false } },
-  });
+  const sim = await scaleSimulator(plan.seed);
   const home = mkdtempSync(join(tmpdir(), 'berth-bench-scale-'));
   let daemon: DaemonHandle | undefined;
   try {
@@ -130,24 +170,18 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
     const d = daemon;
 
     // 1. N runs until all are running.
-    const t0 = Date.now();
-    const { ids } = await submitMany(d, plan.runs, 16, plan.runs);
-    let running = 0;
-    while (Date.now() - t0 < 180_000) {
-      const views = (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
-      running = views.filter((v) => v.state === 'running').length;
-      if (running === plan.runs || views.every((v) => ['running', 'failed', 'cancelled'].includes(v.state))) break;
-      await sleep(1000);
-    }
-    const rampMs = Date.now() - t0;
+    const { ids, running, rampMs } = await startRuns(d, plan.runs);
     await sleep(plan.pollS * 1000); // let the last transitions settle
+    const startCpuS = cpuSeconds(d.pid);
     const detectionMs = await detection(d, sim, ids);
     const peakMb = memoryMb(d.pid).peak;
 
     // 2. Submissions that queue (every slot is taken by a running run), then cancelled.
     const extra = plan.storeRuns - plan.runs;
+    const rssBeforeQueuedMb = memoryMb(d.pid).now;
     const subs = await submitMany(d, extra, 16, Math.ceil(extra / 5));
     const peakMbQueued = memoryMb(d.pid).peak;
+    const rssQueuedMb = memoryMb(d.pid).now;
     await forEachLimited(subs.ids, 16, async (id) => {
       const res = await d.api('POST', `/v1/runs/${id}/cancel`);
       if (res.status !== 202) throw new Error(`cancel answered ${res.status}`);
@@ -184,6 +218,9 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
       steadyDefault,
       peakMbAfterRestart,
       peakMbQueued,
+      rssBeforeQueuedMb,
+      rssQueuedMb,
+      startCpuS,
       submissions: { count: extra, batchRates: subs.rates },
       restart: { storeRuns: plan.storeRuns, liveRuns: health.live_runs, readyMs },
     };

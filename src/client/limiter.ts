@@ -78,6 +78,8 @@ class Group {
   private credit = 0;
   private last = performance.now();
   private refilling = false;
+  /** The last refill filled the bucket: a full bucket accrues nothing until a token is taken. */
+  private full = true;
   private readonly tickMs: number;
   private refillTimer: NodeJS.Timeout | undefined;
   private resumeTimer: NodeJS.Timeout | undefined;
@@ -87,7 +89,7 @@ class Group {
     readonly name: RateGroup,
     readonly perS: number,
     readonly burst: number,
-    maxConcurrent: number | undefined,
+    private readonly maxConcurrent: number | undefined,
     private readonly onResume: (group: RateGroup) => void,
   ) {
     this.bottleneck = new Bottleneck({ reservoir: burst, maxConcurrent: maxConcurrent ?? null });
@@ -104,6 +106,14 @@ class Group {
     this.last = performance.now();
     this.refillTimer = setInterval(() => void this.refill(), this.tickMs);
     this.refillTimer.unref();
+  }
+
+  /** A job got its token. If the bucket was full, the next token is counted from now. */
+  tookToken(): void {
+    if (!this.full) return;
+    this.full = false;
+    this.credit = 0;
+    this.last = performance.now();
   }
 
   get ticking(): boolean {
@@ -132,14 +142,21 @@ class Group {
     this.refilling = true;
     try {
       const reservoir = (await this.bottleneck.currentReservoir()) ?? 0;
-      // A full bucket drops the overflow: tokens do not pile up beyond `burst`.
       this.credit -= whole;
       const add = Math.min(whole, this.burst - reservoir);
       if (add > 0 && !this.paused) await this.bottleneck.incrementReservoir(add);
-      // Full and nobody waiting or about to take a token: stop ticking until the next demand(). (A job
-      // that slips through here only restarts the refill later, which errs on the slow side.)
+      if (reservoir + Math.max(add, 0) < this.burst) return;
+      // Full. A job waiting for a token takes it at once, so the fraction counts on. Otherwise the
+      // bucket sits full, and like the service's own bucket it accrues nothing, fractions included,
+      // until a token is taken (tookToken); with nobody about to take one, the tick stops until
+      // the next demand(). A stale reading here only errs on the slow side.
       const c = this.bottleneck.counts();
-      if (reservoir + Math.max(add, 0) >= this.burst && c.RECEIVED + c.QUEUED + c.RUNNING === 0) this.idle();
+      const inFlight = c.RUNNING + c.EXECUTING;
+      const waitingForToken = c.RECEIVED + c.QUEUED > 0 && (this.maxConcurrent === undefined || inFlight < this.maxConcurrent);
+      if (waitingForToken) return;
+      this.credit = 0;
+      this.full = true;
+      if (c.RECEIVED + c.QUEUED + c.RUNNING === 0) this.idle();
     } finally {
       this.refilling = false;
     }
@@ -150,6 +167,7 @@ class Group {
     if (!this.paused) this.pauseStartedAt = now;
     this.pausedUntil = Math.max(this.pausedUntil, now + pauseMs);
     this.counters.pauses++;
+    this.full = false;
     // Empty the bucket so that queued jobs of this group wait; the refill is stopped while paused.
     void this.bottleneck.currentReservoir().then((r) => (r && r > 0 ? this.bottleneck.incrementReservoir(-r) : r));
     clearTimeout(this.resumeTimer);
@@ -202,6 +220,7 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
       g.demand();
       const job = g.bottleneck.schedule(async () => {
         // The token is spent either way, but a cancelled call must not reach the service.
+        g.tookToken();
         if (signal?.aborted) throw abortedError(signal.reason);
         g.counters.sent++;
         return fn();

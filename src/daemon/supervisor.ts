@@ -124,12 +124,16 @@ export class Supervisor {
     return this.drivers.size;
   }
 
-  /** Called with every instance list: adopts journaled creates, destroys orphans, feeds each run its instance. */
+  /** Called with every instance list: feeds each run its instance, adopts journaled creates, destroys orphans. */
   async onList(instances: Instance[], listedAt: number): Promise<void> {
     const { store, log } = this.deps;
-    const byId = new Map<number, Instance>();
+    const byId = new Map(instances.map((inst) => [inst.id, inst]));
+    // The runs first: their status is what a user waits for; the ownership sweep can come after.
+    for (const driver of this.drivers.values()) {
+      const id = driver.currentInstanceId();
+      if (id !== null) driver.poll(toStatus(byId.get(id)), listedAt);
+    }
     for (const inst of instances) {
-      byId.set(inst.id, inst);
       const owner = classifyInstance(inst, store, (id) => this.isLive(id));
       if (owner.kind === 'adopt') {
         store.attempts.markCreated(owner.runId, owner.n, inst.id);
@@ -139,10 +143,6 @@ export class Supervisor {
       }
     }
     for (const id of this.orphanDestroys.keys()) if (!byId.has(id)) this.orphanDestroys.delete(id);
-    for (const driver of this.drivers.values()) {
-      const id = driver.currentInstanceId();
-      if (id !== null) driver.poll(toStatus(byId.get(id)), listedAt);
-    }
   }
 
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */

@@ -190,6 +190,22 @@ describe('daemon workflow against the simulator', () => {
     await cancelAndCheckNothingBills(world, c!.id);
   });
 
+  it('keeps queued runs queued in order across a restart and admits them as slots free', async () => {
+    world = await startWorld({ config: { daemon: { listen: '127.0.0.1:0', max_active_runs: 1 } } });
+    const a = await submit(world, jobSpec({ name: 'a' }));
+    await world.waitFor(a.id, isRunning);
+    const [b, c] = [await submit(world, jobSpec({ name: 'b' })), await submit(world, jobSpec({ name: 'c' }))];
+    await world.restartDaemon();
+    expect((await world.waitFor(a.id, isRunning)).attempts).toHaveLength(1);
+    for (const r of [b, c]) expect((await world.api<RunView>('GET', `/v1/runs/${r!.id}`)).body.state).toBe('queued');
+    await cancelAndCheckNothingBills(world, a.id, true);
+    await world.waitFor(b!.id, isRunning);
+    expect((await world.api<RunView>('GET', `/v1/runs/${c!.id}`)).body.state).toBe('queued');
+    await world.api('POST', `/v1/runs/${c!.id}/cancel`);
+    expect((await world.waitFor(c!.id, isEnded)).attempts).toEqual([]);
+    await cancelAndCheckNothingBills(world, b!.id);
+  });
+
   it('keeps working when the service answers the v0 instance list with 410 (v1 pages)', async () => {
     world = await startWorld({ sim: { deprecate_v0_list: true } });
     const runs = await Promise.all([submit(world, jobSpec({ name: 'v1-a' })), submit(world, jobSpec({ name: 'v1-b' }))]);

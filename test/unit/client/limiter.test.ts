@@ -40,6 +40,37 @@ describe('limiter', () => {
     expect(Math.max(...times)).toBeLessThan(900);
   });
 
+  it('accrues nothing while the bucket is full, even with a call still in flight', async () => {
+    const cfg = testConfig({ rate: { list: { per_s: 1, burst: 1 } } });
+    limiter = createLimiter(cfg.rate_limits);
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    // A slow call keeps the group busy while its bucket refills to full at ~1 s.
+    const slow = limiter.schedule('list', () => sleep(1600));
+    await sleep(1500);
+    const start = performance.now();
+    const [b, c] = await Promise.all([0, 1].map(() => limiter!.schedule('list', async () => performance.now() - start)));
+    // b takes the one token; c must wait a whole interval from then, as the service's own bucket
+    // would, not only the rest of a second counted from when the bucket was already full.
+    expect(b!).toBeLessThan(150);
+    expect(c! - b!).toBeGreaterThan(900);
+    await slow;
+  });
+
+  it('accrues nothing while the bucket is full and calls wait for a free slot', async () => {
+    const cfg = testConfig({ rate: { list: { per_s: 1, burst: 1, max_concurrent: 1 } } });
+    limiter = createLimiter(cfg.rate_limits);
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    const start = performance.now();
+    const slow = limiter.schedule('list', () => sleep(1600));
+    // b waits for the slot (not a token) while the bucket fills at ~1 s; c comes just after b starts.
+    const b = limiter.schedule('list', async () => performance.now() - start);
+    const bAt = await b;
+    const cAt = await limiter.schedule('list', async () => performance.now() - start);
+    expect(bAt).toBeGreaterThan(1500);
+    expect(cAt - bAt).toBeGreaterThan(900);
+    await slow;
+  });
+
   it('lets a burst through at once', async () => {
     const cfg = testConfig({ rate: { show: { per_s: 1, burst: 5 } } });
     limiter = createLimiter(cfg.rate_limits);
