@@ -204,7 +204,7 @@ function scaleRows(r: ScaleResult, v8: { peakMb: number; cpuS: number }): BenchR
       value: `${dec(submissions, 0)} /s (median of ${r.submissions.batchRates.length} batches: ${r.submissions.batchRates.map((x) => int(x)).join(', ')})`,
       target: '>= 300 /s',
       met: submissions >= 300,
-      note: `${int(r.submissions.count)} POST /v1/runs from 16 keep-alive connections to a daemon polling ${int(r.runs)} running runs; each answered 201 with the stored run (validated, written to SQLite, its actor started, then queued)`,
+      note: `${int(r.submissions.count)} POST /v1/runs from 16 keep-alive connections to a daemon polling ${int(r.runs)} running runs; each answered 201 with the stored run (validated, written to SQLite and queued; its machine starts when it is admitted)`,
     },
   ];
 }
