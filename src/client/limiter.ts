@@ -5,14 +5,16 @@
 // `reservoirIncrease*`: that one adds at most one step per heartbeat (250 ms by default, so rates
 // above 4/s silently fall short) and `updateSettings` stops its heartbeat, so it could not be
 // paused and resumed. Our refill credits tokens by elapsed time, which keeps the long-run rate at
-// `per_s` whatever the tick. The tick runs only while the bucket has room: a full, idle group costs
-// no timer (a daemon with seven groups would otherwise wake up to 70 times a second doing nothing).
+// `per_s` whatever the tick.
 //
-// A group is in one of two states:
-// - flowing: the refill tick adds tokens up to `burst`;
+// A group is in one of three states:
+// - full: `burst` tokens and nobody waiting; no timer runs (seven groups would otherwise wake the
+//   daemon up to 70 times a second for nothing) and, like the service's bucket, nothing accrues.
+//   Left when a job is scheduled (demand) and takes a token (tookToken): the count starts then;
+// - flowing: the refill tick adds tokens up to `burst`, then the group is full again;
 // - paused: after a 429 the reservoir is emptied and the refill stops; jobs of this group wait in
 //   bottleneck's queue (other groups are untouched). A timer resumes the group with a single token,
-//   then the steady refill takes over again.
+//   then it flows again.
 // The pause is ~1/threshold s (1 s when the 429 named none), doubled for each further 429 that
 // arrives after a resume without a success in between, with jitter, capped at `maxPauseMs`.
 import Bottleneck from 'bottleneck';
