@@ -75,6 +75,13 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   const store = openStore({ home: env.home, lock: true });
   const startedAt = Date.now();
   log.info({ home: env.home, storeId: store.storeId, baseUrl: config.service.base_url }, 'berth daemon starting');
+  const listEveryS = 1 / config.rate_limits.list.per_s;
+  if (config.polling.interval_s < listEveryS) {
+    log.warn(
+      { interval_s: config.polling.interval_s, list_per_s: config.rate_limits.list.per_s },
+      `polling.interval_s is shorter than rate_limits.list allows: instance lists will be ${listEveryS} s apart, not ${config.polling.interval_s} s`,
+    );
+  }
 
   const client = createMarketClient({
     baseUrl: config.service.base_url,
