@@ -146,7 +146,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
       throw rateLimitedError(res.body, pauseMs, ctx);
     }
     const failure = errorFromResponse(res.status, res.body, ctx);
-    if (spec.onUnknownOutcome && statusPolicy(res.status).fromGateway) throw spec.onUnknownOutcome(failure);
+    if (spec.onUnknownOutcome && statusPolicy(res.status).mayHaveActed) throw spec.onUnknownOutcome(failure);
     throw failure;
   }
 

@@ -22,10 +22,12 @@ export interface StatusPolicy {
   outcome: Outcome;
   code: ErrorCode;
   /**
-   * The answer may come from a gateway in front of the service (502 bad gateway, 504 gateway
-   * timeout), so the service itself may have acted: for a create the outcome is unknown.
+   * The service may have acted before this answer: a 500 is an error inside it, possibly after the
+   * side effect; a 502 or 504 comes from a gateway that gave up on it. For a create the outcome is
+   * unknown. A 503 says the service did not take the request, so it is plainly retried (the
+   * official client's newer version also retries 503 but not 500).
    */
-  fromGateway?: true;
+  mayHaveActed?: true;
 }
 
 export interface TransportPolicy {
@@ -42,10 +44,10 @@ export const STATUS_POLICY: Readonly<Record<number, StatusPolicy>> = {
   404: { outcome: 'final', code: 'not_found' },
   410: { outcome: 'final', code: 'not_found' }, // no_such_ask or deprecated_endpoint: refined by body
   429: { outcome: 'rate_limited', code: 'rate_limited' },
-  500: { outcome: 'retry', code: 'server_error' },
-  502: { outcome: 'retry', code: 'server_error', fromGateway: true },
+  500: { outcome: 'retry', code: 'server_error', mayHaveActed: true },
+  502: { outcome: 'retry', code: 'server_error', mayHaveActed: true },
   503: { outcome: 'retry', code: 'server_error' },
-  504: { outcome: 'retry', code: 'server_error', fromGateway: true },
+  504: { outcome: 'retry', code: 'server_error', mayHaveActed: true },
 };
 
 /**
@@ -79,7 +81,8 @@ const UNKNOWN_TRANSPORT: TransportPolicy = { outcome: 'retry', code: 'network', 
 export function statusPolicy(status: number): StatusPolicy {
   const listed = STATUS_POLICY[status];
   if (listed) return listed;
-  if (status >= 500) return { outcome: 'retry', code: 'server_error' };
+  // An unknown 5xx is read the cautious way, like a 500.
+  if (status >= 500) return { outcome: 'retry', code: 'server_error', mayHaveActed: true };
   return { outcome: 'final', code: 'bad_request' };
 }
 

@@ -102,7 +102,7 @@ describe('client against the simulator', () => {
     expect(events.filter((e) => e.type === 'retry')).toHaveLength(st.injected_5xx + st.drops);
   });
 
-  it('retries a create refused with 500/503, reports a gateway 502 as ambiguous, and never makes two instances per label', async () => {
+  it('retries a create refused with 503, reports a 500 or 502 as ambiguous, and never makes two instances per label', async () => {
     const s = await start({ rate_limits: { enabled: false } });
     const c = client(s);
     const offers = await c.searchOffers({ limit: 10 });

@@ -12,11 +12,11 @@ describe('retry policy: HTTP statuses', () => {
   it.each([400, 401, 403, 404, 410])('%i is final', (status) => {
     expect(statusPolicy(status).outcome).toBe('final');
   });
-  it.each([500, 503])('%i is retried as a server error', (status) => {
-    expect(statusPolicy(status)).toEqual({ outcome: 'retry', code: 'server_error' });
+  it('503 is retried as a server error (the service did not take the request)', () => {
+    expect(statusPolicy(503)).toEqual({ outcome: 'retry', code: 'server_error' });
   });
-  it.each([502, 504])('%i is retried, and marked as a gateway answer (a create behind it may have happened)', (status) => {
-    expect(statusPolicy(status)).toEqual({ outcome: 'retry', code: 'server_error', fromGateway: true });
+  it.each([500, 502, 504, 599])('%i is retried, and marked as an answer after which a create may have happened', (status) => {
+    expect(statusPolicy(status)).toEqual({ outcome: 'retry', code: 'server_error', mayHaveActed: true });
   });
   it('429 pauses the group and retries', () => {
     expect(statusPolicy(429)).toEqual({ outcome: 'rate_limited', code: 'rate_limited' });
