@@ -1,18 +1,16 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
 // Nothing here does I/O or reads the clock.
+import type { Instance } from '../src/client/types.js';
 import type { RunContext } from './run-types.js';
 
-/** What one poll saw of an instance; secrets (instance keys, env) are never carried here. */
-export interface InstanceStatus {
-  id: number;
-  actual_status: string | null;
-  intended_status?: string | null;
-  cur_state?: string | null;
-  status_msg?: string | null;
-  ssh_host?: string | null;
-  ssh_port?: number | null;
-  dph_total?: number | null;
-}
+/**
+ * What one poll saw of an instance: the status fields of the service's record and nothing else, so
+ * secrets (instance keys, env) are never carried here or into a snapshot.
+ */
+export type InstanceStatus = Pick<
+  Instance,
+  'id' | 'actual_status' | 'intended_status' | 'cur_state' | 'status_msg' | 'ssh_host' | 'ssh_port' | 'dph_total'
+>;
 
 /** Outcomes of an attempt (SPEC section 4). */
 export type AttemptOutcome =
