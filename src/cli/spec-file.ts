@@ -2,7 +2,7 @@
 // it came from, whether found here or by the daemon.
 import { readFileSync } from 'node:fs';
 import { BerthError, SpecError, type SpecIssue } from '../errors.js';
-import { parseJobSpecText } from '../spec/validate.js';
+import { parseJobSpecText } from '../job-spec/validate.js';
 
 /** A SpecError that knows its file, so the problems are printed under the file's name. */
 export class SpecFileError extends SpecError {

@@ -7,6 +7,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createMarketClient } from '../client/marketplace-client.js';
 import type { ClientEvent } from '../client/events.js';
+import { systemClock } from '../clock.js';
 import { loadConfig, type DeepPartial } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { ConfigError, describeError } from '../errors.js';
@@ -91,7 +92,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   });
   // The supervisor's runs get their lists from the poller, and the poller feeds the supervisor.
   const lists: InstanceLists = { next: (after, signal) => poller.next(after, signal) };
-  const supervisor: Supervisor = new Supervisor({ store, client, lists, config, log });
+  const supervisor: Supervisor = new Supervisor({ store, client, clock: systemClock, lists, config, log });
   const poller: InstancePoller = new InstancePoller({
     client,
     intervalMs: config.polling.interval_s * 1000,

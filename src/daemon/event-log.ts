@@ -1,8 +1,8 @@
 // Turns what the run machine reports into rows: the attempts table and the run's event log. Called
 // inside the transaction that also saves the snapshot, so the log and the state never disagree.
 import type { RunEmitted } from '../../machines/run-machine.js';
-import type { ResolvedJobSpec } from '../spec/schema.js';
-import { describeRelaxStep } from '../spec/search-query.js';
+import type { ResolvedJobSpec } from '../job-spec/schema.js';
+import { describeRelaxStep } from '../job-spec/search-query.js';
 import type { Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
 

@@ -2,7 +2,6 @@
 // repeat: xstate re-runs an invoked promise that was in flight when a snapshot was taken, so every
 // create first reads its journal row (written, and committed, before the call) and, when a call
 // may already have reached the service, looks for the attempt's label instead of calling again.
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fromPromise } from 'xstate';
 import type {
   Candidate,
@@ -15,10 +14,11 @@ import type {
   SleepInput,
 } from '../../machines/run-machine.js';
 import type { MarketClient } from '../client/types.js';
+import type { Clock } from '../clock.js';
 import { describeError, isBerthError } from '../errors.js';
-import { encodeOnstart } from '../spec/onstart.js';
-import type { ResolvedJobSpec } from '../spec/schema.js';
-import { buildSearchQuery, usableOffers } from '../spec/search-query.js';
+import { encodeOnstart } from '../job-spec/onstart.js';
+import type { ResolvedJobSpec } from '../job-spec/schema.js';
+import { buildSearchQuery, usableOffers } from '../job-spec/search-query.js';
 import type { Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
 import type { OfferClaims } from './offer-claims.js';
@@ -27,6 +27,7 @@ import type { MachineQuarantine } from './machine-quarantine.js';
 
 export interface RunActorDeps {
   client: MarketClient;
+  clock: Clock;
   store: Store;
   /** The resolved spec of a live run (one set of actors serves every run of the daemon). */
   specOf(runId: string): ResolvedJobSpec;
@@ -54,12 +55,12 @@ async function reconcileCreate(
   const { store } = deps;
   const tries = 3;
   for (let i = 0; i < tries; i++) {
-    const found = (await deps.lists.next(Date.now(), signal)).find((inst) => inst.label === label);
+    const found = (await deps.lists.next(deps.clock.now(), signal)).find((inst) => inst.label === label);
     if (found) {
       store.attempts.markCreated(input.runId, input.n, found.id);
-      return { kind: 'created', instanceId: found.id, createdAt: Date.now() };
+      return { kind: 'created', instanceId: found.id, createdAt: deps.clock.now() };
     }
-    if (i < tries - 1) await sleep(deps.reconcileGraceMs / (tries - 1), undefined, { signal });
+    if (i < tries - 1) await deps.clock.sleep(deps.reconcileGraceMs / (tries - 1), signal);
   }
   const detail = `create outcome unknown and no instance labelled ${label} appeared`;
   store.attempts.markCreateResult(input.runId, input.n, 'failed', detail);
@@ -77,7 +78,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
     machineId: null,
     dphTotal: null,
     label,
-    at: Date.now(),
+    at: deps.clock.now(),
   });
   if (fresh && !deps.claims.claim(input.offerId, input.runId)) {
     // Another run of this daemon is on this offer: move on without spending a create call.
@@ -114,7 +115,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
       { signal },
     );
     store.attempts.markCreated(input.runId, input.n, created.instanceId);
-    return { kind: 'created', instanceId: created.instanceId, createdAt: Date.now() };
+    return { kind: 'created', instanceId: created.instanceId, createdAt: deps.clock.now() };
   } catch (err) {
     if (!isBerthError(err)) throw err;
     switch (err.code) {
@@ -167,12 +168,10 @@ export function makeRunActors(deps: RunActorDeps) {
     destroyInstance: fromPromise<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
       store.attempts.setDestroyState(input.runId, input.n, 'requested');
       await client.destroyInstance(input.instanceId, { signal });
-      return { requestedAt: Date.now() };
+      return { requestedAt: deps.clock.now() };
     }),
 
-    sleepUntil: fromPromise<void, SleepInput>(async ({ input, signal }) => {
-      const ms = input.until - Date.now();
-      if (ms > 0) await sleep(ms, undefined, { signal });
-    }),
+    // Any length: a deadline weeks away must not fire at once (setTimeout's 24.8-day limit).
+    sleepUntil: fromPromise<void, SleepInput>(({ input, signal }) => deps.clock.sleepUntil(input.until, signal)),
   };
 }

@@ -7,7 +7,7 @@ import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from
 import type { InstanceStatus } from '../../machines/run-rules.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../logger.js';
-import type { ResolvedJobSpec } from '../spec/schema.js';
+import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import type { RunRow, RunState, Store } from '../store/index.js';
 import { isEndState } from '../store/index.js';
 import { recordEmitted } from './event-log.js';

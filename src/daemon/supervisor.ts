@@ -7,11 +7,12 @@
 // destroy was confirmed.
 import { randomBytes } from 'node:crypto';
 import type { Instance, MarketClient } from '../client/types.js';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { BerthError, describeError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { ResolvedJobSpec } from '../spec/schema.js';
-import { parseJobSpec, resolveJobSpec } from '../spec/validate.js';
+import type { ResolvedJobSpec } from '../job-spec/schema.js';
+import { parseJobSpec, resolveJobSpec } from '../job-spec/validate.js';
 import type { RunRow, Store } from '../store/index.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
@@ -22,6 +23,7 @@ import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-dri
 export interface SupervisorDeps {
   store: Store;
   client: MarketClient;
+  clock: Clock;
   lists: InstanceLists;
   config: Config;
   log: Logger;
@@ -54,6 +56,7 @@ export class Supervisor {
     this.machine = provideRunMachine({
       quarantine: this.quarantine,
       client: deps.client,
+      clock: deps.clock,
       store: deps.store,
       lists: deps.lists,
       claims: this.claims,

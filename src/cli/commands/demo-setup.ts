@@ -9,8 +9,8 @@ import type { Config } from '../../config/schema.js';
 import { BerthError } from '../../errors.js';
 import { packagePath } from '../../package-path.js';
 import type { SimConfigInput } from '../../sim/index.js';
-import { buildSearchQuery, usableOffers } from '../../spec/search-query.js';
-import { parseJobSpecText, resolveJobSpec } from '../../spec/validate.js';
+import { buildSearchQuery, usableOffers } from '../../job-spec/search-query.js';
+import { parseJobSpecText, resolveJobSpec } from '../../job-spec/validate.js';
 
 export const DEMO_JOB_FILE = packagePath('examples', 'demo-job.json');
 

@@ -1,5 +1,5 @@
 // `berth schema`: the job spec's JSON Schema, for editors and CI checks.
-import { jobSpecJsonSchema } from '../../spec/validate.js';
+import { jobSpecJsonSchema } from '../../job-spec/validate.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, type Io } from '../io.js';
 

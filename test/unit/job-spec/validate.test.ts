@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import { SpecError, type SpecIssue } from '../../../src/errors.js';
-import { JOB_SPEC_DEFAULTS } from '../../../src/spec/schema.js';
-import { jobSpecJsonSchema, parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/spec/validate.js';
+import { JOB_SPEC_DEFAULTS } from '../../../src/job-spec/schema.js';
+import { jobSpecJsonSchema, parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
 
 const example = (name: string) => readFileSync(new URL(`../../../examples/${name}`, import.meta.url), 'utf8');
 

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { Offer } from '../../../src/client/types.js';
 import type { Config } from '../../../src/config/schema.js';
-import { buildSearchQuery, describeRelaxStep, relaxStepCount, usableOffers } from '../../../src/spec/search-query.js';
-import { parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/spec/validate.js';
+import { buildSearchQuery, describeRelaxStep, relaxStepCount, usableOffers } from '../../../src/job-spec/search-query.js';
+import { parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
 
 const runs: Config['runs'] = {
   max_attempts: 8,

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SpecError } from '../../../src/errors.js';
-import { ONSTART_MAX_CHARS, encodeOnstart, onstartFits } from '../../../src/spec/onstart.js';
+import { ONSTART_MAX_CHARS, encodeOnstart, onstartFits } from '../../../src/job-spec/onstart.js';
 
 const dirs: string[] = [];
 afterEach(() => {
