@@ -5,7 +5,6 @@
 import {
   concludeAttempt,
   deadlineError,
-  describeAttempts,
   destroyBackoffMs,
   failureOfStatus,
   type AttemptOutcome,
@@ -21,8 +20,12 @@ type Ending = NonNullable<CurrentAttempt['ending']>;
 export function withCandidates(context: RunContext, candidates: Candidate[]): Change {
   return {
     candidates: candidates.filter(
-      (c) => !context.blockedOffers.includes(c.offerId) && !context.blockedMachines.includes(c.machineId),
+      (c) =>
+        !context.blockedOffers.includes(c.offerId) &&
+        !context.goneOffers.includes(c.offerId) &&
+        !context.blockedMachines.includes(c.machineId),
     ),
+    goneThisSearch: 0,
     searchRetryAt: null,
   };
 }
@@ -47,33 +50,18 @@ export function startAttempt(context: RunContext): Change {
     status: null,
     ending: null,
   };
-  return {
-    attemptCount: n,
-    candidates: rest,
-    current,
-    history: [
-      ...context.history,
-      { n, offerId: next.offerId, machineId: next.machineId, instanceId: null, outcome: null, detail: null },
-    ],
-  };
+  return { attemptCount: n, candidates: rest, current };
 }
 
 /** The create succeeded: the attempt owns this instance and must see it running by its boot deadline. */
 export function withInstance(context: RunContext, instanceId: number, createdAt: number): Change {
   const cur = context.current!;
   const bootDeadlineAt = Math.min(createdAt + context.limits.bootTimeoutS * 1000, context.deadlineAt);
-  return {
-    current: { ...cur, instanceId, createdAt, bootDeadlineAt },
-    history: context.history.map((a) => (a.n === cur.n ? { ...a, instanceId } : a)),
-  };
+  return { current: { ...cur, instanceId, createdAt, bootDeadlineAt } };
 }
 
 export function withRunning(context: RunContext, instance: InstanceStatus): Change {
-  const cur = context.current!;
-  return {
-    current: { ...cur, status: instance, missingPolls: 0 },
-    history: context.history.map((a) => (a.n === cur.n ? { ...a, outcome: 'running' as const, detail: null } : a)),
-  };
+  return { current: { ...context.current!, status: instance, missingPolls: 0 } };
 }
 
 function withEnding(context: RunContext, ending: Ending, change: Change = {}): Change {
@@ -160,18 +148,13 @@ export function isGoneSinceDestroy(context: RunContext, instance: InstanceStatus
 }
 
 export function attemptsSpentError(context: RunContext): RunError {
-  return {
-    kind: 'attempts_exhausted',
-    message: `All ${context.limits.maxAttempts} attempts failed. Tried: ${describeAttempts(context.history)}`,
-  };
+  return { kind: 'attempts_exhausted', message: `All ${context.limits.maxAttempts} attempts failed.` };
 }
 
 export function noOffersError(context: RunContext): RunError {
   return {
     kind: 'no_offers',
-    message:
-      `No usable offer matched the spec after ${context.relaxLevel} relax step(s) of ${context.limits.relaxSteps}. ` +
-      `Tried: ${describeAttempts(context.history)}`,
+    message: `No usable offer matched the spec after ${context.relaxLevel} relax step(s) of ${context.limits.relaxSteps}.`,
   };
 }
 
@@ -181,12 +164,13 @@ export function attemptStartedEvent(context: RunContext): Extract<RunEmitted, { 
 }
 
 export function attemptEndedEvent(context: RunContext): Extract<RunEmitted, { type: 'attempt.ended' }> {
-  const last = context.history[context.history.length - 1]!;
+  const last = context.lastEnded!;
   return {
     type: 'attempt.ended',
     n: last.n,
     offerId: last.offerId,
     machineId: last.machineId,
+    instanceId: last.instanceId,
     outcome: last.outcome!,
     detail: last.detail ?? '',
   };

@@ -67,7 +67,7 @@ import type {
 export type * from './run-types.js';
 
 /** Bump when states or context change shape; stored with every snapshot. */
-export const RUN_MACHINE_VERSION = 1;
+export const RUN_MACHINE_VERSION = 2;
 
 /** What a POLL event says of the current instance. */
 type PollParams = { instance: InstanceStatus | null; listedAt: number };
@@ -100,6 +100,7 @@ export const runMachine = setup({
   },
   guards: {
     hasCandidates: ({ context }) => context.candidates.length > 0,
+    goneBudgetSpent: ({ context }) => context.goneThisSearch >= context.limits.goneOffersPerSearch,
     canRelax: ({ context }) => context.relaxLevel < context.limits.relaxSteps,
     isFatal: (_, params: { error: unknown }) => isFatalError(params.error),
     cancelRequested: ({ context }) => context.cancelRequested,
@@ -218,8 +219,10 @@ export const runMachine = setup({
     candidates: [],
     blockedOffers: [],
     blockedMachines: [],
+    goneOffers: [],
+    goneThisSearch: 0,
     current: null,
-    history: [],
+    lastEnded: null,
     searchRetryAt: null,
     cancelRequested: false,
     endReason: null,
@@ -253,12 +256,13 @@ export const runMachine = setup({
             input: ({ context }) => ({
               runId: context.runId,
               relaxLevel: context.relaxLevel,
-              blockedOffers: context.blockedOffers,
+              blockedOffers: [...context.blockedOffers, ...context.goneOffers],
               blockedMachines: context.blockedMachines,
             }),
             onDone: [
               {
-                guard: ({ event }) => event.output.candidates.length > 0,
+                // Counted after this run's own exclusions, so an attempt always has a candidate.
+                guard: ({ context, event }) => (withCandidates(context, event.output.candidates).candidates?.length ?? 0) > 0,
                 target: '#run.creating',
                 actions: [
                   { type: 'storeCandidates', params: ({ event }) => ({ candidates: event.output.candidates }) },
@@ -475,6 +479,8 @@ export const runMachine = setup({
         { guard: 'hasEndReason', target: 'failed', actions: 'failFromEndReason' },
         { guard: 'attemptsSpent', target: 'failed', actions: 'failAttemptsSpent' },
         { guard: 'deadlinePassed', target: 'failed', actions: 'failDeadline' },
+        // Offers of this search keep vanishing: it is stale, so search again (rate-limited) instead.
+        { guard: 'goneBudgetSpent', target: 'searching' },
         { guard: 'hasCandidates', target: 'creating', actions: ['beginAttempt', 'reportAttemptStarted'] },
         { target: 'searching' },
       ],

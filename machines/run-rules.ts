@@ -75,15 +75,21 @@ export function countsAgainstLimit(outcome: AttemptOutcome): boolean {
   return outcome !== 'offer_unavailable' && outcome !== 'cancelled';
 }
 
-/** The "full story" line of a failed run: every offer tried and why it failed. */
+/**
+ * The "full story" line of a failed run: every offer tried and why it failed. Offers that were gone
+ * (rented by someone else first) are counted, not listed: there can be many and none was at fault.
+ */
 export function describeAttempts(attempts: AttemptSummary[]): string {
   if (attempts.length === 0) return 'no offer was tried';
-  return attempts
+  const gone = attempts.filter((a) => a.outcome === 'offer_unavailable');
+  const listed = attempts
+    .filter((a) => a.outcome !== 'offer_unavailable')
     .map((a) => {
       const inst = a.instanceId === null ? '' : `, instance ${a.instanceId}`;
       return `#${a.n} offer ${a.offerId} (machine ${a.machineId}${inst}): ${a.outcome ?? 'unfinished'}${a.detail ? ` (${a.detail})` : ''}`;
-    })
-    .join('; ');
+    });
+  if (gone.length > 0) listed.push(`${gone.length} offer(s) gone before they could be rented (${gone.slice(-5).map((a) => a.offerId).join(', ')}${gone.length > 5 ? ', ...' : ''})`);
+  return listed.join('; ');
 }
 
 /** Exponential backoff for destroy retries: 1 s, 2 s, 4 s ... capped. */
@@ -107,10 +113,19 @@ export function isFatalError(err: unknown): boolean {
   return code === 'auth' || code === 'permission' || code === 'bad_request';
 }
 
+/** How many recently gone offers a run keeps out of its searches. */
+export const GONE_OFFERS_KEPT = 64;
+
+/**
+ * Run errors whose message the daemon completes with every offer tried and why (from the attempts
+ * table, which holds the story; the machine's context does not).
+ */
+export const ERRORS_LISTING_ATTEMPTS: ReadonlySet<string> = new Set(['deadline', 'attempts_exhausted', 'no_offers']);
+
 export function deadlineError(context: RunContext): RunError {
   return {
     kind: 'deadline',
-    message: `The run's deadline of ${context.limits.deadlineS} s passed before an instance was running. Tried: ${describeAttempts(context.history)}`,
+    message: `The run's deadline of ${context.limits.deadlineS} s passed before an instance was running.`,
   };
 }
 
@@ -121,13 +136,20 @@ export function concludeAttempt(context: RunContext, outcome: AttemptOutcome, de
     blocksMachine(outcome) && !context.blockedMachines.includes(cur.machineId)
       ? [...context.blockedMachines, cur.machineId]
       : context.blockedMachines;
+  const gone = outcome === 'offer_unavailable';
+  // A gone offer was rented by someone else, not at fault: it is kept out of searches for a while
+  // (a bounded list), never blocked for good.
+  const offers = gone
+    ? { goneOffers: [...context.goneOffers.filter((id) => id !== cur.offerId), cur.offerId].slice(-GONE_OFFERS_KEPT) }
+    : { blockedOffers: context.blockedOffers.includes(cur.offerId) ? context.blockedOffers : [...context.blockedOffers, cur.offerId] };
   return {
+    ...offers,
     current: null,
-    blockedOffers: context.blockedOffers.includes(cur.offerId) ? context.blockedOffers : [...context.blockedOffers, cur.offerId],
     blockedMachines,
     candidates: context.candidates.filter((c) => !blockedMachines.includes(c.machineId)),
     spentAttempts: context.spentAttempts + (countsAgainstLimit(outcome) ? 1 : 0),
-    history: context.history.map((a) => (a.n === cur.n ? { ...a, outcome, detail } : a)),
+    goneThisSearch: context.goneThisSearch + (gone ? 1 : 0),
+    lastEnded: { n: cur.n, offerId: cur.offerId, machineId: cur.machineId, instanceId: cur.instanceId, outcome, detail },
   };
 }
 

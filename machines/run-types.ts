@@ -16,6 +16,12 @@ export interface RunLimits {
   destroyConfirmS: number;
   /** Consecutive polls an instance may be missing from the list before it counts as lost. */
   missingPollsToLose: number;
+  /**
+   * Offers of one search that may turn out gone (rented by someone else meanwhile) before the run
+   * searches again instead of trying the next one: gone offers do not count against max_attempts,
+   * so without this budget a run whose offers keep vanishing would send creates without end.
+   */
+  goneOffersPerSearch: number;
 }
 
 export interface RunInput {
@@ -58,10 +64,19 @@ export interface RunContext {
   /** Attempts that count against max_attempts. */
   spentAttempts: number;
   candidates: Candidate[];
+  /** Offers whose attempt failed for this run (bounded by max_attempts). */
   blockedOffers: number[];
   blockedMachines: number[];
+  /** The most recent offers found gone (at most GONE_OFFERS_KEPT): left out of searches for a while. */
+  goneOffers: number[];
+  /** Gone offers since the last search returned candidates. */
+  goneThisSearch: number;
   current: CurrentAttempt | null;
-  history: AttemptSummary[];
+  /**
+   * The attempt that ended last, for the event that reports it. The run's whole story lives in the
+   * attempts table, not here: a snapshot stays small however many offers a run goes through.
+   */
+  lastEnded: AttemptSummary | null;
   searchRetryAt: number | null;
   cancelRequested: boolean;
   /** Set when the run must fail once its instance is gone (deadline reached while creating). */
@@ -84,7 +99,7 @@ export type RunEmitted =
   | { type: 'attempt.started'; n: number; offerId: number; machineId: number; dphTotal: number }
   | { type: 'attempt.instance'; n: number; instanceId: number }
   | { type: 'attempt.status'; n: number; status: InstanceStatus }
-  | { type: 'attempt.ended'; n: number; offerId: number; machineId: number; outcome: AttemptOutcome; detail: string }
+  | { type: 'attempt.ended'; n: number; offerId: number; machineId: number; instanceId: number | null; outcome: AttemptOutcome; detail: string }
   | { type: 'attempt.running'; n: number; status: InstanceStatus }
   | { type: 'destroy.requested'; n: number; instanceId: number }
   | { type: 'destroy.retry'; n: number; instanceId: number; error: RunError; retryAt: number }

@@ -75,6 +75,8 @@ export const configSchema = z.strictObject({
     destroy_retry_max_delay_s: positiveSeconds,
     /** Wait after a service outage (retries exhausted) before the step is tried again, seconds (default 30). */
     outage_backoff_s: positiveSeconds,
+    /** Offers of one search that may turn out gone before the run searches again (default 3). */
+    gone_offers_per_search: z.number().int().positive(),
     /** How long a machine that failed any run is tried last by the daemon's other runs, seconds (default 900). */
     machine_quarantine_s: seconds,
     /** Default relax ladder for specs that carry none. */

@@ -4,16 +4,17 @@
 // after the invoked promise has started), so this write is the record of what happened, not the WAL.
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../machines/run-machine.js';
-import type { InstanceStatus } from '../../machines/run-rules.js';
+import type { AttemptOutcome, InstanceStatus } from '../../machines/run-rules.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
-import type { RunRow, RunState, Store } from '../store/index.js';
+import type { AttemptRow, RunRow, RunState, Store } from '../store/index.js';
 import { isEndState } from '../store/index.js';
 import { recordEmitted } from './event-log.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
-import { blocksMachine } from '../../machines/run-rules.js';
+import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, type RunError } from '../../machines/run-rules.js';
+import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../machines/run-migrations.js';
 import { makeRunActors, type RunActorDeps } from './run-actors.js';
 
 type RunActor = ActorRefFrom<typeof runMachine>;
@@ -47,7 +48,28 @@ export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
     // A destroyed instance should leave the very next list; give it several polls before destroying again.
     destroyConfirmS: Math.max(5 * config.polling.interval_s, 30),
     missingPollsToLose: 3,
+    goneOffersPerSearch: config.runs.gone_offers_per_search,
   };
+}
+
+/**
+ * A run that failed for want of a working offer says which offers it tried and why. The story is
+ * read from the attempts table (written in the same transaction, just before), not carried in the
+ * machine's context, so a run that went through thousands of offers keeps a small snapshot.
+ */
+function withAttemptStory(error: RunError, attempts: AttemptRow[]): RunError {
+  if (!ERRORS_LISTING_ATTEMPTS.has(error.kind)) return error;
+  const tried = describeAttempts(
+    attempts.map((a) => ({
+      n: a.n,
+      offerId: a.offer_id,
+      machineId: a.machine_id ?? 0,
+      instanceId: a.instance_id,
+      outcome: a.outcome as AttemptOutcome | null,
+      detail: a.detail,
+    })),
+  );
+  return { ...error, message: `${error.message} Tried: ${tried}` };
 }
 
 function runStateOf(snapshot: RunSnapshot): RunState {
@@ -78,7 +100,7 @@ export class RunDriver {
 
   /** True when a stored snapshot can be resumed by this build of the machine. */
   static canResume(row: RunRow): boolean {
-    return row.snapshot_json === null || row.machine_version === RUN_MACHINE_VERSION;
+    return row.snapshot_json === null || (row.machine_version !== null && canMigrate(row.machine_version, RUN_MACHINE_VERSION));
   }
 
   /**
@@ -94,7 +116,11 @@ export class RunDriver {
     if (this.actor) return this.actor;
     const { row, deps } = this;
     const input = { runId: row.id, limits: runLimits(this.spec, deps.config), submittedAt: row.created_at };
-    const snapshot = row.snapshot_json ? (JSON.parse(row.snapshot_json) as RunSnapshot) : undefined;
+    const stored = row.snapshot_json ? (JSON.parse(row.snapshot_json) as StoredRunSnapshot) : undefined;
+    // canResume() was checked before this driver was made, so a stored snapshot migrates.
+    const snapshot = stored
+      ? (migrateRunSnapshot(stored, row.machine_version ?? RUN_MACHINE_VERSION, RUN_MACHINE_VERSION) as unknown as RunSnapshot)
+      : undefined;
     const actor = createActor(deps.machine, snapshot ? { input, snapshot } : { input });
     this.actor = actor;
     actor.on('*', (e) => this.pending.push(e as RunEmitted));
@@ -160,7 +186,7 @@ export class RunDriver {
         state,
         relaxLevel: ctx.relaxLevel,
         attempt: ctx.attemptCount,
-        error: ctx.error,
+        error: ctx.error && withAttemptStory(ctx.error, this.deps.store.attempts.forRun(this.runId)),
         snapshotJson: JSON.stringify(this.actor!.getPersistedSnapshot()),
         machineVersion: RUN_MACHINE_VERSION,
         at: now,

@@ -12,6 +12,7 @@ const runs: Config['runs'] = {
   destroy_retry_max_delay_s: 60,
   outage_backoff_s: 30,
   machine_quarantine_s: 900,
+  gone_offers_per_search: 3,
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };

@@ -24,6 +24,7 @@ export const LIMITS: RunLimits = {
   destroyRetryMaxDelayS: 30,
   destroyConfirmS: 20,
   missingPollsToLose: 3,
+  goneOffersPerSearch: 3,
 };
 
 export function offers(...ids: number[]): Candidate[] {
@@ -141,4 +142,9 @@ export function currentInstanceId(actor: RunActor): number {
 export async function confirmGone(actor: RunActor): Promise<void> {
   await tick(0);
   await poll(actor, null);
+}
+
+/** The attempts that ended, as the run reported them (the daemon writes these to its attempts table). */
+export function endedAttempts(emitted: RunEmitted[]) {
+  return emitted.flatMap((e) => (e.type === 'attempt.ended' ? [e] : []));
 }

@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createActor } from 'xstate';
 import { runMachine } from '../../../machines/run-machine.js';
+import { describeAttempts, ERRORS_LISTING_ATTEMPTS, GONE_OFFERS_KEPT } from '../../../machines/run-rules.js';
 import {
   FakeWorld,
   LIMITS,
@@ -12,6 +13,7 @@ import {
   stateOf,
   status,
   tick,
+  endedAttempts,
   type RunActor,
 } from './harness.js';
 
@@ -45,7 +47,8 @@ describe('run machine: the happy path', () => {
     expect(stateOf(actor)).toBe('running');
     const ctx = actor.getSnapshot().context;
     expect(ctx.current?.status?.ssh_host).toBe('ssh1.example');
-    expect(ctx.history).toEqual([{ n: 1, offerId: 1, machineId: 10, instanceId: 100, outcome: 'running', detail: null }]);
+    expect(ctx.current).toMatchObject({ n: 1, offerId: 1, machineId: 10, instanceId: 100 });
+    expect(emitted.find((e) => e.type === 'attempt.running')).toMatchObject({ n: 1 });
     expect(emitted.map((e) => e.type)).toEqual([
       'search.started',
       'search.found',
@@ -73,7 +76,7 @@ describe('run machine: failed attempts fail over to the next offer', () => {
     ['OCI failure', status(100, 'created', { status_msg: 'OCI runtime create failed: runc' }), 'exited'],
   ])('destroys the instance when it goes %s during boot, blocks it and tries the next offer', async (_, bad, outcome) => {
     const world = new FakeWorld();
-    const { actor } = await admitted(world);
+    const { actor, emitted } = await admitted(world);
     await poll(actor, status(100, 'loading'));
     await poll(actor, bad);
     expect(stateOf(actor)).toBe('destroying');
@@ -82,7 +85,7 @@ describe('run machine: failed attempts fail over to the next offer', () => {
     await confirmGone(actor);
     expect(stateOf(actor)).toBe('booting');
     const ctx = actor.getSnapshot().context;
-    expect(ctx.history[0]).toMatchObject({ n: 1, offerId: 1, instanceId: 100, outcome });
+    expect(endedAttempts(emitted)[0]).toMatchObject({ n: 1, offerId: 1, instanceId: 100, outcome });
     expect(ctx.blockedOffers).toEqual([1]);
     expect(ctx.blockedMachines).toEqual([10]);
     expect(ctx.current).toMatchObject({ n: 2, offerId: 2 });
@@ -92,12 +95,12 @@ describe('run machine: failed attempts fail over to the next offer', () => {
 
   it('replaces an instance still loading at the boot deadline', async () => {
     const world = new FakeWorld();
-    const { actor } = await admitted(world);
+    const { actor, emitted } = await admitted(world);
     await poll(actor, status(100, 'loading'));
     await tick(LIMITS.bootTimeoutS * 1000);
     expect(stateOf(actor)).toBe('destroying');
     await confirmGone(actor);
-    expect(actor.getSnapshot().context.history[0]).toMatchObject({ outcome: 'boot_timeout' });
+    expect(endedAttempts(emitted)[0]).toMatchObject({ outcome: 'boot_timeout' });
     expect(actor.getSnapshot().context.current?.n).toBe(2);
   });
 
@@ -114,10 +117,10 @@ describe('run machine: failed attempts fail over to the next offer', () => {
   it('moves on without spending an attempt when the offer is gone', async () => {
     const world = new FakeWorld();
     world.createResults.set(1, { kind: 'offer_gone', detail: 'no_such_ask' });
-    const { actor } = await admitted(world, { maxAttempts: 1 });
+    const { actor, emitted } = await admitted(world, { maxAttempts: 1 });
     expect(stateOf(actor)).toBe('booting');
     const ctx = actor.getSnapshot().context;
-    expect(ctx.history[0]).toMatchObject({ offerId: 1, outcome: 'offer_unavailable', instanceId: null });
+    expect(endedAttempts(emitted)[0]).toMatchObject({ offerId: 1, outcome: 'offer_unavailable', instanceId: null });
     expect(ctx.spentAttempts).toBe(0);
     expect(ctx.current?.offerId).toBe(2);
   });
@@ -143,13 +146,12 @@ describe('run machine: failed attempts fail over to the next offer', () => {
 
   it('starts a new attempt when a running instance is lost', async () => {
     const world = new FakeWorld();
-    const { actor } = await admitted(world);
+    const { actor, emitted } = await admitted(world);
     await bootToRunning(actor);
     await poll(actor, status(100, 'offline'));
     expect(stateOf(actor)).toBe('destroying');
     await confirmGone(actor);
-    const ctx = actor.getSnapshot().context;
-    expect(ctx.history[0]).toMatchObject({ outcome: 'lost' });
+    expect(endedAttempts(emitted)[0]).toMatchObject({ outcome: 'lost' });
     expect(stateOf(actor)).toBe('booting');
   });
 
@@ -191,6 +193,50 @@ describe('run machine: failed attempts fail over to the next offer', () => {
   });
 });
 
+describe('run machine: offers that vanish between search and create', () => {
+  it('searches again after goneOffersPerSearch gone offers instead of trying the rest of the search', async () => {
+    const world = new FakeWorld();
+    world.searchResults = [offers(1, 2, 3, 4, 5, 6), offers(7, 8)];
+    for (const id of [1, 2, 3, 4, 5, 6]) world.createResults.set(id, { kind: 'offer_gone', detail: 'no_such_ask' });
+    const { actor } = await admitted(world, { goneOffersPerSearch: 2, maxAttempts: 1 });
+    // Two gone offers spend the search's budget; offers 3-6 of that search are never created on.
+    expect(world.serviceCreates.map((c) => c.offerId)).toEqual([1, 2, 7]);
+    expect(world.searches).toHaveLength(2);
+    expect(world.searches[1]!.blockedOffers).toEqual([1, 2]);
+    expect(stateOf(actor)).toBe('booting');
+    expect(actor.getSnapshot().context.spentAttempts).toBe(0);
+  });
+
+  it('bounds the creates of a run whose every offer vanishes by its searches, and keeps its snapshot small', async () => {
+    const world = new FakeWorld();
+    // 200 searches of 64 fresh offers each, every one of which turns out gone.
+    for (let s = 0; s < 200; s++) {
+      const batch = offers(...Array.from({ length: 64 }, (_, i) => 1 + s * 64 + i));
+      world.searchResults.push(batch);
+      for (const o of batch) world.createResults.set(o.offerId, { kind: 'offer_gone', detail: 'no_such_ask' });
+    }
+    const { actor } = await admitted(world, { goneOffersPerSearch: 3, maxAttempts: 3 });
+    for (let i = 0; i < 50; i++) await tick(0);
+    expect(world.searches.length).toBeGreaterThan(10);
+    expect(world.serviceCreates.length).toBeLessThanOrEqual(3 * world.searches.length);
+    // The context holds no growing history: gone offers are kept to a bounded list.
+    expect(actor.getSnapshot().context.goneOffers.length).toBeLessThanOrEqual(GONE_OFFERS_KEPT);
+    expect(JSON.stringify(actor.getPersistedSnapshot()).length).toBeLessThan(20_000);
+    actor.stop();
+  });
+
+  it('treats a search whose offers are all blocked or gone as finding nothing', async () => {
+    const world = new FakeWorld();
+    world.createResults.set(1, { kind: 'offer_gone', detail: 'no_such_ask' });
+    world.searchResults = [offers(1), offers(1), offers(1), offers(2)];
+    const { actor } = await admitted(world, { relaxSteps: 1 });
+    // The stub ignores the exclusions a real search applies; the machine must not trust it either.
+    expect(world.serviceCreates.map((c) => c.offerId)).toEqual([1]);
+    expect(stateOf(actor)).toBe('failed');
+    expect(actor.getSnapshot().context.error?.kind).toBe('no_offers');
+  });
+});
+
 describe('run machine: relaxing and limits', () => {
   it('relaxes step by step when nothing matches, then succeeds', async () => {
     const world = new FakeWorld();
@@ -215,7 +261,7 @@ describe('run machine: relaxing and limits', () => {
 
   it('fails after max_attempts with every offer tried and why', async () => {
     const world = new FakeWorld();
-    const { actor } = await admitted(world, { maxAttempts: 2 });
+    const { actor, emitted } = await admitted(world, { maxAttempts: 2 });
     await poll(actor, status(100, 'exited'));
     await confirmGone(actor);
     await poll(actor, status(101, 'unknown'));
@@ -223,8 +269,11 @@ describe('run machine: relaxing and limits', () => {
     expect(stateOf(actor)).toBe('failed');
     const error = actor.getSnapshot().context.error!;
     expect(error.kind).toBe('attempts_exhausted');
-    expect(error.message).toContain('#1 offer 1 (machine 10, instance 100): exited');
-    expect(error.message).toContain('#2 offer 2 (machine 20, instance 101): unknown');
+    // The daemon completes the message with this story from its attempts table.
+    expect(ERRORS_LISTING_ATTEMPTS.has(error.kind)).toBe(true);
+    const story = describeAttempts(endedAttempts(emitted));
+    expect(story).toContain('#1 offer 1 (machine 10, instance 100): exited');
+    expect(story).toContain('#2 offer 2 (machine 20, instance 101): unknown');
     expect(world.serviceCreates).toHaveLength(2);
   });
 
@@ -296,7 +345,7 @@ describe('run machine: cancel from every state', () => {
   it('cancels while creating: waits for the create, then destroys what it made', async () => {
     const world = new FakeWorld();
     world.holdCreates = true;
-    const { actor } = await admitted(world);
+    const { actor, emitted } = await admitted(world);
     expect(stateOf(actor)).toBe('creating');
     actor.send({ type: 'CANCEL' });
     expect(stateOf(actor)).toBe('creating');
@@ -306,7 +355,7 @@ describe('run machine: cancel from every state', () => {
     await confirmGone(actor);
     expect(stateOf(actor)).toBe('cancelled');
     expect(world.destroys).toHaveLength(1);
-    expect(actor.getSnapshot().context.history[0]).toMatchObject({ outcome: 'cancelled' });
+    expect(endedAttempts(emitted)[0]).toMatchObject({ outcome: 'cancelled' });
   });
 
   it.each(['booting', 'running'])('cancels while %s and destroys the instance', async (where) => {
@@ -394,7 +443,8 @@ describe('run machine: restore from a snapshot in every state repeats no side ef
     const expectedAttempts = stage === 'destroying' ? 2 : 1;
     expect(ctx.attemptCount).toBe(expectedAttempts);
     expect(world.serviceCreates).toHaveLength(expectedAttempts);
-    expect(ctx.history.at(-1)).toMatchObject({ n: expectedAttempts, outcome: 'running' });
+    expect(ctx.current).toMatchObject({ n: expectedAttempts });
+    expect([...first.emitted, ...second.emitted].filter((e) => e.type === 'attempt.running').at(-1)).toMatchObject({ n: expectedAttempts });
   });
 
   it('restores a persisted snapshot into a fresh machine with the same context', async () => {

@@ -1,0 +1,56 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { RUN_MACHINE_VERSION } from '../../../machines/run-machine.js';
+import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../../machines/run-migrations.js';
+import { FakeWorld, currentInstanceId, poll, startRun, stateOf, status, tick } from './harness.js';
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+/** What machine version 1 stored: the attempt history in context, no gone-offer fields. */
+function asVersion1(snapshot: StoredRunSnapshot): StoredRunSnapshot {
+  const { goneOffers: _g, goneThisSearch: _t, lastEnded: _l, ...context } = snapshot.context;
+  const { goneOffersPerSearch: _b, ...limits } = context['limits'] as Record<string, unknown>;
+  const current = context['current'] as { n: number; offerId: number; machineId: number; instanceId: number | null };
+  return {
+    ...snapshot,
+    context: {
+      ...context,
+      limits,
+      history: [{ n: current.n, offerId: current.offerId, machineId: current.machineId, instanceId: current.instanceId, outcome: null, detail: null }],
+    },
+  };
+}
+
+describe('run machine snapshot migrations', () => {
+  it('resumes a run stored by machine version 1 without a second create', async () => {
+    const world = new FakeWorld();
+    const first = startRun(world);
+    first.actor.send({ type: 'ADMIT' });
+    await tick(0);
+    expect(stateOf(first.actor)).toBe('booting');
+    const v1 = asVersion1(JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot())) as StoredRunSnapshot);
+    first.actor.stop();
+
+    expect(canMigrate(1, RUN_MACHINE_VERSION)).toBe(true);
+    const migrated = migrateRunSnapshot(v1, 1, RUN_MACHINE_VERSION)!;
+    expect(migrated.context).not.toHaveProperty('history');
+    expect(migrated.context).toMatchObject({ goneOffers: [], goneThisSearch: 0, lastEnded: null });
+
+    const second = startRun(world, { snapshot: migrated as never });
+    await tick(0);
+    await poll(second.actor, status(currentInstanceId(second.actor), 'running'));
+    expect(stateOf(second.actor)).toBe('running');
+    expect(world.serviceCreates).toHaveLength(1);
+    second.actor.stop();
+  });
+
+  it('refuses snapshots of a newer machine or of a version it has no step for', () => {
+    expect(canMigrate(RUN_MACHINE_VERSION + 1, RUN_MACHINE_VERSION)).toBe(false);
+    expect(canMigrate(0, RUN_MACHINE_VERSION)).toBe(false);
+    expect(migrateRunSnapshot({ context: {} }, RUN_MACHINE_VERSION + 1, RUN_MACHINE_VERSION)).toBeNull();
+  });
+});
