@@ -65,7 +65,6 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
     geolocation: offer.geolocation,
     reliability2: offer.reliability2,
     verification: offer.verification,
-    rentable: false,
     external: offer.external,
     extra_env: params.envPairs,
   };

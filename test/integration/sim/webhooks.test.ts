@@ -5,7 +5,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { signWebhook, type RunningSimulator } from '../../../src/sim/index.js';
+import { signWebhook, type RunningSimulator, type SimConfigInput } from '../../../src/sim/index.js';
 import { call, startTestSim, waitFor } from './helpers.js';
 
 interface Received {
@@ -47,7 +47,7 @@ afterAll(async () => {
   await new Promise((r) => receiver.close(r));
 });
 
-async function fresh(config: Parameters<typeof startTestSim>[0]['config'] = {}) {
+async function fresh(config: SimConfigInput = {}) {
   const sim = await startTestSim({ config: { webhooks: { retry_delays_s: [5, 5, 5], delivery_timeout_ms: 200 }, ...config } });
   sims.push(sim);
   return sim;
