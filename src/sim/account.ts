@@ -5,16 +5,23 @@ export interface SshKeyRecord {
   id: number;
   user_id: number;
   public_key: string;
-  created_at: number;
+  /** ISO 8601, as show_ssh_keys.yaml's `date-time`. */
+  created_at: string;
+  deleted_at: null;
 }
 
-const MASK = '********';
+/** show_env_vars.yaml's masked value. */
+const MASK = '*****';
 
 export class SecretStore {
   private readonly values = new Map<string, string>();
 
   masked(): Record<string, string> {
     return Object.fromEntries([...this.values.keys()].map((k) => [k, MASK]));
+  }
+
+  has(key: string): boolean {
+    return this.values.has(key);
   }
 
   set(key: string, value: string): void {
@@ -32,7 +39,7 @@ export class SshKeyStore {
 
   constructor(
     private readonly userId: number,
-    private readonly nowS: () => number,
+    private readonly nowMs: () => number,
   ) {}
 
   list(): SshKeyRecord[] {
@@ -40,8 +47,14 @@ export class SshKeyStore {
   }
 
   add(publicKey: string): SshKeyRecord {
-    const rec = { id: this.nextId++, user_id: this.userId, public_key: publicKey, created_at: this.nowS() };
+    const rec: SshKeyRecord = { id: this.nextId++, user_id: this.userId, public_key: publicKey, created_at: new Date(this.nowMs()).toISOString(), deleted_at: null };
     this.keys.set(rec.id, rec);
+    return rec;
+  }
+
+  update(id: number, publicKey: string): SshKeyRecord | undefined {
+    const rec = this.keys.get(id);
+    if (rec) rec.public_key = publicKey;
     return rec;
   }
 

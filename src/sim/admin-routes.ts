@@ -1,6 +1,6 @@
 // Test-only endpoints under /_sim/. They exist only when the config sets `admin: true` (404
 // otherwise), need no key, skip injected faults and rate limits, and are meant for loopback use.
-import { faultProfileSchema, faultConfigSchema } from './config.js';
+import { faultProfileSchema, faultConfigSchema, offerFaultSchema } from './config.js';
 import { instanceRecord } from './instance-record.js';
 import type { Route } from './router.js';
 import { invalidArgs } from './sim-error.js';
@@ -45,6 +45,12 @@ export function adminRoutes(control: SimControl): Route[] {
     }),
     admin('PUT', '/offers/{id}/profile', ({ world, params, body }) => {
       world.profiles.setOffer(idParam(params, 'id'), profileOf(body));
+      return { body: { success: true } };
+    }),
+    admin('PUT', '/offers/{id}/fault', ({ world, params, body }) => {
+      const parsed = offerFaultSchema.nullable().safeParse(bodyObject(body).fault);
+      if (!parsed.success) throw invalidArgs(`fault must be one of ${offerFaultSchema.options.join(', ')}, or null.`);
+      world.profiles.setOfferFault(idParam(params, 'id'), parsed.data);
       return { body: { success: true } };
     }),
     admin('POST', '/machines/{id}/offline', ({ world, params }) => {

@@ -36,10 +36,13 @@ export function hasCategory(p: Principal, category: string): boolean {
   return p.permissions === null || Object.hasOwn(p.permissions.api, category);
 }
 
-/** Identity for rate limiting: per key, so two keys of one account have separate buckets. */
-export function identityOf(p: Principal | undefined, remote: string | undefined): string {
-  if (!p) return `anon:${remote ?? '?'}`;
-  return p.kind === 'user' ? `key:${p.keyId}` : `instance:${p.instanceId}`;
+/**
+ * Identity for rate limiting, as rate-limits-and-errors.mdx defines it: bearer token + `api_key`
+ * query param + client address (there are no sessions here). It does not depend on the key being
+ * valid, so requests with a bad key are limited too.
+ */
+export function identityKey(req: IncomingMessage, query: URLSearchParams): string {
+  return [req.headers.authorization ?? '', query.get('api_key') ?? '', req.socket.remoteAddress ?? '?'].join('\u0000');
 }
 
 /** Whether a key with `own` may mint a key with `wanted` (no escalation through key creation). */

@@ -16,8 +16,41 @@ export const FAULT_PROFILES = [
 export type FaultProfile = (typeof FAULT_PROFILES)[number];
 export const faultProfileSchema = z.enum(FAULT_PROFILES);
 
-/** Endpoint groups that share a token bucket per identity. */
-export const RATE_GROUPS = ['create', 'show', 'change', 'destroy', 'list_v0', 'list_v1', 'search', 'secrets', 'other'] as const;
+/**
+ * Profiles that act when a create reaches the offer, before any instance exists:
+ * `not_your_own` answers the documented 403 (error 403/3586), `unavailable` is an offer whose GPUs
+ * cannot start now (410 with cancel_unavail, else an instance created stopped).
+ */
+export const OFFER_FAULTS = ['not_your_own', 'unavailable'] as const;
+export type OfferFault = (typeof OFFER_FAULTS)[number];
+export const offerFaultSchema = z.enum(OFFER_FAULTS);
+
+/**
+ * Rate-limit groups: one threshold each, from the `x-rate-limit` of the endpoint's yaml (see
+ * docs/simulator.md). Every endpoint (method and path template) keeps its own limiter per identity,
+ * so two endpoints of one group never share a budget.
+ */
+export const RATE_GROUPS = [
+  'search',
+  'create',
+  'list_v0',
+  'list_v1',
+  'show',
+  'change',
+  'reboot',
+  'change_bid',
+  'destroy',
+  'secrets',
+  'secrets_write',
+  'ssh_keys',
+  'api_keys',
+  'api_keys_write',
+  'templates',
+  'templates_write',
+  'user',
+  'webhooks',
+  'gpu_names',
+] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
 const rate = z.number().min(0).max(1);
@@ -35,38 +68,64 @@ export const faultConfigSchema = z.object({
   ambiguous_create_rate: rate.default(0),
   /** Share of creates that find the offer just rented by someone else (410 no_such_ask). */
   offer_taken_rate: rate.default(0),
+  /** Share of stop/start/label/reboot/destroy calls answered 200 `{success: false, ...}`, doing nothing. */
+  unsuccessful_200_rate: rate.default(0),
+  /** Share of instance lists (v0, and each v1 page) answered with `instances: null`. */
+  null_instances_rate: rate.default(0),
+  /** A bad key gets 404 `auth_error` on every endpoint, as users report, instead of 401 (search always does). */
+  bad_key_404_everywhere: z.boolean().default(false),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 
-const bucketSchema = z.object({
-  /** Sustained requests per wall second (the service's "threshold"). */
-  per_s: z.number().positive(),
-  /** Bucket size in requests; default max(1, per_s). */
-  burst: z.number().min(1).optional(),
+const limitSchema = z.object({
+  /**
+   * The documented threshold: requests per wall second, enforced as a minimum interval of 1/per_s
+   * between two requests of one endpoint and identity. Absent: no interval.
+   */
+  per_s: z.number().positive().optional(),
+  /** Requests allowed back to back before the interval bites; 1 (no bursts) as documented. A test knob. */
+  burst: z.number().min(1).default(1),
+  /** At most `requests` in any window of `window_s` wall seconds (search's "10 per minute"). */
+  max_calls: z.object({ requests: z.number().int().positive(), window_s: z.number().positive() }).optional(),
+  /** After a 429, every request of the endpoint and identity is refused for this many wall seconds. */
+  penalty_s: z.number().min(0).default(0),
 });
-export type BucketConfig = z.output<typeof bucketSchema>;
+export type LimitConfig = z.output<typeof limitSchema>;
 
-const group = (def: BucketConfig | null) => bucketSchema.nullable().default(def);
+const group = (def: z.input<typeof limitSchema> | null) => limitSchema.nullable().default(def === null ? null : limitSchema.parse(def));
 
 const rateLimitSchema = z.object({
-  /** false turns every bucket off. */
+  /** false turns every limit off. */
   enabled: z.boolean().default(true),
-  /** Answer 429 with the plain text `API requests too frequent` instead of the JSON `detail`. */
+  /** Every 429 is the plain text `API requests too frequent`, whatever the endpoint documents. */
   plain_text: z.boolean().default(false),
-  /** One bucket per group and identity; null turns a group off. Thresholds from the service's description. */
+  /**
+   * A refused request counts as a request: it restarts the interval and fills the window. The
+   * stricter reading of "a minimum interval between requests"; false counts accepted ones only.
+   */
+  count_refused: z.boolean().default(true),
+  /** One limit per group (null turns it off); thresholds from each endpoint's `x-rate-limit`. */
   groups: z
     .object({
-      create: group({ per_s: 4.5 }),
-      show: group({ per_s: 2 }),
-      change: group({ per_s: 1 }),
-      destroy: group({ per_s: 3 }),
-      list_v0: group({ per_s: 1 }),
-      list_v1: group({ per_s: 1 }),
-      // "10 per minute": the service counts it per minute, so the bucket holds the whole minute.
-      search: group({ per_s: 10 / 60, burst: 10 }),
-      secrets: group({ per_s: 5 }),
-      // Everything else (user, keys, templates, webhooks, ssh): unlimited unless set.
-      other: group(null),
+      search: group({ max_calls: { requests: 10, window_s: 60 } }), // search_offers.yaml: 10 per minute
+      create: group({ per_s: 4.5, penalty_s: 12 }), // create_instance.yaml: 4.5, penalty 12
+      list_v0: group({ per_s: 1 }), // undocumented endpoint: v1's 1.0
+      list_v1: group({ per_s: 1 }), // show_instances.yaml
+      show: group({ per_s: 2 }), // show_instance.yaml
+      change: group({ per_s: 1 }), // manage/stop/label_instance.yaml
+      reboot: group({ per_s: 1 }), // reboot_instance.yaml
+      change_bid: group({ per_s: 5.5 }), // change_bid.yaml
+      destroy: group({ per_s: 3 }), // destroy_instance.yaml
+      secrets: group({ per_s: 5 }), // show_env_vars.yaml
+      secrets_write: group({ per_s: 3 }), // create/update/delete_env_var.yaml
+      ssh_keys: group({ per_s: 1 }), // create/update_ssh_key.yaml (list and delete undocumented)
+      api_keys: group({ per_s: 1 }), // show_api_keys.yaml
+      api_keys_write: group({ per_s: 2 }), // create/delete_api_key.yaml
+      templates: group({ per_s: 3 }), // search_templates.yaml
+      templates_write: group({ per_s: 1 }), // undocumented: the strictest documented 1.0
+      user: group({ per_s: 1 }), // show_user.yaml has none: 1.0
+      webhooks: group({ per_s: 1 }), // notifications.yaml has none: 1.0
+      gpu_names: group({ per_s: 1 }), // undocumented: 1.0
     })
     .prefault({}),
 });
@@ -128,6 +187,8 @@ export const simConfigSchema = z.object({
       lost_after_s: range(120, 600),
       /** Sim seconds of `loading` after a start of a stopped instance. */
       restart_s: z.number().min(0).default(15),
+      /** Sim seconds in `rebooting` before a rebooted instance starts loading again. */
+      reboot_s: z.number().min(0).default(10),
     })
     .prefault({}),
   /** Share of machines given each fault profile (the rest are healthy); the sum must be <= 1. */
@@ -145,14 +206,19 @@ export const simConfigSchema = z.object({
   /** Forced profiles by machine id and by offer id (offer wins). */
   machine_profiles: z.record(z.string().regex(/^\d+$/), faultProfileSchema).default({}),
   offer_profiles: z.record(z.string().regex(/^\d+$/), faultProfileSchema).default({}),
+  /** Create-time faults by offer id (see OFFER_FAULTS). */
+  offer_faults: z.record(z.string().regex(/^\d+$/), offerFaultSchema).default({}),
   faults: faultConfigSchema.prefault({}),
   rate_limits: rateLimitSchema.prefault({}),
   /** Extra API keys besides the full-access key of the options. */
   keys: z.array(keySchema).default([]),
   /** Enables the /_sim/ admin endpoints (404 otherwise). */
   admin: z.boolean().default(false),
-  /** The v0 instance list answers 410 deprecated_endpoint. */
-  deprecate_v0_list: z.boolean().default(false),
+  /**
+   * `GET /api/v0/instances/` (undocumented; both official CLIs call it deprecated): `answers` the
+   * old list, `410` deprecated_endpoint as rolled out to accounts, or a plain `404`.
+   */
+  v0_list: z.enum(['answers', '410', '404']).default('410'),
   search: z
     .object({
       /** Offers returned when the query has no limit. */
@@ -177,8 +243,12 @@ export const simConfigSchema = z.object({
     .object({
       /** Webhooks that exist at start (owned by the account). */
       initial: z.array(webhookSeedSchema).default([]),
-      /** Wall milliseconds before a delivery is abandoned. */
-      delivery_timeout_ms: z.number().int().positive().default(5000),
+      /** Wall milliseconds before a delivery attempt is abandoned (documented: 10 s). */
+      delivery_timeout_ms: z.number().int().positive().default(10_000),
+      /** Sim seconds before each retry of a retryable failure; its length is the number of retries. */
+      retry_delays_s: z.array(z.number().min(0)).default([10, 60, 300, 1800, 7200]),
+      /** Webhooks per user (documented: 4). */
+      max_per_user: z.number().int().positive().default(4),
     })
     .prefault({}),
   /** Wall milliseconds between ticks that advance instances, run onstart and send events. */

@@ -47,6 +47,19 @@ export class FaultInjector {
     return this.hit(this.config.offer_taken_rate);
   }
 
+  /** A stop/start/label/reboot/destroy answered 200 `{success: false}` without acting. */
+  unsuccessful(): boolean {
+    return this.hit(this.config.unsuccessful_200_rate);
+  }
+
+  nullInstances(): boolean {
+    return this.hit(this.config.null_instances_rate);
+  }
+
+  badKey404Everywhere(): boolean {
+    return this.config.bad_key_404_everywhere;
+  }
+
   private hit(rate: number): boolean {
     return rate > 0 && this.rng() < rate;
   }

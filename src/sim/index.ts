@@ -5,12 +5,13 @@ import type { AddressInfo } from 'node:net';
 import { adminRoutes } from './admin-routes.js';
 import type { SimOffer } from './catalog.js';
 import { SimClock } from './clock.js';
-import { parseSimConfig, type FaultConfig, type FaultProfile, type Permissions, type SimConfigInput } from './config.js';
+import { parseSimConfig, type FaultConfig, type FaultProfile, type OfferFault, type Permissions, type SimConfigInput } from './config.js';
 import { instanceRecord, type InstanceRecord } from './instance-record.js';
 import type { SimInstanceHistory } from './instances.js';
 import type { Ledger } from './ledger.js';
 import { accountRoutes } from './routes/account.js';
 import { instanceRoutes } from './routes/instances.js';
+import { manageRoutes } from './routes/manage.js';
 import { marketRoutes } from './routes/market.js';
 import { templateRoutes } from './routes/templates.js';
 import { webhookRoutes } from './routes/webhooks.js';
@@ -19,8 +20,8 @@ import type { SimStats } from './stats.js';
 import type { Delivery } from './webhooks.js';
 import { SimWorld } from './world.js';
 
-export type { FaultConfig, FaultProfile, Permissions, SimConfigInput } from './config.js';
-export { FAULT_PROFILES, parseSimConfig } from './config.js';
+export type { FaultConfig, FaultProfile, OfferFault, Permissions, SimConfigInput } from './config.js';
+export { FAULT_PROFILES, OFFER_FAULTS, parseSimConfig } from './config.js';
 export type { SimInstanceHistory, StatusEntry, OnstartResult } from './instances.js';
 export type { Ledger, LedgerEntry } from './ledger.js';
 export type { SimStats } from './stats.js';
@@ -55,6 +56,8 @@ export interface RunningSimulator {
   /** Profile for later creates on this machine (an offer's forced profile wins). */
   setMachineProfile(machineId: number, profile: FaultProfile): void;
   setOfferProfile(offerId: number, profile: FaultProfile): void;
+  /** A create-time fault on this offer (`not_your_own`, `unavailable`); null clears it. */
+  setOfferFault(offerId: number, fault: OfferFault | null): void;
   /** The host of this machine disconnects now: its live instances go offline. Returns their ids. */
   takeMachineOffline(machineId: number): number[];
   setTimeScale(scale: number): void;
@@ -102,7 +105,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
 
   const server = createSimServer({
     world: () => world,
-    apiRoutes: [...marketRoutes, ...instanceRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes],
+    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes],
     adminRoutes: adminRoutes(control),
     adminEnabled: config.admin,
   });
@@ -136,6 +139,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     setFaults: (f) => world.faults.update(f),
     setMachineProfile: (id, p) => world.profiles.setMachine(id, p),
     setOfferProfile: (id, p) => world.profiles.setOffer(id, p),
+    setOfferFault: (id, f) => world.profiles.setOfferFault(id, f),
     takeMachineOffline: (id) => world.instances.machineOffline(id).map((i) => i.hist.id),
     setTimeScale: control.setTimeScale,
     history: () => world.instances.history(),

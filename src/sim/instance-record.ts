@@ -4,50 +4,100 @@ import type { LiveInstance } from './instances.js';
 
 export type InstanceRecord = Record<string, unknown>;
 
+/** The SSH proxy hosts' domain: shaped like the service's `ssh5.vast.ai`, never resolvable. */
+export const SSH_PROXY_DOMAIN = 'vast-sim.invalid';
+
+/** Whether the runtype asks for direct connections (`ssh_direct`, the CLI's `ssh_direc`, jupyter's). */
+export function wantsDirect(runtype: string): boolean {
+  return runtype.split(/\s+/).some((t) => t.endsWith('_direc') || t.endsWith('_direct'));
+}
+
 export function instanceRecord(inst: LiveInstance): InstanceRecord {
   const { hist, offer, params } = inst;
   const running = inst.status === 'running';
-  const direct = offer.direct_port_count > 0;
-  // Without direct ports the service reaches the container through its SSH proxy hosts.
-  const sshHost = direct ? offer.public_ipaddr : `ssh${(hist.id % 9) + 1}.proxy.sim.invalid`;
-  const curState = inst.status === 'running' || inst.status === 'loading' ? 'running' : inst.intended === 'stopped' ? 'stopped' : 'unloaded';
-  return {
+  const ssh = sshOf(inst);
+  const curState = inst.status === 'running' || inst.status === 'loading' || inst.status === 'rebooting' ? 'running' : inst.intended === 'stopped' ? 'stopped' : 'unloaded';
+  const record: InstanceRecord = {
     id: hist.id,
     machine_id: hist.machine_id,
     host_id: hist.host_id,
+    bundle_id: offer.bundle_id,
     actual_status: inst.status,
     intended_status: inst.intended,
     cur_state: curState,
     next_state: inst.intended,
     status_msg: inst.msg,
     label: hist.label,
+    template_hash_id: params.template_hash_id,
     image_uuid: params.image,
+    image_args: params.args,
     image_runtype: params.runtype,
     onstart: params.onstart,
-    ssh_host: sshHost,
-    ssh_port: inst.sshPort,
+    // The service's SSH proxy: always there, whatever the runtype.
+    ssh_host: ssh.proxyHost,
+    ssh_idx: ssh.idx,
+    ssh_port: ssh.proxyPort,
     public_ipaddr: offer.public_ipaddr,
-    ports: running ? { '22/tcp': [{ HostIp: '0.0.0.0', HostPort: String(inst.sshPort) }] } : {},
     direct_port_count: offer.direct_port_count,
-    dph_total: round4(hist.compute_dph + hist.disk_dph),
+    direct_port_start: ssh.directStart,
+    direct_port_end: ssh.directEnd,
+    static_ip: offer.static_ip,
+    dph_total: hist.compute_dph + hist.disk_dph,
     dph_base: hist.compute_dph,
     storage_cost: offer.storage_cost,
+    storage_total_cost: hist.disk_dph,
     is_bid: hist.is_bid,
     min_bid: offer.min_bid,
     start_date: hist.created_at.wall_ms / 1000,
+    end_date: offer.end_date,
     gpu_name: offer.gpu_name,
+    gpu_arch: offer.gpu_arch,
     num_gpus: offer.num_gpus,
     gpu_ram: offer.gpu_ram,
     gpu_totalram: offer.gpu_total_ram,
+    gpu_frac: offer.gpu_frac,
+    cpu_arch: offer.cpu_arch,
     cpu_name: offer.cpu_name,
+    cpu_cores: offer.cpu_cores,
     cpu_cores_effective: offer.cpu_cores_effective,
     cpu_ram: offer.cpu_ram,
     disk_space: params.disk,
     geolocation: offer.geolocation,
     reliability2: offer.reliability2,
     verification: offer.verification,
-    extra_env: Object.entries(params.env),
+    external: offer.external,
+    extra_env: params.envPairs,
+  };
+  // show_instances.yaml: "Port mappings. Only present on running instances."
+  if (running) record.ports = ssh.directStart > 0 ? portMap(ssh.directStart, params.ports.slice(0, ssh.directEnd - ssh.directStart)) : {};
+  return record;
+}
+
+/**
+ * Where SSH answers: the proxy (`sshN.<domain>`, a port per instance) always; a direct port range
+ * on the host only when the runtype asks for direct connections and the offer has direct ports
+ * (-1 otherwise, as the service shows).
+ */
+function sshOf(inst: LiveInstance) {
+  const id = inst.hist.id;
+  const idx = String(1 + (id % 9));
+  const direct = wantsDirect(inst.params.runtype) && inst.offer.direct_port_count > 0;
+  const width = Math.min(inst.offer.direct_port_count, 1 + inst.params.ports.length);
+  const directStart = direct ? 20_000 + ((id * 7) % 40_000) : -1;
+  return {
+    idx,
+    proxyHost: `ssh${idx}.${SSH_PROXY_DOMAIN}`,
+    proxyPort: 10_000 + (id % 50_000),
+    directStart,
+    directEnd: direct ? directStart + width - 1 : -1,
   };
 }
 
-const round4 = (x: number) => Math.round(x * 10_000) / 10_000;
+/** `22/tcp` on the first direct port, then the container's extra ports in order. */
+function portMap(start: number, extra: string[]): Record<string, Array<{ HostIp: string; HostPort: string }>> {
+  const map: Record<string, Array<{ HostIp: string; HostPort: string }>> = {};
+  ['22/tcp', ...extra].forEach((port, i) => {
+    map[port] ??= [{ HostIp: '0.0.0.0', HostPort: String(start + i) }];
+  });
+  return map;
+}

@@ -2,13 +2,15 @@
 //
 // A live instance follows its plan (lifecycle.ts) from the start of its current phase. `advance`
 // applies the steps whose time has come, stamping each at its exact planned sim moment, and tells
-// the world through `onStatus`; it runs on every read and on the world's tick. A stop freezes the
-// plan in `stopped`; a start begins a new phase; a destroy stamps `destroyed_at`, frees the offer and
-// forgets the instance key. History records outlive the instances.
+// the world through `onStatus`; it runs on every read and on the world's tick. A stop (or an
+// outbid) freezes the plan in `stopped`; a start or a reboot begins a new phase; a destroy stamps
+// `destroyed_at`, frees the offer and forgets the instance key. History records outlive the
+// instances; a bid change is recorded on them so the ledger bills each hour at its own price.
 import type { SimOffer } from './catalog.js';
 import type { SimClock, SimTime } from './clock.js';
 import type { FaultProfile, SimConfig } from './config.js';
-import { planFor, STATUS_MSG, type ActualStatus, type InstanceTimings, type Step } from './lifecycle.js';
+import { planFor, rebootPlan, STATUS_MSG, type ActualStatus, type InstanceTimings, type Step } from './lifecycle.js';
+import { diskDph } from './pricing.js';
 import { newKeyValue } from './api-keys.js';
 import { between, hashUnit, mulberry32, pick } from './prng.js';
 
@@ -39,8 +41,10 @@ export interface SimInstanceHistory {
   image: string;
   profile: FaultProfile;
   is_bid: boolean;
-  /** $/h billed while loading or running. */
+  /** $/h billed while loading, running or rebooting (the current price). */
   compute_dph: number;
+  /** Every compute price with the moment it took effect, the first at creation. */
+  compute_dph_changes: Array<{ at: SimTime; dph: number }>;
   /** $/h billed for the disk from creation to destroy. */
   disk_dph: number;
   created_at: SimTime;
@@ -53,11 +57,18 @@ export interface CreateParams {
   image: string;
   disk: number;
   label: string | null;
+  /** The container's environment variables (onstart sees them). */
   env: Record<string, string>;
+  /** `extra_env` as the service shows it: every env entry, `-p` port entries included. */
+  envPairs: Array<[string, string]>;
   onstart: string;
+  args: string[];
   runtype: string;
+  template_hash_id: string | null;
   /** Bid price in $/h, null for on-demand. */
   price: number | null;
+  /** Extra container ports from `-p` entries of env, e.g. "8080/tcp". */
+  ports: string[];
 }
 
 export interface LiveInstance {
@@ -66,7 +77,6 @@ export interface LiveInstance {
   readonly params: CreateParams;
   readonly apiKey: string;
   readonly timings: InstanceTimings;
-  readonly sshPort: number;
   intended: 'running' | 'stopped';
   phaseStart: number;
   plan: Step[];
@@ -103,7 +113,7 @@ export class InstanceStore {
     const now = this.clock.simS();
     const timings = this.drawTimings(id);
     const computeDph = params.price ?? offer.dph_base;
-    const diskDph = (params.disk * offer.storage_cost) / 720; // storage_cost is $ per GB-month of 30 days
+    const created = this.clock.stampAtSim(now);
     const hist: SimInstanceHistory = {
       id,
       offer_id: offer.id,
@@ -114,8 +124,9 @@ export class InstanceStore {
       profile,
       is_bid: params.price !== null,
       compute_dph: computeDph,
-      disk_dph: diskDph,
-      created_at: this.clock.stampAtSim(now),
+      compute_dph_changes: [{ at: created, dph: computeDph }],
+      disk_dph: diskDph(params.disk, offer.storage_cost),
+      created_at: created,
       destroyed_at: null,
       statuses: [],
       onstart: null,
@@ -126,7 +137,6 @@ export class InstanceStore {
       params,
       apiKey: newKeyValue(),
       timings,
-      sshPort: 20_000 + (id % 40_000),
       intended: 'running',
       phaseStart: now,
       plan: planFor(profile, timings, false, this.lifecycle.restart_s),
@@ -159,23 +169,52 @@ export class InstanceStore {
     return this.byKey.get(key);
   }
 
-  stop(inst: LiveInstance): void {
+  stop(inst: LiveInstance, msg: string = STATUS_MSG.stopped): void {
     this.advance(inst);
     if (inst.intended === 'stopped') return;
     inst.intended = 'stopped';
     inst.plan = [];
     inst.next = 0;
-    this.enter(inst, 'stopped', STATUS_MSG.stopped, this.clock.simS());
+    this.enter(inst, 'stopped', msg, this.clock.simS());
   }
 
+  /** Starts a stopped (or outbid) instance; a running one is left as it is. */
   start(inst: LiveInstance): void {
     this.advance(inst);
-    if (inst.intended === 'running') return;
+    if (inst.intended === 'running' && inst.status !== 'stopped') return;
     inst.intended = 'running';
     inst.phaseStart = this.clock.simS();
     inst.plan = planFor(inst.hist.profile, inst.timings, true, this.lifecycle.restart_s);
     inst.next = 0;
     this.advance(inst);
+  }
+
+  /** docker stop + start on the host: `rebooting`, then loading and running again (same profile). */
+  reboot(inst: LiveInstance): void {
+    this.advance(inst);
+    inst.phaseStart = this.clock.simS();
+    inst.plan = rebootPlan(inst.hist.profile, inst.timings, this.lifecycle.reboot_s, this.lifecycle.restart_s);
+    inst.next = 0;
+    this.advance(inst);
+  }
+
+  /**
+   * A new bid from now on. Below the offer's minimum bid the instance is outbid: it stops (its
+   * intent stays running) until a winning bid starts it again. Returns whether it was outbid now.
+   */
+  changeBid(inst: LiveInstance, price: number): boolean {
+    this.advance(inst);
+    inst.hist.compute_dph = price;
+    inst.hist.compute_dph_changes.push({ at: this.clock.stamp(), dph: price });
+    const losing = price < inst.offer.min_bid;
+    if (losing && inst.intended === 'running' && inst.status !== 'stopped') {
+      inst.plan = [];
+      inst.next = 0;
+      this.enter(inst, 'stopped', STATUS_MSG.outbid, this.clock.simS());
+      return true;
+    }
+    if (!losing && inst.intended === 'running' && inst.status === 'stopped') this.start(inst);
+    return false;
   }
 
   destroy(inst: LiveInstance): void {

@@ -1,7 +1,7 @@
 // Billing in sim time, derived from the status history (so it cannot drift from what clients saw).
-// Compute ($/h = the offer's dph_base, or the bid) accrues while `loading` or `running`; disk
-// ($/h = disk GB × storage_cost / 720) accrues from creation to destroy in every status; nothing
-// accrues after destroy.
+// Compute ($/h = the offer's dph_base, or the bid in force at each moment) accrues while
+// `loading`, `running` or `rebooting`; disk ($/h = disk GB × storage_cost / 720, pricing.ts)
+// accrues from creation to destroy in every status; nothing accrues after destroy.
 import type { SimTime } from './clock.js';
 import type { SimInstanceHistory } from './instances.js';
 import { billsCompute } from './lifecycle.js';
@@ -43,15 +43,14 @@ export function computeLedger(histories: readonly SimInstanceHistory[], at: SimT
 
 function entryFor(h: SimInstanceHistory, nowSim: number): LedgerEntry {
   const end = h.destroyed_at?.sim_s ?? nowSim;
-  let computeS = 0;
+  let compute = 0;
   for (let i = 0; i < h.statuses.length; i++) {
     const s = h.statuses[i]!;
     if (!billsCompute(s.status)) continue;
     const until = Math.min(end, h.statuses[i + 1]?.at.sim_s ?? end);
-    computeS += Math.max(0, until - s.at.sim_s);
+    compute += computeCost(h, s.at.sim_s, until);
   }
   const diskS = Math.max(0, end - h.created_at.sim_s);
-  const compute = (computeS / 3600) * h.compute_dph;
   const disk = (diskS / 3600) * h.disk_dph;
   return {
     instance_id: h.id,
@@ -63,4 +62,16 @@ function entryFor(h: SimInstanceHistory, nowSim: number): LedgerEntry {
     compute_dph: h.compute_dph,
     disk_dph: h.disk_dph,
   };
+}
+
+/** $ of compute from sim second `from` to `to`, each part at the price in force then. */
+function computeCost(h: SimInstanceHistory, from: number, to: number): number {
+  let usd = 0;
+  const changes = h.compute_dph_changes;
+  for (let i = 0; i < changes.length; i++) {
+    const a = Math.max(from, changes[i]!.at.sim_s);
+    const b = Math.min(to, changes[i + 1]?.at.sim_s ?? Infinity);
+    if (b > a) usd += ((b - a) / 3600) * changes[i]!.dph;
+  }
+  return usd;
 }

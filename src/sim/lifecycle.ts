@@ -10,8 +10,11 @@
 //   lost_after_running  null → loading → running → offline | unknown | exited
 import type { FaultProfile } from './config.js';
 
-/** `null` is the service's provisioning status; `stopped` only follows a user's stop. */
-export type ActualStatus = null | 'created' | 'loading' | 'running' | 'stopped' | 'exited' | 'unknown' | 'offline';
+/**
+ * `null` is the service's provisioning status; `stopped` follows a stop, an outbid, or a create
+ * that could not start; `rebooting` follows a reboot.
+ */
+export type ActualStatus = null | 'created' | 'loading' | 'running' | 'rebooting' | 'stopped' | 'exited' | 'unknown' | 'offline';
 
 export interface Step {
   /** Sim seconds after the phase start. */
@@ -39,6 +42,9 @@ export const STATUS_MSG = {
   unknown: 'No heartbeat from host',
   offline: 'Host machine is offline',
   stopped: 'Instance stopped',
+  rebooting: 'Rebooting: docker stop, then docker start',
+  outbid: 'Outbid: the bid is below the current minimum bid; the instance resumes when its bid wins again',
+  unavailable: "Created stopped: the machine's GPUs are not available now (cancel_unavail was false)",
 } as const;
 
 const failure = (status: 'exited' | 'unknown' | 'offline'): string => STATUS_MSG[status];
@@ -76,7 +82,16 @@ export function planFor(profile: FaultProfile, t: InstanceTimings, restart: bool
   }
 }
 
-/** Statuses in which compute is billed (the host holds the GPUs from image pull on). */
+/** The plan of a reboot: `rebooting` for `rebootS`, then the plan of a start. */
+export function rebootPlan(profile: FaultProfile, t: InstanceTimings, rebootS: number, restartLoadS: number): Step[] {
+  const after = planFor(profile, t, true, restartLoadS).map((s) => ({ ...s, at: s.at + rebootS }));
+  return [{ at: 0, status: 'rebooting', msg: STATUS_MSG.rebooting }, ...after];
+}
+
+/**
+ * Statuses in which compute is billed: the host holds the GPUs from image pull on, and a reboot
+ * keeps them (reboot_instance.yaml: "without losing GPU priority").
+ */
 export function billsCompute(status: ActualStatus): boolean {
-  return status === 'loading' || status === 'running';
+  return status === 'loading' || status === 'running' || status === 'rebooting';
 }

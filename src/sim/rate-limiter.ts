@@ -1,44 +1,72 @@
-// Token buckets per endpoint group and identity, on wall time. A threshold T means T sustained
-// requests per second with a bucket of max(1, T) tokens (the service does not publish its window;
-// this reading lets a client at exactly T never see a 429). Buckets refill lazily on use.
-import type { BucketConfig, RateGroup, RateLimitConfig } from './config.js';
+// Rate limits as rate-limits-and-errors.mdx describes them: per endpoint and per identity, enforced
+// as a minimum interval between requests, with max-calls-per-period limits on some endpoints and
+// create's penalty after a violation. All on wall time; state is kept lazily per (endpoint,
+// identity) and needs no timer.
+//
+// Per key, a limiter holds: `tokens` (1 after a quiet interval; more only with the `burst` test
+// knob), the times of the recent requests inside the max-calls window, and `blockedUntil` (a
+// penalty). A request is refused while blocked, without a token, or with the window full. With
+// `count_refused` (the default) a refused request still counts: it empties the tokens and fills
+// the window, so a client that keeps hammering keeps being refused.
+import type { LimitConfig, RateGroup, RateLimitConfig } from './config.js';
 
-interface Bucket {
+interface State {
   tokens: number;
   at: number;
+  recent: number[];
+  blockedUntil: number;
 }
 
-export type RateVerdict = { ok: true } | { ok: false; threshold: string };
+export type RateVerdict = { ok: true } | { ok: false; threshold: string | null };
 
 export class RateLimiter {
-  private readonly buckets = new Map<string, Bucket>();
+  private readonly states = new Map<string, State>();
 
   constructor(
     private readonly config: RateLimitConfig,
     private readonly now: () => number,
   ) {}
 
-  take(group: RateGroup, identity: string): RateVerdict {
+  /** `endpoint` names the method and path template; `identity` comes from `identityKey`. */
+  take(group: RateGroup, endpoint: string, identity: string): RateVerdict {
     if (!this.config.enabled) return { ok: true };
     const spec = this.config.groups[group];
     if (!spec) return { ok: true };
-    const burst = spec.burst ?? Math.max(1, spec.per_s);
-    const key = `${group}\u0000${identity}`;
     const t = this.now();
-    const b = this.buckets.get(key) ?? { tokens: burst, at: t };
-    b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * spec.per_s);
-    b.at = t;
-    this.buckets.set(key, b);
-    if (b.tokens >= 1) {
-      b.tokens -= 1;
+    const key = `${endpoint}\u0000${identity}`;
+    let s = this.states.get(key);
+    if (!s) {
+      s = { tokens: spec.burst, at: t, recent: [], blockedUntil: 0 };
+      this.states.set(key, s);
+    }
+    if (spec.per_s !== undefined) {
+      s.tokens = Math.min(spec.burst, s.tokens + ((t - s.at) / 1000) * spec.per_s);
+    }
+    s.at = t;
+    if (spec.max_calls) {
+      const since = t - spec.max_calls.window_s * 1000;
+      while (s.recent.length > 0 && s.recent[0]! <= since) s.recent.shift();
+    }
+
+    const refused =
+      t < s.blockedUntil || (spec.per_s !== undefined && s.tokens < 1) || (spec.max_calls !== undefined && s.recent.length >= spec.max_calls.requests);
+    if (!refused) {
+      if (spec.per_s !== undefined) s.tokens -= 1;
+      if (spec.max_calls) s.recent.push(t);
       return { ok: true };
     }
+    if (this.config.count_refused) {
+      if (spec.per_s !== undefined) s.tokens = 0;
+      if (spec.max_calls) s.recent.push(t);
+    }
+    if (spec.penalty_s > 0) s.blockedUntil = t + spec.penalty_s * 1000;
     return { ok: false, threshold: thresholdText(spec) };
   }
 }
 
-/** The threshold as the service prints it: one decimal for round values ("4.5", "1.0"). */
-export function thresholdText(spec: BucketConfig): string {
+/** The threshold as the service prints it, one decimal for round values ("4.5", "1.0"); none for a window. */
+export function thresholdText(spec: LimitConfig): string | null {
   const x = spec.per_s;
+  if (x === undefined) return null;
   return Number.isInteger(x * 10) ? x.toFixed(1) : String(Math.round(x * 1000) / 1000);
 }

@@ -14,8 +14,8 @@ export interface RouteContext {
   body: unknown;
 }
 
-/** `drop`: the work is done but the answer is lost (the socket is destroyed). */
-export type RouteResult = { status?: number; body: unknown } | { drop: true };
+/** `drop`: the work is done but the answer is lost (the socket is destroyed). `text`: a plain-text answer. */
+export type RouteResult = { status?: number; body: unknown } | { status: number; text: string } | { drop: true };
 
 export interface Route {
   method: Method;
@@ -25,8 +25,18 @@ export interface Route {
   auth: 'key' | 'none';
   /** Permission category a user key needs. */
   category?: string;
-  /** Token bucket group; 'other' when absent. */
+  /**
+   * Rate-limit group (its threshold); the limiter itself is per route and identity. Every API
+   * route has one (the server refuses to start otherwise); admin routes have none.
+   */
   group?: RateGroup;
+  /**
+   * The 429 body this endpoint documents: `detail` JSON, destroy's `{success, error, msg}`, or
+   * plain text (the rate-limit page's "often plain text"; used where a yaml shows none).
+   */
+  limited?: 'detail' | 'success_error' | 'plain';
+  /** A missing or bad key is 404 auth_error here (search_offers.yaml), not 401. */
+  badKey404?: boolean;
   /** The restricted instance key may call this route (the handler checks which instance). */
   instanceKey?: boolean;
   handler(ctx: RouteContext): RouteResult | Promise<RouteResult>;

@@ -1,11 +1,12 @@
 // The HTTP front: one pipeline for every API request, in the order the service would meet it:
-//   count → injected latency → dropped socket / injected 5xx → route → body → key (401) →
-//   permission (403) → rate limit (429) → handler.
+//   count → injected latency → dropped socket / injected 5xx → route → body → rate limit (429,
+//   by identity, whether or not the key is valid) → key (401; 404 auth_error on search) →
+//   permission (403) → handler → list fault (`instances: null`).
 // Admin routes (/_sim/) skip faults, keys and limits, and 404 unless enabled. No request can crash
 // the process: anything unexpected becomes a 500 with the generic error body.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { authenticate, hasCategory, identityOf, presentedKey, type Principal } from './auth.js';
+import { authenticate, hasCategory, identityKey, presentedKey, type Principal } from './auth.js';
 import { parseJsonBody, readBody, sendJson, sendText } from './http-io.js';
 import { Router, type Route } from './router.js';
 import { AUTH_ERROR, invalidRequest, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
@@ -22,6 +23,8 @@ export interface ServerDeps {
 const NO_ROUTE = { success: false, error: 'not_found', msg: 'error 404/3100: no such endpoint' };
 
 export function createSimServer(deps: ServerDeps): Server {
+  const unlimited = deps.apiRoutes.find((r) => r.group === undefined);
+  if (unlimited) throw new Error(`route ${unlimited.method} ${unlimited.path} has no rate-limit group`);
   const api = new Router(deps.apiRoutes);
   const admin = new Router(deps.adminRoutes);
   const server = createServer((req, res) => {
@@ -45,6 +48,7 @@ async function handle(deps: ServerDeps, api: Router, admin: Router, req: Incomin
     const body = parseJsonBody(await readBody(req));
     const result = await m.route.handler({ world, principal: undefined, params: m.params, query: url.searchParams, body });
     if ('drop' in result) return void req.socket.destroy();
+    if ('text' in result) return sendText(res, result.status, result.text);
     return sendJson(res, result.status ?? 200, result.body);
   }
 
@@ -74,23 +78,32 @@ async function handle(deps: ServerDeps, api: Router, admin: Router, req: Incomin
   try {
     const text = await readBody(req);
     const route = m.route;
-    const principal = authenticate(presentedKey(req, url.searchParams), world.keys, (k) => world.instances.ownerOfKey(k));
-    if (route.auth === 'key') {
-      if (!principal) return send(401, AUTH_ERROR);
-      checkPermission(route, principal);
-    }
-    const group = route.group ?? 'other';
-    const verdict = world.limiter.take(group, identityOf(principal, req.socket.remoteAddress));
+    const group = route.group!;
+    const verdict = world.limiter.take(group, name, identityKey(req, url.searchParams));
     if (!verdict.ok) {
       bump(world.stats.rate_limited, name);
       bump(world.stats.statuses, '429');
-      return tooFrequent(res, group === 'destroy', verdict.threshold, world.config.rate_limits.plain_text);
+      const plain = world.config.rate_limits.plain_text;
+      return tooFrequent(res, plain ? 'plain' : (route.limited ?? 'plain'), plain ? null : verdict.threshold);
+    }
+    const principal = authenticate(presentedKey(req, url.searchParams), world.keys, (k) => world.instances.ownerOfKey(k));
+    if (route.auth === 'key') {
+      if (!principal) return send(route.badKey404 || world.faults.badKey404Everywhere() ? 404 : 401, AUTH_ERROR);
+      checkPermission(route, principal);
     }
     const body = parseJsonBody(text);
     const result = await route.handler({ world, principal, params: m.params, query: url.searchParams, body });
     if ('drop' in result) {
       req.socket.destroy();
       return;
+    }
+    if ('text' in result) {
+      bump(world.stats.statuses, String(result.status));
+      return sendText(res, result.status, result.text);
+    }
+    if ((group === 'list_v0' || group === 'list_v1') && (result.status ?? 200) === 200 && world.faults.nullInstances()) {
+      // The official clients read `instances: null` as an empty page; a client must survive it.
+      return send(result.status ?? 200, { ...(result.body as object), instances: null });
     }
     send(result.status ?? 200, result.body);
   } catch (err) {
@@ -118,11 +131,16 @@ function safeMatch(router: Router, method: string, path: string) {
   }
 }
 
-/** The service's 429 forms: `detail` JSON, the generic body on destroy, or plain text. */
-function tooFrequent(res: ServerResponse, destroy: boolean, threshold: string, plain: boolean): void {
-  const text = `API requests too frequent endpoint threshold=${threshold}`;
-  if (plain) return sendText(res, 429, 'API requests too frequent');
-  if (destroy) return sendJson(res, 429, { success: false, error: 'rate_limit_exceeded', msg: text });
+/**
+ * The 429 forms: `{detail}` where a yaml documents it, destroy's `{success, error, msg}`, or the
+ * rate-limit page's plain text. Never a Retry-After header, like the service.
+ */
+function tooFrequent(res: ServerResponse, form: 'detail' | 'success_error' | 'plain', threshold: string | null): void {
+  if (form === 'plain') {
+    return sendText(res, 429, threshold === null ? 'API requests too frequent' : `API requests too frequent: endpoint threshold=${threshold}`);
+  }
+  const text = threshold === null ? 'API requests too frequent' : `API requests too frequent endpoint threshold=${threshold}`;
+  if (form === 'success_error') return sendJson(res, 429, { success: false, error: 'rate_limit_exceeded', msg: text });
   sendJson(res, 429, { detail: text });
 }
 

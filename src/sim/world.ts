@@ -43,15 +43,15 @@ export class SimWorld {
     const seed = config.seed;
     const unixNow = () => Math.floor(clock.wallMs() / 1000);
     this.catalog = new Catalog(seed, config.catalog.size);
-    this.profiles = new ProfileBook(seed, config.profile_rates, config.machine_profiles, config.offer_profiles);
+    this.profiles = new ProfileBook(seed, config.profile_rates, config.machine_profiles, config.offer_profiles, config.offer_faults);
     this.faults = new FaultInjector(seed, config.faults);
     this.limiter = new RateLimiter(config.rate_limits, () => clock.wallMs());
     this.keys = new ApiKeyStore(unixNow);
     this.keys.add(apiKey, 'full access', null);
     for (const k of config.keys) this.keys.add(k.key, k.name ?? '', k.permissions ?? null);
-    this.sshKeys = new SshKeyStore(config.account.user_id, unixNow);
+    this.sshKeys = new SshKeyStore(config.account.user_id, () => clock.wallMs());
     this.templates = new TemplateStore(unixNow);
-    this.webhooks = new WebhookStore(config.account.user_id, clock, config.webhooks.delivery_timeout_ms);
+    this.webhooks = new WebhookStore(config.account.user_id, clock, config.webhooks);
     for (const w of config.webhooks.initial) this.webhooks.create(w.name, w.webhook_url, w.event_types, w.webhook_secret);
     this.onstart = new OnstartRunner(config.onstart_exec, clock, simUrl);
     this.instances = new InstanceStore(clock, config.lifecycle, seed, {
@@ -71,17 +71,29 @@ export class SimWorld {
     return this.config.account.credit - this.ledger().total_usd;
   }
 
-  /** Periodic work that no request triggers: due transitions and the low-credit event. */
+  /** Periodic work that no request triggers: due transitions, the low-credit event, webhook retries. */
   tick(): void {
     this.instances.advanceAll();
     const credit = this.credit();
     const threshold = this.config.account.low_credit_threshold;
     if (credit < threshold && !this.lowCreditSent) {
       this.lowCreditSent = true;
-      this.webhooks.emit('client:low_credit', { user_id: this.config.account.user_id, credit: round2(credit), threshold });
+      this.webhooks.emit('client:low_credit', {
+        subject: 'Warning - Your Vast.ai Credit Balance Is Getting Low',
+        message: `Your Vast.ai balance ($${round2(credit).toFixed(2)}) is below your configured threshold ($${threshold.toFixed(2)}).`,
+      });
     } else if (credit >= threshold) {
       this.lowCreditSent = false;
     }
+    this.webhooks.tick();
+  }
+
+  /** A change of bid left the instance below the minimum bid: `client:outbid`. */
+  notifyOutbid(inst: LiveInstance): void {
+    this.webhooks.emit('client:outbid', {
+      subject: `Instance ${inst.hist.id} was outbid`,
+      message: `Instance ${inst.hist.id}${labelText(inst)} was stopped: its bid is below the current minimum bid of $${inst.offer.min_bid}/h.`,
+    });
   }
 
   async close(): Promise<void> {
@@ -89,17 +101,19 @@ export class SimWorld {
   }
 
   private onStatus(inst: LiveInstance, status: ActualStatus): void {
-    const data = { instance_id: inst.hist.id, machine_id: inst.hist.machine_id, label: inst.hist.label };
+    const id = inst.hist.id;
+    const what = `Instance ${id}${labelText(inst)} on machine ${inst.hist.machine_id}`;
     if (status === 'running') {
       this.onstart.maybeRun(inst);
-      this.webhooks.emit('instance_started', data);
+      this.webhooks.emit('client:instance_started', { subject: `Instance ${id} started`, message: `${what} is running.` });
     } else if (status === 'offline') {
-      this.webhooks.emit('host:machine_offline', data);
+      this.webhooks.emit('host:machine_offline', { subject: `Machine ${inst.hist.machine_id} is offline`, message: `${what} is offline: the host disconnected.` });
     } else if (status === 'stopped') {
-      this.onstart.stop(inst.hist.id);
-      this.webhooks.emit('instance_stopped', data);
+      this.onstart.stop(id);
+      this.webhooks.emit('client:instance_stopped', { subject: `Instance ${id} stopped`, message: `${what} is stopped.` });
     }
   }
 }
 
 const round2 = (x: number) => Math.round(x * 100) / 100;
+const labelText = (inst: LiveInstance) => (inst.hist.label ? ` (${inst.hist.label})` : '');

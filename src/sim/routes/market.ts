@@ -2,12 +2,11 @@
 import { gpuNames } from '../catalog.js';
 import type { Route, RouteContext, RouteResult } from '../router.js';
 import { searchOffers } from '../search.js';
-import { askGone, invalidArgs, invalidPrice, unknownAsk } from '../sim-error.js';
+import { askGone, invalidArgs, invalidPrice, notYourOwn, SimHttpError, unknownAsk, withAskId } from '../sim-error.js';
+import { STATUS_MSG } from '../lifecycle.js';
 import { bump } from '../stats.js';
-import { bodyObject, idParam, num, str, stringMap } from '../validate.js';
-
-/** The documented onstart limit; longer scripts must be compressed by the client. */
-const ONSTART_MAX = 4048;
+import { bodyObject, idParam } from '../validate.js';
+import { parseCreateBody } from './create-body.js';
 
 function create(ctx: RouteContext): RouteResult {
   const { world } = ctx;
@@ -16,21 +15,19 @@ function create(ctx: RouteContext): RouteResult {
   world.stats.creates_received++;
   bump(world.stats.creates_by_label, typeof body.label === 'string' ? body.label : '');
 
-  const image = str(body, 'image', { required: true, max: 1024 });
-  const disk = num(body, 'disk', { min: 1 }) ?? 10;
-  const label = str(body, 'label', { max: 1024 }) ?? null;
-  const env = stringMap(body, 'env') ?? {};
-  const onstart = str(body, 'onstart') ?? '';
-  if (onstart.length > ONSTART_MAX) {
-    throw invalidArgs(`onstart is ${onstart.length} characters; the limit is ${ONSTART_MAX} (gzip and base64 longer scripts).`);
+  let req;
+  try {
+    req = parseCreateBody(body, (hash) => world.templates.findByHash(hash), world.sshKeys.list().length > 0);
+  } catch (err) {
+    // create_instance.yaml's 400 carries the offer's id too.
+    if (err instanceof SimHttpError) throw withAskId(err, offerId);
+    throw err;
   }
-  const runtype = str(body, 'runtype') ?? 'ssh';
-  const price = num(body, 'price', { min: 0 }) ?? null;
-  str(body, 'client_id');
-  str(body, 'template_hash_id');
 
   const offer = world.catalog.get(offerId);
   if (!offer) throw unknownAsk(offerId);
+  const fault = world.profiles.offerFault(offerId);
+  if (fault === 'not_your_own') throw notYourOwn(offerId);
   if (world.catalog.isRented(offerId)) throw askGone(offerId);
   if (world.faults.offerTaken()) {
     // Someone else rented it between this client's search and its create.
@@ -38,14 +35,28 @@ function create(ctx: RouteContext): RouteResult {
     world.stats.offers_taken++;
     throw askGone(offerId);
   }
-  if (price !== null && price < offer.min_bid) {
-    throw invalidPrice(`bid price ${price} is below the minimum bid ${offer.min_bid} for offer ${offerId}.`);
+  const { params } = req;
+  if (params.price !== null && params.price < offer.min_bid) {
+    throw withAskId(invalidPrice(`bid price ${params.price} is below the minimum bid ${offer.min_bid} for offer ${offerId}.`), offerId);
   }
+  if (params.disk > offer.disk_space) {
+    throw withAskId(invalidArgs(`disk ${params.disk} GB is more than the offer's ${offer.disk_space} GB.`), offerId);
+  }
+  // create_instance.yaml: cancel_unavail defaults to false for interruptibles, true for on-demand
+  // with target_state running; an offer that cannot start now is then a 410.
+  const cancelUnavail = req.cancelUnavail ?? (params.price === null && req.targetState === 'running');
+  const unavailable = fault === 'unavailable';
+  if (unavailable && cancelUnavail) throw askGone(offerId);
 
   const profile = world.profiles.profileFor(offer.id, offer.machine_id);
-  const inst = world.instances.create(offer, { image, disk, label, env, onstart, runtype, price }, profile);
+  const inst = world.instances.create(offer, params, profile);
   world.catalog.rent(offer.id, inst.hist.id);
-  world.webhooks.emit('instance_created', { instance_id: inst.hist.id, machine_id: offer.machine_id, label });
+  if (unavailable) world.instances.stop(inst, STATUS_MSG.unavailable);
+  else if (req.targetState === 'stopped') world.instances.stop(inst);
+  world.webhooks.emit('client:instance_created', {
+    subject: `Instance ${inst.hist.id} created`,
+    message: `Instance ${inst.hist.id}${params.label ? ` (${params.label})` : ''} was created on machine ${offer.machine_id}.`,
+  });
 
   if (world.faults.ambiguousCreate()) {
     world.stats.creates_ambiguous++;
@@ -60,6 +71,7 @@ export const marketRoutes: Route[] = [
     method: 'GET',
     path: '/api/v0/gpu_names/unique',
     auth: 'none',
+    group: 'gpu_names',
     handler: () => ({ body: { gpu_names: gpuNames().sort() } }),
   },
   {
@@ -68,12 +80,21 @@ export const marketRoutes: Route[] = [
     auth: 'key',
     category: 'misc',
     group: 'search',
+    badKey404: true,
     handler: ({ world, body }) => ({
       body: { offers: searchOffers(world.catalog, bodyObject(body, true), world.config.search) },
     }),
   },
   // The service documents PUT and its overview also names POST for the same path.
   ...(['PUT', 'POST'] as const).map(
-    (method): Route => ({ method, path: '/api/v0/asks/{offer_id}', auth: 'key', category: 'instance_write', group: 'create', handler: create }),
+    (method): Route => ({
+      method,
+      path: '/api/v0/asks/{offer_id}',
+      auth: 'key',
+      category: 'instance_write',
+      group: 'create',
+      limited: 'detail',
+      handler: create,
+    }),
   ),
 ];

@@ -1,5 +1,6 @@
 // Templates. DELETE takes `{template_id}` with the numeric id; a hash_id there is refused with a
-// message that says so, since confusing the two is the quirk clients trip on.
+// message that says so, since confusing the two is the quirk clients trip on. Permissions as
+// permissions.mdx lists them: search needs user_read, create/edit/delete user_write.
 import type { Route, RouteContext, RouteResult } from '../router.js';
 import type { TemplateFields } from '../templates.js';
 import { invalidArgs, notFound } from '../sim-error.js';
@@ -28,7 +29,8 @@ function create({ world, body }: RouteContext): RouteResult {
   const o = bodyObject(body);
   const name = str(o, 'name', { required: true, max: 256 });
   const image = str(o, 'image', { required: true, max: 1024 });
-  return { body: { success: true, template: world.templates.create({ ...fields(o), name, image }) } };
+  const template = world.templates.create({ ...fields(o), name, image });
+  return { body: { success: true, msg: `Template Created Successfully! New Template ID: ${template.id}`, template } };
 }
 
 function update({ world, body }: RouteContext): RouteResult {
@@ -57,10 +59,15 @@ export const templateRoutes: Route[] = [
     method: 'GET',
     path: '/api/v0/template',
     auth: 'key',
-    category: 'misc',
-    handler: ({ world }) => ({ body: { success: true, templates: world.templates.list() } }),
+    category: 'user_read',
+    group: 'templates',
+    limited: 'detail',
+    handler: ({ world }) => {
+      const templates = world.templates.list();
+      return { body: { success: true, templates_found: templates.length, templates } };
+    },
   },
-  { method: 'POST', path: '/api/v0/template', auth: 'key', category: 'misc', handler: create },
-  { method: 'PUT', path: '/api/v0/template', auth: 'key', category: 'misc', handler: update },
-  { method: 'DELETE', path: '/api/v0/template', auth: 'key', category: 'misc', handler: remove },
+  { method: 'POST', path: '/api/v0/template', auth: 'key', category: 'user_write', group: 'templates_write', handler: create },
+  { method: 'PUT', path: '/api/v0/template', auth: 'key', category: 'user_write', group: 'templates_write', handler: update },
+  { method: 'DELETE', path: '/api/v0/template', auth: 'key', category: 'user_write', group: 'templates_write', handler: remove },
 ];

@@ -48,6 +48,13 @@ describe('403 names the missing category', () => {
     expect((await call(sim, 'POST', '/api/v0/secrets/', { key: 'A', value: 'b' }, SCOPED)).status).toBe(403);
   });
 
+  test('templates: search needs user_read, create/edit/delete user_write (permissions.mdx)', async () => {
+    expect((await call(sim, 'GET', '/api/v0/template/', undefined, SCOPED)).status).toBe(200);
+    const c = await call(sim, 'POST', '/api/v0/template/', { name: 't', image: 'x' }, SCOPED);
+    expect([c.status, c.body.permission]).toEqual([403, 'user_write']);
+    expect((await call(sim, 'GET', '/api/v0/template/', undefined, READER)).body.permission).toBe('user_read');
+  });
+
   test('a read-only key may list but not search or create', async () => {
     expect((await call(sim, 'GET', '/api/v0/instances/', undefined, READER)).status).toBe(200);
     const s = await call(sim, 'POST', '/api/v0/bundles/', {}, READER);
@@ -71,8 +78,9 @@ describe('instance_api_key', () => {
     expect((await call(sim, 'PUT', `/api/v0/instances/${b.instanceId}/`, { state: 'stopped' }, key)).status).toBe(403);
     expect((await call(sim, 'DELETE', `/api/v0/instances/${b.instanceId}/`, undefined, key)).status).toBe(403);
     expect((await call(sim, 'PUT', `/api/v0/instances/${a.instanceId}/`, { state: 'stopped' }, key)).body).toEqual({ success: true });
-    expect((await call(sim, 'PUT', `/api/v0/instances/${a.instanceId}/`, { state: 'running' }, key)).body).toEqual({ success: true });
-    expect((await call(sim, 'DELETE', `/api/v0/instances/${a.instanceId}/`, undefined, key)).body).toEqual({ success: true });
+    expect((await call(sim, 'PUT', `/api/v0/instances/${a.instanceId}/`, { state: 'running' }, key)).body.success).toBe(true);
+    expect((await call(sim, 'PUT', `/api/v0/instances/reboot/${a.instanceId}/`, {}, key)).status).toBe(403);
+    expect((await call(sim, 'DELETE', `/api/v0/instances/${a.instanceId}/`, undefined, key)).body.success).toBe(true);
     // The instance is gone and so is its key.
     expect((await call(sim, 'DELETE', `/api/v0/instances/${a.instanceId}/`, undefined, key)).status).toBe(401);
   });
@@ -86,8 +94,9 @@ describe('key management takes effect at once', () => {
     expect((await call(sim, 'GET', '/api/v0/users/current/', undefined, key)).status).toBe(200);
     expect((await call(sim, 'GET', '/api/v0/instances/', undefined, key)).status).toBe(403);
 
+    expect(c.body.permissions).toEqual({ api: { user_read: {} } });
     const list = await call(sim, 'GET', '/api/v0/auth/apikeys/');
-    expect(list.body.apikeys.find((k: any) => k.id === id)).toMatchObject({ name: 'ci' });
+    expect(list.body.apikeys.find((k: any) => k.id === id)).toMatchObject({ id, name: 'ci', user_id: expect.any(Number), rights: 'scoped' });
     expect(list.text).not.toContain(key);
 
     const reset = await call(sim, 'POST', `/api/v0/auth/apikeys/${id}/reset/`);
@@ -95,9 +104,10 @@ describe('key management takes effect at once', () => {
     expect((await call(sim, 'GET', '/api/v0/users/current/', undefined, key)).status).toBe(401);
     expect((await call(sim, 'GET', '/api/v0/users/current/', undefined, reset.body.key)).status).toBe(200);
 
-    expect((await call(sim, 'DELETE', `/api/v0/auth/apikeys/${id}/`)).body).toEqual({ success: true });
+    // delete_api_key.yaml: 200 is a JSON string, 404 a bare {msg}.
+    expect((await call(sim, 'DELETE', `/api/v0/auth/apikeys/${id}/`)).body).toBe('Successfully Deleted API Key');
     expect((await call(sim, 'GET', '/api/v0/users/current/', undefined, reset.body.key)).status).toBe(401);
-    expect((await call(sim, 'DELETE', `/api/v0/auth/apikeys/${id}/`)).status).toBe(404);
+    expect(await call(sim, 'DELETE', `/api/v0/auth/apikeys/${id}/`)).toMatchObject({ status: 404, body: { msg: 'API Key not found.' } });
   });
 
   test('a scoped key cannot mint a key with more than it holds', async () => {
@@ -107,6 +117,6 @@ describe('key management takes effect at once', () => {
     expect(full.status).toBe(403);
     const more = await call(sim, 'POST', '/api/v0/auth/apikeys/', { permissions: { api: { billing: {} } } }, writer);
     expect(more.body.msg).toContain('requires permission billing');
-    expect((await call(sim, 'POST', '/api/v0/auth/apikeys/', { permissions: { api: [] } })).status).toBe(400);
+    expect((await call(sim, 'POST', '/api/v0/auth/apikeys/', { permissions: { api: [] } })).body.error).toBe('invalid_permissions');
   });
 });

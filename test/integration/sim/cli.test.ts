@@ -38,7 +38,7 @@ test('prints one JSON line with the url and BERTH_API_KEY, serves, and closes on
     const info = JSON.parse(line) as { url: string; api_key: string };
     expect(info.api_key).toBe('cli-test-key-123');
     expect(info.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    const res = await fetch(`${info.url}/api/v0/bundles/`, { method: 'POST', headers: { authorization: 'Bearer cli-test-key-123' }, body: '{"limit": 100}' });
+    const res = await fetch(`${info.url}/api/v0/bundles/`, { method: 'POST', headers: { authorization: 'Bearer cli-test-key-123' }, body: '{"limit": 100, "verified": {"in": [true, false]}}' });
     expect(((await res.json()) as { offers: unknown[] }).offers).toHaveLength(50);
     // Call only the handler the command installed, not the test runner's own.
     const ours = process.listeners('SIGTERM').filter((l) => !before.has(l));

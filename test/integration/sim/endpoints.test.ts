@@ -10,37 +10,50 @@ beforeAll(async () => {
 afterAll(() => sim.close());
 
 describe('account endpoints', () => {
-  test('GET users/current answers the user record', async () => {
+  test('GET users/current answers show_user.yaml\'s record, with api_key null, never the key', async () => {
     const r = await call(sim, 'GET', '/api/v0/users/current/');
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ id: expect.any(Number), email: expect.any(String), credit: expect.any(Number), ssh_key: '' });
+    expect(r.body).toMatchObject({ id: expect.any(Number), key_id: 1, email: expect.any(String), balance: expect.any(Number), credit: expect.any(Number), ssh_key: '', sid: expect.any(String) });
+    expect(r.body).toHaveProperty('api_key', null);
+    expect(r.text).not.toContain(sim.apiKey);
+    const other = sim.addKey();
+    expect((await call(sim, 'GET', '/api/v0/users/current/', undefined, other)).body.key_id).toBe(2);
   });
 
   test('accepts paths without the trailing slash', async () => {
     expect((await call(sim, 'GET', '/api/v0/users/current')).status).toBe(200);
   });
 
-  test('secrets: set, list masked (with and without slash), delete', async () => {
-    expect((await call(sim, 'POST', '/api/v0/secrets', { key: 'HF_TOKEN', value: 'hf_very_secret' })).body).toEqual({ success: true });
+  test('secrets: create (upper-cased), list masked, update, delete, with the documented errors', async () => {
+    expect((await call(sim, 'POST', '/api/v0/secrets', { key: 'hf_token', value: 'hf_very_secret' })).body).toEqual({ success: true, msg: 'Environment variable added successfully' });
     for (const path of ['/api/v0/secrets', '/api/v0/secrets/']) {
       const r = await call(sim, 'GET', path);
-      expect(r.body.success).toBe(true);
-      expect(r.body.secrets.HF_TOKEN).toBeDefined();
+      expect(r.body).toEqual({ success: true, secrets: { HF_TOKEN: '*****' } });
       expect(r.text).not.toContain('hf_very_secret');
     }
-    expect((await call(sim, 'DELETE', '/api/v0/secrets/', { key: 'HF_TOKEN' })).body).toEqual({ success: true });
-    expect((await call(sim, 'DELETE', '/api/v0/secrets/', { key: 'HF_TOKEN' })).status).toBe(404);
-    expect((await call(sim, 'POST', '/api/v0/secrets/', { key: 'A', value: 5 })).body.error).toBe('invalid_args');
+    const err = (r: { status: number; body: any }) => [r.status, r.body.error];
+    expect(err(await call(sim, 'POST', '/api/v0/secrets/', { key: 'HF_TOKEN', value: 'other' }))).toEqual([400, 'existing_key']);
+    expect((await call(sim, 'PUT', '/api/v0/secrets/', { key: 'HF_TOKEN', value: 'v2' })).body.success).toBe(true);
+    expect(err(await call(sim, 'PUT', '/api/v0/secrets/', { key: 'NOPE', value: 'v2' }))).toEqual([400, 'nonexistent_key']);
+    expect((await call(sim, 'DELETE', '/api/v0/secrets/', { key: 'hf_token' })).body).toEqual({ success: true, msg: 'Environment variable deleted successfully' });
+    expect(err(await call(sim, 'DELETE', '/api/v0/secrets/', { key: 'HF_TOKEN' }))).toEqual([400, 'nonexistent_key']);
+    expect(err(await call(sim, 'POST', '/api/v0/secrets/', { key: 'A', value: 5 }))).toEqual([400, 'missing_input']);
+    expect(err(await call(sim, 'POST', '/api/v0/secrets/', { key: 'A', value: 'has space' }))).toEqual([400, 'invalid_characters']);
+    expect(err(await call(sim, 'POST', '/api/v0/secrets/', { key: '1A', value: 'x' }))).toEqual([400, 'invalid_characters']);
   });
 
-  test('ssh keys: add, list, delete; the user record shows the newest', async () => {
+  test('ssh keys: add, list (a bare array), update, delete; the user record shows the newest', async () => {
     const add = await call(sim, 'POST', '/api/v0/ssh/', { ssh_key: 'ssh-ed25519 AAAAC3Nz test@host' });
-    expect(add.body.success).toBe(true);
+    expect(add.body).toMatchObject({ success: true, key: { id: expect.any(Number), user_id: expect.any(Number), public_key: 'ssh-ed25519 AAAAC3Nz test@host', deleted_at: null } });
     const id = add.body.key.id;
-    expect((await call(sim, 'GET', '/api/v0/ssh/')).body.ssh_keys.map((k: any) => k.id)).toContain(id);
+    const list = (await call(sim, 'GET', '/api/v0/ssh/')).body;
+    expect(list).toEqual([expect.objectContaining({ id, key: 'ssh-ed25519 AAAAC3Nz test@host', created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) })]);
     expect((await call(sim, 'GET', '/api/v0/users/current/')).body.ssh_key).toBe('ssh-ed25519 AAAAC3Nz test@host');
+    expect((await call(sim, 'PUT', `/api/v0/ssh/${id}/`, { ssh_key: 'ssh-ed25519 AAAAnew other@host' })).body.key.public_key).toBe('ssh-ed25519 AAAAnew other@host');
     expect((await call(sim, 'DELETE', `/api/v0/ssh/${id}/`)).body).toEqual({ success: true });
-    expect((await call(sim, 'DELETE', `/api/v0/ssh/${id}/`)).status).toBe(404);
+    const again = await call(sim, 'DELETE', `/api/v0/ssh/${id}/`);
+    expect([again.status, again.body.error]).toEqual([400, 'no_ssh_key']);
+    expect((await call(sim, 'POST', '/api/v0/ssh/', {})).body).toEqual({ success: false, error: 'no_ssh_key', msg: 'No ssh key provided' });
     expect((await call(sim, 'POST', '/api/v0/ssh/', { ssh_key: 'not a key' })).status).toBe(400);
   });
 
@@ -58,7 +71,10 @@ describe('templates', () => {
     expect(c.status).toBe(200);
     const t = c.body.template;
     expect(t).toMatchObject({ id: expect.any(Number), hash_id: expect.any(String), name: 'torch' });
-    expect((await call(sim, 'GET', '/api/v0/template/')).body.templates.map((x: any) => x.id)).toContain(t.id);
+    expect(c.body.msg).toBe(`Template Created Successfully! New Template ID: ${t.id}`);
+    const listed = (await call(sim, 'GET', '/api/v0/template/')).body;
+    expect(listed.templates.map((x: any) => x.id)).toContain(t.id);
+    expect(listed.templates_found).toBe(listed.templates.length);
     const u = await call(sim, 'PUT', '/api/v0/template/', { id: t.id, name: 'torch2' });
     expect(u.body.template.name).toBe('torch2');
     const byHash = await call(sim, 'DELETE', '/api/v0/template/', { template_id: t.hash_id });
@@ -95,7 +111,7 @@ describe('webhooks', () => {
 
 describe('instances', () => {
   test('create answers new_contract and instance_api_key; show is a single object', async () => {
-    const { instanceId, instanceKey } = await rent(sim, { image: 'img', disk: 16, label: 'berth:s:r:1', env: { A: '1' } });
+    const { instanceId, instanceKey } = await rent(sim, { image: 'img', disk: 16, label: 'berth:s:r:1', env: { A: '1' }, runtype: 'ssh_direc ssh_proxy' });
     expect(instanceKey).toMatch(/^[0-9a-f]{64}$/);
     const r = await call(sim, 'GET', `/api/v0/instances/${instanceId}/?owner=me`);
     expect(Array.isArray(r.body.instances)).toBe(false);
@@ -104,24 +120,47 @@ describe('instances', () => {
       label: 'berth:s:r:1',
       machine_id: expect.any(Number),
       intended_status: 'running',
-      ssh_host: expect.any(String),
+      ssh_host: expect.stringMatching(/^ssh\d\.vast-sim\.invalid$/),
       ssh_port: expect.any(Number),
       disk_space: 16,
       extra_env: [['A', '1']],
     });
-    for (const f of ['host_id', 'actual_status', 'cur_state', 'next_state', 'status_msg', 'image_uuid', 'public_ipaddr', 'ports', 'dph_total', 'is_bid', 'start_date', 'gpu_name', 'num_gpus']) {
+    for (const f of ['host_id', 'actual_status', 'cur_state', 'next_state', 'status_msg', 'image_uuid', 'public_ipaddr', 'dph_total', 'is_bid', 'start_date', 'gpu_name', 'num_gpus']) {
       expect(r.body.instances).toHaveProperty(f);
     }
   });
 
-  test('the ports map carries the SSH port as a string once running', async () => {
-    const { instanceId } = await rent(sim);
-    expect((await call(sim, 'GET', `/api/v0/instances/${instanceId}/`)).body.instances.ports).toEqual({});
+  test('SSH: ssh_host/ssh_port are the proxy; the direct address is public_ipaddr and ports["22/tcp"], only while running', async () => {
+    const direct = sim.offers().find((o) => o.direct_port_count > 0 && o.verified)!;
+    const created = await call(sim, 'PUT', `/api/v0/asks/${direct.id}/`, { image: 'x', runtype: 'ssh_direc ssh_proxy', env: { '-p 8080:8080': '1' } });
+    const id = created.body.new_contract;
+    const before = (await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances;
+    expect(before.actual_status).not.toBe('running');
+    expect(before).not.toHaveProperty('ports');
     const inst = await waitFor(async () => {
-      const r = await call(sim, 'GET', `/api/v0/instances/${instanceId}/`);
+      const r = await call(sim, 'GET', `/api/v0/instances/${id}/`);
       return r.body.instances.actual_status === 'running' ? r.body.instances : undefined;
     });
-    expect(inst.ports).toEqual({ '22/tcp': [{ HostIp: '0.0.0.0', HostPort: String(inst.ssh_port) }] });
+    expect(inst.ssh_host).toMatch(/^ssh\d\.vast-sim\.invalid$/);
+    expect(inst.ssh_port).toBeGreaterThanOrEqual(10_000);
+    expect(inst.public_ipaddr).toBe(direct.public_ipaddr);
+    expect(inst.ports).toEqual({
+      '22/tcp': [{ HostIp: '0.0.0.0', HostPort: String(inst.direct_port_start) }],
+      '8080/tcp': [{ HostIp: '0.0.0.0', HostPort: String(inst.direct_port_start + 1) }],
+    });
+    expect(inst.direct_port_end).toBe(inst.direct_port_start + 1);
+    expect(Number(inst.ports['22/tcp'][0].HostPort)).not.toBe(inst.ssh_port);
+    await call(sim, 'PUT', `/api/v0/instances/${id}/`, { state: 'stopped' });
+    expect((await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances).not.toHaveProperty('ports');
+
+    // Proxy only: a runtype without direct, or an offer without direct ports.
+    const { instanceId: proxied } = await rent(sim, { image: 'x', runtype: 'ssh_proxy' });
+    const p = await waitFor(async () => {
+      const r = await call(sim, 'GET', `/api/v0/instances/${proxied}/`);
+      return r.body.instances.actual_status === 'running' ? r.body.instances : undefined;
+    });
+    expect(p).toMatchObject({ ports: {}, direct_port_start: -1, direct_port_end: -1 });
+    expect(p.ssh_host).toMatch(/\.vast-sim\.invalid$/);
   });
 
   test('show of an unknown id answers instances: null', async () => {
@@ -130,28 +169,12 @@ describe('instances', () => {
     expect(r.body).toEqual({ instances: null });
   });
 
-  test('change and destroy of an unknown id answer 404 no_such_instance', async () => {
-    expect((await call(sim, 'PUT', '/api/v0/instances/1/', { state: 'stopped' })).body.error).toBe('no_such_instance');
-    const d = await call(sim, 'DELETE', '/api/v0/instances/1/');
-    expect(d.status).toBe(404);
-    expect(d.body.error).toBe('no_such_instance');
-  });
-
-  test('label change, bad state, empty change', async () => {
-    const { instanceId } = await rent(sim);
-    expect((await call(sim, 'PUT', `/api/v0/instances/${instanceId}/`, { label: 'renamed' })).body).toEqual({ success: true });
-    expect((await call(sim, 'GET', `/api/v0/instances/${instanceId}/`)).body.instances.label).toBe('renamed');
-    expect((await call(sim, 'PUT', `/api/v0/instances/${instanceId}/`, { state: 'paused' })).status).toBe(400);
-    expect((await call(sim, 'PUT', `/api/v0/instances/${instanceId}/`, {})).status).toBe(400);
-    expect((await call(sim, 'PUT', `/api/v0/instances/${instanceId}/`, { label: 'x'.repeat(1025) })).status).toBe(400);
-  });
-
   test('v0 list answers instances_found and destroyed instances leave it', async () => {
     const { instanceId } = await rent(sim);
     let r = await call(sim, 'GET', '/api/v0/instances/');
     expect(r.body.instances_found).toBe(r.body.instances.length);
     expect(r.body.instances.map((i: any) => i.id)).toContain(instanceId);
-    expect((await call(sim, 'DELETE', `/api/v0/instances/${instanceId}/`)).body).toEqual({ success: true });
+    expect((await call(sim, 'DELETE', `/api/v0/instances/${instanceId}/`)).body).toEqual({ success: true, msg: 'Instance destroyed successfully' });
     r = await call(sim, 'GET', '/api/v0/instances/');
     expect(r.body.instances.map((i: any) => i.id)).not.toContain(instanceId);
   });
@@ -247,15 +270,19 @@ describe('v1 list', () => {
     }
   });
 
-  test('deprecate_v0_list makes the v0 list answer 410 deprecated_endpoint', async () => {
-    const own = await startTestSim({ config: { deprecate_v0_list: true } });
-    try {
-      const r = await call(own, 'GET', '/api/v0/instances/');
-      expect(r.status).toBe(410);
-      expect(r.body).toMatchObject({ success: false, error: 'deprecated_endpoint', msg: expect.any(String) });
-      expect((await call(own, 'GET', '/api/v1/instances/')).status).toBe(200);
-    } finally {
-      await own.close();
+  test('the v0 list answers 410 deprecated_endpoint by default, a plain 404 or the old list as configured', async () => {
+    for (const [mode, check] of [
+      [undefined, (r: any) => expect(r).toMatchObject({ status: 410, body: { success: false, error: 'deprecated_endpoint', msg: expect.any(String) } })],
+      ['404', (r: any) => expect(r).toMatchObject({ status: 404, text: 'Not Found' })],
+      ['answers', (r: any) => expect(r).toMatchObject({ status: 200, body: { instances_found: 0, instances: [] } })],
+    ] as const) {
+      const own = await startSimulator({ config: { rate_limits: { enabled: false }, ...(mode ? { v0_list: mode } : {}) } });
+      try {
+        check(await call(own, 'GET', '/api/v0/instances/'));
+        expect((await call(own, 'GET', '/api/v1/instances/')).status).toBe(200);
+      } finally {
+        await own.close();
+      }
     }
   });
 });

@@ -1,8 +1,9 @@
-// Rate limits (token buckets on wall time) and injected faults: 5xx, latency, dropped sockets,
-// ambiguous creates and offers taken by someone else.
+// Injected faults: 5xx, latency, dropped sockets, ambiguous creates, offers taken by someone else,
+// 200 answers with success false, lists with `instances: null`, and 404 auth_error for bad keys.
+// (Rate limits: rate-limits.test.ts.)
 import { afterAll, describe, expect, test } from 'vitest';
 import type { RunningSimulator } from '../../../src/sim/index.js';
-import { call, rent, sleep, startTestSim } from './helpers.js';
+import { call, rent, startTestSim } from './helpers.js';
 
 const sims: RunningSimulator[] = [];
 afterAll(() => Promise.all(sims.map((s) => s.close())));
@@ -11,56 +12,6 @@ async function fresh(config: Parameters<typeof startTestSim>[0] = {}) {
   sims.push(sim);
   return sim;
 }
-
-describe('rate limits', () => {
-  test('a bucket of max(1, threshold) refills at threshold per second', async () => {
-    const sim = await fresh({ config: { rate_limits: { enabled: true } } });
-    const show = () => call(sim, 'GET', '/api/v0/instances/1/');
-    const burst = await Promise.all([show(), show(), show()]);
-    expect(burst.map((r) => r.status).sort()).toEqual([200, 200, 429]);
-    expect(burst.find((r) => r.status === 429)!.body).toEqual({ detail: 'API requests too frequent endpoint threshold=2.0' });
-    await sleep(550);
-    expect((await show()).status).toBe(200);
-    // Another key has its own bucket.
-    expect((await call(sim, 'GET', '/api/v0/instances/1/', undefined, sim.addKey())).status).toBe(200);
-    expect(sim.stats().rate_limited['GET /api/v0/instances/{id}/']).toBe(1);
-  });
-
-  test('thresholds per group: create 4.5, search 10 per minute, secrets 5.0, destroy in its own form', async () => {
-    const sim = await fresh({ config: { rate_limits: { enabled: true } } });
-    const count = (rs: Array<{ status: number }>, status: number) => rs.filter((r) => r.status === status).length;
-    // Requests of a burst go out together so that a slow machine cannot refill a bucket between them.
-    const offers = (await call(sim, 'POST', '/api/v0/bundles/', { limit: 10 })).body.offers;
-    const creates = await Promise.all(offers.slice(0, 5).map((o: any) => call(sim, 'PUT', `/api/v0/asks/${o.id}/`, { image: 'x' })));
-    expect(count(creates, 200)).toBe(4);
-    expect(creates.find((r) => r.status === 429)!.body.detail).toBe('API requests too frequent endpoint threshold=4.5');
-
-    const searches = await Promise.all(Array.from({ length: 10 }, () => call(sim, 'POST', '/api/v0/bundles/', { limit: 1 })));
-    expect(count(searches, 200)).toBe(9); // one was spent above
-    expect(searches.find((r) => r.status === 429)!.body.detail).toBe('API requests too frequent endpoint threshold=0.167');
-
-    const secrets = await Promise.all(Array.from({ length: 6 }, () => call(sim, 'GET', '/api/v0/secrets')));
-    expect(count(secrets, 200)).toBe(5);
-
-    const made = creates.filter((r) => r.status === 200).map((r) => r.body.new_contract as number);
-    const destroys = await Promise.all(made.map((id) => call(sim, 'DELETE', `/api/v0/instances/${id}/`)));
-    expect(count(destroys, 429)).toBe(1);
-    expect(destroys.find((r) => r.status === 429)!.body).toEqual({
-      success: false,
-      error: 'rate_limit_exceeded',
-      msg: 'API requests too frequent endpoint threshold=3.0',
-    });
-  });
-
-  test('plain-text 429 and configurable or disabled groups', async () => {
-    const sim = await fresh({ config: { rate_limits: { enabled: true, plain_text: true, groups: { show: { per_s: 1 }, list_v0: null } } } });
-    await call(sim, 'GET', '/api/v0/instances/1/');
-    const r = await call(sim, 'GET', '/api/v0/instances/1/');
-    expect(r.status).toBe(429);
-    expect(r.text).toBe('API requests too frequent');
-    for (let i = 0; i < 20; i++) expect((await call(sim, 'GET', '/api/v0/instances/')).status).toBe(200);
-  });
-});
 
 describe('injected faults', () => {
   test('5xx answers do nothing', async () => {
@@ -107,6 +58,50 @@ describe('injected faults', () => {
     sim.setFaults({ offer_taken_rate: 0 });
     expect((await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' })).status).toBe(410);
     expect(sim.history()).toEqual([]);
+  });
+
+  test('unsuccessful_200_rate: stop, start, label, reboot and destroy answer 200 {success: false} and do nothing', async () => {
+    const sim = await fresh();
+    const { instanceId } = await rent(sim, { image: 'x', label: 'keep' });
+    sim.setFaults({ unsuccessful_200_rate: 1 });
+    for (const [method, path, body] of [
+      ['PUT', `/api/v0/instances/${instanceId}/`, { state: 'stopped' }],
+      ['PUT', `/api/v0/instances/${instanceId}/`, { label: 'changed' }],
+      ['PUT', `/api/v0/instances/reboot/${instanceId}/`, {}],
+      ['DELETE', `/api/v0/instances/${instanceId}/`, undefined],
+    ] as const) {
+      const r = await call(sim, method, path, body);
+      expect(r.status, path).toBe(200);
+      expect(r.body).toMatchObject({ success: false, error: expect.any(String), msg: expect.any(String) });
+    }
+    const shown = (await call(sim, 'GET', `/api/v0/instances/${instanceId}/`)).body.instances;
+    expect(shown).toMatchObject({ label: 'keep', intended_status: 'running' });
+    expect(sim.history()[0]!.statuses.map((s) => s.status)).not.toContain('rebooting');
+    sim.setFaults({ unsuccessful_200_rate: 0 });
+    expect((await call(sim, 'DELETE', `/api/v0/instances/${instanceId}/`)).body.success).toBe(true);
+  });
+
+  test('null_instances_rate: a v0 list or a v1 page answers instances: null', async () => {
+    const sim = await fresh({ config: { faults: { null_instances_rate: 1 } } });
+    await rent(sim);
+    const v0 = await call(sim, 'GET', '/api/v0/instances/');
+    expect(v0.status).toBe(200);
+    expect(v0.body.instances).toBeNull();
+    const v1 = await call(sim, 'GET', '/api/v1/instances/');
+    expect(v1.body).toMatchObject({ success: true, instances: null });
+    sim.setFaults({ null_instances_rate: 0 });
+    expect((await call(sim, 'GET', '/api/v0/instances/')).body.instances).toHaveLength(1);
+  });
+
+  test('a bad key is 404 auth_error on search always, and everywhere with bad_key_404_everywhere', async () => {
+    const sim = await fresh();
+    const authError = { success: false, error: 'auth_error', msg: 'Invalid user key' };
+    expect(await call(sim, 'POST', '/api/v0/bundles/', {}, 'wrong')).toMatchObject({ status: 404, body: authError });
+    expect(await call(sim, 'POST', '/api/v0/bundles/', {}, null)).toMatchObject({ status: 404, body: authError });
+    expect(await call(sim, 'GET', '/api/v0/users/current/', undefined, 'wrong')).toMatchObject({ status: 401, body: authError });
+    sim.setFaults({ bad_key_404_everywhere: true });
+    expect(await call(sim, 'GET', '/api/v0/users/current/', undefined, 'wrong')).toMatchObject({ status: 404, body: authError });
+    expect(await call(sim, 'DELETE', '/api/v0/instances/1/', undefined, 'wrong')).toMatchObject({ status: 404, body: authError });
   });
 
   test('faults do not touch the admin endpoints', async () => {

@@ -7,12 +7,15 @@ export interface Reply<T = any> {
   text: string;
 }
 
-/** A simulator with rate limits off unless the test asks for them, fast clock, admin on. */
+/**
+ * A simulator with rate limits off unless the test asks for them, fast clock, admin on, and the
+ * old v0 list answering (its default, 410, has its own test).
+ */
 export function startTestSim(options: SimulatorOptions = {}): Promise<RunningSimulator> {
   return startSimulator({
     timeScale: 1000,
     ...options,
-    config: { admin: true, rate_limits: { enabled: false }, ...options.config },
+    config: { admin: true, rate_limits: { enabled: false }, v0_list: 'answers', ...options.config },
   });
 }
 
@@ -61,6 +64,7 @@ export async function rent(
   filters: Record<string, unknown> = {},
 ): Promise<{ offerId: number; instanceId: number; instanceKey: string }> {
   const search = await call(sim, 'POST', '/api/v0/bundles/', { limit: 1, ...filters });
+  if (search.status !== 200) throw new Error(`search answered ${search.status}: ${search.text}`);
   const offerId = search.body.offers[0].id as number;
   const created = await call(sim, 'PUT', `/api/v0/asks/${offerId}/`, body);
   if (created.status !== 200) throw new Error(`create answered ${created.status}: ${created.text}`);

@@ -1,8 +1,10 @@
-// Offer search: the catalog, every operator, coercion of the official CLI's strings, order, limit,
-// type, rented offers hidden, and speed.
+// Offer search (search_offers.yaml): the catalog, every operator, the documented defaults,
+// allocated_storage pricing, country codes, GPU names with underscores, coercion of the official
+// CLI's strings, order, limit, type, rented offers, and speed.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunningSimulator, SimOffer } from '../../../src/sim/index.js';
 import { buildOffers, Catalog } from '../../../src/sim/catalog.js';
+import { DEFAULT_ALLOCATED_GB, HOURS_PER_MONTH } from '../../../src/sim/pricing.js';
 import { searchOffers } from '../../../src/sim/search.js';
 import { call, startTestSim } from './helpers.js';
 
@@ -13,6 +15,9 @@ beforeAll(async () => {
   catalog = sim.offers();
 });
 afterAll(() => sim.close());
+
+/** Every offer, whatever its verification (the documented default is verified only). */
+const ANY_VERIFIED = { verified: { in: [true, false] } };
 
 const search = async (body: Record<string, unknown>) => {
   const r = await call(sim, 'POST', '/api/v0/bundles/', body);
@@ -44,7 +49,7 @@ describe('catalog', () => {
 
 describe('operators', () => {
   test('eq neq gt gte lt lte in notin on numbers, strings and booleans', async () => {
-    const all = { limit: 1000 };
+    const all = { limit: 1000, ...ANY_VERIFIED };
     const cases: Array<[Record<string, unknown>, (o: SimOffer) => boolean]> = [
       [{ num_gpus: { eq: 2 } }, (o) => o.num_gpus === 2],
       [{ gpu_name: { neq: 'RTX 4090' } }, (o) => o.gpu_name !== 'RTX 4090'],
@@ -55,6 +60,7 @@ describe('operators', () => {
       [{ gpu_name: { in: ['H100 SXM', 'H200'] } }, (o) => ['H100 SXM', 'H200'].includes(o.gpu_name)],
       [{ num_gpus: { notin: [1, 2] } }, (o) => o.num_gpus > 2],
       [{ verified: { eq: false } }, (o) => !o.verified],
+      [{ verified: { eq: true } }, (o) => o.verified],
       [{ direct_port_count: { gte: 1 }, num_gpus: { gte: 2, lte: 4 } }, (o) => o.direct_port_count >= 1 && o.num_gpus >= 2 && o.num_gpus <= 4],
     ];
     for (const [filter, pred] of cases) {
@@ -67,8 +73,8 @@ describe('operators', () => {
 
   test('id and machine_id can be filtered', async () => {
     const o = catalog[123]!;
-    expect((await search({ id: { eq: o.id } })).map((x) => x.id)).toEqual([o.id]);
-    const same = await search({ machine_id: { eq: o.machine_id }, limit: 100 });
+    expect((await search({ id: { eq: o.id }, ...ANY_VERIFIED })).map((x) => x.id)).toEqual([o.id]);
+    const same = await search({ machine_id: { eq: o.machine_id }, limit: 100, ...ANY_VERIFIED });
     expect(same.length).toBe(catalog.filter((x) => x.machine_id === o.machine_id).length);
   });
 
@@ -81,17 +87,79 @@ describe('operators', () => {
     expect(c.every((o) => o.num_gpus >= 4)).toBe(true);
   });
 
-  test('accepts the CLI defaults (external, rented, allocated_storage) and ignores unknown fields', async () => {
-    const got = await search({ verified: { eq: true }, external: { eq: false }, rentable: { eq: true }, rented: { eq: false }, allocated_storage: 5.0, no_such_field: { eq: 1 } });
+  test('accepts the CLI defaults (external, rented, allocated_storage) and refuses unknown keys', async () => {
+    const got = await search({ verified: { eq: true }, external: { eq: false }, rentable: { eq: true }, rented: { eq: false }, allocated_storage: 5.0 });
     expect(got.length).toBe(64);
+    const r = await call(sim, 'POST', '/api/v0/bundles/', { no_such_field: { eq: 1 } });
+    expect(r.status).toBe(400);
+    expect(r.body).toMatchObject({ success: false, error: 'invalid_request', msg: expect.stringContaining('no_such_field is not a valid search key') });
+    // The documented filter fields exist on every offer.
+    for (const f of ['cpu_arch', 'gpu_arch', 'has_avx', 'datacenter', 'gpu_frac', 'vms_enabled', 'os_version', 'ubuntu_version', 'gpu_mem_bw', 'pcie_bw', 'bw_nvlink', 'cpu_ghz', 'mobo_name', 'gpu_max_power', 'gpu_max_temp', 'gpu_display_active', 'storage_total_cost']) {
+      expect((await search({ [f]: { neq: null }, limit: 1 })).length, f).toBe(1);
+    }
   });
 
-  test('bad operators, values and shapes are 400 invalid_args', async () => {
-    for (const body of [{ num_gpus: { approx: 1 } }, { num_gpus: { eq: 'many' } }, { num_gpus: 1 }, { num_gpus: { in: 1 } }, { limit: -1 }, { limit: 'ten' }, { order: 'score' }, { order: [['score', 'up']] }, { order: [['nope', 'asc']] }, { type: 'spot' }]) {
+  test('bad operators, values and shapes are 400 invalid_request', async () => {
+    for (const body of [{ num_gpus: { approx: 1 } }, { num_gpus: { eq: 'many' } }, { num_gpus: 1 }, { num_gpus: { in: 1 } }, { limit: -1 }, { limit: 'ten' }, { order: 'score' }, { order: [['score', 'up']] }, { order: [['nope', 'asc']] }, { type: 'spot' }, { type: 'interruptible' }, { allocated_storage: -5 }]) {
       const r = await call(sim, 'POST', '/api/v0/bundles/', body);
       expect(r.status, JSON.stringify(body)).toBe(400);
-      expect(r.body.error).toBe('invalid_args');
+      expect(r.body.error).toBe('invalid_request');
     }
+  });
+});
+
+describe('documented defaults and forms', () => {
+  test('without filters: verified, rentable and not rented only; a widened boolean brings the rest', async () => {
+    const def = await search({ limit: 1000 });
+    expect(def.length).toBe(catalog.filter((o) => o.verified).length);
+    expect(def.every((o) => o.verified && o.rentable && !o.rented)).toBe(true);
+    expect((await search({ limit: 1000, ...ANY_VERIFIED })).length).toBe(600);
+    expect((await search({ limit: 1000, verified: { eq: false } })).every((o) => !o.verified)).toBe(true);
+  });
+
+  test('allocated_storage (GB, default 8) prices dph_total at storage_cost per GB-month over 720 h', async () => {
+    const o = catalog.find((x) => x.verified)!;
+    const disk = (gb: number) => (o.storage_cost * gb) / HOURS_PER_MONTH;
+    expect(HOURS_PER_MONTH).toBe(720);
+    expect(DEFAULT_ALLOCATED_GB).toBe(8);
+    expect(o.dph_total).toBeCloseTo(o.dph_base + disk(8), 12);
+    const [eight] = await search({ id: { eq: o.id } });
+    expect(eight!.dph_total).toBeCloseTo(o.dph_base + disk(8), 12);
+    expect(eight!.storage_total_cost).toBeCloseTo(disk(8), 12);
+    const [big] = await search({ id: { eq: o.id }, allocated_storage: '500' });
+    expect(big!.dph_total).toBeCloseTo(o.dph_base + disk(500), 12);
+    expect(big!.dlperf_per_dphtotal).toBeCloseTo(o.dlperf / big!.dph_total, 2);
+    // Filters and order see the priced value.
+    const cap = o.dph_base + disk(250);
+    expect(await search({ id: { eq: o.id }, dph_total: { lte: cap }, allocated_storage: 200 })).toHaveLength(1);
+    expect(await search({ id: { eq: o.id }, dph_total: { lte: cap }, allocated_storage: 300 })).toHaveLength(0);
+  });
+
+  test('geolocation takes two-letter country codes', async () => {
+    const got = await search({ geolocation: { in: ['US', 'CA'] }, limit: 1000, ...ANY_VERIFIED });
+    const want = catalog.filter((o) => /, (US|CA)$/.test(o.geolocation));
+    expect(got.length).toBe(want.length);
+    expect(got.length).toBeGreaterThan(0);
+    expect((await search({ geolocation: { eq: 'se' }, limit: 1000, ...ANY_VERIFIED })).every((o) => o.geolocation.endsWith(', SE'))).toBe(true);
+    expect(await search({ geolocation: { notin: ['US', 'CA'] }, limit: 1000, ...ANY_VERIFIED })).toHaveLength(600 - want.length);
+    expect(await search({ geolocation: { eq: 'Texas, US' }, ...ANY_VERIFIED })).toHaveLength(0);
+  });
+
+  test('gpu_name with underscores or spaces; driver_version as the CLI sends it', async () => {
+    const a = await search({ gpu_name: { eq: 'RTX_4090' }, limit: 1000 });
+    expect(a.length).toBeGreaterThan(0);
+    expect(a).toEqual(await search({ gpu_name: { eq: 'RTX 4090' }, limit: 1000 }));
+    expect(await search({ gpu_name: { in: ['H100_SXM', 'RTX_4090'] }, limit: 1000 })).toEqual(await search({ gpu_name: { in: ['H100 SXM', 'RTX 4090'] }, limit: 1000 }));
+    // `driver_version >= 550.90.07` is sent by the CLI as 550090007.
+    const newer = await search({ driver_version: { gte: 550090007 }, limit: 1000, ...ANY_VERIFIED });
+    expect(newer.length).toBe(catalog.filter((o) => ['550.90.07', '555.42.02', '560.35.03'].includes(o.driver_version)).length);
+    expect(await search({ driver_version: { gte: '550.90.07' }, limit: 1000, ...ANY_VERIFIED })).toEqual(newer);
+  });
+
+  test('numbers and booleans as the CLI sends them (strings, True/False)', async () => {
+    const a = await search({ num_gpus: { gte: '2' }, reliability: { gt: '0.95' }, verified: { eq: 'True' }, rentable: { eq: 'true' }, rented: { eq: 'False' }, limit: '1000' });
+    const b = await search({ num_gpus: { gte: 2 }, reliability: { gt: 0.95 }, limit: 1000 });
+    expect(a).toEqual(b);
   });
 });
 
@@ -113,21 +181,34 @@ describe('order, limit, type', () => {
 
   test('limit is clamped to max_limit', async () => {
     expect((await search({ limit: 5 })).length).toBe(5);
-    expect((await search({ limit: 100_000 })).length).toBe(600);
+    expect((await search({ limit: 100_000, ...ANY_VERIFIED })).length).toBe(600);
   });
 
-  test('type bid prices offers at their minimum bid; ondemand is an alias', async () => {
-    const bid = await search({ type: 'bid', id: { eq: catalog[0]!.id } });
-    expect(bid[0]!.is_bid).toBe(true);
-    expect(bid[0]!.dph_total).toBeLessThan(catalog[0]!.dph_total);
+  test('type bid prices offers at their minimum bid; ondemand and reserved at dph_base', async () => {
+    const o = catalog[0]!;
+    const [bid] = await search({ type: 'bid', id: { eq: o.id }, ...ANY_VERIFIED });
+    expect(bid!.is_bid).toBe(true);
+    expect(bid!.dph_total).toBeCloseTo(o.min_bid + (o.storage_cost * 8) / 720, 12);
     expect(await search({ type: 'ondemand', limit: 3 })).toEqual(await search({ type: 'on-demand', limit: 3 }));
+    expect(await search({ type: 'reserved', limit: 3 })).toEqual(await search({ limit: 3 }));
   });
 
-  test('rented offers disappear from search', async () => {
-    const [top] = await search({ limit: 1 });
-    await call(sim, 'PUT', `/api/v0/asks/${top!.id}/`, { image: 'x' });
-    expect((await search({ id: { eq: top!.id } })).length).toBe(0);
-    expect((await search({ limit: 1 }))[0]!.id).not.toBe(top!.id);
+  test('a rented offer is not rentable; offers on machines this account uses are rented', async () => {
+    const own = await startTestSim({ seed: 7 });
+    try {
+      const s = (body: Record<string, unknown>) => call(own, 'POST', '/api/v0/bundles/', body).then((r) => r.body.offers as SimOffer[]);
+      const machine = [...new Set(catalog.map((o) => o.machine_id))].find((m) => catalog.filter((o) => o.machine_id === m && o.verified).length > 1)!;
+      const [first, second] = catalog.filter((o) => o.machine_id === machine && o.verified);
+      await call(own, 'PUT', `/api/v0/asks/${first!.id}/`, { image: 'x' });
+      expect(await s({ id: { eq: first!.id } })).toEqual([]);
+      expect(await s({ id: { eq: second!.id } })).toEqual([]); // rented: {eq: false} by default
+      expect((await s({ id: { eq: second!.id }, rented: { eq: true } }))[0]).toMatchObject({ rentable: true, rented: true });
+      expect((await s({ id: { eq: first!.id }, rentable: { eq: false }, rented: { in: [true, false] } }))[0]).toMatchObject({ rentable: false, rented: true });
+      const [top] = await s({ limit: 1 });
+      expect(top!.machine_id).not.toBe(machine);
+    } finally {
+      await own.close();
+    }
   });
 });
 

@@ -1,0 +1,126 @@
+// Changing an instance: manage (stop, start, label), reboot, change bid and destroy, with the
+// bodies their yamls document (manage_instance, stop/start/label_instance, reboot_instance,
+// change_bid, destroy_instance). Manage and destroy also accept the instance's own restricted key,
+// for a state change or destroy of that instance only.
+// The `unsuccessful_200_rate` fault answers 200 `{success: false, ...}` before anything is done:
+// the official CLI prints `msg` and goes on, so a client must read `success`, not just the status.
+import type { LiveInstance } from '../instances.js';
+import type { Route, RouteContext, RouteResult } from '../router.js';
+import {
+  bidNoSuchInstance,
+  destroyNotFound,
+  invalidArgs,
+  labelTooLong,
+  missingBilling,
+  noSuchInstance,
+  permissionDenied,
+  type SimHttpError,
+} from '../sim-error.js';
+import { bodyObject, idParam } from '../validate.js';
+
+const LABEL_MAX = 1024;
+/** change_bid.yaml: 0.001 ≤ price ≤ 32 × the instance's GPUs. */
+const BID_MIN = 0.001;
+const BID_MAX_PER_GPU = 32;
+
+const UNSUCCESSFUL = { success: false, error: 'request_failed', msg: 'error 200/3999: The request could not be completed; try again.' };
+
+/** The live instance the caller may act on, or `missing()`. An instance key acts on its own instance only. */
+function target(ctx: RouteContext, missing: (id: number) => SimHttpError, instanceKeyMay: (body: Record<string, unknown>) => boolean): LiveInstance {
+  const id = idParam(ctx.params, 'id');
+  const p = ctx.principal;
+  if (p?.kind === 'instance' && (p.instanceId !== id || !instanceKeyMay(bodyObject(ctx.body, true)))) {
+    throw permissionDenied('instance_write', 'an instance key may only start, stop or destroy its own instance');
+  }
+  const inst = ctx.world.instances.get(id);
+  if (!inst) throw missing(id);
+  return inst;
+}
+
+function manage(ctx: RouteContext): RouteResult {
+  const body = bodyObject(ctx.body);
+  const inst = target(ctx, noSuchInstance, (b) => Object.keys(b).every((k) => k === 'state'));
+  const { state, label } = body;
+  const hasLabel = 'label' in body;
+  if (state === undefined && !hasLabel) throw invalidArgs('nothing to change: give state ("stopped" or "running") or label.');
+  if (state !== undefined && state !== 'stopped' && state !== 'running') {
+    throw invalidArgs(`state must be "stopped" or "running", got ${JSON.stringify(state)}.`);
+  }
+  if (hasLabel && typeof label !== 'string') throw invalidArgs('label must be a string.');
+  if (typeof label === 'string' && label.length > LABEL_MAX) throw labelTooLong();
+  if (state === 'running' && ctx.world.credit() <= 0) throw missingBilling();
+  if (ctx.world.faults.unsuccessful()) return { body: UNSUCCESSFUL };
+
+  const id = inst.hist.id;
+  const msgs: string[] = [];
+  if (typeof label === 'string') {
+    inst.hist.label = label;
+    msgs.push(`label for ${id} set to '${label}'`);
+  }
+  if (state === 'stopped') ctx.world.instances.stop(inst);
+  if (state === 'running') {
+    // An outbid instance stays stopped until its bid wins (change_bid), whatever the user asks.
+    const losing = inst.hist.is_bid && inst.hist.compute_dph < inst.offer.min_bid;
+    if (losing) msgs.push(`instance ${id} stays stopped: its bid is below the minimum bid ${inst.offer.min_bid}`);
+    else {
+      ctx.world.instances.start(inst);
+      msgs.push(`starting instance ${id}`);
+    }
+  }
+  // stop_instance.yaml answers `{success}` alone; start and label answer `{success, msg}`.
+  return { body: msgs.length === 0 ? { success: true } : { success: true, msg: `${msgs.join('; ')}.` } };
+}
+
+function reboot(ctx: RouteContext): RouteResult {
+  const inst = target(ctx, () => invalidArgs('invalid instance_id'), () => false);
+  if (inst.intended === 'stopped') throw invalidArgs(`instance ${inst.hist.id} is stopped; start it instead of rebooting it.`);
+  if (ctx.world.faults.unsuccessful()) return { body: UNSUCCESSFUL };
+  ctx.world.instances.reboot(inst);
+  return { body: { success: true } };
+}
+
+function changeBid(ctx: RouteContext): RouteResult {
+  const body = bodyObject(ctx.body);
+  const inst = target(ctx, bidNoSuchInstance, () => false);
+  if (body.client_id !== 'me') throw invalidArgs('client_id is required and must be "me".');
+  const price = typeof body.price === 'string' && body.price.trim() !== '' ? Number(body.price) : body.price;
+  const max = BID_MAX_PER_GPU * inst.offer.num_gpus;
+  if (typeof price !== 'number' || !Number.isFinite(price) || price < BID_MIN) throw invalidArgs(`Please set a bid price >= ${BID_MIN}.`);
+  if (price > max) throw invalidArgs(`Please set a bid price <= ${max} (32.0 per GPU).`);
+  if (!inst.hist.is_bid) throw invalidArgs(`instance ${inst.hist.id} is on-demand; only interruptible instances have a bid.`);
+  const outbid = ctx.world.instances.changeBid(inst, price);
+  if (outbid) ctx.world.notifyOutbid(inst);
+  return { body: { success: true } };
+}
+
+function destroy(ctx: RouteContext): RouteResult {
+  const inst = target(ctx, destroyNotFound, () => true);
+  if (ctx.world.faults.unsuccessful()) return { body: UNSUCCESSFUL };
+  ctx.world.instances.destroy(inst);
+  return { body: { success: true, msg: 'Instance destroyed successfully' } };
+}
+
+export const manageRoutes: Route[] = [
+  {
+    method: 'PUT',
+    path: '/api/v0/instances/{id}',
+    auth: 'key',
+    category: 'instance_write',
+    group: 'change',
+    limited: 'detail',
+    instanceKey: true,
+    handler: manage,
+  },
+  {
+    method: 'DELETE',
+    path: '/api/v0/instances/{id}',
+    auth: 'key',
+    category: 'instance_write',
+    group: 'destroy',
+    limited: 'success_error',
+    instanceKey: true,
+    handler: destroy,
+  },
+  { method: 'PUT', path: '/api/v0/instances/reboot/{id}', auth: 'key', category: 'instance_write', group: 'reboot', limited: 'detail', handler: reboot },
+  { method: 'PUT', path: '/api/v0/instances/bid_price/{id}', auth: 'key', category: 'instance_write', group: 'change_bid', limited: 'detail', handler: changeBid },
+];

@@ -1,0 +1,83 @@
+// The official CLI (vast-ai/vast-cli's vast.py) against the simulator: search, create, show,
+// label, stop, start, reboot, user, env vars and destroy, with the documented rate limits on.
+// vast.py is not part of this repository: the test runs only when VAST_PY names a copy of it and
+// python3 has the `requests` module, e.g.
+//   git -C /work/.mirror/vast-ai+vast-cli/repo show HEAD:vast.py > /tmp/vast.py
+//   VAST_PY=/tmp/vast.py npx vitest run test/integration/sim/vast-cli.test.ts
+// The simulator's wall clock is a manual one moved 2 s before each command, so that no command
+// meets another's rate limit and no test time is spent sleeping.
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
+
+const VAST_PY = process.env.VAST_PY;
+const runnable = VAST_PY !== undefined && spawnSync('python3', ['-c', 'import requests'], { stdio: 'ignore' }).status === 0;
+const run = promisify(execFile);
+
+describe.skipIf(!runnable)('the official CLI against the simulator', () => {
+  let sim: RunningSimulator;
+  let home: string;
+  const clock = { now: Date.now() };
+
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'berth-vast-cli-'));
+    sim = await startSimulator({
+      timeScale: 1,
+      now: () => clock.now,
+      config: { lifecycle: { provision_s: 1, boot_s: { min: 3, max: 3 }, restart_s: 1, reboot_s: 1 } },
+    });
+  });
+  afterAll(async () => {
+    await sim?.close();
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  /** One CLI command, 2 s of wall time after the previous one. Its output must hold no failure. */
+  async function vast(...args: string[]): Promise<string> {
+    clock.now += 2000;
+    const { stdout, stderr } = await run('python3', [VAST_PY!, '--url', sim.url, '--api-key', sim.apiKey, ...args], {
+      // The CLI reads VAST_URL for its start-up GPU name fetch and caches under HOME.
+      env: { PATH: process.env.PATH, HOME: home, VAST_URL: sim.url },
+      timeout: 20_000,
+    });
+    expect(stderr, `${args.join(' ')}: stderr`).not.toMatch(/Traceback|Error/);
+    expect(stdout, `${args.join(' ')}: stdout`).not.toMatch(/Failed with error|Traceback/);
+    return stdout;
+  }
+
+  test('search, create, show, label, stop, start, reboot, user, env vars, destroy: no error', { timeout: 120_000 }, async () => {
+    const offers = JSON.parse(await vast('search', 'offers', 'num_gpus=1 gpu_name=RTX_4090 geolocation in [US,CA,SE,DE,NL] direct_port_count>=1', '--limit', '5', '--raw')) as Array<Record<string, unknown>>;
+    expect(offers.length).toBeGreaterThan(0);
+    expect(offers.every((o) => o.gpu_name === 'RTX 4090' && o.num_gpus === 1 && o.verified === true)).toBe(true);
+
+    const created = await vast('create', 'instance', String(offers[0]!.id), '--image', 'pytorch/pytorch', '--disk', '20', '--label', 'cli', '--ssh', '--direct', '--env', '-e TZ=UTC -p 8080:8080', '--onstart-cmd', 'echo hi');
+    const id = Number(/'new_contract': (\d+)/.exec(created)![1]);
+    expect(id).toBeGreaterThan(0);
+
+    const listed = JSON.parse(await vast('show', 'instances', '--raw')) as Array<Record<string, unknown>>;
+    expect(listed.map((i) => i.id)).toEqual([id]);
+    const shown = JSON.parse(await vast('show', 'instance', String(id), '--raw')) as Record<string, unknown>;
+    expect(shown).toMatchObject({ id, label: 'cli', actual_status: 'running', extra_env: { TZ: 'UTC', '-p 8080:8080': '1' } });
+
+    expect(await vast('label', 'instance', String(id), 'renamed')).toContain(`label for ${id} set to renamed.`);
+    expect(await vast('stop', 'instance', String(id))).toContain(`stopping instance ${id}.`);
+    expect(await vast('start', 'instance', String(id))).toContain(`starting instance ${id}.`);
+    expect(await vast('reboot', 'instance', String(id))).toContain(`Rebooting instance ${id}.`);
+
+    const user = JSON.parse(await vast('show', 'user', '--raw')) as Record<string, unknown>;
+    expect(user).toMatchObject({ id: 424242, email: 'sim-user@example.com' });
+    expect(user).not.toHaveProperty('api_key');
+
+    expect(await vast('create', 'env-var', 'HF_TOKEN', 'abc123')).toContain('added successfully');
+    expect(JSON.parse(await vast('show', 'env-vars', '--raw'))).toEqual({ HF_TOKEN: '*****' });
+
+    expect(await vast('destroy', 'instance', String(id))).toContain(`destroying instance ${id}.`);
+    expect(sim.instances()).toEqual([]);
+    expect(sim.ledger().billing_now).toEqual([]);
+    expect(sim.stats().rate_limited).toEqual({});
+  });
+});
