@@ -170,7 +170,7 @@ describe('client against the simulator', () => {
   });
 
   it('falls back to the paginated v1 list and lists every instance across pages', async () => {
-    const s = await start({ deprecate_v0_list: true, rate_limits: { enabled: false } });
+    const s = await start({ v0_list: '410', rate_limits: { enabled: false } });
     const events: ClientEvent[] = [];
     const c = client(s, { events });
     const offers = await c.searchOffers({ limit: 60 });

@@ -207,7 +207,7 @@ describe('daemon workflow against the simulator', () => {
   });
 
   it('keeps working when the service answers the v0 instance list with 410 (v1 pages)', async () => {
-    world = await startWorld({ sim: { deprecate_v0_list: true } });
+    world = await startWorld({ sim: { v0_list: '410' } });
     const runs = await Promise.all([submit(world, jobSpec({ name: 'v1-a' })), submit(world, jobSpec({ name: 'v1-b' }))]);
     for (const r of runs) await world.waitFor(r.id, isRunning);
     expect(world.sim.stats().requests['GET /api/v1/instances/']).toBeGreaterThan(0);
