@@ -161,6 +161,16 @@ export function isBerthError(err: unknown): err is BerthError {
   return err instanceof BerthError;
 }
 
+/**
+ * JSON has no Infinity: `1e309` parses to it, and a schema then sees "a number that is not a
+ * number". Both the spec and the config word that case with this sentence.
+ */
+export const NOT_FINITE_MESSAGE = 'is too large to be a number (JSON numbers beyond ±1.8e308, such as 1e309, become Infinity)';
+
+export function isNonFiniteNumber(v: unknown): boolean {
+  return typeof v === 'number' && !Number.isFinite(v);
+}
+
 /** Short, secret-free description of any thrown value for logs and run errors. */
 export function describeError(err: unknown): { kind: string; message: string } {
   if (err instanceof BerthError) return err.toJSON();
