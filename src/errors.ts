@@ -152,8 +152,18 @@ export class SpecError extends BerthError {
 }
 
 export class StoreError extends BerthError {
-  constructor(message: string, cause?: unknown) {
-    super('store', message, { cause });
+  constructor(message: string, cause?: unknown, retryable = false) {
+    super('store', message, { cause, retryable });
+  }
+}
+
+/** A write the store refused (disk full, the database locked by another program): retried later. */
+export class StoreWriteError extends StoreError {
+  /** SQLite's code, e.g. SQLITE_FULL or SQLITE_BUSY. */
+  readonly sqliteCode: string;
+  constructor(sqliteCode: string, cause?: unknown) {
+    super(`The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`, cause, true);
+    this.sqliteCode = sqliteCode;
   }
 }
 
