@@ -97,7 +97,7 @@ function fileState(path: string): 'missing' | 'empty' | 'present' {
 function openFailure(dbPath: string, err: unknown): StoreError {
   if (err instanceof StoreError) return err;
   const code = (err as { code?: string }).code ?? '';
-  const what = `${code || 'error'}: ${(err as Error).message}`;
+  const what = `${code || 'error'}: ${(err as Error).message}`.replace(/\s+/g, ' ').slice(0, 300);
   if (code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB') {
     return new StoreError(`${dbPath} is damaged (${what}): stop here, keep the file, and restore berth.db from a backup (README: Backup and restore).`, err);
   }

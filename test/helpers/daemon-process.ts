@@ -22,6 +22,8 @@ export interface DaemonSetup {
   simUrl: string;
   apiKey: string;
   config: DeepPartial<Config>;
+  /** More arguments of `berth daemon` (e.g. --replace-store). */
+  args?: string[];
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,7 +31,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promise<DaemonProcess> {
   const configFile = join(setup.home, 'config.json');
   writeFileSync(configFile, JSON.stringify(setup.config));
-  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'daemon', '--config', configFile], {
+  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'daemon', '--config', configFile, ...(setup.args ?? [])], {
     env: { ...process.env, BERTH_HOME: setup.home, BERTH_API_URL: setup.simUrl, BERTH_API_KEY: setup.apiKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
