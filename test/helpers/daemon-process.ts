@@ -11,6 +11,7 @@ import { controlApi, type ControlApi } from './control-api.js';
 export interface DaemonProcess extends ControlApi {
   proc: ChildProcess;
   url: string;
+  /** The control token the test calls with (a test that rotates it sets the new one). */
   token: string;
   kill9(): Promise<void>;
   /** SIGTERM and wait for the exit code. */
@@ -63,7 +64,7 @@ export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promi
   const token = readFileSync(join(setup.home, 'control.token'), 'utf8').trim();
 
   const d: DaemonProcess = {
-    ...controlApi(() => ({ url, token })),
+    ...controlApi(() => ({ url, token: d.token })),
     proc,
     url,
     token,
