@@ -152,7 +152,15 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   }
   const daemonFile = join(env.home, 'daemon.json');
   const removeDaemonFile = () => rmSync(daemonFile, { force: true });
-  writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
+  try {
+    writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
+  } catch (err) {
+    server.close();
+    await client.close().catch(() => undefined);
+    store.close();
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new StoreError(`Cannot write ${daemonFile} (${code}): check that the disk is not full and BERTH_HOME is writable.`, err);
+  }
   // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
   process.on('exit', removeDaemonFile);
   log.info({ url }, 'berth daemon listening; reconciling with the service');
