@@ -14,7 +14,7 @@ export interface DaemonHandle {
   pid: number;
   url: string;
   token: string;
-  /** Wall ms from spawn until /healthz answered 200. */
+  /** Wall ms from spawn until /healthz answered 200 with ready: true (reconciled, runs resumed). */
   readyMs: number;
   api<T = unknown>(method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: T }>;
   /** SIGTERM, wait for the exit (SIGKILL after `graceMs`). */
@@ -23,7 +23,7 @@ export interface DaemonHandle {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Spawns the daemon with `config` in `home` and waits until /healthz answers. */
+/** Spawns the daemon with `config` in `home` and waits until /healthz says it is ready. */
 export async function spawnDaemon(
   home: string,
   simUrl: string,
@@ -96,11 +96,12 @@ export async function spawnDaemon(
   };
 }
 
+/** The daemon listens before it has reconciled; it is ready once /healthz says so (runs resumed). */
 async function healthy(url: string): Promise<boolean> {
   try {
     const res = await fetch(`${url}/healthz`);
-    await res.arrayBuffer();
-    return res.status === 200;
+    const body = (await res.json().catch(() => ({}))) as { ready?: boolean };
+    return res.status === 200 && body.ready === true;
   } catch {
     return false;
   }

@@ -152,13 +152,33 @@ export class SpecError extends BerthError {
 }
 
 export class StoreError extends BerthError {
-  constructor(message: string, cause?: unknown) {
-    super('store', message, { cause });
+  constructor(message: string, cause?: unknown, retryable = false) {
+    super('store', message, { cause, retryable });
+  }
+}
+
+/** A write the store refused (disk full, the database locked by another program): retried later. */
+export class StoreWriteError extends StoreError {
+  /** SQLite's code, e.g. SQLITE_FULL or SQLITE_BUSY. */
+  readonly sqliteCode: string;
+  constructor(sqliteCode: string, cause?: unknown) {
+    super(`The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`, cause, true);
+    this.sqliteCode = sqliteCode;
   }
 }
 
 export function isBerthError(err: unknown): err is BerthError {
   return err instanceof BerthError;
+}
+
+/**
+ * JSON has no Infinity: `1e309` parses to it, and a schema then sees "a number that is not a
+ * number". Both the spec and the config word that case with this sentence.
+ */
+export const NOT_FINITE_MESSAGE = 'is too large to be a number (JSON numbers beyond ±1.8e308, such as 1e309, become Infinity)';
+
+export function isNonFiniteNumber(v: unknown): boolean {
+  return typeof v === 'number' && !Number.isFinite(v);
 }
 
 /** Short, secret-free description of any thrown value for logs and run errors. */

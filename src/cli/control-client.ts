@@ -1,11 +1,16 @@
 // The CLI's client for the daemon's control API. It finds the daemon through
 // $BERTH_HOME/daemon.json and authenticates with $BERTH_HOME/control.token, so the CLI and the
-// daemon only need to agree on BERTH_HOME. Every failure becomes a typed error: "cannot reach
-// the daemon" (exit 3 with a hint) or a ControlApiError carrying the API's error kind.
+// daemon only need to agree on BERTH_HOME. Before it sends the token, it makes whatever listens at
+// that address prove that it holds the token (the HMAC of a fresh nonce, see
+// src/daemon/control-token.ts): a program squatting the port of a stopped daemon never gets it.
+// Every failure becomes a typed error: "cannot reach the daemon" (exit 3 with a hint) or a
+// ControlApiError carrying the API's error kind.
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { request } from 'undici';
 import { berthHome } from '../config/load.js';
+import { proofMatches, readControlToken } from '../daemon/control-token.js';
 import { BerthError, type SpecIssue } from '../errors.js';
 import type { Run, RunEvent } from './run-types.js';
 
@@ -42,17 +47,52 @@ export function readDaemonAddress(home: string): DaemonAddress {
   if (typeof url !== 'string') {
     throw new BerthError('daemon_unreachable', `${infoPath} holds no daemon address: ${START_HINT}.`);
   }
-  let token: string;
-  try {
-    token = readFileSync(join(home, 'control.token'), 'utf8').trim();
-  } catch (err) {
-    throw new BerthError('daemon_unreachable', `Cannot read the control token in ${home}: ${START_HINT}, or run as the user who did.`, { cause: err });
+  const token = readControlToken(home);
+  if (!token) {
+    throw new BerthError('daemon_unreachable', `Cannot read a control token in ${home}: ${START_HINT}, or run as the user who did.`);
   }
   return { url, token };
 }
 
 export class ControlClient {
+  private verified: Promise<void> | undefined;
+
   constructor(private readonly address: DaemonAddress) {}
+
+  /** Makes the daemon prove it holds the token, once, before the token is ever sent. */
+  verify(): Promise<void> {
+    return (this.verified ??= this.challenge());
+  }
+
+  private async challenge(): Promise<void> {
+    const { url } = this.address;
+    const nonce = randomBytes(16).toString('hex');
+    let res;
+    try {
+      res = await request(new URL(`/v1/proof?nonce=${nonce}`, url), { method: 'GET', headersTimeout: 30_000, bodyTimeout: 30_000 });
+    } catch (err) {
+      this.verified = undefined;
+      const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+      throw new BerthError('daemon_unreachable', `The berth daemon at ${url} is not reachable (${why}): ${START_HINT}.`, { cause: err });
+    }
+    const body = parseJson(await res.body.text()) as { proof?: unknown } | undefined;
+    if (res.statusCode !== 200 || !proofMatches(this.address.token, new URL(url).host, nonce, body?.proof)) {
+      throw new BerthError(
+        'daemon_unreachable',
+        `Something answers at ${url}, but it is not this BERTH_HOME's berth daemon (it could not prove it holds the control token), so the token was not sent: daemon.json is probably stale; ${START_HINT}.`,
+      );
+    }
+  }
+
+  /** Switches the daemon to a new control token (it writes control.token itself). */
+  rotateToken(): Promise<{ rotated: boolean }> {
+    return this.call('POST', '/v1/token/rotate');
+  }
+
+  /** Lets a run held after a restore go on. */
+  resume(id: string): Promise<Run> {
+    return this.call<Run>('POST', `/v1/runs/${encodeURIComponent(id)}/resume`);
+  }
 
   submit(spec: unknown, idempotencyKey?: string): Promise<Run> {
     return this.call<Run>('POST', '/v1/runs', spec, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
@@ -66,9 +106,21 @@ export class ControlClient {
     return this.call<Run>('GET', `/v1/runs/${encodeURIComponent(id)}`);
   }
 
+  /** One page of events (at most 10,000), after `afterId`. */
   events(id: string, afterId?: number): Promise<RunEvent[]> {
     const after = afterId === undefined ? '' : `?after=${afterId}`;
     return this.call<RunEvent[]>('GET', `/v1/runs/${encodeURIComponent(id)}/events${after}`);
+  }
+
+  /** Every event after `afterId`, page by page until an empty one. */
+  async allEvents(id: string, afterId?: number): Promise<RunEvent[]> {
+    const all: RunEvent[] = [];
+    for (let after = afterId; ; ) {
+      const page = await this.events(id, after);
+      if (page.length === 0) return all;
+      all.push(...page);
+      after = page.at(-1)!.id;
+    }
   }
 
   cancel(id: string): Promise<Run> {
@@ -76,6 +128,7 @@ export class ControlClient {
   }
 
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    await this.verify();
     let res;
     try {
       res = await request(new URL(path, this.address.url), {

@@ -9,12 +9,14 @@ import { cancelCommand } from './commands/cancel.js';
 import { daemonCommand } from './commands/daemon.js';
 import { demoCommand } from './commands/demo.js';
 import { eventsCommand } from './commands/events.js';
+import { resumeCommand } from './commands/resume.js';
 import { schemaCommand } from './commands/schema.js';
 import { statusCommand } from './commands/status.js';
 import { submitCommand } from './commands/submit.js';
+import { tokenRotateCommand } from './commands/token.js';
 import { validateCommand } from './commands/validate.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
-import { processIo, type Io } from './io.js';
+import { processIo, safeText, type Io } from './io.js';
 import { specProblems } from './render.js';
 import { simulateCommand } from './simulate.js';
 import { SpecFileError } from './spec-file.js';
@@ -44,6 +46,8 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .version(packageVersion())
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText('after', EXIT_CODES_HELP)
+    // Commander quotes what the user typed in its errors: never a raw escape on the terminal.
+    .configureOutput({ writeErr: (text) => process.stderr.write(safeText(text)) })
     .exitOverride();
   // Each action records its exit code; commander itself only parses.
   const run = <A extends unknown[]>(fn: (...args: A) => number | Promise<number>) => async (...args: A) => setExit(await fn(...args));
@@ -54,7 +58,8 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .option('--config <file>', 'config file overlaid on the defaults (a partial one is fine)')
     .option('--listen <host:port>', 'control API address, loopback only (default 127.0.0.1:7777)')
     .option('--pretty', 'human-readable logs')
-    .action(run((opts: { config?: string; listen?: string; pretty?: boolean }) => daemonCommand(opts, env)));
+    .option('--replace-store', 'start a new store where berth.db is missing, empty or another store\'s, and destroy every instance of the store it replaces')
+    .action(run((opts: { config?: string; listen?: string; pretty?: boolean; replaceStore?: boolean }) => daemonCommand(opts, env)));
 
   program
     .command('submit')
@@ -87,6 +92,19 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('<run>', 'run id')
     .option('--wait', 'wait until the run has ended and holds no instance')
     .action(run((runId: string, opts: { wait?: boolean }) => cancelCommand(runId, opts, io, env)));
+
+  program
+    .command('resume')
+    .description('let a run held after a restored backup go on (it rents again if it needs to)')
+    .argument('<run>', 'run id')
+    .action(run((runId: string) => resumeCommand(runId, io, env)));
+
+  program
+    .command('token')
+    .description('manage the control token')
+    .command('rotate')
+    .description('make a new control token; the old one stops working at once')
+    .action(run(() => tokenRotateCommand(io, env)));
 
   program
     .command('validate')

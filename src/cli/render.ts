@@ -43,15 +43,20 @@ export function runsTable(runs: Run[], now: number): string[] {
   const rows = runs.map((r) => [
     r.id,
     r.name,
-    r.state,
+    r.held ? `${r.state} (held)` : r.state,
     String(r.attempt),
     text(r.instance?.id),
     text(r.instance?.actual_status),
     price(r.instance?.dph_total ?? null),
     since(r.created_at, now),
   ]);
-  return table(['RUN', 'NAME', 'STATE', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'AGE'], rows);
+  const lines = table(['RUN', 'NAME', 'STATE', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'AGE'], rows);
+  if (runs.some((r) => r.held)) lines.push('', HELD_HINT);
+  return lines;
 }
+
+const HELD_HINT =
+  '(held): the store was restored from a backup and what became of the run since is unknown; nothing is rented for it until `berth resume RUN`, or `berth cancel RUN`.';
 
 /** Everything about one run: where it stands, how to connect, and every attempt with its outcome. */
 export function runDetail(run: Run, now: number): string[] {
@@ -69,6 +74,7 @@ export function runDetail(run: Run, now: number): string[] {
     ],
     ['SSH', sshCommand(inst) ?? DASH],
   ];
+  if (run.held) fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
   const lines = table(['', ''], fields).slice(1);
   lines.push('', run.attempts.length === 0 ? 'Attempts: none yet' : 'Attempts:');
@@ -112,7 +118,8 @@ export function attemptEndedLine(a: RunAttempt): string {
 }
 
 export function eventLine(e: RunEvent): string {
-  return `${e.at}  ${e.type.padEnd(18)}  ${e.message}`;
+  const repeated = e.count !== undefined && e.count > 1 ? ` (${e.count} times since ${e.first_at ?? '?'})` : '';
+  return `${e.at}  ${e.type.padEnd(18)}  ${e.message}${repeated}`;
 }
 
 /** The header sentence and one indented line per problem, each with its JSON path. */

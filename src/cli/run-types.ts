@@ -18,6 +18,9 @@ export interface RunEvent {
   type: string;
   message: string;
   data: unknown;
+  /** How many times in a row it happened (an outage's retries fold into one event); `at` is the last. */
+  count?: number;
+  first_at?: string | null;
 }
 
 export const isEndState = (state: string): boolean => END_STATES.has(state);

@@ -3,19 +3,22 @@
 import { constants } from 'node:os';
 
 const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
-export type ShutdownSignal = (typeof SIGNALS)[number];
+export type ShutdownSignal = (typeof SIGNALS)[number] | 'SIGHUP';
 
 /** Calls `onFirst` on the first signal; exits with 128+signo on the second. Returns a disposer. */
-export function onShutdownSignals(onFirst: (signal: ShutdownSignal) => void): () => void {
+export function onShutdownSignals(
+  onFirst: (signal: ShutdownSignal) => void,
+  signals: readonly ShutdownSignal[] = SIGNALS,
+): () => void {
   let received = false;
   const handler = (signal: ShutdownSignal) => {
     if (received) process.exit(128 + constants.signals[signal]);
     received = true;
     onFirst(signal);
   };
-  for (const s of SIGNALS) process.on(s, handler);
+  for (const s of signals) process.on(s, handler);
   return () => {
-    for (const s of SIGNALS) process.off(s, handler);
+    for (const s of signals) process.off(s, handler);
   };
 }
 

@@ -4,9 +4,9 @@
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError } from '../errors.js';
+import { ConfigError, isNonFiniteNumber, NOT_FINITE_MESSAGE } from '../errors.js';
 import { packagePath } from '../package-path.js';
-import { configSchema, type Config } from './schema.js';
+import { configSchema, RESERVED_KEYS, type Config } from './schema.js';
 
 export interface ConfigFlags {
   /** --config FILE */
@@ -41,12 +41,13 @@ function isPlainObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** Objects merge key by key; arrays and scalars replace. */
-export function deepMerge(base: Json, over: Json): Json {
+/** Objects merge key by key; arrays and scalars replace. A `__proto__` key is refused, not merged into the prototype. */
+export function deepMerge(base: Json, over: Json, path = ''): Json {
   const out: Json = { ...base };
   for (const [k, v] of Object.entries(over)) {
     if (v === undefined) continue;
-    out[k] = isPlainObject(v) && isPlainObject(out[k]) ? deepMerge(out[k] as Json, v) : v;
+    if (RESERVED_KEYS.has(k)) throw new ConfigError(`Invalid configuration: ${path}${k}: is a reserved name (__proto__, constructor, prototype), not a setting.`, `${path}${k}`);
+    out[k] = isPlainObject(v) && isPlainObject(out[k]) ? deepMerge(out[k] as Json, v, `${path}${k}.`) : v;
   }
   return out;
 }
@@ -74,7 +75,9 @@ export function defaultConfigJson(): Json {
 
 /** Validates a merged config object, naming the first bad field and the expected form. */
 export function parseConfig(raw: unknown): Config {
-  const result = configSchema.safeParse(raw);
+  const result = configSchema.safeParse(raw, {
+    error: (iss) => (iss.code === 'invalid_type' && isNonFiniteNumber(iss.input) ? NOT_FINITE_MESSAGE : undefined),
+  });
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
   const field = issue.path.join('.');
@@ -103,8 +106,22 @@ export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEn
   const config = parseConfig(merged);
 
   const keyFile = processEnv.BERTH_API_KEY_FILE ?? config.service.api_key_file;
-  const apiKey = processEnv.BERTH_API_KEY || (keyFile ? readKeyFile(keyFile) : undefined);
+  const fromEnv = processEnv.BERTH_API_KEY?.trim();
+  const fromFile = !fromEnv && keyFile ? readKeyFile(keyFile) : '';
+  const apiKey = fromEnv ? checkApiKey(fromEnv, 'BERTH_API_KEY') : fromFile ? checkApiKey(fromFile, keyFile!) : undefined;
   return { config, env: { home: berthHome(processEnv), apiKey } };
+}
+
+/**
+ * A key goes into an HTTP header: a space or control character inside it (a pasted newline) would
+ * fail every call, so it is refused here with one sentence that does not print the key.
+ */
+function checkApiKey(key: string, source: string): string {
+  if (/^[\x21-\x7e]+$/.test(key)) return key;
+  throw new ConfigError(
+    `The API key from ${source} contains a space, a line break or another character a key cannot hold: set it to the key alone.`,
+    'service.api_key_file',
+  );
 }
 
 export function berthHome(processEnv: NodeJS.ProcessEnv = process.env): string {

@@ -2,15 +2,32 @@
 // config/default.json; this schema checks whatever the merge produced).
 import { z } from 'zod';
 
-const seconds = z.number().nonnegative();
-const positiveSeconds = z.number().positive();
+// Every duration has a documented maximum. Timers past setTimeout's limit (2^31-1 ms, 24.8 days)
+// fire at once, and a deadline past the Date range is not a time at all, so each bound is far
+// below both; the clock (src/clock.ts) chains waits longer than the timer limit.
+const MINUTE = 60;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+/** Longest deadline or boot timeout a run may have, seconds (365 days). */
+export const MAX_RUN_DURATION_S = 365 * DAY;
+
+const seconds = (max: number) => z.number().nonnegative().max(max);
+const positiveSeconds = (max: number) => z.number().positive().max(max);
+
+/** A port number, 0 (pick a free one) to 65535. */
+const port = (text: string) => Number(text) <= 65535;
+
+/** Names that would reach an object's prototype instead of being a key of their own. */
+export const RESERVED_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+const notReserved = (k: string) => !RESERVED_KEYS.has(k);
+const RESERVED_MESSAGE = 'is a reserved name (__proto__, constructor, prototype), not a field';
 
 export const relaxStepSchema = z
   .strictObject({
     /** Filter names to remove. */
-    drop: z.array(z.string().min(1)).optional(),
+    drop: z.array(z.string().min(1).refine(notReserved, RESERVED_MESSAGE)).optional(),
     /** Filters to replace, in the service's query language `{field: {op: value}}`. */
-    set: z.record(z.string(), z.record(z.string(), z.unknown())).optional(),
+    set: z.record(z.string().refine(notReserved, RESERVED_MESSAGE), z.record(z.string().refine(notReserved, RESERVED_MESSAGE), z.unknown())).optional(),
   })
   .refine((s) => s.drop !== undefined || s.set !== undefined, { message: 'a relax step needs "drop" or "set"' });
 
@@ -32,55 +49,67 @@ export type RateGroup = (typeof RATE_GROUPS)[number];
 
 export const configSchema = z.strictObject({
   service: z.strictObject({
-    /** Base address of the marketplace (default https://console.vast.ai). */
-    base_url: z.url(),
-    /** Per-request timeout for headers and body, seconds (default 30). */
-    timeout_s: positiveSeconds,
-    /** TCP connect timeout, seconds (default 10). */
-    connect_timeout_s: positiveSeconds,
+    /** Base address of the marketplace, http:// or https:// (default https://console.vast.ai). */
+    base_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' }),
+    /** Per-request timeout for headers and body, seconds (default 30, at most 3600). */
+    timeout_s: positiveSeconds(HOUR),
+    /** TCP connect timeout, seconds (default 10, at most 3600). */
+    connect_timeout_s: positiveSeconds(HOUR),
     /** File holding the API key (used when BERTH_API_KEY is not set). */
     api_key_file: z.string().optional(),
   }),
   daemon: z.strictObject({
     /** Control API address, loopback only (default 127.0.0.1:7777; port 0 picks a free one). */
-    listen: z.string().regex(/^(127\.\d+\.\d+\.\d+|localhost|\[::1\]):\d+$/, 'must be a loopback HOST:PORT'),
+    listen: z
+      .string()
+      .regex(/^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[::1\]):\d{1,5}$/, 'must be a loopback HOST:PORT')
+      .refine((hp) => port(hp.slice(hp.lastIndexOf(':') + 1)), 'the port must be 0 to 65535'),
     /** Runs driven at once; the rest wait in `queued` (default 1000). */
     max_active_runs: z.number().int().positive(),
   }),
   polling: z.strictObject({
-    /** One instance-list call per interval for all runs, seconds (default 10, as the seed recommends). */
-    interval_s: positiveSeconds,
+    /** One instance-list call per interval for all runs, seconds (default 10, as the seed recommends; at most 3600). */
+    interval_s: positiveSeconds(HOUR),
   }),
   rate_limits: z.strictObject(
     Object.fromEntries(RATE_GROUPS.map((g) => [g, rateGroupSchema])) as Record<RateGroup, typeof rateGroupSchema>,
   ),
   retry: z.strictObject({
-    /** Give up retrying one call after this long, seconds (default 60). */
-    max_retry_time_s: positiveSeconds,
-    /** First retry delay, seconds (default 0.5). */
-    min_delay_s: positiveSeconds,
-    /** Longest retry delay, seconds (default 15). */
-    max_delay_s: positiveSeconds,
+    /** Give up retrying one call after this long, seconds (default 60, at most 86400). */
+    max_retry_time_s: positiveSeconds(DAY),
+    /** First retry delay, seconds (default 0.5, at most 3600). */
+    min_delay_s: positiveSeconds(HOUR),
+    /** Longest retry delay, seconds (default 15, at most 3600). */
+    max_delay_s: positiveSeconds(HOUR),
     /** Growth of the delay between tries (default 2). */
     factor: z.number().min(1),
   }),
   runs: z.strictObject({
     /** Offers tried per run before it fails (default 8). */
     max_attempts: z.number().int().positive(),
-    /** Time an instance may stay loading before it is replaced, seconds (default 600). */
-    boot_timeout_s: positiveSeconds,
-    /** Time from submission after which an unfinished run fails, seconds (default 7200). */
-    deadline_s: positiveSeconds,
-    /** Longest wait between retries of a failed destroy, seconds (default 60). */
-    destroy_retry_max_delay_s: positiveSeconds,
-    /** Wait after a service outage (retries exhausted) before the step is tried again, seconds (default 30). */
-    outage_backoff_s: positiveSeconds,
-    /** Offers of one search that may turn out gone before the run searches again (default 3). */
-    gone_offers_per_search: z.number().int().positive(),
-    /** How long a machine that failed any run is tried last by the daemon's other runs, seconds (default 900). */
-    machine_quarantine_s: seconds,
+    /** Time an instance may stay loading before it is replaced, seconds (default 600, at most 365 days). */
+    boot_timeout_s: positiveSeconds(MAX_RUN_DURATION_S),
+    /** Time from submission after which an unfinished run fails, seconds (default 7200, at most 365 days). */
+    deadline_s: positiveSeconds(MAX_RUN_DURATION_S),
+    /** Longest wait between retries of a failed destroy, seconds (default 60, at most 3600). */
+    destroy_retry_max_delay_s: positiveSeconds(HOUR),
+    /** Wait after a service outage (retries exhausted) before the step is tried again, seconds (default 30, at most 3600). */
+    outage_backoff_s: positiveSeconds(HOUR),
+    /** Offers of one search that may turn out gone before the run searches again (default 3, at most 100). */
+    gone_offers_per_search: z.number().int().positive().max(100),
+    /** How long a machine that failed any run is tried last by the daemon's other runs, seconds (default 900, at most 30 days). */
+    machine_quarantine_s: seconds(30 * DAY),
     /** Default relax ladder for specs that carry none. */
     relax: z.array(relaxStepSchema),
+  }),
+  store: z.strictObject({
+    /** Days an ended run, and any event, is kept before it is deleted (default 30, at least 1). */
+    retention_days: z.number().min(1).max(36500),
+    /**
+     * Store ids (8 hex digits) of earlier stores whose instances this daemon destroys as orphans:
+     * for a BERTH_HOME that was lost with its store.json (default none).
+     */
+    sweep_store_ids: z.array(z.string().regex(/^[0-9a-f]{8}$/, 'a store id is 8 hex digits')).default([]),
   }),
 });
 

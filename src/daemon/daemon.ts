@@ -1,19 +1,26 @@
-// The daemon: config → lock and migrate the store → reconcile with the service's instance list →
-// resume every run → serve the control API, with one shared poller. `stop()` is the graceful
-// shutdown: no new work, in-flight calls abandoned safely (their journal rows let the next start
-// reconcile), store flushed and closed.
-import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+// The daemon. Start-up, in this order, so that nothing waits before the process is held and can be
+// stopped: config (validated first) → BERTH_HOME made private, the lock, the store opened and
+// checked against store.json → the control token → the control API listens and daemon.json is
+// written (status works from here; submits are stored and wait) → in the background: one instance
+// list to reconcile (adopt journaled creates, destroy orphans), then every run resumes and the
+// shared poller starts. A service that cannot be reached delays only that background step: the
+// poller keeps listing, with a warning per failure, and the runs resume meanwhile.
+//
+// `stop()` is the graceful shutdown, valid at any point of that background step: no new work,
+// in-flight calls abandoned safely (their journal rows let the next start reconcile), store flushed
+// and closed, daemon.json removed.
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createMarketClient } from '../client/marketplace-client.js';
 import type { ClientEvent } from '../client/events.js';
-import { systemClock } from '../clock.js';
+import { systemClock, type Timer } from '../clock.js';
 import { loadConfig, type DeepPartial } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { ConfigError, describeError } from '../errors.js';
+import { ConfigError, describeError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
-import { openStore } from '../store/index.js';
+import { openStore, type Store } from '../store/index.js';
 import { createControlApi, listen } from './control-api.js';
+import { ensureControlToken, writeNewControlToken } from './control-token.js';
 import { InstancePoller, type InstanceLists } from './poller.js';
 import { Supervisor } from './supervisor.js';
 
@@ -24,25 +31,26 @@ export interface DaemonOptions {
   env?: NodeJS.ProcessEnv;
   overrides?: DeepPartial<Config>;
   logger?: Logger;
+  /** `--replace-store`: start a new store where berth.db is missing, empty or another store's. */
+  replaceStore?: boolean;
 }
 
 export interface RunningDaemon {
   url: string;
-  token: string;
+  /** The control token now (`berth token rotate` changes it). */
+  readonly token: string;
   home: string;
   storeId: string;
   supervisor: Supervisor;
+  /** Settles once the start-up reconcile is done and the runs have resumed (or the daemon stopped first). */
+  ready: Promise<void>;
+  /** Rejects when the daemon cannot go on (its store is unreadable); it has stopped by then. */
+  failed: Promise<never>;
   stop(): Promise<void>;
 }
 
-/** The control token: made once per BERTH_HOME, readable by its owner only. */
-function ensureControlToken(home: string): string {
-  const path = join(home, 'control.token');
-  if (existsSync(path)) return readFileSync(path, 'utf8').trim();
-  const token = randomBytes(24).toString('base64url');
-  writeFileSync(path, token, { mode: 0o600 });
-  return token;
-}
+/** How often old runs and events are deleted (store.retention_days). */
+const RETENTION_EVERY_MS = 60 * 60 * 1000;
 
 function logClientEvent(log: Logger, e: ClientEvent): void {
   switch (e.type) {
@@ -64,6 +72,18 @@ function logClientEvent(log: Logger, e: ClientEvent): void {
   }
 }
 
+function logStoreFindings(log: Logger, store: Store): void {
+  if (store.replaced) {
+    log.warn({ replaced: store.replaced, storeId: store.storeId }, `started a new store in place of store ${store.replaced}: every instance labelled with it is destroyed`);
+  }
+  if (store.restore) {
+    log.warn(
+      { held: store.restore.heldRunIds, dbGeneration: store.restore.dbGeneration, seenGeneration: store.restore.markGeneration },
+      `berth.db is older than this home has seen (a restored backup): its ${store.restore.heldRunIds.length} live run(s) are held until \`berth resume RUN\` or \`berth cancel RUN\``,
+    );
+  }
+}
+
 export async function startDaemon(options: DaemonOptions = {}): Promise<RunningDaemon> {
   const { config, env } = loadConfig(
     { configFile: options.configFile, listen: options.listen, overrides: options.overrides },
@@ -73,9 +93,19 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     throw new ConfigError('No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.', 'service.api_key_file');
   }
   const log = options.logger ?? createLogger({ pretty: options.pretty });
-  const store = openStore({ home: env.home, lock: true });
+  const store = openStore({ home: env.home, lock: true, replaceStore: options.replaceStore });
   const startedAt = Date.now();
+  let token: string;
+  try {
+    const ensured = ensureControlToken(env.home);
+    token = ensured.token;
+    if (ensured.replaced) log.info('made a new control token (control.token was missing, empty or damaged)');
+  } catch (err) {
+    store.close();
+    throw err;
+  }
   log.info({ home: env.home, storeId: store.storeId, baseUrl: config.service.base_url }, 'berth daemon starting');
+  logStoreFindings(log, store);
   const listEveryS = 1 / config.rate_limits.list.per_s;
   if (config.polling.interval_s < listEveryS) {
     log.warn(
@@ -100,46 +130,112 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     onList: (instances, listedAt) => supervisor.onList(instances, listedAt),
   });
 
-  // Reconcile before resuming: adopt instances whose create was journaled, destroy orphans. If the
-  // service cannot be reached now, the poller's sweep does the same as soon as it can.
-  try {
-    await poller.pollOnce();
-  } catch (err) {
-    log.warn({ err: describeError(err) }, 'could not list instances at start; reconciling on the next poll');
-  }
-  supervisor.resumeAll();
-  poller.start();
-
-  const token = ensureControlToken(env.home);
-  const server = createControlApi({ store, supervisor, token, log, startedAt });
+  let ready = false;
+  const server = createControlApi({
+    store,
+    supervisor,
+    log,
+    startedAt,
+    ready: () => ready,
+    tokens: {
+      current: () => token,
+      rotate: () => (token = writeNewControlToken(env.home)),
+    },
+  });
   let url: string;
   try {
     url = await listen(server, config.daemon.listen);
   } catch (err) {
-    await poller.stop();
-    supervisor.stop();
-    await client.close();
+    await client.close().catch(() => undefined);
     store.close();
     throw new ConfigError(`Cannot listen on ${config.daemon.listen}: ${(err as Error).message}`, 'daemon.listen', err);
   }
   const daemonFile = join(env.home, 'daemon.json');
-  writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
-  log.info({ url, resumed: supervisor.liveCount }, 'berth daemon ready');
+  const removeDaemonFile = () => rmSync(daemonFile, { force: true });
+  try {
+    writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
+  } catch (err) {
+    server.close();
+    await client.close().catch(() => undefined);
+    store.close();
+    const code = (err as NodeJS.ErrnoException).code ?? String(err);
+    throw new StoreError(`Cannot write ${daemonFile} (${code}): check that the disk is not full and BERTH_HOME is writable.`, err);
+  }
+  // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
+  process.on('exit', removeDaemonFile);
+  log.info({ url }, 'berth daemon listening; reconciling with the service');
+
+  let stopping = false;
+  let fail!: (err: unknown) => void;
+  const failed = new Promise<never>((_, reject) => (fail = reject));
+  failed.catch(() => undefined);
+
+  let retention: Timer | undefined;
+  const purge = () => {
+    const before = Date.now() - config.store.retention_days * 86_400_000;
+    try {
+      const { runs, events } = store.purge(before);
+      if (runs + events > 0) log.info({ runs, events, retention_days: config.store.retention_days }, 'deleted ended runs and events past their retention');
+    } catch (err) {
+      log.warn({ err: describeError(err) }, 'could not delete old runs and events; trying again later');
+    }
+    retention = systemClock.setTimer(purge, RETENTION_EVERY_MS);
+  };
+
+  const started = (async () => {
+    // Reconcile before resuming: adopt instances whose create was journaled, destroy orphans. If the
+    // service cannot be reached now, the poller's sweep does the same as soon as it can.
+    try {
+      await poller.pollOnce();
+    } catch (err) {
+      if (stopping) return;
+      log.warn({ err: describeError(err) }, 'could not list instances at start; the runs resume now and reconcile on the next list that works');
+    }
+    if (stopping) return;
+    supervisor.resumeAll();
+    poller.start();
+    purge();
+    ready = true;
+    log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
+  })();
+  const readyPromise = started.catch((err: unknown) => {
+    // The store could not be read (a damaged page found while resuming): the daemon cannot go on.
+    const why = describeError(err).message;
+    log.fatal({ err: describeError(err) }, `berth daemon cannot go on: ${why}`);
+    void stop().finally(() =>
+      fail(new StoreError(`The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`, err)),
+    );
+  });
 
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
+      stopping = true;
       log.info('berth daemon stopping');
+      retention?.cancel();
       server.close();
       server.closeAllConnections();
       await poller.stop();
+      await started.catch(() => undefined);
       supervisor.stop();
       await client.close().catch(() => undefined);
-      rmSync(daemonFile, { force: true });
+      removeDaemonFile();
+      process.off('exit', removeDaemonFile);
       store.close();
       log.info('berth daemon stopped');
       log.flush?.();
     })());
 
-  return { url, token, home: env.home, storeId: store.storeId, supervisor, stop };
+  return {
+    url,
+    get token() {
+      return token;
+    },
+    home: env.home,
+    storeId: store.storeId,
+    supervisor,
+    ready: readyPromise,
+    failed,
+    stop,
+  };
 }

@@ -18,13 +18,14 @@ function sshLine(host: string | null | undefined, port: number | null | undefine
 
 /** Applies one emitted event to the store and returns the line written to the event log. */
 export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string, e: RunEmitted, at: number): LoggedEvent {
-  const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info'): LoggedEvent => {
-    store.events.append({ runId, at, type: e.type, message, data });
+  const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info', foldKey?: string): LoggedEvent => {
+    store.events.append({ runId, at, type: e.type, message, data, ...(foldKey === undefined ? {} : { foldKey }) });
     return { type: e.type, message, level };
   };
   switch (e.type) {
+    // The events an outage repeats fold into one row with a count (see src/store/events.ts).
     case 'search.started':
-      return append(`searching offers (relax level ${e.relaxLevel})`, { relaxLevel: e.relaxLevel });
+      return append(`searching offers (relax level ${e.relaxLevel})`, { relaxLevel: e.relaxLevel }, 'info', `search.started:${e.relaxLevel}`);
     case 'search.found':
       return append(`found ${e.count} usable offer(s)`, { relaxLevel: e.relaxLevel, count: e.count });
     case 'search.retry':
@@ -32,6 +33,7 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         `search failed (${e.error.kind}: ${e.error.message}); searching again at ${new Date(e.retryAt).toISOString()}`,
         { error: e.error, retryAt: e.retryAt },
         'warn',
+        `search.retry:${e.error.kind}`,
       );
     case 'relaxed': {
       const step = spec.relax[e.level - 1];
@@ -85,6 +87,7 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         `attempt #${e.n}: destroy of instance ${e.instanceId} not done (${e.error.kind}: ${e.error.message}); trying again at ${new Date(e.retryAt).toISOString()}`,
         { n: e.n, instanceId: e.instanceId, error: e.error },
         'warn',
+        `destroy.retry:${e.n}:${e.instanceId}:${e.error.kind}`,
       );
     case 'destroy.confirmed':
       store.attempts.setDestroyState(runId, e.n, 'confirmed');

@@ -12,8 +12,17 @@ export type Ownership =
   | { kind: 'adopt'; runId: string; n: number } // its create is journaled but the instance id was never recorded
   | { kind: 'orphan'; runId: string; n: number; reason: string };
 
-export function classifyInstance(instance: Instance, store: Store, isLiveRun: (runId: string) => boolean): Ownership {
+export function classifyInstance(
+  instance: Instance,
+  store: Store,
+  isLiveRun: (runId: string) => boolean,
+  /** Stores this one replaced (`berth daemon --replace-store`, store.sweep_store_ids): all their instances are orphans. */
+  sweptStores: ReadonlySet<string> = new Set(),
+): Ownership {
   const label = parseLabel(instance.label);
+  if (label && sweptStores.has(label.storeId)) {
+    return { kind: 'orphan', runId: label.runId, n: label.n, reason: `made by store ${label.storeId}, which this store replaced` };
+  }
   if (!label || label.storeId !== store.storeId) return { kind: 'foreign' };
   const { runId, n } = label;
   if (!isLiveRun(runId)) return { kind: 'orphan', runId, n, reason: 'its run has ended or is unknown' };

@@ -2,10 +2,17 @@
 // row, the attempts rows and the event log in one SQLite transaction. The intent of each side
 // effect is journaled by the actors themselves before the call (a subscriber sees a transition only
 // after the invoked promise has started), so this write is the record of what happened, not the WAL.
+//
+// States: idle (a queued run, no actor) → active (actor running) → ended. A write the store refuses
+// (disk full, berth.db locked by another program) pauses the run: its actor is stopped, exactly as
+// a killed daemon would stop it, and `resume` later restarts it from the last snapshot that was
+// committed, as a restarted daemon would. Nothing it did after that snapshot is lost, since every
+// side effect was journaled first (a journal write that fails stops the side effect before it starts).
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../machines/run-machine.js';
 import type { AttemptOutcome, InstanceStatus } from '../../machines/run-rules.js';
 import type { Config } from '../config/schema.js';
+import { describeError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import type { AttemptRow, RunRow, RunState, Store } from '../store/index.js';
@@ -35,6 +42,8 @@ export interface RunDriverDeps {
   log: Logger;
   /** Called once when the run reaches an end state (or cannot go on). */
   onEnded(runId: string): void;
+  /** Called when a store write failed and the run paused; the caller calls `resume` once the store writes again. */
+  onPaused(runId: string): void;
 }
 
 export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
@@ -87,9 +96,13 @@ export class RunDriver {
   private lastState: RunState;
   private ended = false;
   private lastPolled: string | undefined;
+  private paused = false;
+  /** ADMIT was sent: a resume after a pause sends it again (its persist may be what failed). */
+  private admitted = false;
+  private cancelWhenResumed = false;
 
   constructor(
-    private readonly row: RunRow,
+    private row: RunRow,
     private readonly spec: ResolvedJobSpec,
     private readonly deps: RunDriverDeps,
   ) {
@@ -140,12 +153,31 @@ export class RunDriver {
     return this.ended;
   }
 
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
   admit(): void {
-    this.started().send({ type: 'ADMIT' });
+    this.admitted = true;
+    if (!this.paused) this.started().send({ type: 'ADMIT' });
   }
 
   cancel(): void {
-    this.started().send({ type: 'CANCEL' });
+    if (this.paused) this.cancelWhenResumed = true;
+    else this.started().send({ type: 'CANCEL' });
+  }
+
+  /** Restarts a paused run from its last committed snapshot (`row`, read again from the store). */
+  resume(row: RunRow): void {
+    if (!this.paused || this.ended) return;
+    this.paused = false;
+    this.row = row;
+    this.lastState = row.state;
+    if (isEndState(row.state)) return this.end();
+    this.started();
+    if (this.admitted) this.actor!.send({ type: 'ADMIT' });
+    if (this.cancelWhenResumed || row.cancel_requested_at !== null) this.actor!.send({ type: 'CANCEL' });
+    this.cancelWhenResumed = false;
   }
 
   /** The instance this run currently holds (or is destroying), if any. */
@@ -170,14 +202,35 @@ export class RunDriver {
   }
 
   private persist(snapshot: RunSnapshot): void {
+    if (this.paused) return;
     if (snapshot === this.last && this.pending.length === 0) return;
     this.last = snapshot;
     const events = this.pending;
     this.pending = [];
     const now = Date.now();
     const state = runStateOf(snapshot);
+    let logged: ReturnType<typeof recordEmitted>[];
+    try {
+      logged = this.write(snapshot, events, state, now);
+    } catch (err) {
+      return this.pause(err);
+    }
+    // An ended attempt frees its offer for the daemon's other runs (not the next attempt's offer).
+    // A machine that failed is tried last by the daemon's other runs for a while.
+    for (const e of events) {
+      if (e.type !== 'attempt.ended') continue;
+      this.deps.claims.release(this.runId, e.offerId);
+      if (blocksMachine(e.outcome)) this.deps.quarantine.note(e.machineId);
+    }
+    for (const line of logged) this.log[line.level]({ event: line.type }, line.message);
+    if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
+    this.lastState = state;
+    if (isEndState(state)) this.end();
+  }
+
+  private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number) {
     const ctx = snapshot.context;
-    const logged = this.deps.store.transaction(() => {
+    return this.deps.store.transaction(() => {
       const lines = events.map((e) => recordEmitted(this.deps.store, this.spec, this.runId, e, now));
       if (state !== this.lastState) {
         this.deps.store.events.append({ runId: this.runId, at: now, type: 'state', message: `${this.lastState} → ${state}`, data: { from: this.lastState, to: state } });
@@ -193,24 +246,38 @@ export class RunDriver {
       });
       return lines;
     });
-    // An ended attempt frees its offer for the daemon's other runs (not the next attempt's offer).
-    // A machine that failed is tried last by the daemon's other runs for a while.
-    for (const e of events) {
-      if (e.type !== 'attempt.ended') continue;
-      this.deps.claims.release(this.runId, e.offerId);
-      if (blocksMachine(e.outcome)) this.deps.quarantine.note(e.machineId);
-    }
-    for (const line of logged) this.log[line.level]({ event: line.type }, line.message);
-    if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
-    this.lastState = state;
-    if (isEndState(state)) this.end();
+  }
+
+  /**
+   * The transition was not stored: stop the actor (in-flight calls are abandoned; their journal
+   * rows are reconciled on resume) and wait for the supervisor to resume it from the store.
+   */
+  private pause(err: unknown): void {
+    this.paused = true;
+    const actor = this.actor;
+    this.actor = undefined;
+    this.last = undefined;
+    this.lastPolled = undefined;
+    this.pending = [];
+    const { kind, message } = describeError(err);
+    this.log.error(
+      { err: { kind, message }, code: (err as { sqliteCode?: string }).sqliteCode },
+      `cannot write the store (${message}); run ${this.runId} is paused until berth.db can be written again`,
+    );
+    // Not from inside the actor's own notification: stop it once this transition has returned.
+    queueMicrotask(() => actor?.stop());
+    this.deps.onPaused(this.runId);
   }
 
   private crashed(err: unknown): void {
     // A machine fault is a bug; the run fails and, holding no live owner now, any instance it made
     // is destroyed by the orphan sweep.
     this.log.error({ err }, 'run machine stopped with an error');
-    this.deps.store.runs.setState(this.runId, 'failed', { kind: 'internal', message: `internal error: ${String((err as Error)?.message ?? err)}` }, Date.now());
+    try {
+      this.deps.store.runs.setState(this.runId, 'failed', { kind: 'internal', message: `internal error: ${String((err as Error)?.message ?? err)}` }, Date.now());
+    } catch (writeErr) {
+      return this.pause(writeErr);
+    }
     this.lastState = 'failed';
     this.end();
   }

@@ -30,6 +30,8 @@ export interface RunView {
     detail: string | null;
   }>;
   error: { kind: string; message: string } | null;
+  /** True while the run is held after a restored backup: nothing is rented until `berth resume` (or a cancel). */
+  held: boolean;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -74,6 +76,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[]): RunView {
       detail: a.detail,
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as { kind: string; message: string }) : null,
+    held: run.held_at !== null && run.ended_at === null,
   };
 }
 

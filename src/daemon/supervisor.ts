@@ -4,10 +4,15 @@
 //
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
-// destroy was confirmed.
-import { randomBytes } from 'node:crypto';
+// destroy was confirmed. Two more: held (a restored store showed it live; no driver until the user
+// resumes or cancels it) and paused (its driver could not write the store; resumed from a timer
+// once the store writes again).
+//
+// Until `resumeAll` (the daemon first reconciles with the service's list), a submitted run is only
+// stored, and a cancel only recorded: `resumeAll` starts both from the store.
+import { createHash, randomBytes } from 'node:crypto';
 import type { Instance, MarketClient } from '../client/types.js';
-import type { Clock } from '../clock.js';
+import type { Clock, Timer } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { BerthError, describeError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -28,6 +33,32 @@ export interface SupervisorDeps {
   config: Config;
   log: Logger;
 }
+
+/** The same Idempotency-Key sent with another spec: nothing is stored. */
+export class IdempotencyConflictError extends BerthError {
+  constructor(
+    readonly key: string,
+    readonly runId: string,
+  ) {
+    super(
+      'control',
+      `Idempotency-Key "${key}" already belongs to run ${runId}, which was submitted with a different job spec: resubmit that spec to get run ${runId}, or use a new key.`,
+    );
+  }
+}
+
+/** JSON with every object's keys sorted, so that one spec always hashes alike. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (typeof v === 'object' && v !== null) {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+/** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
+const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
 
 function newRunId(): string {
   // 12 characters of base32: short enough for labels and typing, 60 bits of randomness.
@@ -50,9 +81,17 @@ export class Supervisor {
   private readonly specs = new Map<string, ResolvedJobSpec>();
   private readonly machine: ProvidedRunMachine;
   private stopping = false;
+  /** False until resumeAll: submits are stored, and started by resumeAll. */
+  private resumed = false;
+  /** Instances labelled with these store ids are destroyed as orphans (replaced stores). */
+  private readonly sweptStores: ReadonlySet<string>;
+  private readonly paused = new Set<string>();
+  private storeRetry: Timer | undefined;
+  private storeRetryMs = STORE_RETRY_MS.min;
 
   constructor(private readonly deps: SupervisorDeps) {
     this.quarantine = new MachineQuarantine(deps.config.runs.machine_quarantine_s * 1000);
+    this.sweptStores = new Set([...deps.store.formerStoreIds, ...deps.config.store.sweep_store_ids].filter((id) => id !== deps.store.storeId));
     this.machine = provideRunMachine({
       quarantine: this.quarantine,
       client: deps.client,
@@ -69,9 +108,16 @@ export class Supervisor {
     });
   }
 
-  /** Resumes every non-ended run of the store from its snapshot. */
+  /** Resumes every non-ended run of the store from its snapshot, except those held after a restore. */
   resumeAll(): void {
+    if (this.stopping || this.resumed) return;
+    this.resumed = true;
+    const held: string[] = [];
     for (const row of this.deps.store.runs.live()) {
+      if (row.held_at !== null) {
+        held.push(row.id);
+        continue;
+      }
       if (!RunDriver.canResume(row)) {
         // A snapshot from another machine version cannot be restored safely; the run fails and the
         // orphan sweep destroys whatever it held.
@@ -82,18 +128,43 @@ export class Supervisor {
         continue;
       }
       this.startDriver(row);
+      if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
+    }
+    if (held.length > 0) {
+      this.deps.log.warn(
+        { held },
+        `${held.length} run(s) are held: this store was restored from a backup, and what became of them since is unknown. Nothing is rented for them until you run \`berth resume RUN\` (or \`berth cancel RUN\`) for each`,
+      );
     }
     this.admitQueued();
+  }
+
+  /** The user confirms that a run held after a restore may go on. */
+  resumeHeld(runId: string): void {
+    const { store, log } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.held_at === null || row.ended_at !== null) return;
+    store.transaction(() => store.runs.release(runId));
+    log.info({ runId }, 'a run held after a restore was resumed by the user');
+    if (this.resumed && !this.stopping) {
+      this.startDriver(store.runs.get(runId)!);
+      this.admitQueued();
+    }
   }
 
   /** Validates and stores a job spec; with an idempotency key already used, returns that run. */
   submit(specInput: unknown, idempotencyKey?: string): { row: RunRow; created: boolean } {
     if (this.stopping) throw new BerthError('control', 'The daemon is shutting down and takes no new runs.');
-    const spec = resolveJobSpec(parseJobSpec(specInput), this.deps.config.runs);
+    const parsed = parseJobSpec(specInput);
+    const spec = resolveJobSpec(parsed, this.deps.config.runs);
+    const requestHash = createHash('sha256').update(canonicalJson(parsed)).digest('hex');
     const { store } = this.deps;
     const now = Date.now();
     const result = store.transaction(() => {
-      const inserted = store.runs.insert({ id: newRunId(), name: spec.name, specJson: JSON.stringify(spec), createdAt: now, idempotencyKey });
+      const inserted = store.runs.insert({ id: newRunId(), name: spec.name, specJson: JSON.stringify(spec), createdAt: now, idempotencyKey, requestHash });
+      if (!inserted.created && inserted.row.request_hash !== null && inserted.row.request_hash !== requestHash) {
+        throw new IdempotencyConflictError(idempotencyKey!, inserted.row.id);
+      }
       if (inserted.created) {
         store.events.append({ runId: inserted.row.id, at: now, type: 'submitted', message: `submitted "${spec.name}" (image ${spec.image}, max $${spec.max_price_per_hour}/h)` });
       }
@@ -101,16 +172,31 @@ export class Supervisor {
     });
     if (result.created) {
       this.deps.log.info({ runId: result.row.id, name: spec.name }, 'run submitted');
-      this.startDriver(result.row);
-      this.admitQueued();
+      if (this.resumed) {
+        this.startDriver(result.row);
+        this.admitQueued();
+      }
     }
     return { row: store.runs.get(result.row.id)!, created: result.created };
   }
 
-  /** Asks a run to stop; its instances are destroyed before it is `cancelled`. */
+  /**
+   * Asks a run to stop; its instances are destroyed before it is `cancelled`. The request is stored
+   * first, so that it is carried out even if the run has no actor yet (before resumeAll, or held).
+   */
   cancel(runId: string): RunRow | undefined {
+    const { store } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.ended_at !== null) return row;
+    store.transaction(() => {
+      store.runs.requestCancel(runId, Date.now());
+      // A held run may be cancelled: its actor only destroys what the run holds and never rents.
+      if (row.held_at !== null) store.runs.release(runId);
+    });
+    if (!this.resumed || this.stopping) return store.runs.get(runId);
+    if (row.held_at !== null) this.startDriver(store.runs.get(runId)!);
     this.drivers.get(runId)?.cancel();
-    return this.deps.store.runs.get(runId);
+    return store.runs.get(runId);
   }
 
   /** From the store, not the drivers: the startup reconcile runs before any driver is resumed. */
@@ -137,10 +223,15 @@ export class Supervisor {
       if (id !== null) driver.poll(toStatus(byId.get(id)), listedAt);
     }
     for (const inst of instances) {
-      const owner = classifyInstance(inst, store, (id) => this.isLive(id));
+      const owner = classifyInstance(inst, store, (id) => this.isLive(id), this.sweptStores);
       if (owner.kind === 'adopt') {
-        store.attempts.markCreated(owner.runId, owner.n, inst.id);
-        log.info({ runId: owner.runId, attempt: owner.n, instanceId: inst.id }, 'adopted an instance whose create was journaled');
+        try {
+          store.attempts.markCreated(owner.runId, owner.n, inst.id);
+          log.info({ runId: owner.runId, attempt: owner.n, instanceId: inst.id }, 'adopted an instance whose create was journaled');
+        } catch (err) {
+          // The store refuses writes: adopted on a later list, once it takes them again.
+          log.warn({ runId: owner.runId, instanceId: inst.id, err: describeError(err) }, 'could not record an adopted instance; trying again on the next list');
+        }
       } else if (owner.kind === 'orphan') {
         this.destroyOrphan(inst, owner.runId, owner.reason);
       }
@@ -151,6 +242,7 @@ export class Supervisor {
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
   stop(): void {
     this.stopping = true;
+    this.storeRetry?.cancel();
     this.abort.abort();
     for (const d of this.drivers.values()) d.stop();
     this.drivers.clear();
@@ -171,14 +263,41 @@ export class Supervisor {
         this.drivers.delete(runId);
         this.queued.delete(runId); // a queued run can be cancelled before it is admitted
         this.specs.delete(runId);
+        this.paused.delete(runId);
         // Admission may start other runs' actors: not from inside this run's transition.
         queueMicrotask(() => this.admitQueued());
+      },
+      onPaused: (runId) => {
+        this.paused.add(runId);
+        this.scheduleStoreRetry();
       },
     });
     this.specs.set(row.id, spec);
     this.drivers.set(row.id, driver);
     if (row.state === 'queued') this.queued.add(row.id);
     driver.start();
+  }
+
+  /** Paused runs wait for the store to take a write again, tried from a timer with backoff (never a busy wait). */
+  private scheduleStoreRetry(): void {
+    if (this.storeRetry || this.stopping) return;
+    this.storeRetry = this.deps.clock.setTimer(() => {
+      this.storeRetry = undefined;
+      if (this.stopping || this.paused.size === 0) return;
+      if (!this.deps.store.canWrite()) {
+        this.storeRetryMs = Math.min(this.storeRetryMs * 2, STORE_RETRY_MS.max);
+        this.scheduleStoreRetry();
+        return;
+      }
+      this.storeRetryMs = STORE_RETRY_MS.min;
+      const ids = [...this.paused];
+      this.paused.clear();
+      this.deps.log.info({ runs: ids.length }, 'the store takes writes again; paused runs go on');
+      for (const id of ids) {
+        const row = this.deps.store.runs.get(id);
+        if (row) this.drivers.get(id)?.resume(row);
+      }
+    }, this.storeRetryMs);
   }
 
   private admitQueued(): void {
@@ -198,8 +317,12 @@ export class Supervisor {
     if (last !== undefined && Date.now() - last < retryMs) return;
     this.orphanDestroys.set(inst.id, Date.now());
     log.warn({ runId, instanceId: inst.id, label: inst.label, reason }, 'destroying an instance no live run owns');
-    if (store.runs.get(runId)) {
-      store.events.append({ runId, at: Date.now(), type: 'orphan.destroy', message: `destroying instance ${inst.id}: ${reason}`, data: { instanceId: inst.id } });
+    try {
+      if (store.runs.get(runId)) {
+        store.events.append({ runId, at: Date.now(), type: 'orphan.destroy', message: `destroying instance ${inst.id}: ${reason}`, data: { instanceId: inst.id } });
+      }
+    } catch {
+      // The store refuses writes: the destroy matters more than its event.
     }
     client.destroyInstance(inst.id, { signal: this.abort.signal }).catch((err: unknown) => {
       if (this.abort.signal.aborted) return;

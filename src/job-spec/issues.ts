@@ -2,7 +2,7 @@
 // and a short message ("expected a number, got string"). Messages specific to one field are
 // written next to it in ./schema.ts; this module words the generic ones.
 import type { z } from 'zod';
-import type { SpecIssue } from '../errors.js';
+import { isNonFiniteNumber, NOT_FINITE_MESSAGE, type SpecIssue } from '../errors.js';
 import { KEY_PLACEHOLDER, jsonType } from './schema.js';
 
 type RawIssue = z.core.$ZodRawIssue;
@@ -17,6 +17,7 @@ const TYPE_NAMES: Record<string, string> = { int: 'integer', record: 'object', t
 export function describeIssue(iss: RawIssue): string {
   switch (iss.code) {
     case 'invalid_type': {
+      if (isNonFiniteNumber(iss.input)) return NOT_FINITE_MESSAGE;
       const expected = article(TYPE_NAMES[iss.expected] ?? iss.expected);
       return iss.input === undefined ? `missing (expected ${expected})` : `expected ${expected}, got ${jsonType(iss.input)}`;
     }

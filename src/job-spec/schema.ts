@@ -3,7 +3,7 @@
 // than a silently ignored wish. Issue messages are worded in ./issues.ts; the cross-field rules run
 // even when other fields are wrong, so that one validation reports every problem.
 import { z } from 'zod';
-import type { RelaxStep } from '../config/schema.js';
+import { MAX_RUN_DURATION_S, RESERVED_KEYS, type RelaxStep } from '../config/schema.js';
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
 
 /** Values berth fills in when a spec leaves these fields out. */
@@ -30,9 +30,13 @@ const SEARCH_BODY_KEYS = ['order', 'type', 'limit'];
 /** Placeholder replaced by the offending key when an unknown-key issue is split per key. */
 export const KEY_PLACEHOLDER = '{key}';
 
+/** `__proto__` and its kin would be dropped or reach the prototype: refused by name, never dropped. */
+const notReserved = { error: (iss: { input: unknown }) => `"${String(iss.input)}" is a reserved name, not a field` };
+
 const fieldName = z
   .string()
   .regex(/^[a-z_][a-z0-9_]*$/, 'an offer field name is lowercase letters, digits and "_"')
+  .refine((f) => !RESERVED_KEYS.has(f), notReserved)
   .refine((f) => !SEARCH_BODY_KEYS.includes(f), { error: (iss) => `"${String(iss.input)}" is not a filter` });
 
 const scalar = z.union([z.string(), z.number(), z.boolean()], {
@@ -154,7 +158,10 @@ export const jobSpecSchema = z
       .describe('Script run when the instance starts; any length (long scripts are sent compressed)'),
     env: z
       .record(
-        z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name matches ^[A-Za-z_][A-Za-z0-9_]*$'),
+        z
+          .string()
+          .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name matches ^[A-Za-z_][A-Za-z0-9_]*$')
+          .refine((k) => !RESERVED_KEYS.has(k), notReserved),
         z.string(),
       )
       .optional()
@@ -167,8 +174,8 @@ export const jobSpecSchema = z
       .describe('Ordered steps applied one by one while no usable offer is found; default from config'),
     max_price_per_hour: z.number().positive().describe('Price cap in $/h (dph_total); never relaxed'),
     max_attempts: z.number().int().min(1).optional().describe('Offers tried before the run fails; default from config'),
-    boot_timeout_s: z.number().positive().optional().describe('Seconds an instance may stay loading; default from config'),
-    deadline_s: z.number().positive().optional().describe('Seconds from submission until the run fails; default from config'),
+    boot_timeout_s: z.number().positive().max(MAX_RUN_DURATION_S).optional().describe('Seconds an instance may stay loading (at most 365 days); default from config'),
+    deadline_s: z.number().positive().max(MAX_RUN_DURATION_S).optional().describe('Seconds from submission until the run fails (at most 365 days); default from config'),
   })
   .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) });
 

@@ -2,15 +2,33 @@
 // once, fill the run limits from the configuration, and publish the spec's JSON Schema.
 import { z } from 'zod';
 import type { Config } from '../config/schema.js';
-import { SpecError } from '../errors.js';
-import { describeIssue, toSpecIssues } from './issues.js';
+import { SpecError, type SpecIssue } from '../errors.js';
+import { describeIssue, jsonPath, toSpecIssues } from './issues.js';
 import { jobSpecSchema, type JobSpec, type ResolvedJobSpec } from './schema.js';
 
 /** Checks a job spec; throws SpecError listing every problem with its JSON path. */
 export function parseJobSpec(input: unknown): JobSpec {
+  const reserved = protoKeyIssues(input, []);
   const result = jobSpecSchema.safeParse(input, { error: describeIssue });
-  if (result.success) return result.data;
-  throw new SpecError(toSpecIssues(result.error.issues));
+  if (result.success && reserved.length === 0) return result.data;
+  const paths = new Set(reserved.map((i) => i.path));
+  const issues = result.success ? [] : toSpecIssues(result.error.issues).filter((i) => !paths.has(i.path));
+  throw new SpecError([...issues, ...reserved]);
+}
+
+/**
+ * zod drops an own `__proto__` key (JSON.parse makes one) from records without a word, so an env
+ * variable or filter of that name would vanish. They are found here, at any depth, and refused.
+ */
+function protoKeyIssues(value: unknown, path: PropertyKey[]): SpecIssue[] {
+  if (typeof value !== 'object' || value === null) return [];
+  const issues: SpecIssue[] = [];
+  for (const [key, child] of Object.entries(value)) {
+    const here = [...path, Array.isArray(value) ? Number(key) : key];
+    if (key === '__proto__') issues.push({ path: jsonPath(here), message: '"__proto__" is a reserved name, not a field' });
+    else issues.push(...protoKeyIssues(child, here));
+  }
+  return issues;
 }
 
 /** Parses the text of a job spec file; a JSON syntax error is reported at `$`. */

@@ -1,27 +1,63 @@
 // Opens berth.db: WAL, synchronous=FULL (the side-effect journal must survive power loss, not only
 // a killed process), migrations by user_version, and the store id that names this database in
-// every instance label.
+// every instance label. The daemon's open (with `lock`) also makes BERTH_HOME private, takes the
+// one-daemon lock, and compares the database with store.json (./identity.ts) to refuse a database
+// that went missing, was emptied or replaced, and to hold the live runs of one restored from a backup.
+//
+// Every failure here is a StoreError whose message says what to do: the daemon prints it and exits 2.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
+import { prepareHome } from './home.js';
+import { MarkWriter, readMark, type MarkReading } from './identity.js';
 import { acquireLock, type StoreLock } from './lock.js';
 import { MIGRATIONS } from './migrations.js';
 
 export type Db = Database.Database;
 
+/**
+ * How long one statement waits for a write lock another program holds, ms. The wait is a
+ * synchronous sleep that freezes the whole daemon, so it is short: a write that still finds the
+ * store busy fails, its run is paused and retried later from a timer (src/daemon/run-driver.ts).
+ */
+export const BUSY_TIMEOUT_MS = 50;
+
+export interface RestoreFound {
+  /** The generation store.json had seen, and the older one the database holds. */
+  markGeneration: number;
+  dbGeneration: number;
+  /** Runs the restored database showed live: now held. */
+  heldRunIds: string[];
+}
+
 export interface OpenedDatabase {
   db: Db;
   storeId: string;
+  /** Store ids whose instances this store destroys as orphans (stores it replaced). */
+  formerStoreIds: string[];
+  /** Set when this open found a database older than store.json (a restored backup). */
+  restore: RestoreFound | null;
+  /** The store id this open replaced (--replace-store), if any. */
+  replaced: string | null;
+  /** Call inside a transaction that records progress: returns the generation it commits. */
+  bumpGeneration(): number;
+  /** Call after that transaction committed: mirrors the generation to store.json. */
+  committed(generation: number): void;
   close(): void;
 }
 
 export interface OpenOptions {
   /** Directory holding berth.db (BERTH_HOME). */
   home: string;
-  /** Take the one-daemon lock (the daemon does; the CLI's read-only tools and tests may not). */
+  /** The daemon's open: private home, the one-daemon lock and the store.json checks. Tests may leave it out. */
   lock?: boolean;
+  /**
+   * Start even though berth.db is missing, empty or another store's while store.json names a
+   * previous store: that store's instances are then destroyed as orphans (`berth daemon --replace-store`).
+   */
+  replaceStore?: boolean;
 }
 
 function migrate(db: Db): void {
@@ -36,44 +72,159 @@ function migrate(db: Db): void {
   }).immediate();
 }
 
+const meta = (db: Db, key: string) => (db.prepare(`SELECT value FROM meta WHERE key = ?`).get(key) as { value: string } | undefined)?.value;
+const setMeta = (db: Db, key: string, value: string) =>
+  db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`).run(key, value);
+
 function ensureStoreId(db: Db): string {
-  const row = db.prepare(`SELECT value FROM meta WHERE key = 'store_id'`).get() as { value: string } | undefined;
-  if (row) return row.value;
+  const existing = meta(db, 'store_id');
+  if (existing) return existing;
   const id = randomBytes(4).toString('hex');
   db.prepare(`INSERT INTO meta (key, value) VALUES ('store_id', ?), ('created_at', ?)`).run(id, String(Date.now()));
   return id;
 }
 
-export function openDatabase(options: OpenOptions): OpenedDatabase {
-  mkdirSync(options.home, { recursive: true, mode: 0o700 });
-  let lock: StoreLock | undefined;
-  if (options.lock) lock = acquireLock(join(options.home, 'daemon.lock'));
-  let db: Db;
+function fileState(path: string): 'missing' | 'empty' | 'present' {
   try {
-    db = new Database(join(options.home, 'berth.db'), { timeout: 5000 });
+    return statSync(path).size === 0 ? 'empty' : 'present';
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'missing';
+    throw err;
+  }
+}
+
+/** One sentence for a SQLite or file-system failure while opening, by its code. */
+function openFailure(dbPath: string, err: unknown): StoreError {
+  if (err instanceof StoreError) return err;
+  const code = (err as { code?: string }).code ?? '';
+  const what = `${code || 'error'}: ${(err as Error).message}`.replace(/\s+/g, ' ').slice(0, 300);
+  if (code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB') {
+    return new StoreError(`${dbPath} is damaged (${what}): stop here, keep the file, and restore berth.db from a backup (README: Backup and restore).`, err);
+  }
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EFBIG' || code.startsWith('SQLITE_IOERR')) {
+    return new StoreError(`Cannot write ${dbPath} (${what}): the disk may be full; free some space and start again.`, err);
+  }
+  if (code === 'SQLITE_BUSY') {
+    return new StoreError(`${dbPath} is locked by another program (${what}), perhaps a sqlite3 shell: close it and start again.`, err);
+  }
+  return new StoreError(`Cannot open ${dbPath} (${what}): check that BERTH_HOME is writable.`, err);
+}
+
+export function openDatabase(options: OpenOptions): OpenedDatabase {
+  const { home } = options;
+  const dbPath = join(home, 'berth.db');
+  let lock: StoreLock | undefined;
+  let db: Db | undefined;
+  let writer: MarkWriter | undefined;
+  try {
+    if (options.lock) {
+      prepareHome(home);
+      lock = acquireLock(join(home, 'daemon.lock'));
+    } else {
+      mkdirSync(home, { recursive: true, mode: 0o700 });
+    }
+    const state = fileState(dbPath);
+    const reading: MarkReading = options.lock ? readMark(home) : { kind: 'absent' };
+    if (state !== 'present' && reading.kind !== 'absent' && !options.replaceStore) throw missingStore(home, state, reading);
+    // A WAL left beside a missing or empty database belongs to another database: never replay it.
+    if (state !== 'present') for (const f of ['-wal', '-shm']) rmSync(dbPath + f, { force: true });
+    // Created private: SQLite gives berth.db-wal and -shm the mode of the database file.
+    if (state === 'missing') closeSync(openSync(dbPath, 'a', 0o600));
+
+    db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
+    const check = db.pragma('quick_check(1)', { simple: true });
+    if (check !== 'ok') throw Object.assign(new Error(String(check)), { code: 'SQLITE_CORRUPT' });
     migrate(db);
-  } catch (err) {
-    lock?.release();
-    if (err instanceof StoreError) throw err;
-    throw new StoreError(`Cannot open ${join(options.home, 'berth.db')}: ${(err as Error).message}`, err);
-  }
-  const storeId = ensureStoreId(db);
-  let closed = false;
-  return {
-    db,
-    storeId,
-    close() {
-      if (closed) return;
-      closed = true;
-      try {
-        db.pragma('wal_checkpoint(TRUNCATE)');
-      } finally {
-        db.close();
-        lock?.release();
+    const storeId = ensureStoreId(db);
+    let generation = Number(meta(db, 'generation') ?? 0);
+    let formerStoreIds = JSON.parse(meta(db, 'former_store_ids') ?? '[]') as string[];
+    let restore: RestoreFound | null = null;
+    let replaced: string | null = null;
+
+    if (options.lock) {
+      const mark = reading.kind === 'mark' ? reading.mark : undefined;
+      const other = mark !== undefined && mark.storeId !== storeId;
+      if (options.replaceStore) {
+        if (state === 'present' && !other) {
+          throw new StoreError(`--replace-store: there is nothing to replace; ${dbPath} is this home's own store (${storeId}). Start without it.`);
+        }
+        if (mark && other) {
+          replaced = mark.storeId;
+          formerStoreIds = [...new Set([...formerStoreIds, mark.storeId])];
+          setMeta(db, 'former_store_ids', JSON.stringify(formerStoreIds));
+        }
+      } else if (other) {
+        throw new StoreError(
+          `${dbPath} belongs to store ${storeId}, but this home last ran store ${mark.storeId} (store.json): put back store ${mark.storeId}'s berth.db, or start with \`berth daemon --replace-store\` to keep this one and destroy every instance labelled with store ${mark.storeId}.`,
+        );
+      } else if (mark && mark.generation > generation) {
+        const heldAt = Date.now();
+        const held = db.transaction(() => {
+          const ids = (db!.prepare(`UPDATE runs SET held_at = ? WHERE ended_at IS NULL AND held_at IS NULL RETURNING id`).all(heldAt) as { id: string }[]).map((r) => r.id);
+          setMeta(db!, 'restored_at', String(heldAt));
+          setMeta(db!, 'generation', String(mark.generation + 1));
+          return ids;
+        }).immediate();
+        restore = { markGeneration: mark.generation, dbGeneration: generation, heldRunIds: held };
+        generation = mark.generation + 1;
       }
-    },
-  };
+      writer = new MarkWriter(home);
+      writer.write({ storeId, generation });
+    }
+
+    const opened = db;
+    const setGeneration = opened.prepare(`UPDATE meta SET value = ? WHERE key = 'generation'`);
+    let closed = false;
+    return {
+      db: opened,
+      storeId,
+      formerStoreIds,
+      restore,
+      replaced,
+      bumpGeneration() {
+        setGeneration.run(String(generation + 1));
+        return generation + 1;
+      },
+      committed(g) {
+        if (g <= generation) return;
+        generation = g;
+        writer?.write({ storeId, generation: g });
+      },
+      close() {
+        if (closed) return;
+        closed = true;
+        try {
+          opened.pragma('wal_checkpoint(TRUNCATE)');
+        } catch {
+          // a busy or full store: the WAL is replayed at the next open
+        } finally {
+          opened.close();
+          writer?.close();
+          lock?.release();
+        }
+      },
+    };
+  } catch (err) {
+    db?.close();
+    writer?.close();
+    lock?.release();
+    throw openFailure(dbPath, err);
+  }
+}
+
+function missingStore(home: string, state: 'missing' | 'empty', reading: MarkReading): StoreError {
+  const db = `${join(home, 'berth.db')} is ${state === 'missing' ? 'missing' : 'empty'}`;
+  const restore = 'put berth.db back from a backup (README: Backup and restore)';
+  if (reading.kind !== 'mark') {
+    return new StoreError(
+      `${db}, but store.json shows that a store ran here and its instances may still be billing: ${restore}, or start with \`berth daemon --replace-store\` for a new store (list the old store's id in store.sweep_store_ids to destroy its instances).`,
+    );
+  }
+  const id = reading.mark.storeId;
+  return new StoreError(
+    `${db}, but store.json shows that store ${id} ran here and its instances may still be billing: ${restore}, or start with \`berth daemon --replace-store\` to begin a new store that destroys every instance labelled with store ${id}.`,
+  );
 }

@@ -1,4 +1,8 @@
-// The append-only event log of each run: what happened, oldest first, for `berth events`.
+// The event log of each run: what happened, oldest first, for `berth events`. Appended to, except
+// that a repeat of one of the run's last two events (same fold key: a search retried through an
+// outage alternates "searching" and "search failed") replaces that row with a count, so an outage
+// of any length costs a few rows per run, not one per try. The repeat gets a new id, so that
+// `berth events --follow` (which reads after the last id it saw) still shows it.
 import type { Db } from './database.js';
 
 export interface EventRow {
@@ -8,6 +12,10 @@ export interface EventRow {
   type: string;
   message: string;
   data_json: string | null;
+  /** How many times this event happened in a row; `at` is the last time, `first_at` the first. */
+  count: number;
+  first_at: number | null;
+  fold_key: string | null;
 }
 
 export interface NewEvent {
@@ -17,20 +25,50 @@ export interface NewEvent {
   message: string;
   /** Secret-free details (never env values or keys). */
   data?: unknown;
+  /** Events with the same key fold into one row when one repeats another of the run's last two. */
+  foldKey?: string;
 }
 
 export function createEventsRepo(db: Db) {
   const insert = db.prepare(
-    `INSERT INTO events (run_id, at, type, message, data_json) VALUES (@runId, @at, @type, @message, @dataJson)`,
+    `INSERT INTO events (run_id, at, type, message, data_json, count, first_at, fold_key)
+     VALUES (@runId, @at, @type, @message, @dataJson, @count, @firstAt, @foldKey)`,
   );
+  const lastTwo = db.prepare(`SELECT id, at, count, first_at, fold_key FROM events WHERE run_id = ? ORDER BY id DESC LIMIT 2`);
+  const remove = db.prepare(`DELETE FROM events WHERE id = ?`);
   const after = db.prepare(`SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?`);
+  const olderThan = db.prepare(`DELETE FROM events WHERE at < ?`);
   return {
     append(e: NewEvent): number {
-      const info = insert.run({ ...e, dataJson: e.data === undefined ? null : JSON.stringify(e.data) });
+      let count = 1;
+      let firstAt: number | null = null;
+      if (e.foldKey !== undefined) {
+        const recent = lastTwo.all(e.runId) as Array<Pick<EventRow, 'id' | 'at' | 'count' | 'first_at' | 'fold_key'>>;
+        const same = recent.find((r) => r.fold_key === e.foldKey);
+        if (same) {
+          remove.run(same.id);
+          count = same.count + 1;
+          firstAt = same.first_at ?? same.at;
+        }
+      }
+      const info = insert.run({
+        runId: e.runId,
+        at: e.at,
+        type: e.type,
+        message: e.message,
+        dataJson: e.data === undefined ? null : JSON.stringify(e.data),
+        count,
+        firstAt,
+        foldKey: e.foldKey ?? null,
+      });
       return Number(info.lastInsertRowid);
     },
     list(runId: string, afterId = 0, limit = 10_000): EventRow[] {
       return after.all(runId, afterId, limit) as EventRow[];
+    },
+    /** Deletes every event older than `before` (retention). */
+    purgeBefore(before: number): number {
+      return olderThan.run(before).changes;
     },
   };
 }

@@ -1,20 +1,69 @@
 // The store: berth.db opened, migrated and locked, with one repository per table.
+import { StoreWriteError } from '../errors.js';
 import { openDatabase, type OpenOptions } from './database.js';
 import { createAttemptsRepo } from './attempts.js';
 import { createEventsRepo } from './events.js';
 import { createRunsRepo } from './runs.js';
 
+/** A SQLite failure of a write becomes a StoreWriteError (retryable); anything else is rethrown. */
+function asWriteError(err: unknown): unknown {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('SQLITE_') ? new StoreWriteError(code, err) : err;
+}
+
 export function openStore(options: OpenOptions) {
   const opened = openDatabase(options);
   const { db } = opened;
+  const repos = { runs: createRunsRepo(db), attempts: createAttemptsRepo(db), events: createEventsRepo(db) };
+  const probe = db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
   return {
     storeId: opened.storeId,
-    runs: createRunsRepo(db),
-    attempts: createAttemptsRepo(db),
-    events: createEventsRepo(db),
-    /** Runs fn in one immediate transaction (all or nothing). */
+    /** Store ids whose labelled instances this store destroys (stores it replaced, see --replace-store). */
+    formerStoreIds: opened.formerStoreIds,
+    /** What this open found of a restored database, if anything (see ./identity.ts). */
+    restore: opened.restore,
+    replaced: opened.replaced,
+    ...repos,
+    /**
+     * Runs fn in one immediate transaction (all or nothing) that counts as progress of the store:
+     * it bumps the generation store.json mirrors once it has committed. A write SQLite refuses
+     * throws StoreWriteError.
+     */
     transaction<T>(fn: () => T): T {
-      return db.transaction(fn).immediate();
+      let generation = 0;
+      let result: T;
+      try {
+        result = db
+          .transaction(() => {
+            const value = fn();
+            generation = opened.bumpGeneration();
+            return value;
+          })
+          .immediate();
+      } catch (err) {
+        throw asWriteError(err);
+      }
+      opened.committed(generation);
+      return result;
+    },
+    /**
+     * Retention: deletes the runs that ended before `before` (with their attempts, events and
+     * idempotency keys) and every event older than it. In batches, so no transaction grows large.
+     */
+    purge(before: number): { runs: number; events: number } {
+      let runs = 0;
+      for (let n = -1; n !== 0; runs += n) n = db.transaction(() => repos.runs.purgeEnded(before)).immediate();
+      const events = db.transaction(() => repos.events.purgeBefore(before)).immediate();
+      return { runs, events };
+    },
+    /** True when the store takes a write again (after a StoreWriteError). */
+    canWrite(): boolean {
+      try {
+        probe.run(String(Date.now()));
+        return true;
+      } catch {
+        return false;
+      }
     },
     close: opened.close,
   };

@@ -1,6 +1,11 @@
-// One daemon per store. The lock file holds the owner's pid; a lock left by a process that no
-// longer exists (SIGKILL) is taken over. SQLite's own locking does not stop a second daemon.
-import { closeSync, openSync, readFileSync, unlinkSync, writeSync } from 'node:fs';
+// One daemon per store. The lock is an exclusive SQLite lock on a small database of its own,
+// `daemon.lock`: SQLite takes it with fcntl, so the kernel releases it the moment its holder dies,
+// however it dies. There is nothing stale to detect and no pid to trust: a second daemon is told
+// "busy" at once, every time, and a dead one's lock is simply free. (A lock file holding a pid was
+// raced by daemons starting together, and blocked start-up when the pid was reused.)
+import { closeSync, openSync, readFileSync, truncateSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import Database from 'better-sqlite3';
 import { StoreError } from '../errors.js';
 
 export interface StoreLock {
@@ -8,52 +13,53 @@ export interface StoreLock {
   release(): void;
 }
 
-function processAlive(pid: number): boolean {
+/** The pid the running daemon wrote in daemon.json, to name it in the refusal (never used to decide). */
+function daemonPid(home: string): number | undefined {
   try {
-    process.kill(pid, 0);
-    return true;
+    const pid = (JSON.parse(readFileSync(join(home, 'daemon.json'), 'utf8')) as { pid?: unknown }).pid;
+    return typeof pid === 'number' ? pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function tryLock(path: string): Database.Database {
+  const db = new Database(path, { timeout: 0 });
+  try {
+    db.pragma('locking_mode = EXCLUSIVE');
+    // In exclusive locking mode the lock taken here is kept until the connection closes.
+    db.exec('BEGIN EXCLUSIVE; COMMIT');
+    return db;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    db.close();
+    throw err;
   }
 }
 
 export function acquireLock(path: string): StoreLock {
-  for (let tries = 0; tries < 3; tries++) {
+  let db: Database.Database | undefined;
+  try {
+    closeSync(openSync(path, 'a', 0o600));
     try {
-      const fd = openSync(path, 'wx', 0o600);
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
-      return {
-        path,
-        release: () => {
-          try {
-            if (readFileSync(path, 'utf8').trim() === String(process.pid)) unlinkSync(path);
-          } catch {
-            // already gone
-          }
-        },
-      };
+      db = tryLock(path);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') {
-        throw new StoreError(`Cannot create the lock file ${path}: ${(err as Error).message}`, err);
-      }
-      let pid = Number.NaN;
-      try {
-        pid = Number(readFileSync(path, 'utf8').trim());
-      } catch {
-        continue; // removed meanwhile: try again
-      }
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && processAlive(pid)) {
-        throw new StoreError(
-          `Another berth daemon (pid ${pid}) is already using this store (${path}). Stop it first, or set BERTH_HOME to another directory.`,
-        );
-      }
-      try {
-        unlinkSync(path); // stale: its owner is dead
-      } catch {
-        // someone else removed it
-      }
+      // An older berth wrote its pid here: the file is not a database. Emptying it is safe even if
+      // another daemon raced us to it, since the lock lives on the file, not in its content.
+      if ((err as { code?: string }).code !== 'SQLITE_NOTADB') throw err;
+      truncateSync(path, 0);
+      db = tryLock(path);
     }
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'SQLITE_BUSY') {
+      const pid = daemonPid(dirname(path));
+      throw new StoreError(
+        `Another berth daemon${pid ? ` (pid ${pid})` : ''} is already using this store (${dirname(path)}). Stop it first, or set BERTH_HOME to another directory.`,
+        err,
+      );
+    }
+    throw new StoreError(`Cannot take the lock ${path} (${code ?? (err as Error).message}): check that BERTH_HOME is writable.`, err);
   }
-  throw new StoreError(`Cannot take the lock file ${path}.`);
+  const held = db;
+  return { path, release: () => held.close() };
 }

@@ -57,4 +57,22 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX events_run ON events(run_id, id);
   `,
+  // Version 2 (issue #14): restored stores, durable cancels, idempotency conflicts, bounded events.
+  `
+  -- Set on the runs a restored database still showed live: they wait for \`berth resume\` or a cancel.
+  ALTER TABLE runs ADD COLUMN held_at INTEGER;
+  -- A cancel asked for through the API, kept so that it is carried out even if the run's actor was not running.
+  ALTER TABLE runs ADD COLUMN cancel_requested_at INTEGER;
+  -- sha256 of the submitted spec (canonical JSON), to tell a repeated submission from a key reused for another spec.
+  ALTER TABLE runs ADD COLUMN request_hash TEXT;
+  CREATE INDEX runs_ended ON runs(ended_at) WHERE ended_at IS NOT NULL;
+
+  -- Consecutive repeats of an event (a search retried through an outage) fold into one row.
+  ALTER TABLE events ADD COLUMN count INTEGER NOT NULL DEFAULT 1;
+  ALTER TABLE events ADD COLUMN first_at INTEGER;
+  ALTER TABLE events ADD COLUMN fold_key TEXT;
+  CREATE INDEX events_at ON events(at);
+
+  INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0');
+  `,
 ];

@@ -25,6 +25,11 @@ export interface RunRow {
   error_json: string | null;
   snapshot_json: string | null;
   machine_version: number | null;
+  /** Set when a restored database showed this run live: it waits for `berth resume` or a cancel. */
+  held_at: number | null;
+  cancel_requested_at: number | null;
+  /** sha256 of the submitted spec, to tell a repeat from an Idempotency-Key reused for another spec. */
+  request_hash: string | null;
 }
 
 export interface NewRun {
@@ -33,6 +38,7 @@ export interface NewRun {
   specJson: string;
   createdAt: number;
   idempotencyKey?: string | undefined;
+  requestHash?: string | undefined;
 }
 
 export interface RunProgress {
@@ -51,8 +57,8 @@ export function isEndState(state: string): boolean {
 
 export function createRunsRepo(db: Db) {
   const insert = db.prepare(
-    `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, idempotency_key)
-     VALUES (@id, @name, @specJson, 'queued', @createdAt, @createdAt, @idempotencyKey)
+    `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, idempotency_key, request_hash)
+     VALUES (@id, @name, @specJson, 'queued', @createdAt, @createdAt, @idempotencyKey, @requestHash)
      ON CONFLICT (idempotency_key) DO NOTHING`,
   );
   const byId = db.prepare(`SELECT * FROM runs WHERE id = ?`);
@@ -65,6 +71,13 @@ export function createRunsRepo(db: Db) {
        ended_at = CASE WHEN @ended THEN @at ELSE NULL END
      WHERE id = @id`,
   );
+  const cancelRequest = db.prepare(`UPDATE runs SET cancel_requested_at = COALESCE(cancel_requested_at, ?) WHERE id = ? AND ended_at IS NULL`);
+  const release = db.prepare(`UPDATE runs SET held_at = NULL WHERE id = ?`);
+  const heldCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE held_at IS NOT NULL AND ended_at IS NULL`);
+  const endedBefore = db.prepare(`SELECT id FROM runs WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT 500`);
+  const deleteAttempts = db.prepare(`DELETE FROM attempts WHERE run_id = ?`);
+  const deleteEvents = db.prepare(`DELETE FROM events WHERE run_id = ?`);
+  const deleteRun = db.prepare(`DELETE FROM runs WHERE id = ?`);
   const setState = db.prepare(
     `UPDATE runs SET state = @state, error_json = @errorJson, updated_at = @at,
        ended_at = CASE WHEN @ended THEN @at ELSE ended_at END WHERE id = @id`,
@@ -73,7 +86,7 @@ export function createRunsRepo(db: Db) {
   return {
     /** Inserts a run; with an idempotency key already used, returns the earlier run instead. */
     insert(run: NewRun): { row: RunRow; created: boolean } {
-      const info = insert.run({ ...run, idempotencyKey: run.idempotencyKey ?? null });
+      const info = insert.run({ ...run, idempotencyKey: run.idempotencyKey ?? null, requestHash: run.requestHash ?? null });
       if (info.changes === 1) return { row: byId.get(run.id) as RunRow, created: true };
       return { row: byKey.get(run.idempotencyKey) as RunRow, created: false };
     },
@@ -98,6 +111,30 @@ export function createRunsRepo(db: Db) {
         at: p.at,
         ended: isEndState(p.state) ? 1 : 0,
       });
+    },
+    /** Records that the user asked to cancel (kept until the run's actor has the CANCEL). */
+    requestCancel(id: string, at: number): void {
+      cancelRequest.run(at, id);
+    },
+    /** Lifts a restore hold: the user confirmed the run may go on (or cancels it). */
+    release(id: string): void {
+      release.run(id);
+    },
+    heldCount(): number {
+      return (heldCount.get() as { n: number }).n;
+    },
+    /**
+     * Deletes up to 500 runs that ended before `before`, with their attempts and events (call in a
+     * transaction, again while it returns 500). Their idempotency keys go with them.
+     */
+    purgeEnded(before: number): number {
+      const ids = (endedBefore.all(before) as { id: string }[]).map((r) => r.id);
+      for (const id of ids) {
+        deleteAttempts.run(id);
+        deleteEvents.run(id);
+        deleteRun.run(id);
+      }
+      return ids.length;
     },
     /** For runs that cannot be resumed (unreadable snapshot): state and error only. */
     setState(id: string, state: RunState, error: { kind: string; message: string } | null, at: number): void {

@@ -11,6 +11,7 @@ import { controlApi, type ControlApi } from './control-api.js';
 export interface DaemonProcess extends ControlApi {
   proc: ChildProcess;
   url: string;
+  /** The control token the test calls with (a test that rotates it sets the new one). */
   token: string;
   kill9(): Promise<void>;
   /** SIGTERM and wait for the exit code. */
@@ -22,6 +23,8 @@ export interface DaemonSetup {
   simUrl: string;
   apiKey: string;
   config: DeepPartial<Config>;
+  /** More arguments of `berth daemon` (e.g. --replace-store). */
+  args?: string[];
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -29,7 +32,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promise<DaemonProcess> {
   const configFile = join(setup.home, 'config.json');
   writeFileSync(configFile, JSON.stringify(setup.config));
-  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'daemon', '--config', configFile], {
+  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'daemon', '--config', configFile, ...(setup.args ?? [])], {
     env: { ...process.env, BERTH_HOME: setup.home, BERTH_API_URL: setup.simUrl, BERTH_API_KEY: setup.apiKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -61,7 +64,7 @@ export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promi
   const token = readFileSync(join(setup.home, 'control.token'), 'utf8').trim();
 
   const d: DaemonProcess = {
-    ...controlApi(() => ({ url, token })),
+    ...controlApi(() => ({ url, token: d.token })),
     proc,
     url,
     token,

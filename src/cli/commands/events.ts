@@ -1,5 +1,6 @@
-// `berth events RUN [--json] [--follow]`: the run's event log, oldest first. --follow keeps
-// printing new events until the run has ended (with --json: one JSON event per line).
+// `berth events RUN [--json] [--follow]`: the run's event log, oldest first, however long (it is
+// read page by page). --follow keeps printing new events until the run has ended (with --json: one
+// JSON event per line).
 import { setTimeout as sleep } from 'node:timers/promises';
 import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
@@ -17,7 +18,7 @@ export interface EventsOptions {
 export async function eventsCommand(runId: string, options: EventsOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
   const client = connectToDaemon(env);
   if (!options.follow) {
-    const events = await client.events(runId);
+    const events = await client.allEvents(runId);
     if (options.json) printJson(io, events);
     else if (events.length === 0) io.out(`Run ${runId} has no events yet.`);
     else events.forEach((e) => io.out(eventLine(e)));
@@ -31,7 +32,7 @@ export async function eventsCommand(runId: string, options: EventsOptions, io: I
     while (!signal.aborted) {
       // The state is read before the events: once it has ended, this batch holds the last of them.
       const ended = isEndState((await client.getRun(runId)).state);
-      const events = await client.events(runId, last);
+      const events = await client.allEvents(runId, last);
       events.forEach(print);
       last = events.at(-1)?.id ?? last;
       if (ended) return EXIT.ok;

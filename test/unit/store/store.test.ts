@@ -1,11 +1,12 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../../src/store/index.js';
-import { StoreError } from '../../../src/errors.js';
+import { StoreError, StoreWriteError } from '../../../src/errors.js';
+import { MIGRATIONS } from '../../../src/store/migrations.js';
 
 const dirs: string[] = [];
 const stores: Store[] = [];
@@ -33,7 +34,7 @@ describe('store', () => {
     a.close();
     const db = new Database(join(dir, 'berth.db'));
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(db.pragma('user_version', { simple: true })).toBe(1);
+    expect(db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
     db.close();
     expect(open(dir).storeId).toBe(id);
   });
@@ -78,17 +79,100 @@ describe('store', () => {
     expect(s.events.list('r1', a).map((e) => e.data_json)).toEqual(['{"n":1}']);
   });
 
-  it('refuses a second daemon on the same store while the first lives, and takes a stale lock', async () => {
+  it('refuses a second daemon on the same store while the first holds the lock, whatever the lock file holds', () => {
+    const dir = home();
+    const first = open(dir, true);
+    expect(() => open(dir, true)).toThrow(StoreError);
+    expect(() => open(dir, true)).toThrow(/Another berth daemon.* is already using this store/);
+    first.close();
+    // Released on close (and by the kernel when the holder dies): the next daemon gets it.
+    expect(open(dir, true).storeId).toBe(first.storeId);
+  });
+
+  it('is not blocked by a pid file an older berth left, even when that pid is alive', async () => {
     const dir = home();
     const holder = spawn('sleep', ['30']);
     try {
       writeFileSync(join(dir, 'daemon.lock'), String(holder.pid));
-      expect(() => open(dir, true)).toThrow(StoreError);
-      expect(() => open(dir, true)).toThrow(/Another berth daemon \(pid \d+\)/);
+      expect(open(dir, true).storeId).toMatch(/^[0-9a-f]{8}$/);
     } finally {
       holder.kill('SIGKILL');
       await new Promise((r) => holder.once('exit', r));
     }
-    expect(open(dir, true).storeId).toMatch(/^[0-9a-f]{8}$/);
+  });
+
+  it('turns a write the store refuses into a StoreWriteError, without waiting 5 s, and writes again once it can', () => {
+    const dir = home();
+    const s = open(dir);
+    const other = new Database(join(dir, 'berth.db'));
+    other.exec('BEGIN IMMEDIATE');
+    const started = Date.now();
+    try {
+      expect(() => s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 }))).toThrow(StoreWriteError);
+      expect(Date.now() - started).toBeLessThan(1000);
+      expect(s.canWrite()).toBe(false);
+    } finally {
+      other.exec('COMMIT');
+      other.close();
+    }
+    expect(s.canWrite()).toBe(true);
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 }));
+    expect(s.runs.get('r1')).toBeDefined();
+  });
+
+  it('folds a repeat of one of the last two events into one row with a count, and keeps others apart', () => {
+    const s = open(home());
+    for (let i = 0; i < 50; i++) {
+      s.events.append({ runId: 'r1', at: 10 + 2 * i, type: 'search.started', message: 'searching', foldKey: 'search.started:0' });
+      s.events.append({ runId: 'r1', at: 11 + 2 * i, type: 'search.retry', message: `failed ${i}`, foldKey: 'search.retry:network' });
+    }
+    s.events.append({ runId: 'r1', at: 200, type: 'search.retry', message: 'other', foldKey: 'search.retry:server_error' });
+    const rows = s.events.list('r1');
+    expect(rows.map((e) => [e.type, e.count, e.first_at, e.at])).toEqual([
+      ['search.started', 50, 10, 108],
+      ['search.retry', 50, 11, 109],
+      ['search.retry', 1, null, 200],
+    ]);
+    expect(rows[1]!.message).toBe('failed 49');
+  });
+
+  it('deletes ended runs and events older than the retention, and keeps live runs', () => {
+    const s = open(home());
+    s.runs.insert({ id: 'old', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });
+    s.runs.insert({ id: 'live', name: 'b', specJson: '{}', createdAt: 1 });
+    s.runs.setState('old', 'cancelled', null, 5);
+    s.events.append({ runId: 'old', at: 5, type: 'x', message: 'x' });
+    s.events.append({ runId: 'live', at: 5, type: 'x', message: 'old event' });
+    s.events.append({ runId: 'live', at: 50, type: 'x', message: 'new event' });
+    expect(s.purge(10)).toEqual({ runs: 1, events: 1 });
+    expect(s.runs.get('old')).toBeUndefined();
+    expect(s.runs.get('live')).toBeDefined();
+    expect(s.events.list('live').map((e) => e.message)).toEqual(['new event']);
+    // The key went with its run.
+    expect(s.runs.insert({ id: 'again', name: 'a', specJson: '{}', createdAt: 60, idempotencyKey: 'k' }).created).toBe(true);
+  });
+
+  it('creates BERTH_HOME 0700 and the database 0600, and repairs a home and files that others could read', () => {
+    const parent = home();
+    const dir = join(parent, 'new-home');
+    const s = open(dir, true);
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{"env":{"A":"secret"}}', createdAt: 1 }));
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    for (const f of ['berth.db', 'berth.db-wal', 'berth.db-shm', 'daemon.lock', 'store.json']) {
+      expect(statSync(join(dir, f)).mode & 0o777, f).toBe(0o600);
+    }
+    s.close();
+    chmodSync(dir, 0o755);
+    chmodSync(join(dir, 'berth.db'), 0o644);
+    open(dir, true).close();
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(statSync(join(dir, 'berth.db')).mode & 0o777).toBe(0o600);
+  });
+
+  it('refuses a BERTH_HOME that other users can write, and changes nothing in it', () => {
+    const dir = home();
+    chmodSync(dir, 0o777);
+    expect(() => open(dir, true)).toThrow(/can be written by other users \(mode 0777\).*chmod 700/);
+    expect(readdirSync(dir)).toEqual([]);
   });
 });
