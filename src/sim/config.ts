@@ -50,6 +50,7 @@ export const RATE_GROUPS = [
   'user',
   'webhooks',
   'gpu_names',
+  'charges',
 ] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
@@ -126,6 +127,7 @@ const rateLimitSchema = z.object({
       user: group({ per_s: 1 }), // show_user.yaml has none: 1.0
       webhooks: group({ per_s: 1 }), // notifications.yaml has none: 1.0
       gpu_names: group({ per_s: 1 }), // undocumented: 1.0
+      charges: group({ per_s: 1 }), // show_charges.yaml
     })
     .prefault({}),
 });

@@ -10,6 +10,7 @@ import { instanceRecord, type InstanceRecord } from './instance-record.js';
 import type { SimInstanceHistory } from './instances.js';
 import type { Ledger } from './ledger.js';
 import { accountRoutes } from './routes/account.js';
+import { billingRoutes } from './routes/billing.js';
 import { instanceRoutes } from './routes/instances.js';
 import { manageRoutes } from './routes/manage.js';
 import { marketRoutes } from './routes/market.js';
@@ -105,7 +106,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
 
   const server = createSimServer({
     world: () => world,
-    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes],
+    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes, ...billingRoutes],
     adminRoutes: adminRoutes(control),
     adminEnabled: config.admin,
   });

@@ -39,6 +39,8 @@ export interface SimInstanceHistory {
   host_id: number;
   label: string | null;
   image: string;
+  /** Numeric id of the template it was created from, if any (the charges' metadata). */
+  template_id: number | null;
   profile: FaultProfile;
   is_bid: boolean;
   /** $/h billed while loading, running or rebooting (the current price). */
@@ -65,6 +67,7 @@ export interface CreateParams {
   args: string[];
   runtype: string;
   template_hash_id: string | null;
+  template_id: number | null;
   /** Bid price in $/h, null for on-demand. */
   price: number | null;
   /** Extra container ports from `-p` entries of env, e.g. "8080/tcp". */
@@ -121,6 +124,7 @@ export class InstanceStore {
       host_id: offer.host_id,
       label: params.label,
       image: params.image,
+      template_id: params.template_id,
       profile,
       is_bid: params.price !== null,
       compute_dph: computeDph,

@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { authenticate, hasCategory, identityKey, presentedKey, type Principal } from './auth.js';
 import { parseJsonBody, readBody, sendJson, sendText } from './http-io.js';
 import { Router, type Route } from './router.js';
-import { AUTH_ERROR, invalidRequest, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
+import { AUTH_ERROR, invalidRequest, LOGIN_REQUIRED, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
 import { bump } from './stats.js';
 import type { SimWorld } from './world.js';
 
@@ -88,6 +88,8 @@ async function handle(deps: ServerDeps, api: Router, admin: Router, req: Incomin
     }
     const principal = authenticate(presentedKey(req, url.searchParams), world.keys, (k) => world.instances.ownerOfKey(k));
     if (route.auth === 'key') {
+      const noKeyGiven = req.headers.authorization === undefined && !url.searchParams.has('api_key');
+      if (!principal && noKeyGiven && route.missingKey403) return send(403, LOGIN_REQUIRED);
       if (!principal) return send(route.badKey404 || world.faults.badKey404Everywhere() ? 404 : 401, AUTH_ERROR);
       checkPermission(route, principal);
     }

@@ -9,7 +9,7 @@ import type { SimClock } from './clock.js';
 import type { SimConfig } from './config.js';
 import { FaultInjector } from './faults.js';
 import { InstanceStore, type LiveInstance } from './instances.js';
-import { computeLedger, type Ledger } from './ledger.js';
+import { computeLedger, totalBilled, type Ledger } from './ledger.js';
 import type { ActualStatus } from './lifecycle.js';
 import { OnstartRunner } from './onstart-runner.js';
 import { ProfileBook } from './profiles.js';
@@ -68,7 +68,7 @@ export class SimWorld {
   }
 
   credit(): number {
-    return this.config.account.credit - this.ledger().total_usd;
+    return this.config.account.credit - totalBilled(this.instances.history(), this.clock.simS());
   }
 
   /** Periodic work that no request triggers: due transitions, the low-credit event, webhook retries. */
