@@ -57,6 +57,11 @@ export function adminRoutes(control: SimControl): Route[] {
       const hit = world.instances.machineOffline(idParam(params, 'id'));
       return { body: { success: true, instance_ids: hit.map((i) => i.hist.id) } };
     }),
+    admin('POST', '/account/credit', ({ world, body }) => {
+      const usd = num(bodyObject(body), 'add_usd');
+      if (usd === undefined) throw invalidArgs('add_usd must be a number of dollars.');
+      return { body: { success: true, credit: world.addCredit(usd) } };
+    }),
     admin('GET', '/webhook-deliveries', ({ world }) => ({ body: { deliveries: world.webhooks.deliveries() } })),
     admin('PUT', '/time-scale', ({ body }) => {
       const scale = num(bodyObject(body), 'time_scale');

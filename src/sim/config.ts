@@ -175,6 +175,11 @@ export const simConfigSchema = z.object({
       credit: z.number().default(250),
       /** `client:low_credit` fires once when credit falls below this many dollars. */
       low_credit_threshold: z.number().default(10),
+      /**
+       * OpenSSH public keys registered on the account at start (`users/current`'s `ssh_key` is the
+       * newest, '' with none). Default none: a client must notice that VMs cannot be reached.
+       */
+      ssh_keys: z.array(z.string().regex(/^(ssh-|ecdsa-|sk-)\S+ \S+/, 'an OpenSSH public key')).default([]),
     })
     .prefault({}),
   lifecycle: z

@@ -73,6 +73,8 @@ export interface RunningSimulator {
   /** The catalog (rented offers included). */
   offers(): readonly SimOffer[];
   webhookDeliveries(): Delivery[];
+  /** Adds dollars to the account's credit (negative takes them); returns the credit after it. */
+  addCredit(usd: number): number;
   /** A new API key; permissions absent: full access. Returns the key value. */
   addKey(permissions?: Permissions, name?: string): string;
   /** Fresh world from the same config: instances, history, stats, keys and faults as at start. */
@@ -150,6 +152,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     instances: () => world.instances.list().map(instanceRecord),
     offers: () => world.catalog.offers,
     webhookDeliveries: () => world.webhooks.deliveries(),
+    addCredit: (usd) => world.addCredit(usd),
     addKey: (permissions, name = '') => world.keys.create(name, permissions ?? null).key,
     reset: control.reset,
   };

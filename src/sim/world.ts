@@ -33,6 +33,8 @@ export class SimWorld {
   readonly stats: SimStats = emptyStats();
   /** Set once `client:low_credit` is sent; cleared when credit climbs back above the threshold. */
   private lowCreditSent = false;
+  /** Dollars added (or taken) since start, by the admin route: a top-up. */
+  private creditAdded = 0;
 
   constructor(
     readonly config: SimConfig,
@@ -50,6 +52,7 @@ export class SimWorld {
     this.keys.add(apiKey, 'full access', null);
     for (const k of config.keys) this.keys.add(k.key, k.name ?? '', k.permissions ?? null);
     this.sshKeys = new SshKeyStore(config.account.user_id, () => clock.wallMs());
+    for (const k of config.account.ssh_keys) this.sshKeys.add(k);
     this.templates = new TemplateStore(unixNow);
     this.webhooks = new WebhookStore(config.account.user_id, clock, config.webhooks);
     for (const w of config.webhooks.initial) this.webhooks.create(w.name, w.webhook_url, w.event_types, w.webhook_secret);
@@ -67,8 +70,15 @@ export class SimWorld {
     return computeLedger(this.instances.history(), this.clock.stamp());
   }
 
+  /** The account's credit now: the starting credit plus top-ups, less everything billed. */
   credit(): number {
-    return this.config.account.credit - totalBilled(this.instances.history(), this.clock.simS());
+    return this.config.account.credit + this.creditAdded - totalBilled(this.instances.history(), this.clock.simS());
+  }
+
+  /** A top-up (or, negative, a charge outside the ledger). Returns the credit after it. */
+  addCredit(usd: number): number {
+    this.creditAdded += usd;
+    return this.credit();
   }
 
   /** Periodic work that no request triggers: due transitions, the low-credit event, webhook retries. */
