@@ -12,6 +12,13 @@ export const FAULT_PROFILES = [
   'stuck_loading',
   'oci_failed',
   'lost_after_running',
+  // Healthy life, but SSH (with ssh_listeners on) misbehaves: nothing listens (connections refused),
+  // connections are closed without a banner, held without a byte, or the banner comes only
+  // `ssh_listeners.late_s` sim seconds after running. Appended last so that seeds keep their draws.
+  'ssh_refused',
+  'ssh_no_banner',
+  'ssh_hang',
+  'ssh_late',
 ] as const;
 export type FaultProfile = (typeof FAULT_PROFILES)[number];
 export const faultProfileSchema = z.enum(FAULT_PROFILES);
@@ -207,6 +214,10 @@ export const simConfigSchema = z.object({
       stuck_loading: rate.default(0),
       oci_failed: rate.default(0),
       lost_after_running: rate.default(0),
+      ssh_refused: rate.default(0),
+      ssh_no_banner: rate.default(0),
+      ssh_hang: rate.default(0),
+      ssh_late: rate.default(0),
     })
     .prefault({})
     .refine((r) => Object.values(r).reduce((s, x) => s + x, 0) <= 1, 'the rates must sum to at most 1'),
@@ -244,6 +255,21 @@ export const simConfigSchema = z.object({
       max_output_bytes: z.number().int().positive().default(65_536),
       /** PATH inside the "container"; the default is a stock image's, not the host's. */
       path: z.string().default('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'),
+    })
+    .prefault({}),
+  ssh_listeners: z
+    .object({
+      /**
+       * Each running instance gets real loopback TCP listeners (its SSH proxy port and, with direct
+       * ports, its direct port) that send an SSH banner; records then show 127.0.0.1.
+       */
+      enabled: z.boolean().default(false),
+      /** The identification line sent (RFC 4253), without its CR LF. */
+      banner: z.string().regex(/^SSH-2\.0-\S+/, 'an SSH-2.0- identification line').default('SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.10'),
+      /** Sim seconds of running before an `ssh_late` instance sends its banner. */
+      late_s: z.number().min(0).default(60),
+      /** Wall milliseconds a connection is held open (after the banner, or silently) before it is closed. */
+      hold_ms: z.number().int().positive().default(10_000),
     })
     .prefault({}),
   webhooks: z

@@ -13,6 +13,7 @@ import { planFor, rebootPlan, STATUS_MSG, type ActualStatus, type InstanceTiming
 import { diskDph } from './pricing.js';
 import { newKeyValue } from './api-keys.js';
 import { between, hashUnit, mulberry32, pick } from './prng.js';
+import type { SshPorts } from './ssh-listeners.js';
 
 export interface StatusEntry {
   status: ActualStatus;
@@ -80,6 +81,8 @@ export interface LiveInstance {
   readonly params: CreateParams;
   readonly apiKey: string;
   readonly timings: InstanceTimings;
+  /** Loopback ports of its SSH listeners (ssh_listeners on), shown in the record; null otherwise. */
+  readonly sshPorts: SshPorts | null;
   intended: 'running' | 'stopped';
   phaseStart: number;
   plan: Step[];
@@ -110,7 +113,7 @@ export class InstanceStore {
     this.nextId = 9_400_000 + Math.floor(this.idRng() * 100_000);
   }
 
-  create(offer: SimOffer, params: CreateParams, profile: FaultProfile): LiveInstance {
+  create(offer: SimOffer, params: CreateParams, profile: FaultProfile, sshPorts: SshPorts | null = null): LiveInstance {
     this.nextId += 1 + Math.floor(this.idRng() * 20);
     const id = this.nextId;
     const now = this.clock.simS();
@@ -141,6 +144,7 @@ export class InstanceStore {
       params,
       apiKey: newKeyValue(),
       timings,
+      sshPorts,
       intended: 'running',
       phaseStart: now,
       plan: planFor(profile, timings, false, this.lifecycle.restart_s),

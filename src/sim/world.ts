@@ -14,6 +14,7 @@ import type { ActualStatus } from './lifecycle.js';
 import { OnstartRunner } from './onstart-runner.js';
 import { ProfileBook } from './profiles.js';
 import { RateLimiter } from './rate-limiter.js';
+import { SshListeners } from './ssh-listeners.js';
 import { emptyStats, type SimStats } from './stats.js';
 import { TemplateStore } from './templates.js';
 import { WebhookStore } from './webhooks.js';
@@ -30,6 +31,7 @@ export class SimWorld {
   readonly templates: TemplateStore;
   readonly webhooks: WebhookStore;
   readonly onstart: OnstartRunner;
+  readonly sshListeners: SshListeners;
   readonly stats: SimStats = emptyStats();
   /** Set once `client:low_credit` is sent; cleared when credit climbs back above the threshold. */
   private lowCreditSent = false;
@@ -57,11 +59,13 @@ export class SimWorld {
     this.webhooks = new WebhookStore(config.account.user_id, clock, config.webhooks);
     for (const w of config.webhooks.initial) this.webhooks.create(w.name, w.webhook_url, w.event_types, w.webhook_secret);
     this.onstart = new OnstartRunner(config.onstart_exec, clock, simUrl);
+    this.sshListeners = new SshListeners(config.ssh_listeners, clock);
     this.instances = new InstanceStore(clock, config.lifecycle, seed, {
       onStatus: (inst, status) => this.onStatus(inst, status),
       onDestroyed: (inst) => {
         this.catalog.release(inst.offer.id, inst.hist.id);
         this.onstart.stop(inst.hist.id);
+        this.sshListeners.close(inst.hist.id);
       },
     });
   }
@@ -107,12 +111,15 @@ export class SimWorld {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.onstart.close(), this.webhooks.close()]);
+    await Promise.all([this.onstart.close(), this.webhooks.close(), this.sshListeners.closeAll()]);
   }
 
   private onStatus(inst: LiveInstance, status: ActualStatus): void {
     const id = inst.hist.id;
     const what = `Instance ${id}${labelText(inst)} on machine ${inst.hist.machine_id}`;
+    // SSH answers only while running: any other status closes the listeners.
+    if (status === 'running') this.sshListeners.open(inst);
+    else this.sshListeners.close(id);
     if (status === 'running') {
       this.onstart.maybeRun(inst);
       this.webhooks.emit('client:instance_started', { subject: `Instance ${id} started`, message: `${what} is running.` });

@@ -8,8 +8,11 @@ import { bump } from '../stats.js';
 import { bodyObject, idParam } from '../validate.js';
 import { parseCreateBody } from './create-body.js';
 
-function create(ctx: RouteContext): RouteResult {
+async function create(ctx: RouteContext): Promise<RouteResult> {
   const { world } = ctx;
+  // Ports first, before any check: everything after this await runs without interleaving, so two
+  // creates on one offer still cannot both pass the rented check.
+  const sshPorts = world.sshListeners.enabled ? await world.sshListeners.reserve() : null;
   const offerId = idParam(ctx.params, 'offer_id');
   const body = bodyObject(ctx.body);
   world.stats.creates_received++;
@@ -49,7 +52,7 @@ function create(ctx: RouteContext): RouteResult {
   if (unavailable && cancelUnavail) throw askGone(offerId);
 
   const profile = world.profiles.profileFor(offer.id, offer.machine_id);
-  const inst = world.instances.create(offer, params, profile);
+  const inst = world.instances.create(offer, params, profile, sshPorts);
   world.catalog.rent(offer.id, inst.hist.id);
   if (unavailable) world.instances.stop(inst, STATUS_MSG.unavailable);
   else if (req.targetState === 'stopped') world.instances.stop(inst);
