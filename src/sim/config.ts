@@ -58,6 +58,7 @@ export const RATE_GROUPS = [
   'webhooks',
   'gpu_names',
   'charges',
+  'logs',
 ] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
@@ -135,6 +136,7 @@ const rateLimitSchema = z.object({
       webhooks: group({ per_s: 1 }), // notifications.yaml has none: 1.0
       gpu_names: group({ per_s: 1 }), // undocumented: 1.0
       charges: group({ per_s: 1 }), // show_charges.yaml
+      logs: group({ per_s: 1 }), // logs.yaml has none: 1.0
     })
     .prefault({}),
 });
@@ -270,6 +272,14 @@ export const simConfigSchema = z.object({
       late_s: z.number().min(0).default(60),
       /** Wall milliseconds a connection is held open (after the banner, or silently) before it is closed. */
       hold_ms: z.number().int().positive().default(10_000),
+    })
+    .prefault({}),
+  logs: z
+    .object({
+      /** Sim seconds after a logs request before its URL serves the text (404 until then, like S3). */
+      upload_delay_s: z.number().min(0).default(2),
+      /** Sim seconds after a logs request before its URL expires (403). */
+      url_ttl_s: z.number().positive().default(3600),
     })
     .prefault({}),
   webhooks: z

@@ -12,6 +12,7 @@ import type { Ledger } from './ledger.js';
 import { accountRoutes } from './routes/account.js';
 import { billingRoutes } from './routes/billing.js';
 import { instanceRoutes } from './routes/instances.js';
+import { logRoutes } from './routes/logs.js';
 import { manageRoutes } from './routes/manage.js';
 import { marketRoutes } from './routes/market.js';
 import { templateRoutes } from './routes/templates.js';
@@ -108,7 +109,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
 
   const server = createSimServer({
     world: () => world,
-    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes, ...billingRoutes],
+    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes, ...billingRoutes, ...logRoutes],
     adminRoutes: adminRoutes(control),
     adminEnabled: config.admin,
   });

@@ -9,6 +9,7 @@ import type { SimClock } from './clock.js';
 import type { SimConfig } from './config.js';
 import { FaultInjector } from './faults.js';
 import { InstanceStore, type LiveInstance } from './instances.js';
+import { LogUploads } from './log-uploads.js';
 import { computeLedger, totalBilled, type Ledger } from './ledger.js';
 import type { ActualStatus } from './lifecycle.js';
 import { OnstartRunner } from './onstart-runner.js';
@@ -32,6 +33,7 @@ export class SimWorld {
   readonly webhooks: WebhookStore;
   readonly onstart: OnstartRunner;
   readonly sshListeners: SshListeners;
+  readonly logUploads: LogUploads;
   readonly stats: SimStats = emptyStats();
   /** Set once `client:low_credit` is sent; cleared when credit climbs back above the threshold. */
   private lowCreditSent = false;
@@ -42,7 +44,8 @@ export class SimWorld {
     readonly config: SimConfig,
     readonly clock: SimClock,
     apiKey: string,
-    simUrl: () => string,
+    /** The simulator's own base URL (for URLs it hands out). */
+    readonly simUrl: () => string,
   ) {
     const seed = config.seed;
     const unixNow = () => Math.floor(clock.wallMs() / 1000);
@@ -60,11 +63,12 @@ export class SimWorld {
     for (const w of config.webhooks.initial) this.webhooks.create(w.name, w.webhook_url, w.event_types, w.webhook_secret);
     this.onstart = new OnstartRunner(config.onstart_exec, clock, simUrl);
     this.sshListeners = new SshListeners(config.ssh_listeners, clock);
+    this.logUploads = new LogUploads(config.logs, clock);
     this.instances = new InstanceStore(clock, config.lifecycle, seed, {
       onStatus: (inst, status) => this.onStatus(inst, status),
       onDestroyed: (inst) => {
         this.catalog.release(inst.offer.id, inst.hist.id);
-        this.onstart.stop(inst.hist.id);
+        this.onstart.forget(inst.hist.id);
         this.sshListeners.close(inst.hist.id);
       },
     });

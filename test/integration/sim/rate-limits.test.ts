@@ -135,6 +135,7 @@ describe('documented thresholds and bodies', () => {
     ['GET', '/api/v0/users/current/', undefined, '1.0', 'plain'],
     ['GET', '/api/v0/webhooks/', undefined, '1.0', 'plain'],
     ['GET', '/api/v0/gpu_names/unique/', undefined, '1.0', 'plain'],
+    ['PUT', '/api/v0/instances/request_logs/1/', {}, '1.0', 'plain'],
   ];
 
   test.each(table)('%s %s: threshold %s', async (method, path, body, threshold, form) => {
