@@ -53,6 +53,11 @@ export function adminRoutes(control: SimControl): Route[] {
       world.profiles.setOfferFault(idParam(params, 'id'), parsed.data);
       return { body: { success: true } };
     }),
+    admin('POST', '/machines/{id}/min-bid', ({ world, params, body }) => {
+      const pct = num(bodyObject(body), 'raise_pct');
+      if (pct === undefined || pct <= -100) throw invalidArgs('raise_pct must be a number of percent above -100.');
+      return { body: { success: true, ...world.raiseMinBid(idParam(params, 'id'), pct) } };
+    }),
     admin('POST', '/machines/{id}/offline', ({ world, params }) => {
       const hit = world.instances.machineOffline(idParam(params, 'id'));
       return { body: { success: true, instance_ids: hit.map((i) => i.hist.id) } };

@@ -148,6 +148,16 @@ const range = (min: number, max: number) =>
     .refine((r) => r.max >= r.min, 'max must be >= min')
     .default({ min, max });
 
+/** A machine's market: its minimum bid changes by `raise_pct` at `at_s`, and every `every_s` after if given. */
+const marketSchema = z.object({
+  /** Sim seconds after start of the first change. */
+  at_s: z.number().min(0).default(0),
+  /** Percent each change moves the minimum bid by; negative lowers it (paused bids then resume). */
+  raise_pct: z.number().gt(-100),
+  /** Sim seconds between changes (at least 1); absent: one change at at_s. */
+  every_s: z.number().min(1).optional(),
+});
+
 const permissionsSchema = z.object({ api: z.record(z.string(), z.object({}).loose()) });
 export type Permissions = z.output<typeof permissionsSchema>;
 
@@ -272,6 +282,14 @@ export const simConfigSchema = z.object({
       late_s: z.number().min(0).default(60),
       /** Wall milliseconds a connection is held open (after the banner, or silently) before it is closed. */
       hold_ms: z.number().int().positive().default(10_000),
+    })
+    .prefault({}),
+  bids: z
+    .object({
+      /** Markets by machine id: competing bidders who move its minimum bid over time. */
+      markets: z.record(z.string().regex(/^\d+$/), marketSchema).default({}),
+      /** A market for every other machine (each shifted by a seeded part of every_s); null: none. */
+      default_market: marketSchema.nullable().default(null),
     })
     .prefault({}),
   logs: z

@@ -62,6 +62,11 @@ export interface RunningSimulator {
   setOfferFault(offerId: number, fault: OfferFault | null): void;
   /** The host of this machine disconnects now: its live instances go offline. Returns their ids. */
   takeMachineOffline(machineId: number): number[];
+  /**
+   * Other bidders come (pct > 0) or leave (pct < 0): the machine's minimum bids change by pct
+   * percent from now on. Returns the new minimum bids and the instances it outbid.
+   */
+  raiseMinBid(machineId: number, pct: number): { offers: Array<{ id: number; min_bid: number }>; outbid: number[] };
   setTimeScale(scale: number): void;
   /** Every instance ever created, destroyed ones included. */
   history(): SimInstanceHistory[];
@@ -145,13 +150,23 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     setOfferProfile: (id, p) => world.profiles.setOffer(id, p),
     setOfferFault: (id, f) => world.profiles.setOfferFault(id, f),
     takeMachineOffline: (id) => world.instances.machineOffline(id).map((i) => i.hist.id),
+    raiseMinBid: (id, pct) => {
+      if (!(pct > -100)) throw new RangeError('pct must be above -100');
+      return world.raiseMinBid(id, pct);
+    },
     setTimeScale: control.setTimeScale,
     history: () => world.instances.history(),
     billingNow: () => world.instances.liveHistories(),
     ledger: () => world.ledger(),
     stats: () => world.stats,
-    instances: () => world.instances.list().map(instanceRecord),
-    offers: () => world.catalog.offers,
+    instances: () => {
+      world.syncMinBids();
+      return world.instances.list().map(instanceRecord);
+    },
+    offers: () => {
+      world.syncMinBids();
+      return world.catalog.offers;
+    },
     webhookDeliveries: () => world.webhooks.deliveries(),
     addCredit: (usd) => world.addCredit(usd),
     addKey: (permissions, name = '') => world.keys.create(name, permissions ?? null).key,

@@ -16,7 +16,13 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
   const { hist, offer, params } = inst;
   const running = inst.status === 'running';
   const ssh = sshOf(inst);
-  const curState = inst.status === 'running' || inst.status === 'loading' || inst.status === 'rebooting' ? 'running' : inst.intended === 'stopped' ? 'stopped' : 'unloaded';
+  // An outbid instance is stopped (cur_state) but still meant to run (intended/next_state).
+  const curState =
+    inst.status === 'running' || inst.status === 'loading' || inst.status === 'rebooting'
+      ? 'running'
+      : inst.intended === 'stopped' || inst.status === 'stopped'
+        ? 'stopped'
+        : 'unloaded';
   const record: InstanceRecord = {
     id: hist.id,
     machine_id: hist.machine_id,

@@ -44,6 +44,7 @@ export const STATUS_MSG = {
   stopped: 'Instance stopped',
   rebooting: 'Rebooting: docker stop, then docker start',
   outbid: 'Outbid: the bid is below the current minimum bid; the instance resumes when its bid wins again',
+  bidTooLow: 'Waiting: the bid is below the current minimum bid; the instance starts when its bid wins',
   unavailable: "Created stopped: the machine's GPUs are not available now (cancel_unavail was false)",
 } as const;
 

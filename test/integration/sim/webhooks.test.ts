@@ -153,7 +153,8 @@ describe('retries', () => {
     const sim = await fresh({ webhooks: { initial: [{ webhook_url: `${base}/flaky`, event_types: ['client:instance_created'], webhook_secret: SECRET }], retry_delays_s: [5, 5, 5] } });
     script['/flaky'] = [503, 408, 429, 204];
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x' });
-    await waitFor(() => (events('/flaky').length === 4 ? true : undefined), 3000, 'four attempts');
+    // The receiver sees the 4th request before the simulator has read its answer: wait for both.
+    await waitFor(() => (events('/flaky').length === 4 && sim.webhookDeliveries().at(-1)?.outcome === 'delivered' ? true : undefined), 3000, 'four attempts');
     const got = events('/flaky');
     expect(got.map((r) => r.headers['x-vast-delivery-attempt'])).toEqual(['1', '2', '3', '4']);
     expect(new Set(got.map((r) => r.headers['x-vast-event-id'])).size).toBe(1);
