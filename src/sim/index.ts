@@ -10,6 +10,7 @@ import { instanceRecord, type InstanceRecord } from './instance-record.js';
 import type { SimInstanceHistory } from './instances.js';
 import type { Ledger } from './ledger.js';
 import { accountRoutes } from './routes/account.js';
+import { addForeignInstances, bulkAdminRoutes, parseBulk } from './routes/admin-bulk.js';
 import { billingRoutes } from './routes/billing.js';
 import { instanceRoutes } from './routes/instances.js';
 import { logRoutes } from './routes/logs.js';
@@ -79,6 +80,11 @@ export interface RunningSimulator {
   /** The catalog (rented offers included). */
   offers(): readonly SimOffer[];
   webhookDeliveries(): Delivery[];
+  /**
+   * Fills the account with `count` instances berth does not own (labels `<labelPrefix><n>`, default
+   * `foreign-`), settled in `status` (default running), each on a free offer. Returns their ids.
+   */
+  addForeignInstances(count: number, options?: { labelPrefix?: string; status?: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline' }): number[];
   /** Adds dollars to the account's credit (negative takes them); returns the credit after it. */
   addCredit(usd: number): number;
   /** A new API key; permissions absent: full access. Returns the key value. */
@@ -115,7 +121,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
   const server = createSimServer({
     world: () => world,
     apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes, ...billingRoutes, ...logRoutes],
-    adminRoutes: adminRoutes(control),
+    adminRoutes: [...adminRoutes(control), ...bulkAdminRoutes],
     adminEnabled: config.admin,
   });
   await new Promise<void>((resolve, reject) => {
@@ -169,6 +175,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     },
     webhookDeliveries: () => world.webhooks.deliveries(),
     addCredit: (usd) => world.addCredit(usd),
+    addForeignInstances: (count, o = {}) => addForeignInstances(world, parseBulk({ count, label_prefix: o.labelPrefix, status: o.status })),
     addKey: (permissions, name = '') => world.keys.create(name, permissions ?? null).key,
     reset: control.reset,
   };

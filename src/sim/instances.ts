@@ -128,6 +128,31 @@ export class InstanceStore {
   }
 
   create(offer: SimOffer, params: CreateParams, profile: FaultProfile, sshPorts: SshPorts | null = null): LiveInstance {
+    const inst = this.make(offer, params, profile, sshPorts);
+    const now = inst.phaseStart;
+    // A bid that loses now waits, stopped, for the machine (create_instance.yaml: interruptibles
+    // default to cancel_unavail false, so they are created even when they cannot start now).
+    if (this.losing(inst, now)) this.loseBid(inst, now, STATUS_MSG.bidTooLow);
+    this.advance(inst);
+    return inst;
+  }
+
+  /**
+   * An instance that was already there, settled in `status` for good (no plan, no hooks: no
+   * events, listeners or onstart). The admin bulk route fills an account with these.
+   */
+  createSettled(offer: SimOffer, params: CreateParams, status: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline'): LiveInstance {
+    const inst = this.make(offer, params, 'healthy', null);
+    inst.plan = [];
+    if (status === 'stopped') inst.intended = 'stopped';
+    const msg = status === 'loading' ? STATUS_MSG.loading : status === 'running' ? STATUS_MSG.running : STATUS_MSG[status];
+    inst.status = status;
+    inst.msg = msg;
+    inst.hist.statuses.push({ status, at: inst.hist.created_at, msg });
+    return inst;
+  }
+
+  private make(offer: SimOffer, params: CreateParams, profile: FaultProfile, sshPorts: SshPorts | null): LiveInstance {
     this.nextId += 1 + Math.floor(this.idRng() * 20);
     const id = this.nextId;
     const now = this.clock.simS();
@@ -171,10 +196,6 @@ export class InstanceStore {
     this.all.push(hist);
     this.live.set(id, inst);
     this.byKey.set(inst.apiKey, id);
-    // A bid that loses now waits, stopped, for the machine (create_instance.yaml: interruptibles
-    // default to cancel_unavail false, so they are created even when they cannot start now).
-    if (this.losing(inst, now)) this.loseBid(inst, now, STATUS_MSG.bidTooLow);
-    this.advance(inst);
     return inst;
   }
 
