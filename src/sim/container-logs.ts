@@ -51,7 +51,8 @@ export function containerLog(inst: LiveInstance, onstartOutput: string, nowSim: 
         add(`Container ${name} exited with code ${exitCode(s.msg)}`);
         break;
       case 'stopped':
-        add(s.msg === STATUS_MSG.outbid ? `Container ${name} stopped: outbid` : `Container ${name} stopped`);
+        // A bid created below the minimum never had a container to stop.
+        if (s.msg !== STATUS_MSG.bidTooLow) add(s.msg === STATUS_MSG.outbid ? `Container ${name} stopped: outbid` : `Container ${name} stopped`);
         break;
       case 'rebooting':
         add(`Container ${name} restarting`);
