@@ -53,9 +53,19 @@ export function adminRoutes(control: SimControl): Route[] {
       world.profiles.setOfferFault(idParam(params, 'id'), parsed.data);
       return { body: { success: true } };
     }),
+    admin('POST', '/machines/{id}/min-bid', ({ world, params, body }) => {
+      const pct = num(bodyObject(body), 'raise_pct');
+      if (pct === undefined || pct <= -100) throw invalidArgs('raise_pct must be a number of percent above -100.');
+      return { body: { success: true, ...world.raiseMinBid(idParam(params, 'id'), pct) } };
+    }),
     admin('POST', '/machines/{id}/offline', ({ world, params }) => {
       const hit = world.instances.machineOffline(idParam(params, 'id'));
       return { body: { success: true, instance_ids: hit.map((i) => i.hist.id) } };
+    }),
+    admin('POST', '/account/credit', ({ world, body }) => {
+      const usd = num(bodyObject(body), 'add_usd');
+      if (usd === undefined) throw invalidArgs('add_usd must be a number of dollars.');
+      return { body: { success: true, credit: world.addCredit(usd) } };
     }),
     admin('GET', '/webhook-deliveries', ({ world }) => ({ body: { deliveries: world.webhooks.deliveries() } })),
     admin('PUT', '/time-scale', ({ body }) => {

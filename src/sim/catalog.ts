@@ -320,13 +320,34 @@ export class Catalog {
   private readonly holders = new Map<number, number>();
   /** machine id → this account's instances on it. */
   private readonly ownOnMachine = new Map<number, number>();
+  /** machine id → its offers. */
+  private readonly byMachine = new Map<number, SimOffer[]>();
 
   constructor(seed: number, size: number) {
     this.offers = buildOffers(seed, size);
     for (const o of this.offers) {
       this.byId.set(o.id, o);
       this.bidById.set(o.id, priced(o, DEFAULT_ALLOCATED_GB, true));
+      const list = this.byMachine.get(o.machine_id) ?? [];
+      list.push(o);
+      this.byMachine.set(o.machine_id, list);
     }
+  }
+
+  machineIds(): number[] {
+    return [...this.byMachine.keys()];
+  }
+
+  offersOf(machineId: number): readonly SimOffer[] {
+    return this.byMachine.get(machineId) ?? [];
+  }
+
+  /** The market moved an offer's minimum bid: search, records and bids see the new value. */
+  setMinBid(id: number, minBid: number): void {
+    const o = this.byId.get(id);
+    if (!o || o.min_bid === minBid) return;
+    o.min_bid = minBid;
+    this.bidById.set(id, priced(o, DEFAULT_ALLOCATED_GB, true));
   }
 
   get(id: number): SimOffer | undefined {

@@ -33,6 +33,11 @@ export class SimClock {
     this.scale = scale;
   }
 
+  /** The sim moment a wall moment maps to under the current scale (exact when the scale never changed). */
+  simAtWall(wallMs: number): number {
+    return this.anchorSim + ((wallMs - this.anchorWall) / 1000) * this.scale;
+  }
+
   stamp(): SimTime {
     return this.stampAtSim(this.simS());
   }

@@ -12,6 +12,13 @@ export const FAULT_PROFILES = [
   'stuck_loading',
   'oci_failed',
   'lost_after_running',
+  // Healthy life, but SSH (with ssh_listeners on) misbehaves: nothing listens (connections refused),
+  // connections are closed without a banner, held without a byte, or the banner comes only
+  // `ssh_listeners.late_s` sim seconds after running. Appended last so that seeds keep their draws.
+  'ssh_refused',
+  'ssh_no_banner',
+  'ssh_hang',
+  'ssh_late',
 ] as const;
 export type FaultProfile = (typeof FAULT_PROFILES)[number];
 export const faultProfileSchema = z.enum(FAULT_PROFILES);
@@ -50,6 +57,8 @@ export const RATE_GROUPS = [
   'user',
   'webhooks',
   'gpu_names',
+  'charges',
+  'logs',
 ] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
@@ -126,6 +135,8 @@ const rateLimitSchema = z.object({
       user: group({ per_s: 1 }), // show_user.yaml has none: 1.0
       webhooks: group({ per_s: 1 }), // notifications.yaml has none: 1.0
       gpu_names: group({ per_s: 1 }), // undocumented: 1.0
+      charges: group({ per_s: 1 }), // show_charges.yaml
+      logs: group({ per_s: 1 }), // logs.yaml has none: 1.0
     })
     .prefault({}),
 });
@@ -136,6 +147,16 @@ const range = (min: number, max: number) =>
     .object({ min: z.number().min(0), max: z.number().min(0) })
     .refine((r) => r.max >= r.min, 'max must be >= min')
     .default({ min, max });
+
+/** A machine's market: its minimum bid changes by `raise_pct` at `at_s`, and every `every_s` after if given. */
+const marketSchema = z.object({
+  /** Sim seconds after start of the first change. */
+  at_s: z.number().min(0).default(0),
+  /** Percent each change moves the minimum bid by; negative lowers it (paused bids then resume). */
+  raise_pct: z.number().gt(-100),
+  /** Sim seconds between changes (at least 1); absent: one change at at_s. */
+  every_s: z.number().min(1).optional(),
+});
 
 const permissionsSchema = z.object({ api: z.record(z.string(), z.object({}).loose()) });
 export type Permissions = z.output<typeof permissionsSchema>;
@@ -173,6 +194,11 @@ export const simConfigSchema = z.object({
       credit: z.number().default(250),
       /** `client:low_credit` fires once when credit falls below this many dollars. */
       low_credit_threshold: z.number().default(10),
+      /**
+       * OpenSSH public keys registered on the account at start (`users/current`'s `ssh_key` is the
+       * newest, '' with none). Default none: a client must notice that VMs cannot be reached.
+       */
+      ssh_keys: z.array(z.string().regex(/^(ssh-|ecdsa-|sk-)\S+ \S+/, 'an OpenSSH public key')).default([]),
     })
     .prefault({}),
   lifecycle: z
@@ -200,6 +226,10 @@ export const simConfigSchema = z.object({
       stuck_loading: rate.default(0),
       oci_failed: rate.default(0),
       lost_after_running: rate.default(0),
+      ssh_refused: rate.default(0),
+      ssh_no_banner: rate.default(0),
+      ssh_hang: rate.default(0),
+      ssh_late: rate.default(0),
     })
     .prefault({})
     .refine((r) => Object.values(r).reduce((s, x) => s + x, 0) <= 1, 'the rates must sum to at most 1'),
@@ -237,6 +267,37 @@ export const simConfigSchema = z.object({
       max_output_bytes: z.number().int().positive().default(65_536),
       /** PATH inside the "container"; the default is a stock image's, not the host's. */
       path: z.string().default('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'),
+    })
+    .prefault({}),
+  ssh_listeners: z
+    .object({
+      /**
+       * Each running instance gets real loopback TCP listeners (its SSH proxy port and, with direct
+       * ports, its direct port) that send an SSH banner; records then show 127.0.0.1.
+       */
+      enabled: z.boolean().default(false),
+      /** The identification line sent (RFC 4253), without its CR LF. */
+      banner: z.string().regex(/^SSH-2\.0-\S+/, 'an SSH-2.0- identification line').default('SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.10'),
+      /** Sim seconds of running before an `ssh_late` instance sends its banner. */
+      late_s: z.number().min(0).default(60),
+      /** Wall milliseconds a connection is held open (after the banner, or silently) before it is closed. */
+      hold_ms: z.number().int().positive().default(10_000),
+    })
+    .prefault({}),
+  bids: z
+    .object({
+      /** Markets by machine id: competing bidders who move its minimum bid over time. */
+      markets: z.record(z.string().regex(/^\d+$/), marketSchema).default({}),
+      /** A market for every other machine (each shifted by a seeded part of every_s); null: none. */
+      default_market: marketSchema.nullable().default(null),
+    })
+    .prefault({}),
+  logs: z
+    .object({
+      /** Sim seconds after a logs request before its URL serves the text (404 until then, like S3). */
+      upload_delay_s: z.number().min(0).default(2),
+      /** Sim seconds after a logs request before its URL expires (403). */
+      url_ttl_s: z.number().positive().default(3600),
     })
     .prefault({}),
   webhooks: z

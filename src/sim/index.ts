@@ -10,7 +10,10 @@ import { instanceRecord, type InstanceRecord } from './instance-record.js';
 import type { SimInstanceHistory } from './instances.js';
 import type { Ledger } from './ledger.js';
 import { accountRoutes } from './routes/account.js';
+import { addForeignInstances, bulkAdminRoutes, parseBulk } from './routes/admin-bulk.js';
+import { billingRoutes } from './routes/billing.js';
 import { instanceRoutes } from './routes/instances.js';
+import { logRoutes } from './routes/logs.js';
 import { manageRoutes } from './routes/manage.js';
 import { marketRoutes } from './routes/market.js';
 import { templateRoutes } from './routes/templates.js';
@@ -60,6 +63,11 @@ export interface RunningSimulator {
   setOfferFault(offerId: number, fault: OfferFault | null): void;
   /** The host of this machine disconnects now: its live instances go offline. Returns their ids. */
   takeMachineOffline(machineId: number): number[];
+  /**
+   * Other bidders come (pct > 0) or leave (pct < 0): the machine's minimum bids change by pct
+   * percent from now on. Returns the new minimum bids and the instances it outbid.
+   */
+  raiseMinBid(machineId: number, pct: number): { offers: Array<{ id: number; min_bid: number }>; outbid: number[] };
   setTimeScale(scale: number): void;
   /** Every instance ever created, destroyed ones included. */
   history(): SimInstanceHistory[];
@@ -72,6 +80,13 @@ export interface RunningSimulator {
   /** The catalog (rented offers included). */
   offers(): readonly SimOffer[];
   webhookDeliveries(): Delivery[];
+  /**
+   * Fills the account with `count` instances berth does not own (labels `<labelPrefix><n>`, default
+   * `foreign-`), settled in `status` (default running), each on a free offer. Returns their ids.
+   */
+  addForeignInstances(count: number, options?: { labelPrefix?: string; status?: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline' }): number[];
+  /** Adds dollars to the account's credit (negative takes them); returns the credit after it. */
+  addCredit(usd: number): number;
   /** A new API key; permissions absent: full access. Returns the key value. */
   addKey(permissions?: Permissions, name?: string): string;
   /** Fresh world from the same config: instances, history, stats, keys and faults as at start. */
@@ -105,8 +120,8 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
 
   const server = createSimServer({
     world: () => world,
-    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes],
-    adminRoutes: adminRoutes(control),
+    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes, ...billingRoutes, ...logRoutes],
+    adminRoutes: [...adminRoutes(control), ...bulkAdminRoutes],
     adminEnabled: config.admin,
   });
   await new Promise<void>((resolve, reject) => {
@@ -141,14 +156,26 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     setOfferProfile: (id, p) => world.profiles.setOffer(id, p),
     setOfferFault: (id, f) => world.profiles.setOfferFault(id, f),
     takeMachineOffline: (id) => world.instances.machineOffline(id).map((i) => i.hist.id),
+    raiseMinBid: (id, pct) => {
+      if (!(pct > -100)) throw new RangeError('pct must be above -100');
+      return world.raiseMinBid(id, pct);
+    },
     setTimeScale: control.setTimeScale,
     history: () => world.instances.history(),
     billingNow: () => world.instances.liveHistories(),
     ledger: () => world.ledger(),
     stats: () => world.stats,
-    instances: () => world.instances.list().map(instanceRecord),
-    offers: () => world.catalog.offers,
+    instances: () => {
+      world.syncMinBids();
+      return world.instances.list().map(instanceRecord);
+    },
+    offers: () => {
+      world.syncMinBids();
+      return world.catalog.offers;
+    },
     webhookDeliveries: () => world.webhooks.deliveries(),
+    addCredit: (usd) => world.addCredit(usd),
+    addForeignInstances: (count, o = {}) => addForeignInstances(world, parseBulk({ count, label_prefix: o.labelPrefix, status: o.status })),
     addKey: (permissions, name = '') => world.keys.create(name, permissions ?? null).key,
     reset: control.reset,
   };

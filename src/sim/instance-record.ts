@@ -16,7 +16,13 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
   const { hist, offer, params } = inst;
   const running = inst.status === 'running';
   const ssh = sshOf(inst);
-  const curState = inst.status === 'running' || inst.status === 'loading' || inst.status === 'rebooting' ? 'running' : inst.intended === 'stopped' ? 'stopped' : 'unloaded';
+  // An outbid instance is stopped (cur_state) but still meant to run (intended/next_state).
+  const curState =
+    inst.status === 'running' || inst.status === 'loading' || inst.status === 'rebooting'
+      ? 'running'
+      : inst.intended === 'stopped' || inst.status === 'stopped'
+        ? 'stopped'
+        : 'unloaded';
   const record: InstanceRecord = {
     id: hist.id,
     machine_id: hist.machine_id,
@@ -37,7 +43,7 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
     ssh_host: ssh.proxyHost,
     ssh_idx: ssh.idx,
     ssh_port: ssh.proxyPort,
-    public_ipaddr: offer.public_ipaddr,
+    public_ipaddr: ssh.publicIp,
     direct_port_count: offer.direct_port_count,
     direct_port_start: ssh.directStart,
     direct_port_end: ssh.directEnd,
@@ -76,22 +82,27 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
 /**
  * Where SSH answers: the proxy (`sshN.<domain>`, a port per instance) always; a direct port range
  * on the host only when the runtype asks for direct connections and the offer has direct ports
- * (-1 otherwise, as the service shows).
+ * (-1 otherwise, as the service shows). With SSH listeners, 127.0.0.1 and the listeners' ports.
  */
 function sshOf(inst: LiveInstance) {
   const id = inst.hist.id;
   const idx = String(1 + (id % 9));
   const direct = wantsDirect(inst.params.runtype) && inst.offer.direct_port_count > 0;
   const width = Math.min(inst.offer.direct_port_count, 1 + inst.params.ports.length);
-  const directStart = direct ? 20_000 + ((id * 7) % 40_000) : -1;
+  // With ssh_listeners on, both addresses are real loopback listeners (ssh-listeners.ts).
+  const live = inst.sshPorts;
+  const directStart = !direct ? -1 : live ? live.directPort : 20_000 + ((id * 7) % 40_000);
   return {
     idx,
-    proxyHost: `ssh${idx}.${SSH_PROXY_DOMAIN}`,
-    proxyPort: 10_000 + (id % 50_000),
+    proxyHost: live ? LOOPBACK : `ssh${idx}.${SSH_PROXY_DOMAIN}`,
+    proxyPort: live ? live.proxyPort : 10_000 + (id % 50_000),
+    publicIp: live ? LOOPBACK : inst.offer.public_ipaddr,
     directStart,
     directEnd: direct ? directStart + width - 1 : -1,
   };
 }
+
+const LOOPBACK = '127.0.0.1';
 
 /** `22/tcp` on the first direct port, then the container's extra ports in order. */
 function portMap(start: number, extra: string[]): Record<string, Array<{ HostIp: string; HostPort: string }>> {

@@ -2,17 +2,27 @@
 //
 // A live instance follows its plan (lifecycle.ts) from the start of its current phase. `advance`
 // applies the steps whose time has come, stamping each at its exact planned sim moment, and tells
-// the world through `onStatus`; it runs on every read and on the world's tick. A stop (or an
-// outbid) freezes the plan in `stopped`; a start or a reboot begins a new phase; a destroy stamps
-// `destroyed_at`, frees the offer and forgets the instance key. History records outlive the
-// instances; a bid change is recorded on them so the ledger bills each hour at its own price.
+// the world through `onStatus`; it runs on every read and on the world's tick. A stop freezes the
+// plan in `stopped`; a start or a reboot begins a new phase; a destroy stamps `destroyed_at`, frees
+// the offer and forgets the instance key. History records outlive the instances; a bid change is
+// recorded on them so the ledger bills each hour at its own price.
+//
+// An interruptible (bid) instance that wants to run is either contending or outbid:
+//   contending → outbid   its bid falls below the offer's minimum bid (market.ts moved it, or a bid
+//                         change lowered the bid): `stopped` at that exact moment, intended_status
+//                         still `running`, the outbid status_msg; disk keeps billing;
+//   outbid → contending   the minimum bid is back at or below its bid (the market fell, or a bid
+//                         change raised the bid): a new phase from that moment, loading → running.
+// A bid below the minimum at create time starts outbid. A user's stop ends either state.
 import type { SimOffer } from './catalog.js';
 import type { SimClock, SimTime } from './clock.js';
 import type { FaultProfile, SimConfig } from './config.js';
 import { planFor, rebootPlan, STATUS_MSG, type ActualStatus, type InstanceTimings, type Step } from './lifecycle.js';
 import { diskDph } from './pricing.js';
 import { newKeyValue } from './api-keys.js';
+import type { Market } from './market.js';
 import { between, hashUnit, mulberry32, pick } from './prng.js';
+import type { SshPorts } from './ssh-listeners.js';
 
 export interface StatusEntry {
   status: ActualStatus;
@@ -39,6 +49,8 @@ export interface SimInstanceHistory {
   host_id: number;
   label: string | null;
   image: string;
+  /** Numeric id of the template it was created from, if any (the charges' metadata). */
+  template_id: number | null;
   profile: FaultProfile;
   is_bid: boolean;
   /** $/h billed while loading, running or rebooting (the current price). */
@@ -65,6 +77,7 @@ export interface CreateParams {
   args: string[];
   runtype: string;
   template_hash_id: string | null;
+  template_id: number | null;
   /** Bid price in $/h, null for on-demand. */
   price: number | null;
   /** Extra container ports from `-p` entries of env, e.g. "8080/tcp". */
@@ -77,7 +90,13 @@ export interface LiveInstance {
   readonly params: CreateParams;
   readonly apiKey: string;
   readonly timings: InstanceTimings;
+  /** Loopback ports of its SSH listeners (ssh_listeners on), shown in the record; null otherwise. */
+  readonly sshPorts: SshPorts | null;
   intended: 'running' | 'stopped';
+  /** A bid instance stopped because its bid loses (intended stays running); it resumes when it wins. */
+  outbid: boolean;
+  /** Sim moment up to which market moves have been applied to it. */
+  marketSeen: number;
   phaseStart: number;
   plan: Step[];
   next: number;
@@ -101,13 +120,39 @@ export class InstanceStore {
     private readonly clock: SimClock,
     private readonly lifecycle: SimConfig['lifecycle'],
     private readonly seed: number,
+    private readonly market: Market,
     private readonly hooks: InstanceHooks,
   ) {
     this.idRng = mulberry32(seed ^ 0x1d5);
     this.nextId = 9_400_000 + Math.floor(this.idRng() * 100_000);
   }
 
-  create(offer: SimOffer, params: CreateParams, profile: FaultProfile): LiveInstance {
+  create(offer: SimOffer, params: CreateParams, profile: FaultProfile, sshPorts: SshPorts | null = null): LiveInstance {
+    const inst = this.make(offer, params, profile, sshPorts);
+    const now = inst.phaseStart;
+    // A bid that loses now waits, stopped, for the machine (create_instance.yaml: interruptibles
+    // default to cancel_unavail false, so they are created even when they cannot start now).
+    if (this.losing(inst, now)) this.loseBid(inst, now, STATUS_MSG.bidTooLow);
+    this.advance(inst);
+    return inst;
+  }
+
+  /**
+   * An instance that was already there, settled in `status` for good (no plan, no hooks: no
+   * events, listeners or onstart). The admin bulk route fills an account with these.
+   */
+  createSettled(offer: SimOffer, params: CreateParams, status: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline'): LiveInstance {
+    const inst = this.make(offer, params, 'healthy', null);
+    inst.plan = [];
+    if (status === 'stopped') inst.intended = 'stopped';
+    const msg = status === 'loading' ? STATUS_MSG.loading : status === 'running' ? STATUS_MSG.running : STATUS_MSG[status];
+    inst.status = status;
+    inst.msg = msg;
+    inst.hist.statuses.push({ status, at: inst.hist.created_at, msg });
+    return inst;
+  }
+
+  private make(offer: SimOffer, params: CreateParams, profile: FaultProfile, sshPorts: SshPorts | null): LiveInstance {
     this.nextId += 1 + Math.floor(this.idRng() * 20);
     const id = this.nextId;
     const now = this.clock.simS();
@@ -121,6 +166,7 @@ export class InstanceStore {
       host_id: offer.host_id,
       label: params.label,
       image: params.image,
+      template_id: params.template_id,
       profile,
       is_bid: params.price !== null,
       compute_dph: computeDph,
@@ -137,7 +183,10 @@ export class InstanceStore {
       params,
       apiKey: newKeyValue(),
       timings,
+      sshPorts,
       intended: 'running',
+      outbid: false,
+      marketSeen: now,
       phaseStart: now,
       plan: planFor(profile, timings, false, this.lifecycle.restart_s),
       next: 0,
@@ -147,7 +196,6 @@ export class InstanceStore {
     this.all.push(hist);
     this.live.set(id, inst);
     this.byKey.set(inst.apiKey, id);
-    this.advance(inst);
     return inst;
   }
 
@@ -175,18 +223,34 @@ export class InstanceStore {
     inst.intended = 'stopped';
     inst.plan = [];
     inst.next = 0;
+    if (inst.outbid) {
+      // Already stopped by the market: only the intent changes.
+      inst.outbid = false;
+      inst.msg = msg;
+      return;
+    }
     this.enter(inst, 'stopped', msg, this.clock.simS());
   }
 
-  /** Starts a stopped (or outbid) instance; a running one is left as it is. */
-  start(inst: LiveInstance): void {
+  /**
+   * Starts a stopped instance; a running or outbid one is left as it is. A bid that loses now is
+   * left stopped as outbid, to resume when it wins. Returns whether it is starting.
+   */
+  start(inst: LiveInstance): boolean {
     this.advance(inst);
-    if (inst.intended === 'running' && inst.status !== 'stopped') return;
+    if (inst.intended === 'running' && inst.status !== 'stopped') return true;
+    if (inst.outbid) return false;
     inst.intended = 'running';
-    inst.phaseStart = this.clock.simS();
-    inst.plan = planFor(inst.hist.profile, inst.timings, true, this.lifecycle.restart_s);
-    inst.next = 0;
+    const now = this.clock.simS();
+    inst.marketSeen = now;
+    if (this.losing(inst, now)) {
+      inst.outbid = true;
+      inst.msg = STATUS_MSG.outbid;
+      return false;
+    }
+    this.resume(inst, now);
     this.advance(inst);
+    return true;
   }
 
   /** docker stop + start on the host: `rebooting`, then loading and running again (same profile). */
@@ -198,23 +262,19 @@ export class InstanceStore {
     this.advance(inst);
   }
 
-  /**
-   * A new bid from now on. Below the offer's minimum bid the instance is outbid: it stops (its
-   * intent stays running) until a winning bid starts it again. Returns whether it was outbid now.
-   */
-  changeBid(inst: LiveInstance, price: number): boolean {
+  /** A new bid from now on: below the minimum bid the instance is outbid, at or above it an outbid one resumes. */
+  changeBid(inst: LiveInstance, price: number): void {
     this.advance(inst);
     inst.hist.compute_dph = price;
     inst.hist.compute_dph_changes.push({ at: this.clock.stamp(), dph: price });
-    const losing = price < inst.offer.min_bid;
-    if (losing && inst.intended === 'running' && inst.status !== 'stopped') {
-      inst.plan = [];
-      inst.next = 0;
-      this.enter(inst, 'stopped', STATUS_MSG.outbid, this.clock.simS());
-      return true;
-    }
-    if (!losing && inst.intended === 'running' && inst.status === 'stopped') this.start(inst);
-    return false;
+    this.rebid(inst);
+  }
+
+  /** Applies the market's moves up to now, and its state now (after a hand raise of the minimum bid). */
+  rebid(inst: LiveInstance): void {
+    this.advance(inst);
+    const now = this.clock.simS();
+    if (this.flips(inst, now)) this.flip(inst, now);
   }
 
   destroy(inst: LiveInstance): void {
@@ -249,18 +309,67 @@ export class InstanceStore {
     return this.list().map((i) => i.hist);
   }
 
+  /** Applies plan steps and market moves up to now, in time order, each at its own moment. */
   private advance(inst: LiveInstance): void {
     const now = this.clock.simS();
-    while (inst.next < inst.plan.length) {
-      const step = inst.plan[inst.next]!;
-      const at = inst.phaseStart + step.at;
-      if (at > now) break;
+    for (;;) {
+      const step = inst.plan[inst.next];
+      const planAt = step ? inst.phaseStart + step.at : Infinity;
+      const until = Math.min(now, planAt);
+      const flipAt = this.nextFlip(inst, until);
+      if (flipAt !== undefined) {
+        this.flip(inst, flipAt);
+        continue;
+      }
+      inst.marketSeen = Math.max(inst.marketSeen, until);
+      if (!step || planAt > now) break;
       inst.next++;
-      this.enter(inst, step.status, step.msg, at);
+      this.enter(inst, step.status, step.msg, planAt);
     }
   }
 
+  /** The first market move in (marketSeen, until] that outbids the instance or lets it resume. */
+  private nextFlip(inst: LiveInstance, until: number): number | undefined {
+    if (!inst.hist.is_bid || inst.intended !== 'running' || until <= inst.marketSeen) return undefined;
+    for (const t of this.market.stepsBetween(inst.hist.machine_id, inst.marketSeen, until)) {
+      if (this.flips(inst, t)) return t;
+    }
+    return undefined;
+  }
+
+  private flips(inst: LiveInstance, t: number): boolean {
+    if (!inst.hist.is_bid || inst.intended !== 'running') return false;
+    if (inst.outbid) return !this.losing(inst, t);
+    return contending(inst.status) && this.losing(inst, t);
+  }
+
+  private flip(inst: LiveInstance, t: number): void {
+    inst.marketSeen = t;
+    if (inst.outbid) this.resume(inst, t);
+    else this.loseBid(inst, t, STATUS_MSG.outbid);
+  }
+
+  private losing(inst: LiveInstance, t: number): boolean {
+    return inst.hist.is_bid && inst.hist.compute_dph < this.market.minBid(inst.offer, t);
+  }
+
+  private loseBid(inst: LiveInstance, t: number, msg: string): void {
+    inst.plan = [];
+    inst.next = 0;
+    inst.outbid = true;
+    this.enter(inst, 'stopped', msg, t);
+  }
+
+  /** A new phase from sim moment `t`: loading for restart_s, then running (per its profile). */
+  private resume(inst: LiveInstance, t: number): void {
+    inst.outbid = false;
+    inst.phaseStart = t;
+    inst.plan = planFor(inst.hist.profile, inst.timings, true, this.lifecycle.restart_s);
+    inst.next = 0;
+  }
+
   private enter(inst: LiveInstance, status: ActualStatus, msg: string, atSim: number): void {
+    if (status !== 'stopped') inst.outbid = false;
     inst.status = status;
     inst.msg = msg;
     inst.hist.statuses.push({ status, at: this.clock.stampAtSim(atSim), msg });
@@ -278,4 +387,9 @@ export class InstanceStore {
       lost_to: pick(rng, ['offline', 'unknown', 'exited'] as const),
     };
   }
+}
+
+/** Statuses in which a bid holds (or waits for) the machine, and so can be outbid. */
+function contending(status: ActualStatus): boolean {
+  return status === null || status === 'loading' || status === 'running' || status === 'rebooting' || status === 'created';
 }

@@ -2,6 +2,8 @@
 // Compute ($/h = the offer's dph_base, or the bid in force at each moment) accrues while
 // `loading`, `running` or `rebooting`; disk ($/h = disk GB × storage_cost / 720, pricing.ts)
 // accrues from creation to destroy in every status; nothing accrues after destroy.
+// `chargesBetween` bills any slice of an instance's life; the ledger is the slice from creation to
+// now, and the charges endpoint (charges.ts) cuts the same money into days.
 import type { SimTime } from './clock.js';
 import type { SimInstanceHistory } from './instances.js';
 import { billsCompute } from './lifecycle.js';
@@ -28,6 +30,14 @@ export interface Ledger {
   instances: LedgerEntry[];
 }
 
+/** What one instance accrued in a slice of sim time: dollars and billed sim hours of each kind. */
+export interface Charges {
+  compute_usd: number;
+  compute_h: number;
+  disk_usd: number;
+  disk_h: number;
+}
+
 export function computeLedger(histories: readonly SimInstanceHistory[], at: SimTime): Ledger {
   const instances = histories.map((h) => entryFor(h, at.sim_s));
   const sum = (f: (e: LedgerEntry) => number) => instances.reduce((s, e) => s + f(e), 0);
@@ -41,27 +51,48 @@ export function computeLedger(histories: readonly SimInstanceHistory[], at: SimT
   };
 }
 
-function entryFor(h: SimInstanceHistory, nowSim: number): LedgerEntry {
-  const end = h.destroyed_at?.sim_s ?? nowSim;
-  let compute = 0;
-  for (let i = 0; i < h.statuses.length; i++) {
-    const s = h.statuses[i]!;
-    if (!billsCompute(s.status)) continue;
-    const until = Math.min(end, h.statuses[i + 1]?.at.sim_s ?? end);
-    compute += computeCost(h, s.at.sim_s, until);
+/** Total $ billed to the account up to `nowSim` (the ledger's total without building it). */
+export function totalBilled(histories: readonly SimInstanceHistory[], nowSim: number): number {
+  let usd = 0;
+  for (const h of histories) {
+    const c = chargesBetween(h, h.created_at.sim_s, nowSim);
+    usd += c.compute_usd + c.disk_usd;
   }
-  const diskS = Math.max(0, end - h.created_at.sim_s);
-  const disk = (diskS / 3600) * h.disk_dph;
+  return usd;
+}
+
+function entryFor(h: SimInstanceHistory, nowSim: number): LedgerEntry {
+  const c = chargesBetween(h, h.created_at.sim_s, nowSim);
   return {
     instance_id: h.id,
     label: h.label,
-    compute_usd: compute,
-    disk_usd: disk,
-    total_usd: compute + disk,
+    compute_usd: c.compute_usd,
+    disk_usd: c.disk_usd,
+    total_usd: c.compute_usd + c.disk_usd,
     billing_now: h.destroyed_at === null,
     compute_dph: h.compute_dph,
     disk_dph: h.disk_dph,
   };
+}
+
+/** What `h` accrued from sim second `from` to `to`, clipped to its life (creation to destroy or `to`). */
+export function chargesBetween(h: SimInstanceHistory, from: number, to: number): Charges {
+  const start = Math.max(from, h.created_at.sim_s);
+  const end = Math.min(to, h.destroyed_at?.sim_s ?? to);
+  const out: Charges = { compute_usd: 0, compute_h: 0, disk_usd: 0, disk_h: 0 };
+  if (!(end > start)) return out;
+  for (let i = 0; i < h.statuses.length; i++) {
+    const s = h.statuses[i]!;
+    if (!billsCompute(s.status)) continue;
+    const a = Math.max(start, s.at.sim_s);
+    const b = Math.min(end, h.statuses[i + 1]?.at.sim_s ?? end);
+    if (b <= a) continue;
+    out.compute_usd += computeCost(h, a, b);
+    out.compute_h += (b - a) / 3600;
+  }
+  out.disk_h = (end - start) / 3600;
+  out.disk_usd = out.disk_h * h.disk_dph;
+  return out;
 }
 
 /** $ of compute from sim second `from` to `to`, each part at the price in force then. */

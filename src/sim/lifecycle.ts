@@ -3,7 +3,7 @@
 // timings, so the status at any sim moment is a pure function and history times are exact however
 // late they are observed.
 //
-//   healthy             null → loading → running
+//   healthy             null → loading → running (ssh_* profiles too: only their SSH differs)
 //   exited/unknown/offline  null → loading → that status (never running)
 //   stuck_loading       null → loading (forever)
 //   oci_failed          null → created with "OCI runtime create failed" (forever)
@@ -44,6 +44,7 @@ export const STATUS_MSG = {
   stopped: 'Instance stopped',
   rebooting: 'Rebooting: docker stop, then docker start',
   outbid: 'Outbid: the bid is below the current minimum bid; the instance resumes when its bid wins again',
+  bidTooLow: 'Waiting: the bid is below the current minimum bid; the instance starts when its bid wins',
   unavailable: "Created stopped: the machine's GPUs are not available now (cancel_unavail was false)",
 } as const;
 
@@ -71,6 +72,10 @@ export function planFor(profile: FaultProfile, t: InstanceTimings, restart: bool
       steps.push({ at: at + t.fail_after_s, status: profile, msg: failure(profile) });
       return steps;
     case 'healthy':
+    case 'ssh_refused':
+    case 'ssh_no_banner':
+    case 'ssh_hang':
+    case 'ssh_late':
     case 'lost_after_running': {
       const runAt = at + (restart ? restartLoadS : t.boot_s);
       steps.push({ at: runAt, status: 'running', msg: STATUS_MSG.running });

@@ -1,8 +1,10 @@
 // Opt-in: runs an instance's onstart script as a container would when it reaches `running`:
 // `sh -c SCRIPT` in a scratch directory, with the instance's env plus CONTAINER_API_KEY,
 // CONTAINER_ID and BERTH_SIM_URL, under a wall-time limit. The result (exit code, capped
-// stdout/stderr) goes on the instance's history record. A script's process group is killed when
-// its time is up, when the instance stops or is destroyed, and when the simulator closes.
+// stdout/stderr) goes on the instance's history record; stdout and stderr interleaved as they came
+// are kept for the container log (`output`) until the instance is destroyed. A script's process
+// group is killed when its time is up, when the instance stops or is destroyed, and when the
+// simulator closes.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,6 +21,8 @@ interface Running {
 
 export class OnstartRunner {
   private readonly running = new Map<number, Running>();
+  /** stdout and stderr in arrival order, per instance, while the script runs and after. */
+  private readonly combined = new Map<number, Capped>();
 
   constructor(
     private readonly cfg: SimConfig['onstart_exec'],
@@ -57,8 +61,10 @@ export class OnstartRunner {
     });
     const out = new Capped(this.cfg.max_output_bytes);
     const err = new Capped(this.cfg.max_output_bytes);
-    child.stdout!.on('data', (b: Buffer) => out.add(b));
-    child.stderr!.on('data', (b: Buffer) => err.add(b));
+    const both = new Capped(this.cfg.max_output_bytes);
+    this.combined.set(id, both);
+    child.stdout!.on('data', (b: Buffer) => (out.add(b), both.add(b)));
+    child.stderr!.on('data', (b: Buffer) => (err.add(b), both.add(b)));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -93,6 +99,17 @@ export class OnstartRunner {
   stop(instanceId: number): void {
     const r = this.running.get(instanceId);
     if (r) killGroup(r.child);
+  }
+
+  /** The script's output so far (stdout and stderr as they came); '' when none ran. */
+  output(instanceId: number): string {
+    return this.combined.get(instanceId)?.text() ?? '';
+  }
+
+  /** The instance is destroyed: kill its script and drop its output. */
+  forget(instanceId: number): void {
+    this.stop(instanceId);
+    this.combined.delete(instanceId);
   }
 
   async close(): Promise<void> {

@@ -37,6 +37,8 @@ export interface Route {
   limited?: 'detail' | 'success_error' | 'plain';
   /** A missing or bad key is 404 auth_error here (search_offers.yaml), not 401. */
   badKey404?: boolean;
+  /** No key at all is 403 "This action requires login." (show_charges.yaml). */
+  missingKey403?: boolean;
   /** The restricted instance key may call this route (the handler checks which instance). */
   instanceKey?: boolean;
   handler(ctx: RouteContext): RouteResult | Promise<RouteResult>;

@@ -2,14 +2,16 @@
 //   count → injected latency → dropped socket / injected 5xx → route → body → rate limit (429,
 //   by identity, whether or not the key is valid) → key (401; 404 auth_error on search) →
 //   permission (403) → handler → list fault (`instances: null`).
-// Admin routes (/_sim/) skip faults, keys and limits, and 404 unless enabled. No request can crash
+// Admin routes (/_sim/) skip faults, keys and limits, and 404 unless enabled. Uploaded logs
+// (/_logs/) are another service (S3): no key, no faults, no limits. No request can crash
 // the process: anything unexpected becomes a 500 with the generic error body.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { authenticate, hasCategory, identityKey, presentedKey, type Principal } from './auth.js';
 import { parseJsonBody, readBody, sendJson, sendText } from './http-io.js';
+import { LOGS_PATH } from './log-uploads.js';
 import { Router, type Route } from './router.js';
-import { AUTH_ERROR, invalidRequest, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
+import { AUTH_ERROR, invalidRequest, LOGIN_REQUIRED, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
 import { bump } from './stats.js';
 import type { SimWorld } from './world.js';
 
@@ -40,6 +42,13 @@ async function handle(deps: ServerDeps, api: Router, admin: Router, req: Incomin
   const url = new URL(req.url ?? '/', 'http://sim.invalid');
   const method = req.method ?? 'GET';
   const isAdmin = url.pathname === '/_sim' || url.pathname.startsWith('/_sim/');
+
+  if (url.pathname.startsWith(LOGS_PATH)) {
+    if (method !== 'GET') return sendText(res, 405, 'Method Not Allowed');
+    const got = world.logUploads.get(url.pathname);
+    res.writeHead(got.status, { 'content-type': got.contentType, 'content-length': Buffer.byteLength(got.body) });
+    return void res.end(got.body);
+  }
 
   if (isAdmin) {
     if (!deps.adminEnabled) return sendJson(res, 404, NO_ROUTE);
@@ -88,6 +97,8 @@ async function handle(deps: ServerDeps, api: Router, admin: Router, req: Incomin
     }
     const principal = authenticate(presentedKey(req, url.searchParams), world.keys, (k) => world.instances.ownerOfKey(k));
     if (route.auth === 'key') {
+      const noKeyGiven = req.headers.authorization === undefined && !url.searchParams.has('api_key');
+      if (!principal && noKeyGiven && route.missingKey403) return send(403, LOGIN_REQUIRED);
       if (!principal) return send(route.badKey404 || world.faults.badKey404Everywhere() ? 404 : 401, AUTH_ERROR);
       checkPermission(route, principal);
     }

@@ -72,6 +72,8 @@ export function askGone(offerId: number): SimHttpError {
 }
 
 export const AUTH_ERROR: ErrorBody = { success: false, error: 'auth_error', msg: 'Invalid user key' };
+/** show_charges.yaml's 403 for a request without an Authorization header. */
+export const LOGIN_REQUIRED: ErrorBody = { success: false, error: 'auth_error', msg: 'This action requires login.' };
 
 export function permissionDenied(category: string, detail = ''): SimHttpError {
   return new SimHttpError(403, {

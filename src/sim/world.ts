@@ -9,11 +9,14 @@ import type { SimClock } from './clock.js';
 import type { SimConfig } from './config.js';
 import { FaultInjector } from './faults.js';
 import { InstanceStore, type LiveInstance } from './instances.js';
-import { computeLedger, type Ledger } from './ledger.js';
+import { LogUploads } from './log-uploads.js';
+import { Market } from './market.js';
+import { computeLedger, totalBilled, type Ledger } from './ledger.js';
 import type { ActualStatus } from './lifecycle.js';
 import { OnstartRunner } from './onstart-runner.js';
 import { ProfileBook } from './profiles.js';
 import { RateLimiter } from './rate-limiter.js';
+import { SshListeners } from './ssh-listeners.js';
 import { emptyStats, type SimStats } from './stats.js';
 import { TemplateStore } from './templates.js';
 import { WebhookStore } from './webhooks.js';
@@ -30,15 +33,23 @@ export class SimWorld {
   readonly templates: TemplateStore;
   readonly webhooks: WebhookStore;
   readonly onstart: OnstartRunner;
+  readonly sshListeners: SshListeners;
+  readonly logUploads: LogUploads;
+  readonly market: Market;
   readonly stats: SimStats = emptyStats();
   /** Set once `client:low_credit` is sent; cleared when credit climbs back above the threshold. */
   private lowCreditSent = false;
+  /** Sim moment the catalog's minimum bids were last brought up to date (-1: never). */
+  private minBidsSynced = -1;
+  /** Dollars added (or taken) since start, by the admin route: a top-up. */
+  private creditAdded = 0;
 
   constructor(
     readonly config: SimConfig,
     readonly clock: SimClock,
     apiKey: string,
-    simUrl: () => string,
+    /** The simulator's own base URL (for URLs it hands out). */
+    readonly simUrl: () => string,
   ) {
     const seed = config.seed;
     const unixNow = () => Math.floor(clock.wallMs() / 1000);
@@ -50,15 +61,20 @@ export class SimWorld {
     this.keys.add(apiKey, 'full access', null);
     for (const k of config.keys) this.keys.add(k.key, k.name ?? '', k.permissions ?? null);
     this.sshKeys = new SshKeyStore(config.account.user_id, () => clock.wallMs());
+    for (const k of config.account.ssh_keys) this.sshKeys.add(k);
     this.templates = new TemplateStore(unixNow);
     this.webhooks = new WebhookStore(config.account.user_id, clock, config.webhooks);
     for (const w of config.webhooks.initial) this.webhooks.create(w.name, w.webhook_url, w.event_types, w.webhook_secret);
     this.onstart = new OnstartRunner(config.onstart_exec, clock, simUrl);
-    this.instances = new InstanceStore(clock, config.lifecycle, seed, {
+    this.sshListeners = new SshListeners(config.ssh_listeners, clock);
+    this.logUploads = new LogUploads(config.logs, clock);
+    this.market = new Market(seed, config.bids, this.catalog.offers);
+    this.instances = new InstanceStore(clock, config.lifecycle, seed, this.market, {
       onStatus: (inst, status) => this.onStatus(inst, status),
       onDestroyed: (inst) => {
         this.catalog.release(inst.offer.id, inst.hist.id);
-        this.onstart.stop(inst.hist.id);
+        this.onstart.forget(inst.hist.id);
+        this.sshListeners.close(inst.hist.id);
       },
     });
   }
@@ -67,12 +83,20 @@ export class SimWorld {
     return computeLedger(this.instances.history(), this.clock.stamp());
   }
 
+  /** The account's credit now: the starting credit plus top-ups, less everything billed. */
   credit(): number {
-    return this.config.account.credit - this.ledger().total_usd;
+    return this.config.account.credit + this.creditAdded - totalBilled(this.instances.history(), this.clock.simS());
+  }
+
+  /** A top-up (or, negative, a charge outside the ledger). Returns the credit after it. */
+  addCredit(usd: number): number {
+    this.creditAdded += usd;
+    return this.credit();
   }
 
   /** Periodic work that no request triggers: due transitions, the low-credit event, webhook retries. */
   tick(): void {
+    this.syncMinBids();
     this.instances.advanceAll();
     const credit = this.credit();
     const threshold = this.config.account.low_credit_threshold;
@@ -88,21 +112,48 @@ export class SimWorld {
     this.webhooks.tick();
   }
 
-  /** A change of bid left the instance below the minimum bid: `client:outbid`. */
-  notifyOutbid(inst: LiveInstance): void {
-    this.webhooks.emit('client:outbid', {
-      subject: `Instance ${inst.hist.id} was outbid`,
-      message: `Instance ${inst.hist.id}${labelText(inst)} was stopped: its bid is below the current minimum bid of $${inst.offer.min_bid}/h.`,
-    });
+  /**
+   * The machine's minimum bids rise (or fall) by `pct` percent from now on, as if other bidders
+   * came (or left). Returns the offers' new minimum bids and the instances outbid by it.
+   */
+  raiseMinBid(machineId: number, pct: number): { offers: Array<{ id: number; min_bid: number }>; outbid: number[] } {
+    // Everything up to now first, under the old minimum; then the raise, from now on.
+    const onMachine = this.instances.list().filter((i) => i.hist.machine_id === machineId);
+    const before = new Set(onMachine.filter((i) => i.outbid).map((i) => i.hist.id));
+    const now = this.clock.simS();
+    this.market.raise(machineId, now, pct);
+    // Directly: a sync already done at this very moment would not see a step at it again.
+    for (const o of this.catalog.offersOf(machineId)) this.catalog.setMinBid(o.id, this.market.minBid(o, now));
+    const outbid: number[] = [];
+    for (const inst of onMachine) {
+      this.instances.rebid(inst);
+      if (inst.outbid && !before.has(inst.hist.id)) outbid.push(inst.hist.id);
+    }
+    return { offers: this.catalog.offersOf(machineId).map((o) => ({ id: o.id, min_bid: o.min_bid })), outbid };
+  }
+
+  /** Brings the catalog's `min_bid` (search, records) to the market's values now. */
+  syncMinBids(): void {
+    const now = this.clock.simS();
+    const from = this.minBidsSynced;
+    this.minBidsSynced = now;
+    const machines = this.market.hasDefault ? this.catalog.machineIds() : this.market.movingMachines();
+    for (const m of machines) {
+      if (from >= 0 && this.market.stepsBetween(m, from, now).length === 0) continue;
+      for (const o of this.catalog.offersOf(m)) this.catalog.setMinBid(o.id, this.market.minBid(o, now));
+    }
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.onstart.close(), this.webhooks.close()]);
+    await Promise.all([this.onstart.close(), this.webhooks.close(), this.sshListeners.closeAll()]);
   }
 
   private onStatus(inst: LiveInstance, status: ActualStatus): void {
     const id = inst.hist.id;
     const what = `Instance ${id}${labelText(inst)} on machine ${inst.hist.machine_id}`;
+    // SSH answers only while running: any other status closes the listeners.
+    if (status === 'running') this.sshListeners.open(inst);
+    else this.sshListeners.close(id);
     if (status === 'running') {
       this.onstart.maybeRun(inst);
       this.webhooks.emit('client:instance_started', { subject: `Instance ${id} started`, message: `${what} is running.` });
@@ -110,7 +161,14 @@ export class SimWorld {
       this.webhooks.emit('host:machine_offline', { subject: `Machine ${inst.hist.machine_id} is offline`, message: `${what} is offline: the host disconnected.` });
     } else if (status === 'stopped') {
       this.onstart.stop(id);
-      this.webhooks.emit('client:instance_stopped', { subject: `Instance ${id} stopped`, message: `${what} is stopped.` });
+      if (inst.outbid) {
+        this.webhooks.emit('client:outbid', {
+          subject: `Instance ${id} was outbid`,
+          message: `${what} was stopped: its bid of $${inst.hist.compute_dph}/h is below the current minimum bid of $${this.market.minBid(inst.offer, this.clock.simS())}/h.`,
+        });
+      } else {
+        this.webhooks.emit('client:instance_stopped', { subject: `Instance ${id} stopped`, message: `${what} is stopped.` });
+      }
     }
   }
 }

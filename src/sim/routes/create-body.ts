@@ -85,6 +85,7 @@ export function parseCreateBody(body: Json, template: (hashId: string) => Templa
       args: argsStr === '' ? args : [...args, argsStr],
       runtype,
       template_hash_id: tpl?.hash_id ?? null,
+      template_id: tpl?.id ?? null,
       price: rawPrice ?? null,
       ports: [...new Set(ports)],
     },

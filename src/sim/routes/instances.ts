@@ -15,6 +15,7 @@ function listV1(ctx: RouteContext): RouteResult {
     throw invalidArgs(`limit must be an integer from 1 to ${V1_MAX_PAGE}.`);
   }
   const after = decodeToken(ctx.query.get('after_token'));
+  ctx.world.syncMinBids();
   const all = ctx.world.instances.list();
   const rest = all.filter((i) => i.hist.id > after);
   const page = rest.slice(0, limit);
@@ -54,6 +55,7 @@ function listV0({ world }: RouteContext): RouteResult {
   if (world.config.v0_list === '410') throw deprecatedEndpoint();
   // A route that is gone answers like one that never existed: no JSON body.
   if (world.config.v0_list === '404') return { status: 404, text: 'Not Found' };
+  world.syncMinBids();
   const instances = world.instances.list().map(instanceRecord);
   return { body: { instances_found: instances.length, instances } };
 }
@@ -70,6 +72,7 @@ export const instanceRoutes: Route[] = [
     limited: 'detail',
     handler: (ctx) => {
       // An unknown id is not an error here: the service answers `instances: null`.
+      ctx.world.syncMinBids();
       const inst = ctx.world.instances.get(idParam(ctx.params, 'id'));
       return { body: { instances: inst ? instanceRecord(inst) : null } };
     },

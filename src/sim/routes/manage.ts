@@ -59,13 +59,9 @@ function manage(ctx: RouteContext): RouteResult {
   }
   if (state === 'stopped') ctx.world.instances.stop(inst);
   if (state === 'running') {
-    // An outbid instance stays stopped until its bid wins (change_bid), whatever the user asks.
-    const losing = inst.hist.is_bid && inst.hist.compute_dph < inst.offer.min_bid;
-    if (losing) msgs.push(`instance ${id} stays stopped: its bid is below the minimum bid ${inst.offer.min_bid}`);
-    else {
-      ctx.world.instances.start(inst);
-      msgs.push(`starting instance ${id}`);
-    }
+    // A losing bid stays stopped until it wins (the market falls or change_bid raises it).
+    if (ctx.world.instances.start(inst)) msgs.push(`starting instance ${id}`);
+    else msgs.push(`instance ${id} stays stopped until its bid wins: its bid is below the minimum bid ${inst.offer.min_bid}`);
   }
   // stop_instance.yaml answers `{success}` alone; start and label answer `{success, msg}`.
   return { body: msgs.length === 0 ? { success: true } : { success: true, msg: `${msgs.join('; ')}.` } };
@@ -73,7 +69,7 @@ function manage(ctx: RouteContext): RouteResult {
 
 function reboot(ctx: RouteContext): RouteResult {
   const inst = target(ctx, () => invalidArgs('invalid instance_id'), () => false);
-  if (inst.intended === 'stopped') throw invalidArgs(`instance ${inst.hist.id} is stopped; start it instead of rebooting it.`);
+  if (inst.intended === 'stopped' || inst.status === 'stopped') throw invalidArgs(`instance ${inst.hist.id} is stopped; start it instead of rebooting it.`);
   if (ctx.world.faults.unsuccessful()) return { body: UNSUCCESSFUL };
   ctx.world.instances.reboot(inst);
   return { body: { success: true } };
@@ -88,8 +84,7 @@ function changeBid(ctx: RouteContext): RouteResult {
   if (typeof price !== 'number' || !Number.isFinite(price) || price < BID_MIN) throw invalidArgs(`Please set a bid price >= ${BID_MIN}.`);
   if (price > max) throw invalidArgs(`Please set a bid price <= ${max} (32.0 per GPU).`);
   if (!inst.hist.is_bid) throw invalidArgs(`instance ${inst.hist.id} is on-demand; only interruptible instances have a bid.`);
-  const outbid = ctx.world.instances.changeBid(inst, price);
-  if (outbid) ctx.world.notifyOutbid(inst);
+  ctx.world.instances.changeBid(inst, price);
   return { body: { success: true } };
 }
 

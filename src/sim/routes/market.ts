@@ -2,14 +2,17 @@
 import { gpuNames } from '../catalog.js';
 import type { Route, RouteContext, RouteResult } from '../router.js';
 import { searchOffers } from '../search.js';
-import { askGone, invalidArgs, invalidPrice, notYourOwn, SimHttpError, unknownAsk, withAskId } from '../sim-error.js';
+import { askGone, invalidArgs, notYourOwn, SimHttpError, unknownAsk, withAskId } from '../sim-error.js';
 import { STATUS_MSG } from '../lifecycle.js';
 import { bump } from '../stats.js';
 import { bodyObject, idParam } from '../validate.js';
 import { parseCreateBody } from './create-body.js';
 
-function create(ctx: RouteContext): RouteResult {
+async function create(ctx: RouteContext): Promise<RouteResult> {
   const { world } = ctx;
+  // Ports first, before any check: everything after this await runs without interleaving, so two
+  // creates on one offer still cannot both pass the rented check.
+  const sshPorts = world.sshListeners.enabled ? await world.sshListeners.reserve() : null;
   const offerId = idParam(ctx.params, 'offer_id');
   const body = bodyObject(ctx.body);
   world.stats.creates_received++;
@@ -36,20 +39,20 @@ function create(ctx: RouteContext): RouteResult {
     throw askGone(offerId);
   }
   const { params } = req;
-  if (params.price !== null && params.price < offer.min_bid) {
-    throw withAskId(invalidPrice(`bid price ${params.price} is below the minimum bid ${offer.min_bid} for offer ${offerId}.`), offerId);
-  }
   if (params.disk > offer.disk_space) {
     throw withAskId(invalidArgs(`disk ${params.disk} GB is more than the offer's ${offer.disk_space} GB.`), offerId);
   }
   // create_instance.yaml: cancel_unavail defaults to false for interruptibles, true for on-demand
-  // with target_state running; an offer that cannot start now is then a 410.
+  // with target_state running; an offer that cannot start now is then a 410. A bid below the
+  // minimum bid cannot start now either: 410 with cancel_unavail, else it is created stopped and
+  // waits for its bid to win (instances.ts).
   const cancelUnavail = req.cancelUnavail ?? (params.price === null && req.targetState === 'running');
   const unavailable = fault === 'unavailable';
-  if (unavailable && cancelUnavail) throw askGone(offerId);
+  const losingBid = params.price !== null && params.price < world.market.minBid(offer, world.clock.simS());
+  if ((unavailable || losingBid) && cancelUnavail) throw askGone(offerId);
 
   const profile = world.profiles.profileFor(offer.id, offer.machine_id);
-  const inst = world.instances.create(offer, params, profile);
+  const inst = world.instances.create(offer, params, profile, sshPorts);
   world.catalog.rent(offer.id, inst.hist.id);
   if (unavailable) world.instances.stop(inst, STATUS_MSG.unavailable);
   else if (req.targetState === 'stopped') world.instances.stop(inst);
@@ -81,9 +84,10 @@ export const marketRoutes: Route[] = [
     category: 'misc',
     group: 'search',
     badKey404: true,
-    handler: ({ world, body }) => ({
-      body: { offers: searchOffers(world.catalog, bodyObject(body, true), world.config.search) },
-    }),
+    handler: ({ world, body }) => {
+      world.syncMinBids();
+      return { body: { offers: searchOffers(world.catalog, bodyObject(body, true), world.config.search) } };
+    },
   },
   // The service documents PUT and its overview also names POST for the same path.
   ...(['PUT', 'POST'] as const).map(

@@ -232,9 +232,10 @@ describe('instances', () => {
     expect((await call(sim, 'PUT', `/api/v0/asks/${offerId}/`, { image: 'x' })).status).toBe(200);
   });
 
-  test('bid creates are billed at the bid and refused below min_bid', async () => {
+  test('bid creates are billed at the bid; below min_bid they cannot start: 410 with cancel_unavail', async () => {
     const offer = (await call(sim, 'POST', '/api/v0/bundles/', { limit: 1, type: 'bid' })).body.offers[0];
-    expect((await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', price: offer.min_bid / 2 })).body.error).toBe('invalid_price');
+    const refused = await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', price: offer.min_bid / 2, cancel_unavail: true });
+    expect([refused.status, refused.body.error]).toEqual([410, 'no_such_ask']);
     const r = await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', price: offer.min_bid });
     const show = await call(sim, 'GET', `/api/v0/instances/${r.body.new_contract}/`);
     expect(show.body.instances.is_bid).toBe(true);

@@ -130,10 +130,12 @@ describe('documented thresholds and bodies', () => {
     ['POST', '/api/v0/auth/apikeys/', { name: 'k' }, '2.0', 'detail'],
     ['GET', '/api/v0/template/', undefined, '3.0', 'detail'],
     ['POST', '/api/v0/ssh/', { ssh_key: 'ssh-ed25519 AAAA x@y' }, '1.0', 'detail'],
+    ['GET', '/api/v0/charges/?select_filters={"day":{"gte":0,"lte":1}}', undefined, '1.0', 'detail'],
     // Endpoints whose yaml gives no threshold: 1.0, answered in the rate-limit page's plain text.
     ['GET', '/api/v0/users/current/', undefined, '1.0', 'plain'],
     ['GET', '/api/v0/webhooks/', undefined, '1.0', 'plain'],
     ['GET', '/api/v0/gpu_names/unique/', undefined, '1.0', 'plain'],
+    ['PUT', '/api/v0/instances/request_logs/1/', {}, '1.0', 'plain'],
   ];
 
   test.each(table)('%s %s: threshold %s', async (method, path, body, threshold, form) => {

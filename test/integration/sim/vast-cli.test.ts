@@ -1,5 +1,6 @@
 // The official CLI (vast-ai/vast-cli's vast.py) against the simulator: search, create, show,
-// label, stop, start, reboot, user, env vars and destroy, with the documented rate limits on.
+// label, stop, start, reboot, logs, user, env vars, destroy and charges, with the documented rate
+// limits on.
 // vast.py is not part of this repository: the test runs only when VAST_PY names a copy of it and
 // python3 has the `requests` module, e.g.
 //   git -C /work/.mirror/vast-ai+vast-cli/repo show HEAD:vast.py > /tmp/vast.py
@@ -28,7 +29,8 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
     sim = await startSimulator({
       timeScale: 1,
       now: () => clock.now,
-      config: { lifecycle: { provision_s: 1, boot_s: { min: 3, max: 3 }, restart_s: 1, reboot_s: 1 } },
+      // The clock stands still while a command runs, so uploaded logs are there at once.
+      config: { lifecycle: { provision_s: 1, boot_s: { min: 3, max: 3 }, restart_s: 1, reboot_s: 1 }, logs: { upload_delay_s: 0 } },
     });
   });
   afterAll(async () => {
@@ -49,7 +51,7 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
     return stdout;
   }
 
-  test('search, create, show, label, stop, start, reboot, user, env vars, destroy: no error', { timeout: 120_000 }, async () => {
+  test('search, create, show, label, stop, start, reboot, logs, user, env vars, destroy, charges: no error', { timeout: 120_000 }, async () => {
     const offers = JSON.parse(await vast('search', 'offers', 'num_gpus=1 gpu_name=RTX_4090 geolocation in [US,CA,SE,DE,NL] direct_port_count>=1', '--limit', '5', '--raw')) as Array<Record<string, unknown>>;
     expect(offers.length).toBeGreaterThan(0);
     expect(offers.every((o) => o.gpu_name === 'RTX 4090' && o.num_gpus === 1 && o.verified === true)).toBe(true);
@@ -68,6 +70,8 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
     expect(await vast('start', 'instance', String(id))).toContain(`starting instance ${id}.`);
     expect(await vast('reboot', 'instance', String(id))).toContain(`Rebooting instance ${id}.`);
 
+    expect(await vast('logs', String(id), '--tail', '20', '--filter', 'started')).toContain(`Container C.${id} started`);
+
     const user = JSON.parse(await vast('show', 'user', '--raw')) as Record<string, unknown>;
     expect(user).toMatchObject({ id: 424242, email: 'sim-user@example.com' });
     expect(user).not.toHaveProperty('api_key');
@@ -76,6 +80,10 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
     expect(JSON.parse(await vast('show', 'env-vars', '--raw'))).toEqual({ HF_TOKEN: '*****' });
 
     expect(await vast('destroy', 'instance', String(id))).toContain(`destroying instance ${id}.`);
+    const charges = await vast('show', 'invoices-v1', '--charges', '--raw');
+    const raw = JSON.parse(charges.slice(charges.indexOf('{'))) as { results: Array<{ source: string; amount: number }> };
+    expect(raw.results.map((r) => r.source)).toEqual([`instance-${id}`]);
+    expect(raw.results[0]!.amount).toBeCloseTo(sim.ledger().total_usd, 3);
     expect(sim.instances()).toEqual([]);
     expect(sim.ledger().billing_now).toEqual([]);
     expect(sim.stats().rate_limited).toEqual({});

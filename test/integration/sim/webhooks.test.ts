@@ -93,6 +93,35 @@ describe('deliveries', () => {
     expect(events('/hook')).toHaveLength(1);
   });
 
+  test('client:low_credit when billing draws the credit below the threshold, and again after a top-up and a new fall', async () => {
+    // A manual clock at time scale 1 makes the bill exact.
+    let now = 1_000_000;
+    const manual = await startTestSim({
+      timeScale: 1,
+      now: () => now,
+      config: {
+        account: { credit: 12, low_credit_threshold: 10 },
+        lifecycle: { provision_s: 0, boot_s: { min: 0, max: 0 } },
+        webhooks: { initial: [{ webhook_url: `${base}/low`, event_types: ['client:low_credit'] }] },
+      },
+    });
+    sims.push(manual);
+    const offer = manual.offers().find((o) => o.dph_base > 0.5)!;
+    await call(manual, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' });
+    await new Promise((r) => setTimeout(r, 150));
+    expect(events('/low')).toHaveLength(0);
+    now += Math.ceil(2.5 / offer.dph_base) * 3600_000; // more than $2.5 billed: below $10
+    const first = await waitFor(() => events('/low')[0], 3000, 'low credit');
+    expect(JSON.parse(first.body).notif_type).toBe('low_credit');
+    manual.addCredit(100);
+    await new Promise((r) => setTimeout(r, 150)); // a few ticks above the threshold
+    expect(events('/low')).toHaveLength(1);
+    manual.addCredit(-100);
+    await waitFor(() => events('/low')[1], 3000, 'the second low credit');
+    await new Promise((r) => setTimeout(r, 150));
+    expect(events('/low')).toHaveLength(2);
+  });
+
   test('host:machine_offline is signed with the rotated secret; instance events name the instance', async () => {
     const sim = await fresh({
       webhooks: { initial: [{ name: 'ops', webhook_url: `${base}/hook`, event_types: ['host:machine_offline', 'client:instance_created', 'client:instance_started'], webhook_secret: SECRET }] },
@@ -124,7 +153,8 @@ describe('retries', () => {
     const sim = await fresh({ webhooks: { initial: [{ webhook_url: `${base}/flaky`, event_types: ['client:instance_created'], webhook_secret: SECRET }], retry_delays_s: [5, 5, 5] } });
     script['/flaky'] = [503, 408, 429, 204];
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x' });
-    await waitFor(() => (events('/flaky').length === 4 ? true : undefined), 3000, 'four attempts');
+    // The receiver sees the 4th request before the simulator has read its answer: wait for both.
+    await waitFor(() => (events('/flaky').length === 4 && sim.webhookDeliveries().at(-1)?.outcome === 'delivered' ? true : undefined), 3000, 'four attempts');
     const got = events('/flaky');
     expect(got.map((r) => r.headers['x-vast-delivery-attempt'])).toEqual(['1', '2', '3', '4']);
     expect(new Set(got.map((r) => r.headers['x-vast-event-id'])).size).toBe(1);

@@ -1,0 +1,92 @@
+// What an instance's logs say, built from its status history at the moment they are requested:
+// the container log (image pull, start, sshd, the onstart script's output, the OCI error, the exit
+// code, stops and restarts) or, with `daemon_logs`, the host daemon's lines (every status change).
+// Lines are made for past moments only: a line due later (sshd of an `ssh_late` instance) is left
+// out until its time has come. A host that is offline or silent writes nothing new.
+import { createHash } from 'node:crypto';
+import type { SimConfig } from './config.js';
+import type { LiveInstance } from './instances.js';
+import { STATUS_MSG } from './lifecycle.js';
+
+interface Line {
+  at: number;
+  text: string;
+}
+
+/** sshd's start line, or its failure for the profiles whose SSH never answers. */
+const SSHD_UP = 'Server listening on 0.0.0.0 port 22.';
+const SSHD_DOWN = 'sshd: no hostkeys available -- exiting.';
+const SSH_DOWN_PROFILES = new Set(['ssh_refused', 'ssh_no_banner', 'ssh_hang']);
+
+export function containerLog(inst: LiveInstance, onstartOutput: string, nowSim: number, ssh: SimConfig['ssh_listeners']): string[] {
+  const { hist, params } = inst;
+  const name = `C.${hist.id}`;
+  const { repo, tag } = splitImage(params.image);
+  const lines: Line[] = [];
+  let pulled = false;
+  let started = false;
+  for (const s of hist.statuses) {
+    const at = s.at.sim_s;
+    const add = (text: string, when = at) => lines.push({ at: when, text });
+    switch (s.status) {
+      case 'loading':
+        if (!pulled) add(`${tag}: Pulling from ${repo}`);
+        break;
+      case 'running':
+        if (!pulled) {
+          add(`Digest: sha256:${createHash('sha256').update(params.image).digest('hex')}`);
+          add(`Status: Downloaded newer image for ${repo}:${tag}`);
+          pulled = true;
+        }
+        add(`Container ${name} started`);
+        if (SSH_DOWN_PROFILES.has(hist.profile)) add(SSHD_DOWN);
+        else add(SSHD_UP, hist.profile === 'ssh_late' ? at + ssh.late_s : at);
+        if (!started) for (const text of splitLines(onstartOutput)) add(text);
+        started = true;
+        break;
+      case 'created':
+        add(`docker: ${s.msg}.`);
+        break;
+      case 'exited':
+        add(`Container ${name} exited with code ${exitCode(s.msg)}`);
+        break;
+      case 'stopped':
+        // A bid created below the minimum never had a container to stop.
+        if (s.msg !== STATUS_MSG.bidTooLow) add(s.msg === STATUS_MSG.outbid ? `Container ${name} stopped: outbid` : `Container ${name} stopped`);
+        break;
+      case 'rebooting':
+        add(`Container ${name} restarting`);
+        break;
+      default:
+        // null (no container yet), unknown and offline (the host is silent): nothing to log.
+        break;
+    }
+  }
+  return lines
+    .filter((l) => l.at <= nowSim)
+    .sort((a, b) => a.at - b.at)
+    .map((l) => l.text);
+}
+
+/** The host daemon's view: one line per status change, with its wall time. */
+export function daemonLog(inst: LiveInstance): string[] {
+  return inst.hist.statuses.map((s) => {
+    const when = new Date(s.at.wall_ms).toISOString();
+    return `${when} instance ${inst.hist.id}: ${s.status ?? 'provisioning'}${s.msg ? ` (${s.msg})` : ''}`;
+  });
+}
+
+function splitImage(image: string): { repo: string; tag: string } {
+  const colon = image.lastIndexOf(':');
+  return colon > image.lastIndexOf('/') ? { repo: image.slice(0, colon), tag: image.slice(colon + 1) } : { repo: image, tag: 'latest' };
+}
+
+function splitLines(text: string): string[] {
+  if (text === '') return [];
+  return text.replace(/\n$/, '').split('\n');
+}
+
+function exitCode(msg: string): number {
+  const m = /exited with code (\d+)/.exec(msg);
+  return m ? Number(m[1]) : 1;
+}

@@ -1,0 +1,132 @@
+// Opt-in SSH endpoints that a client can really connect to (`ssh_listeners.enabled`).
+//
+// Each instance gets two loopback port numbers at create time (`reserve`): its SSH proxy port and
+// its direct port. The record shows them from then on, with 127.0.0.1 as `ssh_host` and
+// `public_ipaddr`. A port listens only while the instance is `running`:
+//   open   — the instance entered running: listen on its ports (if a port was taken meanwhile, on a
+//            new one, and the record follows, as ports change across restarts on the service);
+//   closed — it left running (stop, outbid, reboot, exit, loss) or was destroyed: stop listening and
+//            drop open connections. Connections are then refused.
+// What a connection gets depends on the instance's profile: the banner line at once (healthy and
+// the lifecycle profiles), nothing ever listening (`ssh_refused`), a close without a byte
+// (`ssh_no_banner`), silence until the hold ends (`ssh_hang`), or closes without a banner until
+// `late_s` sim seconds after running, then the banner (`ssh_late`: a port forward whose sshd is
+// not up yet). A held connection is closed after `hold_ms` wall ms, like sshd's login grace time.
+import { createServer, type Server, type Socket } from 'node:net';
+import type { SimClock } from './clock.js';
+import type { SimConfig } from './config.js';
+import { wantsDirect } from './instance-record.js';
+import type { LiveInstance } from './instances.js';
+
+const HOST = '127.0.0.1';
+
+/** The ports an instance's record shows; mutable because a rebind may move them. */
+export interface SshPorts {
+  proxyPort: number;
+  directPort: number;
+}
+
+interface Entry {
+  closed: boolean;
+  servers: Set<Server>;
+  sockets: Set<Socket>;
+  /** Resolve once each server of the entry has stopped (or never bound). */
+  done: Promise<void>[];
+}
+
+export class SshListeners {
+  private readonly entries = new Map<number, Entry>();
+
+  constructor(
+    private readonly cfg: SimConfig['ssh_listeners'],
+    private readonly clock: SimClock,
+  ) {}
+
+  get enabled(): boolean {
+    return this.cfg.enabled;
+  }
+
+  /** Two free loopback port numbers, found by binding to port 0 and letting go. */
+  async reserve(): Promise<SshPorts> {
+    const [proxyPort, directPort] = await Promise.all([freePort(), freePort()]);
+    return { proxyPort, directPort };
+  }
+
+  /** The instance entered running: listen on its ports, per its profile. */
+  open(inst: LiveInstance): void {
+    const ports = inst.sshPorts;
+    if (!ports || inst.hist.profile === 'ssh_refused') return;
+    this.close(inst.hist.id);
+    const entry: Entry = { closed: false, servers: new Set(), sockets: new Set(), done: [] };
+    this.entries.set(inst.hist.id, entry);
+    const runningSince = inst.hist.statuses.at(-1)?.at.sim_s ?? this.clock.simS();
+    this.listen(entry, inst, runningSince, 'proxyPort', ports.proxyPort);
+    if (hasDirect(inst)) this.listen(entry, inst, runningSince, 'directPort', ports.directPort);
+  }
+
+  /** The instance left running or is gone: stop listening and drop its connections. */
+  close(instanceId: number): void {
+    const entry = this.entries.get(instanceId);
+    if (!entry) return;
+    this.entries.delete(instanceId);
+    entry.closed = true;
+    for (const server of entry.servers) if (server.listening) server.close();
+    for (const socket of entry.sockets) socket.destroy();
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.entries.keys()].map((id) => this.entries.get(id)!);
+    for (const id of [...this.entries.keys()]) this.close(id);
+    await Promise.all(all.flatMap((e) => e.done));
+  }
+
+  private listen(entry: Entry, inst: LiveInstance, runningSince: number, which: keyof SshPorts, port: number): void {
+    const server = createServer((socket) => this.accept(entry, inst, runningSince, socket));
+    entry.servers.add(server);
+    entry.done.push(
+      new Promise<void>((resolve) => {
+        server.once('close', resolve);
+        server.once('error', (err: NodeJS.ErrnoException) => {
+          entry.servers.delete(server);
+          resolve();
+          // The reserved port was taken meanwhile: take a new one and show it.
+          if (err.code === 'EADDRINUSE' && port !== 0 && !entry.closed) this.listen(entry, inst, runningSince, which, 0);
+        });
+      }),
+    );
+    server.listen({ port, host: HOST, exclusive: true }, () => {
+      server.removeAllListeners('error');
+      server.on('error', () => undefined);
+      if (entry.closed) return void server.close();
+      if (port === 0) inst.sshPorts![which] = (server.address() as { port: number }).port;
+    });
+  }
+
+  private accept(entry: Entry, inst: LiveInstance, runningSince: number, socket: Socket): void {
+    if (entry.closed) return void socket.destroy();
+    entry.sockets.add(socket);
+    socket.on('error', () => undefined); // a client that resets is not our problem
+    socket.on('close', () => entry.sockets.delete(socket));
+    const profile = inst.hist.profile;
+    const late = profile === 'ssh_late' && this.clock.simS() < runningSince + this.cfg.late_s;
+    if (profile === 'ssh_no_banner' || late) return void socket.end();
+    if (profile !== 'ssh_hang') socket.write(`${this.cfg.banner}\r\n`);
+    socket.setTimeout(this.cfg.hold_ms, () => socket.destroy());
+  }
+}
+
+/** Whether the record gives this instance a direct SSH port (a direct runtype on an offer with direct ports). */
+export function hasDirect(inst: LiveInstance): boolean {
+  return inst.offer.direct_port_count > 0 && wantsDirect(inst.params.runtype);
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen({ port: 0, host: HOST, exclusive: true }, () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
