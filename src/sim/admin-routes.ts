@@ -1,5 +1,6 @@
 // Test-only endpoints under /_sim/. They exist only when the config sets `admin: true` (404
 // otherwise), need no key, skip injected faults and rate limits, and are meant for loopback use.
+import { populateRoute } from './admin-populate.js';
 import { faultProfileSchema, faultConfigSchema, offerFaultSchema } from './config.js';
 import { instanceRecord } from './instance-record.js';
 import type { Route } from './router.js';
@@ -68,6 +69,7 @@ export function adminRoutes(control: SimControl): Route[] {
       await control.reset();
       return { body: { success: true } };
     }),
+    populateRoute,
   ];
 }
 
