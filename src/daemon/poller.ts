@@ -183,13 +183,14 @@ export class InstancePoller implements InstanceLists {
   }
 
   /**
-   * One list call. It books the list budget's next slot (the client's limiter spaces the calls) and
-   * is dated from that slot: never later than the call really leaves, since each slot is at least
-   * one spacing after the one before, so `listedAt` errs only on the early, safe side.
+   * One list call, dated from the moment it was asked for: never later than it really leaves (the
+   * limiter may hold it, a retry may send it again), so `listedAt` errs only on the early, safe side.
+   * It books the list budget's next slot, which is how this poller keeps a slot free for the
+   * targeted list (the client's limiter does the actual spacing).
    */
   private async list(query: InstancePageQuery): Promise<{ page: InstancePage; listedAt: number }> {
-    const listedAt = Math.max(this.options.clock.now(), this.nextSlotAt);
-    this.nextSlotAt = listedAt + this.options.listSpacingMs;
+    const listedAt = this.options.clock.now();
+    this.nextSlotAt = Math.max(listedAt, this.nextSlotAt) + this.options.listSpacingMs;
     const page = await this.options.client.listInstancePage(query, { signal: this.abort.signal });
     return { page, listedAt };
   }
@@ -287,8 +288,8 @@ export class InstancePoller implements InstanceLists {
   /** One page of the sweep (starting one if none runs); hands over the sweep when it was the last. */
   private async sweepPage(): Promise<void> {
     const now = this.options.clock.now();
-    // Dated from the first page's slot (sweepStartAt): nothing before it counts as seen.
-    this.sweep ??= { startedAt: Math.max(now, this.nextSlotAt), afterToken: null, pages: 0, seen: new Map() };
+    // Dated from when its first page was asked for: an instance made after that is not counted missing.
+    this.sweep ??= { startedAt: now, afterToken: null, pages: 0, seen: new Map() };
     if (this.sweep.pages === 0) this.lastSweepStartedAt = this.sweep.startedAt;
     const sweep = this.sweep;
     this.stats.sweepCalls++;
