@@ -16,7 +16,7 @@ import {
   ServiceHttpError,
 } from '../errors.js';
 import { statusPolicy } from './retry-policy.js';
-import { MAX_SCRUBBED_TEXT, scrubSecrets } from './scrub.js';
+import { MAX_SCRUBBED_TEXT, scrubSecrets, type SecretScrubber } from './scrub.js';
 
 export interface ResponseContext {
   method: string;
@@ -24,8 +24,8 @@ export interface ResponseContext {
   path: string;
   /** The offer a create was aimed at, to name it in OfferGoneError. */
   offerId?: number;
-  /** Strings to scrub from any service text copied into a message (the API key, ...). */
-  secrets?: readonly string[];
+  /** Secrets to scrub from any service text copied into a message (the API key, env values). */
+  secrets?: readonly string[] | SecretScrubber;
 }
 
 interface ServiceBodyFields {
@@ -40,7 +40,7 @@ const MAX_SERVICE_TEXT = 200;
 /** The service's error codes are snake_case words (`no_such_ask`, `auth_error`); anything else is not one. */
 const ERROR_CODE = /^[a-z][a-z0-9_]{0,63}$/i;
 
-function readFields(body: unknown, secrets: readonly string[] = []): ServiceBodyFields {
+function readFields(body: unknown, secrets: readonly string[] | SecretScrubber = []): ServiceBodyFields {
   if (typeof body === 'string') return { error: undefined, msg: undefined, detail: undefined, text: body };
   if (body && typeof body === 'object') {
     const o = body as Record<string, unknown>;
@@ -54,7 +54,7 @@ function readFields(body: unknown, secrets: readonly string[] = []): ServiceBody
 }
 
 /** Service text made safe for a message: every form of every secret replaced, one line, length bounded. */
-export function safeServiceText(text: string | undefined, secrets: readonly string[] = []): string | undefined {
+export function safeServiceText(text: string | undefined, secrets: readonly string[] | SecretScrubber = []): string | undefined {
   if (!text) return undefined;
   const out = scrubSecrets(text.slice(0, MAX_SCRUBBED_TEXT), secrets).replace(/\s+/g, ' ').trim();
   return out.length > MAX_SERVICE_TEXT ? `${out.slice(0, MAX_SERVICE_TEXT)}…` : out;
@@ -77,7 +77,7 @@ export function parseRateLimitThreshold(body: unknown): number | undefined {
 }
 
 /** The permission category a 403 names, e.g. "requires permission instance_write". */
-export function parsePermissionCategory(body: unknown, secrets: readonly string[] = []): string | undefined {
+export function parsePermissionCategory(body: unknown, secrets: readonly string[] | SecretScrubber = []): string | undefined {
   const f = readFields(body);
   for (const raw of [f.msg, f.detail, f.text]) {
     const text = safeServiceText(raw, secrets);

@@ -25,6 +25,7 @@ import {
 } from './errors-from-response.js';
 import { createHttp, type Http, type HttpResponse } from './http.js';
 import { createLimiter } from './limiter.js';
+import { SecretScrubber } from './scrub.js';
 import {
   apiKeyResponseSchema,
   createResponseSchema,
@@ -170,12 +171,12 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
   const counters = { calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0 };
   // Every secret this client was handed (the key, and the env values of every create it sent),
   // scrubbed from any service text of any call: the service may echo an env value anywhere.
-  const secrets = new Set<string>([apiKey]);
+  const secrets = new SecretScrubber([apiKey]);
 
   /** One attempt: a rate token, one HTTP exchange, a typed error for anything but 2xx. */
   async function attempt(spec: CallSpec): Promise<HttpResponse> {
     for (const secret of spec.secrets ?? []) secrets.add(secret);
-    const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets: [...secrets] };
+    const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets };
     let inFlight = false;
     let res: HttpResponse;
     try {

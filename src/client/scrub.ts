@@ -36,25 +36,52 @@ function formsOf(secret: string): string[] {
   return [...forms].map(fold);
 }
 
-/** `text` with every form and every long enough piece of each secret replaced by "[redacted]". */
-export function scrubSecrets(text: string, secrets: readonly string[]): string {
-  const sought = secrets.filter((s) => s.length >= MIN_SECRET);
-  if (sought.length === 0 || text.length === 0) return text;
-  const hay = fold(text);
-  const hidden = new Uint8Array(text.length);
-  for (const form of sought.flatMap(formsOf)) {
-    const min = Math.min(MIN_FRAGMENT, form.length);
-    for (let i = 0; i + min <= hay.length; i++) {
-      if (!form.includes(hay.slice(i, i + min))) continue;
-      let end = i + min;
-      while (end < hay.length && form.includes(hay.slice(i, end + 1))) end++;
-      hidden.fill(1, i, end);
+/**
+ * The secrets to keep out of messages, indexed by every MIN_FRAGMENT-character piece of every form,
+ * so scrubbing costs one set look-up per character of the text, however many secrets there are
+ * (a daemon remembers the env values of every create it sent). A window that matches pieces of two
+ * different secrets is hidden too: over-redaction only.
+ */
+export class SecretScrubber {
+  private readonly known = new Set<string>();
+  private readonly pieces = new Set<string>();
+  /** Forms shorter than MIN_FRAGMENT: replaced only whole. */
+  private readonly whole = new Set<string>();
+
+  constructor(secrets: Iterable<string> = []) {
+    for (const s of secrets) this.add(s);
+  }
+
+  add(secret: string): void {
+    if (secret.length < MIN_SECRET || this.known.has(secret)) return;
+    this.known.add(secret);
+    for (const form of formsOf(secret)) {
+      if (form.length < MIN_FRAGMENT) this.whole.add(form);
+      else for (let i = 0; i + MIN_FRAGMENT <= form.length; i++) this.pieces.add(form.slice(i, i + MIN_FRAGMENT));
     }
   }
-  let out = '';
-  for (let i = 0; i < text.length; i++) {
-    if (!hidden[i]) out += text[i];
-    else if (i === 0 || !hidden[i - 1]) out += MARK;
+
+  /** `text` with every form and every long enough piece of each secret replaced by "[redacted]". */
+  scrub(text: string): string {
+    if (this.known.size === 0 || text.length === 0) return text;
+    const hay = fold(text);
+    const hidden = new Uint8Array(text.length);
+    for (let i = 0; i + MIN_FRAGMENT <= hay.length; i++) {
+      if (this.pieces.has(hay.slice(i, i + MIN_FRAGMENT))) hidden.fill(1, i, i + MIN_FRAGMENT);
+    }
+    for (const form of this.whole) {
+      for (let at = hay.indexOf(form); at !== -1; at = hay.indexOf(form, at + 1)) hidden.fill(1, at, at + form.length);
+    }
+    let out = '';
+    for (let i = 0; i < text.length; i++) {
+      if (!hidden[i]) out += text[i];
+      else if (i === 0 || !hidden[i - 1]) out += MARK;
+    }
+    return out;
   }
-  return out;
+}
+
+/** `text` with every form and every long enough piece of each secret replaced by "[redacted]". */
+export function scrubSecrets(text: string, secrets: readonly string[] | SecretScrubber): string {
+  return (secrets instanceof SecretScrubber ? secrets : new SecretScrubber(secrets)).scrub(text);
 }
