@@ -61,14 +61,6 @@ export interface PollerOptions {
   log: Logger;
 }
 
-export interface PollerStats {
-  targetedCalls: number;
-  lookupCalls: number;
-  sweepCalls: number;
-  sweepsCompleted: number;
-  failures: number;
-}
-
 interface LabelWaiter {
   label: string;
   after: number;
@@ -101,7 +93,6 @@ export class InstancePoller implements InstanceLists {
   private nextSlotAt = Number.NEGATIVE_INFINITY;
   /** A sweep page was asked for since the last round began (each round lets at least one go). */
   private sweptSinceRound = true;
-  readonly stats: PollerStats = { targetedCalls: 0, lookupCalls: 0, sweepCalls: 0, sweepsCompleted: 0, failures: 0 };
 
   constructor(private readonly options: PollerOptions) {}
 
@@ -219,7 +210,6 @@ export class InstancePoller implements InstanceLists {
     } catch (err) {
       if (this.stopped) return false;
       this.consecutiveFailures++;
-      this.stats.failures++;
       this.options.log.warn(
         { err: describeError(err), failures: this.consecutiveFailures },
         'instance list failed; statuses are not updated this round',
@@ -232,7 +222,7 @@ export class InstancePoller implements InstanceLists {
     const ids = [...new Set(this.subscriber?.waitedIds() ?? [])];
     for (const chunk of chunks(ids, PAGE_SIZE)) {
       if (this.stopped) return;
-      const { instances: found, listedAt } = await this.filtered({ id: { in: chunk } }, 'targeted');
+      const { instances: found, listedAt } = await this.filtered({ id: { in: chunk } });
       const seen = new Set(found.map((i) => i.id));
       this.subscriber?.onSeen(found, listedAt);
       const absent = chunk.filter((id) => !seen.has(id));
@@ -251,7 +241,7 @@ export class InstancePoller implements InstanceLists {
       if (this.stopped) return false;
       let got: { instances: Instance[]; listedAt: number };
       try {
-        got = await this.filtered({ label: { in: labels } }, 'lookup');
+        got = await this.filtered({ label: { in: labels } });
       } catch (err) {
         return this.guard(() => Promise.reject(err));
       }
@@ -270,18 +260,21 @@ export class InstancePoller implements InstanceLists {
   }
 
   /** Every instance matching `filters`, dated from the first call (a filtered list is short; it still follows next_token). */
-  private async filtered(filters: InstanceFilters, kind: 'targeted' | 'lookup'): Promise<{ instances: Instance[]; listedAt: number }> {
+  private async filtered(filters: InstanceFilters): Promise<{ instances: Instance[]; listedAt: number }> {
     const instances: Instance[] = [];
     let listedAt: number | undefined;
     let afterToken: string | null = null;
     do {
-      if (kind === 'targeted') this.stats.targetedCalls++;
-      else this.stats.lookupCalls++;
+      // Part of a list must never pass for all of it: what it did not reach is not absent.
+      if (this.stopped) throw new BerthError('aborted', 'The daemon is stopping.');
       const got = await this.list({ filters, afterToken });
       listedAt ??= got.listedAt;
       instances.push(...got.page.instances);
+      if (got.page.nextToken !== null && got.page.nextToken === afterToken) {
+        throw new BerthError('bad_response', 'The instance list repeated a page token.');
+      }
       afterToken = got.page.nextToken;
-    } while (afterToken !== null && !this.stopped);
+    } while (afterToken !== null);
     return { instances, listedAt: listedAt! };
   }
 
@@ -292,7 +285,6 @@ export class InstancePoller implements InstanceLists {
     this.sweep ??= { startedAt: now, afterToken: null, pages: 0, seen: new Map() };
     if (this.sweep.pages === 0) this.lastSweepStartedAt = this.sweep.startedAt;
     const sweep = this.sweep;
-    this.stats.sweepCalls++;
     this.sweptSinceRound = true;
     // A failed page is asked for again next time; the sweep keeps its start.
     const { page, listedAt } = await this.list({ afterToken: sweep.afterToken });
@@ -310,7 +302,6 @@ export class InstancePoller implements InstanceLists {
     }
     this.sweep = undefined;
     this.lastSweepPages = sweep.pages;
-    this.stats.sweepsCompleted++;
     const instances = [...sweep.seen.values()];
     await this.subscriber?.onSweep(instances, sweep.startedAt);
     this.settleWaiters(instances, sweep.startedAt);
