@@ -35,8 +35,12 @@ export const SERVICE_DEFAULTED_FILTERS: Readonly<Filters> = {
 /** What a dropped service-defaulted filter is sent as: either value. */
 const EITHER = { in: [true, false] };
 
-/** storage_cost is $ per GB per month; the hours in a month the service divides it by. */
-export const HOURS_PER_MONTH = 730;
+/**
+ * storage_cost is $ per GB per month (search_offers.yaml); the hours of that month. The service's
+ * own example divides by 720 (show_instance.yaml: diskHour 0.0020740 = 0.14933 × 10 GB / 720), the
+ * smaller of the usual readings (720, 730), so the disk is never priced below what it bills.
+ */
+export const HOURS_PER_MONTH = 720;
 
 /** Number of relax steps, i.e. the highest `relaxLevel` buildSearchQuery accepts. */
 export function relaxStepCount(spec: ResolvedJobSpec): number {
@@ -107,7 +111,7 @@ const price = (v: unknown): number | undefined => (typeof v === 'number' && Numb
 
 /**
  * What an instance made from `offer` with `diskGb` of disk is billed per hour, or null when the
- * offer does not say enough to know. The disk part is `storage_cost` × disk / 730 when the offer
+ * offer does not say enough to know. The disk part is `storage_cost` × disk / 720 when the offer
  * states storage_cost, else what its dph_total adds to dph_base (priced for the disk asked for).
  * On demand: the larger of dph_total and dph_base + disk, so a price quoted for a smaller disk
  * never passes. A bid: the bid plus the disk.

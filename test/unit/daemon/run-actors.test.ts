@@ -31,6 +31,7 @@ const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_pe
   deadline_s: 600,
   destroy_retry_max_delay_s: 5,
   outage_backoff_s: 1,
+  gone_offers_per_search: 4,
   machine_quarantine_s: 0,
   relax: [],
 });

@@ -166,7 +166,7 @@ describe('usableOffers', () => {
     // $0.15/h compute and $0.20/GB/month storage: quoted $0.157/h for 8 GB; a 4000 GB disk bills $1.25/h.
     const cheapQuote = { ...offer(1, 10, 0.157, 1), dph_base: 0.15, storage_cost: 0.2 };
     const big = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 4000 }), runs);
-    expect(billedPricePerHour(cheapQuote, 4000)).toBeCloseTo(0.15 + (0.2 * 4000) / 730, 6);
+    expect(billedPricePerHour(cheapQuote, 4000)).toBeCloseTo(0.15 + (0.2 * 4000) / 720, 6);
     expect(usableOffers([cheapQuote], big, none)).toEqual([]);
     const small = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 8 }), runs);
     expect(usableOffers([cheapQuote], small, none)).toHaveLength(1);
@@ -183,7 +183,7 @@ describe('usableOffers', () => {
   });
 
   it('for a bid, the billed price is the bid plus the disk', () => {
-    const o = { ...offer(1, 10, 0.05, 1), dph_base: 0.04, storage_cost: 0.365 };
+    const o = { ...offer(1, 10, 0.05, 1), dph_base: 0.04, storage_cost: 0.36 };
     expect(billedPricePerHour(o, 100, 0.3)).toBeCloseTo(0.3 + 0.05, 6);
     // No storage_cost and no dph_base: the disk part is unknown, the offer is not trusted.
     expect(billedPricePerHour(offer(1, 10, 0.05, 1), 100, 0.3)).toBeNull();
