@@ -197,7 +197,7 @@ function scaleRows(r: ScaleResult, v8: { peakMb: number; cpuS: number }): BenchR
       value: `${ms(restart)} (median of ${r.restart.readyMs.length}: ${r.restart.readyMs.map((x) => int(x)).join(', ')} ms)`,
       target: '< 2,000 ms',
       met: restart < 2000,
-      note: `spawn of \`berth daemon\` to /healthz answering ready: true; the store holds ${int(r.restart.liveRuns)} live (running) runs and the rest cancelled; the daemon listens first, then lists the instances, reconciles them and resumes every live run`,
+      note: `spawn of \`berth daemon\` to /healthz answering ready: true; the store holds ${int(r.restart.liveRuns)} live (running) runs and the rest cancelled; the daemon listens first, then resumes every live run (the poller sweeps the account afterwards)`,
     },
     {
       metric: 'submissions accepted per second',

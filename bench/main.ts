@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only sim,client,berth]`: runs each benchmark section, prints it
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth]`: runs each benchmark section, prints it
 // as an aligned table (metric | value | target | met, then the notes), and writes the whole report
 // to bench/results/latest.md and latest.json, with how it was run (Node, CPU, cores, flags).
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -7,10 +7,11 @@ import { join } from 'node:path';
 import { packagePath } from '../src/package-path.js';
 import { runBerthBench } from './berth.js';
 import { runClientBench } from './client.js';
+import { runPollerBench } from './poller.js';
 import { runSimBench } from './sim.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'berth'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth'] as const;
 type Part = (typeof PARTS)[number];
 
 interface Options {
@@ -56,6 +57,8 @@ async function runPart(part: Part, opts: Options): Promise<BenchSection[]> {
         return [await runSimBench()];
       case 'client':
         return [await runClientBench()];
+      case 'poller':
+        return [await runPollerBench({ quick: opts.quick })];
       case 'berth':
         return await runBerthBench({ quick: opts.quick });
     }

@@ -4,8 +4,8 @@
 //   2. submissions per second accepted (POST /v1/runs from 16 connections; the runs queue behind
 //      `max_active_runs`, so the simulator is not asked for anything), then those runs cancelled,
 //      which leaves a store of 10,000 runs: N live and running, the rest ended;
-//   3. restarts on that store (spawn to /healthz: the daemon lists the instances, reconciles and
-//      resumes every live run before it listens), then CPU and calls in steady polling at the
+//   3. restarts on that store (spawn to /healthz: the daemon resumes every live run, the poller
+//      sweeps afterwards), then CPU and calls in steady polling at the
 //      default 10 s interval and, after one more restart, at the benchmark's interval.
 // The simulator's rate limits are off here (and berth's search and create raised while the runs
 // start): 1,000 creates at the service's 4.5/s would take minutes; the point is the daemon's cost.

@@ -9,6 +9,7 @@ export type ErrorCode =
   | 'auth' // 401: missing, invalid, deleted or reset API key
   | 'permission' // 403: the key lacks a permission category
   | 'offer_gone' // 404/410 no_such_ask: the offer was rented or never existed
+  | 'offer_refused' // 403 about one offer (error 403/3586 "not your own"): that offer, not the key
   | 'not_found' // an instance or other resource that does not exist
   | 'rate_limited' // 429
   | 'server_error' // 5xx
@@ -17,6 +18,7 @@ export type ErrorCode =
   | 'deprecated_endpoint' // 410 deprecated_endpoint
   | 'bad_request' // 400 and other 4xx the caller must fix
   | 'bad_response' // a body berth cannot use (wrong shape, not JSON)
+  | 'unsuccessful' // a 2xx whose body says `success: false`: the call did not do its job
   | 'ambiguous' // a create whose outcome is unknown: reconcile by label before anything else
   | 'aborted' // the caller's signal fired
   | 'config' // invalid configuration
@@ -66,9 +68,15 @@ export class ServiceHttpError extends BerthError {
   }
 }
 
+/** A rejected key: a 401, or `error: auth_error` under any status (search answers a bad key with 404). */
 export class AuthError extends ServiceHttpError {
-  constructor(message = 'The marketplace rejected the API key (401): check BERTH_API_KEY (a typo, or a deleted, reset or expired key).', serviceCode?: string) {
-    super('auth', 401, serviceCode, message);
+  constructor(message?: string, serviceCode?: string, status = 401) {
+    super(
+      'auth',
+      status,
+      serviceCode,
+      message ?? `The marketplace rejected the API key (${status}${serviceCode ? ` ${serviceCode}` : ''}): check BERTH_API_KEY (a typo, or a deleted, reset or expired key).`,
+    );
   }
 }
 
@@ -94,6 +102,15 @@ export class OfferGoneError extends ServiceHttpError {
   readonly offerId: number;
   constructor(offerId: number, status: number, message?: string) {
     super('offer_gone', status, 'no_such_ask', message ?? `Offer ${offerId} is no longer available.`);
+    this.offerId = offerId;
+  }
+}
+
+/** A 403 about one offer, not about the key (create: "error 403/3586: Offer N is not your own"). */
+export class OfferRefusedError extends ServiceHttpError {
+  readonly offerId: number;
+  constructor(offerId: number, serviceCode: string | undefined, message?: string) {
+    super('offer_refused', 403, serviceCode, message ?? `The marketplace refused offer ${offerId} (403).`);
     this.offerId = offerId;
   }
 }

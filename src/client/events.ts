@@ -25,8 +25,6 @@ export type ClientEvent =
   | { type: 'rate_limited'; op: ClientOperation; group: RateGroup; pauseMs: number; threshold?: number; consecutive: number }
   /** A paused group takes calls again. */
   | { type: 'resumed'; group: RateGroup }
-  /** The v0 instance list answered 410 deprecated_endpoint: later lists use the paginated v1 list. */
-  | { type: 'fallback'; op: 'list'; from: 'v0'; to: 'v1' }
   /** A create's outcome is unknown: the caller must look for its label before anything else. */
   | { type: 'ambiguous_create'; offerId: number; label: string; code: ErrorCode };
 
@@ -41,6 +39,4 @@ export interface ClientStats {
   rateLimited: number;
   /** Creates reported ambiguous. */
   ambiguousCreates: number;
-  /** Which instance list is in use. */
-  listEndpoint: 'v0' | 'v1';
 }

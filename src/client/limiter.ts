@@ -1,25 +1,21 @@
-// One bottleneck limiter per endpoint group (search, create, list, show, change, destroy, other).
+// One limiter per endpoint group (search, create, list, show, change, destroy, other).
 //
-// Each group is a token bucket: bottleneck's reservoir is the bucket (capacity `burst`) and gates
-// jobs, bottleneck's maxConcurrent caps calls in flight. The refill is ours, not bottleneck's
-// `reservoirIncrease*`: that one adds at most one step per heartbeat (250 ms by default, so rates
-// above 4/s silently fall short) and `updateSettings` stops its heartbeat, so it could not be
-// paused and resumed. Our refill credits tokens by elapsed time, which keeps the long-run rate at
-// `per_s` whatever the tick.
+// bottleneck holds the queue and caps calls in flight (`max_concurrent`); its reservoir is the gate
+// a queued call waits at. How many tokens the gate holds, and when, is decided by the group's
+// TokenBucket (./token-bucket.ts: modes full, flowing and paused), with time from the Clock: the
+// limiter only mirrors the bucket into the reservoir and arms one timer for the bucket's next
+// change (a token, or the end of a pause). A full group arms no timer at all, and unit tests drive
+// the whole schedule with a fake clock.
 //
-// A group is in one of three states:
-// - full: `burst` tokens and nobody waiting; no timer runs (seven groups would otherwise wake the
-//   daemon up to 70 times a second for nothing) and, like the service's bucket, nothing accrues.
-//   Left when a job is scheduled (demand) and takes a token (tookToken): the count starts then;
-// - flowing: the refill tick adds tokens up to `burst`, then the group is full again;
-// - paused: after a 429 the reservoir is emptied and the refill stops; jobs of this group wait in
-//   bottleneck's queue (other groups are untouched). A timer resumes the group with a single token,
-//   then it flows again.
-// The pause is ~1/threshold s (1 s when the 429 named none), doubled for each further 429 that
-// arrives after a resume without a success in between, with jitter, capped at `maxPauseMs`.
+// A 429 pauses only its group: ~1/threshold s (1 s when the 429 named none), doubled for each
+// further 429 after a resume without a success in between, jittered, capped at `maxPauseMs`
+// (`retry.max_delay_s`) and never shorter than the group's `penalty_s` (create: the service's
+// `penalty: 12`).
 import Bottleneck from 'bottleneck';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { RATE_GROUPS, type Config, type RateGroup } from '../config/schema.js';
 import { abortedError, raceAbort } from './abort.js';
+import { pauseMs, TokenBucket, type BucketMode } from './token-bucket.js';
 
 export interface GroupStats {
   /** Jobs handed to the limiter. */
@@ -30,6 +26,7 @@ export interface GroupStats {
   rateLimited: number;
   /** Pauses started (429s that arrive during a pause extend nothing and count only above). */
   pauses: number;
+  mode: BucketMode;
   paused: boolean;
   /** Milliseconds spent paused in total. */
   pausedMs: number;
@@ -37,7 +34,7 @@ export interface GroupStats {
   perS: number;
   /** Waiting for a token or a slot. */
   queued: number;
-  /** The refill tick runs (false once the bucket is full and nothing waits). */
+  /** A timer is armed for the next token or the end of a pause (never while the bucket is full). */
   refilling: boolean;
 }
 
@@ -50,7 +47,9 @@ export interface PauseInfo {
 }
 
 export interface LimiterOptions {
-  /** Longest pause after repeated 429s, ms (default 15000). */
+  /** Time and timers; default the wall clock. */
+  clock?: Clock;
+  /** Longest pause after repeated 429s, ms (default 15000); the jitter stays within it. */
   maxPauseMs?: number;
   onPause?: (info: PauseInfo) => void;
   onResume?: (group: RateGroup) => void;
@@ -73,146 +72,117 @@ export interface Limiter {
 
 class Group {
   readonly bottleneck: Bottleneck;
+  readonly bucket: TokenBucket;
   readonly counters = { scheduled: 0, sent: 0, rateLimited: 0, pauses: 0, pausedMs: 0 };
   consecutive = 0;
-  pausedUntil = 0;
   private pauseStartedAt = 0;
-  private credit = 0;
-  private last = performance.now();
-  private refilling = false;
-  /** The last refill filled the bucket: a full bucket accrues nothing until a token is taken. */
-  private full = true;
-  private readonly tickMs: number;
-  private refillTimer: NodeJS.Timeout | undefined;
-  private resumeTimer: NodeJS.Timeout | undefined;
+  private timer: Timer | undefined;
+  private timerAt = 0;
   private waiters: Array<() => void> = [];
+  /** Calls handed to bottleneck that have not passed the gate yet. */
+  private waiting = 0;
 
   constructor(
     readonly name: RateGroup,
-    readonly perS: number,
-    readonly burst: number,
-    private readonly maxConcurrent: number | undefined,
+    cfg: Config['rate_limits'][RateGroup],
+    private readonly clock: Clock,
     private readonly onResume: (group: RateGroup) => void,
   ) {
-    this.bottleneck = new Bottleneck({ reservoir: burst, maxConcurrent: maxConcurrent ?? null });
-    // Tick at most every 100 ms and at least twice per token, so a bucket of 1 never overflows
-    // between ticks; the credit is by elapsed time, so the tick only bounds the lateness of a token.
-    this.tickMs = Math.min(100, Math.max(1, 1000 / perS / 2));
+    this.bucket = new TokenBucket(cfg.per_s, cfg.burst);
+    this.bottleneck = new Bottleneck({ reservoir: cfg.burst, maxConcurrent: cfg.max_concurrent ?? null });
   }
 
-  /** A job is about to take a token: make sure the bucket refills. */
+  get armed(): boolean {
+    return this.timer !== undefined;
+  }
+
+  /** A call joins the queue: tokens accrued while nobody waited reach the gate now. */
   demand(): void {
-    if (this.refillTimer) return;
-    // The bucket was full until now, so nothing accrued while the timer was off.
-    this.credit = 0;
-    this.last = performance.now();
-    this.refillTimer = setInterval(() => void this.refill(), this.tickMs);
-    this.refillTimer.unref();
+    this.waiting++;
+    this.accrue(this.clock.now());
+    this.arm();
   }
 
-  /** A job got its token. If the bucket was full, the next token is counted from now. */
+  /** A queued call passed the gate: the bucket counts it, and the next token is timed from now. */
   tookToken(): void {
-    if (!this.full) return;
-    this.full = false;
-    this.credit = 0;
-    this.last = performance.now();
+    this.waiting--;
+    this.bucket.take(this.clock.now());
+    this.arm();
   }
 
-  get ticking(): boolean {
-    return this.refillTimer !== undefined;
-  }
-
-  private idle(): void {
-    clearInterval(this.refillTimer);
-    this.refillTimer = undefined;
-  }
-
-  get paused(): boolean {
-    return this.pausedUntil > 0;
-  }
-
-  private async refill(): Promise<void> {
-    const now = performance.now();
-    if (this.paused || this.refilling) {
-      this.last = now;
-      return;
-    }
-    this.credit += ((now - this.last) * this.perS) / 1000;
-    this.last = now;
-    const whole = Math.floor(this.credit);
-    if (whole < 1) return;
-    this.refilling = true;
-    try {
-      const reservoir = (await this.bottleneck.currentReservoir()) ?? 0;
-      this.credit -= whole;
-      const add = Math.min(whole, this.burst - reservoir);
-      if (add > 0 && !this.paused) await this.bottleneck.incrementReservoir(add);
-      if (reservoir + Math.max(add, 0) < this.burst) return;
-      // Full. A job waiting for a token takes it at once, so the fraction counts on. Otherwise the
-      // bucket sits full, and like the service's own bucket it accrues nothing, fractions included,
-      // until a token is taken (tookToken); with nobody about to take one, the tick stops until
-      // the next demand(). A stale reading here only errs on the slow side.
-      const c = this.bottleneck.counts();
-      const inFlight = c.RUNNING + c.EXECUTING;
-      const waitingForToken = c.RECEIVED + c.QUEUED > 0 && (this.maxConcurrent === undefined || inFlight < this.maxConcurrent);
-      if (waitingForToken) return;
-      this.credit = 0;
-      this.full = true;
-      if (c.RECEIVED + c.QUEUED + c.RUNNING === 0) this.idle();
-    } finally {
-      this.refilling = false;
-    }
-  }
-
-  pause(pauseMs: number): void {
-    const now = Date.now();
-    if (!this.paused) this.pauseStartedAt = now;
-    this.pausedUntil = Math.max(this.pausedUntil, now + pauseMs);
+  pause(ms: number): void {
+    const now = this.clock.now();
+    if (this.bucket.mode !== 'paused') this.pauseStartedAt = now;
+    this.bucket.pause(now + ms);
     this.counters.pauses++;
-    this.full = false;
-    // Empty the bucket so that queued jobs of this group wait; the refill is stopped while paused.
-    void this.bottleneck.currentReservoir().then((r) => (r && r > 0 ? this.bottleneck.incrementReservoir(-r) : r));
-    clearTimeout(this.resumeTimer);
-    this.resumeTimer = setTimeout(() => this.resume(), this.pausedUntil - now);
-    this.resumeTimer.unref();
-  }
-
-  private resume(): void {
-    this.counters.pausedMs += Date.now() - this.pauseStartedAt;
-    this.pausedUntil = 0;
-    this.credit = 0;
-    this.last = performance.now();
-    // One probe token; the steady refill brings the rest.
-    this.demand();
-    void this.bottleneck.currentReservoir().then((r) => (r !== null && r < 1 ? this.bottleneck.incrementReservoir(1 - r) : r));
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const w of waiters) w();
-    this.onResume(this.name);
+    // Queued calls of this group wait at the emptied gate; other groups are untouched.
+    void this.bottleneck.updateSettings({ reservoir: 0 });
+    this.arm();
   }
 
   waitUntilResumed(signal?: AbortSignal): Promise<void> {
-    if (!this.paused) return Promise.resolve();
+    if (this.bucket.mode !== 'paused') return Promise.resolve();
     return raceAbort(new Promise<void>((resolve) => this.waiters.push(resolve)), signal);
   }
 
   async close(): Promise<void> {
-    this.idle();
-    clearTimeout(this.resumeTimer);
+    this.timer?.cancel();
+    this.timer = undefined;
     for (const w of this.waiters.splice(0)) w();
     await this.bottleneck.stop({ dropWaitingJobs: true, dropErrorMessage: 'The marketplace client was closed.' });
+  }
+
+  /**
+   * One timer, at the bucket's next change: the next token while a call waits for it, else the
+   * moment it is full again (tokens are credited by time, so one wake-up does for all of them);
+   * none while it is full.
+   */
+  private arm(): void {
+    const at = this.waiting > 0 ? this.bucket.nextChangeAt() : (this.bucket.fullAt() ?? this.bucket.nextChangeAt());
+    if (at === undefined || at === Number.POSITIVE_INFINITY) {
+      this.timer?.cancel();
+      this.timer = undefined;
+      return;
+    }
+    if (this.timer && this.timerAt === at) return;
+    this.timer?.cancel();
+    this.timerAt = at;
+    this.timer = this.clock.setTimer(() => this.due(), at - this.clock.now());
+  }
+
+  private due(): void {
+    this.timer = undefined;
+    const now = this.clock.now();
+    if (this.bucket.mode === 'paused') {
+      if (now >= this.bucket.pausedUntil) this.resume(now);
+    } else {
+      this.accrue(now);
+    }
+    this.arm();
+  }
+
+  private accrue(now: number): void {
+    const added = this.bucket.accrue(now);
+    if (added > 0) void this.bottleneck.incrementReservoir(added);
+  }
+
+  private resume(now: number): void {
+    this.counters.pausedMs += now - this.pauseStartedAt;
+    this.bucket.resume();
+    // One probe token; the steady rate brings the rest once it is taken.
+    void this.bottleneck.updateSettings({ reservoir: this.bucket.tokens });
+    for (const w of this.waiters.splice(0)) w();
+    this.onResume(this.name);
   }
 }
 
 export function createLimiter(rateLimits: Config['rate_limits'], options: LimiterOptions = {}): Limiter {
+  const clock = options.clock ?? systemClock;
   const maxPauseMs = options.maxPauseMs ?? 15_000;
   const random = options.random ?? Math.random;
   const onResume = options.onResume ?? (() => {});
   const groups = Object.fromEntries(
-    RATE_GROUPS.map((name) => {
-      const cfg = rateLimits[name];
-      return [name, new Group(name, cfg.per_s, cfg.burst, cfg.max_concurrent, onResume)];
-    }),
+    RATE_GROUPS.map((name) => [name, new Group(name, rateLimits[name], clock, onResume)]),
   ) as Record<RateGroup, Group>;
 
   return {
@@ -233,16 +203,20 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
     pause(group, threshold) {
       const g = groups[group];
       g.counters.rateLimited++;
-      const now = Date.now();
+      const now = clock.now();
       // Several calls in flight can all get 429 from one burst: they share the pause already running
       // instead of each doubling it.
-      if (g.paused && g.pausedUntil > now) return { group, pauseMs: g.pausedUntil - now, threshold, consecutive: g.consecutive };
+      if (g.bucket.mode === 'paused' && g.bucket.pausedUntil > now) {
+        return { group, pauseMs: g.bucket.pausedUntil - now, threshold, consecutive: g.consecutive };
+      }
       g.consecutive++;
-      const base = threshold ? 1000 / threshold : 1000;
-      const grown = base * 2 ** Math.min(g.consecutive - 1, 16);
-      const pauseMs = Math.round(Math.min(maxPauseMs, grown) * (1 + 0.5 * random()));
-      g.pause(pauseMs);
-      const info = { group, pauseMs, threshold, consecutive: g.consecutive };
+      const penaltyS = rateLimits[group].penalty_s;
+      const ms = pauseMs(threshold, g.consecutive, random(), {
+        maxPauseMs,
+        ...(penaltyS === undefined ? {} : { penaltyMs: penaltyS * 1000 }),
+      });
+      g.pause(ms);
+      const info = { group, pauseMs: ms, threshold, consecutive: g.consecutive };
       options.onPause?.(info);
       return info;
     },
@@ -259,7 +233,17 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
       return Object.fromEntries(
         RATE_GROUPS.map((name) => {
           const g = groups[name];
-          return [name, { ...g.counters, paused: g.paused, perS: g.perS, queued: g.bottleneck.queued(), refilling: g.ticking }];
+          return [
+            name,
+            {
+              ...g.counters,
+              mode: g.bucket.mode,
+              paused: g.bucket.mode === 'paused',
+              perS: g.bucket.perS,
+              queued: g.bottleneck.queued(),
+              refilling: g.armed,
+            },
+          ];
         }),
       ) as Record<RateGroup, GroupStats>;
     },

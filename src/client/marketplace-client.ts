@@ -8,20 +8,28 @@
 // errors (AuthError, PermissionError, OfferGoneError...) leave as they are. A create is never
 // repeated once it may have reached the service: it fails with AmbiguousCreateError at once.
 //
-// The client does not log; it reports retries, pauses and fallbacks through `onEvent`.
+// The client does not log; it reports retries and pauses through `onEvent`.
 import pRetry from 'p-retry';
 import { AmbiguousCreateError, BerthError, ServiceHttpError } from '../errors.js';
+import type { Clock } from '../clock.js';
 import type { Config, RateGroup } from '../config/schema.js';
 import { abortedError, isAbortError } from './abort.js';
 import type { ClientEvent, ClientOperation, ClientStats } from './events.js';
-import { errorFromResponse, rateLimitedError, parseRateLimitThreshold, type ResponseContext } from './errors-from-response.js';
+import {
+  errorFromResponse,
+  isUnsuccessful,
+  parseRateLimitThreshold,
+  rateLimitedError,
+  unsuccessfulError,
+  type ResponseContext,
+} from './errors-from-response.js';
 import { createHttp, type Http, type HttpResponse } from './http.js';
 import { createLimiter } from './limiter.js';
+import { SecretScrubber } from './scrub.js';
 import {
   apiKeyResponseSchema,
   createResponseSchema,
   currentUserSchema,
-  listV0ResponseSchema,
   listV1ResponseSchema,
   parseBody,
   rotateSecretResponseSchema,
@@ -29,13 +37,23 @@ import {
   secretsResponseSchema,
   showResponseSchema,
 } from './records.js';
-import { isAmbiguousForNonIdempotent, outcomeOf, statusPolicy, transportErrorCode, transportPolicy } from './retry-policy.js';
+import {
+  isAmbiguousForNonIdempotent,
+  outcomeOf,
+  statusPolicy,
+  transportErrorCode,
+  transportPolicy,
+  unsuccessfulOutcome,
+} from './retry-policy.js';
 import type {
   CallOptions,
   CreateInstanceRequest,
   CreatedInstance,
   CurrentUser,
   Instance,
+  InstanceFilters,
+  InstancePage,
+  InstancePageQuery,
   MarketClient,
   Offer,
   SearchQuery,
@@ -48,6 +66,8 @@ export interface MarketClientOptions {
   onEvent?: (event: ClientEvent) => void;
   /** Retries per call at most (the time budget `retry.max_retry_time_s` usually ends it first); default 10. */
   maxRetries?: number;
+  /** Time for the rate limiter; default the wall clock. */
+  clock?: Clock;
 }
 
 export interface Webhook {
@@ -92,8 +112,41 @@ interface CallSpec {
   signal?: AbortSignal;
 }
 
+/** The v1 list's largest page (show_instances.yaml: default 25, max 25). */
 const V1_PAGE_SIZE = 25;
 const MAX_V1_PAGES = 10_000;
+
+/**
+ * The columns berth reads of an instance, asked for with `select_cols` so a list of 1,000 instances
+ * is a few dozen KB instead of ~1 MB: the status fields the run machine decides on (`actual_status`,
+ * `intended_status`, `cur_state`, and `status_msg` for the "OCI runtime create failed" case), the
+ * label (ownership and the look-up of creates with an unknown outcome), the SSH endpoint shown to
+ * the user, the billed `dph_total` shown in status, and `machine_id`. Never `extra_env` or `onstart`:
+ * env values (secrets) do not even travel.
+ */
+export const INSTANCE_COLUMNS = [
+  'id',
+  'label',
+  'machine_id',
+  'actual_status',
+  'intended_status',
+  'cur_state',
+  'status_msg',
+  'ssh_host',
+  'ssh_port',
+  'dph_total',
+] as const;
+
+/** Keyset order of every list: by id, so a walk over the pages is stable and new instances come last. */
+const ORDER_BY = JSON.stringify([{ col: 'id', dir: 'asc' }]);
+const SELECT_COLS = JSON.stringify(INSTANCE_COLUMNS);
+
+function listPath(query: InstancePageQuery): string {
+  const params = new URLSearchParams({ limit: String(V1_PAGE_SIZE), order_by: ORDER_BY, select_cols: SELECT_COLS });
+  if (query.filters && Object.keys(query.filters).length > 0) params.set('select_filters', JSON.stringify(query.filters));
+  if (query.afterToken) params.set('after_token', query.afterToken);
+  return `/api/v1/instances/?${params.toString()}`;
+}
 
 export function createMarketClient(options: MarketClientOptions): MarketplaceClient {
   const { config, apiKey } = options;
@@ -111,15 +164,19 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     timeoutMs: config.service.timeout_s * 1000,
   });
   const limiter = createLimiter(config.rate_limits, {
+    ...(options.clock ? { clock: options.clock } : {}),
     maxPauseMs: config.retry.max_delay_s * 1000,
     onResume: (group) => emit({ type: 'resumed', group }),
   });
   const counters = { calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0 };
-  let listEndpoint: 'v0' | 'v1' = 'v0';
+  // Every secret this client was handed (the key, and the env values of every create it sent),
+  // scrubbed from any service text of any call: the service may echo an env value anywhere.
+  const secrets = new SecretScrubber([apiKey]);
 
   /** One attempt: a rate token, one HTTP exchange, a typed error for anything but 2xx. */
   async function attempt(spec: CallSpec): Promise<HttpResponse> {
-    const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets: [apiKey, ...(spec.secrets ?? [])] };
+    for (const secret of spec.secrets ?? []) secrets.add(secret);
+    const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets };
     let inFlight = false;
     let res: HttpResponse;
     try {
@@ -136,7 +193,11 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     }
     if (res.status >= 200 && res.status < 300) {
       limiter.succeeded(spec.group);
-      return res;
+      if (!isUnsuccessful(res.body)) return res;
+      const failure = unsuccessfulError(res.status, res.body, ctx, unsuccessfulOutcome(spec.op) === 'retry');
+      // A create answered `success: false` may still have made an instance: look for it by label.
+      if (spec.onUnknownOutcome) throw spec.onUnknownOutcome(failure);
+      throw failure;
     }
     if (res.status === 429) {
       const threshold = parseRateLimitThreshold(res.body);
@@ -216,21 +277,25 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
   const isGone = (err: unknown, serviceCode: string): boolean =>
     err instanceof ServiceHttpError && (err.code === 'not_found' || err.serviceCode === serviceCode);
 
-  async function listV1(signal: AbortSignal | undefined): Promise<Instance[]> {
+  async function listPage(query: InstancePageQuery, signal: AbortSignal | undefined): Promise<InstancePage> {
+    const res = await call({ op: 'list', group: 'list', method: 'GET', path: listPath(query), signal });
+    const body = parseBody(listV1ResponseSchema, res.body, 'GET /api/v1/instances/');
+    const next = body.next_token ?? null;
+    return { instances: body.instances, nextToken: next === null || next === '' ? null : String(next), total: body.total_instances ?? null };
+  }
+
+  async function listAll(filters: InstanceFilters | undefined, signal: AbortSignal | undefined): Promise<Instance[]> {
     const byId = new Map<number, Instance>();
     const seenTokens = new Set<string>();
-    let token: string | null = null;
+    let afterToken: string | null = null;
     for (let page = 0; page < MAX_V1_PAGES; page++) {
-      const query = `limit=${V1_PAGE_SIZE}${token === null ? '' : `&after_token=${encodeURIComponent(token)}`}`;
-      const res = await call({ op: 'list', group: 'list', method: 'GET', path: `/api/v1/instances/?${query}`, signal });
-      const body = parseBody(listV1ResponseSchema, res.body, 'GET /api/v1/instances/');
+      const got: InstancePage = await listPage({ ...(filters ? { filters } : {}), afterToken }, signal);
       // An instance may move between pages while we walk them: keep the latest record per id.
-      for (const inst of body.instances) byId.set(inst.id, inst);
-      const next = body.next_token ?? null;
-      if (next === null || next === '') return [...byId.values()];
-      token = String(next);
-      if (seenTokens.has(token)) throw new BerthError('bad_response', 'The v1 instance list repeated a page token.');
-      seenTokens.add(token);
+      for (const inst of got.instances) byId.set(inst.id, inst);
+      if (got.nextToken === null) return [...byId.values()];
+      if (seenTokens.has(got.nextToken)) throw new BerthError('bad_response', 'The v1 instance list repeated a page token.');
+      seenTokens.add(got.nextToken);
+      afterToken = got.nextToken;
     }
     throw new BerthError('bad_response', `The v1 instance list did not end after ${MAX_V1_PAGES} pages.`);
   }
@@ -265,8 +330,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
         path: `/api/v0/asks/${offerId}/`,
         body,
         offerId,
-        // The service may echo input in an error text; very short values are no secrets to scrub.
-        secrets: Object.values(request.env ?? {}).filter((v) => v.length >= 4),
+        secrets: Object.values(request.env ?? {}),
         onUnknownOutcome: ambiguous,
         signal: opts?.signal,
       });
@@ -283,20 +347,12 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
       };
     },
 
-    async listInstances(opts?: CallOptions): Promise<Instance[]> {
-      if (listEndpoint === 'v0') {
-        try {
-          const res = await call({ op: 'list', group: 'list', method: 'GET', path: '/api/v0/instances/', signal: opts?.signal });
-          return parseBody(listV0ResponseSchema, res.body, 'GET /api/v0/instances/').instances;
-        } catch (err) {
-          if (!(err instanceof ServiceHttpError && err.code === 'deprecated_endpoint')) throw err;
-          if (listEndpoint === 'v0') {
-            listEndpoint = 'v1';
-            emit({ type: 'fallback', op: 'list', from: 'v0', to: 'v1' });
-          }
-        }
-      }
-      return listV1(opts?.signal);
+    listInstancePage(query: InstancePageQuery, opts?: CallOptions): Promise<InstancePage> {
+      return listPage(query, opts?.signal);
+    },
+
+    listInstances(filters?: InstanceFilters, opts?: CallOptions): Promise<Instance[]> {
+      return listAll(filters, opts?.signal);
     },
 
     async showInstance(instanceId: number, opts?: CallOptions): Promise<Instance | null> {
@@ -382,7 +438,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     },
 
     stats(): ClientStats {
-      return { groups: limiter.stats(), ...counters, listEndpoint };
+      return { groups: limiter.stats(), ...counters };
     },
 
     async close(): Promise<void> {

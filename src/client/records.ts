@@ -34,10 +34,14 @@ const instanceSchema = z.looseObject({
 });
 
 export const searchResponseSchema = z.looseObject({ offers: z.array(offerSchema) });
-export const listV0ResponseSchema = z.looseObject({ instances: z.array(instanceSchema) });
+/** One page of `GET /api/v1/instances/`; `instances: null` is an empty page (the official clients read it so). */
 export const listV1ResponseSchema = z.looseObject({
-  instances: z.array(instanceSchema),
+  instances: z
+    .array(instanceSchema)
+    .nullish()
+    .transform((v) => v ?? []),
   next_token: z.union([z.string(), z.number()]).nullish(),
+  total_instances: z.number().int().nonnegative().nullish(),
 });
 export const showResponseSchema = z.looseObject({ instances: instanceSchema.nullable() });
 export const createResponseSchema = z.looseObject({

@@ -6,6 +6,7 @@
 // error may or may not have reached the service, which is what `reached` records. Everything else in
 // the client asks these tables (through the functions below) and never branches on statuses itself.
 import { BerthError, type ErrorCode } from '../errors.js';
+import type { ClientOperation } from './events.js';
 
 /** What to do after one attempt failed. */
 export type Outcome =
@@ -74,6 +75,23 @@ export const TRANSPORT_POLICY: Readonly<Record<string, TransportPolicy>> = {
   UND_ERR_CLOSED: { outcome: 'final', code: 'network', reached: 'maybe' },
   UND_ERR_DESTROYED: { outcome: 'final', code: 'network', reached: 'maybe' },
 };
+
+/**
+ * A 2xx whose body says `success: false` (the official CLI reads it as a failure): the service
+ * answered and did not do it. A destroy is "not destroyed" and is tried again, like the reads; any
+ * other call fails (a change is reported failed). A create never gets here as a plain failure:
+ * without `new_contract` its outcome is unknown (see `mayHaveActed` above).
+ */
+export const UNSUCCESSFUL_POLICY: Readonly<Partial<Record<ClientOperation, Outcome>>> = {
+  destroy: 'retry',
+  list: 'retry',
+  show: 'retry',
+  search: 'retry',
+};
+
+export function unsuccessfulOutcome(op: ClientOperation): Outcome {
+  return UNSUCCESSFUL_POLICY[op] ?? 'final';
+}
 
 /** Unknown transport failures are retried but treated as possibly sent: the cautious reading. */
 const UNKNOWN_TRANSPORT: TransportPolicy = { outcome: 'retry', code: 'network', reached: 'maybe' };

@@ -30,6 +30,24 @@ export interface Instance {
   [field: string]: unknown;
 }
 
+/** `select_filters` of the v1 instance list: `{column: {op: value}}` on stored columns only (`id`, `label`, `actual_status`...). */
+export type InstanceFilters = Record<string, Record<string, unknown>>;
+
+export interface InstancePageQuery {
+  filters?: InstanceFilters;
+  /** `next_token` of the previous page; absent or null for the first. */
+  afterToken?: string | null;
+}
+
+/** One page of the v1 instance list (at most 25 instances, in ascending id order). */
+export interface InstancePage {
+  instances: Instance[];
+  /** null on the last page. */
+  nextToken: string | null;
+  /** Instances matching the filters in all pages, when the service said. */
+  total: number | null;
+}
+
 /** Body of `POST /api/v0/bundles/`: filters `{field: {op: value}}` plus order/type/limit. */
 export interface SearchQuery {
   order?: Array<[string, 'asc' | 'desc']>;
@@ -79,8 +97,10 @@ export interface MarketClient {
   searchOffers(query: SearchQuery, options?: CallOptions): Promise<Offer[]>;
   /** Never retried once the request may have reached the service: an unknown outcome throws AmbiguousCreateError. */
   createInstance(offerId: number, request: CreateInstanceRequest, options?: CallOptions): Promise<CreatedInstance>;
-  /** Every instance of the account (v0 list, or the v1 paginated list when v0 answers 410). */
-  listInstances(options?: CallOptions): Promise<Instance[]>;
+  /** One page of the v1 instance list (`GET /api/v1/instances/`, the only documented list): one call. */
+  listInstancePage(query: InstancePageQuery, options?: CallOptions): Promise<InstancePage>;
+  /** Every instance matching `filters`, following `next_token` page by page: one call per 25. */
+  listInstances(filters?: InstanceFilters, options?: CallOptions): Promise<Instance[]>;
   /** null when the service does not know the id. */
   showInstance(instanceId: number, options?: CallOptions): Promise<Instance | null>;
   /** Resolves when the service accepted the destroy, or the instance was already gone ('gone'). */

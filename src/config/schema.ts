@@ -40,6 +40,8 @@ const rateGroupSchema = z.strictObject({
   burst: z.number().int().positive().default(1),
   /** Calls of this group in flight at once; default unlimited. */
   max_concurrent: z.number().int().positive().optional(),
+  /** Shortest pause after a 429 on this group, seconds (the service's `penalty`; create: 12); default none. */
+  penalty_s: z.number().nonnegative().optional(),
 });
 
 export type RateGroupConfig = z.infer<typeof rateGroupSchema>;

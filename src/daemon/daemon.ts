@@ -1,10 +1,10 @@
 // The daemon. Start-up, in this order, so that nothing waits before the process is held and can be
 // stopped: config (validated first) → BERTH_HOME made private, the lock, the store opened and
 // checked against store.json → the control token → the control API listens and daemon.json is
-// written (status works from here; submits are stored and wait) → in the background: one instance
-// list to reconcile (adopt journaled creates, destroy orphans), then every run resumes and the
-// shared poller starts. A service that cannot be reached delays only that background step: the
-// poller keeps listing, with a warning per failure, and the runs resume meanwhile.
+// written (status works from here; submits are stored and wait) → every run resumes and the
+// shared poller starts; its first round sweeps the account (adopt journaled creates, destroy
+// orphans). A service that cannot be reached delays nothing: the poller keeps listing, with a
+// warning per failure, while the runs go on.
 //
 // `stop()` is the graceful shutdown, valid at any point of that background step: no new work,
 // in-flight calls abandoned safely (their journal rows let the next start reconcile), store flushed
@@ -21,7 +21,7 @@ import { createLogger, type Logger } from '../logger.js';
 import { openStore, type Store } from '../store/index.js';
 import { createControlApi, listen } from './control-api.js';
 import { ensureControlToken, writeNewControlToken } from './control-token.js';
-import { InstancePoller, type InstanceLists } from './poller.js';
+import { InstancePoller } from './poller.js';
 import { Supervisor } from './supervisor.js';
 
 export interface DaemonOptions {
@@ -42,7 +42,7 @@ export interface RunningDaemon {
   home: string;
   storeId: string;
   supervisor: Supervisor;
-  /** Settles once the start-up reconcile is done and the runs have resumed (or the daemon stopped first). */
+  /** Settles once the runs have resumed (or the daemon stopped first). */
   ready: Promise<void>;
   /** Rejects when the daemon cannot go on (its store is unreadable); it has stopped by then. */
   failed: Promise<never>;
@@ -59,9 +59,6 @@ function logClientEvent(log: Logger, e: ClientEvent): void {
       break;
     case 'rate_limited':
       log.warn({ clientEvent: e }, `rate limited on ${e.group}; pausing ${e.pauseMs} ms`);
-      break;
-    case 'fallback':
-      log.warn({ clientEvent: e }, 'the v0 instance list is deprecated; using the v1 list');
       break;
     case 'ambiguous_create':
       log.warn({ clientEvent: e }, 'a create has an unknown outcome; looking for its label');
@@ -120,15 +117,16 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     config,
     onEvent: (e) => logClientEvent(log, e),
   });
-  // The supervisor's runs get their lists from the poller, and the poller feeds the supervisor.
-  const lists: InstanceLists = { next: (after, signal) => poller.next(after, signal) };
-  const supervisor: Supervisor = new Supervisor({ store, client, clock: systemClock, lists, config, log });
-  const poller: InstancePoller = new InstancePoller({
+  // The runs get their lists from the poller, and the poller reports to the supervisor.
+  const poller = new InstancePoller({
     client,
+    clock: systemClock,
     intervalMs: config.polling.interval_s * 1000,
+    listSpacingMs: listEveryS * 1000,
     log,
-    onList: (instances, listedAt) => supervisor.onList(instances, listedAt),
   });
+  const supervisor = new Supervisor({ store, client, clock: systemClock, lists: poller, config, log });
+  poller.subscribe(supervisor);
 
   let ready = false;
   const server = createControlApi({
@@ -163,7 +161,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   }
   // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
   process.on('exit', removeDaemonFile);
-  log.info({ url }, 'berth daemon listening; reconciling with the service');
+  log.info({ url }, 'berth daemon listening; resuming the runs');
 
   let stopping = false;
   let fail!: (err: unknown) => void;
@@ -183,14 +181,9 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   };
 
   const started = (async () => {
-    // Reconcile before resuming: adopt instances whose create was journaled, destroy orphans. If the
-    // service cannot be reached now, the poller's sweep does the same as soon as it can.
-    try {
-      await poller.pollOnce();
-    } catch (err) {
-      if (stopping) return;
-      log.warn({ err: describeError(err) }, 'could not list instances at start; the runs resume now and reconcile on the next list that works');
-    }
+    // No list blocks the start: a resumed run whose create may have been sent looks for its label
+    // itself, and the poller's first round sweeps the account (adopting journaled creates,
+    // destroying orphans) while the runs go on.
     if (stopping) return;
     supervisor.resumeAll();
     poller.start();

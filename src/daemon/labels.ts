@@ -1,10 +1,21 @@
 // Instance labels name the store, run and attempt that made an instance, so that after a crash the
 // daemon can find its instances in the service's list, and two daemons on one account never take
 // each other's (SPEC section 6).
+import { CREATE_INPUT_LIMITS } from '../job-spec/create-input-limits.js';
+
 const PREFIX = 'berth:';
 
+/**
+ * `berth:<store id>:<run id>:<attempt>`: 8 + 12 characters of ids and the attempt number, far
+ * under the service's 256-character label limit (checked here so that no create is ever refused
+ * for its label).
+ */
 export function attemptLabel(storeId: string, runId: string, n: number): string {
-  return `${PREFIX}${storeId}:${runId}:${n}`;
+  const label = `${PREFIX}${storeId}:${runId}:${n}`;
+  if (label.length > CREATE_INPUT_LIMITS.labelMaxChars) {
+    throw new RangeError(`instance label of ${label.length} characters exceeds the service's ${CREATE_INPUT_LIMITS.labelMaxChars}`);
+  }
+  return label;
 }
 
 export interface ParsedLabel {

@@ -18,7 +18,7 @@ import type { Clock } from '../clock.js';
 import { describeError, isBerthError } from '../errors.js';
 import { encodeOnstart } from '../job-spec/onstart.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
-import { buildSearchQuery, usableOffers } from '../job-spec/search-query.js';
+import { billedPriceFor, buildSearchQuery, usableOffers } from '../job-spec/search-query.js';
 import type { Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
 import type { OfferClaims } from './offer-claims.js';
@@ -42,9 +42,9 @@ export interface RunActorDeps {
 }
 
 /**
- * Looks for the attempt's label in lists started after the create may have happened (from the
- * shared poller, so many look-ups cost one call); adopts the instance if it is there, or records
- * that it is not.
+ * Looks for the attempt's label in lists started after the create may have happened (label look-ups
+ * by the shared poller, so many look-ups cost one call); adopts the instance if it is there, or
+ * records that it is not.
  */
 async function reconcileCreate(
   deps: RunActorDeps,
@@ -55,7 +55,7 @@ async function reconcileCreate(
   const { store } = deps;
   const tries = 3;
   for (let i = 0; i < tries; i++) {
-    const found = (await deps.lists.next(deps.clock.now(), signal)).find((inst) => inst.label === label);
+    const found = await deps.lists.findLabel(label, deps.clock.now(), signal);
     if (found) {
       store.attempts.markCreated(input.runId, input.n, found.id);
       return { kind: 'created', instanceId: found.id, createdAt: deps.clock.now() };
@@ -120,6 +120,9 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
     if (!isBerthError(err)) throw err;
     switch (err.code) {
       case 'offer_gone':
+      // A 403 about this one offer ("not your own"): the offer is blocked and the run moves on,
+      // like a gone offer; only a permission 403 fails the run.
+      case 'offer_refused':
         store.attempts.markCreateResult(input.runId, input.n, 'offer_gone', err.message);
         return { kind: 'offer_gone', detail: err.message };
       case 'ambiguous':
@@ -158,7 +161,8 @@ export function makeRunActors(deps: RunActorDeps) {
         .map((o) => ({
         offerId: o.id,
         machineId: o.machine_id,
-        dphTotal: o.dph_total,
+        // What the instance will be billed (its disk included), not the search's quote.
+        dphTotal: billedPriceFor(o, spec) ?? o.dph_total,
       }));
       return { candidates };
     }),

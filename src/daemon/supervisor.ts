@@ -1,6 +1,8 @@
 // Keeps one RunDriver per live run: resumes them at start, admits queued runs while fewer than
-// `daemon.max_active_runs` are active, hands each its instance from the shared poll, and destroys
-// instances that carry this store's label but have no live owner.
+// `daemon.max_active_runs` are active, hands each its instance from the shared poller (it is the
+// poller's subscriber: it names the instances runs wait on, and hears what each list showed), and,
+// on every complete sweep of the account, destroys instances that carry this store's label but
+// have no live owner.
 //
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
@@ -22,7 +24,7 @@ import type { RunRow, Store } from '../store/index.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import { classifyInstance } from './ownership.js';
-import type { InstanceLists } from './poller.js';
+import type { InstanceLists, PollSubscriber } from './poller.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
 
 export interface SupervisorDeps {
@@ -69,7 +71,10 @@ function newRunId(): string {
   return id;
 }
 
-export class Supervisor {
+/** Run states in which a run waits on the poller: for its instance to run, or to be gone. */
+const WAITING_STATES = new Set(['booting', 'destroying']);
+
+export class Supervisor implements PollSubscriber {
   private readonly drivers = new Map<string, RunDriver>();
   /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
   private readonly queued = new Set<string>();
@@ -213,15 +218,38 @@ export class Supervisor {
     return this.drivers.size;
   }
 
-  /** Called with every instance list: feeds each run its instance, adopts journaled creates, destroys orphans. */
-  async onList(instances: Instance[], listedAt: number): Promise<void> {
-    const { store, log } = this.deps;
-    const byId = new Map(instances.map((inst) => [inst.id, inst]));
-    // The runs first: their status is what a user waits for; the ownership sweep can come after.
+  /** The instances runs wait on: the poller lists these by id every interval. */
+  waitedIds(): number[] {
+    const ids: number[] = [];
     for (const driver of this.drivers.values()) {
       const id = driver.currentInstanceId();
-      if (id !== null) driver.poll(toStatus(byId.get(id)), listedAt);
+      if (id !== null && WAITING_STATES.has(driver.state)) ids.push(id);
     }
+    return ids;
+  }
+
+  /** A list showed these instances: each run holding one hears its status. */
+  onSeen(instances: Instance[], listedAt: number): void {
+    const held = this.driversByInstance();
+    for (const inst of instances) held.get(inst.id)?.poll(toStatus(inst), listedAt);
+  }
+
+  /** A list filtered on these ids did not show them: their runs hear the absence (counted by the machine). */
+  onAbsent(ids: number[], listedAt: number): void {
+    const held = this.driversByInstance();
+    for (const id of ids) held.get(id)?.poll(null, listedAt);
+  }
+
+  /**
+   * A complete sweep of the account: runs whose instance it never showed hear the absence (dated
+   * from the sweep's start, so an instance made later is not counted missing); then the ownership
+   * sweep adopts journaled creates and destroys orphans. Statuses of listed instances were handed
+   * over page by page already.
+   */
+  async onSweep(instances: Instance[], startedAt: number): Promise<void> {
+    const { store, log } = this.deps;
+    const byId = new Map(instances.map((inst) => [inst.id, inst]));
+    for (const [id, driver] of this.driversByInstance()) if (!byId.has(id)) driver.poll(null, startedAt);
     for (const inst of instances) {
       const owner = classifyInstance(inst, store, (id) => this.isLive(id), this.sweptStores);
       if (owner.kind === 'adopt') {
@@ -237,6 +265,15 @@ export class Supervisor {
       }
     }
     for (const id of this.orphanDestroys.keys()) if (!byId.has(id)) this.orphanDestroys.delete(id);
+  }
+
+  private driversByInstance(): Map<number, RunDriver> {
+    const held = new Map<number, RunDriver>();
+    for (const driver of this.drivers.values()) {
+      const id = driver.currentInstanceId();
+      if (id !== null) held.set(id, driver);
+    }
+    return held;
   }
 
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */

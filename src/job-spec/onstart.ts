@@ -13,15 +13,10 @@
 // - The file is left in place: it is the user's own script, which the service keeps anyway.
 import { gzipSync } from 'node:zlib';
 import { SpecError } from '../errors.js';
+import { CREATE_INPUT_LIMITS, sizeOf as size } from './create-input-limits.js';
 
 /** The service's limit on `onstart`, in characters. */
-export const ONSTART_MAX_CHARS = 4048;
-
-// Length is counted in UTF-8 bytes: never fewer than characters, however the service counts
-// characters, so a script passed through unchanged can never be over the limit.
-function size(text: string): number {
-  return Buffer.byteLength(text, 'utf8');
-}
+export const ONSTART_MAX_CHARS = CREATE_INPUT_LIMITS.onstartMaxChars;
 
 function wrap(script: string): string {
   const encoded = gzipSync(Buffer.from(script, 'utf8'), { level: 9 }).toString('base64');

@@ -4,6 +4,7 @@
 // even when other fields are wrong, so that one validation reports every problem.
 import { z } from 'zod';
 import { MAX_RUN_DURATION_S, RESERVED_KEYS, type RelaxStep } from '../config/schema.js';
+import { CREATE_INPUT_LIMITS as LIMITS, envTotalSize, sizeOf } from './create-input-limits.js';
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
 
 /** Values berth fills in when a spec leaves these fields out. */
@@ -149,8 +150,16 @@ export const jobSpecSchema = z
       .max(100, 'must be at most 100 characters')
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'must start with a letter or digit and use only letters, digits, ".", "_" and "-"')
       .describe('Run name shown in status tables'),
-    image: z.string().regex(/^\S+$/, 'must be a non-empty image reference without spaces').describe('Container image'),
-    disk_gb: z.number().positive().default(JOB_SPEC_DEFAULTS.disk_gb).describe('Instance disk, GB'),
+    image: z
+      .string()
+      .regex(/^\S+$/, 'must be a non-empty image reference without spaces')
+      .refine((s) => sizeOf(s) <= LIMITS.imageMaxChars, `must be at most ${LIMITS.imageMaxChars} characters (the service's limit)`)
+      .describe('Container image'),
+    disk_gb: z
+      .number()
+      .min(LIMITS.diskMinGb, `must be at least ${LIMITS.diskMinGb} GB (the service's minimum disk)`)
+      .default(JOB_SPEC_DEFAULTS.disk_gb)
+      .describe('Instance disk, GB'),
     onstart: z
       .string()
       .refine(onstartFits, ONSTART_TOO_LARGE)
@@ -162,12 +171,24 @@ export const jobSpecSchema = z
           .string()
           .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name matches ^[A-Za-z_][A-Za-z0-9_]*$')
           .refine((k) => !RESERVED_KEYS.has(k), notReserved),
-        z.string(),
+        // The value is a secret: the message gives its size, never the value.
+        z.string().refine((v) => sizeOf(v) <= LIMITS.envValueMaxChars, {
+          error: (iss) => `is ${sizeOf(String(iss.input))} characters; the service takes at most ${LIMITS.envValueMaxChars} per value`,
+        }),
       )
+      .refine((env) => envTotalSize(env) <= LIMITS.envTotalMaxChars, {
+        error: (iss) =>
+          `is ${envTotalSize(iss.input as Record<string, string>)} characters in all (as "-e NAME=value ..."); the service takes at most ${LIMITS.envTotalMaxChars}`,
+      })
       .optional()
       .describe('Environment variables of the instance'),
     search: searchSchema.prefault({}).describe("Offer search in the service's query language"),
-    bid_price: z.number().positive().optional().describe('$/h bid; required when search.type is "bid"'),
+    bid_price: z
+      .number()
+      .min(LIMITS.bidPriceMin, `must be at least ${LIMITS.bidPriceMin} $/h (the service's minimum bid)`)
+      .max(LIMITS.bidPriceMax, `must be at most ${LIMITS.bidPriceMax} $/h (the service's maximum bid)`)
+      .optional()
+      .describe('$/h bid; required when search.type is "bid"'),
     relax: z
       .array(relaxStepSchema)
       .optional()

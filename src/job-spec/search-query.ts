@@ -3,7 +3,16 @@
 // after the ladder, so that no relax step (the spec's or the configured default) can weaken them:
 // the price cap, at least one direct port (SSH), rentable offers only, and the offers and machines
 // the run has blocked. Since the server is not trusted with the price cap, `usableOffers` checks
-// the returned offers again.
+// the returned offers again, on the price the instance will actually be billed.
+//
+// Two facts of search_offers.yaml shape the body:
+// - `dph_total` is priced for `allocated_storage` GB of disk (default 8), while an instance is
+//   billed for its own disk: every search says `allocated_storage = disk_gb`, so the cap filter
+//   compares the price of the disk berth will ask for.
+// - Absent `verified`, `rentable` and `rented` mean `eq true`, `eq true` and `eq false`: deleting
+//   one of them widens nothing. berth sends its defaults for them explicitly (verified only, not
+//   rented: the service's own), and a relax step that drops one sends the form that widens,
+//   `{"in": [true, false]}`.
 import type { RelaxStep } from '../config/schema.js';
 import type { Offer, SearchQuery } from '../client/types.js';
 import type { ResolvedJobSpec } from './schema.js';
@@ -16,6 +25,23 @@ export interface Blocked {
 
 type Filters = Record<string, Record<string, unknown>>;
 
+/** Filters the service applies when they are absent; berth sends them explicitly. */
+export const SERVICE_DEFAULTED_FILTERS: Readonly<Filters> = {
+  verified: { eq: true },
+  rentable: { eq: true },
+  rented: { eq: false },
+};
+
+/** What a dropped service-defaulted filter is sent as: either value. */
+const EITHER = { in: [true, false] };
+
+/**
+ * storage_cost is $ per GB per month (search_offers.yaml); the hours of that month. The service's
+ * own example divides by 720 (show_instance.yaml: diskHour 0.0020740 = 0.14933 × 10 GB / 720), the
+ * smaller of the usual readings (720, 730), so the disk is never priced below what it bills.
+ */
+export const HOURS_PER_MONTH = 720;
+
 /** Number of relax steps, i.e. the highest `relaxLevel` buildSearchQuery accepts. */
 export function relaxStepCount(spec: ResolvedJobSpec): number {
   return spec.relax.length;
@@ -26,7 +52,7 @@ export function buildSearchQuery(spec: ResolvedJobSpec, relaxLevel: number, bloc
   if (!Number.isInteger(relaxLevel) || relaxLevel < 0 || relaxLevel > relaxStepCount(spec)) {
     throw new RangeError(`relax level ${relaxLevel} is outside 0..${relaxStepCount(spec)}`);
   }
-  const filters: Filters = { ...spec.search.filters };
+  const filters: Filters = { ...SERVICE_DEFAULTED_FILTERS, ...spec.search.filters };
   for (const step of spec.relax.slice(0, relaxLevel)) applyStep(filters, step);
 
   filters['dph_total'] = { lte: spec.max_price_per_hour };
@@ -35,11 +61,20 @@ export function buildSearchQuery(spec: ResolvedJobSpec, relaxLevel: number, bloc
   excludeIds(filters, 'id', blocked.offerIds);
   excludeIds(filters, 'machine_id', blocked.machineIds);
 
-  return { ...filters, order: spec.search.order, type: spec.search.type, limit: spec.search.limit };
+  return {
+    ...filters,
+    allocated_storage: spec.disk_gb,
+    order: spec.search.order,
+    type: spec.search.type,
+    limit: spec.search.limit,
+  };
 }
 
 function applyStep(filters: Filters, step: RelaxStep): void {
-  for (const field of step.drop ?? []) delete filters[field];
+  for (const field of step.drop ?? []) {
+    if (field in SERVICE_DEFAULTED_FILTERS) filters[field] = { ...EITHER };
+    else delete filters[field];
+  }
   for (const [field, ops] of Object.entries(step.set ?? {})) filters[field] = { ...ops };
 }
 
@@ -72,20 +107,47 @@ function formatValue(value: unknown): string {
   return Array.isArray(value) ? `[${value.map(String).join(', ')}]` : String(value);
 }
 
+const price = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+
 /**
- * The offers a run may actually try: within the price cap, with a direct port, and not blocked.
- * An offer that does not state its price or port count is not trusted either.
+ * What an instance made from `offer` with `diskGb` of disk is billed per hour, or null when the
+ * offer does not say enough to know. The disk part is `storage_cost` × disk / 720 when the offer
+ * states storage_cost, else what its dph_total adds to dph_base (priced for the disk asked for).
+ * On demand: the larger of dph_total and dph_base + disk, so a price quoted for a smaller disk
+ * never passes. A bid: the bid plus the disk.
+ */
+export function billedPricePerHour(offer: Offer, diskGb: number, bidPrice?: number): number | null {
+  const total = price(offer.dph_total);
+  const base = price(offer['dph_base']);
+  const storage = price(offer['storage_cost']);
+  const disk =
+    storage !== undefined ? (storage * diskGb) / HOURS_PER_MONTH : total !== undefined && base !== undefined ? Math.max(0, total - base) : undefined;
+  if (bidPrice !== undefined) return disk === undefined ? null : bidPrice + disk;
+  if (total === undefined) return null;
+  return base !== undefined && disk !== undefined ? Math.max(total, base + disk) : total;
+}
+
+/** The billed price of `offer` for this spec (its disk, and its bid if it bids). */
+export function billedPriceFor(offer: Offer, spec: ResolvedJobSpec): number | null {
+  return billedPricePerHour(offer, spec.disk_gb, spec.search.type === 'bid' ? spec.bid_price : undefined);
+}
+
+/**
+ * The offers a run may actually try: billed within the price cap, with a direct port, and not
+ * blocked. An offer that does not state enough to know its price or its port count is not trusted.
  */
 export function usableOffers(offers: Offer[], spec: ResolvedJobSpec, blocked: Blocked): Offer[] {
   const offerIds = new Set(blocked.offerIds);
   const machineIds = new Set(blocked.machineIds);
-  return offers.filter(
-    (o) =>
-      typeof o.dph_total === 'number' &&
-      o.dph_total <= spec.max_price_per_hour &&
+  return offers.filter((o) => {
+    const billed = billedPriceFor(o, spec);
+    return (
+      billed !== null &&
+      billed <= spec.max_price_per_hour &&
       typeof o.direct_port_count === 'number' &&
       o.direct_port_count >= 1 &&
       !offerIds.has(o.id) &&
-      !machineIds.has(o.machine_id),
-  );
+      !machineIds.has(o.machine_id)
+    );
+  });
 }

@@ -42,6 +42,8 @@ export interface ObservedStatus {
   status_msg?: string | null;
   ssh_host?: string | null;
   ssh_port?: number | null;
+  /** What the instance is billed, $/h, from the service's record; replaces the offer's quote. */
+  dph_total?: number | null;
 }
 
 export function createAttemptsRepo(db: Db) {
@@ -62,7 +64,8 @@ export function createAttemptsRepo(db: Db) {
     `UPDATE attempts SET create_state = ?, create_detail = ? WHERE run_id = ? AND n = ? AND create_state = 'intent'`,
   );
   const status = db.prepare(
-    `UPDATE attempts SET actual_status = @actual_status, status_msg = @status_msg, ssh_host = @ssh_host, ssh_port = @ssh_port
+    `UPDATE attempts SET actual_status = @actual_status, status_msg = @status_msg, ssh_host = @ssh_host, ssh_port = @ssh_port,
+       dph_total = COALESCE(@dph_total, dph_total)
      WHERE run_id = @runId AND n = @n`,
   );
   const outcome = db.prepare(
@@ -109,6 +112,7 @@ export function createAttemptsRepo(db: Db) {
         status_msg: s.status_msg ?? null,
         ssh_host: s.ssh_host ?? null,
         ssh_port: s.ssh_port ?? null,
+        dph_total: s.dph_total ?? null,
       });
     },
     setOutcome(runId: string, n: number, value: string, detail: string | null, endedAt: number | null): void {

@@ -57,7 +57,7 @@ describe(`chaos (seed ${SEED})`, () => {
           groups: {
             search: { per_s: 5, burst: 5 },
             create: { per_s: 6, burst: 6 },
-            list_v0: { per_s: 6, burst: 6 },
+            list_v1: { per_s: 6, burst: 6 },
             destroy: { per_s: 6, burst: 6 },
           },
         },

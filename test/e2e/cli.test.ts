@@ -164,9 +164,13 @@ describe('berth against a daemon and the simulator', () => {
 
   it('submit of an invalid spec exits 2 and stores nothing', async () => {
     const before = JSON.parse((await berth(['status', '--json'], env)).stdout) as unknown[];
-    const r = await berth(['submit', writeSpec(specs, 'bad.json', { ...goodSpec, disk_gb: -1 })], env);
+    // Well formed, but the service would refuse it on every create: disk under 8 GB, an env value over 256.
+    const refused = { ...goodSpec, disk_gb: 4, env: { TOKEN: 'v'.repeat(300) } };
+    const r = await berth(['submit', writeSpec(specs, 'bad.json', refused)], env);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('$.disk_gb');
+    expect(r.stderr).toContain('$.env.TOKEN');
+    expect(r.stderr).not.toContain('vvvvvv');
     const after = JSON.parse((await berth(['status', '--json'], env)).stdout) as unknown[];
     expect(after).toHaveLength(before.length);
   });

@@ -16,7 +16,14 @@ export class FakeClock implements Clock {
   readonly sleep: Clock['sleep'];
   readonly sleepUntil: Clock['sleepUntil'];
 
-  constructor(start = Date.UTC(2026, 10, 22, 12, 0, 0)) {
+  /**
+   * `timeoutTurns`: setTimeout(0) turns to let run after each step, for code under test whose
+   * libraries yield with setTimeout(0) (bottleneck does at every queue step); 0 by default.
+   */
+  constructor(
+    start = Date.UTC(2026, 10, 22, 12, 0, 0),
+    private readonly options: { timeoutTurns?: number } = {},
+  ) {
     this.t = start;
     const fns = sleepFns(this);
     this.sleep = fns.sleep;
@@ -41,26 +48,30 @@ export class FakeClock implements Clock {
   /** Moves time forward by `ms`, firing due timers in order and settling promises after each. */
   async advance(ms: number): Promise<void> {
     const end = this.t + ms;
-    await flush();
+    await flush(this.options.timeoutTurns ?? 0);
     for (;;) {
       const next = this.timers.filter((p) => p.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
       if (!next) break;
       this.timers = this.timers.filter((p) => p !== next);
       this.t = Math.max(this.t, next.at);
       next.fn();
-      await flush();
+      await flush(this.options.timeoutTurns ?? 0);
     }
     this.t = end;
-    await flush();
+    await flush(this.options.timeoutTurns ?? 0);
   }
 
   /** Lets pending promise callbacks run without moving time. */
   settle(): Promise<void> {
-    return flush();
+    return flush(this.options.timeoutTurns ?? 0);
   }
 }
 
 /** Several macrotask turns: enough for chains of awaits (and undici-free code) to settle. */
-async function flush(): Promise<void> {
+async function flush(timeoutTurns: number): Promise<void> {
   for (let i = 0; i < 5; i++) await new Promise<void>((resolve) => setImmediate(resolve));
+  for (let i = 0; i < timeoutTurns; i++) {
+    await new Promise<void>((resolve) => setTimeout(resolve, 0));
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
 }

@@ -13,6 +13,18 @@ describe('config', () => {
     expect(config.runs.relax).toEqual([{ drop: ['verified'] }]);
   });
 
+  it('sets every rate limit as the service enforces it: no bursts, >= 100 ms of headroom under each documented minimum interval', () => {
+    const { config } = loadConfig({}, {});
+    // x-rate-limit of each endpoint's yaml (search: 10 per minute, i.e. one per 6 s at most).
+    const documentedMinIntervalMs = { search: 6000, create: 1000 / 4.5, list: 1000, show: 500, change: 1000, destroy: 1000 / 3, other: 1000 };
+    for (const [group, minMs] of Object.entries(documentedMinIntervalMs)) {
+      const g = config.rate_limits[group as keyof typeof documentedMinIntervalMs];
+      expect({ group, burst: g.burst }).toEqual({ group, burst: 1 });
+      expect(1000 / g.per_s - minMs).toBeGreaterThanOrEqual(100);
+    }
+    expect(config.rate_limits.create.penalty_s).toBe(12);
+  });
+
   it('overlays a partial user file, then the environment, then flags', () => {
     const dir = mkdtempSync(join(tmpdir(), 'berth-cfg-'));
     const file = join(dir, 'c.json');

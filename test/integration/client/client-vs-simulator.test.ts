@@ -1,5 +1,5 @@
 // The client against the real simulator (src/sim): rate limits, injected faults, auth failures,
-// ambiguous creates and the v1 list fallback, checked from the simulator's own request counts.
+// ambiguous creates and the v1 instance list, checked from the simulator's own request counts.
 import { afterEach, describe, expect, it } from 'vitest';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../../src/sim/index.js';
 import { createMarketClient, type MarketplaceClient } from '../../../src/client/marketplace-client.js';
@@ -65,7 +65,7 @@ describe('client against the simulator', () => {
   }, 20_000);
 
   it('a client limit set above the service limit recovers through 429 pauses of that group only', async () => {
-    const s = await start({ rate_limits: { groups: { list_v0: { per_s: 5, burst: 1 } } } });
+    const s = await start({ rate_limits: { groups: { list_v1: { per_s: 5, burst: 1 } } } });
     const events: ClientEvent[] = [];
     const c = client(s, { events, config: testConfig({ rate: { list: { per_s: 50, burst: 5 } }, retry: { max_delay_s: 2 } }) });
     const lists = Promise.all(Array.from({ length: 10 }, () => c.listInstances()));
@@ -76,7 +76,7 @@ describe('client against the simulator', () => {
     expect(performance.now() - t0).toBeLessThan(500);
     expect(await lists).toHaveLength(10);
 
-    const rejected = s.stats().rate_limited['GET /api/v0/instances/'] ?? 0;
+    const rejected = s.stats().rate_limited['GET /api/v1/instances/'] ?? 0;
     expect(rejected).toBeGreaterThan(0);
     expect(c.stats().rateLimited).toBe(rejected);
     expect(c.stats().groups.list.rateLimited).toBe(rejected);
@@ -128,7 +128,7 @@ describe('client against the simulator', () => {
     const err = await c.listInstances().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AuthError);
     expect((err as Error).message).toMatch(/BERTH_API_KEY/);
-    expect(s.stats().requests['GET /api/v0/instances/']).toBe(1);
+    expect(s.stats().requests['GET /api/v1/instances/']).toBe(1);
     expect(c.stats().retries).toBe(0);
   });
 
@@ -169,10 +169,9 @@ describe('client against the simulator', () => {
     expect(s.stats().creates_received).toBe(1);
   });
 
-  it('falls back to the paginated v1 list and lists every instance across pages', async () => {
-    const s = await start({ v0_list: '410', rate_limits: { enabled: false } });
-    const events: ClientEvent[] = [];
-    const c = client(s, { events });
+  it('lists every instance across v1 pages, never calling the undocumented v0 list', async () => {
+    const s = await start({ rate_limits: { enabled: false } });
+    const c = client(s);
     const offers = await c.searchOffers({ limit: 60 });
     expect(offers.length).toBe(60);
     const created = await Promise.all(offers.map((o, i) => c.createInstance(o.id, request(`berth:t:v1:${i}`))));
@@ -181,11 +180,21 @@ describe('client against the simulator', () => {
     expect(listed).toHaveLength(60);
     expect(new Set(listed.map((i) => i.id))).toEqual(new Set(created.map((x) => x.instanceId)));
     expect(s.stats().requests['GET /api/v1/instances/']).toBe(3); // 25 + 25 + 10
-    expect(events.filter((e) => e.type === 'fallback')).toHaveLength(1);
+    expect(s.stats().requests['GET /api/v0/instances/']).toBeUndefined();
+    // Only the columns berth reads: no env value travels back.
+    expect(listed.every((i) => !('extra_env' in i))).toBe(true);
+  });
 
-    // Remembered: the next list goes straight to v1.
-    await c.listInstances();
-    expect(s.stats().requests['GET /api/v0/instances/']).toBe(1);
-    expect(c.stats().listEndpoint).toBe('v1');
+  it('filters by id and by label on the service side', async () => {
+    const s = await start({ rate_limits: { enabled: false } });
+    const c = client(s);
+    const offers = await c.searchOffers({ limit: 5 });
+    const created = await Promise.all(offers.map((o, i) => c.createInstance(o.id, request(`berth:t:f:${i}`))));
+    const ids = created.map((x) => x.instanceId);
+    const byId = await c.listInstancePage({ filters: { id: { in: [ids[1], ids[3], 1] } } });
+    expect(byId.instances.map((i) => i.id)).toEqual([ids[1], ids[3]]);
+    expect(byId.nextToken).toBeNull();
+    const byLabel = await c.listInstances({ label: { in: ['berth:t:f:4', 'berth:t:none:1'] } });
+    expect(byLabel.map((i) => i.id)).toEqual([ids[4]]);
   });
 });

@@ -206,14 +206,44 @@ describe('daemon workflow against the simulator', () => {
     await cancelAndCheckNothingBills(world, b!.id);
   });
 
-  it('keeps working when the service answers the v0 instance list with 410 (v1 pages)', async () => {
-    world = await startWorld({ sim: { v0_list: '410' } });
+  it('uses only the documented v1 list among 300 other instances, shows the billed price and never touches the others', async () => {
+    world = await startWorld();
+    const populated = await request(`${world.sim.url}/_sim/instances/bulk`, { method: 'POST', body: JSON.stringify({ count: 300 }) });
+    expect(populated.statusCode).toBe(200);
+    await populated.body.dump();
     const runs = await Promise.all([submit(world, jobSpec({ name: 'v1-a' })), submit(world, jobSpec({ name: 'v1-b' }))]);
-    for (const r of runs) await world.waitFor(r.id, isRunning);
-    expect(world.sim.stats().requests['GET /api/v1/instances/']).toBeGreaterThan(0);
+    for (const r of runs) {
+      const running = await world.waitFor(r.id, isRunning, 20_000);
+      // The billed price, from the instance record, not the search's quote.
+      const record = world.sim.instances().find((i) => i.id === running.instance!.id)!;
+      expect(running.instance!.dph_total).toBe(record['dph_total']);
+    }
+    const stats = world.sim.stats();
+    expect(stats.requests['GET /api/v1/instances/']).toBeGreaterThan(0);
+    expect(stats.requests['GET /api/v0/instances/']).toBeUndefined();
+    expect(world.sim.billingNow()).toHaveLength(302); // the 300 foreign instances are never touched
     await world.api('POST', `/v1/runs/${runs[0]!.id}/cancel`);
     expect((await world.waitFor(runs[0]!.id, isEnded)).state).toBe('cancelled');
-    await cancelAndCheckNothingBills(world, runs[1]!.id);
+    await world.api('POST', `/v1/runs/${runs[1]!.id}/cancel`);
+    expect((await world.waitFor(runs[1]!.id, isEnded)).state).toBe('cancelled');
+    expect(world.sim.billingNow()).toHaveLength(300);
+  });
+
+  it('notices a running instance that disappears only from complete sweeps, and replaces it', async () => {
+    world = await startWorld();
+    const populated = await request(`${world.sim.url}/_sim/instances/bulk`, { method: 'POST', body: JSON.stringify({ count: 120 }) });
+    await populated.body.dump();
+    const run = await submit(world, jobSpec({ name: 'lost' }));
+    const running = await world.waitFor(run.id, isRunning, 20_000);
+    // Gone behind berth's back (another tool destroyed it): not in any list from now on.
+    const res = await request(`${world.sim.url}/api/v0/instances/${running.instance!.id}/`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${world.sim.apiKey}` },
+    });
+    await res.body.dump();
+    const again = await world.waitFor(run.id, (r) => r.attempts.length >= 2 && r.attempts[0]!.outcome === 'lost', 30_000);
+    expect(again.attempts[0]).toMatchObject({ instance_id: running.instance!.id, outcome: 'lost' });
+    await cancelAndCheckNothingBills(world, run.id, true);
   });
 
   it('destroys an instance with its label that no live run owns', async () => {

@@ -265,7 +265,7 @@ describe('v1 list', () => {
       expect(sizes).toEqual([25, 25, 7]);
       expect(new Set(ids).size).toBe(57);
       expect((await call(own, 'GET', '/api/v1/instances/?after_token=garbage')).status).toBe(400);
-      expect((await call(own, 'GET', '/api/v1/instances/?limit=0')).status).toBe(400);
+      expect((await call(own, 'GET', '/api/v1/instances/?limit=0')).body.instances).toHaveLength(5); // ≤ 0 means 5 (show_instances.yaml)
     } finally {
       await own.close();
     }

@@ -1,8 +1,11 @@
+// The limiter on a fake clock: every schedule below is exact, whatever the machine's load.
 import { afterEach, describe, expect, it } from 'vitest';
 import { createLimiter, type Limiter } from '../../../src/client/limiter.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
 import { testConfig } from './fake-server.js';
 
 let limiter: Limiter | undefined;
+let clock: FakeClock;
 afterEach(async () => {
   await limiter?.close();
   limiter = undefined;
@@ -10,146 +13,147 @@ afterEach(async () => {
 
 const noJitter = () => 0;
 
+function make(rate: NonNullable<Parameters<typeof testConfig>[0]>['rate'], opts: { maxPauseMs?: number; random?: () => number } = {}) {
+  clock = new FakeClock(0, { timeoutTurns: 20 });
+  const resumed: string[] = [];
+  limiter = createLimiter(testConfig({ rate }).rate_limits, { clock, random: opts.random ?? noJitter, maxPauseMs: opts.maxPauseMs, onResume: (g) => resumed.push(g) });
+  return { limiter, resumed };
+}
+
+/** Schedules `n` calls of `group` at once and records the fake time each one ran at. */
+function burstOf(l: Limiter, group: 'search' | 'list' | 'show' | 'create', n: number, work?: () => Promise<void>): { times: number[]; done: Promise<unknown> } {
+  const times: number[] = [];
+  const done = Promise.all(
+    Array.from({ length: n }, () =>
+      l.schedule(group, async () => {
+        times.push(clock.now());
+        await work?.();
+      }),
+    ),
+  );
+  return { times, done };
+}
+
 describe('limiter', () => {
-  it('holds a group to its steady rate after the burst', async () => {
-    const cfg = testConfig({ rate: { search: { per_s: 20, burst: 1 } } });
-    limiter = createLimiter(cfg.rate_limits);
-    const start = performance.now();
-    const times = await Promise.all(Array.from({ length: 21 }, () => limiter!.schedule('search', async () => performance.now() - start)));
-    const last = Math.max(...times);
-    // 1 token at once, then 20 more at 20/s: ~1 s.
-    expect(last).toBeGreaterThan(900);
-    expect(last).toBeLessThan(1400);
-    expect(limiter.stats().search).toMatchObject({ scheduled: 21, sent: 21 });
+  it("spaces calls exactly 1/per_s apart with burst 1 (the service's minimum interval)", async () => {
+    const { limiter: l } = make({ list: { per_s: 2, burst: 1 } });
+    const { times, done } = burstOf(l, 'list', 5);
+    await clock.advance(2000);
+    await done;
+    expect(times).toEqual([0, 500, 1000, 1500, 2000]);
+    expect(l.stats().list).toMatchObject({ scheduled: 5, sent: 5, mode: 'flowing' });
+    await clock.advance(500);
+    expect(l.stats().list).toMatchObject({ mode: 'full', refilling: false });
   });
 
-  it('stops refilling once the bucket is full and idle, and keeps its rate when work returns', async () => {
-    const cfg = testConfig({ rate: { search: { per_s: 20, burst: 2 } } });
-    limiter = createLimiter(cfg.rate_limits);
-    expect(limiter.stats().search.refilling).toBe(false);
-    await Promise.all(Array.from({ length: 4 }, () => limiter!.schedule('search', async () => 1)));
-    expect(limiter.stats().search.refilling).toBe(true);
-    await new Promise((r) => setTimeout(r, 300)); // two tokens at 20/s: full again after ~100 ms
-    expect(limiter.stats().search.refilling).toBe(false);
-    expect(limiter.stats().show.refilling).toBe(false);
-    const start = performance.now();
-    const times = await Promise.all(Array.from({ length: 12 }, () => limiter!.schedule('search', async () => performance.now() - start)));
-    // The full bucket lets 2 through at once (never more), then 10 more at 20/s: ~0.5 s.
-    expect(times.filter((t) => t < 40).length).toBeLessThanOrEqual(2);
-    expect(Math.max(...times)).toBeGreaterThan(400);
-    expect(Math.max(...times)).toBeLessThan(1500);
+  it('lets a burst through at once, then the steady rate', async () => {
+    const { limiter: l } = make({ show: { per_s: 4, burst: 3 } });
+    const { times, done } = burstOf(l, 'show', 6);
+    await clock.advance(1000);
+    await done;
+    expect(times).toEqual([0, 0, 0, 250, 500, 750]);
   });
 
-  it('accrues nothing while the bucket is full, even with a call still in flight', async () => {
-    const cfg = testConfig({ rate: { list: { per_s: 1, burst: 1 } } });
-    limiter = createLimiter(cfg.rate_limits);
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    // A slow call keeps the group busy while its bucket refills to full at ~1 s.
-    const slow = limiter.schedule('list', () => sleep(1600));
-    await sleep(1500);
-    const start = performance.now();
-    const [b, c] = await Promise.all([0, 1].map(() => limiter!.schedule('list', async () => performance.now() - start)));
-    // b takes the one token; c must wait a whole interval from then, as the service's own bucket
-    // would, not only the rest of a second counted from when the bucket was already full.
-    expect(b!).toBeLessThan(400);
-    expect(c! - b!).toBeGreaterThan(900);
-    await slow;
+  it('accrues nothing while full and arms no timer: after a quiet spell the next two calls are still a whole interval apart', async () => {
+    const { limiter: l } = make({ list: { per_s: 1, burst: 1 } });
+    await burstOf(l, 'list', 1).done;
+    await clock.advance(1000);
+    expect(l.stats().list).toMatchObject({ mode: 'full', refilling: false });
+    expect(clock.pending).toBe(0);
+    await clock.advance(60_000);
+    const { times, done } = burstOf(l, 'list', 2);
+    await clock.advance(1000);
+    await done;
+    expect(times).toEqual([61_000, 62_000]);
   });
 
-  it('accrues nothing while the bucket is full and calls wait for a free slot', async () => {
-    const cfg = testConfig({ rate: { list: { per_s: 1, burst: 1, max_concurrent: 1 } } });
-    limiter = createLimiter(cfg.rate_limits);
-    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-    const start = performance.now();
-    const slow = limiter.schedule('list', () => sleep(1600));
-    // b waits for the slot (not a token) while the bucket fills at ~1 s; c comes just after b starts.
-    const b = limiter.schedule('list', async () => performance.now() - start);
-    const bAt = await b;
-    const cAt = await limiter.schedule('list', async () => performance.now() - start);
-    expect(bAt).toBeGreaterThan(1500);
-    expect(cAt - bAt).toBeGreaterThan(900);
-    await slow;
-  });
-
-  it('lets a burst through at once', async () => {
-    const cfg = testConfig({ rate: { show: { per_s: 1, burst: 5 } } });
-    limiter = createLimiter(cfg.rate_limits);
-    const start = performance.now();
-    await Promise.all(Array.from({ length: 5 }, () => limiter!.schedule('show', async () => 1)));
-    expect(performance.now() - start).toBeLessThan(200);
+  it('counts the interval from the call, not from a bucket that filled while a slow call held the only slot', async () => {
+    const { limiter: l } = make({ list: { per_s: 1, burst: 1, max_concurrent: 1 } });
+    const slow = burstOf(l, 'list', 1, () => clock.sleep(1600));
+    const next = burstOf(l, 'list', 2);
+    await clock.advance(3000);
+    await Promise.all([slow.done, next.done]);
+    // The bucket is full at 1000 but the slot is free only at 1600; the third call is 1 s after that.
+    expect([...slow.times, ...next.times]).toEqual([0, 1600, 2600]);
   });
 
   it('caps calls in flight with max_concurrent', async () => {
-    const cfg = testConfig({ rate: { list: { per_s: 1000, burst: 100, max_concurrent: 2 } } });
-    limiter = createLimiter(cfg.rate_limits);
+    const { limiter: l } = make({ list: { per_s: 1000, burst: 100, max_concurrent: 2 } });
     let inFlight = 0;
     let peak = 0;
-    await Promise.all(
-      Array.from({ length: 8 }, () =>
-        limiter!.schedule('list', async () => {
-          peak = Math.max(peak, ++inFlight);
-          await new Promise((r) => setTimeout(r, 20));
-          inFlight--;
-        }),
-      ),
-    );
+    const { done } = burstOf(l, 'list', 8, async () => {
+      peak = Math.max(peak, ++inFlight);
+      await clock.sleep(20);
+      inFlight--;
+    });
+    await clock.advance(200);
+    await done;
     expect(peak).toBe(2);
   });
 
-  it('a 429 pauses only its group, then resumes it', async () => {
-    const cfg = testConfig();
-    const resumed: string[] = [];
-    limiter = createLimiter(cfg.rate_limits, { random: noJitter, onResume: (g) => resumed.push(g) });
-    const info = limiter.pause('show', 2); // ~1/threshold = 500 ms
+  it('a 429 pauses only its group for ~1/threshold, then resumes it with one probe', async () => {
+    const { limiter: l, resumed } = make({ show: { per_s: 10, burst: 1 }, search: { per_s: 10, burst: 1 } });
+    const info = l.pause('show', 2);
     expect(info.pauseMs).toBe(500);
-    expect(limiter.stats().show.paused).toBe(true);
-    // Let the reservoir be emptied (bottleneck's calls are asynchronous).
-    await new Promise((r) => setTimeout(r, 20));
-    const start = performance.now();
-    const [showAt, searchAt] = await Promise.all([
-      limiter.schedule('show', async () => performance.now() - start),
-      limiter.schedule('search', async () => performance.now() - start),
-    ]);
-    expect(searchAt).toBeLessThan(100);
-    expect(showAt).toBeGreaterThan(400);
+    expect(l.stats().show).toMatchObject({ paused: true, mode: 'paused' });
+    await clock.settle();
+    const show = burstOf(l, 'show', 2);
+    const search = burstOf(l, 'search', 1);
+    await clock.advance(700);
+    await Promise.all([show.done, search.done]);
+    expect(search.times).toEqual([0]);
+    expect(show.times).toEqual([500, 600]);
     expect(resumed).toEqual(['show']);
-    expect(limiter.stats().show).toMatchObject({ paused: false, rateLimited: 1, pauses: 1 });
-    expect(limiter.stats().search).toMatchObject({ paused: false, rateLimited: 0 });
+    expect(l.stats().show).toMatchObject({ paused: false, rateLimited: 1, pauses: 1, pausedMs: 500 });
+    expect(l.stats().search).toMatchObject({ paused: false, rateLimited: 0 });
   });
 
   it('grows the pause with consecutive 429s and starts over after a success', async () => {
-    limiter = createLimiter(testConfig().rate_limits, { random: noJitter, maxPauseMs: 10_000 });
-    const first = limiter.pause('create', 10).pauseMs; // 100 ms
+    const { limiter: l } = make({}, { maxPauseMs: 10_000 });
+    const first = l.pause('create', 10).pauseMs; // 100 ms
     // A second 429 from the same burst shares the running pause instead of doubling it.
-    expect(limiter.pause('create', 10).consecutive).toBe(1);
-    await limiter.waitUntilResumed('create');
-    const second = limiter.pause('create', 10).pauseMs;
-    await limiter.waitUntilResumed('create');
-    limiter.succeeded('create');
-    const third = limiter.pause('create', 10).pauseMs;
+    expect(l.pause('create', 10)).toMatchObject({ consecutive: 1, pauseMs: 100 });
+    await clock.advance(100);
+    const second = l.pause('create', 10).pauseMs;
+    await clock.advance(200);
+    l.succeeded('create');
+    const third = l.pause('create', 10).pauseMs;
     expect([first, second, third]).toEqual([100, 200, 100]);
-    expect(limiter.stats().create.rateLimited).toBe(4);
+    expect(l.stats().create.rateLimited).toBe(4);
   });
 
-  it('waits 1 s when the 429 named no threshold, and never beyond the cap', () => {
-    limiter = createLimiter(testConfig().rate_limits, { random: noJitter, maxPauseMs: 300 });
-    expect(limiter.pause('other', undefined).pauseMs).toBe(300);
+  it('pauses create for at least its penalty_s, and never past the cap with jitter (#14 item 26)', async () => {
+    clock = new FakeClock(0, { timeoutTurns: 20 });
+    const cfg = testConfig({ rate: { create: { per_s: 3, burst: 1, penalty_s: 12 } } });
+    limiter = createLimiter(cfg.rate_limits, { clock, random: () => 0.999, maxPauseMs: 15_000 });
+    expect(limiter.pause('create', 4.5).pauseMs).toBe(12_000);
+    expect(limiter.pause('list', 0.1).pauseMs).toBe(14_995); // 10 s with +49.95% jitter
+    expect(limiter.pause('show', 0.05).pauseMs).toBe(15_000); // 20 s grown: held at the cap
   });
 
-  it('adds jitter to the pause', () => {
-    limiter = createLimiter(testConfig().rate_limits, { random: () => 0.999, maxPauseMs: 10_000 });
-    const { pauseMs } = limiter.pause('destroy', 1);
-    expect(pauseMs).toBeGreaterThan(1400);
-    expect(pauseMs).toBeLessThanOrEqual(1500);
+  it('waits until a resume and wakes every waiter once', async () => {
+    const { limiter: l } = make({});
+    l.pause('list', 1);
+    let woke = 0;
+    void l.waitUntilResumed('list').then(() => woke++);
+    void l.waitUntilResumed('list').then(() => woke++);
+    await clock.advance(999);
+    expect(woke).toBe(0);
+    await clock.advance(1);
+    expect(woke).toBe(2);
+    await expect(l.waitUntilResumed('list')).resolves.toBeUndefined();
   });
 
-  it('a cancelled wait rejects at once with code aborted', async () => {
-    limiter = createLimiter(testConfig().rate_limits, { random: noJitter });
-    limiter.pause('list', 0.5); // 2 s
+  it('a cancelled wait rejects at once with code aborted, and the call never runs', async () => {
+    const { limiter: l } = make({});
+    l.pause('list', 0.5); // 2 s
     const ac = new AbortController();
-    setTimeout(() => ac.abort(), 30);
-    const start = performance.now();
-    await expect(limiter.schedule('list', async () => 'ran', ac.signal)).rejects.toMatchObject({ code: 'aborted' });
-    expect(performance.now() - start).toBeLessThan(500);
+    let ran = false;
+    const call = l.schedule('list', async () => (ran = true), ac.signal);
+    await clock.advance(30);
+    ac.abort();
+    await expect(call).rejects.toMatchObject({ code: 'aborted' });
+    await clock.advance(3000);
+    expect(ran).toBe(false);
   });
 });

@@ -1,7 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMarketClient, type MarketplaceClient } from '../../../src/client/marketplace-client.js';
 import type { ClientEvent } from '../../../src/client/events.js';
-import { AmbiguousCreateError, AuthError, BerthError, OfferGoneError, PermissionError } from '../../../src/errors.js';
+import { AmbiguousCreateError, AuthError, BerthError, OfferGoneError, OfferRefusedError, PermissionError } from '../../../src/errors.js';
+import { INSTANCE_COLUMNS } from '../../../src/client/marketplace-client.js';
 import { json, startFakeServer, testConfig, type FakeServer } from './fake-server.js';
 
 const API_KEY = 'sk-unit-test-key-0123456789';
@@ -66,7 +67,7 @@ describe('retries', () => {
       n++;
       if (n === 1) return json(res, 503, { success: false, error: 'unavailable', msg: 'try later' });
       if (n === 2) return res.socket?.destroy();
-      return json(res, 200, { instances_found: 1, instances: [instance(1)] });
+      return json(res, 200, { success: true, instances_found: 1, next_token: null, instances: [instance(1)] });
     });
     expect(await client.listInstances()).toHaveLength(1);
     expect(server.requests).toHaveLength(3);
@@ -80,6 +81,25 @@ describe('retries', () => {
     expect(err).toBeInstanceOf(AuthError);
     expect((err as Error).message).toContain('BERTH_API_KEY');
     expect((err as Error).message).not.toContain(API_KEY);
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a revoked key answered 404 auth_error on search fails at once as an auth error (not backed off)', async () => {
+    server.setHandler((_q, res) => json(res, 404, { error: 'auth_error', msg: 'Invalid user key' }));
+    const err = await client.searchOffers({}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(AuthError);
+    expect(err).toMatchObject({ code: 'auth', status: 404 });
+    expect((err as Error).message).toContain('BERTH_API_KEY');
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a 403 about one offer is OfferRefusedError, not a permission failure', async () => {
+    server.setHandler((_q, res) =>
+      json(res, 403, { success: false, error: 'invalid_args', msg: 'error 403/3586: Offer 31 is not your own. Hosts can only rent their own machines.', ask_id: 31 }),
+    );
+    const err = await client.createInstance(31, createReq).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OfferRefusedError);
+    expect(err).toMatchObject({ code: 'offer_refused', offerId: 31, retryable: false });
     expect(server.requests).toHaveLength(1);
   });
 
@@ -110,6 +130,19 @@ describe('retries', () => {
     expect(client.stats().groups.show.rateLimited).toBe(1);
   });
 
+  it('a 429 on create pauses the create group for at least its penalty, whatever the threshold says', async () => {
+    await client.close();
+    client = makeClient(testConfig({ rate: { create: { per_s: 100, burst: 1, penalty_s: 0.4 } }, retry: { max_delay_s: 2 } }));
+    let n = 0;
+    server.setHandler((_q, res) =>
+      ++n === 1 ? json(res, 429, { detail: 'API requests too frequent endpoint threshold=50' }) : json(res, 200, { success: true, new_contract: 9 }),
+    );
+    expect(await client.createInstance(1, createReq)).toEqual({ instanceId: 9 });
+    expect(server.requests).toHaveLength(2);
+    expect(server.requests[1]!.at - server.requests[0]!.at).toBeGreaterThanOrEqual(390);
+    expect(events.find((e) => e.type === 'rate_limited')).toMatchObject({ group: 'create', pauseMs: 400 });
+  });
+
   it('a plain-text 429 still pauses and retries', async () => {
     let n = 0;
     server.setHandler((_q, res) => {
@@ -136,7 +169,7 @@ describe('retries', () => {
     const ac = new AbortController();
     setTimeout(() => ac.abort(), 100);
     const start = performance.now();
-    await expect(client.listInstances({ signal: ac.signal })).rejects.toMatchObject({ code: 'aborted' });
+    await expect(client.listInstances(undefined, { signal: ac.signal })).rejects.toMatchObject({ code: 'aborted' });
     expect(performance.now() - start).toBeLessThan(1000);
   });
 });
@@ -205,30 +238,60 @@ describe('create is never retried blindly', () => {
 });
 
 describe('instances', () => {
-  it('falls back to the paginated v1 list on 410 and remembers it', async () => {
+  it('walks the v1 list page by page, 25 at a time, asking only for the columns berth reads', async () => {
     const all = Array.from({ length: 60 }, (_, i) => instance(i + 1));
     server.setHandler((q, res) => {
-      if (q.url === '/api/v0/instances/') return json(res, 410, { success: false, error: 'deprecated_endpoint', msg: 'use v1' });
       const u = new URL(q.url, 'http://x');
-      expect(u.pathname).toBe('/api/v1/instances/');
+      if (u.pathname !== '/api/v1/instances/') return json(res, 404, { success: false, error: 'not_found', msg: '' });
       const after = Number(u.searchParams.get('after_token') ?? 0);
       const limit = Number(u.searchParams.get('limit'));
       const page = all.slice(after, after + limit);
       const next = after + limit < all.length ? String(after + limit) : null;
       return json(res, 200, { success: true, instances_found: page.length, total_instances: all.length, next_token: next, instances: page });
     });
-    const first = await client.listInstances();
-    expect(first.map((i) => i.id)).toEqual(all.map((i) => i.id));
-    expect(events.filter((e) => e.type === 'fallback')).toHaveLength(1);
-    server.requests.length = 0;
-    expect(await client.listInstances()).toHaveLength(60);
-    expect(server.requests.map((r) => r.url.split('?')[0])).toEqual(['/api/v1/instances/', '/api/v1/instances/', '/api/v1/instances/']);
-    expect(client.stats().listEndpoint).toBe('v1');
+    const listed = await client.listInstances();
+    expect(listed.map((i) => i.id)).toEqual(all.map((i) => i.id));
+    expect(server.requests).toHaveLength(3);
+    const first = new URL(server.requests[0]!.url, 'http://x');
+    expect(first.pathname).toBe('/api/v1/instances/');
+    expect(first.searchParams.get('limit')).toBe('25');
+    expect(JSON.parse(first.searchParams.get('order_by')!)).toEqual([{ col: 'id', dir: 'asc' }]);
+    expect(JSON.parse(first.searchParams.get('select_cols')!)).toEqual([...INSTANCE_COLUMNS]);
+    expect(JSON.parse(first.searchParams.get('select_cols')!)).not.toContain('extra_env');
+    expect(first.searchParams.has('select_filters')).toBe(false);
+    expect(server.requests.some((r) => r.url.startsWith('/api/v0/instances'))).toBe(false);
+  });
+
+  it('sends select_filters as JSON and returns one page with its token and total', async () => {
+    server.setHandler((_q, res) =>
+      json(res, 200, { success: true, instances_found: 1, total_instances: 3, label_counts: { '': 3 }, next_token: 'tok2', instances: [instance(5)] }),
+    );
+    const page = await client.listInstancePage({ filters: { id: { in: [5, 6] } }, afterToken: 'tok1' });
+    expect(page).toEqual({ instances: [instance(5)], nextToken: 'tok2', total: 3 });
+    const u = new URL(server.requests[0]!.url, 'http://x');
+    expect(JSON.parse(u.searchParams.get('select_filters')!)).toEqual({ id: { in: [5, 6] } });
+    expect(u.searchParams.get('after_token')).toBe('tok1');
+  });
+
+  it('reads `instances: null` as an empty page', async () => {
+    server.setHandler((_q, res) => json(res, 200, { success: true, instances_found: 0, total_instances: 0, next_token: null, instances: null }));
+    expect(await client.listInstances()).toEqual([]);
+  });
+
+  it('a list answered 200 `success: false` is a failure, tried again, never an empty list', async () => {
+    let n = 0;
+    server.setHandler((_q, res) =>
+      ++n === 1
+        ? json(res, 200, { success: false, error: 'internal', msg: 'try later' })
+        : json(res, 200, { success: true, next_token: null, instances: [instance(1)] }),
+    );
+    expect(await client.listInstances()).toHaveLength(1);
+    expect(server.requests).toHaveLength(2);
   });
 
   it('validates instance records and tolerates extra fields and nulls', async () => {
     server.setHandler((_q, res) =>
-      json(res, 200, { instances_found: 1, instances: [{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }] }),
+      json(res, 200, { success: true, next_token: null, instances: [{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }] }),
     );
     expect(await client.listInstances()).toEqual([{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }]);
   });
@@ -247,6 +310,29 @@ describe('instances', () => {
     );
     expect(await client.destroyInstance(1)).toBe('destroyed');
     expect(await client.destroyInstance(2)).toBe('gone');
+  });
+
+  it('a destroy answered 200 `success: false` is not destroyed: it is tried again', async () => {
+    let n = 0;
+    server.setHandler((_q, res) =>
+      ++n === 1 ? json(res, 200, { success: false, error: 'busy', msg: 'Instance is transitioning' }) : json(res, 200, { success: true, msg: 'destroyed' }),
+    );
+    expect(await client.destroyInstance(1)).toBe('destroyed');
+    expect(server.requests).toHaveLength(2);
+  });
+
+  it('a destroy that keeps answering `success: false` fails; it never counts as destroyed', async () => {
+    await client.close();
+    client = makeClient(testConfig({ retry: { max_retry_time_s: 0.2 } }));
+    server.setHandler((_q, res) => json(res, 200, { success: false, error: 'busy', msg: 'no' }));
+    await expect(client.destroyInstance(1)).rejects.toMatchObject({ code: 'unsuccessful' });
+  });
+
+  it('a stop or label answered 200 `success: false` fails at once', async () => {
+    server.setHandler((_q, res) => json(res, 200, { success: false, error: 'label_too_long', msg: 'label too long' }));
+    await expect(client.setInstanceLabel(1, 'x')).rejects.toMatchObject({ code: 'unsuccessful', retryable: false });
+    await expect(client.setInstanceState(1, 'stopped')).rejects.toMatchObject({ code: 'unsuccessful' });
+    expect(server.requests).toHaveLength(2);
   });
 
   it('destroy is retried on transient faults', async () => {

@@ -1,20 +1,65 @@
+// The poller on a fake clock against a fake account whose list keeps the service's pace (one call
+// per `spacing`, as berth's list limiter does): every schedule below is exact.
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Instance, MarketClient } from '../../../src/client/types.js';
+import type { Instance, InstancePage, InstancePageQuery, MarketClient } from '../../../src/client/types.js';
 import { BerthError } from '../../../src/errors.js';
-import { InstancePoller } from '../../../src/daemon/poller.js';
+import { InstancePoller, type PollSubscriber } from '../../../src/daemon/poller.js';
 import { silentLogger } from '../../../src/logger.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
 
-function fakeClient(fail = false) {
-  const calls: number[] = [];
+const INTERVAL = 10_000;
+const SPACING = 1_000;
+
+interface Call {
+  at: number;
+  kind: 'sweep' | 'ids' | 'labels';
+  ids?: number[];
+}
+
+/** An account of `count` instances (ids 1000..), listed 25 per page in id order. */
+function fakeAccount(clock: FakeClock, count: number) {
+  const instances: Instance[] = Array.from({ length: count }, (_, i) => ({
+    id: 1000 + i,
+    label: `foreign-${i}`,
+    machine_id: 1,
+    actual_status: 'running',
+  }));
+  const calls: Call[] = [];
+  let lastAt = Number.NEGATIVE_INFINITY;
+  let failNext = 0;
   const client = {
-    async listInstances(): Promise<Instance[]> {
-      calls.push(Date.now());
-      await new Promise((r) => setTimeout(r, 5));
-      if (fail) throw new BerthError('auth', 'bad key');
-      return [{ id: calls.length, label: null, machine_id: 1, actual_status: 'running' }];
+    async listInstancePage(q: InstancePageQuery, opts?: { signal?: AbortSignal }): Promise<InstancePage> {
+      // The list limiter: one call per SPACING.
+      await clock.sleepUntil(lastAt + SPACING, opts?.signal);
+      lastAt = clock.now();
+      const idIn = q.filters?.['id']?.['in'] as number[] | undefined;
+      const labelIn = q.filters?.['label']?.['in'] as string[] | undefined;
+      calls.push({ at: clock.now(), kind: idIn ? 'ids' : labelIn ? 'labels' : 'sweep', ...(idIn ? { ids: idIn } : {}) });
+      if (failNext > 0) {
+        failNext--;
+        throw new BerthError('server_error', 'list failed');
+      }
+      const matching = instances.filter((i) => (!idIn || idIn.includes(i.id)) && (!labelIn || labelIn.includes(i.label ?? '')));
+      const after = q.afterToken ? Number(q.afterToken) : 0;
+      const rest = matching.filter((i) => i.id > after);
+      const page = rest.slice(0, 25).map((i) => ({ ...i }));
+      return { instances: page, nextToken: rest.length > 25 ? String(page.at(-1)!.id) : null, total: matching.length };
     },
   } as unknown as MarketClient;
-  return { client, calls };
+  return { client, instances, calls, failNextCalls: (n: number) => (failNext = n) };
+}
+
+function recorder(waited: () => number[] = () => []) {
+  const seen: Array<{ at: number; ids: number[] }> = [];
+  const absent: Array<{ at: number; ids: number[] }> = [];
+  const sweeps: Array<{ startedAt: number; count: number }> = [];
+  const subscriber: PollSubscriber = {
+    waitedIds: waited,
+    onSeen: (instances, at) => void seen.push({ at, ids: instances.map((i) => i.id) }),
+    onAbsent: (ids, at) => void absent.push({ at, ids }),
+    onSweep: (instances, startedAt) => void sweeps.push({ startedAt, count: instances.length }),
+  };
+  return { subscriber, seen, absent, sweeps };
 }
 
 let poller: InstancePoller | undefined;
@@ -23,38 +68,137 @@ afterEach(async () => {
   poller = undefined;
 });
 
-describe('the shared poller', () => {
-  it('lists once per interval and hands every list to onList', async () => {
-    const { client, calls } = fakeClient();
-    const seen: number[] = [];
-    poller = new InstancePoller({ client, intervalMs: 100, log: silentLogger(), onList: (l) => void seen.push(l[0]!.id) });
-    poller.start();
-    await new Promise((r) => setTimeout(r, 350));
-    expect(calls.length).toBeGreaterThanOrEqual(2); // timers run late on a loaded machine, never early
-    expect(calls.length).toBeLessThanOrEqual(5);
-    expect(seen).toEqual(calls.map((_, i) => i + 1));
+function start(clock: FakeClock, client: MarketClient, subscriber: PollSubscriber): InstancePoller {
+  poller = new InstancePoller({ client, clock, intervalMs: INTERVAL, listSpacingMs: SPACING, log: silentLogger() });
+  poller.subscribe(subscriber);
+  poller.start();
+  return poller;
+}
+
+describe('the poller, small account (one page)', () => {
+  it('makes exactly one call per interval: a one-page sweep that also answers the waited ids', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 10);
+    const rec = recorder(() => [1003, 999]);
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(3 * INTERVAL - 1);
+    expect(account.calls).toEqual([
+      { at: 0, kind: 'sweep' },
+      { at: 10_000, kind: 'sweep' },
+      { at: 20_000, kind: 'sweep' },
+    ]);
+    expect(rec.sweeps).toEqual([
+      { startedAt: 0, count: 10 },
+      { startedAt: 10_000, count: 10 },
+      { startedAt: 20_000, count: 10 },
+    ]);
+    expect(rec.seen[0]!.ids).toContain(1003);
+  });
+});
+
+describe('the poller, 1,000 instances (40 pages)', () => {
+  it('lists the waited ids at the start of every interval, never delayed by the sweep', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const rec = recorder(() => [1500, 99]);
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(10 * INTERVAL - 1);
+    const targeted = account.calls.filter((c) => c.kind === 'ids');
+    // The first round sweeps first (the account's size is not known yet), then every targeted
+    // list goes exactly on the interval.
+    expect(targeted.map((c) => c.at)).toEqual([1000, 10_000, 20_000, 30_000, 40_000, 50_000, 60_000, 70_000, 80_000, 90_000]);
+    expect(targeted[1]!.ids).toEqual([1500, 99]);
+    // Id 99 is not on the account: each targeted list says so, dated from when it was asked for
+    // (the first waited at the limiter behind the first sweep page: never dated later than sent).
+    expect(rec.absent.map((a) => a.at)).toEqual([0, ...targeted.slice(1).map((c) => c.at)]);
+    expect(rec.absent.every((a) => a.ids.length === 1 && a.ids[0] === 99)).toBe(true);
   });
 
-  it('serves waiters from one list started after they asked, waking the poller early', async () => {
-    const { client, calls } = fakeClient();
-    poller = new InstancePoller({ client, intervalMs: 60_000, log: silentLogger(), onList: () => undefined });
-    poller.start();
-    await new Promise((r) => setTimeout(r, 20)); // the first poll is done; the next is a minute away
-    const asked = Date.now();
-    const [a, b] = await Promise.all([poller.next(asked), poller.next(asked)]);
-    expect(a).toBe(b);
-    expect(calls).toHaveLength(2);
-    expect(calls[1]!).toBeGreaterThanOrEqual(asked);
+  it('sweeps the whole account in the rest of the budget, page by page, and hands it over when complete', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const rec = recorder(() => [1500]);
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(60 * SPACING);
+    const sweepCalls = account.calls.filter((c) => c.kind === 'sweep');
+    // 9 pages fit between two targeted lists (a 10th would take the next interval's slot).
+    expect(sweepCalls.filter((c) => c.at > 10_000 && c.at < 20_000).map((c) => c.at)).toEqual([
+      11_000, 12_000, 13_000, 14_000, 15_000, 16_000, 17_000, 18_000, 19_000,
+    ]);
+    expect(rec.sweeps[0]).toEqual({ startedAt: 0, count: 1000 });
+    // Calls never come closer than the list budget allows: nothing waits at the limiter but itself.
+    const gaps = account.calls.slice(1).map((c, i) => c.at - account.calls[i]!.at);
+    expect(Math.min(...gaps)).toBe(SPACING);
   });
 
-  it('does not spin when the list keeps failing, and rejects waiters on stop', async () => {
-    const { client, calls } = fakeClient(true);
-    poller = new InstancePoller({ client, intervalMs: 200, log: silentLogger(), onList: () => undefined });
-    poller.start();
-    const waiting = poller.next(Date.now());
-    await new Promise((r) => setTimeout(r, 450));
-    expect(calls.length).toBeLessThanOrEqual(4);
-    await poller.stop();
+  it('sees a booting instance running at the next interval, however large the account', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const booting = account.instances[700]!;
+    booting.actual_status = 'loading';
+    const rec = recorder(() => [booting.id]);
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(12_000);
+    booting.actual_status = 'running';
+    await clock.advance(8_000);
+    const seenRunning = rec.seen.find((s) => s.at >= 12_000 && s.ids.includes(booting.id));
+    expect(seenRunning?.at).toBe(20_000);
+  });
+
+  it('never starves the sweep: every interval gets a page even when the targeted list fills it', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    // 300 waited ids: 12 targeted calls, longer than the interval.
+    const rec = recorder(() => Array.from({ length: 300 }, (_, i) => 1000 + i));
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(100_000);
+    const kinds = account.calls.map((c) => c.kind);
+    const rounds = kinds.join(',').split('sweep').filter((r) => r.length > 0);
+    expect(kinds.filter((k) => k === 'sweep').length).toBeGreaterThanOrEqual(7);
+    // Between two sweep pages there is at most one whole targeted round (12 calls).
+    for (const r of rounds) expect(r.split(',').filter((k) => k === 'ids').length).toBeLessThanOrEqual(12);
+  });
+});
+
+describe('failures and look-ups', () => {
+  it('a failed list is skipped, not read as absence, and not tried again until the next interval', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const rec = recorder(() => [99]);
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(INTERVAL - 1);
+    const before = account.calls.length;
+    const absentBefore = rec.absent.length;
+    account.failNextCalls(1);
+    await clock.advance(INTERVAL + 1);
+    // The targeted call at 10 s failed: no absence from it, and the next call is the next interval's.
+    expect(account.calls.slice(before).map((c) => c.at)).toEqual([10_000, 20_000]);
+    expect(rec.absent.slice(absentBefore).map((a) => a.at)).toEqual([20_000]);
+  });
+
+  it('looks labels up in the next free slot, several in one call, null for a label no instance has', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const p = start(clock, account.client, recorder().subscriber);
+    await clock.advance(3000);
+    // The sweep page of 3 s is done and the one of 4 s is booked: the look-up takes the slot after it.
+    const a = p.findLabel('foreign-3', clock.now());
+    const b = p.findLabel('berth:s:r:1', clock.now());
+    await clock.advance(2000);
+    expect(await a).toMatchObject({ id: 1003 });
+    expect(await b).toBeNull();
+    const lookups = account.calls.filter((c) => c.kind === 'labels');
+    expect(lookups).toEqual([{ at: 5000, kind: 'labels' }]);
+  });
+
+  it('on stop, a pending look-up is rejected as aborted, never answered "not found"', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 10);
+    account.failNextCalls(100);
+    const p = start(clock, account.client, recorder().subscriber);
+    const waiting = p.findLabel('x', clock.now());
+    await clock.advance(5000);
+    await p.stop();
     await expect(waiting).rejects.toMatchObject({ code: 'aborted' });
   });
 });

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { Offer } from '../../../src/client/types.js';
 import type { Config } from '../../../src/config/schema.js';
-import { buildSearchQuery, describeRelaxStep, relaxStepCount, usableOffers } from '../../../src/job-spec/search-query.js';
+import { billedPricePerHour, buildSearchQuery, describeRelaxStep, relaxStepCount, usableOffers } from '../../../src/job-spec/search-query.js';
 import { parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
 
 const runs: Config['runs'] = {
@@ -22,28 +22,53 @@ const specJob = resolveJobSpec(
 );
 
 describe('buildSearchQuery', () => {
-  it('sends the filters as written at relax level 0, plus the fixed rules', () => {
+  it('sends the filters as written at relax level 0, plus the fixed rules, the service defaults and the disk', () => {
     expect(buildSearchQuery(specJob, 0, none)).toEqual({
       gpu_name: { eq: 'RTX 4090' },
       num_gpus: { eq: 1 },
       gpu_ram: { gte: 24000 },
       verified: { eq: true },
+      rented: { eq: false },
       direct_port_count: { gte: 1 },
       dph_total: { lte: 0.9 },
       rentable: { eq: true },
+      allocated_storage: 40,
       order: [['dlperf_per_dphtotal', 'desc']],
       type: 'on-demand',
       limit: 64,
     });
   });
 
+  it('prices every search for the disk the instance will have (allocated_storage = disk_gb)', () => {
+    const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 4000 }), runs);
+    expect(buildSearchQuery(spec, 0, none)['allocated_storage']).toBe(4000);
+    expect(buildSearchQuery(spec, 1, none)['allocated_storage']).toBe(4000);
+  });
+
+  it('sends berth\'s verified default explicitly, and a dropped service-defaulted filter in the form that widens', () => {
+    const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
+      ...runs,
+      relax: [{ drop: ['verified'] }, { drop: ['rented', 'gpu_ram'] }],
+    });
+    // Absent, the service would apply verified eq true anyway; berth says so.
+    expect(buildSearchQuery(spec, 0, none)['verified']).toEqual({ eq: true });
+    // Deleting it would change nothing: it is sent as "either".
+    expect(buildSearchQuery(spec, 1, none)['verified']).toEqual({ in: [true, false] });
+    const level2 = buildSearchQuery(spec, 2, none);
+    expect(level2['rented']).toEqual({ in: [true, false] });
+    expect(level2).not.toHaveProperty('gpu_ram');
+    // rentable is berth's own fixed rule: never widened.
+    const dropRentable = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), { ...runs, relax: [{ drop: ['rentable'] }] });
+    expect(buildSearchQuery(dropRentable, 1, none)['rentable']).toEqual({ eq: true });
+  });
+
   it('applies the relax ladder one step per level, in order', () => {
     expect(relaxStepCount(specJob)).toBe(2);
     const level1 = buildSearchQuery(specJob, 1, none);
-    expect(level1).not.toHaveProperty('verified');
+    expect(level1['verified']).toEqual({ in: [true, false] });
     expect(level1['gpu_name']).toEqual({ eq: 'RTX 4090' });
     const level2 = buildSearchQuery(specJob, 2, none);
-    expect(level2).not.toHaveProperty('verified');
+    expect(level2['verified']).toEqual({ in: [true, false] });
     expect(level2['gpu_name']).toEqual({ in: ['RTX 4090', 'RTX 3090', 'RTX A6000'] });
     expect(level2['gpu_ram']).toEqual({ gte: 24000 });
     expect(() => buildSearchQuery(specJob, 3, none)).toThrow(RangeError);
@@ -135,5 +160,37 @@ describe('usableOffers', () => {
     ];
     const usable = usableOffers(offers, specJob, { offerIds: [6], machineIds: [70] });
     expect(usable.map((o) => o.id)).toEqual([1, 3, 8]);
+  });
+
+  it('checks the billed price, disk included, not a quote for a smaller disk (#14 item 2)', () => {
+    // $0.15/h compute and $0.20/GB/month storage: quoted $0.157/h for 8 GB; a 4000 GB disk bills $1.25/h.
+    const cheapQuote = { ...offer(1, 10, 0.157, 1), dph_base: 0.15, storage_cost: 0.2 };
+    const big = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 4000 }), runs);
+    expect(billedPricePerHour(cheapQuote, 4000)).toBeCloseTo(0.15 + (0.2 * 4000) / 720, 6);
+    expect(usableOffers([cheapQuote], big, none)).toEqual([]);
+    const small = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 8 }), runs);
+    expect(usableOffers([cheapQuote], small, none)).toHaveLength(1);
+  });
+
+  it('takes the larger of the quote and base + disk, and trusts no offer without a usable price', () => {
+    expect(billedPricePerHour({ ...offer(1, 1, 0.9, 1), dph_base: 0.1, storage_cost: 0.1 }, 10)).toBe(0.9);
+    // Without storage_cost the disk part is what dph_total adds to dph_base (priced for this disk).
+    expect(billedPricePerHour({ ...offer(1, 1, 0.5, 1), dph_base: 0.4 }, 100)).toBe(0.5);
+    expect(billedPricePerHour({ ...offer(1, 1, Number.NaN, 1) }, 10)).toBeNull();
+    expect(billedPricePerHour({ ...offer(1, 1, -1, 1) }, 10)).toBeNull();
+    const noPrice = { ...offer(1, 10, 0.2, 1), dph_total: 'cheap' as unknown as number };
+    expect(usableOffers([noPrice], specJob, none)).toEqual([]);
+  });
+
+  it('for a bid, the billed price is the bid plus the disk', () => {
+    const o = { ...offer(1, 10, 0.05, 1), dph_base: 0.04, storage_cost: 0.36 };
+    expect(billedPricePerHour(o, 100, 0.3)).toBeCloseTo(0.3 + 0.05, 6);
+    // No storage_cost and no dph_base: the disk part is unknown, the offer is not trusted.
+    expect(billedPricePerHour(offer(1, 10, 0.05, 1), 100, 0.3)).toBeNull();
+    const bid = resolveJobSpec(
+      parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.32, disk_gb: 100, search: { type: 'bid' }, bid_price: 0.3 }),
+      runs,
+    );
+    expect(usableOffers([o], bid, none)).toEqual([]);
   });
 });

@@ -1,0 +1,87 @@
+// Removes secrets (the API key, env values) from service text before berth quotes any of it. The
+// service may echo what it was sent, and not only verbatim: in another letter case, JSON-escaped
+// (a JSON string inside a message, or Python's \uXXXX escapes), URL-encoded, or cut short by its own
+// truncation. So any run of the text, of at least MIN_FRAGMENT characters, that is a piece of a
+// secret in one of those forms, compared without case, is replaced. A secret shorter than
+// MIN_FRAGMENT is replaced only whole, and one shorter than MIN_SECRET (a "1", a "true") is not
+// sought: it would blank out ordinary words and tells nothing on its own.
+//
+// Over-redaction is harmless (the text is only ever a message); a missed fragment is not.
+
+/** Shortest secret worth seeking. */
+export const MIN_SECRET = 4;
+/** Shortest piece of a longer secret that is replaced. */
+export const MIN_FRAGMENT = 6;
+/** Service text past this is cut before scrubbing: no message quotes that much. */
+export const MAX_SCRUBBED_TEXT = 2000;
+const MARK = '[redacted]';
+
+/** Lower case that keeps every index in place (a few characters lower-case to two). */
+function fold(text: string): string {
+  const lower = text.toLowerCase();
+  if (lower.length === text.length) return lower;
+  let out = '';
+  for (const ch of text) {
+    const l = ch.toLowerCase();
+    out += l.length === ch.length ? l : ch;
+  }
+  return out;
+}
+
+/** The forms a secret may come back in, folded. */
+function formsOf(secret: string): string[] {
+  const json = JSON.stringify(secret).slice(1, -1);
+  const asciiJson = json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  const forms = new Set([secret, json, asciiJson, encodeURIComponent(secret), JSON.stringify(json).slice(1, -1)]);
+  return [...forms].map(fold);
+}
+
+/**
+ * The secrets to keep out of messages, indexed by every MIN_FRAGMENT-character piece of every form,
+ * so scrubbing costs one set look-up per character of the text, however many secrets there are
+ * (a daemon remembers the env values of every create it sent). A window that matches pieces of two
+ * different secrets is hidden too: over-redaction only.
+ */
+export class SecretScrubber {
+  private readonly known = new Set<string>();
+  private readonly pieces = new Set<string>();
+  /** Forms shorter than MIN_FRAGMENT: replaced only whole. */
+  private readonly whole = new Set<string>();
+
+  constructor(secrets: Iterable<string> = []) {
+    for (const s of secrets) this.add(s);
+  }
+
+  add(secret: string): void {
+    if (secret.length < MIN_SECRET || this.known.has(secret)) return;
+    this.known.add(secret);
+    for (const form of formsOf(secret)) {
+      if (form.length < MIN_FRAGMENT) this.whole.add(form);
+      else for (let i = 0; i + MIN_FRAGMENT <= form.length; i++) this.pieces.add(form.slice(i, i + MIN_FRAGMENT));
+    }
+  }
+
+  /** `text` with every form and every long enough piece of each secret replaced by "[redacted]". */
+  scrub(text: string): string {
+    if (this.known.size === 0 || text.length === 0) return text;
+    const hay = fold(text);
+    const hidden = new Uint8Array(text.length);
+    for (let i = 0; i + MIN_FRAGMENT <= hay.length; i++) {
+      if (this.pieces.has(hay.slice(i, i + MIN_FRAGMENT))) hidden.fill(1, i, i + MIN_FRAGMENT);
+    }
+    for (const form of this.whole) {
+      for (let at = hay.indexOf(form); at !== -1; at = hay.indexOf(form, at + 1)) hidden.fill(1, at, at + form.length);
+    }
+    let out = '';
+    for (let i = 0; i < text.length; i++) {
+      if (!hidden[i]) out += text[i];
+      else if (i === 0 || !hidden[i - 1]) out += MARK;
+    }
+    return out;
+  }
+}
+
+/** `text` with every form and every long enough piece of each secret replaced by "[redacted]". */
+export function scrubSecrets(text: string, secrets: readonly string[] | SecretScrubber): string {
+  return (secrets instanceof SecretScrubber ? secrets : new SecretScrubber(secrets)).scrub(text);
+}

@@ -1,0 +1,105 @@
+// The arithmetic of one endpoint group's rate limit: no timers, no I/O, time passed in by the caller
+// (the limiter reads it from the Clock), so every schedule can be checked exactly.
+//
+// The service enforces "a minimum interval between requests for a given endpoint and identity"
+// (rate-limits-and-errors.mdx), so the bucket must never let two calls go closer than 1/per_s
+// unless the user configured a burst. One `mode`, three states:
+// - full: `burst` tokens and nothing accrues, fractions included: the service counts its interval
+//   from the last request, so a token saved up while idle would let the next-but-one call arrive
+//   early. Left by take() → flowing.
+// - flowing: one token accrues every 1/per_s, counted from the take that left `full`; back to full
+//   once `burst` tokens are there.
+// - paused: after a 429. No tokens, nothing accrues until `pausedUntil`; resume() hands out one
+//   probe token and the count starts again from then.
+export type BucketMode = 'full' | 'flowing' | 'paused';
+
+export class TokenBucket {
+  mode: BucketMode = 'full';
+  tokens: number;
+  /** flowing: when the next token accrues (ms, the caller's clock). */
+  nextAt = 0;
+  /** paused: when the pause ends. */
+  pausedUntil = 0;
+  private readonly intervalMs: number;
+
+  constructor(
+    readonly perS: number,
+    readonly burst: number,
+  ) {
+    if (!(perS > 0) || !(burst >= 1)) throw new RangeError(`a token bucket needs per_s > 0 and burst >= 1, got ${perS} and ${burst}`);
+    this.tokens = burst;
+    this.intervalMs = 1000 / perS;
+  }
+
+  /**
+   * A call took a token at `now`. The limiter only runs a call when it holds a token; a call let
+   * through just before a pause emptied the bucket still counts, and leaves it empty.
+   */
+  take(now: number): void {
+    this.accrue(now);
+    this.tokens = Math.max(0, this.tokens - 1);
+    if (this.mode === 'paused') return;
+    if (this.mode === 'full' || this.nextAt === Number.POSITIVE_INFINITY) {
+      this.mode = 'flowing';
+      this.nextAt = now + this.intervalMs;
+    }
+  }
+
+  /** Adds the tokens due by `now` and returns how many; a full or paused bucket gains none. */
+  accrue(now: number): number {
+    if (this.mode !== 'flowing') return 0;
+    let added = 0;
+    while (this.tokens < this.burst && this.nextAt <= now) {
+      this.tokens++;
+      added++;
+      this.nextAt += this.intervalMs;
+    }
+    if (this.tokens >= this.burst) this.mode = 'full';
+    return added;
+  }
+
+  /** When something changes without a call: the next token (flowing), the resume (paused), or never (full). */
+  nextChangeAt(): number | undefined {
+    if (this.mode === 'flowing') return this.nextAt;
+    if (this.mode === 'paused') return this.pausedUntil;
+    return undefined;
+  }
+
+  /** flowing: when the bucket will be full again if nobody takes a token (the last token's time). */
+  fullAt(): number | undefined {
+    if (this.mode !== 'flowing') return undefined;
+    return this.nextAt + (this.burst - this.tokens - 1) * this.intervalMs;
+  }
+
+  /** Empties the bucket until `until` (a later pause already running is kept). */
+  pause(until: number): void {
+    this.pausedUntil = this.mode === 'paused' ? Math.max(this.pausedUntil, until) : until;
+    this.mode = 'paused';
+    this.tokens = 0;
+  }
+
+  /** Ends a pause with one probe token; the next one accrues a whole interval after it is taken. */
+  resume(): void {
+    if (this.mode !== 'paused') return;
+    this.pausedUntil = 0;
+    this.tokens = 1;
+    this.mode = this.tokens >= this.burst ? 'full' : 'flowing';
+    // A flowing bucket after a resume counts its next token from the probe's take (see take()).
+    this.nextAt = Number.POSITIVE_INFINITY;
+  }
+}
+
+/** The pause after a 429: ~1/threshold s, doubled per 429 in a row, jittered up to +50%, then capped. */
+export interface PausePolicy {
+  /** Longest pause, ms: the jitter never takes it past this (`retry.max_delay_s`). */
+  maxPauseMs: number;
+  /** Shortest pause, ms: the service's `penalty` for this endpoint (create: 12 s); wins over the cap. */
+  penaltyMs?: number;
+}
+
+export function pauseMs(threshold: number | undefined, consecutive: number, random: number, policy: PausePolicy): number {
+  const base = threshold ? 1000 / threshold : 1000;
+  const grown = base * 2 ** Math.min(Math.max(consecutive, 1) - 1, 16);
+  const jittered = grown * (1 + 0.5 * random);
+  return Math.round(Math.max(policy.penaltyMs ?? 0, Math.min(policy.maxPauseMs, jittered)));
+}

@@ -1,0 +1,64 @@
+// A spec the service would refuse on every create (create_instance.yaml x-input-validation) is
+// refused at validation, with the JSON path named and no value of an env variable in the message.
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { SpecError, type SpecIssue } from '../../../src/errors.js';
+import { attemptLabel } from '../../../src/daemon/labels.js';
+import { CREATE_INPUT_LIMITS, envTotalSize } from '../../../src/job-spec/create-input-limits.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+
+const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
+
+function issuesOf(input: unknown): SpecIssue[] {
+  try {
+    parseJobSpec(input);
+  } catch (err) {
+    expect(err).toBeInstanceOf(SpecError);
+    return (err as SpecError).issues;
+  }
+  throw new Error('expected the spec to be rejected');
+}
+
+describe('create input limits', () => {
+  it('disk_gb below 8 GB', () => {
+    expect(issuesOf({ ...minimal, disk_gb: 7.5 })).toEqual([{ path: '$.disk_gb', message: expect.stringMatching(/at least 8 GB/) }]);
+    expect(parseJobSpec({ ...minimal, disk_gb: 8 }).disk_gb).toBe(8);
+  });
+
+  it('an env value over 256 characters, naming the variable but never showing the value', () => {
+    const secret = 's'.repeat(250) + 'SECRET';
+    const issues = issuesOf({ ...minimal, env: { OK: 'x'.repeat(256), HF_TOKEN: `${secret}!` } });
+    expect(issues).toEqual([{ path: '$.env.HF_TOKEN', message: expect.stringMatching(/257 characters.*at most 256/) }]);
+    expect(JSON.stringify(issues)).not.toContain('SECRET');
+  });
+
+  it('an env over 32768 characters in all, counted as the Docker flags', () => {
+    const env = Object.fromEntries(Array.from({ length: 130 }, (_, i) => [`V${i}`, 'x'.repeat(250)]));
+    expect(envTotalSize(env)).toBeGreaterThan(CREATE_INPUT_LIMITS.envTotalMaxChars);
+    expect(issuesOf({ ...minimal, env })).toEqual([{ path: '$.env', message: expect.stringMatching(/at most 32768/) }]);
+    const fits = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`V${i}`, 'x'.repeat(250)]));
+    expect(parseJobSpec({ ...minimal, env: fits }).env).toEqual(fits);
+  });
+
+  it('an image over 1024 characters', () => {
+    expect(issuesOf({ ...minimal, image: `r/${'a'.repeat(1023)}` })).toEqual([{ path: '$.image', message: expect.stringMatching(/1024/) }]);
+    expect(parseJobSpec({ ...minimal, image: `r/${'a'.repeat(1022)}` }).image).toHaveLength(1024);
+  });
+
+  it('a bid outside 0.001-128 $/h', () => {
+    const bid = (bid_price: number) => ({ ...minimal, max_price_per_hour: 500, search: { type: 'bid' }, bid_price });
+    expect(issuesOf(bid(0.0005))).toEqual([{ path: '$.bid_price', message: expect.stringMatching(/at least 0.001/) }]);
+    expect(issuesOf(bid(129))).toEqual([{ path: '$.bid_price', message: expect.stringMatching(/at most 128/) }]);
+    expect(parseJobSpec(bid(128)).bid_price).toBe(128);
+  });
+
+  it('an onstart that even compressed exceeds 4048 characters (already refused)', () => {
+    const random = randomBytes(6000).toString('base64');
+    expect(issuesOf({ ...minimal, onstart: random }).map((i) => i.path)).toEqual(['$.onstart']);
+  });
+
+  it('the label berth builds stays within 256 characters for any attempt number', () => {
+    expect(attemptLabel('a1b2c3d4', 'abcdefghijkl', Number.MAX_SAFE_INTEGER).length).toBeLessThanOrEqual(CREATE_INPUT_LIMITS.labelMaxChars);
+    expect(() => attemptLabel('x'.repeat(300), 'r', 1)).toThrow(RangeError);
+  });
+});
