@@ -6,12 +6,13 @@ import {
   concludeAttempt,
   deadlineError,
   destroyBackoffMs,
+  firstBid,
   failureOfStatus,
   type AttemptOutcome,
   type InstanceStatus,
   type RunError,
 } from './run-rules.js';
-import type { Candidate, CurrentAttempt, RunContext, RunEmitted } from './run-types.js';
+import type { Candidate, CurrentAttempt, Endpoint, RunContext, RunEmitted } from './run-types.js';
 
 type Change = Partial<RunContext>;
 type Ending = NonNullable<CurrentAttempt['ending']>;
@@ -40,6 +41,7 @@ export function startAttempt(context: RunContext): Change {
     offerId: next.offerId,
     machineId: next.machineId,
     dphTotal: next.dphTotal,
+    diskDph: next.diskDph,
     instanceId: null,
     createdAt: null,
     bootDeadlineAt: null,
@@ -49,6 +51,10 @@ export function startAttempt(context: RunContext): Change {
     missingPolls: 0,
     status: null,
     ending: null,
+    bidPrice: context.searchType === 'bid' ? firstBid(context.limits.bid, next.minBid) : null,
+    runningSeenAt: null,
+    reachable: null,
+    rebidAt: null,
   };
   return { attemptCount: n, candidates: rest, current };
 }
@@ -60,8 +66,35 @@ export function withInstance(context: RunContext, instanceId: number, createdAt:
   return { current: { ...cur, instanceId, createdAt, bootDeadlineAt } };
 }
 
-export function withRunning(context: RunContext, instance: InstanceStatus): Change {
-  return { current: { ...context.current!, status: instance, missingPolls: 0 } };
+/** The list shows it running: SSH readiness is checked from here. */
+export function withProbing(context: RunContext, instance: InstanceStatus, now: number): Change {
+  const cur = context.current!;
+  return { current: { ...cur, status: instance, missingPolls: 0, runningSeenAt: cur.runningSeenAt ?? now } };
+}
+
+/** Ready: by status, by an SSH banner on `reachable`, or by the onstart callback (status kept as last listed). */
+export function withRunning(context: RunContext, instance: InstanceStatus | null, reachable: Endpoint[] | null): Change {
+  const cur = context.current!;
+  return { current: { ...cur, status: instance ?? cur.status, missingPolls: 0, reachable } };
+}
+
+/** The instance starts again after a rebid: it gets a new boot deadline and is probed afresh. */
+export function withRestartedBoot(context: RunContext, instance: InstanceStatus | null, now: number): Change {
+  const cur = context.current!;
+  return {
+    current: {
+      ...cur,
+      status: instance ?? cur.status,
+      missingPolls: 0,
+      bootDeadlineAt: now + context.limits.bootTimeoutS * 1000,
+      runningSeenAt: null,
+      reachable: null,
+    },
+  };
+}
+
+export function withBidRaised(context: RunContext, price: number, now: number): Change {
+  return { current: { ...context.current!, bidPrice: price, rebidAt: now } };
 }
 
 function withEnding(context: RunContext, ending: Ending, change: Change = {}): Change {
@@ -93,25 +126,64 @@ export function endingCancelled(context: RunContext): Change {
   );
 }
 
-/** The boot deadline passed; when the run's own deadline passed too, the run fails after the destroy. */
+/**
+ * The boot deadline passed; when the run's own deadline passed too, the run fails after the
+ * destroy. An instance the list showed running but whose SSH never answered is `unreachable`.
+ */
 export function endingBootTimeout(context: RunContext, now: number): Change {
   const cur = context.current!;
   const seen = cur.status?.actual_status ?? 'provisioning';
   const deadline = now >= context.deadlineAt;
+  const unreachable = cur.runningSeenAt !== null;
+  const detail = deadline
+    ? `run deadline reached while instance ${cur.instanceId} was ${unreachable ? 'running without answering SSH' : seen}`
+    : unreachable
+      ? unreachableDetail(context)
+      : `instance ${cur.instanceId} still ${seen} after ${context.limits.bootTimeoutS} s`;
   return withEnding(
     context,
-    {
-      outcome: 'boot_timeout',
-      detail: deadline
-        ? `run deadline reached while instance ${cur.instanceId} was ${seen}`
-        : `instance ${cur.instanceId} still ${seen} after ${context.limits.bootTimeoutS} s`,
-    },
+    { outcome: unreachable ? 'unreachable' : 'boot_timeout', detail },
     { endReason: deadline ? deadlineError(context) : context.endReason },
   );
 }
 
+function unreachableDetail(context: RunContext, why?: string): string {
+  const cur = context.current!;
+  const where = sshEndpointsText(cur.status);
+  return `instance ${cur.instanceId} was running but SSH${where} did not answer with a banner${why ? ` (${why})` : ` within ${context.limits.sshTimeoutS} s`}`;
+}
+
+function sshEndpointsText(status: InstanceStatus | null): string {
+  const parts = [];
+  if (status?.ssh_host && status.ssh_port) parts.push(`${status.ssh_host}:${status.ssh_port}`);
+  const direct = status?.ports?.['22/tcp']?.[0]?.HostPort;
+  if (status?.public_ipaddr && direct) parts.push(`${status.public_ipaddr}:${direct}`);
+  return parts.length ? ` at ${parts.join(' and ')}` : '';
+}
+
+/** Running by the list, but SSH never answered within readiness.ssh_timeout_s (or the probe gave up). */
+export function endingUnreachable(context: RunContext, why?: string): Change {
+  return endingAs(context, 'unreachable', unreachableDetail(context, why));
+}
+
+/** Outbid and not rebid (on_outbid failover or on_demand, or the bid reached the cap). */
+export function endingOutbid(context: RunContext, instance: InstanceStatus | null, why: string): Change {
+  const cur = context.current!;
+  return withEnding(
+    context,
+    { outcome: 'outbid', detail: `instance ${cur.instanceId} was outbid at $${cur.bidPrice ?? '?'}/h: ${why}` },
+    { current: { ...cur, status: instance ?? cur.status } },
+  );
+}
+
+/** The money guard ended the run: its instance goes, and the run ends `expired`. */
+export function endingExpired(context: RunContext, reason: RunError): Change {
+  return withEnding(context, { outcome: 'expired', detail: reason.message }, { expire: context.expire ?? reason });
+}
+
 /** The create finished after a cancel or the deadline: the new instance goes at once. */
 export function endingForEndReason(context: RunContext): Change {
+  if (!context.cancelRequested && context.expire) return endingAs(context, 'expired', context.expire.message);
   const detail = context.cancelRequested ? 'cancelled by the user while creating' : (context.endReason?.message ?? 'run ended');
   return endingAs(context, 'cancelled', detail);
 }

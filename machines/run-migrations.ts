@@ -1,7 +1,7 @@
 // Stored snapshots of older machine versions, brought to the current shape, so that upgrading
 // berth resumes its runs instead of failing them (a run that cannot be resumed is failed and its
 // instances destroyed, which costs the user a working instance). One step per version; pure.
-import type { RunContext } from './run-types.js';
+import type { RunContext, RunLimits } from './run-types.js';
 
 /** The part of a persisted xstate snapshot a migration may change. */
 export interface StoredRunSnapshot {
@@ -12,7 +12,9 @@ export interface StoredRunSnapshot {
 /** Gone-offer budget of runs stored before it existed (the config default). */
 const V1_GONE_OFFERS_PER_SEARCH = 3;
 
-const STEPS: Record<number, (s: StoredRunSnapshot) => StoredRunSnapshot> = {
+type Step = (s: StoredRunSnapshot, limits: RunLimits) => StoredRunSnapshot;
+
+const STEPS: Record<number, Step> = {
   // v1 → v2: the attempt history left the context (the attempts table holds it); gone offers are
   // kept apart from blocked ones, with a per-search budget.
   1: (s) => {
@@ -25,15 +27,36 @@ const STEPS: Record<number, (s: StoredRunSnapshot) => StoredRunSnapshot> = {
     };
     return { ...s, context: { ...context, ...next, limits: { goneOffersPerSearch: V1_GONE_OFFERS_PER_SEARCH, ...limits } } };
   },
+  // v2 → v3: runs can expire (runtime, budget), wait for SSH, and bid; an attempt in flight has no
+  // bid of record, so it is never rebid. (The driver puts fresh limits in after every migration.)
+  2: (s, limits) => {
+    const context = s.context as Record<string, unknown>;
+    const upgrade = (a: Record<string, unknown> | null) =>
+      a && { diskDph: 0, bidPrice: null, runningSeenAt: null, reachable: null, rebidAt: null, ...a };
+    const candidates = (context['candidates'] as Array<Record<string, unknown>> | undefined) ?? [];
+    return {
+      ...s,
+      context: {
+        ...context,
+        expire: null,
+        searchType: limits.bid ? 'bid' : 'on-demand',
+        candidates: candidates.map((c) => ({ minBid: null, diskDph: 0, ...c })),
+        current: upgrade(context['current'] as Record<string, unknown> | null),
+      },
+    };
+  },
 };
 
-/** The snapshot in the shape of machine version `to`, or null when no migration leads there. */
-export function migrateRunSnapshot(snapshot: StoredRunSnapshot, from: number, to: number): StoredRunSnapshot | null {
+/**
+ * The snapshot in the shape of machine version `to`, or null when no migration leads there.
+ * `limits` are the run's limits as this berth derives them from its spec and configuration.
+ */
+export function migrateRunSnapshot(snapshot: StoredRunSnapshot, from: number, to: number, limits: RunLimits): StoredRunSnapshot | null {
   let current = snapshot;
   for (let v = from; v < to; v++) {
     const step = STEPS[v];
     if (!step) return null;
-    current = step(current);
+    current = step(current, limits);
   }
   return from <= to ? current : null;
 }

@@ -1,7 +1,7 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
 // Nothing here does I/O or reads the clock.
 import type { Instance } from '../src/client/types.js';
-import type { RunContext } from './run-types.js';
+import type { BidPolicy, CurrentAttempt, Endpoint, RunContext, RunLimits } from './run-types.js';
 
 /**
  * What one poll saw of an instance: the status fields of the service's record and nothing else, so
@@ -9,7 +9,7 @@ import type { RunContext } from './run-types.js';
  */
 export type InstanceStatus = Pick<
   Instance,
-  'id' | 'actual_status' | 'intended_status' | 'cur_state' | 'status_msg' | 'ssh_host' | 'ssh_port' | 'dph_total'
+  'id' | 'actual_status' | 'intended_status' | 'cur_state' | 'status_msg' | 'ssh_host' | 'ssh_port' | 'dph_total' | 'public_ipaddr' | 'ports'
 >;
 
 /** Outcomes of an attempt (SPEC section 4). */
@@ -19,6 +19,9 @@ export type AttemptOutcome =
   | 'unknown'
   | 'offline'
   | 'boot_timeout'
+  | 'unreachable'
+  | 'outbid'
+  | 'expired'
   | 'offer_unavailable'
   | 'create_failed'
   | 'cancelled'
@@ -65,14 +68,74 @@ export function isRunningStatus(status: InstanceStatus): boolean {
   return status.actual_status === 'running';
 }
 
-/** Outcomes after which the machine (not only the offer) is not tried again for this run. */
+/**
+ * Outcomes after which the machine (not only the offer) is not tried again for this run: the host
+ * itself failed. Not an offer taken by someone else, a refused create, an outbid (the market moved,
+ * not the machine), nor an attempt the run itself ended (cancelled, expired).
+ */
+const MACHINE_AT_FAULT: ReadonlySet<AttemptOutcome> = new Set(['exited', 'unknown', 'offline', 'boot_timeout', 'unreachable', 'lost']);
+
 export function blocksMachine(outcome: AttemptOutcome): boolean {
-  return outcome !== 'offer_unavailable' && outcome !== 'cancelled' && outcome !== 'create_failed';
+  return MACHINE_AT_FAULT.has(outcome);
 }
 
 /** An offer that was gone before anything booted does not use up one of the run's attempts (SPEC 4.2). */
 export function countsAgainstLimit(outcome: AttemptOutcome): boolean {
-  return outcome !== 'offer_unavailable' && outcome !== 'cancelled';
+  return outcome !== 'offer_unavailable' && outcome !== 'cancelled' && outcome !== 'expired';
+}
+
+/**
+ * An interruptible instance that was outbid: the service stopped it (`actual_status` stopped) while
+ * berth still wants it running (`intended_status` is not `stopped`: berth never stops instances, it
+ * destroys them). A bid create that the machine cannot start now comes back the same way.
+ */
+export function isOutbid(status: InstanceStatus, attempt: Pick<CurrentAttempt, 'bidPrice'>): boolean {
+  return attempt.bidPrice !== null && status.actual_status === 'stopped' && status.intended_status !== 'stopped';
+}
+
+/**
+ * Where SSH can answer for this record: the service's proxy (`ssh_host`:`ssh_port`), and the host's
+ * own address with the port mapped to 22 (`public_ipaddr` + `ports["22/tcp"][0].HostPort`, present
+ * only while running). Either may be missing.
+ */
+export function sshEndpoints(status: InstanceStatus | null): Endpoint[] {
+  if (!status) return [];
+  const out: Endpoint[] = [];
+  if (status.ssh_host && typeof status.ssh_port === 'number' && status.ssh_port > 0) {
+    out.push({ kind: 'proxy', host: status.ssh_host, port: status.ssh_port });
+  }
+  const mapped = Number(status.ports?.['22/tcp']?.[0]?.HostPort);
+  if (status.public_ipaddr && Number.isInteger(mapped) && mapped > 0) {
+    out.push({ kind: 'direct', host: status.public_ipaddr, port: mapped });
+  }
+  return out;
+}
+
+export function sameEndpoints(a: Endpoint[], b: Endpoint[]): boolean {
+  return a.length === b.length && a.every((e, i) => e.kind === b[i]!.kind && e.host === b[i]!.host && e.port === b[i]!.port);
+}
+
+/** The compute bid an attempt starts with: the offer's min_bid for 'min', else the spec's price. */
+export function firstBid(bid: BidPolicy | null, minBid: number | null): number | null {
+  if (!bid) return null;
+  return bid.price === 'min' ? (minBid ?? null) : bid.price;
+}
+
+/**
+ * The next bid after an outbid: the current one raised by stepPct, never past what keeps the billed
+ * price (bid + disk) under the run's cap. Null when the bid cannot go up any more.
+ */
+export function nextBid(limits: Pick<RunLimits, 'bid' | 'maxPricePerHour'>, attempt: Pick<CurrentAttempt, 'bidPrice' | 'diskDph'>): number | null {
+  if (!limits.bid || attempt.bidPrice === null) return null;
+  const ceiling = roundBid(limits.maxPricePerHour - attempt.diskDph);
+  const raised = roundBid(attempt.bidPrice * (1 + limits.bid.stepPct / 100));
+  const next = Math.min(Math.max(raised, attempt.bidPrice + 0.001), ceiling);
+  return next > attempt.bidPrice ? next : null;
+}
+
+/** Bids go to the service with 3 decimals (its minimum step, 0.001 $/h). */
+function roundBid(x: number): number {
+  return Math.floor(x * 1000 + 1e-9) / 1000;
 }
 
 /**

@@ -22,6 +22,34 @@ export interface RunLimits {
    * so without this budget a run whose offers keep vanishing would send creates without end.
    */
   goneOffersPerSearch: number;
+  /** When the instance counts as ready: its SSH endpoint answers with a banner, or its status is running. */
+  readyWhen: ReadyWhen;
+  /** How long a running instance may stay unreachable over SSH before it is replaced (readiness.ssh_timeout_s). */
+  sshTimeoutS: number;
+  /** The run's price cap, $/h billed (compute and disk): a rebid never takes an instance past it. */
+  maxPricePerHour: number;
+  /** Interruptible runs only; null for on-demand. */
+  bid: BidPolicy | null;
+}
+
+export type ReadyWhen = 'ssh' | 'status';
+export type OnOutbid = 'rebid' | 'failover' | 'on_demand';
+
+export interface BidPolicy {
+  /** $/h for compute, or 'min': the offer's min_bid at the time of the create. */
+  price: number | 'min';
+  /** Raise per rebid, percent of the current bid. */
+  stepPct: number;
+  onOutbid: OnOutbid;
+  /** How long after a rebid the instance may stay stopped before the bid is raised again. */
+  rebidWaitS: number;
+}
+
+/** Where SSH answers: the service's proxy, or the host's own address and mapped port. */
+export interface Endpoint {
+  kind: 'proxy' | 'direct';
+  host: string;
+  port: number;
 }
 
 export interface RunInput {
@@ -34,7 +62,12 @@ export interface RunInput {
 export interface Candidate {
   offerId: number;
   machineId: number;
+  /** $/h billed for this run's disk, compute included (for a bid: at the bid berth will send). */
   dphTotal: number;
+  /** The offer's current minimum bid, $/h (interruptible searches). */
+  minBid: number | null;
+  /** The disk's part of dphTotal, $/h: a bid plus this is what the instance is billed. */
+  diskDph: number;
 }
 
 export interface CurrentAttempt {
@@ -42,6 +75,8 @@ export interface CurrentAttempt {
   offerId: number;
   machineId: number;
   dphTotal: number;
+  /** The disk's part of the billed price, $/h (a rebid keeps bid + this under the cap). */
+  diskDph: number;
   instanceId: number | null;
   createdAt: number | null;
   bootDeadlineAt: number | null;
@@ -52,6 +87,14 @@ export interface CurrentAttempt {
   status: InstanceStatus | null;
   /** Why the instance is being destroyed; null while it is wanted. */
   ending: { outcome: AttemptOutcome; detail: string } | null;
+  /** The attempt's current bid, $/h of compute; null on-demand. */
+  bidPrice: number | null;
+  /** When a list first showed the instance running (readiness waits from here). */
+  runningSeenAt: number | null;
+  /** SSH endpoints that answered with a banner, once reachable. */
+  reachable: Endpoint[] | null;
+  /** When the bid was last raised (the instance then gets rebidWaitS to start again). */
+  rebidAt: number | null;
 }
 
 export interface RunContext {
@@ -81,6 +124,10 @@ export interface RunContext {
   cancelRequested: boolean;
   /** Set when the run must fail once its instance is gone (deadline reached while creating). */
   endReason: RunError | null;
+  /** Set by EXPIRE (runtime or budget reached): the run ends `expired` once its instance is gone. */
+  expire: RunError | null;
+  /** Offers searched for: a bid run that is outbid with on_outbid "on_demand" switches for good. */
+  searchType: 'on-demand' | 'bid';
   error: RunError | null;
 }
 
@@ -88,7 +135,11 @@ export type RunEvent =
   | { type: 'ADMIT' }
   | { type: 'CANCEL' }
   /** From the shared poller: the current instance as listed, or null when the list lacks it. */
-  | { type: 'POLL'; instance: InstanceStatus | null; listedAt: number };
+  | { type: 'POLL'; instance: InstanceStatus | null; listedAt: number }
+  /** From the daemon's money guard: the run's max_runtime_s or budget_usd is reached. */
+  | { type: 'EXPIRE'; reason: RunError }
+  /** From the readiness callback, token already checked by the daemon: attempt n's onstart has run. */
+  | { type: 'READY'; n: number };
 
 /** Events the machine reports; the daemon writes them to the run's event log with the snapshot. */
 export type RunEmitted =
@@ -100,11 +151,16 @@ export type RunEmitted =
   | { type: 'attempt.instance'; n: number; instanceId: number }
   | { type: 'attempt.status'; n: number; status: InstanceStatus }
   | { type: 'attempt.ended'; n: number; offerId: number; machineId: number; instanceId: number | null; outcome: AttemptOutcome; detail: string }
-  | { type: 'attempt.running'; n: number; status: InstanceStatus }
+  | { type: 'attempt.running'; n: number; status: InstanceStatus; reachable: Endpoint[] | null; via: 'ssh' | 'status' | 'callback' }
+  /** The instance is being destroyed because its attempt ended (its logs can still be asked for). */
+  | { type: 'attempt.ending'; n: number; instanceId: number; outcome: AttemptOutcome; detail: string }
+  | { type: 'bid.raised'; n: number; instanceId: number; price: number }
+  | { type: 'search.switched'; to: 'on-demand' }
   | { type: 'destroy.requested'; n: number; instanceId: number }
   | { type: 'destroy.retry'; n: number; instanceId: number; error: RunError; retryAt: number }
   | { type: 'destroy.confirmed'; n: number; instanceId: number }
   | { type: 'run.failed'; error: RunError }
+  | { type: 'run.expired'; error: RunError }
   | { type: 'run.cancelled' };
 
 // ---- actor contracts (implemented in src/daemon/run-actors.ts) ----
@@ -113,14 +169,22 @@ export interface SearchInput {
   relaxLevel: number;
   blockedOffers: number[];
   blockedMachines: number[];
+  searchType: 'on-demand' | 'bid';
 }
 export interface SearchOutput {
   candidates: Candidate[];
+  /** Set when offers matched but the run's remaining budget cannot pay for any of them to boot. */
+  exhausted?: RunError;
 }
 export interface CreateInput {
   runId: string;
   n: number;
   offerId: number;
+  machineId: number;
+  /** $/h billed, as the search priced it for this run. */
+  dphTotal: number;
+  /** $/h compute bid for an interruptible instance; null on-demand. */
+  bidPrice: number | null;
 }
 export type CreateOutput =
   | { kind: 'created'; instanceId: number; createdAt: number }
@@ -136,5 +200,23 @@ export interface DestroyOutput {
 }
 export interface SleepInput {
   until: number;
+}
+/** Tries the endpoints (paced, one probe in flight per instance) until one answers with an SSH banner. */
+export interface ProbeInput {
+  runId: string;
+  n: number;
+  instanceId: number;
+  endpoints: Endpoint[];
+}
+export interface ProbeOutput {
+  /** Every endpoint that answered (at least one). */
+  reachable: Endpoint[];
+}
+export interface ChangeBidInput {
+  runId: string;
+  n: number;
+  instanceId: number;
+  /** New compute bid, $/h. */
+  price: number;
 }
 

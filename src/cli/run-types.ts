@@ -2,10 +2,10 @@
 // them; the daemon owns their meaning.
 import type { RunView } from '../daemon/run-view.js';
 
-export const RUN_STATES = ['queued', 'searching', 'creating', 'booting', 'running', 'destroying', 'failed', 'cancelled'] as const;
+export const RUN_STATES = ['queued', 'searching', 'creating', 'booting', 'rebidding', 'running', 'destroying', 'failed', 'cancelled', 'expired'] as const;
 export type RunState = (typeof RUN_STATES)[number];
 
-export const END_STATES: ReadonlySet<string> = new Set(['failed', 'cancelled']);
+export const END_STATES: ReadonlySet<string> = new Set(['failed', 'cancelled', 'expired']);
 
 // The shapes are the daemon's own (src/daemon/run-view.ts), so the two can never drift apart.
 export type Run = Omit<RunView, 'state'> & { state: RunState };

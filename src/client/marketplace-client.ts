@@ -120,8 +120,9 @@ const MAX_V1_PAGES = 10_000;
  * The columns berth reads of an instance, asked for with `select_cols` so a list of 1,000 instances
  * is a few dozen KB instead of ~1 MB: the status fields the run machine decides on (`actual_status`,
  * `intended_status`, `cur_state`, and `status_msg` for the "OCI runtime create failed" case), the
- * label (ownership and the look-up of creates with an unknown outcome), the SSH endpoint shown to
- * the user, the billed `dph_total` shown in status, and `machine_id`. Never `extra_env` or `onstart`:
+ * label (ownership and the look-up of creates with an unknown outcome), the SSH endpoints shown to
+ * the user and probed for readiness (the proxy `ssh_host`/`ssh_port`, the direct `public_ipaddr` +
+ * `ports`), the billed `dph_total` shown in status, and `machine_id`. Never `extra_env` or `onstart`:
  * env values (secrets) do not even travel.
  */
 export const INSTANCE_COLUMNS = [
@@ -134,6 +135,8 @@ export const INSTANCE_COLUMNS = [
   'status_msg',
   'ssh_host',
   'ssh_port',
+  'public_ipaddr',
+  'ports',
   'dph_total',
 ] as const;
 
@@ -383,6 +386,11 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
 
     async setInstanceLabel(instanceId: number, label: string, opts?: CallOptions): Promise<void> {
       await call({ op: 'change', group: 'change', method: 'PUT', path: `/api/v0/instances/${instanceId}/`, body: { label }, signal: opts?.signal });
+    },
+
+    async changeBid(instanceId: number, price: number, opts?: CallOptions): Promise<void> {
+      // change_bid.yaml: {client_id: "me", price} in $/h, 0.001-32 per GPU. Idempotent: retried on faults.
+      await call({ op: 'change', group: 'change', method: 'PUT', path: `/api/v0/instances/bid_price/${instanceId}/`, body: { client_id: 'me', price }, signal: opts?.signal });
     },
 
     async currentUser(opts?: CallOptions): Promise<CurrentUser> {

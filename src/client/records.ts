@@ -31,6 +31,9 @@ const instanceSchema = z.looseObject({
   ssh_host: z.string().nullish(),
   ssh_port: z.number().nullish(),
   dph_total: z.number().nullish(),
+  public_ipaddr: z.string().nullish(),
+  // Only the shape berth reads; anything else in a mapping is let through untouched.
+  ports: z.record(z.string(), z.array(z.looseObject({ HostIp: z.string().optional(), HostPort: z.string().optional() })).nullable()).nullish(),
 });
 
 export const searchResponseSchema = z.looseObject({ offers: z.array(offerSchema) });

@@ -27,6 +27,10 @@ export interface Instance {
   ssh_host?: string | null;
   ssh_port?: number | null;
   dph_total?: number | null;
+  /** The host's address: with `ports["22/tcp"]`, the direct SSH endpoint. */
+  public_ipaddr?: string | null;
+  /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
+  ports?: Record<string, Array<{ HostIp?: string; HostPort?: string }> | null> | null;
   [field: string]: unknown;
 }
 
@@ -107,5 +111,7 @@ export interface MarketClient {
   destroyInstance(instanceId: number, options?: CallOptions): Promise<'destroyed' | 'gone'>;
   setInstanceState(instanceId: number, state: 'stopped' | 'running', options?: CallOptions): Promise<void>;
   setInstanceLabel(instanceId: number, label: string, options?: CallOptions): Promise<void>;
+  /** Sets the compute bid ($/h) of an interruptible instance (`PUT /api/v0/instances/bid_price/{id}/`). */
+  changeBid(instanceId: number, price: number, options?: CallOptions): Promise<void>;
   currentUser(options?: CallOptions): Promise<CurrentUser>;
 }

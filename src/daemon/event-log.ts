@@ -16,6 +16,14 @@ function sshLine(host: string | null | undefined, port: number | null | undefine
   return host && port ? `; ssh -p ${port} root@${host}` : '';
 }
 
+/** The SSH line(s) of a running instance: every endpoint that answered, else the listed proxy. */
+function sshLines(e: Extract<RunEmitted, { type: 'attempt.running' }>): string {
+  if (e.reachable?.length) return e.reachable.map((r) => `; ssh -p ${r.port} root@${r.host} (${r.kind})`).join('');
+  return sshLine(e.status.ssh_host, e.status.ssh_port);
+}
+
+const READY_BY = { ssh: 'its SSH answered', status: 'its status is running', callback: 'its onstart called back' } as const;
+
 /** Applies one emitted event to the store and returns the line written to the event log. */
 export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string, e: RunEmitted, at: number): LoggedEvent {
   const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info', foldKey?: string): LoggedEvent => {
@@ -67,12 +75,28 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
     case 'attempt.running':
       store.attempts.setStatus(runId, e.n, e.status);
       store.attempts.setOutcome(runId, e.n, 'running', null, null);
-      return append(`attempt #${e.n}: instance ${e.status.id} is running${sshLine(e.status.ssh_host, e.status.ssh_port)}`, {
+      return append(`attempt #${e.n}: instance ${e.status.id} is ready (${READY_BY[e.via]})${sshLines(e)}`, {
         n: e.n,
         instanceId: e.status.id,
         sshHost: e.status.ssh_host,
         sshPort: e.status.ssh_port,
+        reachable: e.reachable,
+        via: e.via,
       });
+    case 'attempt.ending':
+      return append(`attempt #${e.n}: instance ${e.instanceId} goes (${e.outcome}${e.detail ? `: ${e.detail}` : ''})`, {
+        n: e.n,
+        instanceId: e.instanceId,
+        outcome: e.outcome,
+      }, e.outcome === 'cancelled' || e.outcome === 'expired' ? 'info' : 'warn');
+    case 'bid.raised':
+      return append(`attempt #${e.n}: outbid; bid for instance ${e.instanceId} raised to $${e.price}/h`, {
+        n: e.n,
+        instanceId: e.instanceId,
+        price: e.price,
+      }, 'warn');
+    case 'search.switched':
+      return append('outbid: searching on-demand offers from now on (on_outbid "on_demand")', { to: e.to }, 'warn');
     case 'attempt.ended':
       store.attempts.setOutcome(runId, e.n, e.outcome, e.detail, at);
       return append(`attempt #${e.n} ended: ${e.outcome}${e.detail ? ` (${e.detail})` : ''}`, {
@@ -96,5 +120,7 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
       return append(`run failed (${e.error.kind}): ${e.error.message}`, { error: e.error }, 'warn');
     case 'run.cancelled':
       return append('run cancelled; it holds no instance', null);
+    case 'run.expired':
+      return append(`run expired (${e.error.kind}): ${e.error.message}; it holds no instance`, { error: e.error }, 'warn');
   }
 }

@@ -5,6 +5,9 @@
 import { fromPromise } from 'xstate';
 import type {
   Candidate,
+  ChangeBidInput,
+  ProbeInput,
+  ProbeOutput,
   CreateInput,
   CreateOutput,
   DestroyInput,
@@ -18,9 +21,10 @@ import type { Clock } from '../clock.js';
 import { describeError, isBerthError } from '../errors.js';
 import { encodeOnstart } from '../job-spec/onstart.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
-import { billedPriceFor, buildSearchQuery, usableOffers } from '../job-spec/search-query.js';
+import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../job-spec/search-query.js';
 import type { Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
+import { probeUntilReachable } from './ssh-probe.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from './poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
@@ -109,7 +113,8 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
         label,
         ...(spec.onstart ? { onstart: encodeOnstart(spec.onstart) } : {}),
         ...(spec.env ? { env: spec.env } : {}),
-        price: spec.search.type === 'bid' ? (spec.bid_price ?? null) : null,
+        // The machine decides the attempt's bid (the spec's price, or the offer's min_bid): null on-demand.
+        price: input.bidPrice,
         runtype: 'ssh_direc ssh_proxy',
       },
       { signal },
@@ -147,7 +152,12 @@ export function makeRunActors(deps: RunActorDeps) {
   const { client, store } = deps;
   return {
     searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
-      const spec = deps.specOf(input.runId);
+      const stored = deps.specOf(input.runId);
+      // A bid run outbid with on_outbid "on_demand" searches (and is priced) on-demand from then on.
+      const spec =
+        input.searchType === stored.search.type
+          ? stored
+          : { ...stored, search: { ...stored.search, type: input.searchType }, bid_price: undefined };
       const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
       // Offers sibling runs are trying are left out of the query, so the search returns others.
       const query = buildSearchQuery(spec, input.relaxLevel, {
@@ -159,11 +169,13 @@ export function makeRunActors(deps: RunActorDeps) {
       const candidates: Candidate[] = deps.quarantine
         .lastIfQuarantined(usable, (o) => o.machine_id)
         .map((o) => ({
-        offerId: o.id,
-        machineId: o.machine_id,
-        // What the instance will be billed (its disk included), not the search's quote.
-        dphTotal: billedPriceFor(o, spec) ?? o.dph_total,
-      }));
+          offerId: o.id,
+          machineId: o.machine_id,
+          // What the instance will be billed (its disk included), not the search's quote.
+          dphTotal: billedPriceFor(o, spec) ?? o.dph_total,
+          minBid: typeof o['min_bid'] === 'number' ? o['min_bid'] : null,
+          diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
+        }));
       return { candidates };
     }),
 
@@ -174,6 +186,12 @@ export function makeRunActors(deps: RunActorDeps) {
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
     }),
+
+    probeSsh: fromPromise<ProbeOutput, ProbeInput>(async ({ input, signal }) => ({
+      reachable: await probeUntilReachable(input.endpoints, deps.clock, signal),
+    })),
+
+    changeBid: fromPromise<void, ChangeBidInput>(({ input, signal }) => client.changeBid(input.instanceId, input.price, { signal })),
 
     // Any length: a deadline weeks away must not fire at once (setTimeout's 24.8-day limit).
     sleepUntil: fromPromise<void, SleepInput>(({ input, signal }) => deps.clock.sleepUntil(input.until, signal)),

@@ -58,6 +58,15 @@ export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
     destroyConfirmS: Math.max(5 * config.polling.interval_s, 30),
     missingPollsToLose: 3,
     goneOffersPerSearch: config.runs.gone_offers_per_search,
+    // Readiness by SSH banner and the bid policy arrive with issue #12's job spec fields; until
+    // then a run is ready by its status and a bid is the spec's fixed price, never raised.
+    readyWhen: 'status',
+    sshTimeoutS: 180,
+    maxPricePerHour: spec.max_price_per_hour,
+    bid:
+      spec.search.type === 'bid' && spec.bid_price !== undefined
+        ? { price: spec.bid_price, stepPct: 0, onOutbid: 'failover', rebidWaitS: 60 }
+        : null,
   };
 }
 
@@ -131,9 +140,10 @@ export class RunDriver {
     const input = { runId: row.id, limits: runLimits(this.spec, deps.config), submittedAt: row.created_at };
     const stored = row.snapshot_json ? (JSON.parse(row.snapshot_json) as StoredRunSnapshot) : undefined;
     // canResume() was checked before this driver was made, so a stored snapshot migrates.
-    const snapshot = stored
-      ? (migrateRunSnapshot(stored, row.machine_version ?? RUN_MACHINE_VERSION, RUN_MACHINE_VERSION) as unknown as RunSnapshot)
-      : undefined;
+    const migrated = stored && migrateRunSnapshot(stored, row.machine_version ?? RUN_MACHINE_VERSION, RUN_MACHINE_VERSION, input.limits);
+    // Limits are derived from the stored spec and this daemon's configuration, not state: a restored
+    // run takes them fresh (deadlines are absolute timestamps in context and do not move).
+    const snapshot = migrated ? ({ ...migrated, context: { ...migrated.context, limits: input.limits } } as unknown as RunSnapshot) : undefined;
     const actor = createActor(deps.machine, snapshot ? { input, snapshot } : { input });
     this.actor = actor;
     actor.on('*', (e) => this.pending.push(e as RunEmitted));

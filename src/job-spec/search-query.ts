@@ -119,12 +119,19 @@ const price = (v: unknown): number | undefined => (typeof v === 'number' && Numb
 export function billedPricePerHour(offer: Offer, diskGb: number, bidPrice?: number): number | null {
   const total = price(offer.dph_total);
   const base = price(offer['dph_base']);
-  const storage = price(offer['storage_cost']);
-  const disk =
-    storage !== undefined ? (storage * diskGb) / HOURS_PER_MONTH : total !== undefined && base !== undefined ? Math.max(0, total - base) : undefined;
+  const disk = diskPricePerHour(offer, diskGb);
   if (bidPrice !== undefined) return disk === undefined ? null : bidPrice + disk;
   if (total === undefined) return null;
   return base !== undefined && disk !== undefined ? Math.max(total, base + disk) : total;
+}
+
+/** What `diskGb` of the offer's storage bills per hour, or undefined when the offer does not say. */
+export function diskPricePerHour(offer: Offer, diskGb: number): number | undefined {
+  const total = price(offer.dph_total);
+  const base = price(offer['dph_base']);
+  const storage = price(offer['storage_cost']);
+  if (storage !== undefined) return (storage * diskGb) / HOURS_PER_MONTH;
+  return total !== undefined && base !== undefined ? Math.max(0, total - base) : undefined;
 }
 
 /** The billed price of `offer` for this spec (its disk, and its bid if it bids). */

@@ -1,13 +1,14 @@
 // The runs table: one row per submitted run, with its state, error and the machine's snapshot.
 import type { Db } from './database.js';
 
-export const END_STATES = ['failed', 'cancelled'] as const;
+export const END_STATES = ['failed', 'cancelled', 'expired'] as const;
 export type RunState =
   | 'queued'
   | 'searching'
   | 'creating'
   | 'booting'
   | 'running'
+  | 'rebidding'
   | 'destroying'
   | (typeof END_STATES)[number];
 

@@ -51,7 +51,7 @@ function actors(createInstance: MarketClient['createInstance']) {
 }
 
 const create = (fn: MarketClient['createInstance']) =>
-  toPromise(createActor(actors(fn).createInstance, { input: { runId: 'run1', n: 1, offerId: 31 } }).start());
+  toPromise(createActor(actors(fn).createInstance, { input: { runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.5, bidPrice: null } }).start());
 
 describe('create actor', () => {
   it('a 403 about the offer ("not your own") moves on like a gone offer: the offer is blocked, the run goes on', async () => {
@@ -66,7 +66,7 @@ describe('create actor', () => {
     await expect(create(async () => Promise.reject(new PermissionError('instance_write')))).rejects.toMatchObject({ code: 'permission' });
     store.runs.insert({ id: 'run2', name: 'j', specJson: '{}', createdAt: 0 });
     const a = actors(async () => Promise.reject(new AuthError(undefined, 'auth_error', 404)));
-    await expect(toPromise(createActor(a.createInstance, { input: { runId: 'run2', n: 1, offerId: 32 } }).start())).rejects.toMatchObject({
+    await expect(toPromise(createActor(a.createInstance, { input: { runId: 'run2', n: 1, offerId: 32, machineId: 320, dphTotal: 0.5, bidPrice: null } }).start())).rejects.toMatchObject({
       code: 'auth',
     });
   });

@@ -8,10 +8,14 @@ import {
   type Candidate,
   type CreateInput,
   type CreateOutput,
+  type ChangeBidInput,
   type DestroyInput,
+  type Endpoint,
+  type ProbeInput,
   type RunEmitted,
   type RunLimits,
   type SearchInput,
+  type SearchOutput,
 } from '../../../machines/run-machine.js';
 import type { InstanceStatus } from '../../../machines/run-rules.js';
 
@@ -25,13 +29,17 @@ export const LIMITS: RunLimits = {
   destroyConfirmS: 20,
   missingPollsToLose: 3,
   goneOffersPerSearch: 3,
+  readyWhen: 'status',
+  sshTimeoutS: 30,
+  maxPricePerHour: 1,
+  bid: null,
 };
 
 export function offers(...ids: number[]): Candidate[] {
-  return ids.map((id) => ({ offerId: id, machineId: id * 10, dphTotal: 0.5 }));
+  return ids.map((id) => ({ offerId: id, machineId: id * 10, dphTotal: 0.5, minBid: 0.2, diskDph: 0.05 }));
 }
 
-type SearchResult = Candidate[] | Error;
+type SearchResult = Candidate[] | SearchOutput | Error;
 type CreateResult = CreateOutput | Error;
 
 /** The fake marketplace the stubs talk to: what was asked of it, and what it answers. */
@@ -46,6 +54,12 @@ export class FakeWorld {
   destroys: DestroyInput[] = [];
   journal = new Map<string, CreateOutput>();
   nextInstanceId = 100;
+  /** SSH probes started (one per entry into booting.probing). */
+  probes: ProbeInput[] = [];
+  /** What probes answer: endpoints that answer, or 'never' (the probe keeps trying until stopped). */
+  probeAnswer: 'all' | 'never' | Error = 'all';
+  /** Bids sent with change-bid. */
+  bids: ChangeBidInput[] = [];
   /** Pending creates the test resolves by hand (for "cancel while creating"). */
   holdCreates = false;
   private held: Array<() => void> = [];
@@ -58,11 +72,11 @@ export class FakeWorld {
 
   actors() {
     return {
-      searchOffers: fromPromise<{ candidates: Candidate[] }, SearchInput>(async ({ input }) => {
+      searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input }) => {
         this.searches.push(input);
         const r = this.searchResults.length > 0 ? this.searchResults.shift()! : this.defaultSearch;
         if (r instanceof Error) throw r;
-        return { candidates: r };
+        return Array.isArray(r) ? { candidates: r } : r;
       }),
       createInstance: fromPromise<CreateOutput, CreateInput>(async ({ input }) => {
         const key = `${input.runId}:${input.n}`;
@@ -86,6 +100,16 @@ export class FakeWorld {
         }
         return { requestedAt: Date.now() };
       }),
+      probeSsh: fromPromise<{ reachable: Endpoint[] }, ProbeInput>(async ({ input, signal }) => {
+        this.probes.push(input);
+        const answer = this.probeAnswer;
+        if (answer instanceof Error) throw answer;
+        if (answer === 'never') await new Promise<void>((_, reject) => signal.addEventListener('abort', () => reject(new Error('stopped'))));
+        return { reachable: input.endpoints };
+      }),
+      changeBid: fromPromise<void, ChangeBidInput>(async ({ input }) => {
+        this.bids.push(input);
+      }),
       sleepUntil: fromPromise<void, { until: number }>(
         ({ input, signal }) =>
           new Promise<void>((resolve) => {
@@ -98,7 +122,16 @@ export class FakeWorld {
 }
 
 export function status(id: number, actual: string | null, extra: Partial<InstanceStatus> = {}): InstanceStatus {
-  return { id, actual_status: actual, ssh_host: 'ssh1.example', ssh_port: 40022, ...extra };
+  return {
+    id,
+    actual_status: actual,
+    intended_status: 'running',
+    ssh_host: 'ssh1.example',
+    ssh_port: 40022,
+    public_ipaddr: '203.0.113.7',
+    ports: actual === 'running' ? { '22/tcp': [{ HostIp: '0.0.0.0', HostPort: '41022' }] } : null,
+    ...extra,
+  };
 }
 
 export function startRun(world: FakeWorld, opts: { limits?: Partial<RunLimits>; snapshot?: Snapshot<unknown> } = {}) {

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { RUN_MACHINE_VERSION } from '../../../machines/run-machine.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../../machines/run-migrations.js';
-import { FakeWorld, currentInstanceId, poll, startRun, stateOf, status, tick } from './harness.js';
+import { FakeWorld, LIMITS, currentInstanceId, poll, startRun, stateOf, status, tick } from './harness.js';
 
 beforeEach(() => {
   vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
@@ -36,7 +36,7 @@ describe('run machine snapshot migrations', () => {
     first.actor.stop();
 
     expect(canMigrate(1, RUN_MACHINE_VERSION)).toBe(true);
-    const migrated = migrateRunSnapshot(v1, 1, RUN_MACHINE_VERSION)!;
+    const migrated = migrateRunSnapshot(v1, 1, RUN_MACHINE_VERSION, LIMITS)!;
     expect(migrated.context).not.toHaveProperty('history');
     expect(migrated.context).toMatchObject({ goneOffers: [], goneThisSearch: 0, lastEnded: null });
 
@@ -48,9 +48,32 @@ describe('run machine snapshot migrations', () => {
     second.actor.stop();
   });
 
+  it('resumes a run stored by machine version 2 (no expiry, readiness or bid fields) without a second create', async () => {
+    const world = new FakeWorld();
+    const first = startRun(world);
+    first.actor.send({ type: 'ADMIT' });
+    await tick(0);
+    const v3 = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot())) as StoredRunSnapshot;
+    first.actor.stop();
+    const { expire: _e, searchType: _s, ...context } = v3.context;
+    const { diskDph: _d, bidPrice: _b, runningSeenAt: _r, reachable: _re, rebidAt: _ra, ...current } = context['current'] as Record<string, unknown>;
+    const candidates = (context['candidates'] as Array<Record<string, unknown>>).map(({ minBid: _m, diskDph: _dd, ...c }) => c);
+    const v2 = { ...v3, context: { ...context, current, candidates } };
+
+    const migrated = migrateRunSnapshot(v2, 2, RUN_MACHINE_VERSION, LIMITS)!;
+    expect(migrated.context).toMatchObject({ expire: null, searchType: 'on-demand' });
+    expect(migrated.context['current']).toMatchObject({ bidPrice: null, diskDph: 0, runningSeenAt: null });
+    const second = startRun(world, { snapshot: migrated as never });
+    await tick(0);
+    await poll(second.actor, status(currentInstanceId(second.actor), 'running'));
+    expect(stateOf(second.actor)).toBe('running');
+    expect(world.serviceCreates).toHaveLength(1);
+    second.actor.stop();
+  });
+
   it('refuses snapshots of a newer machine or of a version it has no step for', () => {
     expect(canMigrate(RUN_MACHINE_VERSION + 1, RUN_MACHINE_VERSION)).toBe(false);
     expect(canMigrate(0, RUN_MACHINE_VERSION)).toBe(false);
-    expect(migrateRunSnapshot({ context: {} }, RUN_MACHINE_VERSION + 1, RUN_MACHINE_VERSION)).toBeNull();
+    expect(migrateRunSnapshot({ context: {} }, RUN_MACHINE_VERSION + 1, RUN_MACHINE_VERSION, LIMITS)).toBeNull();
   });
 });

@@ -1,0 +1,276 @@
+// The states in which a run holds an instance: booting (waiting for `running`, then for SSH to
+// answer), rebidding (an interruptible instance that was outbid), running, and destroying. Each is
+// left only for another of them or through `destroying`, which ends the attempt once a list no
+// longer shows the instance; so a run holds at most one instance and never forgets it.
+//
+//   booting.starting  running status → probing (or running when ready_when is "status")
+//   booting.probing   an SSH banner at an endpoint → running; none by readiness.ssh_timeout_s →
+//                     destroying (unreachable)
+//   rebidding         bid raised (change-bid), then waits for the instance to start again →
+//                     booting; still stopped after rebidWaitS → raise again, or fail over at the cap
+//   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
+//   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
+import { sshEndpoints, type RunError } from './run-rules.js';
+import { runSetup, type PollParams } from './run-setup.js';
+import type { ProbeOutput } from './run-types.js';
+
+type AnyEvent = { event: { type: string } };
+const poll = ({ event }: AnyEvent) => event as unknown as PollParams;
+const reasonOf = ({ event }: AnyEvent) => ({ reason: (event as unknown as { reason: RunError }).reason });
+
+/**
+ * A poll that shows the wanted instance outbid, failed or gone, in the order they are judged. An
+ * outbid is judged first: an interruptible instance stopped by the market is not a failed host.
+ * `wasRunning`: the run had reached running, so a new attempt gets a fresh deadline.
+ */
+function unwantedPolls(wasRunning: boolean) {
+  const fresh = wasRunning ? (['restartDeadline'] as const) : ([] as const);
+  return [
+    { guard: { type: 'outbidToRebid', params: poll }, target: '#run.rebidding' },
+    {
+      guard: { type: 'outbidToOnDemand', params: poll },
+      target: '#run.destroying',
+      actions: [
+        { type: 'markEndingOutbid', params: (a: AnyEvent) => ({ instance: poll(a).instance, why: 'trying on-demand offers next' }) },
+        'switchToOnDemand',
+        'reportSwitched',
+        ...fresh,
+      ],
+    },
+    {
+      guard: { type: 'isOutbid', params: poll },
+      target: '#run.destroying',
+      actions: [
+        {
+          type: 'markEndingOutbid',
+          params: (a: AnyEvent) => ({ instance: poll(a).instance, why: 'failing over to the next offer' }),
+        },
+        ...fresh,
+      ],
+    },
+    {
+      guard: { type: 'statusIsFailure', params: poll },
+      target: '#run.destroying',
+      actions: [{ type: 'markEndingFromStatus', params: (a: AnyEvent) => ({ instance: poll(a).instance, wasRunning }) }, ...fresh],
+    },
+    {
+      guard: { type: 'instanceLost', params: poll },
+      target: '#run.destroying',
+      actions: ['markEndingMissing', ...fresh],
+    },
+  ] as const;
+}
+
+/** Cancel and expiry while an instance is wanted: it is destroyed first. */
+const endedByRun = {
+  CANCEL: { target: '#run.destroying', actions: 'markEndingCancelled' },
+  EXPIRE: { target: '#run.destroying', actions: { type: 'markEndingExpired', params: reasonOf } },
+} as const;
+
+export const bootingState = runSetup.createStateConfig({
+  description: 'The instance exists; waits for the list to show it running, then for SSH to answer, before the boot deadline.',
+  initial: 'starting',
+  invoke: {
+    src: 'sleepUntil',
+    input: ({ context }) => ({ until: context.current!.bootDeadlineAt! }),
+    onDone: { target: '#run.destroying', actions: 'markEndingBootTimeout' },
+  },
+  on: {
+    ...endedByRun,
+    POLL: [...unwantedPolls(false), { actions: { type: 'notePoll', params: poll } } as const],
+    /** The onstart callback: the script ran, so the instance is up (the list still confirms it). */
+    READY: {
+      guard: { type: 'readyForCurrent', params: ({ event }) => ({ n: event.n }) },
+      target: '#run.running',
+      actions: [{ type: 'markRunning', params: { instance: null, reachable: null } }, { type: 'reportRunning', params: { via: 'callback' } }],
+    },
+  },
+  states: {
+    starting: {
+      description: 'Provisioning or loading: waits for a list that shows it running.',
+      on: {
+        POLL: [
+          {
+            guard: { type: 'runningReadyByStatus', params: poll },
+            target: '#run.running',
+            actions: [
+              { type: 'markRunning', params: (a) => ({ instance: poll(a).instance, reachable: null }) },
+              { type: 'reportRunning', params: { via: 'status' } },
+            ],
+          },
+          {
+            guard: { type: 'statusIsRunning', params: poll },
+            target: 'probing',
+            actions: [{ type: 'markProbing', params: poll }, 'reportProbing'],
+          },
+        ],
+      },
+    },
+    probing: {
+      description: 'Running by the list: probes the SSH endpoints until one answers with a banner (one probe in flight).',
+      invoke: [
+        {
+          src: 'probeSsh',
+          input: ({ context }) => ({
+            runId: context.runId,
+            n: context.current!.n,
+            instanceId: context.current!.instanceId!,
+            endpoints: sshEndpoints(context.current!.status),
+          }),
+          onDone: {
+            target: '#run.running',
+            actions: [
+              { type: 'markRunning', params: ({ event }) => ({ instance: null, reachable: (event.output as ProbeOutput).reachable }) },
+              { type: 'reportRunning', params: { via: 'ssh' } },
+            ],
+          },
+          onError: {
+            target: '#run.destroying',
+            actions: { type: 'markEndingUnreachable', params: ({ event }) => ({ why: errorText(event.error) }) },
+          },
+        },
+        {
+          src: 'sleepUntil',
+          input: ({ context }) => ({
+            until: Math.min(context.current!.runningSeenAt! + context.limits.sshTimeoutS * 1000, context.current!.bootDeadlineAt!),
+          }),
+          onDone: { target: '#run.destroying', actions: { type: 'markEndingUnreachable', params: {} } },
+        },
+      ],
+      on: {
+        POLL: [
+          // The service moved the SSH port: probe the new endpoints (the readiness clock keeps running).
+          {
+            guard: { type: 'runningElsewhere', params: poll },
+            target: 'probing',
+            reenter: true,
+            actions: { type: 'notePoll', params: poll },
+          },
+        ],
+      },
+    },
+  },
+});
+
+export const rebiddingState = runSetup.createStateConfig({
+  description: 'An interruptible instance was outbid: raises its bid (never past the price cap) and waits for it to start again.',
+  initial: 'raising',
+  entry: ['raiseBid', 'reportBidRaised'],
+  on: {
+    ...endedByRun,
+    POLL: [
+      { guard: { type: 'statusIsFailure', params: poll }, target: '#run.destroying', actions: { type: 'markEndingFromStatus', params: (a) => ({ instance: poll(a).instance, wasRunning: false }) } },
+      { guard: { type: 'instanceLost', params: poll }, target: '#run.destroying', actions: 'markEndingMissing' },
+      // The raised bid won: the instance starts again, with a new boot deadline and a new SSH check.
+      { guard: { type: 'restarted', params: poll }, target: '#run.booting', actions: { type: 'restartBoot', params: poll } },
+      { actions: { type: 'notePoll', params: poll } },
+    ],
+  },
+  states: {
+    raising: {
+      description: 'One change-bid call in flight.',
+      invoke: {
+        src: 'changeBid',
+        input: ({ context }) => ({
+          runId: context.runId,
+          n: context.current!.n,
+          instanceId: context.current!.instanceId!,
+          price: context.current!.bidPrice!,
+        }),
+        onDone: 'waiting',
+        onError: {
+          target: '#run.destroying',
+          actions: { type: 'markEndingOutbid', params: ({ event }) => ({ instance: null, why: `the bid could not be raised (${errorText(event.error)})` }) },
+        },
+      },
+    },
+    waiting: {
+      description: 'Bid raised; the market may still be higher. Raises again after a while, or fails over at the cap.',
+      invoke: {
+        src: 'sleepUntil',
+        input: ({ context }) => ({ until: context.current!.rebidAt! + (context.limits.bid?.rebidWaitS ?? 60) * 1000 }),
+        onDone: [
+          { guard: 'canRaiseBid', target: '#run.rebidding', reenter: true },
+          {
+            target: '#run.destroying',
+            actions: { type: 'markEndingOutbid', params: { instance: null, why: 'still outbid with the bid at the price cap' } },
+          },
+        ],
+      },
+    },
+  },
+});
+
+export const runningState = runSetup.createStateConfig({
+  description: 'The instance runs and answers SSH; the run keeps watching it until cancelled, expired or lost.',
+  on: {
+    ...endedByRun,
+    POLL: [...unwantedPolls(true), { actions: { type: 'notePoll', params: poll } } as const],
+  },
+});
+
+export const destroyingState = runSetup.createStateConfig({
+  description: 'Removes the current instance and waits until the list no longer shows it; never gives up.',
+  initial: 'requesting',
+  entry: 'reportAttemptEnding',
+  on: {
+    CANCEL: { actions: 'requestCancel' },
+    EXPIRE: { actions: { type: 'requestExpire', params: reasonOf } },
+  },
+  states: {
+    requesting: {
+      description: 'One destroy call in flight (idempotent; the instance may already be gone).',
+      entry: 'reportDestroyRequested',
+      invoke: {
+        src: 'destroyInstance',
+        input: ({ context }) => ({ runId: context.runId, n: context.current!.n, instanceId: context.current!.instanceId! }),
+        onDone: {
+          target: 'confirming',
+          actions: { type: 'destroyRequested', params: ({ event }) => ({ requestedAt: event.output.requestedAt }) },
+        },
+        onError: {
+          target: 'waiting',
+          actions: ['scheduleDestroyRetry', { type: 'reportDestroyRetry', params: ({ event }) => ({ error: event.error }) }],
+        },
+      },
+    },
+    confirming: {
+      description: 'Destroy accepted; waits for a list taken after it that no longer holds the instance.',
+      invoke: {
+        src: 'sleepUntil',
+        input: ({ context }) => ({ until: context.current!.destroyRequestedAt! + context.limits.destroyConfirmS * 1000 }),
+        onDone: {
+          target: 'waiting',
+          actions: [
+            'scheduleDestroyRetry',
+            {
+              type: 'reportDestroyRetry',
+              params: ({ context }) => ({
+                error: { code: 'not_confirmed', message: `instance ${context.current!.instanceId} still listed after destroy` },
+              }),
+            },
+          ],
+        },
+      },
+      on: {
+        POLL: {
+          guard: { type: 'goneSinceDestroy', params: poll },
+          target: '#run.settle',
+          actions: ['reportDestroyConfirmed', 'concludeDestroyedAttempt', 'reportAttemptEnded'],
+        },
+      },
+    },
+    waiting: {
+      description: 'A destroy failed or was not confirmed; waits with backoff, then destroys again.',
+      invoke: {
+        src: 'sleepUntil',
+        input: ({ context }) => ({ until: context.current!.retryAt ?? Date.now() }),
+        onDone: 'requesting',
+      },
+    },
+  },
+});
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,255 @@
+// The run machine's vocabulary: its types, the actors the daemon provides, and every named guard and
+// action, declared once with xstate's `setup`. The states that use them are in run-machine.ts (the
+// run's life) and run-instance-states.ts (the life of the instance an attempt holds).
+//
+// No I/O here. Time enters through `Date.now()` in actions (tests drive it with fake timers) and
+// through event payloads (`listedAt`, actor outputs).
+import { assign, emit, enqueueActions, fromPromise, setup } from 'xstate';
+import {
+  attemptEndedEvent,
+  attemptStartedEvent,
+  attemptsSpentError,
+  concludeDestroyed,
+  endingBootTimeout,
+  endingCancelled,
+  endingExpired,
+  endingForEndReason,
+  endingFromStatus,
+  endingMissing,
+  endingOutbid,
+  endingUnreachable,
+  isGoneSinceDestroy,
+  isLost,
+  noOffersError,
+  startAttempt,
+  withBidRaised,
+  withCandidates,
+  withDestroyRetry,
+  withInstance,
+  withProbing,
+  withRestartedBoot,
+  withRunning,
+} from './run-context.js';
+import {
+  concludeAttempt,
+  deadlineError,
+  errorOf,
+  failureOfStatus,
+  isFatalError,
+  isOutbid,
+  isRunningStatus,
+  nextBid,
+  sameEndpoints,
+  sameStatus,
+  sshEndpoints,
+  type AttemptOutcome,
+  type InstanceStatus,
+  type RunError,
+} from './run-rules.js';
+import type {
+  Candidate,
+  ChangeBidInput,
+  CreateInput,
+  CreateOutput,
+  DestroyInput,
+  DestroyOutput,
+  Endpoint,
+  ProbeInput,
+  ProbeOutput,
+  RunContext,
+  RunEmitted,
+  RunEvent,
+  RunInput,
+  SearchInput,
+  SearchOutput,
+  SleepInput,
+} from './run-types.js';
+
+/** What a POLL event says of the current instance. */
+export type PollParams = { instance: InstanceStatus | null; listedAt: number };
+
+const missing = <T, I>(name: string) =>
+  fromPromise<T, I>(async () => {
+    throw new Error(`run actor "${name}" was not provided`);
+  });
+
+export const runSetup = setup({
+  types: {
+    context: {} as RunContext,
+    events: {} as RunEvent,
+    input: {} as RunInput,
+    emitted: {} as RunEmitted,
+  },
+  actors: {
+    searchOffers: missing<SearchOutput, SearchInput>('searchOffers'),
+    createInstance: missing<CreateOutput, CreateInput>('createInstance'),
+    destroyInstance: missing<DestroyOutput, DestroyInput>('destroyInstance'),
+    sleepUntil: missing<void, SleepInput>('sleepUntil'),
+    probeSsh: missing<ProbeOutput, ProbeInput>('probeSsh'),
+    changeBid: missing<void, ChangeBidInput>('changeBid'),
+  },
+  guards: {
+    hasCandidates: ({ context }) => context.candidates.length > 0,
+    canRelax: ({ context }) => context.relaxLevel < context.limits.relaxSteps,
+    isFatal: (_, params: { error: unknown }) => isFatalError(params.error),
+    cancelRequested: ({ context }) => context.cancelRequested,
+    expireRequested: ({ context }) => context.expire !== null,
+    hasEndReason: ({ context }) => context.endReason !== null,
+    attemptsSpent: ({ context }) => context.spentAttempts >= context.limits.maxAttempts,
+    deadlinePassed: ({ context }) => Date.now() >= context.deadlineAt,
+    goneBudgetSpent: ({ context }) => context.goneThisSearch >= context.limits.goneOffersPerSearch,
+    statusIsRunning: (_, params: PollParams) => params.instance !== null && isRunningStatus(params.instance),
+    statusIsFailure: (_, params: PollParams) => params.instance !== null && failureOfStatus(params.instance) !== null,
+    instanceLost: ({ context }, params: PollParams) => isLost(context, params.instance, params.listedAt),
+    goneSinceDestroy: ({ context }, params: PollParams) => isGoneSinceDestroy(context, params.instance, params.listedAt),
+    /** Running, and the spec counts that as ready (ready_when "status"). */
+    runningReadyByStatus: ({ context }, params: PollParams) =>
+      params.instance !== null && isRunningStatus(params.instance) && context.limits.readyWhen === 'status',
+    /** Running, but no longer at the SSH endpoints being probed (the service moved a port). */
+    runningElsewhere: ({ context }, params: PollParams) =>
+      params.instance !== null &&
+      isRunningStatus(params.instance) &&
+      !sameEndpoints(sshEndpoints(params.instance), sshEndpoints(context.current!.status)),
+    isOutbid: ({ context }, params: PollParams) => params.instance !== null && isOutbid(params.instance, context.current!),
+    /** Outbid, on_outbid "rebid", and the cap leaves room for a higher bid. */
+    outbidToRebid: ({ context }, params: PollParams) =>
+      params.instance !== null &&
+      isOutbid(params.instance, context.current!) &&
+      context.limits.bid?.onOutbid === 'rebid' &&
+      nextBid(context.limits, context.current!) !== null,
+    /** Outbid, on_outbid "on_demand": fail over to on-demand offers under the same cap. */
+    outbidToOnDemand: ({ context }, params: PollParams) =>
+      params.instance !== null && isOutbid(params.instance, context.current!) && context.limits.bid?.onOutbid === 'on_demand',
+    canRaiseBid: ({ context }) => nextBid(context.limits, context.current!) !== null,
+    /** Started again after a rebid (no longer stopped). */
+    restarted: (_, params: PollParams) => params.instance !== null && params.instance.actual_status !== 'stopped',
+    readyForCurrent: ({ context }, params: { n: number }) => context.current?.n === params.n,
+  },
+  actions: {
+    startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
+    storeCandidates: assign(({ context }, params: { candidates: Candidate[] }) => withCandidates(context, params.candidates)),
+    reportFound: emit(({ context }) => ({
+      type: 'search.found' as const,
+      relaxLevel: context.relaxLevel,
+      count: context.candidates.length,
+    })),
+    relax: assign({ relaxLevel: ({ context }) => context.relaxLevel + 1 }),
+    reportRelaxed: emit(({ context }) => ({ type: 'relaxed' as const, level: context.relaxLevel })),
+    scheduleSearchRetry: assign({
+      searchRetryAt: ({ context }) => Math.min(Date.now() + context.limits.outageBackoffS * 1000, context.deadlineAt),
+    }),
+    reportSearchRetry: emit(({ context }, params: { error: unknown }) => ({
+      type: 'search.retry' as const,
+      error: errorOf(params.error),
+      retryAt: context.searchRetryAt ?? Date.now(),
+    })),
+    beginAttempt: assign(({ context }) => startAttempt(context)),
+    reportAttemptStarted: emit(({ context }) => attemptStartedEvent(context)),
+    recordInstance: assign(({ context }, params: { instanceId: number; createdAt: number }) =>
+      withInstance(context, params.instanceId, params.createdAt),
+    ),
+    reportInstance: emit(({ context }) => ({
+      type: 'attempt.instance' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+    })),
+    /** Ends the current attempt without an instance to destroy. */
+    endAttemptWithoutInstance: assign(({ context }, params: { outcome: AttemptOutcome; detail: string }) =>
+      concludeAttempt(context, params.outcome, params.detail),
+    ),
+    reportAttemptEnded: emit(({ context }) => attemptEndedEvent(context)),
+    /** Marks why the current instance is being destroyed; the attempt ends once it is gone. */
+    markEndingFromStatus: assign(({ context }, params: { instance: InstanceStatus | null; wasRunning: boolean }) =>
+      endingFromStatus(context, params.instance!, params.wasRunning),
+    ),
+    markEndingMissing: assign(({ context }) => endingMissing(context)),
+    markEndingCancelled: assign(({ context }) => endingCancelled(context)),
+    markEndingBootTimeout: assign(({ context }) => endingBootTimeout(context, Date.now())),
+    markEndingForEndReason: assign(({ context }) => endingForEndReason(context)),
+    markEndingUnreachable: assign(({ context }, params: { why?: string }) => endingUnreachable(context, params.why)),
+    markEndingOutbid: assign(({ context }, params: { instance: InstanceStatus | null; why: string }) =>
+      endingOutbid(context, params.instance, params.why),
+    ),
+    markEndingExpired: assign(({ context }, params: { reason: RunError }) => endingExpired(context, params.reason)),
+    /** The instance is going: say so at once, while its logs can still be asked for. */
+    reportAttemptEnding: emit(({ context }) => ({
+      type: 'attempt.ending' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      outcome: context.current!.ending?.outcome ?? 'lost',
+      detail: context.current!.ending?.detail ?? '',
+    })),
+    /**
+     * Poll bookkeeping while the instance is wanted: counts lists that miss it, reports a changed
+     * status. Assigns only when something changed, so an unchanged poll writes nothing.
+     */
+    notePoll: enqueueActions(({ context, enqueue }, params: PollParams) => {
+      const cur = context.current!;
+      if (params.instance === null) {
+        if (params.listedAt > (cur.createdAt ?? 0)) enqueue.assign({ current: { ...cur, missingPolls: cur.missingPolls + 1 } });
+        return;
+      }
+      const changed = !sameStatus(params.instance, cur.status);
+      if (changed) enqueue.emit({ type: 'attempt.status', n: cur.n, status: params.instance });
+      if (changed || cur.missingPolls > 0) enqueue.assign({ current: { ...cur, status: params.instance, missingPolls: 0 } });
+    }),
+    markProbing: assign(({ context }, params: PollParams) => withProbing(context, params.instance!, Date.now())),
+    reportProbing: emit(({ context }) => ({ type: 'attempt.status' as const, n: context.current!.n, status: context.current!.status! })),
+    markRunning: assign(({ context }, params: { instance: InstanceStatus | null; reachable: Endpoint[] | null }) =>
+      withRunning(context, params.instance, params.reachable),
+    ),
+    reportRunning: emit(({ context }, params: { via: 'ssh' | 'status' | 'callback' }) => ({
+      type: 'attempt.running' as const,
+      n: context.current!.n,
+      status: context.current!.status!,
+      reachable: context.current!.reachable,
+      via: params.via,
+    })),
+    raiseBid: assign(({ context }) => withBidRaised(context, nextBid(context.limits, context.current!)!, Date.now())),
+    reportBidRaised: emit(({ context }) => ({
+      type: 'bid.raised' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      price: context.current!.bidPrice!,
+    })),
+    restartBoot: assign(({ context }, params: PollParams) => withRestartedBoot(context, params.instance, Date.now())),
+    switchToOnDemand: assign({ searchType: 'on-demand' as const, candidates: [] }),
+    reportSwitched: emit({ type: 'search.switched' as const, to: 'on-demand' as const }),
+    requestCancel: assign({ cancelRequested: true }),
+    requestExpire: assign(({ context }, params: { reason: RunError }) => ({ expire: context.expire ?? params.reason })),
+    /** A lost running instance starts a new search with a fresh deadline: the old one was met. */
+    restartDeadline: assign(({ context }) => ({ deadlineAt: Date.now() + context.limits.deadlineS * 1000 })),
+    setDeadlineReason: assign(({ context }) => ({ endReason: deadlineError(context) })),
+    destroyRequested: assign(({ context }, params: { requestedAt: number }) => ({
+      current: { ...context.current!, destroyRequestedAt: params.requestedAt, retryAt: null },
+    })),
+    reportDestroyRequested: emit(({ context }) => ({
+      type: 'destroy.requested' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+    })),
+    scheduleDestroyRetry: assign(({ context }) => withDestroyRetry(context, Date.now())),
+    reportDestroyRetry: emit(({ context }, params: { error: unknown }) => ({
+      type: 'destroy.retry' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      error: errorOf(params.error),
+      retryAt: context.current!.retryAt!,
+    })),
+    reportDestroyConfirmed: emit(({ context }) => ({
+      type: 'destroy.confirmed' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+    })),
+    concludeDestroyedAttempt: assign(({ context }) => concludeDestroyed(context)),
+    failFatal: assign((_, params: { error: unknown }) => ({ error: errorOf(params.error) })),
+    failFromEndReason: assign(({ context }) => ({ error: context.endReason })),
+    failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),
+    failDeadline: assign(({ context }) => ({ error: deadlineError(context) })),
+    failNoOffers: assign(({ context }) => ({ error: noOffersError(context) })),
+    failExpired: assign(({ context }, params: { reason?: RunError }) => ({ error: params.reason ?? context.expire, expire: params.reason ?? context.expire })),
+    reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
+    reportExpired: emit(({ context }) => ({ type: 'run.expired' as const, error: context.error! })),
+    reportCancelled: emit({ type: 'run.cancelled' as const }),
+  },
+});
