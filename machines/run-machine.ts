@@ -43,7 +43,7 @@ import {
   deadlineError,
   errorOf,
   failureOfStatus,
-  isFatalError,
+  failsRun,
   isRunningStatus,
   sameStatus,
   type AttemptOutcome,
@@ -102,7 +102,7 @@ export const runMachine = setup({
     hasCandidates: ({ context }) => context.candidates.length > 0,
     goneBudgetSpent: ({ context }) => context.goneThisSearch >= context.limits.goneOffersPerSearch,
     canRelax: ({ context }) => context.relaxLevel < context.limits.relaxSteps,
-    isFatal: (_, params: { error: unknown }) => isFatalError(params.error),
+    isFatal: (_, params: { error: unknown }) => failsRun(params.error),
     cancelRequested: ({ context }) => context.cancelRequested,
     hasEndReason: ({ context }) => context.endReason !== null,
     attemptsSpent: ({ context }) => context.spentAttempts >= context.limits.maxAttempts,
@@ -312,7 +312,7 @@ export const runMachine = setup({
       invoke: [
         {
           src: 'createInstance',
-          input: ({ context }) => ({ runId: context.runId, n: context.current!.n, offerId: context.current!.offerId }),
+          input: ({ context: { runId, current } }) => ({ runId, n: current!.n, offerId: current!.offerId, machineId: current!.machineId, dphTotal: current!.dphTotal }),
           onDone: [
             {
               guard: ({ event, context }) =>

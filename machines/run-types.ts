@@ -117,10 +117,14 @@ export interface SearchInput {
 export interface SearchOutput {
   candidates: Candidate[];
 }
+/** Everything the attempt's journal row needs (the label is the store's: the actor derives it). */
 export interface CreateInput {
   runId: string;
   n: number;
   offerId: number;
+  machineId: number;
+  /** The offer's billed price, $/h, disk included. */
+  dphTotal: number;
 }
 export type CreateOutput =
   | { kind: 'created'; instanceId: number; createdAt: number }

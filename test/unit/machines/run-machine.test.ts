@@ -42,7 +42,7 @@ describe('run machine: the happy path', () => {
     const world = new FakeWorld();
     const { actor, emitted } = await admitted(world);
     expect(stateOf(actor)).toBe('booting');
-    expect(world.serviceCreates).toEqual([{ runId: 'r1', n: 1, offerId: 1 }]);
+    expect(world.serviceCreates).toEqual([{ runId: 'r1', n: 1, offerId: 1, machineId: 10, dphTotal: 0.5 }]);
     await bootToRunning(actor);
     expect(stateOf(actor)).toBe('running');
     const ctx = actor.getSnapshot().context;
