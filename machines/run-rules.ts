@@ -1,7 +1,16 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
 // Nothing here does I/O or reads the clock.
+import { runPolicyOf } from '../src/client/retry-policy.js';
 import type { Instance } from '../src/client/types.js';
+import type { RunError } from '../src/errors.js';
 import type { BidPolicy, CurrentAttempt, Endpoint, RunContext, RunLimits } from './run-types.js';
+
+export type { RunError, RunErrorKind } from '../src/errors.js';
+/**
+ * Any thrown value as a run error: the one conversion, src/errors.ts `toRunError`. (Exported under
+ * this name too while run-machine.ts calls it `errorOf`.)
+ */
+export { toRunError, toRunError as errorOf } from '../src/errors.js';
 
 /**
  * What one poll saw of an instance: the status fields of the service's record and nothing else, so
@@ -26,11 +35,6 @@ export type AttemptOutcome =
   | 'create_failed'
   | 'cancelled'
   | 'lost';
-
-export interface RunError {
-  kind: string;
-  message: string;
-}
 
 export interface AttemptSummary {
   n: number;
@@ -160,20 +164,15 @@ export function destroyBackoffMs(failures: number, maxDelayS: number): number {
   return Math.min(maxDelayS * 1000, 1000 * 2 ** Math.max(0, failures - 1));
 }
 
-export function errorOf(err: unknown): RunError {
-  if (err && typeof err === 'object' && 'code' in err && 'message' in err) {
-    return { kind: String((err as { code: unknown }).code), message: String((err as { message: unknown }).message) };
-  }
-  return { kind: 'internal', message: err instanceof Error ? err.message : String(err) };
-}
-
 /**
- * Errors no retry can mend: a rejected key, a missing permission, or a query the service refuses
- * as invalid (400). They fail the run at once with the service's reason.
+ * Whether an error a search or create actor rejected with fails the run at once (a rejected key, a
+ * missing permission, a query the service refuses as invalid). Not decided here: the one table,
+ * src/client/retry-policy.ts RUN_POLICY. The machine sees every search error, and of a create's
+ * only those the create actor rethrows (the ones that fail the run); the actor settles the rest.
  */
-export function isFatalError(err: unknown): boolean {
-  const code = err && typeof err === 'object' && 'code' in err ? (err as { code: unknown }).code : undefined;
-  return code === 'auth' || code === 'permission' || code === 'bad_request';
+export function failsRun(err: unknown): boolean {
+  const policy = runPolicyOf(err);
+  return policy.search === 'fail_run' || policy.create === 'fail_run';
 }
 
 /** How many recently gone offers a run keeps out of its searches. */
@@ -183,7 +182,7 @@ export const GONE_OFFERS_KEPT = 64;
  * Run errors whose message the daemon completes with every offer tried and why (from the attempts
  * table, which holds the story; the machine's context does not).
  */
-export const ERRORS_LISTING_ATTEMPTS: ReadonlySet<string> = new Set(['deadline', 'attempts_exhausted', 'no_offers']);
+export const ERRORS_LISTING_ATTEMPTS: ReadonlySet<RunError['kind']> = new Set(['deadline', 'attempts_exhausted', 'no_offers']);
 
 export function deadlineError(context: RunContext): RunError {
   return {
@@ -216,9 +215,16 @@ export function concludeAttempt(context: RunContext, outcome: AttemptOutcome, de
   };
 }
 
+/**
+ * The one definition of "the instance's status changed": what berth acts on or records (status,
+ * its message, the SSH endpoint, the billed price). The run machine reports a status only when it
+ * changed, and the driver hands a run a listed status only when it changed (an absence always).
+ */
 export function sameStatus(a: InstanceStatus | null, b: InstanceStatus | null): boolean {
   if (a === null || b === null) return a === b;
   return (
+    a.id === b.id &&
+    a.dph_total === b.dph_total &&
     a.actual_status === b.actual_status &&
     a.status_msg === b.status_msg &&
     a.ssh_host === b.ssh_host &&

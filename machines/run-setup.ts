@@ -35,7 +35,7 @@ import {
   deadlineError,
   errorOf,
   failureOfStatus,
-  isFatalError,
+  failsRun,
   isOutbid,
   isRunningStatus,
   nextBid,
@@ -91,7 +91,7 @@ export const runSetup = setup({
   guards: {
     hasCandidates: ({ context }) => context.candidates.length > 0,
     canRelax: ({ context }) => context.relaxLevel < context.limits.relaxSteps,
-    isFatal: (_, params: { error: unknown }) => isFatalError(params.error),
+    isFatal: (_, params: { error: unknown }) => failsRun(params.error),
     cancelRequested: ({ context }) => context.cancelRequested,
     expireRequested: ({ context }) => context.expire !== null,
     hasEndReason: ({ context }) => context.endReason !== null,

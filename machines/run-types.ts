@@ -176,6 +176,7 @@ export interface SearchOutput {
   /** Set when offers matched but the run's remaining budget cannot pay for any of them to boot. */
   exhausted?: RunError;
 }
+/** Everything the attempt's journal row needs (the label is the store's: the actor derives it). */
 export interface CreateInput {
   runId: string;
   n: number;

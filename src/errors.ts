@@ -5,27 +5,30 @@
 // Messages never contain secrets: API keys, instance keys, webhook secrets and env values are not
 // interpolated anywhere an error is built.
 
-export type ErrorCode =
-  | 'auth' // 401: missing, invalid, deleted or reset API key
-  | 'permission' // 403: the key lacks a permission category
-  | 'offer_gone' // 404/410 no_such_ask: the offer was rented or never existed
-  | 'offer_refused' // 403 about one offer (error 403/3586 "not your own"): that offer, not the key
-  | 'not_found' // an instance or other resource that does not exist
-  | 'rate_limited' // 429
-  | 'server_error' // 5xx
-  | 'network' // connection refused/reset, DNS
-  | 'timeout' // connect, headers or body timeout
-  | 'deprecated_endpoint' // 410 deprecated_endpoint
-  | 'bad_request' // 400 and other 4xx the caller must fix
-  | 'bad_response' // a body berth cannot use (wrong shape, not JSON)
-  | 'unsuccessful' // a 2xx whose body says `success: false`: the call did not do its job
-  | 'ambiguous' // a create whose outcome is unknown: reconcile by label before anything else
-  | 'aborted' // the caller's signal fired
-  | 'config' // invalid configuration
-  | 'spec' // invalid job spec
-  | 'store' // database problem (locked by another daemon, corrupt, ...)
-  | 'control' // control API misuse (bad token, unknown run, ...)
-  | 'daemon_unreachable'; // CLI could not reach the daemon
+export const ERROR_CODES = [
+  'auth', // 401: missing, invalid, deleted or reset API key
+  'permission', // 403: the key lacks a permission category
+  'offer_gone', // 404/410 no_such_ask: the offer was rented or never existed
+  'offer_refused', // 403 about one offer (error 403/3586 "not your own"): that offer, not the key
+  'not_found', // an instance or other resource that does not exist
+  'rate_limited', // 429
+  'server_error', // 5xx
+  'network', // connection refused/reset, DNS
+  'timeout', // connect, headers or body timeout
+  'deprecated_endpoint', // 410 deprecated_endpoint
+  'bad_request', // 400 and other 4xx the caller must fix
+  'bad_response', // a body berth cannot use (wrong shape, not JSON)
+  'unsuccessful', // a 2xx whose body says `success: false`: the call did not do its job
+  'ambiguous', // a create whose outcome is unknown: reconcile by label before anything else
+  'aborted', // the caller's signal fired
+  'config', // invalid configuration
+  'spec', // invalid job spec
+  'store', // database problem (locked by another daemon, corrupt, ...)
+  'daemon_stopping', // the daemon is shutting down and takes no new work (the control API answers 503)
+  'control_rejected', // the control API refused a request: bad token, unknown run, idempotency conflict, ...
+  'daemon_unreachable', // CLI could not reach the daemon
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export interface BerthErrorOptions {
   cause?: unknown;
@@ -198,9 +201,45 @@ export function isNonFiniteNumber(v: unknown): boolean {
   return typeof v === 'number' && !Number.isFinite(v);
 }
 
-/** Short, secret-free description of any thrown value for logs and run errors. */
-export function describeError(err: unknown): { kind: string; message: string } {
+/**
+ * What a run's `error` (and an event's, and a log line's `err`) may say it was: an error code, a
+ * bug (`internal`), a destroy the list did not confirm, or one of the run's own limits.
+ */
+const RUN_ERROR_KINDS = [
+  ...ERROR_CODES,
+  'internal', // not a typed error: a bug in berth
+  'not_confirmed', // a destroy was accepted but the instance is still listed
+  'deadline', // deadline_s passed before an instance was running
+  'attempts_exhausted', // max_attempts offers failed
+  'no_offers', // nothing usable matched, the relax ladder spent
+  'upgrade', // the run was saved by a berth whose snapshot this one cannot read
+  'max_runtime', // expired: max_runtime_s of running was reached
+  'budget', // expired: budget_usd was spent, or cannot pay for any matching offer to boot
+] as const;
+export type RunErrorKind = (typeof RUN_ERROR_KINDS)[number];
+const RUN_ERROR_KIND_SET: ReadonlySet<string> = new Set(RUN_ERROR_KINDS);
+
+export function isRunErrorKind(v: unknown): v is RunErrorKind {
+  return typeof v === 'string' && RUN_ERROR_KIND_SET.has(v);
+}
+
+export interface RunError {
+  kind: RunErrorKind;
+  message: string;
+}
+
+/**
+ * The one conversion of any thrown value into `{kind, message}`: for run errors, events, control
+ * API answers and logs. Secret-free, since typed errors never interpolate secrets. Anything else
+ * whose `code` is a run error kind keeps it (the machine's own `{code: 'not_confirmed'}`); a system
+ * error (ENOENT, SQLITE_BUSY...) is not one and reads as `internal`.
+ */
+export function toRunError(err: unknown): RunError {
   if (err instanceof BerthError) return err.toJSON();
+  const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  if (isRunErrorKind(code) && 'message' in (err as object)) {
+    return { kind: code, message: String((err as { message: unknown }).message) };
+  }
   if (err instanceof Error) return { kind: 'internal', message: err.message };
   return { kind: 'internal', message: String(err) };
 }

@@ -22,7 +22,8 @@ export class ControlApiError extends BerthError {
   readonly kind: string;
   readonly issues: SpecIssue[];
   constructor(status: number, kind: string, message: string, issues: SpecIssue[] = []) {
-    super('control', message);
+    // A daemon that is shutting down (503) is not the request's fault: try again once it is back.
+    super(status === 503 && kind === 'daemon_stopping' ? 'daemon_stopping' : 'control_rejected', message);
     this.status = status;
     this.kind = kind;
     this.issues = issues;

@@ -1,11 +1,14 @@
 // The ONE place that decides what a failed call means: retry it, stop, pause for a rate limit, or
-// (for a call that must not run twice, like a create) report an unknown outcome.
+// (for a call that must not run twice, like a create) report an unknown outcome; and, once the
+// client has given up, what the error means for the run that made the call.
 //
-// Two tables: HTTP statuses the service answered with, and system/undici error codes raised when no
-// answer came. A status means the service answered, so the request's outcome is known; a transport
-// error may or may not have reached the service, which is what `reached` records. Everything else in
-// the client asks these tables (through the functions below) and never branches on statuses itself.
-import { BerthError, type ErrorCode } from '../errors.js';
+// Three tables: HTTP statuses the service answered with, and system/undici error codes raised when
+// no answer came (both for the client's own retries); and RUN_POLICY, by error code, for the run
+// (fail it, skip the offer, search again later...). A status means the service answered, so the
+// request's outcome is known; a transport error may or may not have reached the service, which is
+// what `reached` records. The client, the run machine (machines/run-rules.ts `failsRun`) and the
+// create actor ask these tables through the functions below and never branch on codes themselves.
+import { BerthError, isRunErrorKind, type ErrorCode, type RunErrorKind } from '../errors.js';
 import type { ClientOperation } from './events.js';
 
 /** What to do after one attempt failed. */
@@ -145,4 +148,69 @@ export function outcomeOf(err: unknown): Outcome {
     return err.retryable ? 'retry' : 'final';
   }
   return 'final';
+}
+
+/** What a search that failed (after the client's retries) means for its run. */
+export type SearchEffect =
+  | 'fail_run' // no retry can mend it: the run fails at once with this reason
+  | 'retry_later' // the service may work again: the run waits runs.outage_backoff_s and searches again
+  | 'stop'; // the daemon is stopping: nothing is recorded, the next start carries on
+
+/** What a create that failed (after the client's retries) means for its attempt and run. */
+export type CreateEffect =
+  | 'fail_run' // no retry can mend it: the attempt ends (create_failed) and the run fails
+  | 'skip_offer' // about this one offer (rented by someone else, refused): it is blocked; not counted against max_attempts
+  | 'reconcile' // the create may have happened: its label is looked for before anything else
+  | 'end_attempt' // this attempt failed (create_failed, counted): the next offer is tried
+  | 'stop'; // the daemon is stopping: the journal stays `intent` and the next start looks for the label
+
+export interface RunPolicy {
+  search: SearchEffect;
+  create: CreateEffect;
+}
+
+const TRANSIENT: RunPolicy = { search: 'retry_later', create: 'end_attempt' };
+
+/**
+ * By error code (a Record over every kind, so a new code cannot be left out). Destroys are not
+ * here: a run's destroy is retried whatever failed, forever (the machine's `destroying` state).
+ */
+export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
+  auth: { search: 'fail_run', create: 'fail_run' },
+  permission: { search: 'fail_run', create: 'fail_run' },
+  // A search the service refuses as invalid would be refused again; a refused create is one
+  // attempt's failure (its reason is listed when the run fails), and the next offer is tried.
+  bad_request: { search: 'fail_run', create: 'end_attempt' },
+  offer_gone: { search: 'retry_later', create: 'skip_offer' },
+  offer_refused: { search: 'retry_later', create: 'skip_offer' },
+  ambiguous: { search: 'retry_later', create: 'reconcile' },
+  aborted: { search: 'stop', create: 'stop' },
+  not_found: TRANSIENT,
+  rate_limited: TRANSIENT,
+  server_error: TRANSIENT,
+  network: TRANSIENT,
+  timeout: TRANSIENT,
+  deprecated_endpoint: TRANSIENT,
+  bad_response: TRANSIENT,
+  unsuccessful: TRANSIENT,
+  config: TRANSIENT,
+  spec: TRANSIENT,
+  store: TRANSIENT,
+  daemon_stopping: TRANSIENT,
+  control_rejected: TRANSIENT,
+  daemon_unreachable: TRANSIENT,
+  internal: TRANSIENT,
+  not_confirmed: TRANSIENT,
+  deadline: TRANSIENT,
+  attempts_exhausted: TRANSIENT,
+  no_offers: TRANSIENT,
+  upgrade: TRANSIENT,
+  max_runtime: TRANSIENT,
+  budget: TRANSIENT,
+};
+
+/** The row for any thrown value: by its `code`; anything untyped is `internal` (a bug, not the service's fault). */
+export function runPolicyOf(err: unknown): RunPolicy {
+  const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
+  return isRunErrorKind(code) ? RUN_POLICY[code] : RUN_POLICY.internal;
 }

@@ -11,6 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
 import { BerthError, SpecError, StoreWriteError } from '../errors.js';
 import { MAX_SPEC_BYTES } from '../job-spec/spec-size.js';
+import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import { controlProof, isUsableToken } from './control-token.js';
@@ -31,6 +32,7 @@ export interface ControlApiDeps {
   supervisor: Supervisor;
   tokens: ControlTokens;
   log: Logger;
+  clock: Pick<Clock, 'now'>;
   startedAt: number;
   /** False while the start-up reconcile runs: status works, submits are stored and wait. */
   ready(): boolean;
@@ -134,7 +136,7 @@ export function createControlApi(deps: ControlApiDeps): Server {
       return send(res, 200, {
         ok: true,
         store_id: store.storeId,
-        uptime_s: Math.round((Date.now() - deps.startedAt) / 1000),
+        uptime_s: Math.round((deps.clock.now() - deps.startedAt) / 1000),
         live_runs: supervisor.liveCount,
         active_runs: supervisor.activeCount,
         ready: deps.ready(),
@@ -222,7 +224,7 @@ export function createControlApi(deps: ControlApiDeps): Server {
         return send(res, 503, { error: { kind: 'store_unavailable', message: err.message } });
       }
       if (err instanceof BerthError) {
-        return send(res, err.code === 'control' ? 503 : 500, { error: err.toJSON() });
+        return send(res, err.code === 'daemon_stopping' ? 503 : 500, { error: err.toJSON() });
       }
       log.error({ err }, 'control API error');
       send(res, 500, { error: { kind: 'internal', message: 'Internal error; see the daemon log.' } });

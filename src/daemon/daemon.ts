@@ -13,10 +13,10 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createMarketClient } from '../client/marketplace-client.js';
 import type { ClientEvent } from '../client/events.js';
-import { systemClock, type Timer } from '../clock.js';
+import { systemClock, type Clock, type Timer } from '../clock.js';
 import { loadConfig, type DeepPartial } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { ConfigError, describeError, StoreError } from '../errors.js';
+import { ConfigError, toRunError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { openStore, type Store } from '../store/index.js';
 import { createControlApi, listen } from './control-api.js';
@@ -33,6 +33,8 @@ export interface DaemonOptions {
   logger?: Logger;
   /** `--replace-store`: start a new store where berth.db is missing, empty or another store's. */
   replaceStore?: boolean;
+  /** Time for everything the daemon schedules (tests pass a fake one); the wall clock by default. */
+  clock?: Clock;
 }
 
 export interface RunningDaemon {
@@ -90,8 +92,9 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     throw new ConfigError('No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.', 'service.api_key_file');
   }
   const log = options.logger ?? createLogger({ pretty: options.pretty });
+  const clock = options.clock ?? systemClock;
   const store = openStore({ home: env.home, lock: true, replaceStore: options.replaceStore });
-  const startedAt = Date.now();
+  const startedAt = clock.now();
   let token: string;
   try {
     const ensured = ensureControlToken(env.home);
@@ -115,17 +118,18 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     baseUrl: config.service.base_url,
     apiKey: env.apiKey,
     config,
+    clock,
     onEvent: (e) => logClientEvent(log, e),
   });
   // The runs get their lists from the poller, and the poller reports to the supervisor.
   const poller = new InstancePoller({
     client,
-    clock: systemClock,
+    clock,
     intervalMs: config.polling.interval_s * 1000,
     listSpacingMs: listEveryS * 1000,
     log,
   });
-  const supervisor = new Supervisor({ store, client, clock: systemClock, lists: poller, config, log });
+  const supervisor = new Supervisor({ store, client, clock, lists: poller, config, log });
   poller.subscribe(supervisor);
 
   let ready = false;
@@ -133,6 +137,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     store,
     supervisor,
     log,
+    clock,
     startedAt,
     ready: () => ready,
     tokens: {
@@ -170,14 +175,14 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
 
   let retention: Timer | undefined;
   const purge = () => {
-    const before = Date.now() - config.store.retention_days * 86_400_000;
+    const before = clock.now() - config.store.retention_days * 86_400_000;
     try {
       const { runs, events } = store.purge(before);
       if (runs + events > 0) log.info({ runs, events, retention_days: config.store.retention_days }, 'deleted ended runs and events past their retention');
     } catch (err) {
-      log.warn({ err: describeError(err) }, 'could not delete old runs and events; trying again later');
+      log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
     }
-    retention = systemClock.setTimer(purge, RETENTION_EVERY_MS);
+    retention = clock.setTimer(purge, RETENTION_EVERY_MS);
   };
 
   const started = (async () => {
@@ -193,8 +198,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   })();
   const readyPromise = started.catch((err: unknown) => {
     // The store could not be read (a damaged page found while resuming): the daemon cannot go on.
-    const why = describeError(err).message;
-    log.fatal({ err: describeError(err) }, `berth daemon cannot go on: ${why}`);
+    const why = toRunError(err).message;
+    log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
     void stop().finally(() =>
       fail(new StoreError(`The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`, err)),
     );

@@ -1,10 +1,10 @@
-// Turns what the run machine reports into rows: the attempts table and the run's event log. Called
-// inside the transaction that also saves the snapshot, so the log and the state never disagree.
+// Turns what the run machine reports into lines of the run's event log (the attempts rows are the
+// journal's: ./attempt-journal.ts). Called inside the transaction that also saves the snapshot, so
+// the log and the state never disagree.
 import type { RunEmitted } from '../../machines/run-machine.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { describeRelaxStep } from '../job-spec/search-query.js';
 import type { Store } from '../store/index.js';
-import { attemptLabel } from './labels.js';
 
 export interface LoggedEvent {
   type: string;
@@ -48,15 +48,6 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
       return append(`no usable offer; relaxed the search: ${step ? describeRelaxStep(step) : `step ${e.level}`}`, { level: e.level });
     }
     case 'attempt.started':
-      store.attempts.noteStarted({
-        runId,
-        n: e.n,
-        offerId: e.offerId,
-        machineId: e.machineId,
-        dphTotal: e.dphTotal,
-        label: attemptLabel(store.storeId, runId, e.n),
-        at,
-      });
       return append(`attempt #${e.n}: offer ${e.offerId} on machine ${e.machineId} at $${e.dphTotal.toFixed(3)}/h`, {
         n: e.n,
         offerId: e.offerId,
@@ -64,17 +55,13 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         dphTotal: e.dphTotal,
       });
     case 'attempt.instance':
-      store.attempts.markCreated(runId, e.n, e.instanceId);
       return append(`attempt #${e.n}: instance ${e.instanceId} created`, { n: e.n, instanceId: e.instanceId });
     case 'attempt.status':
-      store.attempts.setStatus(runId, e.n, e.status);
       return append(`attempt #${e.n}: instance ${e.status.id} is ${e.status.actual_status ?? 'provisioning'}`, {
         n: e.n,
         status: e.status.actual_status,
       });
     case 'attempt.running':
-      store.attempts.setStatus(runId, e.n, e.status);
-      store.attempts.setOutcome(runId, e.n, 'running', null, null);
       return append(`attempt #${e.n}: instance ${e.status.id} is ready (${READY_BY[e.via]})${sshLines(e)}`, {
         n: e.n,
         instanceId: e.status.id,
@@ -98,7 +85,6 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
     case 'search.switched':
       return append('outbid: searching on-demand offers from now on (on_outbid "on_demand")', { to: e.to }, 'warn');
     case 'attempt.ended':
-      store.attempts.setOutcome(runId, e.n, e.outcome, e.detail, at);
       return append(`attempt #${e.n} ended: ${e.outcome}${e.detail ? ` (${e.detail})` : ''}`, {
         n: e.n,
         outcome: e.outcome,
@@ -114,7 +100,6 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         `destroy.retry:${e.n}:${e.instanceId}:${e.error.kind}`,
       );
     case 'destroy.confirmed':
-      store.attempts.setDestroyState(runId, e.n, 'confirmed');
       return append(`attempt #${e.n}: instance ${e.instanceId} is gone`, { n: e.n, instanceId: e.instanceId });
     case 'run.failed':
       return append(`run failed (${e.error.kind}): ${e.error.message}`, { error: e.error }, 'warn');

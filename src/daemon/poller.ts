@@ -23,7 +23,7 @@
 // look-up is asked for → listing → handing over → sleeping; stop() ends it.
 import type { Instance, InstanceFilters, InstancePage, InstancePageQuery, MarketClient } from '../client/types.js';
 import type { Clock, Timer } from '../clock.js';
-import { BerthError, describeError } from '../errors.js';
+import { BerthError, toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 /** The v1 list's page size: also the most ids or labels one filtered call asks for. */
@@ -211,7 +211,7 @@ export class InstancePoller implements InstanceLists {
       if (this.stopped) return false;
       this.consecutiveFailures++;
       this.options.log.warn(
-        { err: describeError(err), failures: this.consecutiveFailures },
+        { err: toRunError(err), failures: this.consecutiveFailures },
         'instance list failed; statuses are not updated this round',
       );
       return false;

@@ -2,6 +2,8 @@
 // repeat: xstate re-runs an invoked promise that was in flight when a snapshot was taken, so every
 // create first reads its journal row (written, and committed, before the call) and, when a call
 // may already have reached the service, looks for the attempt's label instead of calling again.
+// What a failed create means (skip the offer, look for the label, fail the run...) is the policy
+// table's call (src/client/retry-policy.ts RUN_POLICY), not this file's.
 import { fromPromise } from 'xstate';
 import type {
   Candidate,
@@ -16,14 +18,15 @@ import type {
   SearchOutput,
   SleepInput,
 } from '../../machines/run-machine.js';
+import { runPolicyOf } from '../client/retry-policy.js';
 import type { MarketClient } from '../client/types.js';
 import type { Clock } from '../clock.js';
-import { describeError, isBerthError } from '../errors.js';
+import { toRunError } from '../errors.js';
 import { encodeOnstart } from '../job-spec/onstart.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../job-spec/search-query.js';
-import type { Store } from '../store/index.js';
-import { attemptLabel } from './labels.js';
+import type { AttemptRow } from '../store/index.js';
+import type { AttemptJournal } from './attempt-journal.js';
 import { probeUntilReachable } from './ssh-probe.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from './poller.js';
@@ -32,7 +35,7 @@ import type { MachineQuarantine } from './machine-quarantine.js';
 export interface RunActorDeps {
   client: MarketClient;
   clock: Clock;
-  store: Store;
+  journal: AttemptJournal;
   /** The resolved spec of a live run (one set of actors serves every run of the daemon). */
   specOf(runId: string): ResolvedJobSpec;
   /** How long to keep looking for the label of a create whose outcome is unknown. */
@@ -45,72 +48,71 @@ export interface RunActorDeps {
   quarantine: MachineQuarantine;
 }
 
+/** Lists the label is looked for in, spread over the grace period. */
+const RECONCILE_LISTS = 3;
+
 /**
  * Looks for the attempt's label in lists started after the create may have happened (label look-ups
  * by the shared poller, so many look-ups cost one call); adopts the instance if it is there, or
  * records that it is not.
  */
-async function reconcileCreate(
-  deps: RunActorDeps,
-  input: CreateInput,
-  label: string,
-  signal: AbortSignal,
-): Promise<CreateOutput> {
-  const { store } = deps;
-  const tries = 3;
-  for (let i = 0; i < tries; i++) {
+async function reconcileCreate(deps: RunActorDeps, input: CreateInput, sentAt: number, signal: AbortSignal): Promise<CreateOutput> {
+  const label = deps.journal.labelOf(input.runId, input.n);
+  for (let i = 0; i < RECONCILE_LISTS; i++) {
     const found = await deps.lists.findLabel(label, deps.clock.now(), signal);
-    if (found) {
-      store.attempts.markCreated(input.runId, input.n, found.id);
-      return { kind: 'created', instanceId: found.id, createdAt: deps.clock.now() };
-    }
-    if (i < tries - 1) await deps.clock.sleep(deps.reconcileGraceMs / (tries - 1), signal);
+    if (found) return adopted(deps, input, found.id, sentAt);
+    if (i < RECONCILE_LISTS - 1) await deps.clock.sleep(deps.reconcileGraceMs / (RECONCILE_LISTS - 1), signal);
   }
   const detail = `create outcome unknown and no instance labelled ${label} appeared`;
-  store.attempts.markCreateResult(input.runId, input.n, 'failed', detail);
+  deps.journal.notCreated(input.runId, input.n, 'failed', detail);
   return { kind: 'create_failed', detail };
 }
 
+function adopted(deps: RunActorDeps, input: CreateInput, instanceId: number, sentAt: number): CreateOutput {
+  if (!deps.journal.adopt(input.runId, input.n, instanceId, sentAt)) {
+    // The attempt holds another instance or gave up: this one is an orphan, and the sweep destroys it.
+    return { kind: 'create_failed', detail: `instance ${instanceId} surfaced after attempt #${input.n} had moved on` };
+  }
+  return { kind: 'created', instanceId, createdAt: deps.clock.now() };
+}
+
+/** A create an earlier process (or an earlier run of this actor) journaled: what it recorded stands. */
+function journaled(deps: RunActorDeps, input: CreateInput, row: AttemptRow, signal: AbortSignal): Promise<CreateOutput> | CreateOutput {
+  deps.claims.claim(input.offerId, input.runId);
+  switch (row.create_state) {
+    case 'created':
+      return { kind: 'created', instanceId: row.instance_id!, createdAt: row.instance_created_at ?? row.started_at };
+    case 'offer_gone':
+      return { kind: 'offer_gone', detail: row.create_detail ?? 'offer gone' };
+    case 'failed':
+      return { kind: 'create_failed', detail: row.create_detail ?? 'create failed' };
+    case 'intent':
+      // The call may have been sent: look for the label, never call again.
+      return reconcileCreate(deps, input, row.started_at, signal);
+  }
+}
+
 async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSignal): Promise<CreateOutput> {
-  const { client, store } = deps;
+  const { client, journal, claims } = deps;
   const spec = deps.specOf(input.runId);
-  const label = attemptLabel(store.storeId, input.runId, input.n);
-  const { row, fresh } = store.attempts.beginCreate({
-    runId: input.runId,
-    n: input.n,
-    offerId: input.offerId,
-    machineId: null,
-    dphTotal: null,
-    label,
-    at: deps.clock.now(),
-  });
-  if (fresh && !deps.claims.claim(input.offerId, input.runId)) {
+  const { runId, n, offerId } = input;
+  const { row, fresh } = journal.begin(input, deps.clock.now());
+  if (!fresh) return journaled(deps, input, row, signal);
+  if (!claims.claim(offerId, runId)) {
     // Another run of this daemon is on this offer: move on without spending a create call.
-    const detail = `offer ${input.offerId} is being tried by run ${deps.claims.heldByOther(input.offerId, input.runId)} of this daemon`;
-    store.attempts.markCreateResult(input.runId, input.n, 'offer_gone', detail);
+    const detail = `offer ${offerId} is being tried by run ${claims.heldByOther(offerId, runId)} of this daemon`;
+    journal.notCreated(runId, n, 'offer_gone', detail);
     return { kind: 'offer_gone', detail };
   }
-  if (!fresh) {
-    deps.claims.claim(input.offerId, input.runId);
-    switch (row.create_state) {
-      case 'created':
-        return { kind: 'created', instanceId: row.instance_id!, createdAt: row.started_at };
-      case 'offer_gone':
-        return { kind: 'offer_gone', detail: row.create_detail ?? 'offer gone' };
-      case 'failed':
-        return { kind: 'create_failed', detail: row.create_detail ?? 'create failed' };
-      case 'intent':
-        // An earlier process journaled this create and may have sent it.
-        return reconcileCreate(deps, input, label, signal);
-    }
-  }
+  const sentAt = deps.clock.now();
+  let instanceId: number;
   try {
-    const created = await client.createInstance(
-      input.offerId,
+    ({ instanceId } = await client.createInstance(
+      offerId,
       {
         image: spec.image,
         disk: spec.disk_gb,
-        label,
+        label: row.label,
         ...(spec.onstart ? { onstart: encodeOnstart(spec.onstart) } : {}),
         ...(spec.env ? { env: spec.env } : {}),
         // The machine decides the attempt's bid (the spec's price, or the offer's min_bid): null on-demand.
@@ -118,38 +120,31 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
         runtype: 'ssh_direc ssh_proxy',
       },
       { signal },
-    );
-    store.attempts.markCreated(input.runId, input.n, created.instanceId);
-    return { kind: 'created', instanceId: created.instanceId, createdAt: deps.clock.now() };
+    ));
   } catch (err) {
-    if (!isBerthError(err)) throw err;
-    switch (err.code) {
-      case 'offer_gone':
-      // A 403 about this one offer ("not your own"): the offer is blocked and the run moves on,
-      // like a gone offer; only a permission 403 fails the run.
-      case 'offer_refused':
-        store.attempts.markCreateResult(input.runId, input.n, 'offer_gone', err.message);
-        return { kind: 'offer_gone', detail: err.message };
-      case 'ambiguous':
-        return reconcileCreate(deps, input, label, signal);
-      case 'auth':
-      case 'permission':
-        store.attempts.markCreateResult(input.runId, input.n, 'failed', err.message);
+    const detail = toRunError(err).message;
+    switch (runPolicyOf(err).create) {
+      case 'skip_offer':
+        journal.notCreated(runId, n, 'offer_gone', detail);
+        return { kind: 'offer_gone', detail };
+      case 'reconcile':
+        return reconcileCreate(deps, input, sentAt, signal);
+      case 'end_attempt':
+        journal.notCreated(runId, n, 'failed', detail);
+        return { kind: 'create_failed', detail };
+      case 'fail_run':
+        journal.notCreated(runId, n, 'failed', detail);
         throw err;
-      case 'aborted':
+      case 'stop':
         // The daemon is stopping: the journal stays 'intent' and the next start looks for the label.
         throw err;
-      default: {
-        const detail = describeError(err).message;
-        store.attempts.markCreateResult(input.runId, input.n, 'failed', detail);
-        return { kind: 'create_failed', detail };
-      }
     }
   }
+  return adopted(deps, input, instanceId, sentAt);
 }
 
 export function makeRunActors(deps: RunActorDeps) {
-  const { client, store } = deps;
+  const { client } = deps;
   return {
     searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
       const stored = deps.specOf(input.runId);
@@ -182,7 +177,6 @@ export function makeRunActors(deps: RunActorDeps) {
     createInstance: fromPromise<CreateOutput, CreateInput>(({ input, signal }) => create(deps, input, signal)),
 
     destroyInstance: fromPromise<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
-      store.attempts.setDestroyState(input.runId, input.n, 'requested');
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
     }),

@@ -1,5 +1,5 @@
 // Drives one run: owns its xstate actor, and after every transition writes the snapshot, the run
-// row, the attempts rows and the event log in one SQLite transaction. The intent of each side
+// row, the attempts rows (through the journal) and the event log in one SQLite transaction. The intent of each side
 // effect is journaled by the actors themselves before the call (a subscriber sees a transition only
 // after the invoked promise has started), so this write is the record of what happened, not the WAL.
 //
@@ -11,16 +11,19 @@
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../machines/run-machine.js';
 import type { AttemptOutcome, InstanceStatus } from '../../machines/run-rules.js';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
-import { describeError } from '../errors.js';
+import { toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import type { AttemptRow, RunRow, RunState, Store } from '../store/index.js';
 import { isEndState } from '../store/index.js';
-import { recordEmitted } from './event-log.js';
+import type { AttemptJournal } from './attempt-journal.js';
+import { DestroyFailures } from './destroy-alerts.js';
+import { recordEmitted, type LoggedEvent } from './event-log.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
-import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, type RunError } from '../../machines/run-rules.js';
+import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, sameStatus, type RunError } from '../../machines/run-rules.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../machines/run-migrations.js';
 import { makeRunActors, type RunActorDeps } from './run-actors.js';
 
@@ -36,6 +39,8 @@ export type ProvidedRunMachine = ReturnType<typeof provideRunMachine>;
 export interface RunDriverDeps {
   machine: ProvidedRunMachine;
   store: Store;
+  journal: AttemptJournal;
+  clock: Clock;
   claims: OfferClaims;
   quarantine: MachineQuarantine;
   config: Config;
@@ -104,11 +109,13 @@ export class RunDriver {
   private last: RunSnapshot | undefined;
   private lastState: RunState;
   private ended = false;
-  private lastPolled: string | undefined;
+  private lastPolled: InstanceStatus | undefined;
   private paused = false;
   /** ADMIT was sent: a resume after a pause sends it again (its persist may be what failed). */
   private admitted = false;
   private cancelWhenResumed = false;
+  /** Destroys of this run's instances that did not take, in a row: an ALERT once they keep failing. */
+  private readonly destroyFailures = new DestroyFailures();
 
   constructor(
     private row: RunRow,
@@ -200,9 +207,8 @@ export class RunDriver {
     // A status seen unchanged is a no-op in every state: the machine acts on a change, on the
     // instance's absence (always sent: it is counted) or on its own timers. Not sending it spares
     // one machine transition per run per list: a run whose status changed does not wait behind the rest.
-    const seen = instance === null ? undefined : JSON.stringify(instance);
-    if (seen !== undefined && seen === this.lastPolled) return;
-    this.lastPolled = seen;
+    if (instance !== null && this.lastPolled !== undefined && sameStatus(instance, this.lastPolled)) return;
+    this.lastPolled = instance ?? undefined;
     this.actor!.send({ type: 'POLL', instance, listedAt });
   }
 
@@ -217,7 +223,7 @@ export class RunDriver {
     this.last = snapshot;
     const events = this.pending;
     this.pending = [];
-    const now = Date.now();
+    const now = this.deps.clock.now();
     const state = runStateOf(snapshot);
     let logged: ReturnType<typeof recordEmitted>[];
     try {
@@ -232,7 +238,7 @@ export class RunDriver {
       this.deps.claims.release(this.runId, e.offerId);
       if (blocksMachine(e.outcome)) this.deps.quarantine.note(e.machineId);
     }
-    for (const line of logged) this.log[line.level]({ event: line.type }, line.message);
+    for (const [i, line] of logged.entries()) this.logEvent(events[i]!, line);
     if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
     this.lastState = state;
     if (isEndState(state)) this.end();
@@ -241,7 +247,10 @@ export class RunDriver {
   private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number) {
     const ctx = snapshot.context;
     return this.deps.store.transaction(() => {
-      const lines = events.map((e) => recordEmitted(this.deps.store, this.spec, this.runId, e, now));
+      const lines = events.map((e) => {
+        this.deps.journal.record(this.runId, e, now);
+        return recordEmitted(this.deps.store, this.spec, this.runId, e, now);
+      });
       if (state !== this.lastState) {
         this.deps.store.events.append({ runId: this.runId, at: now, type: 'state', message: `${this.lastState} → ${state}`, data: { from: this.lastState, to: state } });
       }
@@ -259,6 +268,20 @@ export class RunDriver {
   }
 
   /**
+   * One event's line in the daemon log. A destroy that keeps failing may leave an instance billing:
+   * from the first few failures in a row on it is an ALERT at error level (README: Logs).
+   */
+  private logEvent(e: RunEmitted, line: LoggedEvent): void {
+    if (e.type === 'destroy.confirmed') this.destroyFailures.clear(e.instanceId);
+    if (e.type === 'destroy.retry' && this.destroyFailures.failed(e.instanceId)) {
+      const failures = this.destroyFailures.count(e.instanceId);
+      this.log.error({ event: line.type, instanceId: e.instanceId, failures }, `ALERT: the destroy of instance ${e.instanceId} keeps failing (${failures} in a row); it may be billing. ${line.message}`);
+      return;
+    }
+    this.log[line.level]({ event: line.type }, line.message);
+  }
+
+  /**
    * The transition was not stored: stop the actor (in-flight calls are abandoned; their journal
    * rows are reconciled on resume) and wait for the supervisor to resume it from the store.
    */
@@ -269,7 +292,7 @@ export class RunDriver {
     this.last = undefined;
     this.lastPolled = undefined;
     this.pending = [];
-    const { kind, message } = describeError(err);
+    const { kind, message } = toRunError(err);
     this.log.error(
       { err: { kind, message }, code: (err as { sqliteCode?: string }).sqliteCode },
       `cannot write the store (${message}); run ${this.runId} is paused until berth.db can be written again`,
@@ -284,7 +307,7 @@ export class RunDriver {
     // is destroyed by the orphan sweep.
     this.log.error({ err }, 'run machine stopped with an error');
     try {
-      this.deps.store.runs.setState(this.runId, 'failed', { kind: 'internal', message: `internal error: ${String((err as Error)?.message ?? err)}` }, Date.now());
+      this.deps.store.runs.setState(this.runId, 'failed', { kind: 'internal', message: `internal error: ${String((err as Error)?.message ?? err)}` }, this.deps.clock.now());
     } catch (writeErr) {
       return this.pause(writeErr);
     }

@@ -1,8 +1,7 @@
 // Keeps one RunDriver per live run: resumes them at start, admits queued runs while fewer than
-// `daemon.max_active_runs` are active, hands each its instance from the shared poller (it is the
-// poller's subscriber: it names the instances runs wait on, and hears what each list showed), and,
-// on every complete sweep of the account, destroys instances that carry this store's label but
-// have no live owner.
+// `daemon.max_active_runs` are active, and hands each its instance from the shared poller (it is the
+// poller's subscriber: it names the instances runs wait on, and hears what each list showed). Each
+// complete sweep of the account goes on to the reconciler (./reconciler.ts: adoption, orphans).
 //
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
@@ -10,21 +9,22 @@
 // resumes or cancels it) and paused (its driver could not write the store; resumed from a timer
 // once the store writes again).
 //
-// Until `resumeAll` (the daemon first reconciles with the service's list), a submitted run is only
-// stored, and a cancel only recorded: `resumeAll` starts both from the store.
+// Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
+// both from the store.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Instance, MarketClient } from '../client/types.js';
 import type { Clock, Timer } from '../clock.js';
 import type { Config } from '../config/schema.js';
-import { BerthError, describeError } from '../errors.js';
+import { BerthError, toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { parseJobSpec, resolveJobSpec } from '../job-spec/validate.js';
 import type { RunRow, Store } from '../store/index.js';
+import { AttemptJournal } from './attempt-journal.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
-import { classifyInstance } from './ownership.js';
 import type { InstanceLists, PollSubscriber } from './poller.js';
+import { Reconciler } from './reconciler.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
 
 export interface SupervisorDeps {
@@ -43,7 +43,7 @@ export class IdempotencyConflictError extends BerthError {
     readonly runId: string,
   ) {
     super(
-      'control',
+      'control_rejected',
       `Idempotency-Key "${key}" already belongs to run ${runId}, which was submitted with a different job spec: resubmit that spec to get run ${runId}, or use a new key.`,
     );
   }
@@ -71,6 +71,11 @@ function newRunId(): string {
   return id;
 }
 
+/** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
+function orphanRetryMs(config: Config): number {
+  return Math.max(5 * config.polling.interval_s, 30) * 1000;
+}
+
 /** Run states in which a run waits on the poller: for its instance to run, or to be gone. */
 const WAITING_STATES = new Set(['booting', 'destroying']);
 
@@ -78,30 +83,37 @@ export class Supervisor implements PollSubscriber {
   private readonly drivers = new Map<string, RunDriver>();
   /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
   private readonly queued = new Set<string>();
-  /** Orphans whose destroy was sent, with the time, so each poll does not send it again at once. */
-  private readonly orphanDestroys = new Map<number, number>();
-  private readonly abort = new AbortController();
   private readonly claims = new OfferClaims();
   private readonly quarantine: MachineQuarantine;
   private readonly specs = new Map<string, ResolvedJobSpec>();
   private readonly machine: ProvidedRunMachine;
+  private readonly journal: AttemptJournal;
+  private readonly reconciler: Reconciler;
   private stopping = false;
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
-  /** Instances labelled with these store ids are destroyed as orphans (replaced stores). */
-  private readonly sweptStores: ReadonlySet<string>;
   private readonly paused = new Set<string>();
   private storeRetry: Timer | undefined;
   private storeRetryMs = STORE_RETRY_MS.min;
 
   constructor(private readonly deps: SupervisorDeps) {
-    this.quarantine = new MachineQuarantine(deps.config.runs.machine_quarantine_s * 1000);
-    this.sweptStores = new Set([...deps.store.formerStoreIds, ...deps.config.store.sweep_store_ids].filter((id) => id !== deps.store.storeId));
+    this.quarantine = new MachineQuarantine(deps.config.runs.machine_quarantine_s * 1000, deps.clock);
+    this.journal = new AttemptJournal(deps.store);
+    this.reconciler = new Reconciler({
+      store: deps.store,
+      journal: this.journal,
+      client: deps.client,
+      clock: deps.clock,
+      log: deps.log,
+      isLive: (runId) => this.isLive(runId),
+      sweptStores: new Set([...deps.store.formerStoreIds, ...deps.config.store.sweep_store_ids].filter((id) => id !== deps.store.storeId)),
+      retryMs: orphanRetryMs(deps.config),
+    });
     this.machine = provideRunMachine({
       quarantine: this.quarantine,
       client: deps.client,
       clock: deps.clock,
-      store: deps.store,
+      journal: this.journal,
       lists: deps.lists,
       claims: this.claims,
       reconcileGraceMs: Math.max(2 * deps.config.polling.interval_s * 1000, 2000),
@@ -129,7 +141,7 @@ export class Supervisor implements PollSubscriber {
         this.deps.store.runs.setState(row.id, 'failed', {
           kind: 'upgrade',
           message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
-        }, Date.now());
+        }, this.deps.clock.now());
         continue;
       }
       this.startDriver(row);
@@ -159,12 +171,12 @@ export class Supervisor implements PollSubscriber {
 
   /** Validates and stores a job spec; with an idempotency key already used, returns that run. */
   submit(specInput: unknown, idempotencyKey?: string): { row: RunRow; created: boolean } {
-    if (this.stopping) throw new BerthError('control', 'The daemon is shutting down and takes no new runs.');
+    if (this.stopping) throw new BerthError('daemon_stopping', 'The daemon is shutting down and takes no new runs.');
     const parsed = parseJobSpec(specInput);
     const spec = resolveJobSpec(parsed, this.deps.config.runs);
     const requestHash = createHash('sha256').update(canonicalJson(parsed)).digest('hex');
     const { store } = this.deps;
-    const now = Date.now();
+    const now = this.deps.clock.now();
     const result = store.transaction(() => {
       const inserted = store.runs.insert({ id: newRunId(), name: spec.name, specJson: JSON.stringify(spec), createdAt: now, idempotencyKey, requestHash });
       if (!inserted.created && inserted.row.request_hash !== null && inserted.row.request_hash !== requestHash) {
@@ -194,7 +206,7 @@ export class Supervisor implements PollSubscriber {
     const row = store.runs.get(runId);
     if (!row || row.ended_at !== null) return row;
     store.transaction(() => {
-      store.runs.requestCancel(runId, Date.now());
+      store.runs.requestCancel(runId, this.deps.clock.now());
       // A held run may be cancelled: its actor only destroys what the run holds and never rents.
       if (row.held_at !== null) store.runs.release(runId);
     });
@@ -242,29 +254,14 @@ export class Supervisor implements PollSubscriber {
 
   /**
    * A complete sweep of the account: runs whose instance it never showed hear the absence (dated
-   * from the sweep's start, so an instance made later is not counted missing); then the ownership
-   * sweep adopts journaled creates and destroys orphans. Statuses of listed instances were handed
-   * over page by page already.
+   * from the sweep's start, so an instance made later is not counted missing); then the reconciler
+   * adopts journaled creates and destroys orphans. Statuses of listed instances were handed over
+   * page by page already.
    */
-  async onSweep(instances: Instance[], startedAt: number): Promise<void> {
-    const { store, log } = this.deps;
-    const byId = new Map(instances.map((inst) => [inst.id, inst]));
-    for (const [id, driver] of this.driversByInstance()) if (!byId.has(id)) driver.poll(null, startedAt);
-    for (const inst of instances) {
-      const owner = classifyInstance(inst, store, (id) => this.isLive(id), this.sweptStores);
-      if (owner.kind === 'adopt') {
-        try {
-          store.attempts.markCreated(owner.runId, owner.n, inst.id);
-          log.info({ runId: owner.runId, attempt: owner.n, instanceId: inst.id }, 'adopted an instance whose create was journaled');
-        } catch (err) {
-          // The store refuses writes: adopted on a later list, once it takes them again.
-          log.warn({ runId: owner.runId, instanceId: inst.id, err: describeError(err) }, 'could not record an adopted instance; trying again on the next list');
-        }
-      } else if (owner.kind === 'orphan') {
-        this.destroyOrphan(inst, owner.runId, owner.reason);
-      }
-    }
-    for (const id of this.orphanDestroys.keys()) if (!byId.has(id)) this.orphanDestroys.delete(id);
+  onSweep(instances: Instance[], startedAt: number): void {
+    const listed = new Set(instances.map((inst) => inst.id));
+    for (const [id, driver] of this.driversByInstance()) if (!listed.has(id)) driver.poll(null, startedAt);
+    this.reconciler.sweep(instances, startedAt);
   }
 
   private driversByInstance(): Map<number, RunDriver> {
@@ -280,7 +277,7 @@ export class Supervisor implements PollSubscriber {
   stop(): void {
     this.stopping = true;
     this.storeRetry?.cancel();
-    this.abort.abort();
+    this.reconciler.stop();
     for (const d of this.drivers.values()) d.stop();
     this.drivers.clear();
   }
@@ -292,6 +289,8 @@ export class Supervisor implements PollSubscriber {
     const driver = new RunDriver(row, spec, {
       machine: this.machine,
       store: this.deps.store,
+      journal: this.journal,
+      clock: this.deps.clock,
       claims: this.claims,
       quarantine: this.quarantine,
       config: this.deps.config,
@@ -345,27 +344,6 @@ export class Supervisor implements PollSubscriber {
       this.queued.delete(runId);
       this.drivers.get(runId)?.admit();
     }
-  }
-
-  private destroyOrphan(inst: Instance, runId: string, reason: string): void {
-    const { client, store, log, config } = this.deps;
-    const last = this.orphanDestroys.get(inst.id);
-    const retryMs = Math.max(5 * config.polling.interval_s, 30) * 1000;
-    if (last !== undefined && Date.now() - last < retryMs) return;
-    this.orphanDestroys.set(inst.id, Date.now());
-    log.warn({ runId, instanceId: inst.id, label: inst.label, reason }, 'destroying an instance no live run owns');
-    try {
-      if (store.runs.get(runId)) {
-        store.events.append({ runId, at: Date.now(), type: 'orphan.destroy', message: `destroying instance ${inst.id}: ${reason}`, data: { instanceId: inst.id } });
-      }
-    } catch {
-      // The store refuses writes: the destroy matters more than its event.
-    }
-    client.destroyInstance(inst.id, { signal: this.abort.signal }).catch((err: unknown) => {
-      if (this.abort.signal.aborted) return;
-      // Retried on a later poll while the instance is still listed.
-      log.error({ instanceId: inst.id, err: describeError(err) }, 'ALERT: destroy of an orphan instance failed; will retry');
-    });
   }
 }
 

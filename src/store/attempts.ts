@@ -1,16 +1,23 @@
-// The attempts table: one row per offer tried, and the journal of its create. A row in
-// create_state 'intent' means a create call may have reached the service: whoever finds it must
-// look for the attempt's label in the instance list before anything else.
+// The attempts table: one row per offer tried, the journal of its create, and what its instance
+// cost. A row in create_state 'intent' means a create call may have reached the service: whoever
+// finds it must look for the attempt's label in the instance list before anything else.
+//
+// Only src/daemon/attempt-journal.ts calls the writes below; the SQL lives here.
+//
+// Money: per attempt the instance's billed $/h (`dph_total`: the offer's billed price, replaced by
+// the list's own figure once the instance is listed), when it was made (`instance_created_at`, the
+// earliest it can have been: when its create was sent), when it was first seen running and when its
+// destroy was confirmed (null while it may still bill). Spend and runtime are computed from these.
 import type { Db } from './database.js';
 
 export type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
-export type DestroyState = 'none' | 'requested' | 'confirmed';
 
 export interface AttemptRow {
   run_id: string;
   n: number;
   offer_id: number;
   machine_id: number | null;
+  /** Billed $/h, disk included: the offer's until the instance is listed, then the list's dph_total. */
   dph_total: number | null;
   label: string;
   create_state: CreateState;
@@ -22,17 +29,23 @@ export interface AttemptRow {
   ssh_port: number | null;
   outcome: string | null;
   detail: string | null;
-  destroy_state: DestroyState;
   started_at: number;
   ended_at: number | null;
+  /** When the create that made the instance was sent (it cannot have billed before); null without an instance. */
+  instance_created_at: number | null;
+  /** When a list first showed the instance running. */
+  first_running_at: number | null;
+  /** When a list taken after the destroy no longer showed the instance; null while it may still bill. */
+  destroy_confirmed_at: number | null;
 }
 
-export interface AttemptStart {
+export interface AttemptIntent {
   runId: string;
   n: number;
   offerId: number;
-  machineId: number | null;
-  dphTotal: number | null;
+  machineId: number;
+  /** The offer's billed price, disk included. */
+  dphTotal: number;
   label: string;
   at: number;
 }
@@ -53,31 +66,37 @@ export function createAttemptsRepo(db: Db) {
      VALUES (@runId, @n, @offerId, @machineId, @dphTotal, @label, 'intent', @at)
      ON CONFLICT (run_id, n) DO NOTHING`,
   );
-  const fillDetails = db.prepare(
-    `UPDATE attempts SET machine_id = COALESCE(machine_id, @machineId), dph_total = COALESCE(dph_total, @dphTotal)
-     WHERE run_id = @runId AND n = @n`,
+  // Idempotent: the create's answer, the attempt's own label look-up and the reconciler's sweep may
+  // each find the same instance; an attempt never takes a second one.
+  const adopt = db.prepare(
+    `UPDATE attempts SET create_state = 'created', instance_id = @instanceId,
+       instance_created_at = COALESCE(instance_created_at, @createdAt)
+     WHERE run_id = @runId AND n = @n AND (create_state = 'intent' OR (create_state = 'created' AND instance_id = @instanceId))`,
   );
-  const created = db.prepare(
-    `UPDATE attempts SET create_state = 'created', instance_id = ? WHERE run_id = ? AND n = ?`,
-  );
-  const createResult = db.prepare(
+  const notCreated = db.prepare(
     `UPDATE attempts SET create_state = ?, create_detail = ? WHERE run_id = ? AND n = ? AND create_state = 'intent'`,
   );
   const status = db.prepare(
     `UPDATE attempts SET actual_status = @actual_status, status_msg = @status_msg, ssh_host = @ssh_host, ssh_port = @ssh_port,
-       dph_total = COALESCE(@dph_total, dph_total)
+       dph_total = COALESCE(@dph_total, dph_total),
+       first_running_at = CASE WHEN @actual_status = 'running' THEN COALESCE(first_running_at, @at) ELSE first_running_at END
      WHERE run_id = @runId AND n = @n`,
   );
   const outcome = db.prepare(
     `UPDATE attempts SET outcome = @outcome, detail = @detail, ended_at = @endedAt WHERE run_id = @runId AND n = @n`,
   );
-  const destroy = db.prepare(`UPDATE attempts SET destroy_state = ? WHERE run_id = ? AND n = ?`);
+  const destroyed = db.prepare(
+    `UPDATE attempts SET destroy_confirmed_at = COALESCE(destroy_confirmed_at, @at)
+     WHERE run_id = @runId AND n = @n AND instance_id = @instanceId`,
+  );
   const forRun = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n`);
   const latest = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n DESC LIMIT 1`);
 
-  const begin = db.transaction((a: AttemptStart): AttemptRow => {
+  const begin = db.transaction((a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
+    const before = get.get(a.runId, a.n) as AttemptRow | undefined;
+    if (before) return { row: before, fresh: false };
     insertIntent.run(a);
-    return get.get(a.runId, a.n) as AttemptRow;
+    return { row: get.get(a.runId, a.n) as AttemptRow, fresh: true };
   });
 
   return {
@@ -88,26 +107,22 @@ export function createAttemptsRepo(db: Db) {
      * Journals the intent to create (committed before the call) and returns the row: a fresh
      * 'intent' when this is the first try, or what an earlier process already recorded.
      */
-    beginCreate(a: AttemptStart): { row: AttemptRow; fresh: boolean } {
-      const before = get.get(a.runId, a.n) as AttemptRow | undefined;
-      const row = before ?? begin(a);
-      return { row, fresh: before === undefined };
+    beginCreate(a: AttemptIntent): { row: AttemptRow; fresh: boolean } {
+      return begin.immediate(a);
     },
-    /** Called for `attempt.started`: the actor normally wrote the row already; fill what it lacked. */
-    noteStarted(a: AttemptStart): void {
-      insertIntent.run(a);
-      fillDetails.run(a);
+    /** The attempt owns this instance (its create answered, or a list showed its label); false when it holds another or gave up. */
+    adopt(runId: string, n: number, instanceId: number, createdAt: number): boolean {
+      return adopt.run({ runId, n, instanceId, createdAt }).changes === 1;
     },
-    markCreated(runId: string, n: number, instanceId: number): void {
-      created.run(instanceId, runId, n);
+    /** The create made nothing (the offer was gone or refused, or it failed); only a row still in 'intent'. */
+    notCreated(runId: string, n: number, state: 'offer_gone' | 'failed', detail: string): void {
+      notCreated.run(state, detail, runId, n);
     },
-    markCreateResult(runId: string, n: number, state: 'offer_gone' | 'failed', detail: string): void {
-      createResult.run(state, detail, runId, n);
-    },
-    setStatus(runId: string, n: number, s: ObservedStatus): void {
+    setStatus(runId: string, n: number, s: ObservedStatus, at: number): void {
       status.run({
         runId,
         n,
+        at,
         actual_status: s.actual_status,
         status_msg: s.status_msg ?? null,
         ssh_host: s.ssh_host ?? null,
@@ -118,8 +133,9 @@ export function createAttemptsRepo(db: Db) {
     setOutcome(runId: string, n: number, value: string, detail: string | null, endedAt: number | null): void {
       outcome.run({ runId, n, outcome: value, detail, endedAt });
     },
-    setDestroyState(runId: string, n: number, state: DestroyState): void {
-      destroy.run(state, runId, n);
+    /** A list taken after the destroy no longer shows the attempt's instance: it bills no more. */
+    destroyConfirmed(runId: string, n: number, instanceId: number, at: number): void {
+      destroyed.run({ runId, n, instanceId, at });
     },
     forRun(runId: string): AttemptRow[] {
       return forRun.all(runId) as AttemptRow[];

@@ -75,4 +75,26 @@ export const MIGRATIONS: string[] = [
 
   INSERT OR IGNORE INTO meta (key, value) VALUES ('generation', '0');
   `,
+  // Version 3 (issue #10): destroy_state was written and never read; what the money guard needs
+  // per attempt instead. Rows written before get what the event log says (or the nearest bound).
+  `
+  ALTER TABLE attempts DROP COLUMN destroy_state;
+  -- When the create that made the instance was sent: it cannot have billed before.
+  ALTER TABLE attempts ADD COLUMN instance_created_at INTEGER;
+  -- When a list first showed the instance running.
+  ALTER TABLE attempts ADD COLUMN first_running_at INTEGER;
+  -- When a list taken after the destroy no longer showed the instance; NULL while it may still bill.
+  ALTER TABLE attempts ADD COLUMN destroy_confirmed_at INTEGER;
+
+  UPDATE attempts SET instance_created_at = started_at WHERE instance_id IS NOT NULL;
+  UPDATE attempts SET first_running_at = (
+    SELECT min(e.at) FROM events e
+    WHERE e.run_id = attempts.run_id AND e.type = 'attempt.running' AND json_extract(e.data_json, '$.n') = attempts.n
+  ) WHERE instance_id IS NOT NULL;
+  -- An attempt that held an instance ends only once its destroy is confirmed.
+  UPDATE attempts SET destroy_confirmed_at = COALESCE((
+    SELECT min(e.at) FROM events e
+    WHERE e.run_id = attempts.run_id AND e.type = 'destroy.confirmed' AND json_extract(e.data_json, '$.n') = attempts.n
+  ), ended_at) WHERE instance_id IS NOT NULL AND ended_at IS NOT NULL;
+  `,
 ];

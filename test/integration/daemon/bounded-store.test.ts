@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { fromPromise } from 'xstate';
 import { afterEach, describe, expect, it } from 'vitest';
 import { runMachine, type SearchInput, type SearchOutput, type SleepInput } from '../../../machines/run-machine.js';
+import { systemClock } from '../../../src/clock.js';
 import { loadConfig } from '../../../src/config/load.js';
+import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
 import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/offer-claims.js';
 import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/run-driver.js';
@@ -58,12 +60,12 @@ function startRuns(count: number, machine: ProvidedRunMachine): string[] {
   const { config } = loadConfig({}, {});
   const spec = resolveJobSpec(parseJobSpec({ name: 'outage', image: 'x', max_price_per_hour: 1, deadline_s: 30 * DAY_S }), config.runs);
   const claims = new OfferClaims();
-  const quarantine = new MachineQuarantine(1000);
+  const quarantine = new MachineQuarantine(1000, systemClock);
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const id = `run${String(i).padStart(4, '0')}`;
     const { row } = store!.runs.insert({ id, name: spec.name, specJson: JSON.stringify(spec), createdAt: Date.now() });
-    const driver = new RunDriver(row, spec, { machine, store: store!, claims, quarantine, config, log: silentLogger(), onEnded: () => undefined, onPaused: () => undefined });
+    const driver = new RunDriver(row, spec, { machine, store: store!, journal: new AttemptJournal(store!), clock: systemClock, claims, quarantine, config, log: silentLogger(), onEnded: () => undefined, onPaused: () => undefined });
     drivers.push(driver);
     driver.start();
     driver.admit();

@@ -1,9 +1,9 @@
 // A whole client session logged the way the daemon logs it (events through `onEvent`, errors with
-// describeError and as objects) must never show the API key, an instance key or an env value.
+// toRunError and as objects) must never show the API key, an instance key or an env value.
 import { Writable } from 'node:stream';
 import { afterEach, expect, it } from 'vitest';
 import { createMarketClient } from '../../../src/client/marketplace-client.js';
-import { describeError } from '../../../src/errors.js';
+import { toRunError } from '../../../src/errors.js';
 import { createLogger } from '../../../src/logger.js';
 import { json, startFakeServer, testConfig, type FakeServer } from './fake-server.js';
 
@@ -55,7 +55,7 @@ it('a logged session never shows the API key, the instance key or env values', a
       const result = await fn();
       log.info({ what, result }, `${what} ok`);
     } catch (err) {
-      log.warn({ what, err, error: describeError(err), request }, `${what} failed: ${describeError(err).message}`);
+      log.warn({ what, err, error: toRunError(err), request }, `${what} failed: ${toRunError(err).message}`);
     }
   };
 

@@ -3,10 +3,12 @@ import { AuthError, BerthError, RateLimitedError, ServiceHttpError } from '../..
 import {
   isAmbiguousForNonIdempotent,
   outcomeOf,
+  runPolicyOf,
   statusPolicy,
   transportErrorCode,
   transportPolicy,
 } from '../../../src/client/retry-policy.js';
+import { failsRun } from '../../../machines/run-rules.js';
 
 describe('retry policy: HTTP statuses', () => {
   it.each([400, 401, 403, 404, 410])('%i is final', (status) => {
@@ -75,5 +77,29 @@ describe('retry policy: outcome of a thrown error', () => {
     expect(outcomeOf(new ServiceHttpError('server_error', 503, undefined, 'x', { retryable: true }))).toBe('retry');
     expect(outcomeOf(new BerthError('bad_response', 'x'))).toBe('final');
     expect(outcomeOf(new TypeError('bug'))).toBe('final');
+  });
+});
+
+describe('run policy: what an error means for the run', () => {
+  it('a rejected key or a missing permission fails the run, whichever step met it', () => {
+    for (const err of [new AuthError(), new BerthError('permission', 'no')]) {
+      expect(runPolicyOf(err)).toEqual({ search: 'fail_run', create: 'fail_run' });
+      expect(failsRun(err)).toBe(true);
+    }
+  });
+  it('a refused search fails the run; a refused create fails only its attempt', () => {
+    expect(runPolicyOf(new BerthError('bad_request', 'no'))).toEqual({ search: 'fail_run', create: 'end_attempt' });
+  });
+  it('a gone or refused offer is skipped, an unknown create outcome is reconciled, a stop is a stop', () => {
+    expect(runPolicyOf(new BerthError('offer_gone', 'x')).create).toBe('skip_offer');
+    expect(runPolicyOf(new BerthError('offer_refused', 'x')).create).toBe('skip_offer');
+    expect(runPolicyOf(new BerthError('ambiguous', 'x')).create).toBe('reconcile');
+    expect(runPolicyOf(new BerthError('aborted', 'x'))).toEqual({ search: 'stop', create: 'stop' });
+  });
+  it('transient faults are searched again later and end a create attempt; so is anything untyped (a bug)', () => {
+    for (const err of [new BerthError('network', 'x'), new RateLimitedError(1, 10, 'x'), new Error('bug'), 'text', { code: 'EWHATEVER' }]) {
+      expect(runPolicyOf(err)).toEqual({ search: 'retry_later', create: 'end_attempt' });
+      expect(failsRun(err)).toBe(false);
+    }
   });
 });

@@ -4,7 +4,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createMarketClient, type MarketplaceClient } from '../../../src/client/marketplace-client.js';
 import { scrubSecrets } from '../../../src/client/scrub.js';
-import { describeError } from '../../../src/errors.js';
+import { toRunError } from '../../../src/errors.js';
 import { json, startFakeServer, testConfig, type FakeServer } from './fake-server.js';
 
 const API_KEY = 'sk-Live-4f9a2B7c1d0E8f6A5b3C';
@@ -56,7 +56,7 @@ describe('service text quoted in errors never carries a secret', () => {
   it.each(cases)('400 on create echoing $what in msg and error', async ({ text, secret }) => {
     server.setHandler((_q, res) => json(res, 400, { success: false, error: text, msg: `error 400/3001: bad input near ${text} (${text})` }));
     const err = await client.createInstance(1, { image: 'img', disk: 10, label: 'berth:s:r:1', env }).catch((e: unknown) => e);
-    const shown = JSON.stringify({ ...describeError(err), serviceCode: (err as { serviceCode?: unknown }).serviceCode });
+    const shown = JSON.stringify({ ...toRunError(err), serviceCode: (err as { serviceCode?: unknown }).serviceCode });
     expect(shown).toContain('400');
     expect(leaks(shown, secret)).toBe(false);
   });
@@ -86,7 +86,7 @@ describe('service text quoted in errors never carries a secret', () => {
     ];
     for (const err of errors) {
       expect(err).toBeInstanceOf(Error);
-      expect(leaks(JSON.stringify(describeError(err)), secret)).toBe(false);
+      expect(leaks(JSON.stringify(toRunError(err)), secret)).toBe(false);
     }
   });
 });

@@ -8,6 +8,7 @@ import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/offer-claims.js';
 import { classifyInstance } from '../../../src/daemon/ownership.js';
 import { openStore, type Store } from '../../../src/store/index.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
 
 let dir: string;
 let store: Store;
@@ -46,7 +47,7 @@ describe('who owns a listed instance', () => {
 
   it('owns the recorded instance of the live attempt of a live run', () => {
     journal('live', 1);
-    store.attempts.markCreated('live', 1, 500);
+    store.attempts.adopt('live', 1, 500, 2);
     expect(classifyInstance(instance(500, attemptLabel(store.storeId, 'live', 1)), store, live).kind).toBe('owned');
     store.attempts.setOutcome('live', 1, 'running', null, null);
     expect(classifyInstance(instance(500, attemptLabel(store.storeId, 'live', 1)), store, live).kind).toBe('owned');
@@ -61,9 +62,9 @@ describe('who owns a listed instance', () => {
     ['its run ended', 'ended', () => journal('ended', 1)],
     ['its run is unknown', 'nosuchrun', () => undefined],
     ['its attempt was never journaled', 'live', () => undefined],
-    ['its attempt already ended', 'live', () => { journal('live', 1); store.attempts.markCreated('live', 1, 500); store.attempts.setOutcome('live', 1, 'exited', 'x', 3); }],
-    ['its attempt gave up on the create', 'live', () => { journal('live', 1); store.attempts.markCreateResult('live', 1, 'failed', 'not found'); }],
-    ['its attempt owns another instance', 'live', () => { journal('live', 1); store.attempts.markCreated('live', 1, 499); }],
+    ['its attempt already ended', 'live', () => { journal('live', 1); store.attempts.adopt('live', 1, 500, 2); store.attempts.setOutcome('live', 1, 'exited', 'x', 3); }],
+    ['its attempt gave up on the create', 'live', () => { journal('live', 1); store.attempts.notCreated('live', 1, 'failed', 'not found'); }],
+    ['its attempt owns another instance', 'live', () => { journal('live', 1); store.attempts.adopt('live', 1, 499, 2); }],
   ])('destroys it as an orphan when %s', (_, runId, arrange) => {
     arrange();
     expect(classifyInstance(instance(500, attemptLabel(store.storeId, runId, 1)), store, live).kind).toBe('orphan');
@@ -102,11 +103,14 @@ describe('offer claims between runs of one daemon', () => {
 });
 
 describe('machine quarantine', () => {
-  it('puts offers on recently failed machines last, keeping the order, until the quarantine ends', () => {
-    const q = new MachineQuarantine(1000);
-    q.note(2, 0);
+  it('puts offers on recently failed machines last, keeping the order, until the quarantine ends', async () => {
+    const clock = new FakeClock(0);
+    const q = new MachineQuarantine(1000, clock);
+    q.note(2);
     const offers = [{ m: 1 }, { m: 2 }, { m: 3 }, { m: 2 }];
-    expect(q.lastIfQuarantined(offers, (o) => o.m, 500).map((o) => o.m)).toEqual([1, 3, 2, 2]);
-    expect(q.lastIfQuarantined(offers, (o) => o.m, 1500)).toBe(offers);
+    await clock.advance(999);
+    expect(q.lastIfQuarantined(offers, (o) => o.m).map((o) => o.m)).toEqual([1, 3, 2, 2]);
+    await clock.advance(1);
+    expect(q.lastIfQuarantined(offers, (o) => o.m)).toBe(offers);
   });
 });

@@ -1,24 +1,30 @@
-// The create actor's reading of the client's typed errors, with a real store in a temp directory.
+// The create actor, branch by branch: a real store in a temp directory, a scripted client and
+// scripted label look-ups, and fake time. Each test checks what the actor answers the machine, what
+// the journal row says, and which calls reached the service.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createActor, toPromise } from 'xstate';
-import type { MarketClient } from '../../../src/client/types.js';
-import { systemClock } from '../../../src/clock.js';
-import { AuthError, OfferRefusedError, PermissionError } from '../../../src/errors.js';
+import type { CreateInput } from '../../../machines/run-machine.js';
+import type { CreateInstanceRequest, Instance, MarketClient } from '../../../src/client/types.js';
+import { AmbiguousCreateError, AuthError, BerthError, OfferGoneError, OfferRefusedError, PermissionError, ServiceHttpError } from '../../../src/errors.js';
+import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
 import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/offer-claims.js';
 import { makeRunActors } from '../../../src/daemon/run-actors.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import { openStore, type Store } from '../../../src/store/index.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
 
 let dir: string;
 let store: Store;
+let clock: FakeClock;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'berth-actors-'));
   store = openStore({ home: dir, lock: false });
   store.runs.insert({ id: 'run1', name: 'j', specJson: '{}', createdAt: 0 });
+  clock = new FakeClock();
 });
 afterEach(() => {
   store.close();
@@ -36,38 +42,187 @@ const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_pe
   relax: [],
 });
 
-function actors(createInstance: MarketClient['createInstance']) {
-  const client = { createInstance } as unknown as MarketClient;
+const INPUT: CreateInput = { runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, bidPrice: null };
+const GRACE_MS = 10_000;
+
+/** A client whose createInstance is `create`, recording every call and its signal. */
+function scripted(create: (signal: AbortSignal) => Promise<{ instanceId: number }>) {
+  const calls: Array<{ offerId: number; request: CreateInstanceRequest; signal: AbortSignal }> = [];
+  const client = {
+    createInstance: (offerId: number, request: CreateInstanceRequest, options: { signal: AbortSignal }) => {
+      calls.push({ offerId, request, signal: options.signal });
+      return create(options.signal);
+    },
+  } as unknown as MarketClient;
+  return { client, calls };
+}
+
+/** Label look-ups answered from `found` (by call number), each dated. */
+function lookups(found: (call: number) => Instance | null = () => null) {
+  const asked: Array<{ label: string; after: number }> = [];
+  return {
+    asked,
+    lists: {
+      findLabel: async (label: string, after: number) => {
+        asked.push({ label, after });
+        return found(asked.length);
+      },
+    },
+  };
+}
+
+function actorsWith(client: MarketClient, lists = lookups().lists, claims = new OfferClaims()) {
   return makeRunActors({
     client,
-    clock: systemClock,
-    store,
+    clock,
+    journal: new AttemptJournal(store),
     specOf: () => spec,
-    reconcileGraceMs: 10,
-    claims: new OfferClaims(),
-    lists: { findLabel: async () => null },
-    quarantine: new MachineQuarantine(0),
+    reconcileGraceMs: GRACE_MS,
+    claims,
+    lists,
+    quarantine: new MachineQuarantine(0, clock),
   });
 }
 
-const create = (fn: MarketClient['createInstance']) =>
-  toPromise(createActor(actors(fn).createInstance, { input: { runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.5, bidPrice: null } }).start());
+function startCreate(client: MarketClient, lists = lookups().lists, claims = new OfferClaims(), input: CreateInput = INPUT) {
+  const actor = createActor(actorsWith(client, lists, claims).createInstance, { input }).start();
+  return { actor, done: toPromise(actor) };
+}
 
-describe('create actor', () => {
-  it('a 403 about the offer ("not your own") moves on like a gone offer: the offer is blocked, the run goes on', async () => {
-    const out = await create(async () => {
-      throw new OfferRefusedError(31, 'invalid_args', 'The marketplace refused offer 31 (403 invalid_args): error 403/3586: Offer 31 is not your own.');
+const row = (n = 1) => store.attempts.get('run1', n);
+const label = () => `berth:${store.storeId}:run1:1`;
+const never = () => new Promise<never>(() => undefined);
+const fail = (err: unknown) => async () => Promise.reject(err);
+
+describe('create actor: a fresh attempt', () => {
+  it('journals the intent with what the row needs before the call, then records the instance', async () => {
+    let rowAtCall: ReturnType<typeof row>;
+    const { client, calls } = scripted(async () => {
+      rowAtCall = row();
+      return { instanceId: 900 };
     });
-    expect(out).toMatchObject({ kind: 'offer_gone', detail: expect.stringContaining('403') });
-    expect(store.attempts.get('run1', 1)).toMatchObject({ create_state: 'offer_gone' });
+    const sentAt = clock.now();
+    const out = await startCreate(client).done;
+    expect(out).toEqual({ kind: 'created', instanceId: 900, createdAt: clock.now() });
+    expect(rowAtCall!).toMatchObject({ create_state: 'intent', offer_id: 31, machine_id: 310, dph_total: 0.25, label: label(), started_at: sentAt });
+    expect(calls.map((c) => [c.offerId, c.request.label])).toEqual([[31, label()]]);
+    expect(row()).toMatchObject({ create_state: 'created', instance_id: 900, instance_created_at: sentAt });
   });
 
-  it('a permission 403 or a rejected key fails the run (the actor rejects with it)', async () => {
-    await expect(create(async () => Promise.reject(new PermissionError('instance_write')))).rejects.toMatchObject({ code: 'permission' });
-    store.runs.insert({ id: 'run2', name: 'j', specJson: '{}', createdAt: 0 });
-    const a = actors(async () => Promise.reject(new AuthError(undefined, 'auth_error', 404)));
-    await expect(toPromise(createActor(a.createInstance, { input: { runId: 'run2', n: 1, offerId: 32, machineId: 320, dphTotal: 0.5, bidPrice: null } }).start())).rejects.toMatchObject({
-      code: 'auth',
-    });
+  it('an offer gone (410 no_such_ask) moves on without counting it: the row says offer_gone', async () => {
+    const { client } = scripted(fail(new OfferGoneError(31, 410)));
+    await expect(startCreate(client).done).resolves.toMatchObject({ kind: 'offer_gone' });
+    expect(row()).toMatchObject({ create_state: 'offer_gone', instance_id: null });
+  });
+
+  it('a 403 about the offer ("not your own") moves on like a gone offer', async () => {
+    const { client } = scripted(
+      fail(new OfferRefusedError(31, 'invalid_args', 'The marketplace refused offer 31 (403 invalid_args): error 403/3586: Offer 31 is not your own.')),
+    );
+    await expect(startCreate(client).done).resolves.toMatchObject({ kind: 'offer_gone', detail: expect.stringContaining('403') });
+    expect(row()).toMatchObject({ create_state: 'offer_gone' });
+  });
+
+  it('an offer another run of this daemon is trying is skipped without a call', async () => {
+    const claims = new OfferClaims();
+    claims.claim(31, 'other');
+    const { client, calls } = scripted(async () => ({ instanceId: 900 }));
+    await expect(startCreate(client, lookups().lists, claims).done).resolves.toMatchObject({ kind: 'offer_gone', detail: expect.stringContaining('other') });
+    expect(calls).toHaveLength(0);
+    expect(row()).toMatchObject({ create_state: 'offer_gone' });
+  });
+
+  it('a create the service refuses (400) fails this attempt only', async () => {
+    const { client } = scripted(fail(new ServiceHttpError('bad_request', 400, 'invalid_args', 'The marketplace rejected PUT /api/v0/asks/31/ (400 invalid_args)')));
+    await expect(startCreate(client).done).resolves.toMatchObject({ kind: 'create_failed', detail: expect.stringContaining('400') });
+    expect(row()).toMatchObject({ create_state: 'failed', create_detail: expect.stringContaining('400') });
+  });
+
+  it.each([
+    ['a rejected key', new AuthError(undefined, 'auth_error', 404), 'auth'],
+    ['a missing permission', new PermissionError('instance_write'), 'permission'],
+  ])('%s fails the run: the actor rejects with it and the row says failed', async (_, err, code) => {
+    const { client } = scripted(fail(err));
+    await expect(startCreate(client).done).rejects.toMatchObject({ code });
+    expect(row()).toMatchObject({ create_state: 'failed' });
+  });
+
+  it('a stop aborts the call and leaves the intent for the next start to reconcile', async () => {
+    const { client, calls } = scripted(
+      (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new BerthError('aborted', 'stopped')), { once: true })),
+    );
+    const { actor } = startCreate(client);
+    await clock.settle();
+    actor.stop();
+    await clock.settle();
+    expect(calls[0]!.signal.aborted).toBe(true);
+    expect(row()).toMatchObject({ create_state: 'intent', instance_id: null });
+  });
+});
+
+describe('create actor: an unknown outcome', () => {
+  it('an ambiguous create looks for its label and adopts the instance it finds', async () => {
+    const { client, calls } = scripted(fail(new AmbiguousCreateError(31, label(), new Error('socket hang up'))));
+    const { lists, asked } = lookups((call) => (call === 2 ? { id: 901, label: label(), machine_id: 310, actual_status: 'loading' } : null));
+    const sentAt = clock.now();
+    const { done } = startCreate(client, lists);
+    await clock.advance(GRACE_MS / 2);
+    await expect(done).resolves.toMatchObject({ kind: 'created', instanceId: 901 });
+    expect(calls).toHaveLength(1);
+    expect(asked.map((a) => [a.label, a.after - sentAt])).toEqual([[label(), 0], [label(), GRACE_MS / 2]]);
+    expect(row()).toMatchObject({ create_state: 'created', instance_id: 901, instance_created_at: sentAt });
+  });
+
+  it('an ambiguous create whose label never appears in 3 lists over the grace period fails the attempt', async () => {
+    const { client } = scripted(fail(new AmbiguousCreateError(31, label(), new Error('socket hang up'))));
+    const { lists, asked } = lookups();
+    const sentAt = clock.now();
+    const { done } = startCreate(client, lists);
+    await clock.advance(GRACE_MS);
+    await expect(done).resolves.toMatchObject({ kind: 'create_failed', detail: expect.stringContaining(label()) });
+    expect(asked.map((a) => a.after - sentAt)).toEqual([0, GRACE_MS / 2, GRACE_MS]);
+    expect(row()).toMatchObject({ create_state: 'failed', instance_id: null });
+  });
+
+  it('an intent left by a crash is never sent again: the label is looked for, and what it finds is adopted', async () => {
+    store.attempts.beginCreate({ runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, label: label(), at: clock.now() - 5_000 });
+    const { client, calls } = scripted(async () => ({ instanceId: 999 }));
+    const { lists } = lookups(() => ({ id: 902, label: label(), machine_id: 310, actual_status: 'running' }));
+    await expect(startCreate(client, lists).done).resolves.toMatchObject({ kind: 'created', instanceId: 902 });
+    expect(calls).toHaveLength(0);
+    // Billed from when the lost process journaled the create, the earliest it can have been made.
+    expect(row()).toMatchObject({ create_state: 'created', instance_id: 902, instance_created_at: clock.now() - 5_000 });
+  });
+
+  it('an intent left by a crash whose label never appears fails the attempt without a call', async () => {
+    store.attempts.beginCreate({ runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, label: label(), at: clock.now() });
+    const { client, calls } = scripted(async () => ({ instanceId: 999 }));
+    const { done } = startCreate(client);
+    await clock.advance(GRACE_MS);
+    await expect(done).resolves.toMatchObject({ kind: 'create_failed' });
+    expect(calls).toHaveLength(0);
+    expect(row()).toMatchObject({ create_state: 'failed' });
+  });
+});
+
+describe('create actor: a row already settled (the actor re-run on restore)', () => {
+  it('a created row answers with its instance, without a call or a look-up', async () => {
+    store.attempts.beginCreate({ runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, label: label(), at: 100 });
+    store.attempts.adopt('run1', 1, 903, 150);
+    const { client, calls } = scripted(async () => ({ instanceId: 999 }));
+    const { lists, asked } = lookups();
+    await expect(startCreate(client, lists).done).resolves.toEqual({ kind: 'created', instanceId: 903, createdAt: 150 });
+    expect([calls.length, asked.length]).toEqual([0, 0]);
+  });
+
+  it.each([
+    ['offer_gone', 'offer_gone'],
+    ['failed', 'create_failed'],
+  ] as const)('a row that says %s answers %s again', async (state, kind) => {
+    store.attempts.beginCreate({ runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, label: label(), at: 100 });
+    store.attempts.notCreated('run1', 1, state, 'earlier');
+    const { client, calls } = scripted(async () => ({ instanceId: 999 }));
+    await expect(startCreate(client).done).resolves.toEqual({ kind, detail: 'earlier' });
+    expect(calls).toHaveLength(0);
   });
 });

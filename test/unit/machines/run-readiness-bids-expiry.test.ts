@@ -198,7 +198,7 @@ describe('interruptible runs that are outbid', () => {
 });
 
 describe('runs ended by the money guard (EXPIRE)', () => {
-  const reason = { kind: 'max_runtime', message: 'ran 3600 s (max_runtime_s)' };
+  const reason = { kind: 'max_runtime' as const, message: 'ran 3600 s (max_runtime_s)' };
 
   it.each(['queued', 'searching'])('ends a %s run at once: expired, no instance held', async (where) => {
     const world = new FakeWorld();
@@ -261,7 +261,7 @@ describe('runs ended by the money guard (EXPIRE)', () => {
 
   it('ends expired (budget) when offers match but the remaining budget pays for none of them', async () => {
     const world = new FakeWorld();
-    const exhausted = { kind: 'budget', message: 'the remaining $0.01 of budget_usd cannot pay for any matching offer to boot' };
+    const exhausted = { kind: 'budget' as const, message: 'the remaining $0.01 of budget_usd cannot pay for any matching offer to boot' };
     // A search that found offers, none of them affordable.
     world.searchResults = [{ candidates: [], exhausted }];
     const run = startRun(world, { limits: { relaxSteps: 0 } });

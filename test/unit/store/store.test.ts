@@ -39,6 +39,38 @@ describe('store', () => {
     expect(open(dir).storeId).toBe(id);
   });
 
+  it('migrates a version 2 database: destroy_state dropped, cost columns filled from the event log', () => {
+    const dir = home();
+    const old = new Database(join(dir, 'berth.db'));
+    old.exec(MIGRATIONS[0]!);
+    old.exec(MIGRATIONS[1]!);
+    old.pragma('user_version = 2');
+    old.exec(`INSERT INTO meta (key, value) VALUES ('store_id', 'abcd0123')`);
+    old.exec(`INSERT INTO runs (id, name, spec_json, state, created_at, updated_at) VALUES ('r1', 'a', '{}', 'running', 1, 1)`);
+    const attempt = old.prepare(
+      `INSERT INTO attempts (run_id, n, offer_id, machine_id, dph_total, label, create_state, instance_id, outcome, destroy_state, started_at, ended_at)
+       VALUES ('r1', ?, 7, 70, 0.5, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    attempt.run(1, 'berth:abcd0123:r1:1', 'created', 501, 'exited', 'confirmed', 100, 190);
+    attempt.run(2, 'berth:abcd0123:r1:2', 'offer_gone', null, 'offer_unavailable', 'none', 200, 201);
+    attempt.run(3, 'berth:abcd0123:r1:3', 'created', 503, 'running', 'none', 300, null);
+    const event = old.prepare(`INSERT INTO events (run_id, at, type, message, data_json) VALUES ('r1', ?, ?, 'x', ?)`);
+    event.run(150, 'attempt.running', JSON.stringify({ n: 1 }));
+    event.run(185, 'destroy.confirmed', JSON.stringify({ n: 1, instanceId: 501 }));
+    event.run(350, 'attempt.running', JSON.stringify({ n: 3 }));
+    old.close();
+
+    const s = open(dir);
+    expect(s.storeId).toBe('abcd0123');
+    const rows = s.attempts.forRun('r1');
+    expect(rows.map((r) => 'destroy_state' in r)).toEqual([false, false, false]);
+    expect(rows.map(({ instance_created_at, first_running_at, destroy_confirmed_at }) => [instance_created_at, first_running_at, destroy_confirmed_at])).toEqual([
+      [100, 150, 185],
+      [null, null, null],
+      [300, 350, null],
+    ]);
+  });
+
   it('returns the earlier run for a reused idempotency key', () => {
     const s = open(home());
     const first = s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });
@@ -52,12 +84,30 @@ describe('store', () => {
     const s = open(home());
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
     const start = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, label: 'berth:x:r1:1', at: 5 };
-    expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: true, row: { create_state: 'intent' } });
-    s.attempts.markCreated('r1', 1, 555);
-    expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: false, row: { create_state: 'created', instance_id: 555 } });
-    // The subscriber's later note of the same attempt changes nothing the actor wrote.
-    s.attempts.noteStarted(start);
-    expect(s.attempts.get('r1', 1)).toMatchObject({ create_state: 'created', instance_id: 555, machine_id: 70 });
+    expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: true, row: { create_state: 'intent', machine_id: 70, dph_total: 0.4 } });
+    expect(s.attempts.adopt('r1', 1, 555, 6)).toBe(true);
+    expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: false, row: { create_state: 'created', instance_id: 555, instance_created_at: 6 } });
+    // Adopting the same instance again (the create's answer and a sweep both found it) changes nothing;
+    // a second instance for the attempt is refused (it is an orphan).
+    expect(s.attempts.adopt('r1', 1, 555, 9)).toBe(true);
+    expect(s.attempts.adopt('r1', 1, 556, 9)).toBe(false);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ create_state: 'created', instance_id: 555, instance_created_at: 6 });
+  });
+
+  it('records what an instance costs: billed price as listed, first running, destroy confirmed', () => {
+    const s = open(home());
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, label: 'berth:x:r1:1', at: 5 });
+    s.attempts.adopt('r1', 1, 555, 6);
+    s.attempts.setStatus('r1', 1, { actual_status: 'loading', dph_total: 0.41 }, 10);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ dph_total: 0.41, first_running_at: null });
+    s.attempts.setStatus('r1', 1, { actual_status: 'running' }, 20);
+    s.attempts.setStatus('r1', 1, { actual_status: 'running' }, 30);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ dph_total: 0.41, first_running_at: 20, destroy_confirmed_at: null });
+    s.attempts.destroyConfirmed('r1', 1, 999, 40); // not this attempt's instance
+    expect(s.attempts.get('r1', 1)!.destroy_confirmed_at).toBeNull();
+    s.attempts.destroyConfirmed('r1', 1, 555, 50);
+    expect(s.attempts.get('r1', 1)!.destroy_confirmed_at).toBe(50);
   });
 
   it('marks live and ended runs from saved progress', () => {
