@@ -205,7 +205,7 @@ export function isNonFiniteNumber(v: unknown): boolean {
  * What a run's `error` (and an event's, and a log line's `err`) may say it was: an error code, a
  * bug (`internal`), a destroy the list did not confirm, or one of the run's own limits.
  */
-const RUN_ERROR_KINDS = [
+export const RUN_ERROR_KINDS = [
   ...ERROR_CODES,
   'internal', // not a typed error: a bug in berth
   'not_confirmed', // a destroy was accepted but the instance is still listed

@@ -12,7 +12,7 @@ import { request } from 'undici';
 import { berthHome } from '../config/load.js';
 import { proofMatches, readControlToken } from '../daemon/control-token.js';
 import { BerthError, type SpecIssue } from '../errors.js';
-import type { Run, RunEvent } from './run-types.js';
+import type { Run, RunEvent } from '../wire/control-api.js';
 
 const START_HINT = 'start it with `berth daemon`';
 

@@ -6,7 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { RunView } from '../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator, type SimInstanceHistory } from '../../src/sim/index.js';
 import { mulberry32 } from '../../src/sim/prng.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
