@@ -41,12 +41,12 @@ import {
 import {
   concludeAttempt,
   deadlineError,
-  errorOf,
   failureOfStatus,
   failsRun,
   isRunningStatus,
   sameStatus,
   type AttemptOutcome,
+  toRunError as errorOf,
   type InstanceStatus,
 } from './run-rules.js';
 import type {
