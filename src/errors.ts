@@ -5,7 +5,7 @@
 // Messages never contain secrets: API keys, instance keys, webhook secrets and env values are not
 // interpolated anywhere an error is built.
 
-export const ERROR_CODES = [
+const ERROR_CODES = [
   'auth', // 401: missing, invalid, deleted or reset API key
   'permission', // 403: the key lacks a permission category
   'offer_gone', // 404/410 no_such_ask: the offer was rented or never existed
@@ -185,10 +185,6 @@ export class StoreWriteError extends StoreError {
     super(`The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`, cause, true);
     this.sqliteCode = sqliteCode;
   }
-}
-
-export function isBerthError(err: unknown): err is BerthError {
-  return err instanceof BerthError;
 }
 
 /**

@@ -9,8 +9,6 @@ import { z } from 'zod';
 import { RUN_ERROR_KINDS } from '../errors.js';
 import { RUN_STATES } from './run-states.js';
 
-export { RUN_STATES, END_STATES, isEndState, isSettled, type RunState } from './run-states.js';
-
 const isoTime = z.iso.datetime();
 
 export const RunStateSchema = z.enum(RUN_STATES);

@@ -4,7 +4,7 @@
 export const RUN_STATES = ['queued', 'searching', 'creating', 'booting', 'running', 'destroying', 'failed', 'cancelled'] as const;
 export type RunState = (typeof RUN_STATES)[number];
 
-export const END_STATES = ['failed', 'cancelled'] as const satisfies readonly RunState[];
+const END_STATES = ['failed', 'cancelled'] as const satisfies readonly RunState[];
 const ENDS: ReadonlySet<string> = new Set(END_STATES);
 
 /** A run in an end state holds no instance and never moves again. */

@@ -3,7 +3,7 @@
 import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { ErrorEnvelopeSchema, HealthSchema, RunEventSchema, RunSchema, type ErrorKind, type Run } from '../../../src/wire/control-api.js';
+import { ErrorEnvelopeSchema, HealthSchema, ProofSchema, RotatedSchema, RunEventSchema, RunSchema, type ErrorKind, type Run } from '../../../src/wire/control-api.js';
 import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
 let world: World;
@@ -62,7 +62,18 @@ describe('control API: who may call it', () => {
     expect(health.status).toBe(200);
     expect(HealthSchema.parse(health.body)).toMatchObject({ ok: true, store_id: world.daemon.storeId, ready: true });
     const proof = await raw('GET', `/v1/proof?nonce=${'ab'.repeat(16)}`, { token: null });
-    expect([proof.status, typeof (proof.body as { proof: unknown }).proof]).toEqual([200, 'string']);
+    expect(proof.status).toBe(200);
+    expect(ProofSchema.parse(proof.body).proof).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it('rotating the token answers {rotated: true}, and the old token is refused from then on', async () => {
+    const old = world.daemon.token;
+    const res = await raw('POST', '/v1/token/rotate');
+    expect(res.status).toBe(200);
+    expect(RotatedSchema.parse(res.body)).toEqual({ rotated: true });
+    expect(world.daemon.token).not.toBe(old);
+    expectProblem(await raw('GET', '/v1/runs', { token: old }), 401, 'unauthorized');
+    expect((await raw('GET', '/v1/runs')).status).toBe(200);
   });
 
   it.each([
