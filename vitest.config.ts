@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // Fails a test file that leaves a server, a child process, a timer or a temp dir behind.
+    setupFiles: ['test/helpers/leak-check.ts'],
     // better-sqlite3 is a native addon: stay on child processes, not worker threads.
     pool: 'forks',
     testTimeout: 30_000,

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DeepPartial } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
-import type { RunView } from '../src/daemon/run-view.js';
+import type { Run as RunView } from '../src/wire/control-api.js';
 import { startSimulator, type SimConfigInput, type SimInstanceHistory, type SimStats } from '../src/sim/index.js';
 import { BASELINE_LABEL_PREFIX, runBaseline, type BaselineJob } from './baseline.js';
 import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';

@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { DeepPartial } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
-import type { RunView } from '../src/daemon/run-view.js';
+import type { Run as RunView } from '../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator } from '../src/sim/index.js';
 import { jobSpec } from './measure-compare.js';
 import { cpuSeconds, memoryMb, spawnDaemon, type DaemonHandle } from './measure-daemon.js';

@@ -18,7 +18,7 @@
 // persisted snapshot is restored.
 import { bootingState, destroyingState, rebiddingState, runningState } from './run-instance-states.js';
 import { withCandidates } from './run-context.js';
-import { errorOf, type RunError } from './run-rules.js';
+import { toRunError, type RunError } from './run-rules.js';
 import { runSetup } from './run-setup.js';
 import type { CreateOutput } from './run-types.js';
 
@@ -33,7 +33,7 @@ const notCreated = (output: CreateOutput) => ({
   outcome: output.kind === 'offer_gone' ? ('offer_unavailable' as const) : ('create_failed' as const),
   detail: (output as Exclude<CreateOutput, { kind: 'created' }>).detail,
 });
-const createError = (error: unknown) => ({ outcome: 'create_failed' as const, detail: errorOf(error).message });
+const createError = (error: unknown) => ({ outcome: 'create_failed' as const, detail: toRunError(error).message });
 const reasonOf = ({ event }: { event: { type: string } }) => ({ reason: (event as unknown as { reason: RunError }).reason });
 
 export const runMachine = runSetup.createMachine({

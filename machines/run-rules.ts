@@ -6,11 +6,8 @@ import type { RunError } from '../src/errors.js';
 import type { BidPolicy, CurrentAttempt, Endpoint, RunContext, RunLimits } from './run-types.js';
 
 export type { RunError, RunErrorKind } from '../src/errors.js';
-/**
- * Any thrown value as a run error: the one conversion, src/errors.ts `toRunError`. (Exported under
- * this name too while run-machine.ts calls it `errorOf`.)
- */
-export { toRunError, toRunError as errorOf } from '../src/errors.js';
+/** Any thrown value as a run error: the one conversion, src/errors.ts `toRunError`. */
+export { toRunError } from '../src/errors.js';
 
 /**
  * What one poll saw of an instance: the status fields of the service's record and nothing else, so

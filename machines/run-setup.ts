@@ -33,7 +33,7 @@ import {
 import {
   concludeAttempt,
   deadlineError,
-  errorOf,
+  toRunError,
   failureOfStatus,
   failsRun,
   isOutbid,
@@ -140,7 +140,7 @@ export const runSetup = setup({
     }),
     reportSearchRetry: emit(({ context }, params: { error: unknown }) => ({
       type: 'search.retry' as const,
-      error: errorOf(params.error),
+      error: toRunError(params.error),
       retryAt: context.searchRetryAt ?? Date.now(),
     })),
     beginAttempt: assign(({ context }) => startAttempt(context)),
@@ -233,7 +233,7 @@ export const runSetup = setup({
       type: 'destroy.retry' as const,
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
-      error: errorOf(params.error),
+      error: toRunError(params.error),
       retryAt: context.current!.retryAt!,
     })),
     reportDestroyConfirmed: emit(({ context }) => ({
@@ -242,7 +242,7 @@ export const runSetup = setup({
       instanceId: context.current!.instanceId!,
     })),
     concludeDestroyedAttempt: assign(({ context }) => concludeDestroyed(context)),
-    failFatal: assign((_, params: { error: unknown }) => ({ error: errorOf(params.error) })),
+    failFatal: assign((_, params: { error: unknown }) => ({ error: toRunError(params.error) })),
     failFromEndReason: assign(({ context }) => ({ error: context.endReason })),
     failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),
     failDeadline: assign(({ context }) => ({ error: deadlineError(context) })),

@@ -5,7 +5,7 @@
 // Messages never contain secrets: API keys, instance keys, webhook secrets and env values are not
 // interpolated anywhere an error is built.
 
-export const ERROR_CODES = [
+const ERROR_CODES = [
   'auth', // 401: missing, invalid, deleted or reset API key
   'permission', // 403: the key lacks a permission category
   'offer_gone', // 404/410 no_such_ask: the offer was rented or never existed
@@ -187,10 +187,6 @@ export class StoreWriteError extends StoreError {
   }
 }
 
-export function isBerthError(err: unknown): err is BerthError {
-  return err instanceof BerthError;
-}
-
 /**
  * JSON has no Infinity: `1e309` parses to it, and a schema then sees "a number that is not a
  * number". Both the spec and the config word that case with this sentence.
@@ -205,7 +201,7 @@ export function isNonFiniteNumber(v: unknown): boolean {
  * What a run's `error` (and an event's, and a log line's `err`) may say it was: an error code, a
  * bug (`internal`), a destroy the list did not confirm, or one of the run's own limits.
  */
-const RUN_ERROR_KINDS = [
+export const RUN_ERROR_KINDS = [
   ...ERROR_CODES,
   'internal', // not a typed error: a bug in berth
   'not_confirmed', // a destroy was accepted but the instance is still listed

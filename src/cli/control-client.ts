@@ -5,16 +5,41 @@
 // src/daemon/control-token.ts): a program squatting the port of a stopped daemon never gets it.
 // Every failure becomes a typed error: "cannot reach the daemon" (exit 3 with a hint) or a
 // ControlApiError carrying the API's error kind.
+//
+// It speaks HTTP with node:http, not undici: `berth status` must start in a few tens of ms.
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { request } from 'node:http';
 import { join } from 'node:path';
-import { request } from 'undici';
-import { berthHome } from '../config/load.js';
+import { berthHome } from '../config/home.js';
 import { proofMatches, readControlToken } from '../daemon/control-token.js';
 import { BerthError, type SpecIssue } from '../errors.js';
-import type { Run, RunEvent } from './run-types.js';
+import type { Run, RunEvent } from '../wire/control-api.js';
 
 const START_HINT = 'start it with `berth daemon`';
+
+/** How long the daemon may take to answer a call (it never should take long). */
+const CALL_TIMEOUT_MS = 30_000;
+
+interface HttpAnswer {
+  statusCode: number;
+  text: string;
+}
+
+/** One HTTP exchange; rejects with the socket's error (its `code`: ECONNREFUSED...) or a timeout. */
+function exchange(url: URL, method: string, headers: Record<string, string>, body?: string): Promise<HttpAnswer> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method, headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('error', reject);
+    });
+    req.setTimeout(CALL_TIMEOUT_MS, () => req.destroy(Object.assign(new Error(`no answer within ${CALL_TIMEOUT_MS / 1000} s`), { code: 'ETIMEDOUT' })));
+    req.on('error', reject);
+    req.end(body);
+  });
+}
 
 /** An error answer of the control API: `{"error": {"kind", "message", "issues"?}}`. */
 export class ControlApiError extends BerthError {
@@ -70,13 +95,13 @@ export class ControlClient {
     const nonce = randomBytes(16).toString('hex');
     let res;
     try {
-      res = await request(new URL(`/v1/proof?nonce=${nonce}`, url), { method: 'GET', headersTimeout: 30_000, bodyTimeout: 30_000 });
+      res = await exchange(new URL(`/v1/proof?nonce=${nonce}`, url), 'GET', {});
     } catch (err) {
       this.verified = undefined;
       const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
       throw new BerthError('daemon_unreachable', `The berth daemon at ${url} is not reachable (${why}): ${START_HINT}.`, { cause: err });
     }
-    const body = parseJson(await res.body.text()) as { proof?: unknown } | undefined;
+    const body = parseJson(res.text) as { proof?: unknown } | undefined;
     if (res.statusCode !== 200 || !proofMatches(this.address.token, new URL(url).host, nonce, body?.proof)) {
       throw new BerthError(
         'daemon_unreachable',
@@ -132,25 +157,23 @@ export class ControlClient {
     await this.verify();
     let res;
     try {
-      res = await request(new URL(path, this.address.url), {
+      res = await exchange(
+        new URL(path, this.address.url),
         method,
-        headers: {
+        {
           authorization: `Bearer ${this.address.token}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
           ...headers,
         },
-        body: body === undefined ? undefined : JSON.stringify(body),
-        headersTimeout: 30_000,
-        bodyTimeout: 30_000,
-      });
+        body === undefined ? undefined : JSON.stringify(body),
+      );
     } catch (err) {
       const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
       throw new BerthError('daemon_unreachable', `The berth daemon at ${this.address.url} is not reachable (${why}): ${START_HINT}.`, {
         cause: err,
       });
     }
-    const text = await res.body.text();
-    const parsed = parseJson(text);
+    const parsed = parseJson(res.text);
     if (res.statusCode >= 200 && res.statusCode < 300) {
       if (parsed === undefined) throw new ControlApiError(res.statusCode, 'bad_response', `The daemon answered ${method} ${path} with a body that is not JSON.`);
       return parsed as T;

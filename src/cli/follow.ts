@@ -7,7 +7,7 @@ import { abortOnSignals } from './signals.js';
 import type { Io } from './io.js';
 import { LiveView } from './live-view.js';
 import { attemptEndedLine, progressKey, progressLine } from './render.js';
-import type { Run, RunAttempt } from './run-types.js';
+import type { Run, RunAttempt } from '../wire/control-api.js';
 
 /** `running` is an attempt that is still going; null is one that has not finished. */
 const hasEnded = (a: RunAttempt) => a.outcome !== null && a.outcome !== 'running';

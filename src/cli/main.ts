@@ -1,25 +1,16 @@
 // The `berth` command line: parse, call, print. Each subcommand lives in ./commands/; this file
 // wires them to commander and turns whatever they throw into one sentence on stderr and the exit
 // code of SPEC section 2 (see ./exit-codes.ts).
+//
+// A command's code is imported when it runs, never before: `berth status` and `berth --version`
+// must not load the daemon, the simulator, xstate, pino, zod or SQLite (npm run bench, section cli).
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
-import { BerthError } from '../errors.js';
+import { BerthError, SpecError } from '../errors.js';
 import { packagePath } from '../package-path.js';
-import { cancelCommand } from './commands/cancel.js';
-import { daemonCommand } from './commands/daemon.js';
-import { demoCommand } from './commands/demo.js';
-import { eventsCommand } from './commands/events.js';
-import { resumeCommand } from './commands/resume.js';
-import { schemaCommand } from './commands/schema.js';
-import { statusCommand } from './commands/status.js';
-import { submitCommand } from './commands/submit.js';
-import { tokenRotateCommand } from './commands/token.js';
-import { validateCommand } from './commands/validate.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
 import { processIo, safeText, type Io } from './io.js';
 import { specProblems } from './render.js';
-import { simulateCommand } from './simulate.js';
-import { SpecFileError } from './spec-file.js';
 
 const EXIT_CODES_HELP = `
 Exit codes: 0 success; 1 the run failed or was cancelled (with --wait); 2 bad usage or invalid job
@@ -59,7 +50,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .option('--listen <host:port>', 'control API address, loopback only (default 127.0.0.1:7777)')
     .option('--pretty', 'human-readable logs')
     .option('--replace-store', 'start a new store where berth.db is missing, empty or another store\'s, and destroy every instance of the store it replaces')
-    .action(run((opts: { config?: string; listen?: string; pretty?: boolean; replaceStore?: boolean }) => daemonCommand(opts, env)));
+    .action(run(async (opts: { config?: string; listen?: string; pretty?: boolean; replaceStore?: boolean }) => (await import('./commands/daemon.js')).daemonCommand(opts, env)));
 
   program
     .command('submit')
@@ -68,7 +59,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .option('--wait', 'follow the run until it is running (exit 0) or has ended (exit 1, or 4 on a service auth error)')
     .option('--json', 'print the run object as JSON')
     .option('--idempotency-key <key>', 'resubmitting with the same key returns the same run')
-    .action(run((file: string, opts: { wait?: boolean; json?: boolean; idempotencyKey?: string }) => submitCommand(file, opts, io, env)));
+    .action(run(async (file: string, opts: { wait?: boolean; json?: boolean; idempotencyKey?: string }) => (await import('./commands/submit.js')).submitCommand(file, opts, io, env)));
 
   program
     .command('status')
@@ -76,7 +67,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('[run]', 'run id')
     .option('--json', 'print the run object (or an array of them) as JSON')
     .option('--watch', 'refresh until the run (or every run) is running or has ended')
-    .action(run((runId: string | undefined, opts: { json?: boolean; watch?: boolean }) => statusCommand(runId, opts, io, env)));
+    .action(run(async (runId: string | undefined, opts: { json?: boolean; watch?: boolean }) => (await import('./commands/status.js')).statusCommand(runId, opts, io, env)));
 
   program
     .command('events')
@@ -84,38 +75,38 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('<run>', 'run id')
     .option('--json', 'print JSON (with --follow: one event per line)')
     .option('--follow', 'keep printing new events until the run has ended')
-    .action(run((runId: string, opts: { json?: boolean; follow?: boolean }) => eventsCommand(runId, opts, io, env)));
+    .action(run(async (runId: string, opts: { json?: boolean; follow?: boolean }) => (await import('./commands/events.js')).eventsCommand(runId, opts, io, env)));
 
   program
     .command('cancel')
     .description('stop a run and destroy every instance it holds')
     .argument('<run>', 'run id')
     .option('--wait', 'wait until the run has ended and holds no instance')
-    .action(run((runId: string, opts: { wait?: boolean }) => cancelCommand(runId, opts, io, env)));
+    .action(run(async (runId: string, opts: { wait?: boolean }) => (await import('./commands/cancel.js')).cancelCommand(runId, opts, io, env)));
 
   program
     .command('resume')
     .description('let a run held after a restored backup go on (it rents again if it needs to)')
     .argument('<run>', 'run id')
-    .action(run((runId: string) => resumeCommand(runId, io, env)));
+    .action(run(async (runId: string) => (await import('./commands/resume.js')).resumeCommand(runId, io, env)));
 
   program
     .command('token')
     .description('manage the control token')
     .command('rotate')
     .description('make a new control token; the old one stops working at once')
-    .action(run(() => tokenRotateCommand(io, env)));
+    .action(run(async () => (await import('./commands/token.js')).tokenRotateCommand(io, env)));
 
   program
     .command('validate')
     .description('check a job spec without submitting it (exit 0 valid, 2 invalid)')
     .argument('<file>', 'job spec JSON file')
-    .action(run((file: string) => validateCommand(file, io)));
+    .action(run(async (file: string) => (await import('./commands/validate.js')).validateCommand(file, io)));
 
   program
     .command('schema')
     .description("print the job spec's JSON Schema")
-    .action(run(() => schemaCommand(io)));
+    .action(run(async () => (await import('./commands/schema.js')).schemaCommand(io)));
 
   program
     .command('simulate')
@@ -126,7 +117,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .addOption(new Option('--time-scale <x>', 'simulated seconds per wall second').argParser(parseNumber('positive')))
     .action(
       run(async (opts: { port?: number; config?: string; seed?: number; timeScale?: number }) => {
-        await simulateCommand({ ...opts, env });
+        await (await import('./simulate.js')).simulateCommand({ ...opts, env });
         return EXIT.ok;
       }),
     );
@@ -134,7 +125,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
   program
     .command('demo')
     .description('simulator + daemon + the example job, shown live until running, then cleaned up')
-    .action(run(() => demoCommand(io)));
+    .action(run(async () => (await import('./commands/demo.js')).demoCommand(io)));
 
   return program;
 }
@@ -155,7 +146,8 @@ export async function main(argv: string[], io: Io = processIo(), env: NodeJS.Pro
 }
 
 function reportError(io: Io, err: unknown): void {
-  if (err instanceof SpecFileError) specProblems(err.file, err.issues).forEach((l) => io.err(l));
+  // A SpecFileError (./spec-file.ts) knows its file; checked by shape, so that its module (and zod) loads only when a spec is read.
+  if (err instanceof SpecError && typeof (err as { file?: unknown }).file === 'string') specProblems((err as SpecError & { file: string }).file, err.issues).forEach((l) => io.err(l));
   else if (err instanceof BerthError) io.err(err.message);
   else io.err(`Unexpected error (a bug in berth; please report it): ${err instanceof Error ? err.message : String(err)}`);
 }

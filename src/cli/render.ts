@@ -1,7 +1,7 @@
 // Text for people: aligned tables, durations, the run detail view, the live progress line and the
 // SSH command. Pure functions from data (and `now`) to lines, so every command renders alike.
 import type { SpecIssue } from '../errors.js';
-import type { Run, RunAttempt, RunEvent, RunInstance } from './run-types.js';
+import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
 
 const DASH = '-';
 

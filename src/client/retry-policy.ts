@@ -151,13 +151,13 @@ export function outcomeOf(err: unknown): Outcome {
 }
 
 /** What a search that failed (after the client's retries) means for its run. */
-export type SearchEffect =
+type SearchEffect =
   | 'fail_run' // no retry can mend it: the run fails at once with this reason
   | 'retry_later' // the service may work again: the run waits runs.outage_backoff_s and searches again
   | 'stop'; // the daemon is stopping: nothing is recorded, the next start carries on
 
 /** What a create that failed (after the client's retries) means for its attempt and run. */
-export type CreateEffect =
+type CreateEffect =
   | 'fail_run' // no retry can mend it: the attempt ends (create_failed) and the run fails
   | 'skip_offer' // about this one offer (rented by someone else, refused): it is blocked; not counted against max_attempts
   | 'reconcile' // the create may have happened: its label is looked for before anything else

@@ -2,10 +2,9 @@
 // (--config, partial is fine) < environment < command-line flags, merged once and validated once.
 // This is the only module that reads process.env.
 import { readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
-import { join } from 'node:path';
 import { ConfigError, isNonFiniteNumber, NOT_FINITE_MESSAGE } from '../errors.js';
 import { packagePath } from '../package-path.js';
+import { berthHome } from './home.js';
 import { configSchema, RESERVED_KEYS, type Config } from './schema.js';
 
 export interface ConfigFlags {
@@ -124,6 +123,3 @@ function checkApiKey(key: string, source: string): string {
   );
 }
 
-export function berthHome(processEnv: NodeJS.ProcessEnv = process.env): string {
-  return processEnv.BERTH_HOME || join(homedir(), '.berth');
-}

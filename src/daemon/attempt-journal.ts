@@ -10,7 +10,7 @@ import type { RunEmitted } from '../../machines/run-machine.js';
 import type { AttemptRow, Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
 
-export interface AttemptStart {
+interface AttemptStart {
   runId: string;
   n: number;
   offerId: number;

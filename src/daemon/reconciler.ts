@@ -19,7 +19,7 @@ import type { AttemptJournal } from './attempt-journal.js';
 import { DestroyFailures } from './destroy-alerts.js';
 import { classifyInstance } from './ownership.js';
 
-export interface ReconcilerDeps {
+interface ReconcilerDeps {
   store: Store;
   journal: AttemptJournal;
   client: MarketClient;

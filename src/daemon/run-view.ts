@@ -1,38 +1,8 @@
-// The run object shown by `berth status --json`, `berth submit --json` and `GET /v1/runs/{id}`.
-// Built from rows, never from the spec: it holds no API key, no instance key and no env value.
+// The run object (src/wire/control-api.ts `Run`) built from the store's rows, never from the spec:
+// it holds no API key, no instance key and no env value.
+import type { RunError } from '../errors.js';
 import type { AttemptRow, RunRow, Store } from '../store/index.js';
-
-export interface RunView {
-  id: string;
-  name: string;
-  state: string;
-  created_at: string;
-  updated_at: string;
-  attempt: number;
-  relax_level: number;
-  instance: {
-    id: number;
-    offer_id: number;
-    machine_id: number | null;
-    ssh_host: string | null;
-    ssh_port: number | null;
-    actual_status: string | null;
-    dph_total: number | null;
-  } | null;
-  attempts: Array<{
-    n: number;
-    offer_id: number;
-    machine_id: number | null;
-    instance_id: number | null;
-    outcome: string | null;
-    started_at: string;
-    ended_at: string | null;
-    detail: string | null;
-  }>;
-  error: { kind: string; message: string } | null;
-  /** True while the run is held after a restored backup: nothing is rented until `berth resume` (or a cancel). */
-  held: boolean;
-}
+import type { Run } from '../wire/control-api.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -44,7 +14,7 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   return last.outcome === null || last.outcome === 'running' ? last : undefined;
 }
 
-export function toRunView(run: RunRow, attempts: AttemptRow[]): RunView {
+export function toRunView(run: RunRow, attempts: AttemptRow[]): Run {
   const held = heldAttempt(run, attempts);
   return {
     id: run.id,
@@ -75,12 +45,20 @@ export function toRunView(run: RunRow, attempts: AttemptRow[]): RunView {
       ended_at: a.ended_at === null ? null : iso(a.ended_at),
       detail: a.detail,
     })),
-    error: run.error_json ? (JSON.parse(run.error_json) as { kind: string; message: string }) : null,
+    error: run.error_json ? (JSON.parse(run.error_json) as RunError) : null,
     held: run.held_at !== null && run.ended_at === null,
   };
 }
 
-export function loadRunView(store: Store, runId: string): RunView | undefined {
+export function loadRunView(store: Store, runId: string): Run | undefined {
   const row = store.runs.get(runId);
   return row ? toRunView(row, store.attempts.forRun(runId)) : undefined;
+}
+
+/** A page of runs, newest first, in two queries (runs, then all their attempts), whatever its size. */
+export function loadRunViews(store: Store, page: { limit: number; after?: RunRow }): Run[] {
+  const rows = store.runs.list(page.limit, page.after);
+  const byRun = new Map<string, AttemptRow[]>(rows.map((r) => [r.id, []]));
+  for (const a of store.attempts.forRuns(rows.map((r) => r.id))) byRun.get(a.run_id)?.push(a);
+  return rows.map((r) => toRunView(r, byRun.get(r.id)!));
 }

@@ -11,11 +11,10 @@
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
 // both from the store.
-import { createHash, randomBytes } from 'node:crypto';
 import type { Instance, MarketClient } from '../client/types.js';
 import type { Clock, Timer } from '../clock.js';
 import type { Config } from '../config/schema.js';
-import { BerthError, toRunError } from '../errors.js';
+import { BerthError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { parseJobSpec, resolveJobSpec } from '../job-spec/validate.js';
@@ -25,6 +24,7 @@ import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import type { InstanceLists, PollSubscriber } from './poller.js';
 import { Reconciler } from './reconciler.js';
+import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
 
 export interface SupervisorDeps {
@@ -36,40 +36,8 @@ export interface SupervisorDeps {
   log: Logger;
 }
 
-/** The same Idempotency-Key sent with another spec: nothing is stored. */
-export class IdempotencyConflictError extends BerthError {
-  constructor(
-    readonly key: string,
-    readonly runId: string,
-  ) {
-    super(
-      'control_rejected',
-      `Idempotency-Key "${key}" already belongs to run ${runId}, which was submitted with a different job spec: resubmit that spec to get run ${runId}, or use a new key.`,
-    );
-  }
-}
-
-/** JSON with every object's keys sorted, so that one spec always hashes alike. */
-function canonicalJson(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
-  if (typeof v === 'object' && v !== null) {
-    const o = v as Record<string, unknown>;
-    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v) ?? 'null';
-}
-
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
 const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
-
-function newRunId(): string {
-  // 12 characters of base32: short enough for labels and typing, 60 bits of randomness.
-  const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
-  const bytes = randomBytes(12);
-  let id = '';
-  for (const b of bytes) id += alphabet[b & 31];
-  return id;
-}
 
 /** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
 function orphanRetryMs(config: Config): number {
@@ -174,7 +142,7 @@ export class Supervisor implements PollSubscriber {
     if (this.stopping) throw new BerthError('daemon_stopping', 'The daemon is shutting down and takes no new runs.');
     const parsed = parseJobSpec(specInput);
     const spec = resolveJobSpec(parsed, this.deps.config.runs);
-    const requestHash = createHash('sha256').update(canonicalJson(parsed)).digest('hex');
+    const requestHash = specHash(parsed);
     const { store } = this.deps;
     const now = this.deps.clock.now();
     const result = store.transaction(() => {

@@ -2,7 +2,7 @@
 // otherwise), need no key, skip injected faults and rate limits, and are meant for loopback use.
 import { faultProfileSchema, faultConfigSchema, offerFaultSchema } from './config.js';
 import { instanceRecord } from './instance-record.js';
-import type { Route } from './router.js';
+import type { Route } from './route.js';
 import { invalidArgs } from './sim-error.js';
 import { bodyObject, idParam, num } from './validate.js';
 import type { SimWorld } from './world.js';

@@ -8,9 +8,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { authenticate, hasCategory, identityKey, presentedKey, type Principal } from './auth.js';
-import { parseJsonBody, readBody, sendJson, sendText } from './http-io.js';
+import { sendJson, sendText } from '../http/body.js';
+import { Router } from '../http/router.js';
+import { parseJsonBody, readSimBody } from './http-io.js';
 import { LOGS_PATH } from './log-uploads.js';
-import { Router, type Route } from './router.js';
+import type { Route } from './route.js';
 import { AUTH_ERROR, invalidRequest, LOGIN_REQUIRED, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
 import { bump } from './stats.js';
 import type { SimWorld } from './world.js';
@@ -27,8 +29,8 @@ const NO_ROUTE = { success: false, error: 'not_found', msg: 'error 404/3100: no 
 export function createSimServer(deps: ServerDeps): Server {
   const unlimited = deps.apiRoutes.find((r) => r.group === undefined);
   if (unlimited) throw new Error(`route ${unlimited.method} ${unlimited.path} has no rate-limit group`);
-  const api = new Router(deps.apiRoutes);
-  const admin = new Router(deps.adminRoutes);
+  const api = new Router<Route>(deps.apiRoutes);
+  const admin = new Router<Route>(deps.adminRoutes);
   const server = createServer((req, res) => {
     handle(deps, api, admin, req, res).catch((err: unknown) => answerError(res, err));
   });
@@ -37,7 +39,7 @@ export function createSimServer(deps: ServerDeps): Server {
   return server;
 }
 
-async function handle(deps: ServerDeps, api: Router, admin: Router, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(deps: ServerDeps, api: Router<Route>, admin: Router<Route>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const world = deps.world();
   const url = new URL(req.url ?? '/', 'http://sim.invalid');
   const method = req.method ?? 'GET';
@@ -52,9 +54,9 @@ async function handle(deps: ServerDeps, api: Router, admin: Router, req: Incomin
 
   if (isAdmin) {
     if (!deps.adminEnabled) return sendJson(res, 404, NO_ROUTE);
-    const m = admin.match(method, url.pathname);
+    const m = safeMatch(admin, method, url.pathname);
     if (m.kind !== 'found') return sendJson(res, m.kind === 'method' ? 405 : 404, m.kind === 'method' ? methodNotAllowed(method).body : NO_ROUTE);
-    const body = parseJsonBody(await readBody(req));
+    const body = parseJsonBody(await readSimBody(req));
     const result = await m.route.handler({ world, principal: undefined, params: m.params, query: url.searchParams, body });
     if ('drop' in result) return void req.socket.destroy();
     if ('text' in result) return sendText(res, result.status, result.text);
@@ -85,7 +87,7 @@ async function handle(deps: ServerDeps, api: Router, admin: Router, req: Incomin
   if (m.kind === 'method') return send(405, methodNotAllowed(method).body);
 
   try {
-    const text = await readBody(req);
+    const text = await readSimBody(req);
     const route = m.route;
     const group = route.group!;
     const verdict = world.limiter.take(group, name, identityKey(req, url.searchParams));
@@ -134,7 +136,7 @@ function checkPermission(route: Route, p: Principal): void {
 }
 
 /** A malformed %-escape in a path is the client's error, not ours. */
-function safeMatch(router: Router, method: string, path: string) {
+function safeMatch(router: Router<Route>, method: string, path: string) {
   try {
     return router.match(method, path);
   } catch {

@@ -90,6 +90,8 @@ export function createAttemptsRepo(db: Db) {
      WHERE run_id = @runId AND n = @n AND instance_id = @instanceId`,
   );
   const forRun = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n`);
+  // Any number of runs in one statement: their ids as one JSON array parameter.
+  const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, n`);
   const latest = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n DESC LIMIT 1`);
 
   const begin = db.transaction((a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
@@ -139,6 +141,10 @@ export function createAttemptsRepo(db: Db) {
     },
     forRun(runId: string): AttemptRow[] {
       return forRun.all(runId) as AttemptRow[];
+    },
+    /** Every attempt of these runs, in one query (by run, oldest first). */
+    forRuns(runIds: readonly string[]): AttemptRow[] {
+      return runIds.length === 0 ? [] : (forRuns.all(JSON.stringify(runIds)) as AttemptRow[]);
     },
     latest(runId: string): AttemptRow | undefined {
       return latest.get(runId) as AttemptRow | undefined;

@@ -1,16 +1,9 @@
 // The runs table: one row per submitted run, with its state, error and the machine's snapshot.
+import { isEndState, type RunState } from '../wire/run-states.js';
+import type { RunError } from '../errors.js';
 import type { Db } from './database.js';
 
-export const END_STATES = ['failed', 'cancelled', 'expired'] as const;
-export type RunState =
-  | 'queued'
-  | 'searching'
-  | 'creating'
-  | 'booting'
-  | 'running'
-  | 'rebidding'
-  | 'destroying'
-  | (typeof END_STATES)[number];
+export { isEndState, type RunState };
 
 export interface RunRow {
   id: string;
@@ -46,14 +39,10 @@ export interface RunProgress {
   state: RunState;
   relaxLevel: number;
   attempt: number;
-  error: { kind: string; message: string } | null;
+  error: RunError | null;
   snapshotJson: string;
   machineVersion: number;
   at: number;
-}
-
-export function isEndState(state: string): boolean {
-  return (END_STATES as readonly string[]).includes(state);
 }
 
 export function createRunsRepo(db: Db) {
@@ -64,7 +53,12 @@ export function createRunsRepo(db: Db) {
   );
   const byId = db.prepare(`SELECT * FROM runs WHERE id = ?`);
   const byKey = db.prepare(`SELECT * FROM runs WHERE idempotency_key = ?`);
+  // Newest first; among runs created in the same millisecond, by id. A page after a run starts
+  // just past it in that order (keyset paging: stable while runs are added).
   const all = db.prepare(`SELECT * FROM runs ORDER BY created_at DESC, id LIMIT ?`);
+  const allAfter = db.prepare(
+    `SELECT * FROM runs WHERE created_at < @createdAt OR (created_at = @createdAt AND id > @id) ORDER BY created_at DESC, id LIMIT @limit`,
+  );
   const live = db.prepare(`SELECT * FROM runs WHERE ended_at IS NULL ORDER BY created_at, id`);
   const progress = db.prepare(
     `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
@@ -94,7 +88,9 @@ export function createRunsRepo(db: Db) {
     get(id: string): RunRow | undefined {
       return byId.get(id) as RunRow | undefined;
     },
-    list(limit = 1000): RunRow[] {
+    /** Up to `limit` runs, newest first; with `after`, those that come after that run in this order. */
+    list(limit = 1000, after?: Pick<RunRow, 'id' | 'created_at'>): RunRow[] {
+      if (after) return allAfter.all({ createdAt: after.created_at, id: after.id, limit }) as RunRow[];
       return all.all(limit) as RunRow[];
     },
     live(): RunRow[] {
@@ -138,7 +134,7 @@ export function createRunsRepo(db: Db) {
       return ids.length;
     },
     /** For runs that cannot be resumed (unreadable snapshot): state and error only. */
-    setState(id: string, state: RunState, error: { kind: string; message: string } | null, at: number): void {
+    setState(id: string, state: RunState, error: RunError | null, at: number): void {
       setState.run({ id, state, errorJson: error ? JSON.stringify(error) : null, at, ended: isEndState(state) ? 1 : 0 });
     },
   };

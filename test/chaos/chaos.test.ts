@@ -2,17 +2,42 @@
 // cancelled midway), and the daemon process killed with SIGKILL at a dozen random moments. At the
 // end berth's promises are checked against the simulator's ledger and full instance history, not
 // against berth's own view. Replay a failure with CHAOS_SEED=<seed printed in the failure>.
+//
+// The seed is fixed per commit (every run of the suite on one commit, in CI or here, plays the same
+// schedule, so a failure reproduces), unless CHAOS_SEED names one; it is printed either way.
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { RunView } from '../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator, type SimInstanceHistory } from '../../src/sim/index.js';
 import { mulberry32 } from '../../src/sim/prng.js';
+import { packagePath } from '../../src/package-path.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
 import { FAST_CONFIG, everyGroup, jobSpec } from '../helpers/world.js';
 
-const SEED = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1e9));
+/** CHAOS_SEED, or a hash of the commit under test (GITHUB_SHA, else git HEAD), or of the date without git. */
+function chaosSeed(): { seed: number; from: string } {
+  const given = process.env.CHAOS_SEED;
+  if (given !== undefined && given !== '') {
+    const seed = Number(given);
+    if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`CHAOS_SEED must be a whole number >= 0, got "${given}"`);
+    return { seed, from: 'CHAOS_SEED' };
+  }
+  let commit = process.env.GITHUB_SHA;
+  try {
+    commit ??= execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packagePath(), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    // not a git checkout: the date keeps the seed fixed for the day
+  }
+  const basis = commit ? `commit ${commit}` : `date ${new Date().toISOString().slice(0, 10)}`;
+  return { seed: parseInt(createHash('sha256').update(basis).digest('hex').slice(0, 8), 16) % 1e9, from: basis };
+}
+
+const { seed: SEED, from: SEED_FROM } = chaosSeed();
+console.log(`chaos seed ${SEED} (from ${SEED_FROM}); replay with CHAOS_SEED=${SEED}`);
 const RUNS = 60;
 const KILLS = 12;
 

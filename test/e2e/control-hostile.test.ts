@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunView } from '../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';

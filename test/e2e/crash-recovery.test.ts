@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
-import type { RunView } from '../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';

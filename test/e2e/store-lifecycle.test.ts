@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { RunView } from '../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { berth, QUICK_DAEMON, startDaemonProcess, userEnv, type DaemonChild } from '../helpers/berth-cli.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';

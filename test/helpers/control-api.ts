@@ -1,7 +1,7 @@
 // A client of the daemon's control API for tests: JSON calls with the bearer token, and polling a
 // run until it reaches a state.
 import { request } from 'undici';
-import type { RunView } from '../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../src/wire/control-api.js';
 
 export interface ControlApi {
   api<T = unknown>(method: string, path: string, body?: unknown, headers?: Record<string, string>): Promise<{ status: number; body: T }>;

@@ -1,9 +1,17 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
+
+const dirs: string[] = [];
+const tempDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'berth-cfg-'));
+  dirs.push(d);
+  return d;
+};
+afterEach(() => dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true })));
 
 describe('config', () => {
   it('loads the defaults when nothing else is given', () => {
@@ -26,7 +34,7 @@ describe('config', () => {
   });
 
   it('overlays a partial user file, then the environment, then flags', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'berth-cfg-'));
+    const dir = tempDir();
     const file = join(dir, 'c.json');
     writeFileSync(file, JSON.stringify({ polling: { interval_s: 0.5 }, service: { base_url: 'http://127.0.0.1:1' } }));
     const { config, env } = loadConfig(
@@ -41,7 +49,7 @@ describe('config', () => {
   });
 
   it('names the bad field and stops', () => {
-    const dir = mkdtempSync(join(tmpdir(), 'berth-cfg-'));
+    const dir = tempDir();
     const file = join(dir, 'c.json');
     writeFileSync(file, JSON.stringify({ polling: { interval_s: -1 } }));
     expect(() => loadConfig({ configFile: file }, {})).toThrow(ConfigError);

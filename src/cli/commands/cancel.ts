@@ -4,7 +4,7 @@ import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import type { Io } from '../io.js';
-import { isEndState } from '../run-types.js';
+import { isEndState } from '../../wire/run-states.js';
 
 export interface CancelOptions {
   wait?: boolean;

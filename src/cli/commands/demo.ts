@@ -16,7 +16,8 @@ import { EXIT } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import type { Io } from '../io.js';
 import { formatDuration, runDetail, sshCommand } from '../render.js';
-import { isEndState, isSettled, type Run } from '../run-types.js';
+import { isEndState, isSettled } from '../../wire/run-states.js';
+import type { Run } from '../../wire/control-api.js';
 import { abortOnSignals } from '../signals.js';
 import {
   DEMO_DAEMON_OVERRIDES,

@@ -7,7 +7,8 @@ import { EXIT } from '../exit-codes.js';
 import { POLL_MS } from '../follow.js';
 import { printJson, type Io } from '../io.js';
 import { eventLine } from '../render.js';
-import { isEndState, type RunEvent } from '../run-types.js';
+import { isEndState } from '../../wire/run-states.js';
+import type { RunEvent } from '../../wire/control-api.js';
 import { abortOnSignals } from '../signals.js';
 
 export interface EventsOptions {

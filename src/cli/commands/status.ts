@@ -7,7 +7,8 @@ import { followRun, POLL_MS } from '../follow.js';
 import { printJson, type Io } from '../io.js';
 import { LiveView } from '../live-view.js';
 import { runDetail, runsTable } from '../render.js';
-import { isSettled, type Run } from '../run-types.js';
+import { isSettled } from '../../wire/run-states.js';
+import type { Run } from '../../wire/control-api.js';
 import { abortOnSignals } from '../signals.js';
 
 export interface StatusOptions {

@@ -5,7 +5,8 @@ import { EXIT, exitCodeForRun } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import { printJson, type Io } from '../io.js';
 import { runEndedSentence, sshCommand } from '../render.js';
-import { isSettled, type Run } from '../run-types.js';
+import { isSettled } from '../../wire/run-states.js';
+import type { Run } from '../../wire/control-api.js';
 import { readSpecFile, SpecFileError } from '../spec-file.js';
 
 export interface SubmitOptions {

@@ -1,6 +1,6 @@
 // `berth token rotate`: a new control token. A running daemon makes it (and stops accepting the old
 // one at once); with no daemon running, control.token is rewritten for the next one.
-import { berthHome } from '../../config/load.js';
+import { berthHome } from '../../config/home.js';
 import { writeNewControlToken } from '../../daemon/control-token.js';
 import { BerthError } from '../../errors.js';
 import { ControlClient, readDaemonAddress } from '../control-client.js';

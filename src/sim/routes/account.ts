@@ -2,7 +2,7 @@
 // SSH keys (show/create/update/delete_ssh_key.yaml) and API keys (show/create/delete_api_key.yaml).
 import { mayGrant } from '../auth.js';
 import type { Permissions } from '../config.js';
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import { invalidArgs, permissionDenied, SimHttpError } from '../sim-error.js';
 import { bodyObject, idParam, str, type Json } from '../validate.js';
 

@@ -3,7 +3,7 @@
 // offer (the lowest `score` first, so that a default search still finds the best offers),
 // carries the label `<label_prefix><n>`, sits in `status` for good and is billed like any other.
 // No events are sent, no listeners opened and no onstart run: they were there before.
-import type { Route } from '../router.js';
+import type { Route } from '../route.js';
 import { invalidArgs } from '../sim-error.js';
 import { bodyObject, num, str } from '../validate.js';
 import type { SimWorld } from '../world.js';

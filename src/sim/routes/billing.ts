@@ -11,7 +11,7 @@ import {
   decodeChargesToken,
   type ChargesQuery,
 } from '../charges.js';
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import { invalidArgs } from '../sim-error.js';
 
 /** show_charges.yaml's documented 400 bodies, verbatim (the first has no `error`). */

@@ -12,7 +12,7 @@
 // wrong shape and an unknown operator are 400 invalid_request; null sorts last ascending (first
 // descending), as in the service's PostgreSQL; a token is bound to the order it was issued for.
 import { instanceRecord, type InstanceRecord } from '../instance-record.js';
-import type { RouteContext, RouteResult } from '../router.js';
+import type { RouteContext, RouteResult } from '../route.js';
 import { SimHttpError } from '../sim-error.js';
 
 const PAGE_MAX = 25;

@@ -1,7 +1,7 @@
 // The account's instances as read: the lists (v0 here, the paginated v1 in ./instances-v1.ts) and
 // show. Changing them (stop/start/label, reboot, bid, destroy) is in manage.ts.
 import { instanceRecord } from '../instance-record.js';
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import { deprecatedEndpoint } from '../sim-error.js';
 import { idParam } from '../validate.js';
 import { listInstancesV1 } from './instances-v1.js';

@@ -3,7 +3,7 @@
 // serves the text a moment later. Reading logs is `instance_read` (permissions.mdx, "Show Logs").
 // `tail` is applied before `filter`, as `docker logs --tail N | grep F` on the host does.
 import { containerLog, daemonLog } from '../container-logs.js';
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import { invalidArgs } from '../sim-error.js';
 import { bodyObject, idParam } from '../validate.js';
 

@@ -5,7 +5,7 @@
 // The `unsuccessful_200_rate` fault answers 200 `{success: false, ...}` before anything is done:
 // the official CLI prints `msg` and goes on, so a client must read `success`, not just the status.
 import type { LiveInstance } from '../instances.js';
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import {
   bidNoSuchInstance,
   destroyNotFound,

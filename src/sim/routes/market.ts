@@ -1,6 +1,6 @@
 // Offers and renting them: GPU names, search, and instance creation on an offer.
 import { gpuNames } from '../catalog.js';
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import { searchOffers } from '../search.js';
 import { askGone, invalidArgs, notYourOwn, SimHttpError, unknownAsk, withAskId } from '../sim-error.js';
 import { STATUS_MSG } from '../lifecycle.js';

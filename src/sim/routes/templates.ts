@@ -1,7 +1,7 @@
 // Templates. DELETE takes `{template_id}` with the numeric id; a hash_id there is refused with a
 // message that says so, since confusing the two is the quirk clients trip on. Permissions as
 // permissions.mdx lists them: search needs user_read, create/edit/delete user_write.
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import type { TemplateFields } from '../templates.js';
 import { invalidArgs, notFound } from '../sim-error.js';
 import { bodyObject, bool, num, str, type Json } from '../validate.js';

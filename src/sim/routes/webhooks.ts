@@ -3,7 +3,7 @@
 // webhooks per user, HTTPS URLs of at most 2048 characters with a hostname (plain http only to a
 // loopback host: the simulator's deviation, so tests can receive), names of at most 120 characters
 // without control characters, at least one known event key.
-import type { Route, RouteContext, RouteResult } from '../router.js';
+import type { Route, RouteContext, RouteResult } from '../route.js';
 import { invalidArgs, notFound } from '../sim-error.js';
 import { bodyObject, idParam, stringArray, type Json } from '../validate.js';
 import { EVENT_TYPES, isLoopbackHost } from '../webhooks.js';

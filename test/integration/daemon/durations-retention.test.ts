@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { RunView } from '../../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../../src/wire/control-api.js';
 import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
 let world: World | undefined;

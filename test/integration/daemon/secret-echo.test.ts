@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, expect, it } from 'vitest';
 import { startDaemon, type RunningDaemon } from '../../../src/daemon/daemon.js';
-import type { RunView } from '../../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../../src/wire/control-api.js';
 import { createLogger } from '../../../src/logger.js';
 import { controlApi } from '../../helpers/control-api.js';
 import { FAST_CONFIG } from '../../helpers/world.js';

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import { loadConfig } from '../../../src/config/load.js';
-import type { RunView } from '../../../src/daemon/run-view.js';
+import type { Run as RunView } from '../../../src/wire/control-api.js';
 import { buildSearchQuery, usableOffers } from '../../../src/job-spec/search-query.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import type { Offer } from '../../../src/client/types.js';

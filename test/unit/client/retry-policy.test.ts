@@ -3,6 +3,7 @@ import { AuthError, BerthError, RateLimitedError, ServiceHttpError } from '../..
 import {
   isAmbiguousForNonIdempotent,
   outcomeOf,
+  RUN_POLICY,
   runPolicyOf,
   statusPolicy,
   transportErrorCode,
@@ -81,6 +82,12 @@ describe('retry policy: outcome of a thrown error', () => {
 });
 
 describe('run policy: what an error means for the run', () => {
+  it('only a rejected key, a missing permission and a refused search fail a run; only a create can skip an offer or reconcile', () => {
+    const failing = Object.entries(RUN_POLICY).filter(([, p]) => p.search === 'fail_run' || p.create === 'fail_run').map(([code]) => code);
+    expect(failing.sort()).toEqual(['auth', 'bad_request', 'permission']);
+    expect(Object.values(RUN_POLICY).every((p) => (p.search as string) !== 'skip_offer' && (p.search as string) !== 'reconcile')).toBe(true);
+  });
+
   it('a rejected key or a missing permission fails the run, whichever step met it', () => {
     for (const err of [new AuthError(), new BerthError('permission', 'no')]) {
       expect(runPolicyOf(err)).toEqual({ search: 'fail_run', create: 'fail_run' });

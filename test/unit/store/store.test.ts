@@ -110,6 +110,26 @@ describe('store', () => {
     expect(s.attempts.get('r1', 1)!.destroy_confirmed_at).toBe(50);
   });
 
+  it('pages runs newest first after a given run, and reads the attempts of many runs in one query', () => {
+    const s = open(home());
+    // Two runs share a millisecond: ordered by id among themselves.
+    for (const [id, at] of [['a', 1], ['c', 2], ['b', 2], ['d', 3]] as const) s.runs.insert({ id, name: id, specJson: '{}', createdAt: at });
+    expect(s.runs.list().map((r) => r.id)).toEqual(['d', 'b', 'c', 'a']);
+    const pages: string[][] = [];
+    for (let after: string | undefined; ; ) {
+      const page = s.runs.list(2, after ? s.runs.get(after) : undefined);
+      if (page.length === 0) break;
+      pages.push(page.map((r) => r.id));
+      after = page.at(-1)!.id;
+    }
+    expect(pages).toEqual([['d', 'b'], ['c', 'a']]);
+    for (const [runId, n] of [['a', 1], ['a', 2], ['c', 1]] as const) {
+      s.attempts.beginCreate({ runId, n, offerId: n, machineId: 1, dphTotal: 1, label: `berth:x:${runId}:${n}`, at: 1 });
+    }
+    expect(s.attempts.forRuns(['a', 'b', 'c']).map((a) => `${a.run_id}${a.n}`)).toEqual(['a1', 'a2', 'c1']);
+    expect(s.attempts.forRuns([])).toEqual([]);
+  });
+
   it('marks live and ended runs from saved progress', () => {
     const s = open(home());
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });

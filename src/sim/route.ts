@@ -1,5 +1,6 @@
-// A small table-driven router. Paths match with or without a trailing slash; `{name}` segments
-// become params. A path that exists under another method is told apart (405) from an unknown one.
+// What a simulator route is: the shared router's fields (src/http/router.ts) plus how the service
+// guards it (key, permission, rate-limit group) and its handler.
+import type { RouteSpec } from '../http/router.js';
 import type { RateGroup } from './config.js';
 import type { Principal } from './auth.js';
 import type { SimWorld } from './world.js';
@@ -17,7 +18,7 @@ export interface RouteContext {
 /** `drop`: the work is done but the answer is lost (the socket is destroyed). `text`: a plain-text answer. */
 export type RouteResult = { status?: number; body: unknown } | { status: number; text: string } | { drop: true };
 
-export interface Route {
+export interface Route extends RouteSpec {
   method: Method;
   /** e.g. `/api/v0/instances/{id}` (no trailing slash). */
   path: string;
@@ -42,47 +43,4 @@ export interface Route {
   /** The restricted instance key may call this route (the handler checks which instance). */
   instanceKey?: boolean;
   handler(ctx: RouteContext): RouteResult | Promise<RouteResult>;
-}
-
-interface Compiled {
-  route: Route;
-  name: string;
-  re: RegExp;
-  keys: string[];
-}
-
-export type Match =
-  | { kind: 'found'; route: Route; name: string; params: Record<string, string> }
-  | { kind: 'method'; name: string }
-  | { kind: 'none' };
-
-export class Router {
-  private readonly table: Compiled[];
-
-  constructor(routes: Route[]) {
-    this.table = routes.map((route) => {
-      const keys: string[] = [];
-      const pattern = route.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{(\w+)\}/g, (_m, k: string) => {
-        keys.push(k);
-        return '([^/]+)';
-      });
-      return { route, name: `${route.method} ${route.path}/`, re: new RegExp(`^${pattern}/?$`), keys };
-    });
-  }
-
-  match(method: string, path: string): Match {
-    let pathName: string | undefined;
-    for (const c of this.table) {
-      const m = c.re.exec(path);
-      if (!m) continue;
-      if (c.route.method !== method) {
-        pathName ??= `${method} ${c.route.path}/`;
-        continue;
-      }
-      const params: Record<string, string> = {};
-      c.keys.forEach((k, i) => (params[k] = decodeURIComponent(m[i + 1]!)));
-      return { kind: 'found', route: c.route, name: c.name, params };
-    }
-    return pathName ? { kind: 'method', name: pathName } : { kind: 'none' };
-  }
 }

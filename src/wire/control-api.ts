@@ -1,0 +1,123 @@
+// The control API's wire contract (SPEC section 5), the one definition the daemon answers with and
+// the CLI reads: the run object, the event object, the error envelope, /healthz and the proof.
+// zod schemas, from which the types are inferred, so that an OpenAPI document can be generated from
+// the same source (issue #13), and tests can check every answer against them.
+//
+// The CLI imports only types from here (erased at build), and the run states from ./run-states.ts:
+// loading zod would cost it a third of its start-up.
+import { z } from 'zod';
+import { RUN_ERROR_KINDS } from '../errors.js';
+import { RUN_STATES } from './run-states.js';
+
+const isoTime = z.iso.datetime();
+
+export const RunStateSchema = z.enum(RUN_STATES);
+
+/** Why a run failed: an error code of berth's or one of the run's own limits (src/errors.ts). */
+export const RunErrorSchema = z.object({ kind: z.enum(RUN_ERROR_KINDS), message: z.string() });
+
+/** The instance a live run holds now. */
+export const RunInstanceSchema = z.object({
+  id: z.number().int(),
+  offer_id: z.number().int(),
+  machine_id: z.number().int().nullable(),
+  ssh_host: z.string().nullable(),
+  ssh_port: z.number().int().nullable(),
+  actual_status: z.string().nullable(),
+  /** Billed $/h, disk included: the offer's until the instance is listed, then the list's own. */
+  dph_total: z.number().nullable(),
+});
+
+/** One offer tried. `outcome` is null while the attempt goes on. */
+export const RunAttemptSchema = z.object({
+  n: z.number().int().min(1),
+  offer_id: z.number().int(),
+  machine_id: z.number().int().nullable(),
+  instance_id: z.number().int().nullable(),
+  outcome: z.string().nullable(),
+  started_at: isoTime,
+  ended_at: isoTime.nullable(),
+  detail: z.string().nullable(),
+});
+
+/** The run object: never an API key, an instance key or an env value. */
+export const RunSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  state: RunStateSchema,
+  created_at: isoTime,
+  updated_at: isoTime,
+  attempt: z.number().int().min(0),
+  relax_level: z.number().int().min(0),
+  instance: RunInstanceSchema.nullable(),
+  attempts: z.array(RunAttemptSchema),
+  error: RunErrorSchema.nullable(),
+  /** True while the run is held after a restored backup: nothing is rented until `berth resume` (or a cancel). */
+  held: z.boolean(),
+});
+
+/** One line of a run's event log; `count` > 1 is an event that repeated (`at` the last time, `first_at` the first). */
+export const RunEventSchema = z.object({
+  id: z.number().int(),
+  at: isoTime,
+  type: z.string(),
+  message: z.string(),
+  data: z.unknown(),
+  count: z.number().int().min(1),
+  first_at: isoTime.nullable(),
+});
+
+export const ERROR_KINDS = [
+  'bad_request', // 400: a target, query or nonce that cannot be read
+  'spec', // 400: the job spec is invalid (with `issues`)
+  'unauthorized', // 401: no or wrong control token
+  'forbidden', // 403: not the daemon's own Host, or a web page's Origin
+  'not_found', // 404: no such route or run
+  'method_not_allowed', // 405: the path exists, not with this method (with an `Allow` header)
+  'idempotency_conflict', // 409: the Idempotency-Key belongs to a run of another spec (with `run_id`)
+  'not_held', // 409: resume of a run that is not held
+  'too_large', // 413: a body over 1 MiB
+  'unsupported_media_type', // 415: a body that is not application/json
+  'daemon_stopping', // 503: the daemon is shutting down
+  'store_unavailable', // 503: berth.db refuses writes now; retry later
+  'internal', // 500: a bug; see the daemon log
+] as const;
+export type ErrorKind = (typeof ERROR_KINDS)[number];
+
+export const SpecIssueSchema = z.object({ path: z.string(), message: z.string() });
+
+/** Every error answer: `{"error": {"kind", "message", ...}}`. */
+export const ErrorEnvelopeSchema = z.object({
+  error: z.object({
+    kind: z.enum(ERROR_KINDS),
+    message: z.string(),
+    issues: z.array(SpecIssueSchema).optional(),
+    run_id: z.string().optional(),
+  }),
+});
+
+export const HealthSchema = z.object({
+  ok: z.literal(true),
+  store_id: z.string(),
+  uptime_s: z.number().int().min(0),
+  live_runs: z.number().int().min(0),
+  active_runs: z.number().int().min(0),
+  /** False until the runs have resumed after a start. */
+  ready: z.boolean(),
+  held_runs: z.number().int().min(0),
+});
+
+export const ProofSchema = z.object({ proof: z.string() });
+export const RotatedSchema = z.object({ rotated: z.literal(true) });
+
+export type Run = z.infer<typeof RunSchema>;
+export type RunInstance = z.infer<typeof RunInstanceSchema>;
+export type RunAttempt = z.infer<typeof RunAttemptSchema>;
+export type RunEvent = z.infer<typeof RunEventSchema>;
+export type ErrorEnvelope = z.infer<typeof ErrorEnvelopeSchema>;
+export type Health = z.infer<typeof HealthSchema>;
+
+/** Runs per page of GET /v1/runs (default and most). */
+export const RUNS_PAGE = { default: 1000, max: 10_000 } as const;
+/** Events per page of GET /v1/runs/{id}/events; `berth events` pages with `after`. */
+export const EVENTS_PAGE_MAX = 10_000;

@@ -1,0 +1,77 @@
+// The supervisor on fake time: a real store in a temp directory, a service that never answers a
+// search, and berth.db locked by another program while a run's transition must be stored.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { MarketClient } from '../../../src/client/types.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { Supervisor } from '../../../src/daemon/supervisor.js';
+import { BerthError } from '../../../src/errors.js';
+import { silentLogger } from '../../../src/logger.js';
+import { openStore, type Store } from '../../../src/store/index.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
+
+let dir: string;
+let store: Store;
+let clock: FakeClock;
+let supervisor: Supervisor;
+/** Fails the searches in flight (as after the client's retries). */
+let failSearches: () => void;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'berth-supervisor-'));
+  store = openStore({ home: dir });
+  clock = new FakeClock(Date.now());
+  // A search answers only when the test fails it: a run waits in `searching` and holds nothing.
+  const pending: Array<(err: Error) => void> = [];
+  failSearches = () => pending.splice(0).forEach((reject) => reject(new BerthError('network', 'connect ECONNREFUSED', { retryable: true })));
+  const search = (_q: unknown, options?: { signal?: AbortSignal }) =>
+    new Promise<never>((_, reject) => {
+      pending.push(reject);
+      options?.signal?.addEventListener('abort', () => reject(new BerthError('aborted', 'stopped')), { once: true });
+    });
+  const client = { searchOffers: search } as unknown as MarketClient;
+  const lists = { findLabel: async () => null };
+  supervisor = new Supervisor({ store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger() });
+});
+afterEach(() => {
+  supervisor.stop();
+  store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const spec = { name: 's', image: 'img', max_price_per_hour: 1 };
+
+describe('supervisor', () => {
+  it('retries a store that refuses writes from a timer: 1 s, then doubling up to 30 s, and resumes the paused run once it writes', async () => {
+    supervisor.resumeAll();
+    const { row } = supervisor.submit(spec);
+    await clock.settle();
+    expect(store.runs.get(row.id)!.state).toBe('searching');
+
+    const probes: number[] = [];
+    const canWrite = store.canWrite.bind(store);
+    store.canWrite = () => {
+      probes.push(clock.now());
+      return canWrite();
+    };
+    const other = new Database(join(dir, 'berth.db'));
+    other.exec('BEGIN IMMEDIATE');
+    const t0 = clock.now();
+    failSearches(); // its transition to the search backoff cannot be stored: the run pauses
+    await clock.settle();
+    await clock.advance(100_000);
+    expect(probes.map((t) => (t - t0) / 1000)).toEqual([1, 3, 7, 15, 31, 61, 91]);
+    expect(store.events.list(row.id).map((e) => e.type)).not.toContain('search.retry');
+
+    other.exec('COMMIT');
+    other.close();
+    await clock.advance(30_000);
+    expect(probes).toHaveLength(8);
+    // Resumed from its last stored snapshot: it searches again, and this time its failure is stored.
+    failSearches();
+    await clock.settle();
+    expect(store.events.list(row.id).map((e) => e.type)).toContain('search.retry');
+  });
+});
