@@ -1,6 +1,7 @@
 // The provisioning workflow end to end in one process: the real simulator on a free port, the real
 // daemon with a real SQLite file, talking over HTTP.
 import { afterEach, describe, expect, it } from 'vitest';
+import { join } from 'node:path';
 import { request } from 'undici';
 import { loadConfig } from '../../../src/config/load.js';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
@@ -119,6 +120,31 @@ describe('daemon workflow against the simulator', () => {
     expect(failed.error?.kind).toBe('attempts_exhausted');
     for (const o of order.slice(0, 3)) expect(failed.error?.message).toContain(`offer ${o.id} (machine ${o.machine_id}`);
     expect(failed.attempts.map((a) => a.outcome)).toEqual(['exited', 'exited', 'exited']);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+
+  it('bounds the creates of a run whose offers all vanish by its searches, keeping its snapshot small', async () => {
+    // Every create finds its offer just rented by someone else (410 no_such_ask). Gone offers do not
+    // spend max_attempts, so without a per-search budget this run once made ~2,000 creates in 95 s.
+    world = await startWorld({ sim: { faults: { offer_taken_rate: 1 } } });
+    const run = await submit(world, jobSpec({ max_attempts: 3 }));
+    await world.waitFor(run.id, (r) => r.attempts.length >= 12);
+    const stats = world.sim.stats();
+    const searches = stats.requests['POST /api/v0/bundles/'] ?? 0;
+    expect(stats.creates_received).toBeGreaterThanOrEqual(11); // the 12th may still be on its way
+    // runs.gone_offers_per_search (3) creates per search at most, however many offers each search returned.
+    expect(stats.creates_received).toBeLessThanOrEqual(3 * searches);
+    const now = (await world.api<RunView>('GET', `/v1/runs/${run.id}`)).body;
+    expect(['searching', 'creating']).toContain(now.state);
+    expect(now.attempts.every((a) => a.outcome === 'offer_unavailable' || a.outcome === null)).toBe(true);
+    // The attempts live in their table; the machine's snapshot stays small.
+    const { default: Database } = await import('better-sqlite3');
+    const db = new Database(join(world.home, 'berth.db'), { readonly: true });
+    const { size } = db.prepare('SELECT length(snapshot_json) AS size FROM runs WHERE id = ?').get(run.id) as { size: number };
+    db.close();
+    expect(size).toBeLessThan(20_000);
+    await world.api('POST', `/v1/runs/${run.id}/cancel`);
+    await world.waitFor(run.id, isEnded);
     expect(world.sim.billingNow()).toEqual([]);
   });
 
