@@ -12,6 +12,7 @@ import { request } from 'undici';
 import { berthHome } from '../config/load.js';
 import { proofMatches, readControlToken } from '../daemon/control-token.js';
 import { BerthError, type SpecIssue } from '../errors.js';
+import type { CostsReport } from '../daemon/costs.js';
 import type { Run, RunEvent } from './run-types.js';
 
 const START_HINT = 'start it with `berth daemon`';
@@ -122,6 +123,11 @@ export class ControlClient {
       all.push(...page);
       after = page.at(-1)!.id;
     }
+  }
+
+  /** Spend per run and instance since `since` (a date or ISO time), with the service's charges where the key may read them. */
+  costs(since?: string): Promise<CostsReport> {
+    return this.call<CostsReport>('GET', `/v1/costs${since ? `?since=${encodeURIComponent(since)}` : ''}`);
   }
 
   cancel(id: string): Promise<Run> {

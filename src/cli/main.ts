@@ -7,7 +7,9 @@ import { BerthError } from '../errors.js';
 import { packagePath } from '../package-path.js';
 import { cancelCommand } from './commands/cancel.js';
 import { daemonCommand } from './commands/daemon.js';
+import { costsCommand } from './commands/costs.js';
 import { demoCommand } from './commands/demo.js';
+import { doctorCommand } from './commands/doctor.js';
 import { eventsCommand } from './commands/events.js';
 import { resumeCommand } from './commands/resume.js';
 import { schemaCommand } from './commands/schema.js';
@@ -105,6 +107,20 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .command('rotate')
     .description('make a new control token; the old one stops working at once')
     .action(run(() => tokenRotateCommand(io, env)));
+
+  program
+    .command('doctor')
+    .description('check the account: service, key, permissions, SSH key, credit (one line each; exit 0 when all pass)')
+    .option('--config <file>', 'config file overlaid on the defaults, as for `berth daemon`')
+    .option('--json', 'print the checks as JSON')
+    .action(run((opts: { config?: string; json?: boolean }) => doctorCommand(opts, io, env)));
+
+  program
+    .command('costs')
+    .description("spend per run and per instance, beside the service's charges where the key may read billing")
+    .option('--since <date>', 'from 00:00 UTC of this day (YYYY-MM-DD, or an ISO time); default: every record berth keeps')
+    .option('--json', 'print the report as JSON')
+    .action(run((opts: { since?: string; json?: boolean }) => costsCommand(opts, io, env)));
 
   program
     .command('validate')

@@ -15,6 +15,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import { controlProof, isUsableToken } from './control-token.js';
+import { parseSince, type CostsReport } from './costs.js';
 import { loadRunView, toRunView } from './run-view.js';
 import { IdempotencyConflictError, type Supervisor } from './supervisor.js';
 
@@ -36,6 +37,8 @@ export interface ControlApiDeps {
   startedAt: number;
   /** False while the start-up reconcile runs: status works, submits are stored and wait. */
   ready(): boolean;
+  /** GET /v1/costs (`berth costs`): spend per run and instance since the given time (./costs.ts). */
+  costs?(sinceMs: number | undefined): Promise<CostsReport>;
 }
 
 class HttpProblem extends Error {
@@ -157,6 +160,15 @@ export function createControlApi(deps: ControlApiDeps): Server {
       log.info('control token rotated');
       return send(res, 200, { rotated: true });
     }
+    if (method === 'GET' && url.pathname === '/v1/costs' && deps.costs) {
+      let since: number | undefined;
+      try {
+        since = parseSince(url.searchParams.get('since'), deps.clock.now());
+      } catch (err) {
+        throw new HttpProblem(400, 'bad_request', (err as Error).message);
+      }
+      return send(res, 200, await deps.costs(since));
+    }
     if (parts[0] !== 'v1' || parts[1] !== 'runs' || parts.length > 4) {
       throw new HttpProblem(404, 'not_found', `No route ${method} ${url.pathname}.`);
     }
@@ -167,17 +179,17 @@ export function createControlApi(deps: ControlApiDeps): Server {
         const body = await readJson(req);
         const key = req.headers['idempotency-key'];
         const { row, created } = supervisor.submit(body, typeof key === 'string' && key ? key : undefined);
-        return send(res, created ? 201 : 200, toRunView(row, store.attempts.forRun(row.id)));
+        return send(res, created ? 201 : 200, toRunView(row, store.attempts.forRun(row.id), deps.clock.now()));
       }
       if (method === 'GET') {
         const limit = Math.min(queryInt(url, 'limit', 1000) || 1000, 10_000);
-        return send(res, 200, store.runs.list(limit).map((r) => toRunView(r, store.attempts.forRun(r.id))));
+        return send(res, 200, store.runs.list(limit).map((r) => toRunView(r, store.attempts.forRun(r.id), deps.clock.now())));
       }
       throw new HttpProblem(405, 'method_not_allowed', `${method} is not allowed on /v1/runs.`);
     }
     if (!store.runs.get(runId)) throw new HttpProblem(404, 'not_found', `No run ${runId}.`);
     const action = parts[3];
-    if (action === undefined && method === 'GET') return send(res, 200, loadRunView(store, runId));
+    if (action === undefined && method === 'GET') return send(res, 200, loadRunView(store, runId, deps.clock.now()));
     if (action === 'events' && method === 'GET') {
       const after = queryInt(url, 'after', 0);
       const limit = Math.min(queryInt(url, 'limit', EVENTS_PAGE_MAX) || EVENTS_PAGE_MAX, EVENTS_PAGE_MAX);
@@ -197,7 +209,7 @@ export function createControlApi(deps: ControlApiDeps): Server {
     }
     if (action === 'cancel' && method === 'POST') {
       supervisor.cancel(runId);
-      return send(res, 202, loadRunView(store, runId));
+      return send(res, 202, loadRunView(store, runId, deps.clock.now()));
     }
     if (action === 'resume' && method === 'POST') {
       const row = store.runs.get(runId)!;
@@ -205,7 +217,7 @@ export function createControlApi(deps: ControlApiDeps): Server {
         throw new HttpProblem(409, 'not_held', `Run ${runId} is not held: only runs held after a restored backup need \`berth resume\`.`);
       }
       supervisor.resumeHeld(runId);
-      return send(res, 202, loadRunView(store, runId));
+      return send(res, 202, loadRunView(store, runId, deps.clock.now()));
     }
     throw new HttpProblem(404, 'not_found', `No route ${method} ${url.pathname}.`);
   }

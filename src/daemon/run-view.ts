@@ -1,6 +1,7 @@
 // The run object shown by `berth status --json`, `berth submit --json` and `GET /v1/runs/{id}`.
 // Built from rows, never from the spec: it holds no API key, no instance key and no env value.
 import type { AttemptRow, RunRow, Store } from '../store/index.js';
+import { costView } from './spend.js';
 
 export interface RunView {
   id: string;
@@ -32,6 +33,8 @@ export interface RunView {
   error: { kind: string; message: string } | null;
   /** True while the run is held after a restored backup: nothing is rented until `berth resume` (or a cancel). */
   held: boolean;
+  /** What the run cost so far, every attempt included ($), and what it is billed now ($/h). */
+  cost: { usd: number; usd_per_hour: number };
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -44,7 +47,7 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   return last.outcome === null || last.outcome === 'running' ? last : undefined;
 }
 
-export function toRunView(run: RunRow, attempts: AttemptRow[]): RunView {
+export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): RunView {
   const held = heldAttempt(run, attempts);
   return {
     id: run.id,
@@ -77,10 +80,11 @@ export function toRunView(run: RunRow, attempts: AttemptRow[]): RunView {
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as { kind: string; message: string }) : null,
     held: run.held_at !== null && run.ended_at === null,
+    cost: costView(attempts, run.ended_at, now),
   };
 }
 
-export function loadRunView(store: Store, runId: string): RunView | undefined {
+export function loadRunView(store: Store, runId: string, now: number): RunView | undefined {
   const row = store.runs.get(runId);
-  return row ? toRunView(row, store.attempts.forRun(runId)) : undefined;
+  return row ? toRunView(row, store.attempts.forRun(runId), now) : undefined;
 }
