@@ -48,7 +48,33 @@ export interface Hold {
 interface Waiter {
   input: CreateInput;
   hold: Hold;
-  check(): void;
+  check(totals: Totals): void;
+}
+
+/**
+ * What the caps compare against, read once per pass over the waiting creates (one query however
+ * many wait); a create let through in the pass adds its $/h for the ones after it.
+ */
+class Totals {
+  private figures: { live: number; day: number } | undefined;
+  constructor(
+    private readonly store: Store,
+    readonly now: number,
+  ) {}
+
+  get(): { live: number; day: number } {
+    if (this.figures) return this.figures;
+    const rows = this.store.attempts.billingSince(this.now - DAY_MS);
+    this.figures = {
+      live: rows.reduce((s, a) => s + attemptPrice(a, a.run_ended_at), 0),
+      day: rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, this.now, this.now - DAY_MS), 0),
+    };
+    return this.figures;
+  }
+
+  started(dphTotal: number): void {
+    if (this.figures) this.figures.live += dphTotal;
+  }
 }
 
 /** A create that did not start: the run ended while it waited. */
@@ -71,20 +97,21 @@ export class CreateGate {
    * CreateAbandoned when the run ended while waiting, or with the signal's reason.
    */
   admit<T>(input: CreateInput, signal: AbortSignal, start: () => T): Promise<T> {
-    const hold = this.holdFor(input);
+    const hold = this.holdFor(input, this.totals());
     if (!hold) return Promise.resolve(start());
     return new Promise<T>((resolve, reject) => {
       const waiter: Waiter = {
         input,
         hold,
-        check: () => {
+        check: (totals) => {
           if (this.deps.endRequested(input.runId)) {
             done();
             return reject(new CreateAbandoned(`attempt #${input.n} did not start: the run ended while its create waited (${waiter.hold.message})`));
           }
-          const now = this.holdFor(input);
+          const now = this.holdFor(input, totals);
           if (now === null) {
             done();
+            totals.started(input.dphTotal);
             this.note(input, `the create of attempt #${input.n} goes ahead`, 'create.resumed', null);
             try {
               return resolve(start());
@@ -122,7 +149,7 @@ export class CreateGate {
     this.wakeQueued = true;
     queueMicrotask(() => {
       this.wakeQueued = false;
-      for (const w of [...this.waiting]) w.check();
+      this.checkAll();
     });
   }
 
@@ -135,8 +162,18 @@ export class CreateGate {
     this.recheck?.cancel();
   }
 
+  private totals(): Totals {
+    return new Totals(this.deps.store, this.deps.clock.now());
+  }
+
+  /** Every waiting create, oldest first, against one reading of the totals. */
+  private checkAll(): void {
+    const totals = this.totals();
+    for (const w of [...this.waiting]) w.check(totals);
+  }
+
   /** Why this create may not start now, or null. */
-  holdFor(input: CreateInput): Hold | null {
+  private holdFor(input: CreateInput, totals: Totals): Hold | null {
     const { account, maxUsdPerHour, maxUsdPerDay } = this.deps;
     if (account.low) {
       return {
@@ -145,10 +182,8 @@ export class CreateGate {
       };
     }
     if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
-    const now = this.deps.clock.now();
-    const rows = this.deps.store.attempts.billingSince(now - DAY_MS);
     if (maxUsdPerHour != null) {
-      const live = rows.reduce((s, a) => s + attemptPrice(a, a.run_ended_at), 0);
+      const { live } = totals.get();
       if (live + input.dphTotal > maxUsdPerHour + 1e-9) {
         return {
           key: 'per_hour',
@@ -157,7 +192,7 @@ export class CreateGate {
       }
     }
     if (maxUsdPerDay != null) {
-      const day = rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, now, now - DAY_MS), 0);
+      const { day } = totals.get();
       const bootS = this.deps.specOf(input.runId)?.boot_timeout_s ?? 0;
       const boot = (input.dphTotal * bootS * 1000) / HOUR_MS;
       if (day + boot > maxUsdPerDay + 1e-9) {
@@ -175,7 +210,7 @@ export class CreateGate {
     const tick = () => {
       this.recheck = undefined;
       if (this.waiting.size === 0) return;
-      for (const w of [...this.waiting]) w.check();
+      this.checkAll();
       if (this.waiting.size > 0) this.recheck = this.deps.clock.setTimer(tick, this.deps.recheckMs);
     };
     this.recheck = this.deps.clock.setTimer(tick, this.deps.recheckMs);
