@@ -112,6 +112,12 @@ describe('budget_usd', () => {
     expect(done.cost.usd).toBeGreaterThanOrEqual(later.cost.usd);
     const again = (await world.api<RunView>('GET', `/v1/runs/${run.id}`)).body;
     expect(again.cost).toEqual(done.cost);
+    // berth status: a COST column and a total line.
+    const table = await berth(['status'], userEnv(world.home));
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/PRICE +COST +AGE/);
+    expect(table.stdout).toContain(`$${done.cost.usd.toFixed(4)}`);
+    expect(table.stdout).toMatch(new RegExp(`^Total: \\$${done.cost.usd.toFixed(4).replace('.', '\\.')} spent by these 1 run\\(s\\); \\$0\\.0000/h billing now\\.$`, 'm'));
   });
 });
 
