@@ -211,6 +211,7 @@ export const runSetup = setup({
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
       price: context.current!.bidPrice!,
+      dphTotal: context.current!.bidPrice! + context.current!.diskDph,
     })),
     restartBoot: assign(({ context }, params: PollParams) => withRestartedBoot(context, params.instance, Date.now())),
     switchToOnDemand: assign({ searchType: 'on-demand' as const, candidates: [] }),

@@ -154,7 +154,8 @@ export type RunEmitted =
   | { type: 'attempt.running'; n: number; status: InstanceStatus; reachable: Endpoint[] | null; via: 'ssh' | 'status' | 'callback' }
   /** The instance is being destroyed because its attempt ended (its logs can still be asked for). */
   | { type: 'attempt.ending'; n: number; instanceId: number; outcome: AttemptOutcome; detail: string }
-  | { type: 'bid.raised'; n: number; instanceId: number; price: number }
+  /** `dphTotal`: what the instance is billed from now on, $/h (the new bid plus the disk): the money guard's new price. */
+  | { type: 'bid.raised'; n: number; instanceId: number; price: number; dphTotal: number }
   | { type: 'search.switched'; to: 'on-demand' }
   | { type: 'destroy.requested'; n: number; instanceId: number }
   | { type: 'destroy.retry'; n: number; instanceId: number; error: RunError; retryAt: number }

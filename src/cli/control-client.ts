@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { berthHome } from '../config/home.js';
 import { proofMatches, readControlToken } from '../daemon/control-token.js';
 import { BerthError, type SpecIssue } from '../errors.js';
+import type { CostsReport } from '../daemon/costs.js';
 import type { Run, RunEvent } from '../wire/control-api.js';
 
 const START_HINT = 'start it with `berth daemon`';
@@ -147,6 +148,11 @@ export class ControlClient {
       all.push(...page);
       after = page.at(-1)!.id;
     }
+  }
+
+  /** Spend per run and instance since `since` (a date or ISO time), with the service's charges where the key may read them. */
+  costs(since?: string): Promise<CostsReport> {
+    return this.call<CostsReport>('GET', `/v1/costs${since ? `?since=${encodeURIComponent(since)}` : ''}`);
   }
 
   cancel(id: string): Promise<Run> {

@@ -98,6 +98,20 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .action(run(async () => (await import('./commands/token.js')).tokenRotateCommand(io, env)));
 
   program
+    .command('doctor')
+    .description('check the account: service, key, permissions, SSH key, credit (one line each; exit 0 when all pass)')
+    .option('--config <file>', 'config file overlaid on the defaults, as for `berth daemon`')
+    .option('--json', 'print the checks as JSON')
+    .action(run(async (opts: { config?: string; json?: boolean }) => (await import('./commands/doctor.js')).doctorCommand(opts, io, env)));
+
+  program
+    .command('costs')
+    .description("spend per run and per instance, beside the service's charges where the key may read billing")
+    .option('--since <date>', 'from 00:00 UTC of this day (YYYY-MM-DD, or an ISO time); default: every record berth keeps')
+    .option('--json', 'print the report as JSON')
+    .action(run(async (opts: { since?: string; json?: boolean }) => (await import('./commands/costs.js')).costsCommand(opts, io, env)));
+
+  program
     .command('validate')
     .description('check a job spec without submitting it (exit 0 valid, 2 invalid)')
     .argument('<file>', 'job spec JSON file')

@@ -1,5 +1,6 @@
 // Text for people: aligned tables, durations, the run detail view, the live progress line and the
 // SSH command. Pure functions from data (and `now`) to lines, so every command renders alike.
+import { usdText } from '../daemon/spend.js';
 import type { SpecIssue } from '../errors.js';
 import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
 
@@ -48,11 +49,20 @@ export function runsTable(runs: Run[], now: number): string[] {
     text(r.instance?.id),
     text(r.instance?.actual_status),
     price(r.instance?.dph_total ?? null),
+    r.cost ? usdText(r.cost.usd) : DASH,
     since(r.created_at, now),
   ]);
-  const lines = table(['RUN', 'NAME', 'STATE', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'AGE'], rows);
+  const lines = table(['RUN', 'NAME', 'STATE', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'COST', 'AGE'], rows);
+  lines.push('', totalLine(runs));
   if (runs.some((r) => r.held)) lines.push('', HELD_HINT);
   return lines;
+}
+
+/** What the runs listed cost in all, and what they bill now. */
+function totalLine(runs: Run[]): string {
+  const usd = runs.reduce((s, r) => s + (r.cost?.usd ?? 0), 0);
+  const perHour = runs.reduce((s, r) => s + (r.cost?.usd_per_hour ?? 0), 0);
+  return `Total: ${usdText(usd)} spent by these ${runs.length} run(s); ${usdText(perHour)}/h billing now.`;
 }
 
 const HELD_HINT =
@@ -73,6 +83,7 @@ export function runDetail(run: Run, now: number): string[] {
         : DASH,
     ],
     ['SSH', sshCommand(inst) ?? DASH],
+    ['Cost', run.cost ? `${usdText(run.cost.usd)} so far, ${usdText(run.cost.usd_per_hour)}/h now` : DASH],
   ];
   if (run.held) fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);

@@ -16,7 +16,9 @@ export type ClientOperation =
   | 'template_delete'
   | 'webhook_rotate_secret'
   | 'api_key_create'
-  | 'api_key_delete';
+  | 'api_key_delete'
+  | 'ssh_keys'
+  | 'charges';
 
 export type ClientEvent =
   /** An attempt failed with a transient fault and will be tried again. */

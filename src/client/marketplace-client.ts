@@ -32,8 +32,10 @@ import {
   currentUserSchema,
   listV1ResponseSchema,
   parseBody,
+  chargesResponseSchema,
   rotateSecretResponseSchema,
   searchResponseSchema,
+  sshKeysResponseSchema,
   secretsResponseSchema,
   showResponseSchema,
 } from './records.js';
@@ -76,6 +78,13 @@ export interface Webhook {
   [field: string]: unknown;
 }
 
+/** One contract's charges (show_charges.yaml): `source` is `instance-<id>`, `amount` in $ (rounded to 3 decimals). */
+export interface Charge {
+  source: string;
+  amount: number;
+  [field: string]: unknown;
+}
+
 export interface ApiKeyCreated {
   id?: number;
   /** The key value, shown once: a secret. */
@@ -93,6 +102,13 @@ export interface MarketplaceClient extends MarketClient {
   rotateWebhookSecret(webhookId: number, options?: CallOptions): Promise<Webhook>;
   createApiKey(request: { name?: string; permissions: Record<string, unknown> }, options?: CallOptions): Promise<ApiKeyCreated>;
   deleteApiKey(keyId: number, options?: CallOptions): Promise<'deleted' | 'gone'>;
+  /** The SSH public keys registered on the account (`GET /api/v0/ssh/`, user_read): how many. */
+  countSshKeys(options?: CallOptions): Promise<number>;
+  /**
+   * Per-contract charges over whole UTC days (`GET /api/v0/charges/`, billing_read): every page of
+   * the days whose 00:00 UTC lies within [fromS, toS], unix seconds.
+   */
+  charges(range: { fromS: number; toS: number }, options?: CallOptions): Promise<Charge[]>;
   stats(): ClientStats;
   /** Stops the limiters (queued calls fail) and closes the connections. */
   close(): Promise<void>;
@@ -443,6 +459,32 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
         if (isGone(err, 'no_such_key')) return 'gone';
         throw err;
       }
+    },
+
+    async countSshKeys(opts?: CallOptions): Promise<number> {
+      const res = await call({ op: 'ssh_keys', group: 'other', method: 'GET', path: '/api/v0/ssh/', signal: opts?.signal });
+      return parseBody(sshKeysResponseSchema, res.body, 'GET /api/v0/ssh/').length;
+    },
+
+    async charges(range, opts?: CallOptions): Promise<Charge[]> {
+      const all: Charge[] = [];
+      const seen = new Set<string>();
+      let token: string | null = null;
+      for (let page = 0; page < MAX_V1_PAGES; page++) {
+        const params = new URLSearchParams({
+          select_filters: JSON.stringify({ day: { gte: Math.floor(range.fromS), lte: Math.floor(range.toS) }, type: { in: ['instance'] } }),
+          limit: '500',
+        });
+        if (token) params.set('after_token', token);
+        const res = await call({ op: 'charges', group: 'other', method: 'GET', path: `/api/v0/charges/?${params.toString()}`, signal: opts?.signal });
+        const body = parseBody(chargesResponseSchema, res.body, 'GET /api/v0/charges/');
+        all.push(...body.results);
+        token = body.next_token ?? null;
+        if (!token) return all;
+        if (seen.has(token)) throw new BerthError('bad_response', 'The charges report repeated a page token.');
+        seen.add(token);
+      }
+      throw new BerthError('bad_response', `The charges report did not end after ${MAX_V1_PAGES} pages.`);
     },
 
     stats(): ClientStats {

@@ -52,6 +52,11 @@ export const createResponseSchema = z.looseObject({
   instance_api_key: z.string().optional(),
 });
 export const currentUserSchema = z.looseObject({ id, email: z.string().optional(), credit: z.number().optional() });
+/** show_ssh_keys.yaml: a bare array of key records. */
+export const sshKeysResponseSchema = z.array(z.looseObject({ id }));
+/** One contract of show_charges.yaml: `source` is `instance-<id>`, `amount` its $ over the days asked (3 decimals). */
+const chargeSchema = z.looseObject({ source: z.string(), amount: z.number(), type: z.string().optional(), start: z.number().optional(), end: z.number().optional() });
+export const chargesResponseSchema = z.looseObject({ results: z.array(chargeSchema), next_token: z.string().nullish() });
 export const secretsResponseSchema = z.looseObject({ secrets: z.record(z.string(), z.string()) });
 export const webhookSchema = z.looseObject({ id, webhook_secret: z.string() });
 export const rotateSecretResponseSchema = z.looseObject({ webhook: webhookSchema });

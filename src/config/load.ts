@@ -27,6 +27,8 @@ export interface Environment {
   home: string;
   /** BERTH_API_KEY, or the content of BERTH_API_KEY_FILE / service.api_key_file. */
   apiKey: string | undefined;
+  /** BERTH_WEBHOOK_SECRET, or the content of BERTH_WEBHOOK_SECRET_FILE / webhooks.secret_file: the service's webhook signing secret. */
+  webhookSecret?: string | undefined;
 }
 
 export interface LoadedConfig {
@@ -108,7 +110,31 @@ export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEn
   const fromEnv = processEnv.BERTH_API_KEY?.trim();
   const fromFile = !fromEnv && keyFile ? readKeyFile(keyFile) : '';
   const apiKey = fromEnv ? checkApiKey(fromEnv, 'BERTH_API_KEY') : fromFile ? checkApiKey(fromFile, keyFile!) : undefined;
-  return { config, env: { home: berthHome(processEnv), apiKey } };
+  return { config, env: { home: berthHome(processEnv), apiKey, webhookSecret: webhookSecret(config, processEnv) } };
+}
+
+/**
+ * The webhook signing secret, read only when the listener is on: from BERTH_WEBHOOK_SECRET, else
+ * the file. A listener without a secret could act on anyone's request, so it is refused here.
+ */
+function webhookSecret(config: Config, processEnv: NodeJS.ProcessEnv): string | undefined {
+  if (!config.webhooks.listen) return undefined;
+  const file = processEnv.BERTH_WEBHOOK_SECRET_FILE ?? config.webhooks.secret_file;
+  let secret = processEnv.BERTH_WEBHOOK_SECRET?.trim();
+  if (!secret && file) {
+    try {
+      secret = readFileSync(file, 'utf8').trim();
+    } catch (err) {
+      throw new ConfigError(`Cannot read the webhook secret file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`, 'webhooks.secret_file', err);
+    }
+  }
+  if (!secret) {
+    throw new ConfigError(
+      'webhooks.listen is set but there is no webhook secret: set BERTH_WEBHOOK_SECRET, or BERTH_WEBHOOK_SECRET_FILE / webhooks.secret_file to a file holding the secret the service returned for the webhook.',
+      'webhooks.secret_file',
+    );
+  }
+  return secret;
 }
 
 /**

@@ -103,7 +103,42 @@ export const configSchema = z.strictObject({
     machine_quarantine_s: seconds(30 * DAY),
     /** Default relax ladder for specs that carry none. */
     relax: z.array(relaxStepSchema),
+    /** Default max_runtime_s for specs that leave it out: total seconds `running` before the run expires (default none, at most 365 days). */
+    max_runtime_s: positiveSeconds(MAX_RUN_DURATION_S).nullish(),
   }),
+  budget: z
+    .strictObject({
+      /** Daemon-wide cap on the billed $/h of every live instance plus the creates in flight; a create that would pass it waits (default none). */
+      max_usd_per_hour: z.number().positive().nullish(),
+      /** Daemon-wide cap on what the instances of berth's runs cost in the last 24 h, $; a create waits while it is reached (default none). */
+      max_usd_per_day: z.number().positive().nullish(),
+    })
+    .prefault({}),
+  account: z
+    .strictObject({
+      /** No create starts while the account's credit is below this, $ (default 1; 0 pauses only on a negative credit). */
+      min_credit_usd: z.number().min(0).default(1),
+      /** Seconds between reads of the account's credit (users/current), and between re-checks while creates wait for it (default 300, at most 1 day; the calls are paced by rate_limits.other). */
+      check_interval_s: positiveSeconds(DAY).default(300),
+    })
+    .prefault({}),
+  webhooks: z
+    .strictObject({
+      /**
+       * HOST:PORT of the listener for the service's signed webhooks (default none: off). The service
+       * delivers only to public HTTPS, so this sits behind a TLS-terminating proxy or tunnel.
+       */
+      listen: z
+        .string()
+        .regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be HOST:PORT')
+        .refine((hp) => port(hp.slice(hp.lastIndexOf(':') + 1)), 'the port must be 0 to 65535')
+        .nullish(),
+      /** File holding the webhook's signing secret (used when BERTH_WEBHOOK_SECRET is not set). */
+      secret_file: z.string().optional(),
+      /** A delivery whose X-Vast-Timestamp is further than this from now is refused, seconds (default 300, as the service's own example). */
+      tolerance_s: z.number().positive().max(DAY).default(300),
+    })
+    .prefault({}),
   store: z.strictObject({
     /** Days an ended run, and any event, is kept before it is deleted (default 30, at least 1). */
     retention_days: z.number().min(1).max(36500),

@@ -44,6 +44,11 @@ export class AttemptJournal {
     return this.store.attempts.adopt(runId, n, instanceId, sentAt);
   }
 
+  /** What is journaled of this attempt so far, if anything (a create of an earlier process). */
+  find(runId: string, n: number): AttemptRow | undefined {
+    return this.store.attempts.get(runId, n);
+  }
+
   /** The create made no instance: the offer was gone or refused, or it failed (and no label appeared). */
   notCreated(runId: string, n: number, why: 'offer_gone' | 'failed', detail: string): void {
     this.store.attempts.notCreated(runId, n, why, detail);
@@ -67,6 +72,9 @@ export class AttemptJournal {
         return attempts.setOutcome(runId, e.n, e.outcome, e.detail, at);
       case 'destroy.confirmed':
         return attempts.destroyConfirmed(runId, e.n, e.instanceId, at);
+      case 'bid.raised':
+        // The instance bills the new bid from now on (the money guard's spend and price).
+        return attempts.setPrice(runId, e.n, e.dphTotal, at);
       default:
         // attempt.started and attempt.instance: the create actor journaled both before the machine heard of them.
         return;

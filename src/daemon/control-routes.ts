@@ -10,6 +10,7 @@ import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import { EVENTS_PAGE_MAX, RUNS_PAGE, type ErrorKind, type Health, type RunEvent } from '../wire/control-api.js';
 import { controlProof } from './control-token.js';
+import { parseSince, type CostsReport } from './costs.js';
 import { loadRunView, loadRunViews, toRunView } from './run-view.js';
 import type { Supervisor } from './supervisor.js';
 
@@ -28,6 +29,8 @@ export interface ControlApiDeps {
   startedAt: number;
   /** False while the runs resume after a start: status works, submits are stored and wait. */
   ready(): boolean;
+  /** GET /v1/costs (`berth costs`): spend per run and instance since the given time (./costs.ts). */
+  costs?(sinceMs: number | undefined): Promise<CostsReport>;
 }
 
 /** An answer other than 2xx, in the envelope's words. */
@@ -144,7 +147,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
         const body = await readJson(req);
         const key = req.headers['idempotency-key'];
         const { row, created } = supervisor.submit(body, typeof key === 'string' && key ? key : undefined);
-        return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id)) };
+        return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
       },
     },
     {
@@ -155,10 +158,10 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
         const afterId = url.searchParams.get('after');
         const after = afterId ? store.runs.get(afterId) : undefined;
         if (afterId && !after) throw new HttpProblem(400, 'bad_request', `after: no run ${afterId.slice(0, 40)} to page on from (it may have been deleted by retention); start again without after.`);
-        return { status: 200, body: loadRunViews(store, { limit: pageLimit(url, RUNS_PAGE), ...(after ? { after } : {}) }) };
+        return { status: 200, body: loadRunViews(store, { limit: pageLimit(url, RUNS_PAGE), ...(after ? { after } : {}) }, deps.clock.now()) };
       },
     },
-    { method: 'GET', path: '/v1/runs/{id}', handle: (r) => ({ status: 200, body: loadRunView(store, runOf(r).id) }) },
+    { method: 'GET', path: '/v1/runs/{id}', handle: (r) => ({ status: 200, body: loadRunView(store, runOf(r).id, deps.clock.now()) }) },
     {
       method: 'GET',
       path: '/v1/runs/{id}/events',
@@ -183,7 +186,22 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       handle: (r) => {
         const { id } = runOf(r);
         supervisor.cancel(id);
-        return { status: 202, body: loadRunView(store, id) };
+        return { status: 202, body: loadRunView(store, id, deps.clock.now()) };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/costs',
+      // `berth costs`: berth's own figures, and the service's charges where the key may read them.
+      handle: async ({ url }) => {
+        if (!deps.costs) throw new HttpProblem(404, 'not_found', 'No route GET /v1/costs.');
+        let since: number | undefined;
+        try {
+          since = parseSince(url.searchParams.get('since'), deps.clock.now());
+        } catch (err) {
+          throw new HttpProblem(400, 'bad_request', (err as Error).message);
+        }
+        return { status: 200, body: await deps.costs(since) };
       },
     },
     {
@@ -195,7 +213,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
           throw new HttpProblem(409, 'not_held', `Run ${row.id} is not held: only runs held after a restored backup need \`berth resume\`.`);
         }
         supervisor.resumeHeld(row.id);
-        return { status: 202, body: loadRunView(store, row.id) };
+        return { status: 202, body: loadRunView(store, row.id, deps.clock.now()) };
       },
     },
   ];

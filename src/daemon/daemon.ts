@@ -19,7 +19,10 @@ import type { Config } from '../config/schema.js';
 import { ConfigError, toRunError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { openStore, type Store } from '../store/index.js';
+import { checkAccount, checkLines } from './account-checks.js';
 import { createControlApi, listen } from './control-api.js';
+import { costsReport } from './costs.js';
+import { createWebhookReceiver } from './webhook-receiver.js';
 import { ensureControlToken, writeNewControlToken } from './control-token.js';
 import { InstancePoller } from './poller.js';
 import { Supervisor } from './supervisor.js';
@@ -48,6 +51,10 @@ export interface RunningDaemon {
   ready: Promise<void>;
   /** Rejects when the daemon cannot go on (its store is unreadable); it has stopped by then. */
   failed: Promise<never>;
+  /** Where the webhook listener listens (`webhooks.listen`), if it is on. */
+  webhookUrl?: string;
+  /** Settles once the start-up account checks are done (logged, and an event on the runs they stop). */
+  checked: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -140,6 +147,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     clock,
     startedAt,
     ready: () => ready,
+    costs: (since) => costsReport(store, clock.now(), since, (range) => client.charges(range)),
     tokens: {
       current: () => token,
       rotate: () => (token = writeNewControlToken(env.home)),
@@ -166,9 +174,34 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   }
   // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
   process.on('exit', removeDaemonFile);
+  let webhooks: ReturnType<typeof createWebhookReceiver> | undefined;
+  let webhookUrl: string | undefined;
+  if (config.webhooks.listen) {
+    webhooks = createWebhookReceiver({
+      secret: env.webhookSecret!,
+      toleranceS: config.webhooks.tolerance_s,
+      store,
+      clock,
+      log,
+      onLowCredit: () => void supervisor.account.checkNow(),
+      onMachineOffline: (machineId, why) => supervisor.machineOffline(machineId, why),
+    });
+    try {
+      webhookUrl = await listen(webhooks, config.webhooks.listen);
+    } catch (err) {
+      server.close();
+      removeDaemonFile();
+      process.off('exit', removeDaemonFile);
+      await client.close().catch(() => undefined);
+      store.close();
+      throw new ConfigError(`Cannot listen for webhooks on ${config.webhooks.listen}: ${(err as Error).message}`, 'webhooks.listen', err);
+    }
+    log.info({ url: webhookUrl }, 'listening for the service\'s signed webhooks');
+  }
   log.info({ url }, 'berth daemon listening; resuming the runs');
 
   let stopping = false;
+  const checksAbort = new AbortController();
   let fail!: (err: unknown) => void;
   const failed = new Promise<never>((_, reject) => (fail = reject));
   failed.catch(() => undefined);
@@ -196,6 +229,30 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     ready = true;
     log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
   })();
+
+  // The account checks of `berth doctor`, in the background: the daemon works without them (status,
+  // the runs), and a failing one is an event on the runs it stops.
+  const checked = (async () => {
+    await started.catch(() => undefined);
+    if (stopping) return;
+    try {
+      const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
+      if (report.user) supervisor.account.accept(report.user);
+      for (const [i, line] of checkLines(report).entries()) {
+        const check = report.checks[i]!;
+        if (check.ok) log.info({ check: check.name }, `account check: ${line}`);
+        else log.warn({ check: check.name }, `account check: ${line}`);
+      }
+      // The credit is the create gate's to report (an event per waiting create); an SSH key stops no
+      // run (berth rents Docker instances, which take one later). The others stop every run.
+      const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
+      for (const c of failing) supervisor.noteOnLiveRuns('account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
+    } catch (err) {
+      if (!stopping) log.warn({ err: toRunError(err) }, 'the account checks could not run');
+    } finally {
+      if (!stopping) supervisor.account.start();
+    }
+  })();
   const readyPromise = started.catch((err: unknown) => {
     // The store could not be read (a damaged page found while resuming): the daemon cannot go on.
     const why = toRunError(err).message;
@@ -211,10 +268,14 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       stopping = true;
       log.info('berth daemon stopping');
       retention?.cancel();
+      checksAbort.abort();
       server.close();
       server.closeAllConnections();
+      webhooks?.close();
+      webhooks?.closeAllConnections();
       await poller.stop();
       await started.catch(() => undefined);
+      await checked;
       supervisor.stop();
       await client.close().catch(() => undefined);
       removeDaemonFile();
@@ -234,6 +295,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     supervisor,
     ready: readyPromise,
     failed,
+    checked,
+    ...(webhookUrl ? { webhookUrl } : {}),
     stop,
   };
 }

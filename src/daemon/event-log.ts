@@ -81,6 +81,7 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         n: e.n,
         instanceId: e.instanceId,
         price: e.price,
+        dphTotal: e.dphTotal,
       }, 'warn');
     case 'search.switched':
       return append('outbid: searching on-demand offers from now on (on_outbid "on_demand")', { to: e.to }, 'warn');

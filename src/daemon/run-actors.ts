@@ -27,6 +27,7 @@ import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../job-spec/search-query.js';
 import type { AttemptRow } from '../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
+import { CreateAbandoned } from './create-gate.js';
 import { probeUntilReachable } from './ssh-probe.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from './poller.js';
@@ -46,6 +47,18 @@ export interface RunActorDeps {
   lists: InstanceLists;
   /** Machines that recently failed any run: tried last. */
   quarantine: MachineQuarantine;
+  /** The money guard's checks (./money-guard.ts, ./create-gate.ts); none in tests that do not need them. */
+  money?: MoneyChecks;
+}
+
+export interface MoneyChecks {
+  /** The candidates the run's remaining budget can pay to boot; `exhausted` when offers matched but none can. */
+  affordable(runId: string, candidates: Candidate[]): SearchOutput;
+  /**
+   * Waits until the daemon-wide caps and the account's credit let this create start, then calls
+   * `start` (which journals the intent) in the same step. Rejects when the run ended meanwhile.
+   */
+  admit<T>(input: CreateInput, signal: AbortSignal, start: () => T): Promise<T>;
 }
 
 /** Lists the label is looked for in, spread over the grace period. */
@@ -96,7 +109,20 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
   const { client, journal, claims } = deps;
   const spec = deps.specOf(input.runId);
   const { runId, n, offerId } = input;
-  const { row, fresh } = journal.begin(input, deps.clock.now());
+  const before = journal.find(runId, n);
+  if (before) return journaled(deps, input, before, signal);
+  let begun: ReturnType<AttemptJournal['begin']>;
+  try {
+    // The money guard's gate comes before the intent: a create it holds back has sent nothing.
+    begun = deps.money ? await deps.money.admit(input, signal, () => journal.begin(input, deps.clock.now())) : journal.begin(input, deps.clock.now());
+  } catch (err) {
+    if (!(err instanceof CreateAbandoned)) throw err;
+    // Recorded like any attempt that made nothing, so the run's story lists it.
+    journal.begin(input, deps.clock.now());
+    journal.notCreated(runId, n, 'failed', err.message);
+    return { kind: 'create_failed', detail: err.message };
+  }
+  const { row, fresh } = begun;
   if (!fresh) return journaled(deps, input, row, signal);
   if (!claims.claim(offerId, runId)) {
     // Another run of this daemon is on this offer: move on without spending a create call.
@@ -171,7 +197,7 @@ export function makeRunActors(deps: RunActorDeps) {
           minBid: typeof o['min_bid'] === 'number' ? o['min_bid'] : null,
           diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
         }));
-      return { candidates };
+      return deps.money ? deps.money.affordable(input.runId, candidates) : { candidates };
     }),
 
     createInstance: fromPromise<CreateOutput, CreateInput>(({ input, signal }) => create(deps, input, signal)),

@@ -49,6 +49,8 @@ export interface RunDriverDeps {
   onEnded(runId: string): void;
   /** Called when a store write failed and the run paused; the caller calls `resume` once the store writes again. */
   onPaused(runId: string): void;
+  /** Called after each stored transition (the money guard checks the run's limits again). */
+  onProgress?(runId: string): void;
 }
 
 export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
@@ -114,6 +116,7 @@ export class RunDriver {
   /** ADMIT was sent: a resume after a pause sends it again (its persist may be what failed). */
   private admitted = false;
   private cancelWhenResumed = false;
+  private expireWhenResumed: RunError | undefined;
   /** Destroys of this run's instances that did not take, in a row: an ALERT once they keep failing. */
   private readonly destroyFailures = new DestroyFailures();
 
@@ -194,7 +197,35 @@ export class RunDriver {
     this.started();
     if (this.admitted) this.actor!.send({ type: 'ADMIT' });
     if (this.cancelWhenResumed || row.cancel_requested_at !== null) this.actor!.send({ type: 'CANCEL' });
+    if (this.expireWhenResumed) this.actor!.send({ type: 'EXPIRE', reason: this.expireWhenResumed });
     this.cancelWhenResumed = false;
+    this.expireWhenResumed = undefined;
+  }
+
+  /** From the money guard: max_runtime_s or budget_usd is reached. */
+  expire(reason: RunError): void {
+    if (this.ended) return;
+    if (this.paused) this.expireWhenResumed = reason;
+    else this.started().send({ type: 'EXPIRE', reason });
+  }
+
+  /** The run was asked to end (cancel, expiry, deadline) while a step was in flight: a create waiting at the gate gives up. */
+  endRequested(): boolean {
+    const ctx = this.actor?.getSnapshot().context;
+    return this.ended || (ctx !== undefined && (ctx.cancelRequested || ctx.expire !== null || ctx.endReason !== null));
+  }
+
+  /**
+   * The service says the host of this machine went offline (a `host:machine_offline` webhook): the
+   * run's instance there is handled as a list showing it `offline` would be (destroyed, next offer),
+   * without waiting for the next list. False when the run has no instance on that machine.
+   */
+  machineOffline(machineId: number, why: string): boolean {
+    const current = this.actor?.getSnapshot().context.current;
+    if (this.paused || !current || current.machineId !== machineId || current.instanceId === null) return false;
+    const last = current.status ?? { id: current.instanceId, actual_status: null, intended_status: null, cur_state: null, status_msg: null, ssh_host: null, ssh_port: null, dph_total: null };
+    this.poll({ ...last, actual_status: 'offline', status_msg: why.slice(0, 200) }, this.deps.clock.now());
+    return true;
   }
 
   /** The instance this run currently holds (or is destroying), if any. */
@@ -242,6 +273,7 @@ export class RunDriver {
     if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
     this.lastState = state;
     if (isEndState(state)) this.end();
+    else this.deps.onProgress?.(this.runId);
   }
 
   private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number) {

@@ -3,6 +3,7 @@
 import type { RunError } from '../errors.js';
 import type { AttemptRow, RunRow, Store } from '../store/index.js';
 import type { Run } from '../wire/control-api.js';
+import { costView } from './spend.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -14,7 +15,7 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   return last.outcome === null || last.outcome === 'running' ? last : undefined;
 }
 
-export function toRunView(run: RunRow, attempts: AttemptRow[]): Run {
+export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run {
   const held = heldAttempt(run, attempts);
   return {
     id: run.id,
@@ -47,18 +48,19 @@ export function toRunView(run: RunRow, attempts: AttemptRow[]): Run {
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as RunError) : null,
     held: run.held_at !== null && run.ended_at === null,
+    cost: costView(attempts, run.ended_at, now),
   };
 }
 
-export function loadRunView(store: Store, runId: string): Run | undefined {
+export function loadRunView(store: Store, runId: string, now: number): Run | undefined {
   const row = store.runs.get(runId);
-  return row ? toRunView(row, store.attempts.forRun(runId)) : undefined;
+  return row ? toRunView(row, store.attempts.forRun(runId), now) : undefined;
 }
 
 /** A page of runs, newest first, in two queries (runs, then all their attempts), whatever its size. */
-export function loadRunViews(store: Store, page: { limit: number; after?: RunRow }): Run[] {
+export function loadRunViews(store: Store, page: { limit: number; after?: RunRow }, now: number): Run[] {
   const rows = store.runs.list(page.limit, page.after);
   const byRun = new Map<string, AttemptRow[]>(rows.map((r) => [r.id, []]));
   for (const a of store.attempts.forRuns(rows.map((r) => r.id))) byRun.get(a.run_id)?.push(a);
-  return rows.map((r) => toRunView(r, byRun.get(r.id)!));
+  return rows.map((r) => toRunView(r, byRun.get(r.id)!, now));
 }

@@ -19,7 +19,10 @@ import type { Logger } from '../logger.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { parseJobSpec, resolveJobSpec } from '../job-spec/validate.js';
 import type { RunRow, Store } from '../store/index.js';
+import { AccountWatch } from './account-watch.js';
 import { AttemptJournal } from './attempt-journal.js';
+import { CreateGate } from './create-gate.js';
+import { MoneyGuard } from './money-guard.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import type { InstanceLists, PollSubscriber } from './poller.js';
@@ -63,6 +66,12 @@ export class Supervisor implements PollSubscriber {
   private readonly paused = new Set<string>();
   private storeRetry: Timer | undefined;
   private storeRetryMs = STORE_RETRY_MS.min;
+  /** The account's credit, read at a slow cadence (the create gate holds creates while it is low). */
+  readonly account: AccountWatch;
+  readonly gate: CreateGate;
+  private readonly guard: MoneyGuard;
+  /** Runs that moved since the money guard last looked (checked once per turn). */
+  private readonly moved = new Set<string>();
 
   constructor(private readonly deps: SupervisorDeps) {
     this.quarantine = new MachineQuarantine(deps.config.runs.machine_quarantine_s * 1000, deps.clock);
@@ -77,7 +86,40 @@ export class Supervisor implements PollSubscriber {
       sweptStores: new Set([...deps.store.formerStoreIds, ...deps.config.store.sweep_store_ids].filter((id) => id !== deps.store.storeId)),
       retryMs: orphanRetryMs(deps.config),
     });
+    const specOf = (runId: string) => this.specs.get(runId);
+    const { config } = deps;
+    this.account = new AccountWatch({
+      client: deps.client,
+      clock: deps.clock,
+      log: deps.log,
+      minCreditUsd: config.account.min_credit_usd,
+      intervalMs: config.account.check_interval_s * 1000,
+      onChange: () => this.gate.wake(),
+    });
+    this.gate = new CreateGate({
+      store: deps.store,
+      clock: deps.clock,
+      log: deps.log,
+      account: this.account,
+      maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
+      maxUsdPerDay: config.budget.max_usd_per_day ?? null,
+      recheckMs: config.polling.interval_s * 1000,
+      specOf,
+      endRequested: (runId) => this.drivers.get(runId)?.endRequested() ?? true,
+    });
+    this.guard = new MoneyGuard({
+      store: deps.store,
+      clock: deps.clock,
+      log: deps.log,
+      specOf,
+      expire: (runId, reason) => this.drivers.get(runId)?.expire(reason),
+      leadMs: config.polling.interval_s * 1000,
+    });
     this.machine = provideRunMachine({
+      money: {
+        affordable: (runId, candidates) => this.guard.affordable(runId, candidates),
+        admit: (input, signal, start) => this.gate.admit(input, signal, start),
+      },
       quarantine: this.quarantine,
       client: deps.client,
       clock: deps.clock,
@@ -241,9 +283,32 @@ export class Supervisor implements PollSubscriber {
     return held;
   }
 
+  /**
+   * The service says machine `machineId` went offline: every run with an instance there fails over
+   * at once, as if a list had shown the instance offline. Returns the runs told.
+   */
+  machineOffline(machineId: number, why: string): string[] {
+    const told: string[] = [];
+    for (const driver of this.drivers.values()) if (driver.machineOffline(machineId, why)) told.push(driver.runId);
+    return told;
+  }
+
+  /** One event on every live run (an account check that failed at start: it stops them all). */
+  noteOnLiveRuns(type: string, message: string): void {
+    const { store, clock } = this.deps;
+    const ids = [...this.drivers.keys()];
+    if (ids.length === 0) return;
+    store.transaction(() => {
+      for (const runId of ids) store.events.append({ runId, at: clock.now(), type, message, foldKey: `${type}:${message}` });
+    });
+  }
+
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
   stop(): void {
     this.stopping = true;
+    this.guard.stop();
+    this.gate.stop();
+    this.account.stop();
     this.storeRetry?.cancel();
     this.reconciler.stop();
     for (const d of this.drivers.values()) d.stop();
@@ -263,7 +328,10 @@ export class Supervisor implements PollSubscriber {
       quarantine: this.quarantine,
       config: this.deps.config,
       log: this.deps.log,
+      onProgress: (runId) => this.progressed(runId),
       onEnded: (runId) => {
+        this.guard.forget(runId);
+        this.gate.wake();
         this.drivers.delete(runId);
         this.queued.delete(runId); // a queued run can be cancelled before it is admitted
         this.specs.delete(runId);
@@ -280,6 +348,22 @@ export class Supervisor implements PollSubscriber {
     this.drivers.set(row.id, driver);
     if (row.state === 'queued') this.queued.add(row.id);
     driver.start();
+    // Limits are checked from the store at once: a run that passed one while the daemon was down expires now.
+    this.progressed(row.id);
+  }
+
+  /** A run moved: its limits are checked again and waiting creates look again, once per turn however many moved. */
+  private progressed(runId: string): void {
+    if (this.moved.size === 0) {
+      queueMicrotask(() => {
+        const ids = [...this.moved];
+        this.moved.clear();
+        if (this.stopping) return;
+        for (const id of ids) if (this.drivers.has(id)) this.guard.check(id);
+        this.gate.wake();
+      });
+    }
+    this.moved.add(runId);
   }
 
   /** Paused runs wait for the store to take a write again, tried from a timer with backoff (never a busy wait). */

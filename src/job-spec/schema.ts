@@ -197,6 +197,19 @@ export const jobSpecSchema = z
     max_attempts: z.number().int().min(1).optional().describe('Offers tried before the run fails; default from config'),
     boot_timeout_s: z.number().positive().max(MAX_RUN_DURATION_S).optional().describe('Seconds an instance may stay loading (at most 365 days); default from config'),
     deadline_s: z.number().positive().max(MAX_RUN_DURATION_S).optional().describe('Seconds from submission until the run fails (at most 365 days); default from config'),
+    // The money guard (src/daemon/money-guard.ts): the run ends `expired` at either limit.
+    max_runtime_s: z
+      .number()
+      .positive()
+      .max(MAX_RUN_DURATION_S)
+      .optional()
+      .describe('Total seconds the run may spend running (every attempt counted; at most 365 days), then its instance is destroyed and it ends expired; default runs.max_runtime_s of the config (none)'),
+    budget_usd: z
+      .number()
+      .positive()
+      .max(1_000_000)
+      .optional()
+      .describe('Total $ the run may spend (every instance it made, compute and disk, until destroyed), then it ends expired; default none'),
   })
   .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) });
 
@@ -237,3 +250,5 @@ export type ResolvedJobSpec = Omit<JobSpec, 'relax' | 'max_attempts' | 'boot_tim
   boot_timeout_s: number;
   deadline_s: number;
 };
+// max_runtime_s stays optional after resolving: absent means no runtime limit (and specs stored
+// before the field existed read the same way).

@@ -50,6 +50,7 @@ export function resolveJobSpec(spec: JobSpec, runsDefaults: Config['runs']): Res
     max_attempts: spec.max_attempts ?? runsDefaults.max_attempts,
     boot_timeout_s: spec.boot_timeout_s ?? runsDefaults.boot_timeout_s,
     deadline_s: spec.deadline_s ?? runsDefaults.deadline_s,
+    ...(spec.max_runtime_s !== undefined || runsDefaults.max_runtime_s == null ? {} : { max_runtime_s: runsDefaults.max_runtime_s }),
   };
 }
 

@@ -7,7 +7,10 @@
 // Money: per attempt the instance's billed $/h (`dph_total`: the offer's billed price, replaced by
 // the list's own figure once the instance is listed), when it was made (`instance_created_at`, the
 // earliest it can have been: when its create was sent), when it was first seen running and when its
-// destroy was confirmed (null while it may still bill). Spend and runtime are computed from these.
+// destroy was confirmed (null while it may still bill). When the price changes (a bid raised, or the
+// list showing another dph_total), what the instance accrued so far moves into `usd_before` and
+// `dph_since` marks when the new price applies. Spend and runtime are computed from these
+// (src/daemon/spend.ts).
 import type { Db } from './database.js';
 
 export type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
@@ -37,7 +40,14 @@ export interface AttemptRow {
   first_running_at: number | null;
   /** When a list taken after the destroy no longer showed the instance; null while it may still bill. */
   destroy_confirmed_at: number | null;
+  /** $ accrued at earlier prices, before `dph_since`. */
+  usd_before: number;
+  /** Since when `dph_total` applies; null: since the instance was made. */
+  dph_since: number | null;
 }
+
+/** An attempt with its run's end (an instance whose destroy was never confirmed is counted up to it). */
+export type BillingRow = AttemptRow & { run_ended_at: number | null };
 
 export interface AttemptIntent {
   runId: string;
@@ -76,11 +86,28 @@ export function createAttemptsRepo(db: Db) {
   const notCreated = db.prepare(
     `UPDATE attempts SET create_state = ?, create_detail = ? WHERE run_id = ? AND n = ? AND create_state = 'intent'`,
   );
+  // A new price: what accrued at the old one since it applied moves into usd_before (SQLite reads
+  // every column of the row before any is set, so these see the old dph_total and dph_since).
+  const NEW_PRICE = `@dph_total IS NOT NULL AND dph_total IS NOT NULL AND @dph_total != dph_total AND instance_created_at IS NOT NULL`;
+  const priceColumns = `
+       usd_before = CASE WHEN ${NEW_PRICE}
+         THEN usd_before + dph_total * MAX(0, @at - COALESCE(dph_since, instance_created_at)) / 3600000.0 ELSE usd_before END,
+       dph_since = CASE WHEN ${NEW_PRICE} THEN MAX(@at, COALESCE(dph_since, instance_created_at)) ELSE dph_since END,
+       dph_total = COALESCE(@dph_total, dph_total)`;
   const status = db.prepare(
     `UPDATE attempts SET actual_status = @actual_status, status_msg = @status_msg, ssh_host = @ssh_host, ssh_port = @ssh_port,
-       dph_total = COALESCE(@dph_total, dph_total),
+       ${priceColumns},
        first_running_at = CASE WHEN @actual_status = 'running' THEN COALESCE(first_running_at, @at) ELSE first_running_at END
      WHERE run_id = @runId AND n = @n`,
+  );
+  const price = db.prepare(`UPDATE attempts SET ${priceColumns} WHERE run_id = @runId AND n = @n`);
+  const mayBill = db.prepare(
+    `SELECT a.*, r.ended_at AS run_ended_at FROM attempts a JOIN runs r ON r.id = a.run_id
+     WHERE a.destroy_confirmed_at IS NULL AND a.create_state IN ('intent', 'created')`,
+  );
+  const confirmedAfter = db.prepare(
+    `SELECT a.*, r.ended_at AS run_ended_at FROM attempts a JOIN runs r ON r.id = a.run_id
+     WHERE a.destroy_confirmed_at IS NOT NULL AND a.destroy_confirmed_at > ?`,
   );
   const outcome = db.prepare(
     `UPDATE attempts SET outcome = @outcome, detail = @detail, ended_at = @endedAt WHERE run_id = @runId AND n = @n`,
@@ -131,6 +158,17 @@ export function createAttemptsRepo(db: Db) {
         ssh_port: s.ssh_port ?? null,
         dph_total: s.dph_total ?? null,
       });
+    },
+    /** The instance's billed $/h changed at `at` (a bid raised): what it accrued so far is kept. */
+    setPrice(runId: string, n: number, dphTotal: number, at: number): void {
+      price.run({ runId, n, at, dph_total: dphTotal });
+    },
+    /**
+     * Every attempt whose instance may have billed since `from`: those not confirmed destroyed
+     * (creates in flight included), and those confirmed destroyed after `from`.
+     */
+    billingSince(from: number): BillingRow[] {
+      return [...(mayBill.all() as BillingRow[]), ...(confirmedAfter.all(from) as BillingRow[])];
     },
     setOutcome(runId: string, n: number, value: string, detail: string | null, endedAt: number | null): void {
       outcome.run({ runId, n, outcome: value, detail, endedAt });

@@ -4,6 +4,7 @@ import { openDatabase, type OpenOptions } from './database.js';
 import { createAttemptsRepo } from './attempts.js';
 import { createEventsRepo } from './events.js';
 import { createRunsRepo } from './runs.js';
+import { createWebhookEventsRepo } from './webhook-events.js';
 
 /** A SQLite failure of a write becomes a StoreWriteError (retryable); anything else is rethrown. */
 function asWriteError(err: unknown): unknown {
@@ -14,7 +15,7 @@ function asWriteError(err: unknown): unknown {
 export function openStore(options: OpenOptions) {
   const opened = openDatabase(options);
   const { db } = opened;
-  const repos = { runs: createRunsRepo(db), attempts: createAttemptsRepo(db), events: createEventsRepo(db) };
+  const repos = { runs: createRunsRepo(db), attempts: createAttemptsRepo(db), events: createEventsRepo(db), webhookEvents: createWebhookEventsRepo(db) };
   const probe = db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
   return {
     storeId: opened.storeId,
@@ -71,6 +72,6 @@ export function openStore(options: OpenOptions) {
 
 export type Store = ReturnType<typeof openStore>;
 export type { RunRow, RunState } from './runs.js';
-export type { AttemptRow } from './attempts.js';
+export type { AttemptRow, BillingRow } from './attempts.js';
 export type { EventRow } from './events.js';
 export { isEndState } from './runs.js';

@@ -97,4 +97,25 @@ export const MIGRATIONS: string[] = [
     WHERE e.run_id = attempts.run_id AND e.type = 'destroy.confirmed' AND json_extract(e.data_json, '$.n') = attempts.n
   ), ended_at) WHERE instance_id IS NOT NULL AND ended_at IS NOT NULL;
   `,
+  // Version 4 (issue #11, the money guard): what a price change leaves behind, and the webhook
+  // deliveries already acted on.
+  `
+  -- $ the attempt's instance accrued before its current price applied (a bid raised, or the list
+  -- showing another dph_total), and since when the current dph_total applies (NULL: from the start).
+  ALTER TABLE attempts ADD COLUMN usd_before REAL NOT NULL DEFAULT 0;
+  ALTER TABLE attempts ADD COLUMN dph_since INTEGER;
+  -- The instances that may bill now (and creates in flight): the $/h cap and every run's price.
+  CREATE INDEX attempts_billing ON attempts(run_id) WHERE destroy_confirmed_at IS NULL AND create_state IN ('intent', 'created');
+  -- Instances that stopped billing lately: the spend of the last 24 h.
+  CREATE INDEX attempts_confirmed ON attempts(destroy_confirmed_at) WHERE destroy_confirmed_at IS NOT NULL;
+
+  -- Signed webhook deliveries acted on, by the event id inside the signed body: a replay within the
+  -- timestamp tolerance is refused, also after a restart. Rows older than the tolerance are deleted.
+  CREATE TABLE webhook_events (
+    event_id    TEXT PRIMARY KEY,
+    received_at INTEGER NOT NULL,
+    notif_type  TEXT NOT NULL
+  );
+  CREATE INDEX webhook_events_at ON webhook_events(received_at);
+  `,
 ];

@@ -54,6 +54,8 @@ export const RunSchema = z.object({
   error: RunErrorSchema.nullable(),
   /** True while the run is held after a restored backup: nothing is rented until `berth resume` (or a cancel). */
   held: z.boolean(),
+  /** What the run cost so far, every attempt included (USD), and what it is billed now (USD/h). */
+  cost: z.object({ usd: z.number(), usd_per_hour: z.number() }),
 });
 
 /** One line of a run's event log; `count` > 1 is an event that repeated (`at` the last time, `first_at` the first). */

@@ -1,7 +1,9 @@
 // Chaos: every fault of the simulator at once, 60 runs with mixed specs (some impossible, some
-// cancelled midway), and the daemon process killed with SIGKILL at a dozen random moments. At the
-// end berth's promises are checked against the simulator's ledger and full instance history, not
-// against berth's own view. Replay a failure with CHAOS_SEED=<seed printed in the failure>.
+// Chaos: every fault of the simulator at once, 60 runs with mixed specs (some impossible, some
+// cancelled midway, some with a budget), and the daemon process killed with SIGKILL at a dozen
+// random moments. At the end berth's promises are checked against the simulator's ledger and full
+// instance history, not against berth's own view. Replay a failure with CHAOS_SEED=<seed printed in
+// the failure>.
 //
 // The seed is fixed per commit (every run of the suite on one commit, in CI or here, plays the same
 // schedule, so a failure reproduces), unless CHAOS_SEED names one; it is printed either way.
@@ -42,10 +44,20 @@ const RUNS = 60;
 const KILLS = 12;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const ENDED = new Set(['failed', 'cancelled']);
-const SETTLED = new Set(['running', 'failed', 'cancelled']);
+const ENDED = new Set(['failed', 'cancelled', 'expired']);
+const SETTLED = new Set(['running', 'failed', 'cancelled', 'expired']);
+/** Simulated seconds per wall second: the ledger bills this many times faster than berth's wall clock. */
+const TIME_SCALE = 100;
+const POLL_S = 0.25;
+/**
+ * Budget runs bill at most $0.3/h (the dearest offers first), so their budget lasts at least 50 s
+ * of instance life: it runs out after the SIGKILLs are over (at most about 36 s), since no daemon
+ * can destroy anything while it is down, and that downtime is not the guard's to answer for.
+ */
+const BUDGET_CAP = 0.3;
+const BUDGET_USD = (BUDGET_CAP * 50) / 3600;
 
-type Kind = 'normal' | 'impossible' | 'cancelled' | 'relaxed';
+type Kind = 'normal' | 'impossible' | 'cancelled' | 'relaxed' | 'budget';
 
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
@@ -71,7 +83,7 @@ describe(`chaos (seed ${SEED})`, () => {
       seed: SEED % 100_000,
       config: {
         admin: true,
-        time_scale: 100,
+        time_scale: TIME_SCALE,
         tick_ms: 10,
         catalog: { size: 800 },
         lifecycle: { provision_s: 5, boot_s: { min: 20, max: 60 }, fail_after_s: 20, lost_after_s: { min: 150, max: 400 } },
@@ -95,7 +107,7 @@ describe(`chaos (seed ${SEED})`, () => {
       apiKey: sim.apiKey,
       config: {
         ...FAST_CONFIG,
-        polling: { interval_s: 0.25 },
+        polling: { interval_s: POLL_S },
         rate_limits: { ...everyGroup(5, 5), search: { per_s: 4, burst: 4 } },
       },
     };
@@ -105,9 +117,19 @@ describe(`chaos (seed ${SEED})`, () => {
     const kinds = new Map<string, Kind>();
     for (let i = 0; i < RUNS; i++) {
       const r = rand();
-      const kind: Kind = r < 0.1 ? 'impossible' : r < 0.3 ? 'cancelled' : r < 0.45 ? 'relaxed' : 'normal';
+      const kind: Kind = r < 0.1 ? 'impossible' : r < 0.3 ? 'cancelled' : r < 0.4 ? 'relaxed' : r < 0.5 ? 'budget' : 'normal';
       const spec =
-        kind === 'impossible'
+        kind === 'budget'
+          ? jobSpec({
+              name: `chaos-${i}`,
+              search: { filters: { num_gpus: { eq: 1 } }, order: [['dph_total', 'desc']], limit: 16 },
+              max_price_per_hour: BUDGET_CAP,
+              budget_usd: BUDGET_USD,
+              boot_timeout_s: 2,
+              max_attempts: 10,
+              deadline_s: 120,
+            })
+          : kind === 'impossible'
           ? jobSpec({ name: `chaos-${i}`, search: { filters: { gpu_name: { eq: 'H100 SXM' }, num_gpus: { eq: 64 } } }, relax: [{ drop: ['verified'] }] })
           : kind === 'relaxed'
             ? jobSpec({ name: `chaos-${i}`, search: { filters: { num_gpus: { eq: 1 }, verified: { eq: true }, reliability: { gte: 0.999 } } }, relax: [{ drop: ['reliability'] }, { drop: ['verified'] }] })
@@ -133,16 +155,17 @@ describe(`chaos (seed ${SEED})`, () => {
     }
     for (const id of toCancel) await cancel(id);
 
-    // ---- let every run settle ----
+    // ---- let every run settle (a budget run only once it has ended: it runs until its budget is spent) ----
+    const settled = (r: RunView) => (kinds.get(r.id) === 'budget' ? ENDED.has(r.state) : SETTLED.has(r.state));
     const deadline = Date.now() + 150_000;
     let runs: RunView[] = [];
     while (Date.now() < deadline) {
       runs = (await daemon.api<RunView[]>('GET', '/v1/runs')).body;
-      if (runs.length === RUNS && runs.every((r) => SETTLED.has(r.state))) break;
+      if (runs.length === RUNS && runs.every(settled)) break;
       await sleep(250);
     }
     const why = (msg: string) => `${msg} (replay with CHAOS_SEED=${SEED}; logs in ${home} with CHAOS_KEEP=1)`;
-    const unsettled = runs.filter((r) => !SETTLED.has(r.state)).map((r) => `${r.id}:${r.state}`);
+    const unsettled = runs.filter((r) => !settled(r)).map((r) => `${r.id}:${r.state}`);
     expect(unsettled, why('runs still moving')).toEqual([]);
 
     // ---- 1. every run ended as its spec allows ----
@@ -155,6 +178,9 @@ describe(`chaos (seed ${SEED})`, () => {
         expect(r.state, why(`cancelled run ${r.id}`)).toBe('cancelled');
       }
       if (r.state === 'failed') expect(['no_offers', 'attempts_exhausted', 'deadline'], why(`run ${r.id}: ${JSON.stringify(r.error)}`)).toContain(r.error?.kind);
+      // A budget run ends by its budget (or fails on its own first); only budget runs expire.
+      if (kind === 'budget') expect(['expired', 'failed', 'cancelled'], why(`budget run ${r.id}`)).toContain(r.state);
+      if (r.state === 'expired') expect([kind, r.error?.kind], why(`expired run ${r.id}`)).toEqual(['budget', 'budget']);
       if (r.state === 'running') expect(r.instance?.actual_status, why(`run ${r.id}`)).toBe('running');
     }
     const running = runs.filter((r) => r.state === 'running');
@@ -208,6 +234,18 @@ describe(`chaos (seed ${SEED})`, () => {
       }
       if (ENDED.has(r.state)) expect(r.instance, why(`ended run ${r.id} still holds an instance`)).toBeNull();
     }
+
+    // No run spent more than its budget plus one poll interval of its instance's price, by the
+    // ledger (which bills TIME_SCALE times faster than the wall clock berth lives by).
+    const ledger = new Map(sim.ledger().instances.map((e) => [e.instance_id, e.total_usd]));
+    const budgetRuns = runs.filter((r) => kinds.get(r.id) === 'budget');
+    for (const r of budgetRuns) {
+      const instances = byRun.get(r.id) ?? [];
+      const spent = instances.reduce((s, h) => s + ledger.get(h.id)!, 0) / TIME_SCALE;
+      const dph = Math.max(0, ...instances.map((h) => Math.max(...h.compute_dph_changes.map((c) => c.dph)) + h.disk_dph));
+      expect(spent, why(`budget run ${r.id} spent $${spent} of $${BUDGET_USD}`)).toBeLessThanOrEqual(BUDGET_USD + (dph * POLL_S) / 3600 + 1e-12);
+    }
+    expect(budgetRuns.filter((r) => r.state === 'expired').length, why('no budget run reached its budget')).toBeGreaterThan(0);
 
     // The faults really happened.
     const stats = sim.stats();

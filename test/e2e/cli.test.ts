@@ -70,7 +70,7 @@ const goodSpec = {
   relax: [],
 };
 
-const RUN_KEYS = ['attempt', 'attempts', 'created_at', 'error', 'held', 'id', 'instance', 'name', 'relax_level', 'state', 'updated_at'];
+const RUN_KEYS = ['attempt', 'attempts', 'cost', 'created_at', 'error', 'held', 'id', 'instance', 'name', 'relax_level', 'state', 'updated_at'];
 
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });

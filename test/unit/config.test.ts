@@ -56,4 +56,27 @@ describe('config', () => {
     expect(() => loadConfig({ configFile: file }, {})).toThrow(/polling\.interval_s/);
     expect(() => loadConfig({ listen: '0.0.0.0:80' }, {})).toThrow(/daemon\.listen.*loopback/);
   });
+
+  it('has the money guard off by default but for a $1 minimum credit, and the webhook listener off', () => {
+    const { config, env } = loadConfig({}, {});
+    expect(config.runs.max_runtime_s).toBeNull();
+    expect(config.budget).toEqual({ max_usd_per_hour: null, max_usd_per_day: null });
+    expect(config.account).toEqual({ min_credit_usd: 1, check_interval_s: 300 });
+    expect(config.webhooks.listen).toBeNull();
+    expect(env.webhookSecret).toBeUndefined();
+  });
+
+  it('takes the webhook secret from the environment or a file, and refuses a listener without one', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'berth-cfg-'));
+    const file = join(dir, 'whsec');
+    writeFileSync(file, 'whsec_from_file\n');
+    const on = { overrides: { webhooks: { listen: '127.0.0.1:8443' } } };
+    expect(loadConfig(on, { BERTH_WEBHOOK_SECRET: 'whsec_env' }).env.webhookSecret).toBe('whsec_env');
+    expect(loadConfig(on, { BERTH_WEBHOOK_SECRET_FILE: file }).env.webhookSecret).toBe('whsec_from_file');
+    expect(loadConfig({ overrides: { webhooks: { listen: '0.0.0.0:8443', secret_file: file } } }, {}).env.webhookSecret).toBe('whsec_from_file');
+    expect(() => loadConfig(on, {})).toThrow(/webhooks\.listen is set but there is no webhook secret/);
+    expect(() => loadConfig(on, { BERTH_WEBHOOK_SECRET_FILE: join(dir, 'missing') })).toThrow(/Cannot read the webhook secret file/);
+    expect(() => loadConfig({ overrides: { webhooks: { listen: 'nonsense' } } }, {})).toThrow(/webhooks\.listen: must be HOST:PORT/);
+    expect(() => loadConfig({ overrides: { budget: { max_usd_per_hour: 0 } } }, {})).toThrow(/budget\.max_usd_per_hour/);
+  });
 });

@@ -182,6 +182,25 @@ describe('resolveJobSpec', () => {
   it('keeps an explicitly empty ladder empty', () => {
     expect(resolveJobSpec(parseJobSpec({ ...minimal, relax: [] }), runs).relax).toEqual([]);
   });
+
+  it('takes max_runtime_s from runs.max_runtime_s when the spec has none, and leaves both money limits out when neither is set', () => {
+    const none = resolveJobSpec(parseJobSpec(minimal), runs);
+    expect('max_runtime_s' in none || 'budget_usd' in none).toBe(false);
+    expect(resolveJobSpec(parseJobSpec(minimal), { ...runs, max_runtime_s: 3600 }).max_runtime_s).toBe(3600);
+    expect(resolveJobSpec(parseJobSpec({ ...minimal, max_runtime_s: 60, budget_usd: 2.5 }), { ...runs, max_runtime_s: 3600 })).toMatchObject({
+      max_runtime_s: 60,
+      budget_usd: 2.5,
+    });
+  });
+});
+
+describe('money limits', () => {
+  it('refuses a runtime or budget that is not a positive number, naming each', () => {
+    const issues = issuesOf({ ...minimal, max_runtime_s: 0, budget_usd: -1 });
+    expect(issues.map((i) => i.path).sort()).toEqual(['$.budget_usd', '$.max_runtime_s']);
+    expect(issuesOf({ ...minimal, max_runtime_s: 366 * 86_400 }).map((i) => i.path)).toEqual(['$.max_runtime_s']);
+    expect(issuesOf({ ...minimal, budget_usd: '5' }).map((i) => i.path)).toEqual(['$.budget_usd']);
+  });
 });
 
 describe('jobSpecJsonSchema', () => {
@@ -193,8 +212,8 @@ describe('jobSpecJsonSchema', () => {
     };
     expect(Object.keys(schema.properties).sort()).toEqual(
       [
-        'bid_price', 'boot_timeout_s', 'deadline_s', 'disk_gb', 'env', 'image', 'max_attempts',
-        'max_price_per_hour', 'name', 'onstart', 'relax', 'search',
+        'bid_price', 'boot_timeout_s', 'budget_usd', 'deadline_s', 'disk_gb', 'env', 'image', 'max_attempts',
+        'max_price_per_hour', 'max_runtime_s', 'name', 'onstart', 'relax', 'search',
       ].sort(),
     );
     expect(schema.required.sort()).toEqual(['image', 'max_price_per_hour', 'name']);

@@ -246,3 +246,48 @@ describe('store', () => {
     expect(readdirSync(dir)).toEqual([]);
   });
 });
+
+describe('store: money records', () => {
+  const H = 3_600_000;
+
+  it('keeps what an instance accrued at each price: a bid raised and a list showing another price move it into usd_before', () => {
+    const s = open(home());
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 });
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 0 });
+    s.attempts.adopt('r1', 1, 501, 0);
+    // The list shows the quoted price: nothing changes.
+    s.attempts.setStatus('r1', 1, { actual_status: 'loading', dph_total: 1 }, H);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ usd_before: 0, dph_since: null, dph_total: 1 });
+    // A bid raised to $3/h at 2 h: 2 h at $1 kept.
+    s.attempts.setPrice('r1', 1, 3, 2 * H);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ usd_before: 2, dph_since: 2 * H, dph_total: 3 });
+    // The list then shows $2/h at 3 h: 1 h at $3 added.
+    s.attempts.setStatus('r1', 1, { actual_status: 'running', dph_total: 2 }, 3 * H);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ usd_before: 5, dph_since: 3 * H, dph_total: 2, first_running_at: 3 * H });
+  });
+
+  it('lists the attempts that may bill (creates in flight included) and those confirmed destroyed since a time', () => {
+    const s = open(home());
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 });
+    const begin = (n: number, at: number) => s.attempts.beginCreate({ runId: 'r1', n, offerId: n, machineId: n, dphTotal: 1, label: `berth:x:r1:${n}`, at });
+    begin(1, 0);
+    s.attempts.adopt('r1', 1, 501, 0);
+    s.attempts.destroyConfirmed('r1', 1, 501, 10);
+    begin(2, 20);
+    s.attempts.notCreated('r1', 2, 'offer_gone', 'gone');
+    begin(3, 30);
+    s.attempts.adopt('r1', 3, 503, 30);
+    begin(4, 40); // in flight
+    expect(s.attempts.billingSince(5).map((a) => a.n).sort()).toEqual([1, 3, 4]);
+    expect(s.attempts.billingSince(10).map((a) => a.n).sort()).toEqual([3, 4]);
+    expect(s.attempts.billingSince(0)[0]).toHaveProperty('run_ended_at', null);
+  });
+
+  it('records a webhook event once: a second delivery of the same id is told apart, until it is purged', () => {
+    const s = open(home());
+    expect(s.webhookEvents.firstTime('ev1', 100, 'low_credit')).toBe(true);
+    expect(s.webhookEvents.firstTime('ev1', 200, 'low_credit')).toBe(false);
+    expect(s.webhookEvents.purgeBefore(150)).toBe(1);
+    expect(s.webhookEvents.firstTime('ev1', 300, 'low_credit')).toBe(true);
+  });
+});

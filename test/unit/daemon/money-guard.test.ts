@@ -1,0 +1,176 @@
+// The money guard on fake time and a real store: when EXPIRE is sent for a budget and for a
+// runtime, as prices and states change, after a restart, and which offers a budget can still pay to boot.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Candidate } from '../../../machines/run-machine.js';
+import type { RunError } from '../../../machines/run-rules.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
+import { MoneyGuard } from '../../../src/daemon/money-guard.js';
+import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import type { ResolvedJobSpec } from '../../../src/job-spec/schema.js';
+import { silentLogger } from '../../../src/logger.js';
+import { openStore, type Store } from '../../../src/store/index.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
+
+let dir: string;
+let store: Store;
+let journal: AttemptJournal;
+let clock: FakeClock;
+let expired: Array<{ runId: string; reason: RunError; at: number }>;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'berth-guard-'));
+  store = openStore({ home: dir });
+  journal = new AttemptJournal(store);
+  clock = new FakeClock();
+  expired = [];
+});
+afterEach(() => {
+  store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const { runs } = loadConfig({}, {}).config;
+const specWith = (extra: Record<string, unknown>): ResolvedJobSpec =>
+  resolveJobSpec(parseJobSpec({ name: 'm', image: 'x', max_price_per_hour: 10, boot_timeout_s: 10, ...extra }), runs);
+
+/** $/h that bills $0.001 a second. */
+const MILLI_PER_S = 3.6;
+
+function guardFor(spec: ResolvedJobSpec, leadMs = 1000): MoneyGuard {
+  store.runs.insert({ id: 'r1', name: 'm', specJson: JSON.stringify(spec), createdAt: clock.now() });
+  return new MoneyGuard({
+    store,
+    clock,
+    log: silentLogger(),
+    specOf: (id) => (id === 'r1' ? spec : undefined),
+    expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }),
+    leadMs,
+  });
+}
+
+/** Attempt n of r1 made an instance now, billed `dph`. */
+function created(n: number, dph: number): void {
+  journal.begin({ runId: 'r1', n, offerId: n, machineId: n * 10, dphTotal: dph }, clock.now());
+  journal.adopt('r1', n, 500 + n, clock.now());
+}
+const status = (n: number, actual_status: string, dph: number) =>
+  journal.record('r1', { type: 'attempt.status', n, status: { id: 500 + n, actual_status, intended_status: null, cur_state: null, status_msg: null, ssh_host: null, ssh_port: null, dph_total: dph } }, clock.now());
+const ended = (n: number) => {
+  journal.record('r1', { type: 'destroy.confirmed', n, instanceId: 500 + n }, clock.now());
+  journal.record('r1', { type: 'attempt.ended', n, offerId: n, machineId: n * 10, instanceId: 500 + n, outcome: 'lost', detail: '' }, clock.now());
+};
+
+describe('budget_usd', () => {
+  it('sends EXPIRE one poll interval before the budget would be reached at the current price, once', async () => {
+    const guard = guardFor(specWith({ budget_usd: 0.01 }));
+    created(1, MILLI_PER_S);
+    guard.check('r1');
+    const t0 = clock.now();
+    await clock.advance(8_999);
+    expect(expired).toEqual([]);
+    // Spend 0.009 at 9 s, and the destroy's lead (1 s at $0.001/s) makes 0.01.
+    await clock.advance(1);
+    expect(expired.map((e) => [e.reason.kind, e.at - t0])).toEqual([['budget', 9_000]]);
+    expect(expired[0]!.reason.message).toMatch(/budget_usd \(\$0\.0100\)/);
+    guard.check('r1');
+    await clock.advance(60_000);
+    expect(expired).toHaveLength(1);
+  });
+
+  it('moves the moment when the price changes (a bid raised), counting the money at the old price', async () => {
+    const guard = guardFor(specWith({ budget_usd: 0.01 }));
+    const t0 = clock.now();
+    created(1, MILLI_PER_S);
+    guard.check('r1');
+    await clock.advance(4_000);
+    journal.record('r1', { type: 'bid.raised', n: 1, instanceId: 501, price: 2 * MILLI_PER_S - 0.1, dphTotal: 2 * MILLI_PER_S }, clock.now());
+    guard.check('r1');
+    // 0.004 spent; at $0.002/s, 0.004 + 0.002 × (t + 1 s lead) = 0.01 at t = 2 s.
+    await clock.advance(3_000);
+    expect(expired.map((e) => e.at - t0)).toEqual([6_000]);
+  });
+
+  it('counts every attempt, failed ones too, and carries on across a restart from the table alone', async () => {
+    const spec = specWith({ budget_usd: 0.01 });
+    let guard = guardFor(spec);
+    const t0 = clock.now();
+    created(1, MILLI_PER_S);
+    status(1, 'loading', MILLI_PER_S);
+    await clock.advance(3_000);
+    ended(1);
+    guard.check('r1');
+    // No instance bills now: no timer, however long.
+    await clock.advance(100_000);
+    expect(expired).toEqual([]);
+    created(2, MILLI_PER_S);
+    guard.check('r1');
+    guard.stop(); // the daemon dies
+    await clock.advance(2_000);
+    guard = new MoneyGuard({ store, clock, log: silentLogger(), specOf: () => spec, expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }), leadMs: 1000 });
+    guard.check('r1');
+    // 0.003 + 0.001 × (t - 103 s) + 0.001 lead = 0.01 at t = 109 s.
+    await clock.advance(10_000);
+    expect(expired.map((e) => e.at - t0)).toEqual([109_000]);
+  });
+
+  it('expires at once a run found past its budget (the daemon was down when it was reached)', async () => {
+    const guard = guardFor(specWith({ budget_usd: 0.002 }));
+    created(1, MILLI_PER_S);
+    await clock.advance(5_000);
+    guard.check('r1');
+    expect(expired.map((e) => e.reason.kind)).toEqual(['budget']);
+  });
+});
+
+describe('max_runtime_s', () => {
+  it('counts only time running, across attempts, and expires when the total reaches the limit', async () => {
+    const guard = guardFor(specWith({ max_runtime_s: 10 }));
+    const t0 = clock.now();
+    created(1, 1);
+    await clock.advance(2_000);
+    status(1, 'running', 1);
+    guard.check('r1');
+    await clock.advance(3_000);
+    // Lost after 3 s running: the clock stops while the run searches again.
+    ended(1);
+    guard.check('r1');
+    await clock.advance(20_000);
+    expect(expired).toEqual([]);
+    created(2, 1);
+    await clock.advance(1_000);
+    status(2, 'running', 1);
+    guard.check('r1');
+    await clock.advance(6_999);
+    expect(expired).toEqual([]);
+    await clock.advance(1);
+    expect(expired.map((e) => [e.reason.kind, e.at - t0])).toEqual([['max_runtime', 33_000]]);
+    expect(expired[0]!.reason.message).toMatch(/max_runtime_s \(10 s\)/);
+  });
+});
+
+describe('affordability of offers', () => {
+  const c = (offerId: number, dphTotal: number): Candidate => ({ offerId, machineId: offerId * 10, dphTotal, minBid: null, diskDph: 0 });
+
+  it("keeps the offers whose price over boot_timeout_s the rest of the budget pays, and says when none is", async () => {
+    const guard = guardFor(specWith({ budget_usd: 0.01 }));
+    created(1, MILLI_PER_S);
+    await clock.advance(4_000);
+    ended(1);
+    // $0.006 left; boot_timeout_s 10: $3.6/h costs 0.01, $1.8/h 0.005.
+    expect(guard.affordable('r1', [c(1, MILLI_PER_S), c(2, MILLI_PER_S / 2)])).toEqual({ candidates: [c(2, MILLI_PER_S / 2)] });
+    const none = guard.affordable('r1', [c(1, MILLI_PER_S), c(3, 2 * MILLI_PER_S)]);
+    expect(none.candidates).toEqual([]);
+    expect(none.exhausted).toMatchObject({ kind: 'budget' });
+    expect(none.exhausted!.message).toMatch(/\$0\.0060 left of budget_usd.*cheapest, \$3\.600\/h/);
+    // Nothing matched at all: not a budget matter.
+    expect(guard.affordable('r1', [])).toEqual({ candidates: [] });
+  });
+
+  it('passes every offer of a run without a budget', () => {
+    const guard = guardFor(specWith({}));
+    expect(guard.affordable('r1', [c(1, 100)])).toEqual({ candidates: [c(1, 100)] });
+  });
+});
