@@ -1,6 +1,6 @@
 // Text for people: aligned tables, durations, the run detail view, the live progress line and the
 // SSH command. Pure functions from data (and `now`) to lines, so every command renders alike.
-import { usdText } from '../daemon/spend.js';
+import { usdText } from '../usd-text.js';
 import type { SpecIssue } from '../errors.js';
 import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
 

@@ -20,7 +20,8 @@ import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import type { AccountWatch } from './account-watch.js';
-import { attemptPrice, attemptSpend, HOUR_MS, usdText } from './spend.js';
+import { usdText } from '../usd-text.js';
+import { attemptPrice, attemptSpend, HOUR_MS } from './spend.js';
 
 const DAY_MS = 24 * HOUR_MS;
 

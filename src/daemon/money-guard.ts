@@ -18,7 +18,8 @@ import type { Clock, Timer } from '../clock.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
-import { HOUR_MS, runMoney, usdText } from './spend.js';
+import { usdText } from '../usd-text.js';
+import { HOUR_MS, runMoney } from './spend.js';
 
 export interface MoneyGuardDeps {
   store: Store;

@@ -94,8 +94,3 @@ export function costView(attempts: SpendRow[], runEndedAt: number | null, now: n
 }
 
 export const round6 = (x: number) => Math.round(x * 1e6) / 1e6;
-
-/** `$0.0123` for people: four decimals below a dollar, two above. */
-export function usdText(x: number): string {
-  return Math.abs(x) < 1 ? `$${x.toFixed(4)}` : `$${x.toFixed(2)}`;
-}

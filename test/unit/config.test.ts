@@ -78,5 +78,6 @@ describe('config', () => {
     expect(() => loadConfig(on, { BERTH_WEBHOOK_SECRET_FILE: join(dir, 'missing') })).toThrow(/Cannot read the webhook secret file/);
     expect(() => loadConfig({ overrides: { webhooks: { listen: 'nonsense' } } }, {})).toThrow(/webhooks\.listen: must be HOST:PORT/);
     expect(() => loadConfig({ overrides: { budget: { max_usd_per_hour: 0 } } }, {})).toThrow(/budget\.max_usd_per_hour/);
+    rmSync(dir, { recursive: true, force: true });
   });
 });

@@ -1,7 +1,7 @@
 // `berth costs [--since DATE] [--json]`: what each run and each of its instances cost, from
 // berth's records, beside the service's own charges for the same days where the key may read them.
 import type { CostsReport } from '../../daemon/costs.js';
-import { usdText } from '../../daemon/spend.js';
+import { usdText } from '../../usd-text.js';
 import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, type Io } from '../io.js';
