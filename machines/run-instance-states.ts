@@ -223,7 +223,12 @@ export const destroyingState = runSetup.createStateConfig({
       entry: 'reportDestroyRequested',
       invoke: {
         src: 'destroyInstance',
-        input: ({ context }) => ({ runId: context.runId, n: context.current!.n, instanceId: context.current!.instanceId! }),
+        input: ({ context }) => ({
+          runId: context.runId,
+          n: context.current!.n,
+          instanceId: context.current!.instanceId!,
+          outcome: context.current!.ending?.outcome ?? null,
+        }),
         onDone: {
           target: 'confirming',
           actions: { type: 'destroyRequested', params: ({ event }) => ({ requestedAt: event.output.requestedAt }) },

@@ -52,6 +52,8 @@ export const createResponseSchema = z.looseObject({
   instance_api_key: z.string().optional(),
 });
 export const currentUserSchema = z.looseObject({ id, email: z.string().optional(), credit: z.number().optional() });
+/** logs.yaml: the log is uploaded to `result_url` (fetched without the key, like a pre-signed S3 URL). */
+export const requestLogsResponseSchema = z.looseObject({ result_url: z.string().url() });
 export const secretsResponseSchema = z.looseObject({ secrets: z.record(z.string(), z.string()) });
 export const webhookSchema = z.looseObject({ id, webhook_secret: z.string() });
 export const rotateSecretResponseSchema = z.looseObject({ webhook: webhookSchema });

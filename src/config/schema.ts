@@ -46,7 +46,7 @@ const rateGroupSchema = z.strictObject({
 
 export type RateGroupConfig = z.infer<typeof rateGroupSchema>;
 
-export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'destroy', 'other'] as const;
+export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'other'] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
 export const configSchema = z.strictObject({
@@ -103,6 +103,30 @@ export const configSchema = z.strictObject({
     machine_quarantine_s: seconds(30 * DAY),
     /** Default relax ladder for specs that carry none. */
     relax: z.array(relaxStepSchema),
+    /** How long an outbid instance may stay stopped after its bid was raised before it is raised again, seconds (default 30, at most 3600). */
+    rebid_wait_s: positiveSeconds(HOUR),
+  }),
+  readiness: z.strictObject({
+    /**
+     * How long an instance the service lists as running may leave its SSH endpoints silent (no
+     * `SSH-2.0-` banner) before it is replaced as `unreachable`, seconds (default 180; at most
+     * runs.boot_timeout_s, and a run's own boot timeout cuts it short).
+     */
+    ssh_timeout_s: positiveSeconds(MAX_RUN_DURATION_S),
+    /**
+     * The address at which instances reach the daemon's readiness callback listener (for example a
+     * tunnel to `callback_listen`), http:// or https://. When set, each instance's onstart ends with
+     * one line that posts a per-attempt token there; default none (no callback).
+     */
+    callback_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' }).optional(),
+    /**
+     * Where the callback listener binds, HOST:PORT (default 127.0.0.1:7778). Not loopback-only: it
+     * takes nothing but attempt tokens, so it may face the instances (or a tunnel's local end).
+     */
+    callback_listen: z
+      .string()
+      .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be HOST:PORT')
+      .refine((hp) => port(hp.slice(hp.lastIndexOf(':') + 1)), 'the port must be 0 to 65535'),
   }),
   store: z.strictObject({
     /** Days an ended run, and any event, is kept before it is deleted (default 30, at least 1). */
@@ -116,3 +140,18 @@ export const configSchema = z.strictObject({
 });
 
 export type Config = z.infer<typeof configSchema>;
+
+/**
+ * Cross-field rules, checked once the fields themselves are valid. The SSH wait starts when the
+ * list first shows the instance running, which is inside its boot timeout: a longer SSH wait than
+ * the default boot timeout could never be used in full, so it is refused rather than silently cut.
+ */
+export const checkedConfigSchema = configSchema.superRefine((c, ctx) => {
+  if (c.readiness.ssh_timeout_s > c.runs.boot_timeout_s) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['readiness', 'ssh_timeout_s'],
+      message: `must be at most runs.boot_timeout_s (${c.runs.boot_timeout_s}): the SSH wait is part of the boot`,
+    });
+  }
+});

@@ -13,6 +13,7 @@ const runs: Config['runs'] = {
   outage_backoff_s: 30,
   machine_quarantine_s: 900,
   gone_offers_per_search: 3,
+  rebid_wait_s: 30,
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };
