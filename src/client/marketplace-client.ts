@@ -334,7 +334,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
         path: `/api/v0/asks/${offerId}/`,
         body,
         offerId,
-        secrets: Object.values(request.env ?? {}),
+        secrets: [...Object.values(request.env ?? {}), ...(request.secrets ?? [])],
         onUnknownOutcome: ambiguous,
         signal: opts?.signal,
       });

@@ -71,6 +71,8 @@ export interface CreateInstanceRequest {
   /** $/h bid for interruptible offers; null for on-demand. */
   price?: number | null;
   runtype?: string;
+  /** Other values this create carries (the readiness token in onstart) that service text must never show. */
+  secrets?: string[];
 }
 
 export interface CreatedInstance {

@@ -205,6 +205,14 @@ export class RunDriver {
     this.cancelWhenResumed = false;
   }
 
+  /**
+   * The onstart of attempt `n` called back with its token (checked by the caller): the machine takes
+   * the instance as ready if that attempt is still booting, and ignores it otherwise.
+   */
+  ready(n: number): void {
+    if (!this.paused) this.actor?.send({ type: 'READY', n });
+  }
+
   /** The instance this run currently holds (or is destroying), if any. */
   currentInstanceId(): number | null {
     return this.actor?.getSnapshot().context.current?.instanceId ?? null;
@@ -257,7 +265,7 @@ export class RunDriver {
     return this.deps.store.transaction(() => {
       const lines = events.map((e) => {
         this.deps.journal.record(this.runId, e, now);
-        return recordEmitted(this.deps.store, this.spec, this.runId, e, now);
+        return recordEmitted(this.deps.store, this.spec, this.runId, e, now, state);
       });
       if (state !== this.lastState) {
         this.deps.store.events.append({ runId: this.runId, at: now, type: 'state', message: `${this.lastState} → ${state}`, data: { from: this.lastState, to: state } });

@@ -1,6 +1,7 @@
 // The run object shown by `berth status --json`, `berth submit --json` and `GET /v1/runs/{id}`.
 // Built from rows, never from the spec: it holds no API key, no instance key and no env value.
 import type { AttemptRow, RunRow, Store } from '../store/index.js';
+import { logsOf, readyOf, sshOf, type ReadyView, type SshEndpointView } from './run-view-readiness.js';
 
 export interface RunView {
   id: string;
@@ -18,6 +19,10 @@ export interface RunView {
     ssh_port: number | null;
     actual_status: string | null;
     dph_total: number | null;
+    /** Where to connect: the SSH endpoints that answered (both when both did); empty until ready. */
+    ssh: SshEndpointView[];
+    /** How and when the instance was found ready; null until then. */
+    ready: ReadyView | null;
   } | null;
   attempts: Array<{
     n: number;
@@ -28,6 +33,8 @@ export interface RunView {
     started_at: string;
     ended_at: string | null;
     detail: string | null;
+    /** A failed attempt's last container log lines (≤ 4 KB, secrets removed); null when none were fetched. */
+    logs: string | null;
   }>;
   error: { kind: string; message: string } | null;
   /** True while the run is held after a restored backup: nothing is rented until `berth resume` (or a cancel). */
@@ -63,6 +70,8 @@ export function toRunView(run: RunRow, attempts: AttemptRow[]): RunView {
           ssh_port: held.ssh_port,
           actual_status: held.actual_status,
           dph_total: held.dph_total,
+          ssh: sshOf(held),
+          ready: readyOf(held),
         }
       : null,
     attempts: attempts.map((a) => ({
@@ -74,6 +83,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[]): RunView {
       started_at: iso(a.started_at),
       ended_at: a.ended_at === null ? null : iso(a.ended_at),
       detail: a.detail,
+      logs: logsOf(a),
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as { kind: string; message: string }) : null,
     held: run.held_at !== null && run.ended_at === null,
