@@ -129,6 +129,9 @@ describe('interruptible runs that are outbid', () => {
     await poll(actor, status(100, 'running'));
     await poll(actor, outbid(100));
     expect(world.bids.map((b) => b.price)).toEqual([0.3]);
+    // Still outbid, its record showing the new bid: it waits, it does not count as a failure.
+    await poll(actor, { ...outbid(100), dph_total: 0.35 });
+    expect(stateOf(actor)).toBe('rebidding');
     await tick(BID.rebidWaitS * 1000);
     expect(world.bids.map((b) => b.price)).toEqual([0.3, 0.4]);
     expect(stateOf(actor)).toBe('rebidding');
