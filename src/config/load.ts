@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, isNonFiniteNumber, NOT_FINITE_MESSAGE } from '../errors.js';
 import { packagePath } from '../package-path.js';
-import { checkedConfigSchema, RESERVED_KEYS, type Config } from './schema.js';
+import { configSchema, RESERVED_KEYS, type Config } from './schema.js';
 
 export interface ConfigFlags {
   /** --config FILE */
@@ -75,7 +75,7 @@ export function defaultConfigJson(): Json {
 
 /** Validates a merged config object, naming the first bad field and the expected form. */
 export function parseConfig(raw: unknown): Config {
-  const result = checkedConfigSchema.safeParse(raw, {
+  const result = configSchema.safeParse(raw, {
     error: (iss) => (iss.code === 'invalid_type' && isNonFiniteNumber(iss.input) ? NOT_FINITE_MESSAGE : undefined),
   });
   if (result.success) return result.data;
