@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth]`: runs each benchmark section, prints it
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness]`: runs each benchmark section, prints it
 // as an aligned table (metric | value | target | met, then the notes), and writes the whole report
 // to bench/results/latest.md and latest.json, with how it was run (Node, CPU, cores, flags).
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -8,10 +8,11 @@ import { packagePath } from '../src/package-path.js';
 import { runBerthBench } from './berth.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
+import { runReadinessBench } from './readiness.js';
 import { runSimBench } from './sim.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'poller', 'berth'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness'] as const;
 type Part = (typeof PARTS)[number];
 
 interface Options {
@@ -61,6 +62,8 @@ async function runPart(part: Part, opts: Options): Promise<BenchSection[]> {
         return [await runPollerBench({ quick: opts.quick })];
       case 'berth':
         return await runBerthBench({ quick: opts.quick });
+      case 'readiness':
+        return [await runReadinessBench({ quick: opts.quick })];
     }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
