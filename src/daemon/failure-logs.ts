@@ -37,6 +37,8 @@ const FIRST_PAUSE_MS = 250;
 const MAX_PAUSE_MS = 3_000;
 const GET_TIMEOUT_MS = 5_000;
 const MAX_FETCH_BYTES = 1024 * 1024;
+/** Instance ids remembered as asked for (a destroy may be retried for a long time): the most recent. */
+const ASKED_KEPT = 10_000;
 
 export interface FetchedText {
   status: number;
@@ -84,10 +86,11 @@ export class FailureLogs {
     const { instanceId } = input;
     if (this.asked.has(instanceId)) return;
     this.asked.add(instanceId);
-    if (!wantsLogs(input.outcome)) {
-      this.instanceKeys.delete(instanceId);
-      return;
-    }
+    if (this.asked.size > ASKED_KEPT) this.asked.delete(this.asked.values().next().value!);
+    // Taken now, while the run is live: the fetch may finish after the run has ended.
+    const scrubber = this.scrubber(input.runId, input.n, instanceId);
+    this.instanceKeys.delete(instanceId);
+    if (!wantsLogs(input.outcome)) return;
     const bounded = new AbortController();
     const timer = this.deps.clock.setTimer(() => bounded.abort(), REQUEST_WAIT_MS);
     const onAbort = () => bounded.abort();
@@ -96,14 +99,13 @@ export class FailureLogs {
     try {
       ({ resultUrl } = await this.deps.client.requestLogs(instanceId, { tail: TAIL_LINES }, { signal: bounded.signal }));
     } catch (err) {
-      this.instanceKeys.delete(instanceId);
       this.deps.log.info({ runId: input.runId, attempt: input.n, instanceId, err: toRunError(err) }, `attempt #${input.n}: the logs of instance ${instanceId} could not be requested; destroying it without them`);
       return;
     } finally {
       timer.cancel();
       signal.removeEventListener('abort', onAbort);
     }
-    void this.fetchInBackground(input, resultUrl);
+    void this.fetchInBackground(input, resultUrl, scrubber);
   }
 
   /** Stops every background fetch (daemon shutdown). */
@@ -112,7 +114,7 @@ export class FailureLogs {
     this.fetches.clear();
   }
 
-  private async fetchInBackground(input: DestroyInput, url: string): Promise<void> {
+  private async fetchInBackground(input: DestroyInput, url: string, scrubber: SecretScrubber): Promise<void> {
     const { runId, n, instanceId } = input;
     const stop = new AbortController();
     this.fetches.add(stop);
@@ -123,7 +125,7 @@ export class FailureLogs {
         this.deps.log.info({ runId, attempt: n, instanceId }, `attempt #${n}: the log of instance ${instanceId} did not appear within ${FETCH_WINDOW_MS / 1000} s`);
         return;
       }
-      const tail = lastBytes(this.scrubber(runId, n, instanceId).scrub(text), MAX_TAIL_BYTES);
+      const tail = lastBytes(scrubber.scrub(text), MAX_TAIL_BYTES);
       this.deps.journal.logTail(runId, n, tail);
       this.deps.log.info({ runId, attempt: n, instanceId, lines: tail === '' ? 0 : tail.split('\n').length }, `attempt #${n}: kept the last lines of instance ${instanceId}'s log`);
     } catch (err) {
@@ -132,7 +134,6 @@ export class FailureLogs {
       }
     } finally {
       this.fetches.delete(stop);
-      this.instanceKeys.delete(instanceId);
     }
   }
 

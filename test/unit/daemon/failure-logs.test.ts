@@ -13,6 +13,7 @@ const INSTANCE_KEY = 'instance-key-55aa55aa55';
 const TOKEN = 'runaaaaaaaaa.1.c2lnbmF0dXJlLW9mLXRoZS10b2tlbi1mb3ItdGVzdHM';
 
 function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<FetchedText | 'throw'> } = {}) {
+  let live = true;
   const clock = new FakeClock();
   const requested: Array<{ id: number; tail?: number }> = [];
   const kept: Array<{ runId: string; n: number; text: string }> = [];
@@ -22,7 +23,8 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
     clock,
     log: silentLogger(),
     apiKey: API_KEY,
-    specOf: () => ({ env: { HF_TOKEN: ENV_VALUE } }),
+    // The run's spec is known while it is live; it may end before the upload is fetched.
+    specOf: () => (live ? { env: { HF_TOKEN: ENV_VALUE } } : undefined),
     tokenFor: () => TOKEN,
     journal: { logTail: (runId, n, text) => kept.push({ runId, n, text }) },
     client: {
@@ -42,7 +44,7 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
       return next;
     },
   });
-  return { clock, logs, requested, kept, fetched };
+  return { clock, logs, requested, kept, fetched, endRun: () => (live = false) };
 }
 
 const failed = (outcome: DestroyInput['outcome'], instanceId = 100): DestroyInput => ({ runId: 'runaaaaaaaaa', n: 1, instanceId, outcome });
@@ -63,6 +65,7 @@ describe('failure logs', () => {
     expect(t.requested).toEqual([{ id: 100, tail: 200 }]);
     // The destroy goes now; the text is fetched afterwards, while the upload lands.
     expect(t.kept).toEqual([]);
+    t.endRun();
     await settle();
     await t.clock.advance(5_000);
     expect(t.fetched).toHaveLength(3);
