@@ -56,8 +56,13 @@ function tokenIn(body: string): string | null {
   }
 }
 
+/** Refused tokens are logged at most once per this long (with a count): a flood of bad requests must not flood the log. */
+const REFUSED_LOG_EVERY_MS = 10_000;
+
 export function createReadyCallbackServer(deps: ReadyCallbackDeps): Server {
   const { tokens, log } = deps;
+  let refused = 0;
+  let refusedLoggedAt = -Infinity;
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== 'POST') return send(res, 405, problem('method_not_allowed', 'POST the attempt token as {"token": "..."}.'));
     const body = await readBody(req);
@@ -66,7 +71,12 @@ export function createReadyCallbackServer(deps: ReadyCallbackDeps): Server {
     if (token === null) return send(res, 400, problem('bad_request', 'The body must be {"token": "..."}.'));
     const attempt = tokens.verify(token);
     if (!attempt) {
-      log.warn({ from: req.socket.remoteAddress }, 'a readiness callback with a token this daemon did not make was refused');
+      refused++;
+      if (Date.now() - refusedLoggedAt >= REFUSED_LOG_EVERY_MS) {
+        log.warn({ from: req.socket.remoteAddress, refused }, `${refused} readiness callback(s) with a token this daemon did not make were refused`);
+        refused = 0;
+        refusedLoggedAt = Date.now();
+      }
       return send(res, 403, problem('forbidden', 'Unknown token.'));
     }
     if (!deps.ready(attempt.runId, attempt.n)) {
