@@ -146,9 +146,9 @@ describe('readiness: SSH, the onstart callback, and the logs of failed attempts'
     const running = await world.waitFor(run.id, isRunning, 20_000);
     expect(running.attempts.map((a) => a.outcome)).toEqual(['running']);
     expect(running.instance!.ready).toMatchObject({ via: 'callback' });
-    const hist = world.sim.history().find((h) => h.id === running.instance!.id)!;
-    expect(hist.onstart?.stdout).toBe('onstart ran\n');
-    expect(hist.onstart?.stderr).toBe('');
+    // The script's record is written when its process ends, just after the callback went out.
+    const onstart = () => world!.sim.history().find((h) => h.id === running.instance!.id)!.onstart;
+    await expect.poll(onstart, { timeout: 5_000 }).toMatchObject({ exit_code: 0, stdout: 'onstart ran\n', stderr: '' });
 
     // The token never reaches the log, the run object or its events.
     const token = tokens.tokenFor(run.id, 1);
