@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent } from 'undici';
 import { createMarketClient } from '../src/client/marketplace-client.js';
-import type { Config } from '../src/config/schema.js';
+import { RATE_GROUPS, type Config } from '../src/config/schema.js';
 import { median, type BenchSection } from './types.js';
 
 const USER = JSON.stringify({ id: 1, email: 'a@b.c', credit: 10 });
@@ -39,7 +39,7 @@ async function startServer(): Promise<LocalServer> {
 }
 
 function config(group: { per_s: number; burst: number }): Pick<Config, 'service' | 'rate_limits' | 'retry'> {
-  const groups = ['search', 'create', 'list', 'show', 'change', 'destroy', 'other'] as const;
+  const groups = RATE_GROUPS;
   return {
     service: { base_url: 'http://127.0.0.1', timeout_s: 5, connect_timeout_s: 2 },
     rate_limits: Object.fromEntries(groups.map((g) => [g, { ...group }])) as Config['rate_limits'],

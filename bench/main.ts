@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,cli]`: runs each benchmark section, prints it
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,cli]`: runs each benchmark section, prints it
 // as an aligned table (metric | value | target | met, then the notes), and writes the whole report
 // to bench/results/latest.md and latest.json, with how it was run (Node, CPU, cores, flags).
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -9,10 +9,11 @@ import { runBerthBench } from './berth.js';
 import { runCliBench } from './cli.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
+import { runReadinessBench } from './readiness.js';
 import { runSimBench } from './sim.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'poller', 'berth', 'cli'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli'] as const;
 type Part = (typeof PARTS)[number];
 
 interface Options {
@@ -62,6 +63,8 @@ async function runPart(part: Part, opts: Options): Promise<BenchSection[]> {
         return [await runPollerBench({ quick: opts.quick })];
       case 'berth':
         return await runBerthBench({ quick: opts.quick });
+      case 'readiness':
+        return [await runReadinessBench({ quick: opts.quick })];
       case 'cli':
         return [await runCliBench()];
     }

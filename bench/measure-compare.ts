@@ -83,6 +83,9 @@ export function jobSpec(i: number, deadlineS: number): Record<string, unknown> {
     disk_gb: 20,
     search: { filters: { num_gpus: { gte: 1 } }, order: [ORDERS[i % ORDERS.length]], limit: 16 },
     max_price_per_hour: MAX_PRICE,
+    // Ready when the list says running, as the baseline's loop decides: the same detection on both
+    // sides. Readiness by SSH and by the onstart callback is the readiness section's.
+    ready_when: 'status',
     max_attempts: MAX_ATTEMPTS,
     boot_timeout_s: BOOT_TIMEOUT_S,
     deadline_s: deadlineS,

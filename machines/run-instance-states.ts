@@ -159,6 +159,8 @@ export const rebiddingState = runSetup.createStateConfig({
   on: {
     ...endedByRun,
     POLL: [
+      // Still stopped by the market (its record changes as the bid does): wait for the raised bid.
+      { guard: { type: 'isOutbid', params: poll }, actions: { type: 'notePoll', params: poll } },
       { guard: { type: 'statusIsFailure', params: poll }, target: '#run.destroying', actions: { type: 'markEndingFromStatus', params: (a) => ({ instance: poll(a).instance, wasRunning: false }) } },
       { guard: { type: 'instanceLost', params: poll }, target: '#run.destroying', actions: 'markEndingMissing' },
       // The raised bid won: the instance starts again, with a new boot deadline and a new SSH check.
@@ -223,7 +225,12 @@ export const destroyingState = runSetup.createStateConfig({
       entry: 'reportDestroyRequested',
       invoke: {
         src: 'destroyInstance',
-        input: ({ context }) => ({ runId: context.runId, n: context.current!.n, instanceId: context.current!.instanceId! }),
+        input: ({ context }) => ({
+          runId: context.runId,
+          n: context.current!.n,
+          instanceId: context.current!.instanceId!,
+          outcome: context.current!.ending?.outcome ?? null,
+        }),
         onDone: {
           target: 'confirming',
           actions: { type: 'destroyRequested', params: ({ event }) => ({ requestedAt: event.output.requestedAt }) },

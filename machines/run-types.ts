@@ -196,6 +196,8 @@ export interface DestroyInput {
   runId: string;
   n: number;
   instanceId: number;
+  /** Why the instance goes: for a failed attempt the actor asks for its container's logs first. */
+  outcome: AttemptOutcome | null;
 }
 export interface DestroyOutput {
   requestedAt: number;

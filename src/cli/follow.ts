@@ -6,7 +6,7 @@ import type { ControlClient } from './control-client.js';
 import { abortOnSignals } from './signals.js';
 import type { Io } from './io.js';
 import { LiveView } from './live-view.js';
-import { attemptEndedLine, progressKey, progressLine } from './render.js';
+import { attemptEndedLine, attemptReadyLine, progressKey, progressLine } from './render.js';
 import type { Run, RunAttempt } from '../wire/control-api.js';
 
 /** `running` is an attempt that is still going; null is one that has not finished. */
@@ -44,12 +44,20 @@ export async function followRun(client: ControlClient, id: string, options: Foll
 export function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): void } {
   const view = new LiveView(io);
   const reported = new Set<number>(seen?.attempts.filter(hasEnded).map((a) => a.n));
+  // Readiness told once per time it was reached (a rebid restarts the check).
+  let readyShown = seen?.instance?.ready?.at;
   return {
     onRun(run) {
       for (const a of run.attempts) {
         if (!hasEnded(a) || reported.has(a.n)) continue;
         reported.add(a.n);
         view.log(attemptEndedLine(a));
+      }
+      const ready = run.instance?.ready;
+      if (ready && ready.at !== readyShown) {
+        readyShown = ready.at;
+        const line = attemptReadyLine(run);
+        if (line) view.log(line);
       }
       view.update([progressLine(run, Date.now())], progressKey(run));
     },

@@ -29,9 +29,45 @@ export function table(header: string[], rows: string[][]): string[] {
   );
 }
 
+/** The SSH line to use: the first endpoint that answered, else the listed proxy. */
 export function sshCommand(instance: RunInstance | null): string | null {
-  if (!instance?.ssh_host || !instance.ssh_port) return null;
-  return `ssh -p ${instance.ssh_port} root@${instance.ssh_host}`;
+  return sshCommands(instance)[0] ?? null;
+}
+
+/** One SSH line per endpoint that answered (both when both did), else the listed proxy's. */
+export function sshCommands(instance: RunInstance | null): string[] {
+  if (!instance) return [];
+  const answered = instance.ssh ?? [];
+  if (answered.length > 0) return answered.map((e) => `ssh -p ${e.port} root@${e.host} (${e.kind})`);
+  if (!instance.ssh_host || !instance.ssh_port) return [];
+  return [`ssh -p ${instance.ssh_port} root@${instance.ssh_host}`];
+}
+
+/** The instance runs by the list, but the run still waits for its SSH to answer. */
+export function waitingForSsh(run: Run): boolean {
+  return run.state === 'booting' && run.instance?.actual_status === 'running' && !run.instance.ready;
+}
+
+const READY_VIA = { ssh: 'SSH answered', status: 'the service said running', callback: 'its onstart called back' } as const;
+
+/** `SSH answered 1.2 s after it was listed running`: how the run learned the instance was ready. */
+export function readyText(ready: NonNullable<RunInstance['ready']>): string {
+  const after = ready.via === 'ssh' && ready.after_running_s !== null ? ` ${ready.after_running_s.toFixed(1)} s after it was listed running` : '';
+  return `${READY_VIA[ready.via]}${after} (${ready.at})`;
+}
+
+/** One line when an attempt becomes ready, e.g. `attempt 2: SSH reachable after 1.0 s at 127.0.0.1:4022 (proxy)`. */
+export function attemptReadyLine(run: Run): string | null {
+  const ready = run.instance?.ready;
+  if (!ready) return null;
+  const where = (run.instance!.ssh ?? []).map((e) => `${e.host}:${e.port} (${e.kind})`).join(', ');
+  const how =
+    ready.via === 'ssh'
+      ? `SSH reachable after ${(ready.after_running_s ?? 0).toFixed(1)} s`
+      : ready.via === 'callback'
+        ? 'ready: its onstart called back'
+        : 'ready: the service says running';
+  return `attempt ${run.attempt}: ${how}${where ? ` at ${where}` : ''}`;
 }
 
 const since = (iso: string, now: number) => formatDuration(now - Date.parse(iso));
@@ -82,15 +118,32 @@ export function runDetail(run: Run, now: number): string[] {
         ? `${inst.id} on offer ${inst.offer_id} (machine ${text(inst.machine_id)}): ${text(inst.actual_status)}, ${price(inst.dph_total)}`
         : DASH,
     ],
-    ['SSH', sshCommand(inst) ?? DASH],
+    ...sshFields(run),
     ['Cost', run.cost ? `${usdText(run.cost.usd)} so far, ${usdText(run.cost.usd_per_hour)}/h now` : DASH],
   ];
+  if (inst?.ready) fields.push(['Ready', readyText(inst.ready)]);
   if (run.held) fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
   const lines = table(['', ''], fields).slice(1);
   lines.push('', run.attempts.length === 0 ? 'Attempts: none yet' : 'Attempts:');
   if (run.attempts.length > 0) lines.push(...attemptsTable(run.attempts, now).map((l) => `  ${l}`));
+  for (const a of run.attempts) {
+    if (!a.logs) continue;
+    lines.push('', `Last log lines of attempt ${a.n} (instance ${text(a.instance_id)}, ${a.outcome ?? 'ending'}):`);
+    lines.push(...a.logs.split('\n').map((l) => `  | ${l}`));
+  }
   return lines;
+}
+
+/** The SSH line(s): every endpoint that answered, or where the run waits for one. */
+function sshFields(run: Run): string[][] {
+  const inst = run.instance;
+  if (waitingForSsh(run)) {
+    return [['SSH', `waiting for SSH${inst!.ssh_host && inst!.ssh_port ? ` at ${inst!.ssh_host}:${inst!.ssh_port}` : ''} to answer`]];
+  }
+  const commands = sshCommands(inst);
+  if (commands.length === 0) return [['SSH', DASH]];
+  return commands.map((c, i) => [i === 0 ? 'SSH' : '', c]);
 }
 
 function attemptsTable(attempts: RunAttempt[], now: number): string[] {
@@ -119,6 +172,7 @@ export function progressKey(run: Run): string {
   const offer = run.instance?.offer_id ?? current?.offer_id;
   if (offer !== undefined && offer !== null) parts.push(`offer ${offer}`);
   if (run.instance) parts.push(`instance ${run.instance.id}${run.instance.actual_status ? ` ${run.instance.actual_status}` : ''}`);
+  if (waitingForSsh(run)) parts.push('waiting for SSH');
   return parts.join('  ');
 }
 

@@ -15,7 +15,7 @@ export interface SimulateOptions {
 }
 
 export async function simulateCommand(opts: SimulateOptions): Promise<void> {
-  const config = parseSimConfig(opts.config ? readConfigFile(opts.config) : {});
+  const config = parseSimConfig(withSshListeners(opts.config ? readConfigFile(opts.config) : {}));
   const sim = await startSimulator({
     port: opts.port ?? 0,
     seed: opts.seed,
@@ -39,6 +39,19 @@ export async function simulateCommand(opts: SimulateOptions): Promise<void> {
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);
   });
+}
+
+/**
+ * berth waits for SSH before a run counts as running (ready_when "ssh"), and the simulator's own
+ * SSH hosts resolve nowhere: so `berth simulate` serves real loopback SSH banners unless its
+ * config file says `"ssh_listeners": {"enabled": false}`.
+ */
+function withSshListeners(config: unknown): unknown {
+  if (typeof config !== 'object' || config === null || Array.isArray(config)) return config;
+  const o = config as Record<string, unknown>;
+  const listeners = o['ssh_listeners'];
+  if (listeners !== undefined && (typeof listeners !== 'object' || listeners === null)) return config;
+  return { ...o, ssh_listeners: { enabled: true, ...(listeners as Record<string, unknown> | undefined) } };
 }
 
 function readConfigFile(path: string): unknown {

@@ -11,6 +11,8 @@ export type ClientOperation =
   | 'show'
   | 'destroy'
   | 'change'
+  | 'change_bid'
+  | 'request_logs'
   | 'current_user'
   | 'secrets'
   | 'template_delete'

@@ -33,6 +33,7 @@ import {
   listV1ResponseSchema,
   parseBody,
   chargesResponseSchema,
+  requestLogsResponseSchema,
   rotateSecretResponseSchema,
   searchResponseSchema,
   sshKeysResponseSchema,
@@ -349,7 +350,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
         path: `/api/v0/asks/${offerId}/`,
         body,
         offerId,
-        secrets: Object.values(request.env ?? {}),
+        secrets: [...Object.values(request.env ?? {}), ...(request.secrets ?? [])],
         onUnknownOutcome: ambiguous,
         signal: opts?.signal,
       });
@@ -405,8 +406,17 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     },
 
     async changeBid(instanceId: number, price: number, opts?: CallOptions): Promise<void> {
-      // change_bid.yaml: {client_id: "me", price} in $/h, 0.001-32 per GPU. Idempotent: retried on faults.
-      await call({ op: 'change', group: 'change', method: 'PUT', path: `/api/v0/instances/bid_price/${instanceId}/`, body: { client_id: 'me', price }, signal: opts?.signal });
+      // change_bid.yaml: {client_id: "me", price} in $/h, 0.001-32 per GPU, its own endpoint and
+      // limit (5.5/s). Idempotent: retried on faults.
+      await call({ op: 'change_bid', group: 'bid', method: 'PUT', path: `/api/v0/instances/bid_price/${instanceId}/`, body: { client_id: 'me', price }, signal: opts?.signal });
+    },
+
+    async requestLogs(instanceId: number, request: { tail?: number }, opts?: CallOptions): Promise<{ resultUrl: string }> {
+      // logs.yaml: `tail` is a string of digits; the answer names where the log will be uploaded.
+      const body = request.tail === undefined ? {} : { tail: String(request.tail) };
+      const path = `/api/v0/instances/request_logs/${instanceId}`;
+      const res = await call({ op: 'request_logs', group: 'other', method: 'PUT', path, body, signal: opts?.signal });
+      return { resultUrl: parseBody(requestLogsResponseSchema, res.body, `PUT ${path}`).result_url };
     },
 
     async currentUser(opts?: CallOptions): Promise<CurrentUser> {

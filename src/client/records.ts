@@ -57,6 +57,8 @@ export const sshKeysResponseSchema = z.array(z.looseObject({ id }));
 /** One contract of show_charges.yaml: `source` is `instance-<id>`, `amount` its $ over the days asked (3 decimals). */
 const chargeSchema = z.looseObject({ source: z.string(), amount: z.number(), type: z.string().optional(), start: z.number().optional(), end: z.number().optional() });
 export const chargesResponseSchema = z.looseObject({ results: z.array(chargeSchema), next_token: z.string().nullish() });
+/** logs.yaml: the log is uploaded to `result_url` (fetched without the key, like a pre-signed S3 URL). */
+export const requestLogsResponseSchema = z.looseObject({ result_url: z.string().url() });
 export const secretsResponseSchema = z.looseObject({ secrets: z.record(z.string(), z.string()) });
 export const webhookSchema = z.looseObject({ id, webhook_secret: z.string() });
 export const rotateSecretResponseSchema = z.looseObject({ webhook: webhookSchema });

@@ -71,6 +71,8 @@ export interface CreateInstanceRequest {
   /** $/h bid for interruptible offers; null for on-demand. */
   price?: number | null;
   runtype?: string;
+  /** Other values this create carries (the readiness token in onstart) that service text must never show. */
+  secrets?: string[];
 }
 
 export interface CreatedInstance {
@@ -113,5 +115,11 @@ export interface MarketClient {
   setInstanceLabel(instanceId: number, label: string, options?: CallOptions): Promise<void>;
   /** Sets the compute bid ($/h) of an interruptible instance (`PUT /api/v0/instances/bid_price/{id}/`). */
   changeBid(instanceId: number, price: number, options?: CallOptions): Promise<void>;
+  /**
+   * Asks the service to upload the container's last `tail` log lines (`PUT
+   * /api/v0/instances/request_logs/{id}`); resolves with the URL they will appear at. That URL is
+   * fetched without the API key (it is another host's).
+   */
+  requestLogs(instanceId: number, request: { tail?: number }, options?: CallOptions): Promise<{ resultUrl: string }>;
   currentUser(options?: CallOptions): Promise<CurrentUser>;
 }

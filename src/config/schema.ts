@@ -46,7 +46,7 @@ const rateGroupSchema = z.strictObject({
 
 export type RateGroupConfig = z.infer<typeof rateGroupSchema>;
 
-export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'destroy', 'other'] as const;
+export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'other'] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
 export const configSchema = z.strictObject({
@@ -105,6 +105,31 @@ export const configSchema = z.strictObject({
     relax: z.array(relaxStepSchema),
     /** Default max_runtime_s for specs that leave it out: total seconds `running` before the run expires (default none, at most 365 days). */
     max_runtime_s: positiveSeconds(MAX_RUN_DURATION_S).nullish(),
+    /** How long an outbid instance may stay stopped after its bid was raised before it is raised again, seconds (default 30, at most 3600). */
+    rebid_wait_s: positiveSeconds(HOUR),
+  }),
+  readiness: z.strictObject({
+    /**
+     * How long an instance the service lists as running may leave its SSH endpoints silent (no
+     * `SSH-2.0-` banner) before it is replaced as `unreachable`, seconds (default 180). It fits
+     * within the run's boot timeout: the wait ends at the boot deadline at the latest (the boot
+     * timeout counts from the create to a reachable instance), also `unreachable`.
+     */
+    ssh_timeout_s: positiveSeconds(MAX_RUN_DURATION_S),
+    /**
+     * The address at which instances reach the daemon's readiness callback listener (for example a
+     * tunnel to `callback_listen`), http:// or https://. When set, each instance's onstart ends with
+     * one line that posts a per-attempt token there; default none (no callback).
+     */
+    callback_url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' }).optional(),
+    /**
+     * Where the callback listener binds, HOST:PORT (default 127.0.0.1:7778). Not loopback-only: it
+     * takes nothing but attempt tokens, so it may face the instances (or a tunnel's local end).
+     */
+    callback_listen: z
+      .string()
+      .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be HOST:PORT')
+      .refine((hp) => port(hp.slice(hp.lastIndexOf(':') + 1)), 'the port must be 0 to 65535'),
   }),
   budget: z
     .strictObject({
@@ -151,3 +176,4 @@ export const configSchema = z.strictObject({
 });
 
 export type Config = z.infer<typeof configSchema>;
+

@@ -4,9 +4,11 @@
 //   the create made, or that it made nothing;
 // - the reconciler: an instance a sweep found under the label of a create still in 'intent';
 //   adopted through the same call the create actor uses;
-// - the run driver: what the run machine reported (status, running, ended, destroy confirmed), in
-//   the transaction that stores the machine's snapshot.
+// - the run driver: what the run machine reported (status, running and where SSH answered, ended,
+//   destroy confirmed), in the transaction that stores the machine's snapshot;
+// - the failure logs (failure-logs.ts): a failed attempt's last container log lines.
 import type { RunEmitted } from '../../machines/run-machine.js';
+import { sshEndpoints } from '../../machines/run-rules.js';
 import type { AttemptRow, Store } from '../store/index.js';
 import { attemptLabel } from './labels.js';
 
@@ -59,6 +61,11 @@ export class AttemptJournal {
     this.store.attempts.destroyConfirmed(runId, n, instanceId, at);
   }
 
+  /** The last lines of a failed attempt's container log (already cut to size and scrubbed of secrets). */
+  logTail(runId: string, n: number, text: string): void {
+    this.store.attempts.setLogTail(runId, n, text);
+  }
+
   /** What the run machine reported; call inside the transaction that stores its snapshot. */
   record(runId: string, e: RunEmitted, at: number): void {
     const { attempts } = this.store;
@@ -67,6 +74,9 @@ export class AttemptJournal {
         return attempts.setStatus(runId, e.n, e.status, at);
       case 'attempt.running':
         attempts.setStatus(runId, e.n, e.status, at);
+        // The endpoints to print: those that answered with a banner, else (ready by status or by
+        // the callback, never probed) those the list shows.
+        attempts.setReady(runId, e.n, e.via, e.reachable ?? sshEndpoints(e.status), at);
         return attempts.setOutcome(runId, e.n, 'running', null, null);
       case 'attempt.ended':
         return attempts.setOutcome(runId, e.n, e.outcome, e.detail, at);

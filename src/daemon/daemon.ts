@@ -1,7 +1,8 @@
 // The daemon. Start-up, in this order, so that nothing waits before the process is held and can be
 // stopped: config (validated first) → BERTH_HOME made private, the lock, the store opened and
-// checked against store.json → the control token → the control API listens and daemon.json is
-// written (status works from here; submits are stored and wait) → every run resumes and the
+// checked against store.json → the control token → the control API listens (and, with
+// readiness.callback_url, the callback listener) and daemon.json is written (status works from
+// here; submits are stored and wait) → every run resumes and the
 // shared poller starts; its first round sweeps the account (adopt journaled creates, destroy
 // orphans). A service that cannot be reached delays nothing: the poller keeps listing, with a
 // warning per failure, while the runs go on.
@@ -10,6 +11,7 @@
 // in-flight calls abandoned safely (their journal rows let the next start reconcile), store flushed
 // and closed, daemon.json removed.
 import { rmSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:http';
 import { join } from 'node:path';
 import { createMarketClient } from '../client/marketplace-client.js';
 import type { ClientEvent } from '../client/events.js';
@@ -24,6 +26,8 @@ import { createControlApi, listen } from './control-api.js';
 import { costsReport } from './costs.js';
 import { createWebhookReceiver } from './webhook-receiver.js';
 import { ensureControlToken, writeNewControlToken } from './control-token.js';
+import { createReadyCallbackServer } from './ready-callback.js';
+import { READY_KEY_NAME, ReadyTokens } from './ready-token.js';
 import { InstancePoller } from './poller.js';
 import { Supervisor } from './supervisor.js';
 
@@ -42,6 +46,8 @@ export interface DaemonOptions {
 
 export interface RunningDaemon {
   url: string;
+  /** Where the readiness callback listener listens (http://HOST:PORT), when readiness.callback_url is set. */
+  callbackListen?: string;
   /** The control token now (`berth token rotate` changes it). */
   readonly token: string;
   home: string;
@@ -136,7 +142,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     listSpacingMs: listEveryS * 1000,
     log,
   });
-  const supervisor = new Supervisor({ store, client, clock, lists: poller, config, log });
+  // Tokens of the readiness callback are signed with a key kept in berth.db: good across restarts.
+  const readyCallback = config.readiness.callback_url
+    ? { url: config.readiness.callback_url, tokens: new ReadyTokens(store.secretKey(READY_KEY_NAME)) }
+    : undefined;
+  const supervisor = new Supervisor({ store, client, clock, lists: poller, config, log, apiKey: env.apiKey, ...(readyCallback ? { readyCallback } : {}) });
   poller.subscribe(supervisor);
 
   let ready = false;
@@ -161,12 +171,29 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     store.close();
     throw new ConfigError(`Cannot listen on ${config.daemon.listen}: ${(err as Error).message}`, 'daemon.listen', err);
   }
+  // The callback listener faces the instances (readiness.callback_url leads to it), so it is a
+  // server of its own, apart from the loopback-only control API.
+  let callbackServer: Server | undefined;
+  let callbackListen: string | undefined;
+  if (readyCallback) {
+    callbackServer = createReadyCallbackServer({ tokens: readyCallback.tokens, ready: (runId, n) => supervisor.ready(runId, n), log });
+    try {
+      callbackListen = await listen(callbackServer, config.readiness.callback_listen);
+    } catch (err) {
+      server.close();
+      await client.close().catch(() => undefined);
+      store.close();
+      throw new ConfigError(`Cannot listen on ${config.readiness.callback_listen} for the readiness callback: ${(err as Error).message}`, 'readiness.callback_listen', err);
+    }
+    log.info({ listen: callbackListen, url: readyCallback.url }, 'readiness callback listening');
+  }
   const daemonFile = join(env.home, 'daemon.json');
   const removeDaemonFile = () => rmSync(daemonFile, { force: true });
   try {
     writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
   } catch (err) {
     server.close();
+    callbackServer?.close();
     await client.close().catch(() => undefined);
     store.close();
     const code = (err as NodeJS.ErrnoException).code ?? String(err);
@@ -273,6 +300,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       server.closeAllConnections();
       webhooks?.close();
       webhooks?.closeAllConnections();
+      callbackServer?.close();
+      callbackServer?.closeAllConnections();
       await poller.stop();
       await started.catch(() => undefined);
       await checked;
@@ -287,6 +316,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
 
   return {
     url,
+    ...(callbackListen ? { callbackListen } : {}),
     get token() {
       return token;
     },

@@ -2,6 +2,7 @@
 // journal's: ./attempt-journal.ts). Called inside the transaction that also saves the snapshot, so
 // the log and the state never disagree.
 import type { RunEmitted } from '../../machines/run-machine.js';
+import { sshEndpoints } from '../../machines/run-rules.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { describeRelaxStep } from '../job-spec/search-query.js';
 import type { Store } from '../store/index.js';
@@ -24,8 +25,23 @@ function sshLines(e: Extract<RunEmitted, { type: 'attempt.running' }>): string {
 
 const READY_BY = { ssh: 'its SSH answered', status: 'its status is running', callback: 'its onstart called back' } as const;
 
-/** Applies one emitted event to the store and returns the line written to the event log. */
-export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string, e: RunEmitted, at: number): LoggedEvent {
+/** `host:port (proxy) and host:port (direct)`: where SSH is being waited for. */
+function endpointsText(status: Extract<RunEmitted, { type: 'attempt.status' }>['status']): string {
+  const where = sshEndpoints(status).map((p) => `${p.host}:${p.port} (${p.kind})`);
+  return where.length ? ` at ${where.join(' and ')}` : '';
+}
+
+/** ` after 1.2 s`: how long SSH took to answer once the list showed the instance running. */
+function sshWait(store: Store, runId: string, e: Extract<RunEmitted, { type: 'attempt.running' }>, at: number): string {
+  const seen = e.via === 'ssh' ? store.attempts.get(runId, e.n)?.first_running_at : null;
+  return seen == null ? '' : ` ${((at - seen) / 1000).toFixed(1)} s after it was listed running`;
+}
+
+/**
+ * Applies one emitted event to the store and returns the line written to the event log. `state` is
+ * the run's state after the transition that emitted it.
+ */
+export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string, e: RunEmitted, at: number, state?: string): LoggedEvent {
   const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info', foldKey?: string): LoggedEvent => {
     store.events.append({ runId, at, type: e.type, message, data, ...(foldKey === undefined ? {} : { foldKey }) });
     return { type: e.type, message, level };
@@ -56,13 +72,16 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
       });
     case 'attempt.instance':
       return append(`attempt #${e.n}: instance ${e.instanceId} created`, { n: e.n, instanceId: e.instanceId });
-    case 'attempt.status':
-      return append(`attempt #${e.n}: instance ${e.status.id} is ${e.status.actual_status ?? 'provisioning'}`, {
+    case 'attempt.status': {
+      // Running by the list while the run still boots: it waits for SSH before it counts as running.
+      const waiting = state === 'booting' && e.status.actual_status === 'running' ? `; waiting for SSH${endpointsText(e.status)}` : '';
+      return append(`attempt #${e.n}: instance ${e.status.id} is ${e.status.actual_status ?? 'provisioning'}${waiting}`, {
         n: e.n,
         status: e.status.actual_status,
       });
+    }
     case 'attempt.running':
-      return append(`attempt #${e.n}: instance ${e.status.id} is ready (${READY_BY[e.via]})${sshLines(e)}`, {
+      return append(`attempt #${e.n}: instance ${e.status.id} is ready (${READY_BY[e.via]}${sshWait(store, runId, e, at)})${sshLines(e)}`, {
         n: e.n,
         instanceId: e.status.id,
         sshHost: e.status.ssh_host,

@@ -22,12 +22,14 @@ import { runPolicyOf } from '../client/retry-policy.js';
 import type { MarketClient } from '../client/types.js';
 import type { Clock } from '../clock.js';
 import { toRunError } from '../errors.js';
-import { encodeOnstart } from '../job-spec/onstart.js';
+import { encodeOnstart, encodeOnstartWith } from '../job-spec/onstart.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../job-spec/search-query.js';
 import type { AttemptRow } from '../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
 import { CreateAbandoned } from './create-gate.js';
+import type { FailureLogs } from './failure-logs.js';
+import { callbackLine, type ReadyTokens } from './ready-token.js';
 import { probeUntilReachable } from './ssh-probe.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from './poller.js';
@@ -47,6 +49,10 @@ export interface RunActorDeps {
   lists: InstanceLists;
   /** Machines that recently failed any run: tried last. */
   quarantine: MachineQuarantine;
+  /** Asks a failed attempt's container for its last log lines before its destroy. */
+  failureLogs?: FailureLogs;
+  /** Set when readiness.callback_url is: each attempt's onstart ends with a line posting its token there. */
+  readyCallback?: { url: string; tokens: ReadyTokens };
   /** The money guard's checks (./money-guard.ts, ./create-gate.ts); none in tests that do not need them. */
   money?: MoneyChecks;
 }
@@ -131,15 +137,18 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
     return { kind: 'offer_gone', detail };
   }
   const sentAt = deps.clock.now();
+  const onstart = onstartFor(deps, spec, runId, n);
   let instanceId: number;
+  let instanceApiKey: string | undefined;
   try {
-    ({ instanceId } = await client.createInstance(
+    ({ instanceId, instanceApiKey } = await client.createInstance(
       offerId,
       {
         image: spec.image,
         disk: spec.disk_gb,
         label: row.label,
-        ...(spec.onstart ? { onstart: encodeOnstart(spec.onstart) } : {}),
+        ...(onstart.script ? { onstart: onstart.script } : {}),
+        ...(onstart.secret ? { secrets: [onstart.secret] } : {}),
         ...(spec.env ? { env: spec.env } : {}),
         // The machine decides the attempt's bid (the spec's price, or the offer's min_bid): null on-demand.
         price: input.bidPrice,
@@ -166,7 +175,21 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
         throw err;
     }
   }
+  deps.failureLogs?.noteInstanceKey(instanceId, instanceApiKey);
   return adopted(deps, input, instanceId, sentAt);
+}
+
+/**
+ * The onstart to send: the spec's script, followed (with readiness.callback_url) by the line that
+ * posts this attempt's token once it has run. `secret`: the token, which service text must not show.
+ */
+function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, runId: string, n: number): { script?: string; secret?: string } {
+  const user = spec.onstart ? encodeOnstart(spec.onstart) : undefined;
+  if (!deps.readyCallback) return { script: user };
+  const token = deps.readyCallback.tokens.tokenFor(runId, n);
+  // A script that only just fits the service's limit leaves no room: it goes alone (SSH still tells readiness).
+  const script = encodeOnstartWith(spec.onstart, callbackLine(deps.readyCallback.url, token)) ?? user;
+  return { script, secret: token };
 }
 
 export function makeRunActors(deps: RunActorDeps) {
@@ -203,6 +226,8 @@ export function makeRunActors(deps: RunActorDeps) {
     createInstance: fromPromise<CreateOutput, CreateInput>(({ input, signal }) => create(deps, input, signal)),
 
     destroyInstance: fromPromise<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
+      // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
+      await deps.failureLogs?.beforeDestroy(input, signal);
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
     }),

@@ -9,13 +9,13 @@
 // committed, as a restarted daemon would. Nothing it did after that snapshot is lost, since every
 // side effect was journaled first (a journal write that fails stops the side effect before it starts).
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../machines/run-machine.js';
+import { RUN_MACHINE_VERSION, runMachine, type BidPolicy, type RunEmitted, type RunLimits } from '../../machines/run-machine.js';
 import type { AttemptOutcome, InstanceStatus } from '../../machines/run-rules.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { ResolvedJobSpec } from '../job-spec/schema.js';
+import { JOB_SPEC_DEFAULTS, type ResolvedJobSpec } from '../job-spec/schema.js';
 import type { AttemptRow, RunRow, RunState, Store } from '../store/index.js';
 import { isEndState } from '../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
@@ -65,15 +65,23 @@ export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
     destroyConfirmS: Math.max(5 * config.polling.interval_s, 30),
     missingPollsToLose: 3,
     goneOffersPerSearch: config.runs.gone_offers_per_search,
-    // Readiness by SSH banner and the bid policy arrive with issue #12's job spec fields; until
-    // then a run is ready by its status and a bid is the spec's fixed price, never raised.
-    readyWhen: 'status',
-    sshTimeoutS: 180,
+    // A spec stored before ready_when existed is read with today's default. The SSH wait is also
+    // cut short by the run's own boot timeout (the machine waits for the earlier of the two).
+    readyWhen: spec.ready_when ?? JOB_SPEC_DEFAULTS.ready_when,
+    sshTimeoutS: config.readiness.ssh_timeout_s,
     maxPricePerHour: spec.max_price_per_hour,
-    bid:
-      spec.search.type === 'bid' && spec.bid_price !== undefined
-        ? { price: spec.bid_price, stepPct: 0, onOutbid: 'failover', rebidWaitS: 60 }
-        : null,
+    bid: bidPolicy(spec, config),
+  };
+}
+
+/** What an interruptible run does about its bid; null for on-demand runs. */
+function bidPolicy(spec: ResolvedJobSpec, config: Config): BidPolicy | null {
+  if (spec.search.type !== 'bid' || spec.bid_price === undefined) return null;
+  return {
+    price: spec.bid_price,
+    stepPct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct,
+    onOutbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid,
+    rebidWaitS: config.runs.rebid_wait_s,
   };
 }
 
@@ -228,6 +236,14 @@ export class RunDriver {
     return true;
   }
 
+  /**
+   * The onstart of attempt `n` called back with its token (checked by the caller): the machine takes
+   * the instance as ready if that attempt is still booting, and ignores it otherwise.
+   */
+  ready(n: number): void {
+    if (!this.paused) this.actor?.send({ type: 'READY', n });
+  }
+
   /** The instance this run currently holds (or is destroying), if any. */
   currentInstanceId(): number | null {
     return this.actor?.getSnapshot().context.current?.instanceId ?? null;
@@ -281,7 +297,7 @@ export class RunDriver {
     return this.deps.store.transaction(() => {
       const lines = events.map((e) => {
         this.deps.journal.record(this.runId, e, now);
-        return recordEmitted(this.deps.store, this.spec, this.runId, e, now);
+        return recordEmitted(this.deps.store, this.spec, this.runId, e, now, state);
       });
       if (state !== this.lastState) {
         this.deps.store.events.append({ runId: this.runId, at: now, type: 'state', message: `${this.lastState} → ${state}`, data: { from: this.lastState, to: state } });

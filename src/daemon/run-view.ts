@@ -4,6 +4,7 @@ import type { RunError } from '../errors.js';
 import type { AttemptRow, RunRow, Store } from '../store/index.js';
 import type { Run } from '../wire/control-api.js';
 import { costView } from './spend.js';
+import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -34,6 +35,8 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run
           ssh_port: held.ssh_port,
           actual_status: held.actual_status,
           dph_total: held.dph_total,
+          ssh: sshOf(held),
+          ready: readyOf(held),
         }
       : null,
     attempts: attempts.map((a) => ({
@@ -45,6 +48,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run
       started_at: iso(a.started_at),
       ended_at: a.ended_at === null ? null : iso(a.ended_at),
       detail: a.detail,
+      logs: logsOf(a),
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as RunError) : null,
     held: run.held_at !== null && run.ended_at === null,

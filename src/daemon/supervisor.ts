@@ -23,11 +23,13 @@ import { AccountWatch } from './account-watch.js';
 import { AttemptJournal } from './attempt-journal.js';
 import { CreateGate } from './create-gate.js';
 import { MoneyGuard } from './money-guard.js';
+import { FailureLogs } from './failure-logs.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import type { InstanceLists, PollSubscriber } from './poller.js';
 import { Reconciler } from './reconciler.js';
 import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
+import type { ReadyTokens } from './ready-token.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
 
 export interface SupervisorDeps {
@@ -37,6 +39,10 @@ export interface SupervisorDeps {
   lists: InstanceLists;
   config: Config;
   log: Logger;
+  /** The marketplace key: scrubbed from the container logs berth keeps. */
+  apiKey: string;
+  /** Set when readiness.callback_url is: where onstarts post their attempt's token, and its tokens. */
+  readyCallback?: { url: string; tokens: ReadyTokens };
 }
 
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
@@ -47,8 +53,8 @@ function orphanRetryMs(config: Config): number {
   return Math.max(5 * config.polling.interval_s, 30) * 1000;
 }
 
-/** Run states in which a run waits on the poller: for its instance to run, or to be gone. */
-const WAITING_STATES = new Set(['booting', 'destroying']);
+/** Run states in which a run waits on the poller: for its instance to run (again, after a rebid), or to be gone. */
+const WAITING_STATES = new Set(['booting', 'rebidding', 'destroying']);
 
 export class Supervisor implements PollSubscriber {
   private readonly drivers = new Map<string, RunDriver>();
@@ -60,6 +66,7 @@ export class Supervisor implements PollSubscriber {
   private readonly machine: ProvidedRunMachine;
   private readonly journal: AttemptJournal;
   private readonly reconciler: Reconciler;
+  private readonly failureLogs: FailureLogs;
   private stopping = false;
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
@@ -115,7 +122,18 @@ export class Supervisor implements PollSubscriber {
       expire: (runId, reason) => this.drivers.get(runId)?.expire(reason),
       leadMs: config.polling.interval_s * 1000,
     });
+    this.failureLogs = new FailureLogs({
+      client: deps.client,
+      clock: deps.clock,
+      journal: this.journal,
+      log: deps.log,
+      apiKey: deps.apiKey,
+      specOf: (runId) => this.specs.get(runId),
+      ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
+    });
     this.machine = provideRunMachine({
+      failureLogs: this.failureLogs,
+      ...(deps.readyCallback ? { readyCallback: deps.readyCallback } : {}),
       money: {
         affordable: (runId, candidates) => this.guard.affordable(runId, candidates),
         admit: (input, signal, start) => this.gate.admit(input, signal, start),
@@ -226,6 +244,17 @@ export class Supervisor implements PollSubscriber {
     return store.runs.get(runId);
   }
 
+  /**
+   * The readiness callback of attempt `n` of a run (its token already checked): false when the run
+   * is not live here (ended, unknown, or held after a restore), so that the caller can say so.
+   */
+  ready(runId: string, n: number): boolean {
+    const driver = this.drivers.get(runId);
+    if (!driver || this.stopping) return false;
+    driver.ready(n);
+    return true;
+  }
+
   /** From the store, not the drivers: the startup reconcile runs before any driver is resumed. */
   isLive(runId: string): boolean {
     const row = this.deps.store.runs.get(runId);
@@ -311,6 +340,7 @@ export class Supervisor implements PollSubscriber {
     this.account.stop();
     this.storeRetry?.cancel();
     this.reconciler.stop();
+    this.failureLogs.close();
     for (const d of this.drivers.values()) d.stop();
     this.drivers.clear();
   }
@@ -410,5 +440,8 @@ function toStatus(inst: Instance | undefined) {
     ssh_host: inst.ssh_host ?? null,
     ssh_port: inst.ssh_port ?? null,
     dph_total: inst.dph_total ?? null,
+    // The direct SSH endpoint (public_ipaddr + ports["22/tcp"]), probed for readiness with the proxy.
+    public_ipaddr: inst.public_ipaddr ?? null,
+    ports: inst.ports ?? null,
   };
 }

@@ -47,3 +47,18 @@ export function encodeOnstart(script: string): string {
 export const ONSTART_TOO_LARGE =
   `too large: even gzip+base64-compressed it exceeds the service's ${ONSTART_MAX_CHARS}-character limit; ` +
   'put the script in the image or download it from onstart';
+
+/**
+ * The `onstart` to send when berth runs `line` after the user's script (the readiness callback):
+ * the script, a blank line (so that a trailing backslash cannot join the two) and the line, sent
+ * as they are or compressed together (the wrapper sources the script, so the line runs once it has
+ * run, in the same shell). Null when even compressed they do not fit the service's limit: the
+ * caller then sends the script alone.
+ */
+export function encodeOnstartWith(script: string | undefined, line: string): string | null {
+  try {
+    return encodeOnstart(script ? `${script}\n\n${line}\n` : `${line}\n`);
+  } catch {
+    return null;
+  }
+}

@@ -11,6 +11,16 @@ import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
 export const JOB_SPEC_DEFAULTS = {
   /** Instance disk, GB. */
   disk_gb: 20,
+  /** Ready when SSH answers with a banner at an endpoint berth prints (not merely `running`). */
+  ready_when: 'ssh',
+  /** Interruptible runs: each rebid raises the bid by this many percent. */
+  bid_step_pct: 10,
+  /**
+   * Interruptible runs, when outbid: raise the bid (within the cap) first. The stopped instance
+   * keeps its disk and resumes without a new image pull or a new search, the cap bounds what it
+   * can cost, and at the cap the run fails over to the next offer anyway.
+   */
+  on_outbid: 'rebid',
   search: {
     type: 'on-demand',
     /** Offers asked for per search. */
@@ -184,11 +194,34 @@ export const jobSpecSchema = z
       .describe('Environment variables of the instance'),
     search: searchSchema.prefault({}).describe("Offer search in the service's query language"),
     bid_price: z
-      .number()
-      .min(LIMITS.bidPriceMin, `must be at least ${LIMITS.bidPriceMin} $/h (the service's minimum bid)`)
-      .max(LIMITS.bidPriceMax, `must be at most ${LIMITS.bidPriceMax} $/h (the service's maximum bid)`)
+      .union(
+        [
+          z
+            .number()
+            .min(LIMITS.bidPriceMin, `must be at least ${LIMITS.bidPriceMin} $/h (the service's minimum bid)`)
+            .max(LIMITS.bidPriceMax, `must be at most ${LIMITS.bidPriceMax} $/h (the service's maximum bid)`),
+          z.literal('min'),
+        ],
+        { error: (iss) => `expected a number ($/h) or "min", got ${jsonType(iss.input)}` },
+      )
       .optional()
-      .describe('$/h bid; required when search.type is "bid"'),
+      .describe('$/h compute bid, or "min" (the offer\'s min_bid at the create); required when search.type is "bid"'),
+    bid_step_pct: z
+      .number()
+      .positive()
+      .max(100)
+      .optional()
+      .describe(`Percent a rebid raises the bid by (default ${JOB_SPEC_DEFAULTS.bid_step_pct}); search.type "bid" only`),
+    on_outbid: z
+      .enum(['rebid', 'failover', 'on_demand'])
+      .optional()
+      .describe(
+        `When outbid: "rebid" (raise the bid up to the cap, then fail over), "failover" (next offer) or "on_demand" (on-demand offers under the same cap); default "${JOB_SPEC_DEFAULTS.on_outbid}"; search.type "bid" only`,
+      ),
+    ready_when: z
+      .enum(['ssh', 'status'])
+      .default(JOB_SPEC_DEFAULTS.ready_when)
+      .describe('"ssh": running once SSH answers with a banner (default); "status": once the service says running'),
     relax: z
       .array(relaxStepSchema)
       .optional()
@@ -215,14 +248,19 @@ export const jobSpecSchema = z
 
 // Runs on the raw object even when other fields failed (see `when` above), so every field it reads
 // may be of any type: each comparison checks its operands.
-function checkBid(spec: { search?: { type?: unknown }; bid_price?: unknown; max_price_per_hour?: unknown }, ctx: z.RefinementCtx) {
+function checkBid(
+  spec: { search?: { type?: unknown }; bid_price?: unknown; bid_step_pct?: unknown; on_outbid?: unknown; max_price_per_hour?: unknown },
+  ctx: z.RefinementCtx,
+) {
   const search: unknown = spec.search;
   const bid = isPlainObject(search) && search['type'] === 'bid';
   if (bid && spec.bid_price === undefined) {
     ctx.addIssue({ code: 'custom', path: ['bid_price'], message: 'required when search.type is "bid"' });
   }
-  if (!bid && spec.bid_price !== undefined) {
-    ctx.addIssue({ code: 'custom', path: ['bid_price'], message: 'only applies when search.type is "bid"' });
+  for (const field of ['bid_price', 'bid_step_pct', 'on_outbid'] as const) {
+    if (!bid && spec[field] !== undefined) {
+      ctx.addIssue({ code: 'custom', path: [field], message: 'only applies when search.type is "bid"' });
+    }
   }
   if (bid && typeof spec.bid_price === 'number' && typeof spec.max_price_per_hour === 'number' && spec.bid_price > spec.max_price_per_hour) {
     ctx.addIssue({ code: 'custom', path: ['bid_price'], message: 'must not exceed max_price_per_hour' });
@@ -242,6 +280,9 @@ export function jsonType(v: unknown): string {
 
 /** A parsed spec: everything checked, spec-level defaults (disk, search) filled in. */
 export type JobSpec = z.output<typeof jobSpecSchema>;
+
+/** The bid a job spec asks for: $/h of compute, or the offer's `min_bid` at the create. */
+export type BidPrice = number | 'min';
 
 /** A spec ready to run: limits and the relax ladder filled from `config.runs` where the spec left them out. */
 export type ResolvedJobSpec = Omit<JobSpec, 'relax' | 'max_attempts' | 'boot_timeout_s' | 'deadline_s'> & {

@@ -136,7 +136,18 @@ export function diskPricePerHour(offer: Offer, diskGb: number): number | undefin
 
 /** The billed price of `offer` for this spec (its disk, and its bid if it bids). */
 export function billedPriceFor(offer: Offer, spec: ResolvedJobSpec): number | null {
-  return billedPricePerHour(offer, spec.disk_gb, spec.search.type === 'bid' ? spec.bid_price : undefined);
+  if (spec.search.type !== 'bid') return billedPricePerHour(offer, spec.disk_gb);
+  const bid = bidFor(offer, spec);
+  return bid === null ? null : billedPricePerHour(offer, spec.disk_gb, bid);
+}
+
+/**
+ * The compute bid a create on `offer` sends: the spec's price, or for `"min"` the offer's current
+ * `min_bid` (null when the offer does not state one: its price is then unknown and it is not tried).
+ */
+export function bidFor(offer: Offer, spec: Pick<ResolvedJobSpec, 'bid_price'>): number | null {
+  if (spec.bid_price === 'min') return price(offer['min_bid']) ?? null;
+  return spec.bid_price ?? null;
 }
 
 /**

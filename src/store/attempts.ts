@@ -44,6 +44,14 @@ export interface AttemptRow {
   usd_before: number;
   /** Since when `dph_total` applies; null: since the instance was made. */
   dph_since: number | null;
+  /** When the run took the instance as ready (the latest time, after a rebid restarted it). */
+  ready_at: number | null;
+  /** How it was found ready: 'ssh' (a banner), 'status' or 'callback'. */
+  ready_via: string | null;
+  /** JSON array of {kind, host, port}: the SSH endpoints to show (those that answered, when probed). */
+  ssh_endpoints: string | null;
+  /** The container's last log lines (≤ 4 KB, secrets removed), for a failed attempt. */
+  log_tail: string | null;
 }
 
 /** An attempt with its run's end (an instance whose destroy was never confirmed is counted up to it). */
@@ -116,6 +124,10 @@ export function createAttemptsRepo(db: Db) {
     `UPDATE attempts SET destroy_confirmed_at = COALESCE(destroy_confirmed_at, @at)
      WHERE run_id = @runId AND n = @n AND instance_id = @instanceId`,
   );
+  const ready = db.prepare(
+    `UPDATE attempts SET ready_at = @at, ready_via = @via, ssh_endpoints = @endpoints WHERE run_id = @runId AND n = @n`,
+  );
+  const logTail = db.prepare(`UPDATE attempts SET log_tail = @text WHERE run_id = @runId AND n = @n`);
   const forRun = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n`);
   // Any number of runs in one statement: their ids as one JSON array parameter.
   const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, n`);
@@ -176,6 +188,14 @@ export function createAttemptsRepo(db: Db) {
     /** A list taken after the destroy no longer shows the attempt's instance: it bills no more. */
     destroyConfirmed(runId: string, n: number, instanceId: number, at: number): void {
       destroyed.run({ runId, n, instanceId, at });
+    },
+    /** The run took the attempt's instance as ready, `via` how, with the SSH endpoints to show. */
+    setReady(runId: string, n: number, via: string, endpoints: unknown[], at: number): void {
+      ready.run({ runId, n, via, endpoints: JSON.stringify(endpoints), at });
+    },
+    /** Keeps the last lines of a failed attempt's container log. */
+    setLogTail(runId: string, n: number, text: string): void {
+      logTail.run({ runId, n, text });
     },
     forRun(runId: string): AttemptRow[] {
       return forRun.all(runId) as AttemptRow[];

@@ -1,4 +1,5 @@
 // The store: berth.db opened, migrated and locked, with one repository per table.
+import { randomBytes } from 'node:crypto';
 import { StoreWriteError } from '../errors.js';
 import { openDatabase, type OpenOptions } from './database.js';
 import { createAttemptsRepo } from './attempts.js';
@@ -17,6 +18,8 @@ export function openStore(options: OpenOptions) {
   const { db } = opened;
   const repos = { runs: createRunsRepo(db), attempts: createAttemptsRepo(db), events: createEventsRepo(db), webhookEvents: createWebhookEventsRepo(db) };
   const probe = db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
+  const keepKey = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`);
+  const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
   return {
     storeId: opened.storeId,
     /** Store ids whose labelled instances this store destroys (stores it replaced, see --replace-store). */
@@ -56,6 +59,14 @@ export function openStore(options: OpenOptions) {
       for (let n = -1; n !== 0; runs += n) n = db.transaction(() => repos.runs.purgeEnded(before)).immediate();
       const events = db.transaction(() => repos.events.purgeBefore(before)).immediate();
       return { runs, events };
+    },
+    /**
+     * A random 32-byte key kept in berth.db under `name`, made on first use. It lives with the runs
+     * it signs for, so it survives restarts (and comes back with a restored backup).
+     */
+    secretKey(name: string): Buffer {
+      keepKey.run(`key:${name}`, randomBytes(32).toString('hex'));
+      return Buffer.from((readKey.get(`key:${name}`) as { value: string }).value, 'hex');
     },
     /** True when the store takes a write again (after a StoreWriteError). */
     canWrite(): boolean {

@@ -118,4 +118,16 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX webhook_events_at ON webhook_events(received_at);
   `,
+  // Version 5 (issue #12): how an attempt became ready and where SSH answered, and its container's
+  // last log lines when it failed.
+  `
+  -- When the run took the instance as ready, and how: 'ssh' (a banner), 'status' or 'callback'.
+  ALTER TABLE attempts ADD COLUMN ready_at INTEGER;
+  ALTER TABLE attempts ADD COLUMN ready_via TEXT;
+  -- JSON [{kind: 'proxy'|'direct', host, port}]: the endpoints that answered with a banner (via
+  -- 'ssh'), else the ones the list showed.
+  ALTER TABLE attempts ADD COLUMN ssh_endpoints TEXT;
+  -- The last lines of the container's log (at most 4 KB, secrets removed), fetched when it failed.
+  ALTER TABLE attempts ADD COLUMN log_tail TEXT;
+  `,
 ];

@@ -17,6 +17,12 @@ export const RunStateSchema = z.enum(RUN_STATES);
 export const RunErrorSchema = z.object({ kind: z.enum(RUN_ERROR_KINDS), message: z.string() });
 
 /** The instance a live run holds now. */
+/** An SSH endpoint: `proxy` is the service's proxy (ssh_host:ssh_port), `direct` the host's own address and mapped port. */
+export const SshEndpointSchema = z.object({ kind: z.enum(['proxy', 'direct']), host: z.string(), port: z.number().int() });
+
+/** How and when the instance was found ready; `after_running_s`: from the list first showing it running (the SSH wait). */
+export const ReadySchema = z.object({ via: z.enum(['ssh', 'status', 'callback']), at: isoTime, after_running_s: z.number().nullable() });
+
 export const RunInstanceSchema = z.object({
   id: z.number().int(),
   offer_id: z.number().int(),
@@ -26,6 +32,9 @@ export const RunInstanceSchema = z.object({
   actual_status: z.string().nullable(),
   /** Billed $/h, disk included: the offer's until the instance is listed, then the list's own. */
   dph_total: z.number().nullable(),
+  /** Where to connect: the SSH endpoints that answered (both when both did); empty until ready. */
+  ssh: z.array(SshEndpointSchema),
+  ready: ReadySchema.nullable(),
 });
 
 /** One offer tried. `outcome` is null while the attempt goes on. */
@@ -38,6 +47,8 @@ export const RunAttemptSchema = z.object({
   started_at: isoTime,
   ended_at: isoTime.nullable(),
   detail: z.string().nullable(),
+  /** A failed attempt's last container log lines (≤ 4 KB, secrets removed); null when none were fetched. */
+  logs: z.string().nullable(),
 });
 
 /** The run object: never an API key, an instance key or an env value. */

@@ -88,6 +88,8 @@ describe(`chaos (seed ${SEED})`, () => {
         catalog: { size: 800 },
         lifecycle: { provision_s: 5, boot_s: { min: 20, max: 60 }, fail_after_s: 20, lost_after_s: { min: 150, max: 400 } },
         profile_rates: { exited: 0.08, unknown: 0.05, offline: 0.05, stuck_loading: 0.05, oci_failed: 0.03, lost_after_running: 0.06 },
+        // Real SSH banners: runs are ready once SSH answers (ready_when "ssh").
+        ssh_listeners: { enabled: true },
         faults: { error_5xx_rate: 0.03, drop_rate: 0.02, ambiguous_create_rate: 0.05, offer_taken_rate: 0.05 },
         // Tight enough to bite when many runs move at once and after each restart.
         rate_limits: {

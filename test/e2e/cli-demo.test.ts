@@ -30,6 +30,10 @@ describe('berth demo', () => {
     expect(r.stdout).toMatch(/attempt 1 on offer \d+ \(machine \d+\): exited/);
     expect(r.stdout).toMatch(/Fail-over: attempt 1 on offer \d+ ended exited/);
     expect(r.stdout).toMatch(/is running after .*: ssh -p \d+ root@\S+/);
+    // Readiness: the instance runs by the list first, and the run is running once SSH answers.
+    expect(r.stdout).toMatch(/booting .* running {2}waiting for SSH/);
+    expect(r.stdout).toMatch(/attempt 2: SSH reachable after \d+\.\d s at 127\.0\.0\.1:\d+ \(proxy\), 127\.0\.0\.1:\d+ \(direct\)/);
+    expect(r.stdout).toMatch(/Last log lines of attempt 1 \(instance \d+, exited\):\n.*\n {2}\| Container C\.\d+ exited with code 1/);
     expect(r.stdout).toMatch(/^\s+1\s+\d+\s+\d+\s+\d+\s+exited\s/m);
     expect(r.stdout).toMatch(/^\s+2\s+\d+\s+\d+\s+\d+\s+running\s/m);
     expect(r.stdout).toContain('nothing left billing');

@@ -22,10 +22,10 @@ afterEach(async () => {
   sim = daemon = home = undefined;
 });
 
-async function setup(simOverrides = {}) {
+async function setup(simOverrides = {}, configOverrides = {}) {
   sim = await startSimulator({ seed: 11, config: { ...FAST_SIM, ...simOverrides } });
   home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
-  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG };
+  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...configOverrides } };
   daemon = await spawnDaemon(s);
   return { restart: async () => (daemon = await spawnDaemon(s)) };
 }
@@ -138,6 +138,42 @@ describe('crash recovery (real daemon process, SIGKILL)', () => {
     await restart();
     const again = await daemon!.waitFor(runId, isRunning);
     expect(again.attempts).toHaveLength(1);
+    await cancelAndExpectNothingBilling(runId);
+  });
+
+  it('SIGKILL while re-bidding an outbid instance: the restarted daemon raises the bid again and runs on it, nothing else billing', async () => {
+    // A raised bid gets 2 s to win before it is raised again: time to kill the daemon in between.
+    const { restart } = await setup({}, { runs: { ...FAST_CONFIG.runs, rebid_wait_s: 2 } });
+    const spec = jobSpec({
+      search: { type: 'bid', filters: { num_gpus: { eq: 1 }, direct_port_count: { gte: 1 } }, order: [['dph_total', 'asc']], limit: 16 },
+      bid_price: 'min',
+      bid_step_pct: 25,
+      on_outbid: 'rebid',
+      max_price_per_hour: 1,
+    });
+    const runId = await submit(spec);
+    const running = await daemon!.waitFor(runId, isRunning);
+    const id = running.instance!.id;
+    const first = sim!.history().find((h) => h.id === id)!;
+    const firstBid = first.compute_dph;
+    // The market rises 40 %: one step of 25 % is not enough, the second (1.25² = 1.56) wins.
+    expect(sim!.raiseMinBid(first.machine_id, 40).outbid).toEqual([id]);
+    await daemon!.waitFor(runId, (r) => r.state === 'rebidding', 10_000);
+    await new Promise((r) => setTimeout(r, 300)); // the first raise has gone out
+    await daemon!.kill9();
+    expect(sim!.instances().find((i) => i.id === id)?.actual_status).toBe('stopped');
+    await restart();
+    const again = await daemon!.waitFor(runId, (r) => isRunning(r) && r.instance!.ready!.at > running.instance!.ready!.at, 20_000);
+    expect(again.instance!.id).toBe(id);
+    expect(again.attempts.map((a) => a.outcome)).toEqual(['running']);
+    const bids = sim!.history().find((h) => h.id === id)!.compute_dph_changes.map((c) => c.dph);
+    // Raised twice (25 % each), once before the kill and once by the restarted daemon.
+    expect(bids).toHaveLength(3);
+    expect(bids[1]).toBeCloseTo(firstBid * 1.25, 2);
+    expect(bids[1]).toBeLessThan(firstBid * 1.4);
+    expect(bids[2]).toBeGreaterThan(firstBid * 1.4);
+    expect(sim!.history().filter((h) => h.label?.includes(runId))).toHaveLength(1);
+    expect(sim!.ledger().billing_now).toEqual([id]);
     await cancelAndExpectNothingBilling(runId);
   });
 

@@ -8,6 +8,11 @@ import { RATE_GROUPS, type Config } from '../../src/config/schema.js';
 import { startDaemon, type RunningDaemon } from '../../src/daemon/daemon.js';
 import { silentLogger, type Logger } from '../../src/logger.js';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { request } from 'undici';
+import type { Offer } from '../../src/client/types.js';
+import { loadConfig } from '../../src/config/load.js';
+import { buildSearchQuery, usableOffers } from '../../src/job-spec/search-query.js';
+import { parseJobSpec, resolveJobSpec } from '../../src/job-spec/validate.js';
 import { controlApi, type ControlApi } from './control-api.js';
 
 /** Berth settings that make the whole workflow take seconds against a fast simulator. */
@@ -31,6 +36,8 @@ export const FAST_SIM: SimConfigInput = {
   tick_ms: 10,
   lifecycle: { provision_s: 5, boot_s: { min: 20, max: 40 }, fail_after_s: 20, lost_after_s: { min: 100, max: 200 } },
   rate_limits: { enabled: false },
+  // Real SSH banners on loopback: berth's runs are ready only once SSH answers (ready_when "ssh").
+  ssh_listeners: { enabled: true },
 };
 
 export interface World extends ControlApi {
@@ -91,4 +98,21 @@ export function jobSpec(changes: Record<string, unknown> = {}): Record<string, u
     relax: [],
     ...changes,
   };
+}
+
+/** The offers the daemon will try for `spec`, in order: the search's usable offers, one per machine. */
+export async function offersInTryOrder(w: Pick<World, 'sim'>, spec: Record<string, unknown>): Promise<Offer[]> {
+  const resolved = resolveJobSpec(parseJobSpec(spec), loadConfig({}, {}).config.runs);
+  const res = await request(`${w.sim.url}/api/v0/bundles/`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${w.sim.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(buildSearchQuery(resolved, 0, { offerIds: [], machineIds: [] })),
+  });
+  const { offers } = (await res.body.json()) as { offers: Offer[] };
+  const seen = new Set<number>();
+  return usableOffers(offers, resolved, { offerIds: [], machineIds: [] }).filter((o) => {
+    if (seen.has(o.machine_id)) return false;
+    seen.add(o.machine_id);
+    return true;
+  });
 }

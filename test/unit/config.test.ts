@@ -24,13 +24,23 @@ describe('config', () => {
   it('sets every rate limit as the service enforces it: no bursts, >= 100 ms of headroom under each documented minimum interval', () => {
     const { config } = loadConfig({}, {});
     // x-rate-limit of each endpoint's yaml (search: 10 per minute, i.e. one per 6 s at most).
-    const documentedMinIntervalMs = { search: 6000, create: 1000 / 4.5, list: 1000, show: 500, change: 1000, destroy: 1000 / 3, other: 1000 };
+    const documentedMinIntervalMs = { search: 6000, create: 1000 / 4.5, list: 1000, show: 500, change: 1000, bid: 1000 / 5.5, destroy: 1000 / 3, other: 1000 };
     for (const [group, minMs] of Object.entries(documentedMinIntervalMs)) {
       const g = config.rate_limits[group as keyof typeof documentedMinIntervalMs];
       expect({ group, burst: g.burst }).toEqual({ group, burst: 1 });
       expect(1000 / g.per_s - minMs).toBeGreaterThanOrEqual(100);
     }
     expect(config.rate_limits.create.penalty_s).toBe(12);
+  });
+
+  it('waits 180 s for SSH by default, and takes a callback address only as http(s)', () => {
+    const { config } = loadConfig({}, {});
+    expect(config.readiness).toEqual({ ssh_timeout_s: 180, callback_listen: '127.0.0.1:7778' });
+    expect(() => loadConfig({ overrides: { readiness: { ssh_timeout_s: 0 } } }, {})).toThrow(/readiness\.ssh_timeout_s/);
+    expect(() => loadConfig({ overrides: { readiness: { callback_url: 'ftp://example.com/x' } } }, {})).toThrow(/readiness\.callback_url/);
+    expect(() => loadConfig({ overrides: { readiness: { callback_listen: '0.0.0.0:70000' } } }, {})).toThrow(/readiness\.callback_listen/);
+    const tunnel = loadConfig({ overrides: { readiness: { callback_url: 'https://b.example/ready', callback_listen: '0.0.0.0:7778' } } }, {});
+    expect(tunnel.config.readiness).toMatchObject({ callback_url: 'https://b.example/ready', callback_listen: '0.0.0.0:7778' });
   });
 
   it('overlays a partial user file, then the environment, then flags', () => {

@@ -1,6 +1,7 @@
 // What `berth demo` runs against: a fast, fault-free simulator and a daemon tuned to match it, in
 // a throwaway BERTH_HOME. Only the offer the daemon will try first is made to fail, so that the
-// demo always shows one fail-over and then a healthy instance.
+// demo always shows one fail-over and then a healthy instance; the offers after it answer SSH a
+// moment after they report running, so that the demo shows berth waiting for SSH.
 import { readFileSync } from 'node:fs';
 import { createMarketClient } from '../../client/marketplace-client.js';
 import type { Offer } from '../../client/types.js';
@@ -23,7 +24,12 @@ export const DEMO_SIM_CONFIG: SimConfigInput = {
   lifecycle: { provision_s: 2, boot_s: { min: 20, max: 40 }, fail_after_s: 20 },
   // The daemon polls twice a second; the service's own limits would only slow the demo down.
   rate_limits: { groups: { search: { per_s: 2, burst: 10 }, list_v0: { per_s: 10 }, list_v1: { per_s: 10 }, show: { per_s: 10 } } },
+  // Real SSH banners on loopback; an `ssh_late` instance answers 40 sim s (1 s) after it runs.
+  ssh_listeners: { enabled: true, late_s: 40 },
 };
+
+/** How many of the daemon's next choices after the doomed one answer SSH late (it tries them in order). */
+export const DEMO_LATE_SSH_OFFERS = 5;
 
 /** The daemon's side: fast polling and limits that stay under the simulator's. */
 export const DEMO_DAEMON_OVERRIDES: DeepPartial<Config> = {
@@ -57,18 +63,18 @@ export function demoEnv(home: string, sim: { url: string; apiKey: string }): Nod
 }
 
 /**
- * The offer the daemon will try first: the same search, with the same config, that its first
- * attempt makes (relax level 0, nothing blocked), and the first usable result.
+ * The offers the daemon will try first, in order: the same search, with the same config, that its
+ * first attempt makes (relax level 0, nothing blocked), and its usable results.
  */
-export async function firstChoice(env: NodeJS.ProcessEnv): Promise<Offer> {
+export async function firstChoices(env: NodeJS.ProcessEnv): Promise<Offer[]> {
   const { config, env: resolved } = loadConfig({ overrides: DEMO_DAEMON_OVERRIDES }, env);
   const spec = resolveJobSpec(parseJobSpecText(readFileSync(DEMO_JOB_FILE, 'utf8')), config.runs);
   const nothing = { offerIds: [], machineIds: [] };
   const client = createMarketClient({ baseUrl: config.service.base_url, apiKey: resolved.apiKey!, config });
   try {
-    const [first] = usableOffers(await client.searchOffers(buildSearchQuery(spec, 0, nothing)), spec, nothing);
-    if (!first) throw new BerthError('not_found', 'The simulated catalog has no offer that matches the demo job.');
-    return first;
+    const offers = usableOffers(await client.searchOffers(buildSearchQuery(spec, 0, nothing)), spec, nothing);
+    if (offers.length === 0) throw new BerthError('not_found', 'The simulated catalog has no offer that matches the demo job.');
+    return offers;
   } finally {
     await client.close();
   }

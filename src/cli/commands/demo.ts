@@ -15,18 +15,19 @@ import { ControlClient } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import type { Io } from '../io.js';
-import { formatDuration, runDetail, sshCommand } from '../render.js';
+import { formatDuration, readyText, runDetail, sshCommand } from '../render.js';
 import { isEndState, isSettled } from '../../wire/run-states.js';
 import type { Run } from '../../wire/control-api.js';
 import { abortOnSignals } from '../signals.js';
 import {
   DEMO_DAEMON_OVERRIDES,
   DEMO_JOB_FILE,
+  DEMO_LATE_SSH_OFFERS,
   DEMO_SEED,
   DEMO_SIM_CONFIG,
   DEMO_TIME_SCALE,
   demoEnv,
-  firstChoice,
+  firstChoices,
   readDemoJob,
 } from './demo-setup.js';
 
@@ -48,14 +49,16 @@ export async function demoCommand(io: Io): Promise<number> {
     sim = await startSimulator({ seed: DEMO_SEED, timeScale: DEMO_TIME_SCALE, config: DEMO_SIM_CONFIG });
     const env = demoEnv(home, sim);
     const job = readDemoJob();
-    const doomed = await firstChoice(env);
-    sim.setOfferProfile(doomed.id, 'exited');
+    const [doomed, ...next] = await firstChoices(env);
+    sim.setOfferProfile(doomed!.id, 'exited');
+    for (const o of next.slice(0, DEMO_LATE_SSH_OFFERS)) sim.setOfferProfile(o.id, 'ssh_late');
     daemon = await startDaemon({ env, listen: '127.0.0.1:0', overrides: DEMO_DAEMON_OVERRIDES, logger: silentLogger() });
 
     io.out(`  simulator  ${sim.url} (${DEMO_TIME_SCALE}x time, no random faults)`);
     io.out(`  daemon     ${daemon.url} (BERTH_HOME ${home})`);
     io.out(`  job        ${relative(process.cwd(), DEMO_JOB_FILE)} (${job.name}, at most $${job.maxPrice.toFixed(2)}/h)`);
-    io.out(`  fault      offer ${doomed.id} (${doomed.gpu_name}, machine ${doomed.machine_id}), the daemon's first choice, will exit while booting`);
+    io.out(`  fault      offer ${doomed!.id} (${doomed!.gpu_name}, machine ${doomed!.machine_id}), the daemon's first choice, will exit while booting`);
+    io.out(`  ssh        the offers after it start sshd about 1 s after they report running: berth waits for a banner`);
     io.out('');
 
     const client = new ControlClient({ url: daemon.url, token: daemon.token });
@@ -67,10 +70,11 @@ export async function demoCommand(io: Io): Promise<number> {
     }
     io.out('');
     io.out(`Run ${running.id} is running after ${formatDuration(Date.now() - Date.parse(running.created_at))}: ${sshCommand(running.instance) ?? 'no SSH address'}`);
+    io.out(readinessSummary(running));
     io.out('');
     runDetail(running, Date.now()).forEach((l) => io.out(l));
     io.out('');
-    io.out(failoverSummary(running, doomed.id));
+    io.out(failoverSummary(running, doomed!.id));
 
     io.out('');
     io.out(`Cancelling run ${running.id}.`);
@@ -107,6 +111,14 @@ function failoverSummary(run: Run, doomedOfferId: number): string {
     return `Fail-over: attempt 1 on offer ${doomedOfferId} ended exited; berth destroyed it, blocked its machine and moved on to attempt ${run.attempt}, now running.`;
   }
   return `Note: the daemon did not start with offer ${doomedOfferId} as expected, so this run shows no fail-over.`;
+}
+
+/** One sentence on readiness: the instance counted as running only once its SSH answered. */
+function readinessSummary(run: Run): string {
+  const ready = run.instance?.ready;
+  if (ready?.via !== 'ssh') return `Readiness: ${ready ? readyText(ready) : 'not recorded'}.`;
+  const where = (run.instance?.ssh ?? []).map((e) => `${e.host}:${e.port} (${e.kind})`).join(' and ');
+  return `Readiness: the service listed the instance running; berth waited for SSH and counted it running only once ${where} answered with a banner, ${ready.after_running_s?.toFixed(1) ?? '?'} s later.`;
 }
 
 async function checkNothingBilling(sim: RunningSimulator): Promise<void> {

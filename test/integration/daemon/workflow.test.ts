@@ -8,30 +8,13 @@ import type { Run as RunView } from '../../../src/wire/control-api.js';
 import { buildSearchQuery, usableOffers } from '../../../src/job-spec/search-query.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import type { Offer } from '../../../src/client/types.js';
-import { jobSpec, startWorld, type World } from '../../helpers/world.js';
+import { jobSpec, offersInTryOrder, startWorld, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
 afterEach(async () => {
   await world?.close();
   world = undefined;
 });
-
-/** The offers the daemon will try, in order: the search's usable offers, one per machine. */
-async function offersInTryOrder(w: World, spec: Record<string, unknown>): Promise<Offer[]> {
-  const resolved = resolveJobSpec(parseJobSpec(spec), loadConfig({}, {}).config.runs);
-  const res = await request(`${w.sim.url}/api/v0/bundles/`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${w.sim.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify(buildSearchQuery(resolved, 0, { offerIds: [], machineIds: [] })),
-  });
-  const { offers } = (await res.body.json()) as { offers: Offer[] };
-  const seen = new Set<number>();
-  return usableOffers(offers, resolved, { offerIds: [], machineIds: [] }).filter((o) => {
-    if (seen.has(o.machine_id)) return false;
-    seen.add(o.machine_id);
-    return true;
-  });
-}
 
 async function submit(w: World, spec: Record<string, unknown>): Promise<RunView> {
   const res = await w.api<RunView>('POST', '/v1/runs', spec);

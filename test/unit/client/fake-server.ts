@@ -2,7 +2,7 @@
 // request it received (so tests can count what reached the "service").
 import http, { type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Config } from '../../../src/config/schema.js';
+import { RATE_GROUPS, type Config } from '../../../src/config/schema.js';
 
 export interface FakeRequest {
   method: string;
@@ -69,7 +69,7 @@ export function testConfig(overrides: {
   service?: Partial<Config['service']>;
 } = {}): Pick<Config, 'service' | 'rate_limits' | 'retry'> {
   const group = { per_s: 1000, burst: 100 };
-  const groups = ['search', 'create', 'list', 'show', 'change', 'destroy', 'other'] as const;
+  const groups = RATE_GROUPS;
   return {
     service: { base_url: 'http://127.0.0.1', timeout_s: 2, connect_timeout_s: 1, ...overrides.service },
     rate_limits: Object.fromEntries(groups.map((g) => [g, { ...group, ...overrides.rate?.[g] }])) as Config['rate_limits'],

@@ -39,6 +39,7 @@ const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_pe
   outage_backoff_s: 1,
   gone_offers_per_search: 4,
   machine_quarantine_s: 0,
+  rebid_wait_s: 30,
   relax: [],
 });
 

@@ -12,6 +12,8 @@ import {
   type CreateOutput,
   type DestroyInput,
   type DestroyOutput,
+  type ProbeInput,
+  type ProbeOutput,
   type SearchInput,
   type SearchOutput,
   type SleepInput,
@@ -62,6 +64,8 @@ function machine(failures: { value: number }): ProvidedRunMachine {
         if (failures.value-- > 0) throw new BerthError('server_error', 'The marketplace failed on DELETE (500)');
         return { requestedAt: Date.now() };
       }),
+      // SSH answers at once on every endpoint the list shows.
+      probeSsh: fromPromise<ProbeOutput, ProbeInput>(async ({ input }) => ({ reachable: input.endpoints })),
       // Backoffs pass at once; the run's deadline and boot timeout never come.
       sleepUntil: fromPromise<void, SleepInput>(({ input }) => (input.until - Date.now() > 60_000 ? new Promise<void>(() => undefined) : turn())),
     },

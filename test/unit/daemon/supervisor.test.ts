@@ -33,7 +33,7 @@ beforeEach(() => {
     });
   const client = { searchOffers: search } as unknown as MarketClient;
   const lists = { findLabel: async () => null };
-  supervisor = new Supervisor({ store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger() });
+  supervisor = new Supervisor({ store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger(), apiKey: 'test-key' });
 });
 afterEach(() => {
   supervisor.stop();

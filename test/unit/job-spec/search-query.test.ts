@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { Offer } from '../../../src/client/types.js';
 import type { Config } from '../../../src/config/schema.js';
-import { billedPricePerHour, buildSearchQuery, describeRelaxStep, relaxStepCount, usableOffers } from '../../../src/job-spec/search-query.js';
+import { billedPriceFor, billedPricePerHour, buildSearchQuery, describeRelaxStep, relaxStepCount, usableOffers } from '../../../src/job-spec/search-query.js';
 import { parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
 
 const runs: Config['runs'] = {
@@ -13,6 +13,7 @@ const runs: Config['runs'] = {
   outage_backoff_s: 30,
   machine_quarantine_s: 900,
   gone_offers_per_search: 3,
+  rebid_wait_s: 30,
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };
@@ -192,5 +193,17 @@ describe('usableOffers', () => {
       runs,
     );
     expect(usableOffers([o], bid, none)).toEqual([]);
+  });
+
+  it('for bid_price "min", the billed price is the offer\'s min_bid plus the disk; an offer without one is not tried', () => {
+    const spec = resolveJobSpec(
+      parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.2, disk_gb: 100, search: { type: 'bid' }, bid_price: 'min' }),
+      runs,
+    );
+    const cheap = { ...offer(1, 10, 0.5, 1), dph_base: 0.4, storage_cost: 0.36, min_bid: 0.1 };
+    const dear = { ...offer(2, 20, 0.5, 1), dph_base: 0.4, storage_cost: 0.36, min_bid: 0.16 };
+    const silent = { ...offer(3, 30, 0.5, 1), dph_base: 0.4, storage_cost: 0.36 };
+    expect(billedPriceFor(cheap, spec)).toBeCloseTo(0.1 + 0.05, 6);
+    expect(usableOffers([cheap, dear, silent], spec, none).map((o) => o.id)).toEqual([1]);
   });
 });

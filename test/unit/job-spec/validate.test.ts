@@ -115,6 +115,29 @@ describe('parseJobSpec', () => {
     expect(parseJobSpec({ ...minimal, search: { type: 'bid' }, bid_price: 0.3 }).bid_price).toBe(0.3);
   });
 
+  it('takes "min" as a bid, with a step and an outbid policy, for bid searches only', () => {
+    const bid = { ...minimal, search: { type: 'bid' } };
+    const spec = parseJobSpec({ ...bid, bid_price: 'min', bid_step_pct: 25, on_outbid: 'on_demand' });
+    expect(spec).toMatchObject({ bid_price: 'min', bid_step_pct: 25, on_outbid: 'on_demand' });
+    expect(issuesOf({ ...bid, bid_price: 'max', bid_step_pct: 0, on_outbid: 'wait' })).toEqual([
+      { path: '$.bid_price', message: 'expected a number ($/h) or "min", got string' },
+      { path: '$.bid_step_pct', message: 'must be greater than 0' },
+      { path: '$.on_outbid', message: 'expected one of "rebid", "failover", "on_demand", got "wait"' },
+    ]);
+    expect(issuesOf({ ...minimal, bid_step_pct: 10, on_outbid: 'rebid' })).toEqual([
+      { path: '$.bid_step_pct', message: 'only applies when search.type is "bid"' },
+      { path: '$.on_outbid', message: 'only applies when search.type is "bid"' },
+    ]);
+  });
+
+  it('is ready by SSH unless ready_when says "status"', () => {
+    expect(parseJobSpec(minimal).ready_when).toBe('ssh');
+    expect(parseJobSpec({ ...minimal, ready_when: 'status' }).ready_when).toBe('status');
+    expect(issuesOf({ ...minimal, ready_when: 'ping' })).toEqual([
+      { path: '$.ready_when', message: 'expected one of "ssh", "status", got "ping"' },
+    ]);
+  });
+
   it('checks the bid rule even when other fields are wrong', () => {
     expect(issuesOf({ ...minimal, disk_gb: -1, search: { type: 'bid' } }).map((i) => i.path)).toEqual([
       '$.disk_gb',
@@ -212,8 +235,8 @@ describe('jobSpecJsonSchema', () => {
     };
     expect(Object.keys(schema.properties).sort()).toEqual(
       [
-        'bid_price', 'boot_timeout_s', 'budget_usd', 'deadline_s', 'disk_gb', 'env', 'image', 'max_attempts',
-        'max_price_per_hour', 'max_runtime_s', 'name', 'onstart', 'relax', 'search',
+        'bid_price', 'bid_step_pct', 'boot_timeout_s', 'budget_usd', 'deadline_s', 'disk_gb', 'env', 'image', 'max_attempts',
+        'max_price_per_hour', 'max_runtime_s', 'name', 'on_outbid', 'onstart', 'ready_when', 'relax', 'search',
       ].sort(),
     );
     expect(schema.required.sort()).toEqual(['image', 'max_price_per_hour', 'name']);

@@ -80,7 +80,8 @@ describe('run machine: failed attempts fail over to the next offer', () => {
     await poll(actor, status(100, 'loading'));
     await poll(actor, bad);
     expect(stateOf(actor)).toBe('destroying');
-    expect(world.destroys).toEqual([{ runId: 'r1', n: 1, instanceId: 100 }]);
+    // The destroy says why, so that a failed attempt's logs are asked for before it.
+    expect(world.destroys).toEqual([{ runId: 'r1', n: 1, instanceId: 100, outcome }]);
     // A list taken after the destroy no longer shows it: the attempt ends and the next offer is tried.
     await confirmGone(actor);
     expect(stateOf(actor)).toBe('booting');
@@ -366,7 +367,7 @@ describe('run machine: cancel from every state', () => {
     expect(stateOf(actor)).toBe('destroying');
     await confirmGone(actor);
     expect(stateOf(actor)).toBe('cancelled');
-    expect(world.destroys).toEqual([{ runId: 'r1', n: 1, instanceId: 100 }]);
+    expect(world.destroys).toEqual([{ runId: 'r1', n: 1, instanceId: 100, outcome: 'cancelled' }]);
     expect(emitted.at(-1)).toEqual({ type: 'run.cancelled' });
   });
 

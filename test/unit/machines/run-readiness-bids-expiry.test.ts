@@ -79,6 +79,19 @@ describe('readiness by SSH', () => {
     expect(actor.getSnapshot().context.current?.offerId).toBe(2);
   });
 
+  it('ends the SSH wait at the boot deadline when the boot timeout is the shorter (unreachable, not boot_timeout)', async () => {
+    const world = new FakeWorld();
+    world.probeAnswer = 'never';
+    const { actor, emitted } = await admitted(world, { readyWhen: 'ssh', sshTimeoutS: 180, bootTimeoutS: 40 });
+    await tick(10_000);
+    await poll(actor, status(100, 'running'));
+    await tick(29_000);
+    expect(stateOf(actor)).toBe('booting');
+    await tick(1_000);
+    expect(stateOf(actor)).toBe('destroying');
+    expect(emitted.find((e) => e.type === 'attempt.ending')).toMatchObject({ outcome: 'unreachable' });
+  });
+
   it('is ready by status alone when ready_when is "status" (no probe)', async () => {
     const world = new FakeWorld();
     const { actor, emitted } = await admitted(world, { readyWhen: 'status' });
@@ -130,6 +143,9 @@ describe('interruptible runs that are outbid', () => {
     await poll(actor, status(100, 'running'));
     await poll(actor, outbid(100));
     expect(world.bids.map((b) => b.price)).toEqual([0.3]);
+    // Still outbid, its record showing the new bid: it waits, it does not count as a failure.
+    await poll(actor, { ...outbid(100), dph_total: 0.35 });
+    expect(stateOf(actor)).toBe('rebidding');
     await tick(BID.rebidWaitS * 1000);
     expect(world.bids.map((b) => b.price)).toEqual([0.3, 0.4]);
     expect(stateOf(actor)).toBe('rebidding');

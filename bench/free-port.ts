@@ -1,0 +1,14 @@
+// A loopback port nothing listens on right now, for the readiness callback listener, whose address
+// (and so its port) the daemon's config must name before it starts.
+import { createServer } from 'node:net';
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
