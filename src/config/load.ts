@@ -27,6 +27,8 @@ export interface Environment {
   home: string;
   /** BERTH_API_KEY, or the content of BERTH_API_KEY_FILE / service.api_key_file. */
   apiKey: string | undefined;
+  /** The value of every variable a `notify[].secret_env` names (secrets: never logged). */
+  notifySecrets: Record<string, string>;
 }
 
 export interface LoadedConfig {
@@ -108,7 +110,21 @@ export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEn
   const fromEnv = processEnv.BERTH_API_KEY?.trim();
   const fromFile = !fromEnv && keyFile ? readKeyFile(keyFile) : '';
   const apiKey = fromEnv ? checkApiKey(fromEnv, 'BERTH_API_KEY') : fromFile ? checkApiKey(fromFile, keyFile!) : undefined;
-  return { config, env: { home: berthHome(processEnv), apiKey } };
+  return { config, env: { home: berthHome(processEnv), apiKey, notifySecrets: notifySecrets(config, processEnv) } };
+}
+
+/** A signing key that is named but not set would send unsigned notifications: refused at start. */
+function notifySecrets(config: Config, processEnv: NodeJS.ProcessEnv): Record<string, string> {
+  const secrets: Record<string, string> = {};
+  config.notify.forEach((target, i) => {
+    if (target.secret_env === undefined) return;
+    const value = processEnv[target.secret_env];
+    if (!value) {
+      throw new ConfigError(`Invalid configuration: notify.${i}.secret_env: the environment variable ${target.secret_env} is not set (it holds the notification signing key).`, `notify.${i}.secret_env`);
+    }
+    secrets[target.secret_env] = value;
+  });
+  return secrets;
 }
 
 /**

@@ -26,6 +26,7 @@ import type { InstanceLists, PollSubscriber } from './poller.js';
 import { Reconciler } from './reconciler.js';
 import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
+import type { RunHooks } from './run-hooks.js';
 
 export interface SupervisorDeps {
   store: Store;
@@ -34,6 +35,8 @@ export interface SupervisorDeps {
   lists: InstanceLists;
   config: Config;
   log: Logger;
+  /** Notifications and metrics, handed to every run's driver. */
+  hooks?: RunHooks;
 }
 
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
@@ -263,6 +266,7 @@ export class Supervisor implements PollSubscriber {
       quarantine: this.quarantine,
       config: this.deps.config,
       log: this.deps.log,
+      ...(this.deps.hooks ? { hooks: this.deps.hooks } : {}),
       onEnded: (runId) => {
         this.drivers.delete(runId);
         this.queued.delete(runId); // a queued run can be cancelled before it is admitted

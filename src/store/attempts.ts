@@ -10,6 +10,14 @@
 // destroy was confirmed (null while it may still bill). Spend and runtime are computed from these.
 import type { Db } from './database.js';
 
+/**
+ * What an attempt's instance has cost, USD, as SQL over an attempts row: its billed $/h times the
+ * time it has existed, from when its create was sent to its confirmed destroy (or `@now` while it
+ * may still bill). NULL for an attempt that made no instance. The money guard (issue #11) and the
+ * spend counter of /metrics count alike.
+ */
+export const ATTEMPT_SPEND_SQL = `COALESCE(dph_total, 0) * MAX(0, COALESCE(destroy_confirmed_at, @now) - instance_created_at) / 3600000.0`;
+
 export type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
 
 export interface AttemptRow {
@@ -93,6 +101,12 @@ export function createAttemptsRepo(db: Db) {
   // Any number of runs in one statement: their ids as one JSON array parameter.
   const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, n`);
   const latest = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n DESC LIMIT 1`);
+  const spend = db.prepare(`SELECT COALESCE(SUM(${ATTEMPT_SPEND_SQL}), 0) AS usd FROM attempts`);
+  // Made and not yet confirmed gone: each may be billing now.
+  const live = db.prepare(
+    `SELECT count(*) AS n, COALESCE(SUM(dph_total), 0) AS usdPerHour FROM attempts
+     WHERE instance_id IS NOT NULL AND instance_created_at IS NOT NULL AND destroy_confirmed_at IS NULL`,
+  );
 
   const begin = db.transaction((a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
     const before = get.get(a.runId, a.n) as AttemptRow | undefined;
@@ -148,6 +162,14 @@ export function createAttemptsRepo(db: Db) {
     },
     latest(runId: string): AttemptRow | undefined {
       return latest.get(runId) as AttemptRow | undefined;
+    },
+    /** What every attempt in the table has cost up to `now`, USD (see ATTEMPT_SPEND_SQL). */
+    spendUsd(now: number): number {
+      return (spend.get({ now }) as { usd: number }).usd;
+    },
+    /** Instances made and not confirmed gone, and their summed billed $/h. */
+    liveInstances(): { n: number; usdPerHour: number } {
+      return live.get() as { n: number; usdPerHour: number };
     },
   };
 }
