@@ -26,8 +26,6 @@ import type { RunState } from '../wire/run-states.js';
 
 /** The first wait after a failed POST; it doubles per failure up to `max_delay_s`. */
 const FIRST_RETRY_MS = 1000;
-/** A claimed POST is due again this long after its timeout, should the daemon die meanwhile. */
-const CLAIM_MARGIN_MS = 5000;
 
 export type DeliveryResult = 'delivered' | 'failed' | 'dead';
 
@@ -198,7 +196,8 @@ export class Notifier {
 
   private send(t: Target, row: OutboxRow, now: number): void {
     const { settings } = this.options;
-    if (!this.options.store.outbox.claim(row.seq, now + settings.timeout_s * 1000 + CLAIM_MARGIN_MS)) return;
+    // Should the daemon die meanwhile, the POST is due again once twice its timeout has passed.
+    if (!this.options.store.outbox.claim(row.seq, now + 2 * settings.timeout_s * 1000)) return;
     t.inFlight++;
     const p = this.post(t, row, row.attempts + 1)
       .then(
