@@ -229,14 +229,14 @@ function notifyRows(r: ScaleResult): BenchRow[] {
     {
       metric: 'notifications with every run running',
       value: `${int(n.runRunning)} run.running received (the last ${ms(n.lastRunningAfterMs)} after the last run was running)`,
-      target: `${int(r.reachedRunning)}`,
-      met: n.runRunning === r.reachedRunning,
+      target: `one per run that reached running (${int(r.reachedRunning)})`,
+      met: n.runRunning >= r.reachedRunning,
       note: 'one notify target (every event, signed, format json) on a receiver in the bench process that answers 204 at once; the memory, CPU and restart rows above are with it on',
     },
     {
       metric: 'notifications in all',
       value: `${int(n.unique)} notifications in ${int(n.posts)} POSTs; outbox at the end: ${int(n.outbox.delivered)} delivered, ${int(n.outbox.pending)} pending, ${int(n.outbox.dead)} dead`,
-      note: `run.running for the ${int(r.runs)} runs, run.cancelled for the ${int(r.submissions.count)} queued runs cancelled (their burst goes out while the daemon restarts on the full store); POSTs beyond the notifications are repeats of ones cut short by a restart`,
+      note: `run.running for the ${int(r.runs)} runs, run.cancelled for the ${int(r.submissions.count)} queued runs cancelled: that burst was all delivered ${dec(n.cancelledDrainMs / 1000)} s after the last cancel, through the daemon's three restarts on the full store, before the steady-polling windows; POSTs beyond the notifications are repeats of ones cut short by a restart`,
     },
   ];
 }

@@ -44,6 +44,8 @@ export interface NotifyFigures {
   /** run.running notifications received once every run was running, and how long after that the last arrived. */
   runRunning: number;
   lastRunningAfterMs: number;
+  /** From the end of the cancels of the queued runs until their notifications were all delivered (three restarts in between). */
+  cancelledDrainMs: number;
   /** The outbox at the end: every state. */
   outbox: { pending: number; delivered: number; dead: number };
 }
@@ -238,6 +240,7 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
       const res = await d.api('POST', `/v1/runs/${id}/cancel`);
       if (res.status !== 202) throw new Error(`cancel answered ${res.status}`);
     });
+    const cancelsDoneAt = Date.now();
     await d.stop();
     daemon = undefined;
 
@@ -253,6 +256,12 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
       }
     }
     const health = (await daemon!.api<{ live_runs: number }>('GET', '/healthz')).body;
+    // The burst of run.cancelled notifications goes out first, so that steady polling is measured alone.
+    let cancelledDrainMs = 0;
+    if (rx) {
+      for (const end = Date.now() + 300_000; (await outboxCounts(daemon!)).pending > 0 && Date.now() < end; ) await sleep(200);
+      cancelledDrainMs = Date.now() - cancelsDoneAt;
+    }
     await sleep(2000); // past the startup work
     const steadyDefault = await steadyWindow(daemon!, sim, 10, plan.steadyDefaultS);
     const peakMbAfterRestart = memoryMb(daemon!.pid).peak;
@@ -266,6 +275,7 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
           unique: rx.ids.size,
           runRunning,
           lastRunningAfterMs,
+          cancelledDrainMs,
           outbox: await outboxCounts(daemon),
         }
       : undefined;

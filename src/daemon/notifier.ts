@@ -6,10 +6,12 @@
 // `notifications.max_concurrent` in flight per target, each cut off after `timeout_s`. A receiver
 // that is slow or down therefore delays nothing but its own notifications.
 //
-// A delivery (src/store/outbox.ts): pending → POST (claimed: not due again before its timeout has
-// passed, so a POST cut short by a crash goes again after the restart) → delivered on a 2xx, else
+// A delivery (src/store/outbox.ts): pending → POST (claimed: not due again before twice its timeout
+// has passed, so a POST cut short by a crash goes again after the restart) → delivered on a 2xx, else
 // pending again after a jittered backoff (1 s doubling, at most `max_delay_s`), until
 // `retry_for_s` (24 h) after it was made: then dead. At least once: receivers dedupe by `id`.
+// Claims and outcomes are written a batch per turn of the event loop, so a burst of notifications
+// costs a few commits (each waits for the disk), not two per POST.
 //
 // Each POST carries `Berth-Signature: t=<unix s>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>` when
 // the target names a `secret_env`. Neither the secret nor a target URL's path (often a secret of
@@ -19,7 +21,7 @@ import { Agent } from 'undici';
 import type { Clock, Timer } from '../clock.js';
 import type { Config, NotifyTargetConfig } from '../config/schema.js';
 import type { Logger } from '../logger.js';
-import type { OutboxRow, Store } from '../store/index.js';
+import type { DeliveryOutcome, OutboxRow, Store } from '../store/index.js';
 import type { NotificationBody } from '../wire/control-api.js';
 import { NOTIFY_EVENTS, type NotifyEvent } from '../wire/notify-events.js';
 import type { RunState } from '../wire/run-states.js';
@@ -87,6 +89,9 @@ export class Notifier {
   private readonly inFlight = new Set<Promise<void>>();
   private timer: Timer | undefined;
   private timerAt = Number.POSITIVE_INFINITY;
+  /** Outcomes of POSTs not yet written, and the turn that writes them. */
+  private readonly outcomes: Array<{ t: Target; result: DeliveryResult; outcome: DeliveryOutcome }> = [];
+  private recordSoon: NodeJS.Immediate | undefined;
   private stopped = false;
   private started = false;
 
@@ -155,6 +160,9 @@ export class Notifier {
     this.timer = undefined;
     this.abort.abort();
     await Promise.allSettled([...this.inFlight]);
+    // What finished before the stop is kept; what was cut short stays pending.
+    if (this.recordSoon) clearImmediate(this.recordSoon);
+    this.record();
     await this.agent.destroy().catch(() => undefined);
   }
 
@@ -180,9 +188,15 @@ export class Notifier {
     const { store, clock, settings, log } = this.options;
     const now = clock.now();
     try {
+      const due: Array<{ t: Target; row: OutboxRow }> = [];
       for (const t of this.targets) {
         const room = settings.max_concurrent - t.inFlight;
-        if (room > 0) for (const row of store.outbox.due(t.url.href, now, room)) this.send(t, row, now);
+        if (room > 0) for (const row of store.outbox.due(t.url.href, now, room)) due.push({ t, row });
+      }
+      if (due.length > 0) {
+        // Should the daemon die meanwhile, these POSTs are due again once twice their timeout has passed.
+        const claimed = new Set(store.outbox.claim(due.map((d) => d.row.seq), now + 2 * settings.timeout_s * 1000));
+        for (const { t, row } of due) if (claimed.has(row.seq)) this.send(t, row);
       }
       const open = this.targets.filter((t) => t.inFlight < settings.max_concurrent).map((t) => t.url.href);
       const next = open.length > 0 ? store.outbox.nextDueAt(open) : null;
@@ -194,21 +208,14 @@ export class Notifier {
     }
   }
 
-  private send(t: Target, row: OutboxRow, now: number): void {
-    const { settings } = this.options;
-    // Should the daemon die meanwhile, the POST is due again once twice its timeout has passed.
-    if (!this.options.store.outbox.claim(row.seq, now + 2 * settings.timeout_s * 1000)) return;
+  private send(t: Target, row: OutboxRow): void {
     t.inFlight++;
     const p = this.post(t, row, row.attempts + 1)
       .then(
         () => this.settled(t, row, null),
         (err: unknown) => this.settled(t, row, err),
       )
-      .finally(() => {
-        t.inFlight--;
-        this.inFlight.delete(p);
-        if (!this.stopped) this.armAt(this.options.clock.now());
-      });
+      .finally(() => this.inFlight.delete(p));
     this.inFlight.add(p);
   }
 
@@ -246,38 +253,48 @@ export class Notifier {
     }
   }
 
+  /** What became of one POST: recorded with the others of this turn in one transaction. */
   private settled(t: Target, row: OutboxRow, err: unknown): void {
     if (this.stopped) return; // abandoned: still pending, claimed until its timeout has passed
-    const { store, clock, settings, log, onResult } = this.options;
+    const { clock, settings, log } = this.options;
     const now = clock.now();
     const where = { target: t.index, origin: t.origin, notification: row.id, type: row.type, runId: row.run_id };
-    try {
-      if (err === null) {
-        store.outbox.delivered(row.seq, now);
-        onResult?.('delivered');
-        if (t.failing) log.info(where, `notify target ${t.index} (${t.origin}) takes notifications again`);
-        t.failing = false;
-        return;
-      }
+    if (err === null) {
+      this.outcomes.push({ t, result: 'delivered', outcome: { seq: row.seq, kind: 'delivered', at: now } });
+      if (t.failing) log.info(where, `notify target ${t.index} (${t.origin}) takes notifications again`);
+      t.failing = false;
+    } else {
       const why = failureOf(err);
       const attempts = row.attempts + 1;
       const deadline = row.created_at + settings.retry_for_s * 1000;
       if (now >= deadline) {
-        store.outbox.dead(row.seq, now, why);
-        onResult?.('dead');
+        this.outcomes.push({ t, result: 'dead', outcome: { seq: row.seq, kind: 'dead', at: now, error: why } });
         log.warn({ ...where, attempts, error: why }, `notification ${row.id} is dead: ${attempts} POSTs to target ${t.index} (${t.origin}) failed over ${settings.retry_for_s} s (last: ${why})`);
-        return;
+      } else {
+        const backoff = Math.min(settings.max_delay_s * 1000, FIRST_RETRY_MS * 2 ** Math.min(attempts - 1, 30));
+        const nextAt = Math.min(now + backoff * (0.5 + (this.options.random ?? Math.random)() / 2), deadline);
+        this.outcomes.push({ t, result: 'failed', outcome: { seq: row.seq, kind: 'failed', nextAt, error: why } });
+        if (!t.failing) log.warn({ ...where, error: why }, `notify target ${t.index} (${t.origin}) fails (${why}); its notifications are retried with backoff`);
+        else log.debug({ ...where, attempts, error: why }, 'notification POST failed; retrying');
+        t.failing = true;
       }
-      const backoff = Math.min(settings.max_delay_s * 1000, FIRST_RETRY_MS * 2 ** Math.min(attempts - 1, 30));
-      const next = Math.min(now + backoff * (0.5 + (this.options.random ?? Math.random)() / 2), deadline);
-      store.outbox.failed(row.seq, next, why);
-      onResult?.('failed');
-      if (!t.failing) log.warn({ ...where, error: why }, `notify target ${t.index} (${t.origin}) fails (${why}); its notifications are retried with backoff`);
-      else log.debug({ ...where, attempts, error: why }, 'notification POST failed; retrying');
-      t.failing = true;
-    } catch (writeErr) {
-      // Not recorded: the claim runs out and the POST goes again (at least once).
-      log.warn({ ...where, err: { message: (writeErr as Error).message } }, 'cannot record a notification POST; it will be sent again');
     }
+    this.recordSoon ??= setImmediate(() => this.record());
+  }
+
+  /** Writes the outcomes of this turn's POSTs in one transaction, frees their slots and sends on. */
+  private record(): void {
+    this.recordSoon = undefined;
+    const batch = this.outcomes.splice(0);
+    if (batch.length === 0) return;
+    try {
+      this.options.store.outbox.settle(batch.map((b) => b.outcome));
+      for (const b of batch) this.options.onResult?.(b.result);
+    } catch (err) {
+      // Not recorded: the claims run out and these POSTs go again (at least once).
+      this.options.log.warn({ err: { message: (err as Error).message }, notifications: batch.length }, 'cannot record notification POSTs; they will be sent again');
+    }
+    for (const b of batch) b.t.inFlight--;
+    if (!this.stopped) this.armAt(this.options.clock.now());
   }
 }

@@ -96,5 +96,5 @@ export type Store = ReturnType<typeof openStore>;
 export type { RunRow, RunState } from './runs.js';
 export type { AttemptRow } from './attempts.js';
 export type { EventRow } from './events.js';
-export type { OutboxRow } from './outbox.js';
+export type { DeliveryOutcome, OutboxRow } from './outbox.js';
 export { isEndState } from './runs.js';

@@ -36,6 +36,12 @@ export interface NewDelivery {
   at: number;
 }
 
+/** What became of one POST. */
+export type DeliveryOutcome =
+  | { seq: number; kind: 'delivered'; at: number }
+  | { seq: number; kind: 'failed'; nextAt: number; error: string }
+  | { seq: number; kind: 'dead'; at: number; error: string };
+
 export function createOutboxRepo(db: Db) {
   const insert = db.prepare(
     `INSERT INTO outbox (id, type, run_id, log_id, target, target_url, body, created_at, next_at)
@@ -58,6 +64,17 @@ export function createOutboxRepo(db: Db) {
   const counts = db.prepare(`SELECT state, count(*) AS n FROM outbox GROUP BY state`);
   const finishedBefore = db.prepare(`DELETE FROM outbox WHERE state <> 'pending' AND finished_at < ?`);
 
+  // A burst of a thousand notifications is a handful of commits, not two thousand (each commit
+  // waits for the disk: synchronous=FULL).
+  const claimAll = db.transaction((seqs: readonly number[], retryAt: number) => seqs.filter((seq) => claim.run(retryAt, seq).changes === 1));
+  const settleAll = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
+    for (const o of outcomes) {
+      if (o.kind === 'delivered') delivered.run(o.at, o.seq);
+      else if (o.kind === 'failed') failed.run(o.nextAt, o.error, o.seq);
+      else dead.run(o.at, o.error, o.seq);
+    }
+  });
+
   return {
     /** Call inside the transaction that stores the event. */
     add(d: NewDelivery): void {
@@ -71,18 +88,16 @@ export function createOutboxRepo(db: Db) {
     nextDueAt(urls: readonly string[]): number | null {
       return (nextDue.get(JSON.stringify(urls)) as { at: number | null }).at;
     },
-    /** A POST goes now: counted, and not due again before `retryAt` (should the daemon die meanwhile). */
-    claim(seq: number, retryAt: number): boolean {
-      return claim.run(retryAt, seq).changes === 1;
+    /**
+     * These POSTs go now: each is counted, and not due again before `retryAt` (should the daemon
+     * die meanwhile). Returns the seqs claimed (those still pending), in one transaction.
+     */
+    claim(seqs: readonly number[], retryAt: number): number[] {
+      return claimAll.immediate(seqs, retryAt);
     },
-    delivered(seq: number, at: number): void {
-      delivered.run(at, seq);
-    },
-    failed(seq: number, nextAt: number, error: string): void {
-      failed.run(nextAt, error, seq);
-    },
-    dead(seq: number, at: number, error: string): void {
-      dead.run(at, error, seq);
+    /** Records what became of POSTs, in one transaction. */
+    settle(outcomes: readonly DeliveryOutcome[]): void {
+      settleAll.immediate(outcomes);
     },
     /** Pending deliveries to a URL no longer configured are dead; returns how many. */
     orphaned(configured: readonly string[], at: number): number {
