@@ -1,11 +1,13 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,cli]`: runs each benchmark section, prints it
-// as an aligned table (metric | value | target | met, then the notes), and writes the whole report
-// to bench/results/latest.md and latest.json, with how it was run (Node, CPU, cores, flags).
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,cli] [-- --notify]`: runs each
+// benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
+// and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
+// CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone; `--notify` turns a notification
+// target on in it (a receiver in the bench process) and writes latest-notify.md/json instead.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { packagePath } from '../src/package-path.js';
-import { runBerthBench } from './berth.js';
+import { runBerthBench, runScaleBench } from './berth.js';
 import { runCliBench } from './cli.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
@@ -14,25 +16,31 @@ import { runSimBench } from './sim.js';
 import type { BenchRow, BenchSection } from './types.js';
 
 const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli'] as const;
+/** Parts run only when named in --only. */
+const EXTRA_PARTS = ['scale'] as const;
+type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
 type Part = (typeof PARTS)[number];
 
 interface Options {
   quick: boolean;
-  only: Part[];
+  only: AnyPart[];
+  notify: boolean;
 }
 
 function parseArgs(argv: string[]): Options {
-  const opts: Options = { quick: false, only: [...PARTS] };
+  const opts: Options = { quick: false, only: [...PARTS], notify: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--quick') opts.quick = true;
+    else if (arg === '--notify') opts.notify = true;
     else if (arg === '--only' || arg.startsWith('--only=')) {
       const list = arg.includes('=') ? arg.slice('--only='.length) : (argv[++i] ?? '');
       const names = list.split(',').map((s) => s.trim()).filter(Boolean);
-      const bad = names.filter((n) => !(PARTS as readonly string[]).includes(n));
-      if (bad.length || names.length === 0) throw new Error(`--only takes a comma-separated list of ${PARTS.join(', ')}; got "${list}"`);
-      opts.only = names as Part[];
-    } else throw new Error(`unknown argument ${arg}; usage: bench [--quick] [--only ${PARTS.join(',')}]`);
+      const all: readonly string[] = [...PARTS, ...EXTRA_PARTS];
+      const bad = names.filter((n) => !all.includes(n));
+      if (bad.length || names.length === 0) throw new Error(`--only takes a comma-separated list of ${all.join(', ')}; got "${list}"`);
+      opts.only = names as AnyPart[];
+    } else throw new Error(`unknown argument ${arg}; usage: bench [--quick] [--only ${[...PARTS, ...EXTRA_PARTS].join(',')}] [--notify]`);
   }
   return opts;
 }
@@ -41,7 +49,7 @@ function environment(opts: Options, startedAt: Date) {
   const cpu = cpus();
   return {
     date: startedAt.toISOString(),
-    command: `node dist/bench/main.js${opts.quick ? ' --quick' : ''}${opts.only.length < PARTS.length ? ` --only ${opts.only.join(',')}` : ''}`,
+    command: `node dist/bench/main.js${opts.quick ? ' --quick' : ''}${opts.only.join(',') !== PARTS.join(',') ? ` --only ${opts.only.join(',')}` : ''}${opts.notify ? ' --notify' : ''}`,
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
     cpu: cpu[0]?.model ?? 'unknown',
@@ -52,7 +60,7 @@ function environment(opts: Options, startedAt: Date) {
 }
 
 /** A section that throws still shows up, as one failed row, so that the other sections are kept. */
-async function runPart(part: Part, opts: Options): Promise<BenchSection[]> {
+async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
   try {
     switch (part) {
       case 'sim':
@@ -62,7 +70,9 @@ async function runPart(part: Part, opts: Options): Promise<BenchSection[]> {
       case 'poller':
         return [await runPollerBench({ quick: opts.quick })];
       case 'berth':
-        return await runBerthBench({ quick: opts.quick });
+        return await runBerthBench({ quick: opts.quick, notify: opts.notify });
+      case 'scale':
+        return await runScaleBench({ quick: opts.quick, notify: opts.notify });
       case 'readiness':
         return [await runReadinessBench({ quick: opts.quick })];
       case 'cli':
@@ -118,10 +128,11 @@ async function main(): Promise<number> {
   const seconds = (Date.now() - startedAt.getTime()) / 1000;
   const dir = packagePath('bench', 'results');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'latest.json'), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
-  writeFileSync(join(dir, 'latest.md'), markdown(env, sections, seconds));
+  const name = opts.notify ? 'latest-notify' : 'latest';
+  writeFileSync(join(dir, `${name}.json`), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
+  writeFileSync(join(dir, `${name}.md`), markdown(env, sections, seconds));
   const targets = sections.flatMap((s) => s.rows).filter((r) => r.met !== undefined);
-  console.log(`${targets.filter((r) => r.met).length} of ${targets.length} targets met; ${seconds.toFixed(0)} s; written to ${join(dir, 'latest.md')} and latest.json`);
+  console.log(`${targets.filter((r) => r.met).length} of ${targets.length} targets met; ${seconds.toFixed(0)} s; written to ${join(dir, `${name}.md`)} and ${name}.json`);
   return sections.some((s) => s.rows.some((r) => r.metric === 'section failed')) ? 1 : 0;
 }
 

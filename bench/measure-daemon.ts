@@ -31,6 +31,7 @@ export async function spawnDaemon(
   config: DeepPartial<Config>,
   timeoutMs = 60_000,
   nodeArgs: string[] = [],
+  env: Record<string, string> = {},
 ): Promise<DaemonHandle> {
   const configFile = join(home, 'config.json');
   writeFileSync(configFile, JSON.stringify(config));
@@ -38,7 +39,7 @@ export async function spawnDaemon(
   const logFd = openSync(join(home, 'daemon.log'), 'a');
   const started = performance.now();
   const proc = spawn(process.execPath, [...nodeArgs, packagePath('bin', 'berth.js'), 'daemon', '--config', configFile], {
-    env: { ...process.env, BERTH_HOME: home, BERTH_API_URL: simUrl, BERTH_API_KEY: apiKey },
+    env: { ...process.env, ...env, BERTH_HOME: home, BERTH_API_URL: simUrl, BERTH_API_KEY: apiKey },
     stdio: ['ignore', logFd, logFd],
   });
   closeSync(logFd);

@@ -10,6 +10,8 @@
 // The simulator's rate limits are off here (and berth's search and create raised while the runs
 // start): 1,000 creates at the service's 4.5/s would take minutes; the point is the daemon's cost.
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -31,6 +33,21 @@ export interface ScalePlan {
   steadyDefaultS: number;
   restarts: number;
   seed: number;
+  /** A notify target on (a receiver in this process, signed POSTs, every event). */
+  notify?: boolean;
+}
+
+export interface NotifyFigures {
+  /** POSTs the receiver got, and distinct notification ids among them. */
+  posts: number;
+  unique: number;
+  /** run.running notifications received once every run was running, and how long after that the last arrived. */
+  runRunning: number;
+  lastRunningAfterMs: number;
+  /** From the end of the cancels of the queued runs until their notifications were all delivered (three restarts in between). */
+  cancelledDrainMs: number;
+  /** The outbox at the end: every state. */
+  outbox: { pending: number; delivered: number; dead: number };
 }
 
 export interface Steady {
@@ -59,7 +76,34 @@ export interface ScaleResult {
   startCpuS: number;
   submissions: { count: number; batchRates: number[] };
   restart: { storeRuns: number; liveRuns: number; readyMs: number[] };
+  notify?: NotifyFigures;
 }
+
+/** A receiver that answers every POST 204 at once, counting them. */
+async function notifyReceiver(): Promise<{ server: Server; url: string; posts: () => number; ids: Set<string>; running: () => number; lastAt: () => number }> {
+  const ids = new Set<string>();
+  let posts = 0;
+  let running = 0;
+  let lastAt = 0;
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      posts++;
+      const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { id: string; type: string };
+      if (!ids.has(body.id) && body.type === 'run.running') {
+        running++;
+        lastAt = Date.now();
+      }
+      ids.add(body.id);
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/berth-hook`, posts: () => posts, ids, running: () => running, lastAt: () => lastAt };
+}
+
+const NOTIFY_SECRET_ENV = 'BERTH_BENCH_NOTIFY_KEY';
 
 /**
  * Daemon settings. `fast`: search and create raised to 50/s so that N runs start in seconds (the
@@ -67,12 +111,13 @@ export interface ScaleResult {
  * the limiter's refill timer ticks faster for a faster group and would be charged to steady polling.
  * `maxActive` = the N runs: later submissions queue behind them instead of reaching the simulator.
  */
-function scaleConfig(pollS: number, maxActive: number, fast: boolean): DeepPartial<Config> {
+function scaleConfig(pollS: number, maxActive: number, fast: boolean, notifyUrl?: string): DeepPartial<Config> {
   const raised = { per_s: 50, burst: 50 };
   return {
     daemon: { listen: '127.0.0.1:0', max_active_runs: maxActive },
     polling: { interval_s: pollS },
     ...(fast ? { rate_limits: { search: raised, create: raised } } : {}),
+    ...(notifyUrl ? { notify: [{ url: notifyUrl, secret_env: NOTIFY_SECRET_ENV, format: 'json' as const }] } : {}),
   };
 }
 
@@ -164,14 +209,23 @@ export async function startWithV8Defaults(plan: ScalePlan): Promise<{ peakMb: nu
 export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
   const sim = await scaleSimulator(plan.seed);
   const home = mkdtempSync(join(tmpdir(), 'berth-bench-scale-'));
+  const rx = plan.notify ? await notifyReceiver() : undefined;
+  const env: Record<string, string> = rx ? { [NOTIFY_SECRET_ENV]: 'bench-signing-key' } : {};
+  const config = (pollS: number, fast: boolean) => scaleConfig(pollS, plan.runs, fast, rx?.url);
   let daemon: DaemonHandle | undefined;
   try {
-    daemon = await spawnDaemon(home, sim.url, sim.apiKey, scaleConfig(plan.pollS, plan.runs, true));
+    daemon = await spawnDaemon(home, sim.url, sim.apiKey, config(plan.pollS, true), 60_000, [], env);
     const d = daemon;
 
     // 1. N runs until all are running.
     const { ids, running, rampMs } = await startRuns(d, plan.runs);
+    const allRunningAt = Date.now();
     await sleep(plan.pollS * 1000); // let the last transitions settle
+    if (rx) {
+      for (const end = Date.now() + 60_000; rx.running() < running && Date.now() < end; ) await sleep(100);
+    }
+    const runRunning = rx?.running() ?? 0;
+    const lastRunningAfterMs = rx ? Math.max(0, rx.lastAt() - allRunningAt) : 0;
     const startCpuS = cpuSeconds(d.pid);
     const detectionMs = await detection(d, sim, ids);
     const peakMb = memoryMb(d.pid).peak;
@@ -186,6 +240,7 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
       const res = await d.api('POST', `/v1/runs/${id}/cancel`);
       if (res.status !== 202) throw new Error(`cancel answered ${res.status}`);
     });
+    const cancelsDoneAt = Date.now();
     await d.stop();
     daemon = undefined;
 
@@ -193,7 +248,7 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
     // steady polling; then one more at the benchmark's poll interval for steady polling at that rate.
     const readyMs: number[] = [];
     for (let i = 0; i < plan.restarts; i++) {
-      daemon = await spawnDaemon(home, sim.url, sim.apiKey, scaleConfig(10, plan.runs, false));
+      daemon = await spawnDaemon(home, sim.url, sim.apiKey, config(10, false), 60_000, [], env);
       readyMs.push(daemon.readyMs);
       if (i < plan.restarts - 1) {
         await daemon.stop();
@@ -201,14 +256,31 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
       }
     }
     const health = (await daemon!.api<{ live_runs: number }>('GET', '/healthz')).body;
+    // The burst of run.cancelled notifications goes out first, so that steady polling is measured alone.
+    let cancelledDrainMs = 0;
+    if (rx) {
+      for (const end = Date.now() + 300_000; (await outboxCounts(daemon!)).pending > 0 && Date.now() < end; ) await sleep(200);
+      cancelledDrainMs = Date.now() - cancelsDoneAt;
+    }
     await sleep(2000); // past the startup work
     const steadyDefault = await steadyWindow(daemon!, sim, 10, plan.steadyDefaultS);
     const peakMbAfterRestart = memoryMb(daemon!.pid).peak;
     await daemon!.stop();
-    daemon = await spawnDaemon(home, sim.url, sim.apiKey, scaleConfig(plan.pollS, plan.runs, false));
+    daemon = await spawnDaemon(home, sim.url, sim.apiKey, config(plan.pollS, false), 60_000, [], env);
     await sleep(2000);
     const steady = await steadyWindow(daemon, sim, plan.pollS, plan.steadyS);
+    const notify: NotifyFigures | undefined = rx
+      ? {
+          posts: rx.posts(),
+          unique: rx.ids.size,
+          runRunning,
+          lastRunningAfterMs,
+          cancelledDrainMs,
+          outbox: await outboxCounts(daemon),
+        }
+      : undefined;
     return {
+      ...(notify ? { notify } : {}),
       runs: plan.runs,
       reachedRunning: running,
       rampMs,
@@ -227,7 +299,18 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
   } finally {
     await daemon?.stop();
     await sim.close();
+    if (rx) await new Promise((r) => rx.server.close(r));
     rmSync(home, { recursive: true, force: true });
+  }
+}
+
+async function outboxCounts(d: DaemonHandle): Promise<NotifyFigures['outbox']> {
+  const counts = { pending: 0, delivered: 0, dead: 0 };
+  for (let before: number | undefined; ; ) {
+    const page = (await d.api<Array<{ seq: number; state: keyof typeof counts }>>('GET', `/v1/notifications?limit=10000${before === undefined ? '' : `&before=${before}`}`)).body;
+    if (page.length === 0) return counts;
+    for (const n of page) counts[n.state]++;
+    before = page.at(-1)!.seq;
   }
 }
 

@@ -1,5 +1,5 @@
 // Resolves files shipped with the package (config/, examples/) from both src/ (tests) and dist/src/.
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -19,4 +19,11 @@ export function packageRoot(): string {
 
 export function packagePath(...parts: string[]): string {
   return join(packageRoot(), ...parts);
+}
+
+let version: string | undefined;
+
+/** berth's version, from package.json. */
+export function packageVersion(): string {
+  return (version ??= (JSON.parse(readFileSync(packagePath('package.json'), 'utf8')) as { version: string }).version);
 }

@@ -14,8 +14,8 @@ import { join } from 'node:path';
 import { berthHome } from '../config/home.js';
 import { proofMatches, readControlToken } from '../daemon/control-token.js';
 import { BerthError, type SpecIssue } from '../errors.js';
-import type { CostsReport } from '../daemon/costs.js';
-import type { Run, RunEvent } from '../wire/control-api.js';
+import type { CostsReport, Notification, Run, RunEvent, StreamEvent } from '../wire/control-api.js';
+import { SseParser } from './sse.js';
 
 const START_HINT = 'start it with `berth daemon`';
 
@@ -157,6 +157,60 @@ export class ControlClient {
 
   cancel(id: string): Promise<Run> {
     return this.call<Run>('POST', `/v1/runs/${encodeURIComponent(id)}/cancel`);
+  }
+
+  /** One page of notification deliveries, newest first (`before`: the last seq of the previous page). */
+  notifications(query: { before?: number; state?: string } = {}): Promise<Notification[]> {
+    const params = new URLSearchParams();
+    if (query.before !== undefined) params.set('before', String(query.before));
+    if (query.state !== undefined) params.set('state', query.state);
+    const q = params.toString();
+    return this.call<Notification[]>('GET', `/v1/notifications${q ? `?${q}` : ''}`);
+  }
+
+  /**
+   * Follows GET /v1/events/stream for one run, from after `afterId` (from its first event without
+   * one): each event goes to `onEvent` as it is stored. Resolves 'end' once the daemon said the run
+   * has ended and sent its last event, 'closed' when the stream stopped short (a daemon stopping:
+   * reconnect with the last id), 'aborted' when `signal` fired.
+   */
+  async streamEvents(id: string, afterId: number | undefined, onEvent: (e: StreamEvent) => void, signal: AbortSignal): Promise<'end' | 'closed' | 'aborted'> {
+    await this.verify();
+    const url = new URL(`/v1/events/stream?run=${encodeURIComponent(id)}`, this.address.url);
+    const headers: Record<string, string> = { authorization: `Bearer ${this.address.token}`, accept: 'text/event-stream' };
+    if (afterId !== undefined) headers['last-event-id'] = String(afterId);
+    return new Promise((resolve, reject) => {
+      let ended = false;
+      const parser = new SseParser((m) => {
+        if (m.event === 'end') ended = true;
+        else if (m.event === 'message') onEvent(JSON.parse(m.data) as StreamEvent);
+      });
+      const req = request(url, { method: 'GET', headers, signal }, (res) => {
+        if (res.statusCode !== 200) {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => reject(toControlError(res.statusCode ?? 0, parseJson(Buffer.concat(chunks).toString('utf8')))));
+          return;
+        }
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          try {
+            parser.push(chunk);
+          } catch (err) {
+            req.destroy(err as Error);
+          }
+        });
+        res.on('end', () => resolve(ended ? 'end' : 'closed'));
+        res.on('error', () => resolve(signal.aborted ? 'aborted' : 'closed'));
+        res.on('aborted', () => resolve(signal.aborted ? 'aborted' : 'closed'));
+      });
+      req.on('error', (err) => {
+        if (signal.aborted) return resolve('aborted');
+        const why = (err as NodeJS.ErrnoException).code ?? err.message;
+        reject(new BerthError('daemon_unreachable', `The berth daemon at ${this.address.url} is not reachable (${why}): ${START_HINT}.`, { cause: err }));
+      });
+      req.end();
+    });
   }
 
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {

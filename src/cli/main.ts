@@ -85,6 +85,13 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .action(run(async (runId: string, opts: { wait?: boolean }) => (await import('./commands/cancel.js')).cancelCommand(runId, opts, io, env)));
 
   program
+    .command('notifications')
+    .description('outbound notification deliveries (config notify): pending, delivered, dead')
+    .option('--json', 'print every delivery as JSON, newest first')
+    .addOption(new Option('--state <state>', 'only deliveries in this state').choices(['pending', 'delivered', 'dead']))
+    .action(run(async (opts: { json?: boolean; state?: string }) => (await import('./commands/notifications.js')).notificationsCommand(opts, io, env)));
+
+  program
     .command('resume')
     .description('let a run held after a restored backup go on (it rents again if it needs to)')
     .argument('<run>', 'run id')

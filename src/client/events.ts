@@ -27,6 +27,8 @@ export type ClientEvent =
   | { type: 'retry'; op: ClientOperation; group: RateGroup; attempt: number; code: ErrorCode; status?: number; message: string }
   /** A 429 paused the group. */
   | { type: 'rate_limited'; op: ClientOperation; group: RateGroup; pauseMs: number; threshold?: number; consecutive: number }
+  /** One HTTP exchange ended: its status, or null when no answer came (network, timeout, abort). */
+  | { type: 'response'; op: ClientOperation; group: RateGroup; status: number | null; ms: number }
   /** A paused group takes calls again. */
   | { type: 'resumed'; group: RateGroup }
   /** A create's outcome is unknown: the caller must look for its label before anything else. */

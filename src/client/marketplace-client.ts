@@ -202,9 +202,19 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     try {
       res = await limiter.schedule(
         spec.group,
-        () => {
+        async () => {
           inFlight = true;
-          return http.send(spec.method, spec.path, spec.body, spec.signal);
+          // Time on the wire only (the wait for a token is the limiter's), for /metrics.
+          const t0 = performance.now();
+          const answer = (status: number | null) => emit({ type: 'response', op: spec.op, group: spec.group, status, ms: performance.now() - t0 });
+          try {
+            const got = await http.send(spec.method, spec.path, spec.body, spec.signal);
+            answer(got.status);
+            return got;
+          } catch (err) {
+            answer(null);
+            throw err;
+          }
         },
         spec.signal,
       );

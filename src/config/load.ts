@@ -29,6 +29,8 @@ export interface Environment {
   apiKey: string | undefined;
   /** BERTH_WEBHOOK_SECRET, or the content of BERTH_WEBHOOK_SECRET_FILE / webhooks.secret_file: the service's webhook signing secret. */
   webhookSecret?: string | undefined;
+  /** The value of every variable a `notify[].secret_env` names (secrets: never logged). */
+  notifySecrets: Record<string, string>;
 }
 
 export interface LoadedConfig {
@@ -110,7 +112,10 @@ export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEn
   const fromEnv = processEnv.BERTH_API_KEY?.trim();
   const fromFile = !fromEnv && keyFile ? readKeyFile(keyFile) : '';
   const apiKey = fromEnv ? checkApiKey(fromEnv, 'BERTH_API_KEY') : fromFile ? checkApiKey(fromFile, keyFile!) : undefined;
-  return { config, env: { home: berthHome(processEnv), apiKey, webhookSecret: webhookSecret(config, processEnv) } };
+  return {
+    config,
+    env: { home: berthHome(processEnv), apiKey, webhookSecret: webhookSecret(config, processEnv), notifySecrets: notifySecrets(config, processEnv) },
+  };
 }
 
 /**
@@ -135,6 +140,20 @@ function webhookSecret(config: Config, processEnv: NodeJS.ProcessEnv): string | 
     );
   }
   return secret;
+}
+
+/** A signing key that is named but not set would send unsigned notifications: refused at start. */
+function notifySecrets(config: Config, processEnv: NodeJS.ProcessEnv): Record<string, string> {
+  const secrets: Record<string, string> = {};
+  config.notify.forEach((target, i) => {
+    if (target.secret_env === undefined) return;
+    const value = processEnv[target.secret_env];
+    if (!value) {
+      throw new ConfigError(`Invalid configuration: notify.${i}.secret_env: the environment variable ${target.secret_env} is not set (it holds the notification signing key).`, `notify.${i}.secret_env`);
+    }
+    secrets[target.secret_env] = value;
+  });
+  return secrets;
 }
 
 /**

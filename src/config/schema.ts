@@ -1,6 +1,7 @@
 // The configuration's schema: every field with its unit and default (defaults live in
 // config/default.json; this schema checks whatever the merge produced).
 import { z } from 'zod';
+import { NOTIFY_EVENTS } from '../wire/notify-events.js';
 
 // Every duration has a documented maximum. Timers past setTimeout's limit (2^31-1 ms, 24.8 days)
 // fire at once, and a deadline past the Date range is not a time at all, so each bound is far
@@ -48,6 +49,23 @@ export type RateGroupConfig = z.infer<typeof rateGroupSchema>;
 
 export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'other'] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
+
+/** One receiver of run notifications (README: Notifications). */
+export const notifyTargetSchema = z.strictObject({
+  /** Where the notifications are POSTed, http:// or https://. */
+  url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' }),
+  /** The run events sent there (default every one). */
+  events: z.array(z.enum(NOTIFY_EVENTS)).min(1).optional(),
+  /** The environment variable holding the HMAC-SHA256 key of the Berth-Signature header (none: unsigned). */
+  secret_env: z
+    .string()
+    .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be the name of an environment variable')
+    .optional(),
+  /** `json` (berth's body, default) or `slack` (a Slack-compatible `{text}` body). */
+  format: z.enum(['json', 'slack']).default('json'),
+});
+
+export type NotifyTargetConfig = z.infer<typeof notifyTargetSchema>;
 
 export const configSchema = z.strictObject({
   service: z.strictObject({
@@ -172,6 +190,18 @@ export const configSchema = z.strictObject({
      * for a BERTH_HOME that was lost with its store.json (default none).
      */
     sweep_store_ids: z.array(z.string().regex(/^[0-9a-f]{8}$/, 'a store id is 8 hex digits')).default([]),
+  }),
+  /** Receivers of run notifications (default none). */
+  notify: z.array(notifyTargetSchema).default([]),
+  notifications: z.strictObject({
+    /** Time one POST may take before it counts as failed, seconds (default 10, at most 300). */
+    timeout_s: positiveSeconds(5 * MINUTE),
+    /** How long a notification is retried, with backoff, before it is dead, seconds (default 86400: 24 h; at most 30 days). */
+    retry_for_s: positiveSeconds(30 * DAY),
+    /** Longest wait between two tries, seconds (default 3600, at most 86400). */
+    max_delay_s: positiveSeconds(DAY),
+    /** POSTs in flight at once per target (default 4). */
+    max_concurrent: z.number().int().positive().max(64),
   }),
 });
 

@@ -14,7 +14,7 @@ import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { BerthError, SpecError, StoreWriteError } from '../errors.js';
-import { hasBody, isJsonContent, sendJson } from '../http/body.js';
+import { hasBody, isJsonContent, sendJson, sendText } from '../http/body.js';
 import { BadPathError, Router } from '../http/router.js';
 import type { Logger } from '../logger.js';
 import { controlRoutes, HttpProblem, type Answer, type ControlApiDeps, type ControlRoute } from './control-routes.js';
@@ -55,7 +55,7 @@ export function createControlApi(deps: ControlApiDeps): Server {
   const { tokens, log } = deps;
   const router = new Router<ControlRoute>(controlRoutes(deps));
 
-  async function handle(req: IncomingMessage): Promise<Answer> {
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<Answer> {
     const host = checkOrigin(req);
     let url: URL;
     try {
@@ -83,13 +83,17 @@ export function createControlApi(deps: ControlApiDeps): Server {
       const allow = match.allow.join(', ');
       throw new HttpProblem(405, 'method_not_allowed', `${method} is not allowed on ${url.pathname} (allowed: ${allow}).`, {}, { allow });
     }
-    return match.route.handle({ req, url, host, params: match.params });
+    return match.route.handle({ req, res, url, host, params: match.params });
   }
 
   return createServer((req, res) => {
-    handle(req)
-      .then((answer) => sendJson(res, answer.status, answer.body))
-      .catch((err: unknown) => answerError(res, err, log));
+    handle(req, res)
+      .then((answer) => {
+        if ('streamed' in answer) return;
+        if ('text' in answer) sendText(res, answer.status, answer.text, answer.contentType);
+        else sendJson(res, answer.status, answer.body);
+      })
+      .catch((err: unknown) => (res.headersSent ? res.destroy() : answerError(res, err, log)));
   });
 }
 

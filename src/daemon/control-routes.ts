@@ -1,17 +1,37 @@
 // The control API's routes (the table src/http/router.ts matches), each a handler from a checked
 // request to an answer or an HttpProblem. The guards that run before any of them (Host, Origin,
 // token, content type) and the error envelope are ./control-api.ts's.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
 import type { Clock } from '../clock.js';
 import { SpecError } from '../errors.js';
 import { BodyTooLargeError, isJsonContent, readBody } from '../http/body.js';
 import { MAX_SPEC_BYTES } from '../job-spec/spec-size.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
-import { EVENTS_PAGE_MAX, RUNS_PAGE, type ErrorKind, type Health, type RunEvent } from '../wire/control-api.js';
+import { jobSpecSchema } from '../job-spec/schema.js';
+import {
+  CostsReportSchema,
+  type CostsReport,
+  EVENTS_PAGE_MAX,
+  HealthSchema,
+  ProofSchema,
+  RotatedSchema,
+  RunEventListSchema,
+  RunListSchema,
+  RunSchema,
+  RUNS_PAGE,
+  type ErrorKind,
+  type Health,
+  type RunEvent,
+} from '../wire/control-api.js';
+import { openApiDocument } from './control-openapi.js';
 import { controlProof } from './control-token.js';
-import { parseSince, type CostsReport } from './costs.js';
-import { loadRunView, loadRunViews, toRunView } from './run-view.js';
+import { parseSince } from './costs.js';
+import type { EventStreams } from './event-stream.js';
+import type { DaemonMetrics } from './metrics.js';
+import { observeRoutes } from './observe-routes.js';
+import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js';
 import type { Supervisor } from './supervisor.js';
 
 export interface ControlTokens {
@@ -31,6 +51,8 @@ export interface ControlApiDeps {
   ready(): boolean;
   /** GET /v1/costs (`berth costs`): spend per run and instance since the given time (./costs.ts). */
   costs?(sinceMs: number | undefined): Promise<CostsReport>;
+  metrics: DaemonMetrics;
+  streams: EventStreams;
 }
 
 /** An answer other than 2xx, in the envelope's words. */
@@ -48,15 +70,37 @@ export class HttpProblem extends Error {
 
 export interface Request {
   req: IncomingMessage;
+  /** For a route that writes its answer itself (a stream); the others return an Answer. */
+  res: ServerResponse;
   url: URL;
   /** The Host it was sent to (one of the daemon's own). */
   host: string;
   params: Record<string, string>;
 }
 
-export interface Answer {
-  status: number;
-  body: unknown;
+export type Answer =
+  /** JSON. */
+  | { status: number; body: unknown }
+  /** Text of another type (the Prometheus exposition). */
+  | { status: number; text: string; contentType: string }
+  /** The route wrote the answer itself (Server-Sent Events). */
+  | { streamed: true };
+
+/**
+ * What GET /v1/openapi.json says of a route (./control-openapi.ts): the schemas are the zod schemas
+ * of src/wire/control-api.ts the daemon answers with, named in the document's components.
+ */
+export interface RouteDoc {
+  summary: string;
+  description?: string;
+  query?: Array<{ name: string; description: string; schema: Record<string, unknown> }>;
+  headers?: Array<{ name: string; description: string; schema: Record<string, unknown> }>;
+  /** A JSON request body. */
+  body?: z.ZodType;
+  /** Answers other than errors: a JSON schema, or another content type described in words. */
+  responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string; itemSchema?: z.ZodType }>;
+  /** Error statuses this route answers besides those of every route (all in the error envelope). */
+  errors?: number[];
 }
 
 export interface ControlRoute {
@@ -64,8 +108,15 @@ export interface ControlRoute {
   path: string;
   /** 'open': answered without the token (health, and the proof a client checks before sending it). */
   auth?: 'open';
+  doc: RouteDoc;
   handle(r: Request): Answer | Promise<Answer>;
 }
+
+const limitParam = (page: { default: number; max: number }) => ({
+  name: 'limit',
+  description: `items per page (default ${page.default}, at most ${page.max}; 0 means the default)`,
+  schema: { type: 'integer', minimum: 0 },
+});
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
   let text: string;
@@ -101,11 +152,12 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
     if (!row) throw new HttpProblem(404, 'not_found', `No run ${r.params.id}.`);
     return row;
   };
-  return [
+  const routes: ControlRoute[] = [
     {
       method: 'GET',
       path: '/healthz',
       auth: 'open',
+      doc: { summary: 'Liveness and readiness; no token needed', responses: { 200: { description: 'the daemon serves', schema: HealthSchema } } },
       handle: (): Answer => {
         const body: Health = {
           ok: true,
@@ -123,6 +175,12 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       method: 'GET',
       path: '/v1/proof',
       auth: 'open',
+      doc: {
+        summary: 'Proof that this daemon holds the control token, checked by clients before they send it',
+        description: 'proof = hex HMAC-SHA256 under the token of "berth-control-proof:v1\\n<Host>\\n<nonce>".',
+        query: [{ name: 'nonce', description: '32 to 128 hex digits', schema: { type: 'string', pattern: '^[0-9a-f]{32,128}$' } }],
+        responses: { 200: { description: 'the proof', schema: ProofSchema } },
+      },
       // How a client checks it talks to the daemon before it sends the token.
       handle: ({ url, host }) => {
         const nonce = url.searchParams.get('nonce') ?? '';
@@ -133,6 +191,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
     {
       method: 'POST',
       path: '/v1/token/rotate',
+      doc: { summary: 'Makes a new control token; the old one stops working at once', responses: { 200: { description: 'rotated', schema: RotatedSchema } } },
       handle: () => {
         tokens.rotate();
         log.info('control token rotated');
@@ -142,6 +201,16 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
     {
       method: 'POST',
       path: '/v1/runs',
+      doc: {
+        summary: 'Submits a job spec',
+        headers: [{ name: 'Idempotency-Key', description: 'a repeat with the same key and spec returns the same run', schema: { type: 'string' } }],
+        body: jobSpecSchema,
+        responses: {
+          201: { description: 'the new run', schema: RunSchema },
+          200: { description: 'the run an earlier submission with this Idempotency-Key made', schema: RunSchema },
+        },
+        errors: [409, 413, 415, 503],
+      },
       handle: async ({ req }) => {
         if (!isJsonContent(req)) throw new HttpProblem(415, 'unsupported_media_type', 'POST /v1/runs takes a JSON job spec with "Content-Type: application/json".');
         const body = await readJson(req);
@@ -153,6 +222,11 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
     {
       method: 'GET',
       path: '/v1/runs',
+      doc: {
+        summary: 'Runs, newest first, a page at a time',
+        query: [limitParam(RUNS_PAGE), { name: 'after', description: 'the last run id of the previous page', schema: { type: 'string' } }],
+        responses: { 200: { description: 'a page of runs; an empty one ends the list', schema: RunListSchema } },
+      },
       // Newest first; `after=RUN_ID` (the last of the previous page) pages on.
       handle: ({ url }) => {
         const afterId = url.searchParams.get('after');
@@ -161,28 +235,35 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
         return { status: 200, body: loadRunViews(store, { limit: pageLimit(url, RUNS_PAGE), ...(after ? { after } : {}) }, deps.clock.now()) };
       },
     },
-    { method: 'GET', path: '/v1/runs/{id}', handle: (r) => ({ status: 200, body: loadRunView(store, runOf(r).id, deps.clock.now()) }) },
+    {
+      method: 'GET',
+      path: '/v1/runs/{id}',
+      doc: { summary: 'One run', responses: { 200: { description: 'the run object', schema: RunSchema } }, errors: [404] },
+      handle: (r) => ({ status: 200, body: loadRunView(store, runOf(r).id, deps.clock.now()) }),
+    },
     {
       method: 'GET',
       path: '/v1/runs/{id}/events',
+      doc: {
+        summary: "A run's event log, oldest first, a page at a time",
+        query: [
+          { name: 'after', description: 'the last event id seen', schema: { type: 'integer', minimum: 0 } },
+          limitParam({ default: EVENTS_PAGE_MAX, max: EVENTS_PAGE_MAX }),
+        ],
+        responses: { 200: { description: 'a page of events; an empty one ends the log', schema: RunEventListSchema } },
+        errors: [404],
+      },
       handle: (r) => {
         const { id } = runOf(r);
         const after = queryInt(r.url, 'after', 0);
-        const events: RunEvent[] = store.events.list(id, after, pageLimit(r.url, { default: EVENTS_PAGE_MAX, max: EVENTS_PAGE_MAX })).map((e) => ({
-          id: e.id,
-          at: new Date(e.at).toISOString(),
-          type: e.type,
-          message: e.message,
-          data: e.data_json ? JSON.parse(e.data_json) : null,
-          count: e.count,
-          first_at: e.first_at === null ? null : new Date(e.first_at).toISOString(),
-        }));
+        const events: RunEvent[] = store.events.list(id, after, pageLimit(r.url, { default: EVENTS_PAGE_MAX, max: EVENTS_PAGE_MAX })).map(toRunEvent);
         return { status: 200, body: events };
       },
     },
     {
       method: 'POST',
       path: '/v1/runs/{id}/cancel',
+      doc: { summary: 'Stops a run and destroys every instance it holds', responses: { 202: { description: 'the run, as it stands', schema: RunSchema } }, errors: [404, 503] },
       handle: (r) => {
         const { id } = runOf(r);
         supervisor.cancel(id);
@@ -192,7 +273,12 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
     {
       method: 'GET',
       path: '/v1/costs',
-      // `berth costs`: berth's own figures, and the service's charges where the key may read them.
+      doc: {
+        summary: "Spend per run and per instance (berth costs), beside the service's charges where the key may read billing",
+        query: [{ name: 'since', description: 'from 00:00 UTC of this day (YYYY-MM-DD, or an ISO time); default: every record kept', schema: { type: 'string' } }],
+        responses: { 200: { description: 'the report', schema: CostsReportSchema } },
+        errors: [400, 404],
+      },
       handle: async ({ url }) => {
         if (!deps.costs) throw new HttpProblem(404, 'not_found', 'No route GET /v1/costs.');
         let since: number | undefined;
@@ -207,6 +293,11 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
     {
       method: 'POST',
       path: '/v1/runs/{id}/resume',
+      doc: {
+        summary: 'Lets a run held after a restored backup go on',
+        responses: { 202: { description: 'the run, as it stands', schema: RunSchema } },
+        errors: [404, 409, 503],
+      },
       handle: (r) => {
         const row = runOf(r);
         if (row.held_at === null || row.ended_at !== null) {
@@ -216,6 +307,19 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
         return { status: 202, body: loadRunView(store, row.id, deps.clock.now()) };
       },
     },
+    ...observeRoutes(deps),
   ];
+  let document: Record<string, unknown> | undefined;
+  routes.push({
+    method: 'GET',
+    path: '/v1/openapi.json',
+    auth: 'open',
+    doc: { summary: 'This document: OpenAPI 3.1, generated from the schemas the daemon answers with', responses: { 200: { description: 'the OpenAPI document' } } },
+    handle: ({ host }) => {
+      document ??= openApiDocument(routes);
+      return { status: 200, body: { ...document, servers: [{ url: `http://${host}` }] } };
+    },
+  });
+  return routes;
 }
 

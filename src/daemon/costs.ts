@@ -11,44 +11,14 @@
 import type { Charge } from '../client/marketplace-client.js';
 import { BerthError, toRunError } from '../errors.js';
 import type { Store } from '../store/index.js';
-import { attemptPrice, attemptSpend, round6 } from './spend.js';
+import type { CostsReport } from '../wire/control-api.js';
+import { attemptPrice, attemptSpend, round6 } from '../store/spend.js';
 
 const DAY_MS = 86_400_000;
 
-export interface CostsReport {
-  /** 00:00 UTC of the first day counted. */
-  since: string;
-  until: string;
-  runs: RunCosts[];
-  total_usd: number;
-  total_usd_per_hour: number;
-  service: {
-    /** True when the service's charges were read and are shown beside berth's figures. */
-    compared: boolean;
-    /** Why they are not, or how they compare. */
-    note: string;
-    total_usd: number | null;
-  };
-}
-
-export interface RunCosts {
-  id: string;
-  name: string;
-  state: string;
-  usd: number;
-  usd_per_hour: number;
-  instances: InstanceCosts[];
-}
-
-export interface InstanceCosts {
-  attempt: number;
-  instance_id: number | null;
-  usd: number;
-  /** The service's charges for this instance over the same days; null when not compared. */
-  service_usd: number | null;
-  /** berth's figure minus the service's. */
-  difference_usd: number | null;
-}
+export type { CostsReport };
+type RunCosts = CostsReport['runs'][number];
+type InstanceCosts = RunCosts['instances'][number];
 
 /** `--since`: a date (`2026-11-20`, read as UTC) or an ISO time; the report starts at 00:00 UTC of its day. */
 export function parseSince(text: string | null, now: number): number | undefined {

@@ -21,7 +21,7 @@ import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import type { AccountWatch } from './account-watch.js';
 import { usdText } from '../usd-text.js';
-import { attemptPrice, attemptSpend, HOUR_MS } from './spend.js';
+import { attemptPrice, attemptSpend, HOUR_MS } from '../store/spend.js';
 
 const DAY_MS = 24 * HOUR_MS;
 

@@ -22,13 +22,19 @@ import { ConfigError, toRunError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { openStore, type Store } from '../store/index.js';
 import { checkAccount, checkLines } from './account-checks.js';
+import { packageVersion } from '../package-path.js';
 import { createControlApi, listen } from './control-api.js';
 import { costsReport } from './costs.js';
 import { createWebhookReceiver } from './webhook-receiver.js';
 import { ensureControlToken, writeNewControlToken } from './control-token.js';
 import { createReadyCallbackServer } from './ready-callback.js';
 import { READY_KEY_NAME, ReadyTokens } from './ready-token.js';
+import { EventStreams } from './event-stream.js';
+import { DaemonMetrics } from './metrics.js';
+import { Notifier } from './notifier.js';
+import { notifyEventOf } from './notify-events.js';
 import { InstancePoller } from './poller.js';
+import type { RunHooks } from './run-hooks.js';
 import { Supervisor } from './supervisor.js';
 
 export interface DaemonOptions {
@@ -42,6 +48,8 @@ export interface DaemonOptions {
   replaceStore?: boolean;
   /** Time for everything the daemon schedules (tests pass a fake one); the wall clock by default. */
   clock?: Clock;
+  /** Time between heartbeats of GET /v1/events/stream, ms (default 15 s). */
+  streamHeartbeatMs?: number;
 }
 
 export interface RunningDaemon {
@@ -66,6 +74,8 @@ export interface RunningDaemon {
 
 /** How often old runs and events are deleted (store.retention_days). */
 const RETENTION_EVERY_MS = 60 * 60 * 1000;
+/** A comment line on every event stream this often keeps proxies and clients from closing it. */
+const STREAM_HEARTBEAT_MS = 15_000;
 
 function logClientEvent(log: Logger, e: ClientEvent): void {
   switch (e.type) {
@@ -127,13 +137,36 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     );
   }
 
+  const metrics = new DaemonMetrics({ store, clock, clientStats: () => client.stats() });
   const client = createMarketClient({
     baseUrl: config.service.base_url,
     apiKey: env.apiKey,
     config,
     clock,
-    onEvent: (e) => logClientEvent(log, e),
+    onEvent: (e) => {
+      logClientEvent(log, e);
+      metrics.clientEvent(e);
+    },
   });
+  const notifier = new Notifier({
+    store,
+    clock,
+    log,
+    targets: config.notify,
+    secrets: env.notifySecrets,
+    settings: config.notifications,
+    userAgent: `berth/${packageVersion()}`,
+    onResult: (r) => metrics.notificationPosted(r),
+  });
+  // A run's notifications are written with its event; its metrics counted once that has committed.
+  const hooks: RunHooks = {
+    stored(run, e, logged, at) {
+      const type = notifyEventOf(e);
+      if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
+    },
+    committed: (_runId, events, _at, detectionMs) => metrics.runCommitted(events, detectionMs),
+  };
+  const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
   // The runs get their lists from the poller, and the poller reports to the supervisor.
   const poller = new InstancePoller({
     client,
@@ -141,12 +174,13 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     intervalMs: config.polling.interval_s * 1000,
     listSpacingMs: listEveryS * 1000,
     log,
+    onSweepDone: (sweep) => metrics.sweepDone(sweep),
   });
   // Tokens of the readiness callback are signed with a key kept in berth.db: good across restarts.
   const readyCallback = config.readiness.callback_url
     ? { url: config.readiness.callback_url, tokens: new ReadyTokens(store.secretKey(READY_KEY_NAME)) }
     : undefined;
-  const supervisor = new Supervisor({ store, client, clock, lists: poller, config, log, apiKey: env.apiKey, ...(readyCallback ? { readyCallback } : {}) });
+  const supervisor = new Supervisor({ store, client, clock, lists: poller, config, log, apiKey: env.apiKey, ...(readyCallback ? { readyCallback } : {}), hooks });
   poller.subscribe(supervisor);
 
   let ready = false;
@@ -158,6 +192,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     startedAt,
     ready: () => ready,
     costs: (since) => costsReport(store, clock.now(), since, (range) => client.charges(range)),
+    metrics,
+    streams,
     tokens: {
       current: () => token,
       rotate: () => (token = writeNewControlToken(env.home)),
@@ -237,8 +273,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   const purge = () => {
     const before = clock.now() - config.store.retention_days * 86_400_000;
     try {
-      const { runs, events } = store.purge(before);
-      if (runs + events > 0) log.info({ runs, events, retention_days: config.store.retention_days }, 'deleted ended runs and events past their retention');
+      const { runs, events, notifications } = store.purge(before, clock.now());
+      if (runs + events + notifications > 0) {
+        log.info({ runs, events, notifications, retention_days: config.store.retention_days }, 'deleted ended runs, events and finished notifications past their retention');
+      }
     } catch (err) {
       log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
     }
@@ -252,6 +290,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     if (stopping) return;
     supervisor.resumeAll();
     poller.start();
+    notifier.start();
     purge();
     ready = true;
     log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
@@ -296,6 +335,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       log.info('berth daemon stopping');
       retention?.cancel();
       checksAbort.abort();
+      // Event streams end cleanly before the connections are cut.
+      streams.closeAll();
       server.close();
       server.closeAllConnections();
       webhooks?.close();
@@ -306,6 +347,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       await started.catch(() => undefined);
       await checked;
       supervisor.stop();
+      await notifier.stop();
       await client.close().catch(() => undefined);
       removeDaemonFile();
       process.off('exit', removeDaemonFile);

@@ -8,9 +8,12 @@ import { describeRelaxStep } from '../job-spec/search-query.js';
 import type { Store } from '../store/index.js';
 
 export interface LoggedEvent {
+  /** The event-log row. */
+  id: number;
   type: string;
   message: string;
   level: 'info' | 'warn';
+  data: unknown;
 }
 
 function sshLine(host: string | null | undefined, port: number | null | undefined): string {
@@ -43,8 +46,8 @@ function sshWait(store: Store, runId: string, e: Extract<RunEmitted, { type: 'at
  */
 export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string, e: RunEmitted, at: number, state?: string): LoggedEvent {
   const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info', foldKey?: string): LoggedEvent => {
-    store.events.append({ runId, at, type: e.type, message, data, ...(foldKey === undefined ? {} : { foldKey }) });
-    return { type: e.type, message, level };
+    const id = store.events.append({ runId, at, type: e.type, message, data, ...(foldKey === undefined ? {} : { foldKey }) });
+    return { id, type: e.type, message, level, data };
   };
   switch (e.type) {
     // The events an outage repeats fold into one row with a count (see src/store/events.ts).

@@ -19,7 +19,7 @@ import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import { usdText } from '../usd-text.js';
-import { HOUR_MS, runMoney } from './spend.js';
+import { HOUR_MS, runMoney } from '../store/spend.js';
 
 export interface MoneyGuardDeps {
   store: Store;

@@ -59,6 +59,8 @@ export interface PollerOptions {
   /** 1000 / rate_limits.list.per_s: how long one list call holds the list budget. */
   listSpacingMs: number;
   log: Logger;
+  /** A sweep went through every page (for /metrics): how many, and how long since its first was asked for. */
+  onSweepDone?: (sweep: { pages: number; durationMs: number; instances: number }) => void;
 }
 
 interface LabelWaiter {
@@ -303,6 +305,7 @@ export class InstancePoller implements InstanceLists {
     this.sweep = undefined;
     this.lastSweepPages = sweep.pages;
     const instances = [...sweep.seen.values()];
+    this.options.onSweepDone?.({ pages: sweep.pages, durationMs: this.options.clock.now() - sweep.startedAt, instances: instances.length });
     await this.subscriber?.onSweep(instances, sweep.startedAt);
     this.settleWaiters(instances, sweep.startedAt);
   }

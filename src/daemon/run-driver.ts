@@ -26,6 +26,7 @@ import type { MachineQuarantine } from './machine-quarantine.js';
 import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, sameStatus, type RunError } from '../../machines/run-rules.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../machines/run-migrations.js';
 import { makeRunActors, type RunActorDeps } from './run-actors.js';
+import type { RunHooks } from './run-hooks.js';
 
 type RunActor = ActorRefFrom<typeof runMachine>;
 type RunSnapshot = SnapshotFrom<typeof runMachine>;
@@ -51,6 +52,8 @@ export interface RunDriverDeps {
   onPaused(runId: string): void;
   /** Called after each stored transition (the money guard checks the run's limits again). */
   onProgress?(runId: string): void;
+  /** Notifications and metrics (./run-hooks.ts). */
+  hooks?: RunHooks;
 }
 
 export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
@@ -120,6 +123,8 @@ export class RunDriver {
   private lastState: RunState;
   private ended = false;
   private lastPolled: InstanceStatus | undefined;
+  /** When the list that first showed the current instance running was started (for /metrics). */
+  private runningListedAt: number | undefined;
   private paused = false;
   /** ADMIT was sent: a resume after a pause sends it again (its persist may be what failed). */
   private admitted = false;
@@ -256,6 +261,7 @@ export class RunDriver {
     // one machine transition per run per list: a run whose status changed does not wait behind the rest.
     if (instance !== null && this.lastPolled !== undefined && sameStatus(instance, this.lastPolled)) return;
     this.lastPolled = instance ?? undefined;
+    if (instance?.actual_status === 'running') this.runningListedAt ??= listedAt;
     this.actor!.send({ type: 'POLL', instance, listedAt });
   }
 
@@ -286,18 +292,32 @@ export class RunDriver {
       if (blocksMachine(e.outcome)) this.deps.quarantine.note(e.machineId);
     }
     for (const [i, line] of logged.entries()) this.logEvent(events[i]!, line);
+    this.deps.hooks?.committed(this.runId, events, now, this.detection(events, now));
     if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
     this.lastState = state;
     if (isEndState(state)) this.end();
     else this.deps.onProgress?.(this.runId);
   }
 
+  /** How long after a list first showed the instance running the run became running (then forgotten). */
+  private detection(events: RunEmitted[], now: number): number | undefined {
+    let ms: number | undefined;
+    for (const e of events) {
+      if (e.type === 'attempt.running' && this.runningListedAt !== undefined) ms = now - this.runningListedAt;
+      if (e.type === 'attempt.running' || e.type === 'attempt.ended') this.runningListedAt = undefined;
+    }
+    return ms;
+  }
+
   private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number) {
     const ctx = snapshot.context;
+    const run = { id: this.runId, name: this.spec.name, state };
     return this.deps.store.transaction(() => {
       const lines = events.map((e) => {
         this.deps.journal.record(this.runId, e, now);
-        return recordEmitted(this.deps.store, this.spec, this.runId, e, now, state);
+        const line = recordEmitted(this.deps.store, this.spec, this.runId, e, now, state);
+        this.deps.hooks?.stored(run, e, line, now);
+        return line;
       });
       if (state !== this.lastState) {
         this.deps.store.events.append({ runId: this.runId, at: now, type: 'state', message: `${this.lastState} → ${state}`, data: { from: this.lastState, to: state } });

@@ -1,9 +1,9 @@
 // The run object (src/wire/control-api.ts `Run`) built from the store's rows, never from the spec:
 // it holds no API key, no instance key and no env value.
 import type { RunError } from '../errors.js';
-import type { AttemptRow, RunRow, Store } from '../store/index.js';
-import type { Run } from '../wire/control-api.js';
-import { costView } from './spend.js';
+import type { AttemptRow, EventRow, RunRow, Store } from '../store/index.js';
+import type { Run, RunEvent } from '../wire/control-api.js';
+import { costView } from '../store/spend.js';
 import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -67,4 +67,17 @@ export function loadRunViews(store: Store, page: { limit: number; after?: RunRow
   const byRun = new Map<string, AttemptRow[]>(rows.map((r) => [r.id, []]));
   for (const a of store.attempts.forRuns(rows.map((r) => r.id))) byRun.get(a.run_id)?.push(a);
   return rows.map((r) => toRunView(r, byRun.get(r.id)!, now));
+}
+
+/** One event-log row as the control API shows it. */
+export function toRunEvent(e: EventRow): RunEvent {
+  return {
+    id: e.id,
+    at: iso(e.at),
+    type: e.type,
+    message: e.message,
+    data: e.data_json ? JSON.parse(e.data_json) : null,
+    count: e.count,
+    first_at: e.first_at === null ? null : iso(e.first_at),
+  };
 }

@@ -31,6 +31,7 @@ import { Reconciler } from './reconciler.js';
 import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
 import type { ReadyTokens } from './ready-token.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
+import type { RunHooks } from './run-hooks.js';
 
 export interface SupervisorDeps {
   store: Store;
@@ -43,6 +44,8 @@ export interface SupervisorDeps {
   apiKey: string;
   /** Set when readiness.callback_url is: where onstarts post their attempt's token, and its tokens. */
   readyCallback?: { url: string; tokens: ReadyTokens };
+  /** Notifications and metrics, handed to every run's driver. */
+  hooks?: RunHooks;
 }
 
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
@@ -359,6 +362,7 @@ export class Supervisor implements PollSubscriber {
       config: this.deps.config,
       log: this.deps.log,
       onProgress: (runId) => this.progressed(runId),
+      ...(this.deps.hooks ? { hooks: this.deps.hooks } : {}),
       onEnded: (runId) => {
         this.guard.forget(runId);
         this.gate.wake();

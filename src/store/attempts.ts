@@ -12,6 +12,7 @@
 // `dph_since` marks when the new price applies. Spend and runtime are computed from these
 // (src/daemon/spend.ts).
 import type { Db } from './database.js';
+import { attemptPrice, attemptSpend } from './spend.js';
 
 export type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
 
@@ -132,6 +133,7 @@ export function createAttemptsRepo(db: Db) {
   // Any number of runs in one statement: their ids as one JSON array parameter.
   const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, n`);
   const latest = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n DESC LIMIT 1`);
+  const everyAttempt = db.prepare(`SELECT a.*, r.ended_at AS run_ended_at FROM attempts a JOIN runs r ON r.id = a.run_id`);
 
   const begin = db.transaction((a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
     const before = get.get(a.runId, a.n) as AttemptRow | undefined;
@@ -206,6 +208,17 @@ export function createAttemptsRepo(db: Db) {
     },
     latest(runId: string): AttemptRow | undefined {
       return latest.get(runId) as AttemptRow | undefined;
+    },
+    /** What every attempt in the table has cost up to `now`, USD, counted as the money guard counts (./spend.ts). */
+    spendUsd(now: number): number {
+      let usd = 0;
+      for (const a of everyAttempt.iterate() as Iterable<BillingRow>) usd += attemptSpend(a, a.run_ended_at, now);
+      return usd;
+    },
+    /** Instances made and not confirmed gone, and their summed billed $/h (as the money guard prices them, ./spend.ts). */
+    liveInstances(): { n: number; usdPerHour: number } {
+      const rows = (mayBill.all() as BillingRow[]).filter((a) => a.create_state === 'created' && attemptPrice(a, a.run_ended_at) > 0);
+      return { n: rows.length, usdPerHour: rows.reduce((sum, a) => sum + attemptPrice(a, a.run_ended_at), 0) };
     },
   };
 }

@@ -38,6 +38,8 @@ export function createEventsRepo(db: Db) {
   const remove = db.prepare(`DELETE FROM events WHERE id = ?`);
   const after = db.prepare(`SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?`);
   const olderThan = db.prepare(`DELETE FROM events WHERE at < ?`);
+  const anyAfter = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?`);
+  const newest = db.prepare(`SELECT max(id) AS id FROM events`);
   return {
     append(e: NewEvent): number {
       let count = 1;
@@ -65,6 +67,14 @@ export function createEventsRepo(db: Db) {
     },
     list(runId: string, afterId = 0, limit = 10_000): EventRow[] {
       return after.all(runId, afterId, limit) as EventRow[];
+    },
+    /** Events of every run after `afterId`, oldest first. */
+    since(afterId: number, limit: number): EventRow[] {
+      return anyAfter.all(afterId, limit) as EventRow[];
+    },
+    /** The id of the newest event (0 when there is none). */
+    latestId(): number {
+      return (newest.get() as { id: number | null }).id ?? 0;
     },
     /** Deletes every event older than `before` (retention). */
     purgeBefore(before: number): number {

@@ -4,6 +4,7 @@ import { StoreWriteError } from '../errors.js';
 import { openDatabase, type OpenOptions } from './database.js';
 import { createAttemptsRepo } from './attempts.js';
 import { createEventsRepo } from './events.js';
+import { createOutboxRepo } from './outbox.js';
 import { createRunsRepo } from './runs.js';
 import { createWebhookEventsRepo } from './webhook-events.js';
 
@@ -16,7 +17,10 @@ function asWriteError(err: unknown): unknown {
 export function openStore(options: OpenOptions) {
   const opened = openDatabase(options);
   const { db } = opened;
-  const repos = { runs: createRunsRepo(db), attempts: createAttemptsRepo(db), events: createEventsRepo(db), webhookEvents: createWebhookEventsRepo(db) };
+  const repos = { runs: createRunsRepo(db), attempts: createAttemptsRepo(db), events: createEventsRepo(db), webhookEvents: createWebhookEventsRepo(db), outbox: createOutboxRepo(db) };
+  const purgedSpend = db.prepare(`SELECT CAST(value AS REAL) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
+  const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);
+  const commitListeners = new Set<() => void>();
   const probe = db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
   const keepKey = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`);
   const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
@@ -48,17 +52,36 @@ export function openStore(options: OpenOptions) {
         throw asWriteError(err);
       }
       opened.committed(generation);
+      for (const listener of commitListeners) listener();
       return result;
     },
     /**
-     * Retention: deletes the runs that ended before `before` (with their attempts, events and
-     * idempotency keys) and every event older than it. In batches, so no transaction grows large.
+     * Calls `listener` after every transaction above has committed (the event stream reads what it
+     * stored). It must not write to the store. Returns a function that removes it.
      */
-    purge(before: number): { runs: number; events: number } {
+    onCommit(listener: () => void): () => void {
+      commitListeners.add(listener);
+      return () => commitListeners.delete(listener);
+    },
+    /** Runs per state, all of them (ended ones until retention deletes them). */
+    runsByState(): Array<{ state: string; n: number }> {
+      return runStates.all() as Array<{ state: string; n: number }>;
+    },
+    /** Everything berth's instances have cost, USD, up to `now`: the attempts table plus what retention deleted. */
+    spendUsd(now: number): number {
+      return repos.attempts.spendUsd(now) + ((purgedSpend.get() as { usd: number } | undefined)?.usd ?? 0);
+    },
+    /**
+     * Retention: deletes the runs that ended before `before` (with their attempts, events and
+     * idempotency keys), every event older than it, and the notifications delivered or dead before
+     * it. In batches, so no transaction grows large.
+     */
+    purge(before: number, now: number): { runs: number; events: number; notifications: number } {
       let runs = 0;
-      for (let n = -1; n !== 0; runs += n) n = db.transaction(() => repos.runs.purgeEnded(before)).immediate();
+      for (let n = -1; n !== 0; runs += n) n = db.transaction(() => repos.runs.purgeEnded(before, now)).immediate();
       const events = db.transaction(() => repos.events.purgeBefore(before)).immediate();
-      return { runs, events };
+      const notifications = db.transaction(() => repos.outbox.purgeFinished(before)).immediate();
+      return { runs, events, notifications };
     },
     /**
      * A random 32-byte key kept in berth.db under `name`, made on first use. It lives with the runs
@@ -85,4 +108,5 @@ export type Store = ReturnType<typeof openStore>;
 export type { RunRow, RunState } from './runs.js';
 export type { AttemptRow, BillingRow } from './attempts.js';
 export type { EventRow } from './events.js';
+export type { DeliveryOutcome, OutboxRow } from './outbox.js';
 export { isEndState } from './runs.js';

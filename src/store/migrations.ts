@@ -130,4 +130,30 @@ export const MIGRATIONS: string[] = [
   -- The last lines of the container's log (at most 4 KB, secrets removed), fetched when it failed.
   ALTER TABLE attempts ADD COLUMN log_tail TEXT;
   `,
+  // Version 6 (issue #13): the notification outbox. A row is written in the transaction that stores
+  // its event, so a killed daemon loses none; it is POSTed until delivered or dead.
+  `
+  CREATE TABLE outbox (
+    seq          INTEGER PRIMARY KEY AUTOINCREMENT,
+    id           TEXT NOT NULL,       -- the notification's id: the same for every target; receivers dedupe by it
+    type         TEXT NOT NULL,       -- run.running attempt.failed instance.lost run.failed run.cancelled run.expired budget.warning
+    run_id       TEXT NOT NULL,
+    log_id       INTEGER,             -- the event-log row it tells of
+    target       INTEGER NOT NULL,    -- its place in the config's notify list when it was made
+    target_url   TEXT NOT NULL,       -- where it goes (the path of a webhook URL is often a secret: never shown)
+    body         TEXT NOT NULL,       -- exactly what is POSTed
+    state        TEXT NOT NULL DEFAULT 'pending',  -- pending delivered dead
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    created_at   INTEGER NOT NULL,
+    next_at      INTEGER,             -- pending: when it may be POSTed (again)
+    finished_at  INTEGER,             -- delivered or dead: when (retention counts from it)
+    last_error   TEXT
+  );
+  CREATE INDEX outbox_due ON outbox(target_url, next_at) WHERE state = 'pending';
+  CREATE INDEX outbox_finished ON outbox(finished_at) WHERE state <> 'pending';
+
+  -- What runs deleted by retention had spent, so that the spend counter of /metrics never goes down.
+  INSERT OR IGNORE INTO meta (key, value) VALUES ('purged_spend_usd', '0');
+  `,
 ];
+

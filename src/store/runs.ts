@@ -1,6 +1,8 @@
 // The runs table: one row per submitted run, with its state, error and the machine's snapshot.
 import { isEndState, type RunState } from '../wire/run-states.js';
 import type { RunError } from '../errors.js';
+import type { AttemptRow } from './attempts.js';
+import { attemptSpend } from './spend.js';
 import type { Db } from './database.js';
 
 export { isEndState, type RunState };
@@ -71,6 +73,9 @@ export function createRunsRepo(db: Db) {
   const heldCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE held_at IS NOT NULL AND ended_at IS NULL`);
   const endedBefore = db.prepare(`SELECT id FROM runs WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT 500`);
   const deleteAttempts = db.prepare(`DELETE FROM attempts WHERE run_id = ?`);
+  // The spend of what is deleted is kept in one sum, so that total spend never goes down.
+  const attemptsOf = db.prepare(`SELECT * FROM attempts WHERE run_id = ?`);
+  const keepSpend = db.prepare(`UPDATE meta SET value = CAST(value AS REAL) + ? WHERE key = 'purged_spend_usd'`);
   const deleteEvents = db.prepare(`DELETE FROM events WHERE run_id = ?`);
   const deleteRun = db.prepare(`DELETE FROM runs WHERE id = ?`);
   const setState = db.prepare(
@@ -122,11 +127,14 @@ export function createRunsRepo(db: Db) {
     },
     /**
      * Deletes up to 500 runs that ended before `before`, with their attempts and events (call in a
-     * transaction, again while it returns 500). Their idempotency keys go with them.
+     * transaction, again while it returns 500). Their idempotency keys go with them; what their
+     * instances cost (as of `now`) is added to the purged spend.
      */
-    purgeEnded(before: number): number {
+    purgeEnded(before: number, now: number): number {
       const ids = (endedBefore.all(before) as { id: string }[]).map((r) => r.id);
       for (const id of ids) {
+        const endedAt = (byId.get(id) as RunRow).ended_at;
+        keepSpend.run((attemptsOf.all(id) as AttemptRow[]).reduce((usd, a) => usd + attemptSpend(a, endedAt, now), 0));
         deleteAttempts.run(id);
         deleteEvents.run(id);
         deleteRun.run(id);

@@ -7,6 +7,7 @@
 // loading zod would cost it a third of its start-up.
 import { z } from 'zod';
 import { RUN_ERROR_KINDS } from '../errors.js';
+import { DELIVERY_STATES, NOTIFY_EVENTS } from './notify-events.js';
 import { RUN_STATES } from './run-states.js';
 
 const isoTime = z.iso.datetime();
@@ -69,6 +70,37 @@ export const RunSchema = z.object({
   cost: z.object({ usd: z.number(), usd_per_hour: z.number() }),
 });
 
+/** Spend of one instance (`berth costs`), beside the service's charges for the same days when compared. */
+export const InstanceCostsSchema = z.object({
+  attempt: z.number().int(),
+  instance_id: z.number().int().nullable(),
+  usd: z.number(),
+  /** The service's charges for this instance over the same days; null when not compared. */
+  service_usd: z.number().nullable(),
+  /** berth's figure minus the service's. */
+  difference_usd: z.number().nullable(),
+});
+
+/** `GET /v1/costs` (`berth costs`): spend per run and per instance since 00:00 UTC of a day. */
+export const CostsReportSchema = z.object({
+  /** 00:00 UTC of the first day counted. */
+  since: isoTime,
+  until: isoTime,
+  runs: z.array(
+    z.object({ id: z.string(), name: z.string(), state: z.string(), usd: z.number(), usd_per_hour: z.number(), instances: z.array(InstanceCostsSchema) }),
+  ),
+  total_usd: z.number(),
+  total_usd_per_hour: z.number(),
+  service: z.object({
+    /** True when the service's charges were read and are shown beside berth's figures. */
+    compared: z.boolean(),
+    /** Why they are not, or how they compare. */
+    note: z.string(),
+    total_usd: z.number().nullable(),
+  }),
+});
+export type CostsReport = z.infer<typeof CostsReportSchema>;
+
 /** One line of a run's event log; `count` > 1 is an event that repeated (`at` the last time, `first_at` the first). */
 export const RunEventSchema = z.object({
   id: z.number().int(),
@@ -79,6 +111,9 @@ export const RunEventSchema = z.object({
   count: z.number().int().min(1),
   first_at: isoTime.nullable(),
 });
+
+/** A stored event as GET /v1/events/stream sends it (the `data` of each SSE message): the event and its run. */
+export const StreamEventSchema = RunEventSchema.extend({ run_id: z.string() });
 
 export const ERROR_KINDS = [
   'bad_request', // 400: a target, query or nonce that cannot be read
@@ -123,14 +158,63 @@ export const HealthSchema = z.object({
 export const ProofSchema = z.object({ proof: z.string() });
 export const RotatedSchema = z.object({ rotated: z.literal(true) });
 
+/**
+ * One delivery of a notification to one target (`berth notifications`). The target is shown as its
+ * origin and its place in the config's `notify` list: a webhook URL's path is often its secret.
+ */
+export const NotificationSchema = z.object({
+  /** The outbox row. */
+  seq: z.number().int(),
+  /** The notification's id, the same in every delivery of it: receivers dedupe by it. */
+  id: z.string(),
+  type: z.enum(NOTIFY_EVENTS),
+  run_id: z.string(),
+  /** Index in the config's `notify` list, and the URL's origin. */
+  target: z.number().int().min(0),
+  target_origin: z.string(),
+  state: z.enum(DELIVERY_STATES),
+  /** POSTs made so far. */
+  attempts: z.number().int().min(0),
+  created_at: isoTime,
+  /** When the next POST goes (pending), or null. */
+  next_at: isoTime.nullable(),
+  delivered_at: isoTime.nullable(),
+  /** Why the last POST failed (an HTTP status or a network error), or null. */
+  last_error: z.string().nullable(),
+});
+
+/**
+ * The JSON body POSTed to a notify target (format "json"). `id` is the same in every delivery of one
+ * notification (retries, and other targets): receivers dedupe by it. `log_id` is the run's event-log
+ * row it tells of (GET /v1/runs/{id}/events).
+ */
+export const NotificationBodySchema = z.object({
+  id: z.string(),
+  type: z.enum(NOTIFY_EVENTS),
+  at: isoTime,
+  run: z.object({ id: z.string(), name: z.string(), state: RunStateSchema }),
+  message: z.string(),
+  data: z.unknown(),
+  log_id: z.number().int().nullable(),
+});
+
+export const RunListSchema = z.array(RunSchema);
+export const RunEventListSchema = z.array(RunEventSchema);
+export const NotificationListSchema = z.array(NotificationSchema);
+
 export type Run = z.infer<typeof RunSchema>;
 export type RunInstance = z.infer<typeof RunInstanceSchema>;
 export type RunAttempt = z.infer<typeof RunAttemptSchema>;
 export type RunEvent = z.infer<typeof RunEventSchema>;
 export type ErrorEnvelope = z.infer<typeof ErrorEnvelopeSchema>;
 export type Health = z.infer<typeof HealthSchema>;
+export type StreamEvent = z.infer<typeof StreamEventSchema>;
+export type Notification = z.infer<typeof NotificationSchema>;
+export type NotificationBody = z.infer<typeof NotificationBodySchema>;
 
 /** Runs per page of GET /v1/runs (default and most). */
 export const RUNS_PAGE = { default: 1000, max: 10_000 } as const;
 /** Events per page of GET /v1/runs/{id}/events; `berth events` pages with `after`. */
 export const EVENTS_PAGE_MAX = 10_000;
+/** Deliveries per page of GET /v1/notifications (default and most). */
+export const NOTIFICATIONS_PAGE = { default: 1000, max: 10_000 } as const;

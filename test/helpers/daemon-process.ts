@@ -25,6 +25,8 @@ export interface DaemonSetup {
   config: DeepPartial<Config>;
   /** More arguments of `berth daemon` (e.g. --replace-store). */
   args?: string[];
+  /** More environment variables (e.g. a notification signing key). */
+  env?: Record<string, string>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -33,7 +35,7 @@ export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promi
   const configFile = join(setup.home, 'config.json');
   writeFileSync(configFile, JSON.stringify(setup.config));
   const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'daemon', '--config', configFile, ...(setup.args ?? [])], {
-    env: { ...process.env, BERTH_HOME: setup.home, BERTH_API_URL: setup.simUrl, BERTH_API_KEY: setup.apiKey },
+    env: { ...process.env, ...setup.env, BERTH_HOME: setup.home, BERTH_API_URL: setup.simUrl, BERTH_API_KEY: setup.apiKey },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const log = createWriteStream(join(setup.home, 'daemon.log'), { flags: 'a' });

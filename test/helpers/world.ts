@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { DeepPartial } from '../../src/config/load.js';
 import { RATE_GROUPS, type Config } from '../../src/config/schema.js';
-import { startDaemon, type RunningDaemon } from '../../src/daemon/daemon.js';
+import { startDaemon, type DaemonOptions, type RunningDaemon } from '../../src/daemon/daemon.js';
 import { silentLogger, type Logger } from '../../src/logger.js';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
 import { request } from 'undici';
@@ -49,13 +49,13 @@ export interface World extends ControlApi {
 }
 
 export async function startWorld(
-  opts: { sim?: SimConfigInput; config?: DeepPartial<Config>; apiKey?: string; logger?: Logger; seed?: number } = {},
+  opts: { sim?: SimConfigInput; config?: DeepPartial<Config>; apiKey?: string; logger?: Logger; seed?: number; daemon?: Pick<DaemonOptions, 'streamHeartbeatMs'> } = {},
 ): Promise<World> {
   const sim = await startSimulator({ seed: opts.seed ?? 7, config: { ...FAST_SIM, ...opts.sim } });
   const home = mkdtempSync(join(tmpdir(), 'berth-it-'));
   const env = { BERTH_HOME: home, BERTH_API_URL: sim.url, BERTH_API_KEY: opts.apiKey ?? sim.apiKey };
   const boot = (overrides?: DeepPartial<Config>) =>
-    startDaemon({ env, overrides: { ...FAST_CONFIG, ...opts.config, ...overrides }, logger: opts.logger ?? silentLogger() });
+    startDaemon({ ...opts.daemon, env, overrides: { ...FAST_CONFIG, ...opts.config, ...overrides }, logger: opts.logger ?? silentLogger() });
   let daemon = await boot();
 
   const control = controlApi(() => daemon);

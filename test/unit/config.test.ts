@@ -55,7 +55,20 @@ describe('config', () => {
     expect(config.service.base_url).toBe('http://127.0.0.1:2');
     expect(config.service.timeout_s).toBe(30);
     expect(config.daemon.listen).toBe('127.0.0.1:9999');
-    expect(env).toEqual({ home: dir, apiKey: 'k' });
+    expect(env).toEqual({ home: dir, apiKey: 'k', notifySecrets: {} });
+  });
+
+  it('reads the signing key of each notify target from the variable it names, and refuses a named variable that is unset (without printing any value)', () => {
+    const notify = [
+      { url: 'https://hooks.example.com/a', secret_env: 'HOOK_KEY', events: ['run.failed'] },
+      { url: 'http://127.0.0.1:9/b', format: 'slack' },
+    ];
+    const { config, env } = loadConfig({ overrides: { notify } as never }, { HOOK_KEY: 's3cret-value' });
+    expect(env.notifySecrets).toEqual({ HOOK_KEY: 's3cret-value' });
+    expect(config.notify.map((t) => t.format)).toEqual(['json', 'slack']);
+    expect(() => loadConfig({ overrides: { notify } as never }, {})).toThrow(/notify\.0\.secret_env: the environment variable HOOK_KEY is not set/);
+    expect(() => loadConfig({ overrides: { notify: [{ url: 'ftp://x', events: ['run.failed'] }] } as never }, {})).toThrow(/notify\.0\.url/);
+    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://x', events: ['run.exploded'] }] } as never }, {})).toThrow(/notify\.0\.events\.0/);
   });
 
   it('names the bad field and stops', () => {

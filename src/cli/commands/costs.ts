@@ -1,6 +1,6 @@
 // `berth costs [--since DATE] [--json]`: what each run and each of its instances cost, from
 // berth's records, beside the service's own charges for the same days where the key may read them.
-import type { CostsReport } from '../../daemon/costs.js';
+import type { CostsReport } from '../../wire/control-api.js';
 import { usdText } from '../../usd-text.js';
 import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';

@@ -1,7 +1,7 @@
 // What an attempt and a run cost and how long they ran, from attempts rows: pure arithmetic on
 // the times the journal records, so every case is exact.
 import { describe, expect, it } from 'vitest';
-import { attemptPrice, attemptSpend, costView, runMoney, type SpendRow } from '../../../src/daemon/spend.js';
+import { attemptPrice, attemptSpend, costView, runMoney, type SpendRow } from '../../../src/store/spend.js';
 
 const H = 3_600_000;
 

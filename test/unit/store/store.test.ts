@@ -214,7 +214,7 @@ describe('store', () => {
     s.events.append({ runId: 'old', at: 5, type: 'x', message: 'x' });
     s.events.append({ runId: 'live', at: 5, type: 'x', message: 'old event' });
     s.events.append({ runId: 'live', at: 50, type: 'x', message: 'new event' });
-    expect(s.purge(10)).toEqual({ runs: 1, events: 1 });
+    expect(s.purge(10, 100)).toEqual({ runs: 1, events: 1, notifications: 0 });
     expect(s.runs.get('old')).toBeUndefined();
     expect(s.runs.get('live')).toBeDefined();
     expect(s.events.list('live').map((e) => e.message)).toEqual(['new event']);

@@ -11,7 +11,7 @@
 //
 // Runtime of a run: the sum over its attempts of the time from the first list that showed the
 // instance running to the attempt's end (or now).
-import type { AttemptRow } from '../store/index.js';
+import type { AttemptRow } from './attempts.js';
 
 export const HOUR_MS = 3_600_000;
 

@@ -1,0 +1,168 @@
+// GET /v1/openapi.json against the daemon's real answers: a daemon in process against the
+// simulator, every route called (successes and the errors each can give), and every answer checked
+// with ajv (JSON Schema 2020-12, OpenAPI 3.1's dialect) against the document the daemon serves.
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jobSpecJsonSchema } from '../../../src/job-spec/validate.js';
+import type { Run } from '../../../src/wire/control-api.js';
+import { openSse } from '../../helpers/sse.js';
+import { jobSpec, startWorld, type World } from '../../helpers/world.js';
+
+let world: World;
+let receiver: Server;
+let doc: { openapi: string; paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, { schema: unknown; 'x-item-schema'?: unknown }> }> }>>; components: { schemas: Record<string, unknown> } };
+const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+
+beforeAll(async () => {
+  receiver = createServer((req, res) => req.resume().on('end', () => res.writeHead(204).end()));
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+  world = await startWorld({ config: { notify: [{ url, format: 'json' }] } as never });
+  await world.daemon.ready;
+});
+afterAll(async () => {
+  await world?.close();
+  await new Promise((r) => receiver?.close(r));
+});
+
+interface Answer {
+  method: string;
+  /** The route as the document names it (`/v1/runs/{id}`). */
+  route: string;
+  status: number;
+  contentType: string;
+  text: string;
+}
+
+const answers: Answer[] = [];
+
+function call(method: string, path: string, route: string, opts: { token?: string | null; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
+  const { url, token } = world.daemon;
+  const auth = opts.token === null ? {} : { authorization: `Bearer ${opts.token ?? token}` };
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${url}${path}`, { method, headers: { ...auth, ...opts.headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => {
+        const answer = { method, route, status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text: Buffer.concat(chunks).toString('utf8') };
+        answers.push(answer);
+        resolve(answer);
+      });
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+const post = (path: string, route: string, body: unknown, headers: Record<string, string> = {}) =>
+  call('POST', path, route, { headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+/** The schema the document gives for this answer: its status's, as JSON Schema ajv can compile. */
+function schemaFor(a: Answer, media = 'application/json', key: 'schema' | 'x-item-schema' = 'schema'): object {
+  const op = doc.paths[a.route]?.[a.method.toLowerCase()];
+  expect(op, `${a.method} ${a.route} is in the document`).toBeDefined();
+  const response = op!.responses[String(a.status)];
+  expect(response, `${a.method} ${a.route} documents status ${a.status}`).toBeDefined();
+  const content = response!.content[media];
+  expect(content, `${a.method} ${a.route} ${a.status} documents ${media}`).toBeDefined();
+  return { $ref: `openapi.json#/paths/${encodeURIComponent(a.route.replace(/~/g, '~0').replace(/\//g, '~1'))}/${a.method.toLowerCase()}/responses/${a.status}/content/${encodeURIComponent(media.replace(/\//g, '~1'))}/${key}` };
+}
+
+function validate(a: Answer): void {
+  const media = a.contentType.split(';')[0]!.trim();
+  if (media !== 'application/json') {
+    schemaFor(a, media); // documented with this media type
+    return;
+  }
+  const check = ajv.compile(schemaFor(a));
+  const body: unknown = JSON.parse(a.text);
+  expect(check(body), `${a.method} ${a.route} ${a.status}: ${ajv.errorsText(check.errors)}\n${a.text.slice(0, 500)}`).toBe(true);
+}
+
+describe('GET /v1/openapi.json', () => {
+  it('is an OpenAPI 3.1 document, served without a token, whose job spec is the schema `berth schema` prints', async () => {
+    const res = await call('GET', '/v1/openapi.json', '/v1/openapi.json', { token: null });
+    expect(res.status).toBe(200);
+    doc = JSON.parse(res.text) as typeof doc;
+    expect(doc.openapi).toBe('3.1.0');
+    ajv.addSchema(doc, 'openapi.json');
+    const { $schema: _d, ...jobSpec } = jobSpecJsonSchema() as Record<string, unknown>;
+    expect(doc.components.schemas.JobSpec).toEqual(jobSpec);
+    expect(Object.keys(doc.paths).sort()).toEqual(
+      [
+        '/healthz',
+        '/metrics',
+        '/v1/events/stream',
+        '/v1/notifications',
+        '/v1/openapi.json',
+        '/v1/proof',
+        '/v1/runs',
+        '/v1/runs/{id}',
+        '/v1/runs/{id}/cancel',
+        '/v1/runs/{id}/events',
+        '/v1/runs/{id}/resume',
+        '/v1/token/rotate',
+      ].sort(),
+    );
+  });
+
+  it('every answer of every route, successes and errors, validates against the document', async () => {
+    const spec = jobSpec({ name: 'openapi-run' });
+    const created = await post('/v1/runs', '/v1/runs', spec, { 'idempotency-key': 'oa-1' });
+    expect(created.status).toBe(201);
+    const run = JSON.parse(created.text) as Run;
+    expect((await post('/v1/runs', '/v1/runs', spec, { 'idempotency-key': 'oa-1' })).status).toBe(200);
+    expect((await post('/v1/runs', '/v1/runs', jobSpec({ name: 'other' }), { 'idempotency-key': 'oa-1' })).status).toBe(409);
+    expect((await post('/v1/runs', '/v1/runs', { name: 'x' })).status).toBe(400);
+    expect((await call('POST', '/v1/runs', '/v1/runs', { headers: { 'content-type': 'text/plain' }, body: '{}' })).status).toBe(415);
+    const big = JSON.stringify(spec).replace('"name"', `"pad":"${'x'.repeat(1024 * 1024)}","name"`);
+    expect((await call('POST', '/v1/runs', '/v1/runs', { headers: { 'content-type': 'application/json' }, body: big })).status).toBe(413);
+
+    // A run with an instance, so the run object is checked with every field set.
+    await world.waitFor(run.id, (r) => r.state === 'running');
+    // And one that fails, with an error and ended attempts.
+    const failing = JSON.parse((await post('/v1/runs', '/v1/runs', jobSpec({ name: 'fails', max_price_per_hour: 0.001 }))).text) as Run;
+    await world.waitFor(failing.id, (r) => r.state === 'failed');
+
+    expect((await call('GET', '/healthz', '/healthz', { token: null })).status).toBe(200);
+    expect((await call('GET', `/v1/proof?nonce=${'ab'.repeat(16)}`, '/v1/proof', { token: null })).status).toBe(200);
+    expect((await call('GET', '/v1/proof?nonce=zz', '/v1/proof', { token: null })).status).toBe(400);
+    expect((await call('GET', '/metrics', '/metrics', { token: null })).status).toBe(200);
+    expect((await call('GET', '/v1/runs?limit=2', '/v1/runs')).status).toBe(200);
+    expect((await call('GET', '/v1/runs?after=nosuch', '/v1/runs')).status).toBe(400);
+    expect((await call('GET', '/v1/runs', '/v1/runs', { token: 'wrong' })).status).toBe(401);
+    expect((await call('GET', '/v1/runs', '/v1/runs', { headers: { host: 'evil.example:80' } })).status).toBe(403);
+    expect((await call('GET', `/v1/runs/${run.id}`, '/v1/runs/{id}')).status).toBe(200);
+    expect((await call('GET', '/v1/runs/nosuch', '/v1/runs/{id}')).status).toBe(404);
+    expect((await call('GET', `/v1/runs/${run.id}/events`, '/v1/runs/{id}/events')).status).toBe(200);
+    expect((await call('POST', `/v1/runs/${run.id}/resume`, '/v1/runs/{id}/resume')).status).toBe(409);
+    expect((await call('POST', '/v1/runs/nosuch/cancel', '/v1/runs/{id}/cancel')).status).toBe(404);
+    expect((await call('POST', `/v1/runs/${run.id}/cancel`, '/v1/runs/{id}/cancel')).status).toBe(202);
+    await world.waitFor(run.id, (r) => r.state === 'cancelled');
+    // The notifications of both runs went out (or are on their way).
+    const notified = await call('GET', '/v1/notifications', '/v1/notifications');
+    expect(notified.status).toBe(200);
+    expect((JSON.parse(notified.text) as unknown[]).length).toBeGreaterThanOrEqual(3);
+    expect((await call('GET', '/v1/notifications?state=nope', '/v1/notifications')).status).toBe(400);
+    expect((await call('GET', '/v1/events/stream?run=nosuch', '/v1/events/stream')).status).toBe(404);
+
+    // The stream: its media type is documented, and every message's data is a StreamEvent.
+    const stream = await openSse(`${world.daemon.url}/v1/events/stream?run=${run.id}`, { authorization: `Bearer ${world.daemon.token}` });
+    expect([stream.status, stream.headers['content-type']]).toEqual([200, 'text/event-stream; charset=utf-8']);
+    await stream.ended;
+    const streamAnswer: Answer = { method: 'GET', route: '/v1/events/stream', status: 200, contentType: 'text/event-stream', text: '' };
+    schemaFor(streamAnswer, 'text/event-stream');
+    const item = ajv.compile(schemaFor(streamAnswer, 'text/event-stream', 'x-item-schema'));
+    const data = stream.messages.filter((m) => m.event === 'message').map((m) => JSON.parse(m.data) as unknown);
+    expect(data.length).toBeGreaterThan(3);
+    for (const d of data) expect(item(d), ajv.errorsText(item.errors)).toBe(true);
+
+    expect((await call('POST', '/v1/token/rotate', '/v1/token/rotate')).status).toBe(200);
+
+    // Every answer above, against the document.
+    for (const a of answers) validate(a);
+    const seen = new Set(answers.map((a) => `${a.method} ${a.route}`));
+    for (const [path, ops] of Object.entries(doc.paths)) for (const m of Object.keys(ops)) expect(seen, `${m.toUpperCase()} ${path} was called`).toContain(`${m.toUpperCase()} ${path}`);
+  });
+});
