@@ -8,6 +8,7 @@ import { jobSpecSchema } from '../job-spec/schema.js';
 import { jobSpecJsonSchema } from '../job-spec/validate.js';
 import { packageVersion } from '../package-path.js';
 import {
+  CostsReportSchema,
   ErrorEnvelopeSchema,
   HealthSchema,
   NotificationListSchema,
@@ -34,6 +35,7 @@ const COMPONENTS: Record<string, z.ZodType> = {
   Health: HealthSchema,
   Proof: ProofSchema,
   Rotated: RotatedSchema,
+  CostsReport: CostsReportSchema,
   ErrorEnvelope: ErrorEnvelopeSchema,
 };
 

@@ -91,7 +91,7 @@ describe('GET /metrics', () => {
     expect(sampleValue(running, 'berth_service_requests_total', { group: 'search', status: '200' })).toBeGreaterThanOrEqual(1);
     expect(sampleValue(running, 'berth_service_requests_total', { group: 'create', status: '200' })).toBeGreaterThanOrEqual(1);
     expect(sampleValue(running, 'berth_service_requests_total', { group: 'list', status: '200' })).toBeGreaterThanOrEqual(1);
-    expect(sampleValue(running, 'berth_detection_seconds_count', { via: 'status' })).toBe(1);
+    expect(sampleValue(running, 'berth_detection_seconds_count', { via: 'ssh' })).toBe(1); // ready_when "ssh" is the default
     expect(sampleValue(running, 'berth_list_sweep_duration_seconds_count')).toBeGreaterThanOrEqual(1);
     expect(sampleValue(running, 'berth_list_sweep_pages')).toBe(1);
 

@@ -93,6 +93,7 @@ describe('GET /v1/openapi.json', () => {
       [
         '/healthz',
         '/metrics',
+        '/v1/costs',
         '/v1/events/stream',
         '/v1/notifications',
         '/v1/openapi.json',
@@ -146,6 +147,8 @@ describe('GET /v1/openapi.json', () => {
     expect((JSON.parse(notified.text) as unknown[]).length).toBeGreaterThanOrEqual(3);
     expect((await call('GET', '/v1/notifications?state=nope', '/v1/notifications')).status).toBe(400);
     expect((await call('GET', '/v1/events/stream?run=nosuch', '/v1/events/stream')).status).toBe(404);
+    expect((await call('GET', '/v1/costs', '/v1/costs')).status).toBe(200);
+    expect((await call('GET', '/v1/costs?since=someday', '/v1/costs')).status).toBe(400);
 
     // The stream: its media type is documented, and every message's data is a StreamEvent.
     const stream = await openSse(`${world.daemon.url}/v1/events/stream?run=${run.id}`, { authorization: `Bearer ${world.daemon.token}` });
