@@ -19,7 +19,6 @@ const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli'] as const;
 /** Parts run only when named in --only. */
 const EXTRA_PARTS = ['scale'] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
-type Part = (typeof PARTS)[number];
 
 interface Options {
   quick: boolean;

@@ -55,7 +55,7 @@ const ORDERS: Array<[string, 'asc' | 'desc']> = [
  * machines faulty (exited 6%, unknown 3%, offline 3%, stuck loading 3%), 2% of requests answered 5xx, and the service's rate limits, search raised from
  * 10/min to 5/s (burst 10) so that 100 runs can start within the bench's time.
  */
-export function compareSimConfig(seed: number): SimConfigInput {
+function compareSimConfig(seed: number): SimConfigInput {
   return {
     seed,
     time_scale: 30,
@@ -68,7 +68,7 @@ export function compareSimConfig(seed: number): SimConfigInput {
 }
 
 /** Berth's defaults for the service's thresholds, search scaled as the simulator's (90% of it). */
-export function compareBerthConfig(pollS: number): DeepPartial<Config> {
+function compareBerthConfig(pollS: number): DeepPartial<Config> {
   return {
     daemon: { listen: '127.0.0.1:0', max_active_runs: 1000 },
     polling: { interval_s: pollS },

@@ -37,7 +37,7 @@ export interface ScalePlan {
   notify?: boolean;
 }
 
-export interface NotifyFigures {
+interface NotifyFigures {
   /** POSTs the receiver got, and distinct notification ids among them. */
   posts: number;
   unique: number;

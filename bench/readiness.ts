@@ -19,7 +19,7 @@ import type { Run as RunView } from '../src/wire/control-api.js';
 import { startSimulator } from '../src/sim/index.js';
 import { freePort } from './free-port.js';
 import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';
-import { median, quantile, type BenchRow, type BenchSection } from './types.js';
+import { median, quantile, type BenchSection } from './types.js';
 
 type Method = 'status' | 'ssh' | 'callback';
 

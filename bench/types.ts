@@ -17,8 +17,6 @@ export interface BenchSection {
   rows: BenchRow[];
 }
 
-export type BenchPart = () => Promise<BenchSection>;
-
 /** Median of a sample (sorted copy); NaN for an empty sample. */
 export function median(values: number[]): number {
   return quantile(values, 0.5);

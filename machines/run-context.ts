@@ -102,7 +102,7 @@ function withEnding(context: RunContext, ending: Ending, change: Change = {}): C
 }
 
 /** Why the current instance is destroyed; the attempt ends with it once the instance is gone. */
-export function endingAs(context: RunContext, outcome: AttemptOutcome, detail: string): Change {
+function endingAs(context: RunContext, outcome: AttemptOutcome, detail: string): Change {
   return withEnding(context, { outcome, detail });
 }
 

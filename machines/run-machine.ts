@@ -244,5 +244,3 @@ export const runMachine = runSetup.createMachine({
     },
   },
 });
-
-export type RunMachine = typeof runMachine;

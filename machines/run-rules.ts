@@ -5,7 +5,7 @@ import type { Instance } from '../src/client/types.js';
 import type { RunError } from '../src/errors.js';
 import type { BidPolicy, CurrentAttempt, Endpoint, RunContext, RunLimits } from './run-types.js';
 
-export type { RunError, RunErrorKind } from '../src/errors.js';
+export type { RunError } from '../src/errors.js';
 /** Any thrown value as a run error: the one conversion, src/errors.ts `toRunError`. */
 export { toRunError } from '../src/errors.js';
 

@@ -32,8 +32,8 @@ export interface RunLimits {
   bid: BidPolicy | null;
 }
 
-export type ReadyWhen = 'ssh' | 'status';
-export type OnOutbid = 'rebid' | 'failover' | 'on_demand';
+type ReadyWhen = 'ssh' | 'status';
+type OnOutbid = 'rebid' | 'failover' | 'on_demand';
 
 export interface BidPolicy {
   /** $/h for compute, or 'min': the offer's min_bid at the time of the create. */

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 
 let root: string | undefined;
 
-export function packageRoot(): string {
+function packageRoot(): string {
   if (root) return root;
   let dir = dirname(fileURLToPath(import.meta.url));
   while (!existsSync(join(dir, 'package.json'))) {

@@ -41,7 +41,7 @@ export async function followRun(client: ControlClient, id: string, options: Foll
  * The people's view of a followed run: attempt outcomes as they happen, under a live status line.
  * Attempts that had already ended in `seen` (what the user was last shown) are not told again.
  */
-export function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): void } {
+function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): void } {
   const view = new LiveView(io);
   const reported = new Set<number>(seen?.attempts.filter(hasEnded).map((a) => a.n));
   // Readiness told once per time it was reached (a rebid restarts the check).

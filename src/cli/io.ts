@@ -22,6 +22,7 @@ export interface Io {
  * or hide text (bidi overrides, zero-width marks). Each is shown as `\uXXXX`, which is also a valid
  * escape inside a JSON string, so JSON output stays JSON.
  */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point: they are escaped
 const UNSAFE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]/g;
 
 export function safeText(text: string): string {

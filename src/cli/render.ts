@@ -35,7 +35,7 @@ export function sshCommand(instance: RunInstance | null): string | null {
 }
 
 /** One SSH line per endpoint that answered (both when both did), else the listed proxy's. */
-export function sshCommands(instance: RunInstance | null): string[] {
+function sshCommands(instance: RunInstance | null): string[] {
   if (!instance) return [];
   const answered = instance.ssh ?? [];
   if (answered.length > 0) return answered.map((e) => `ssh -p ${e.port} root@${e.host} (${e.kind})`);
@@ -44,7 +44,7 @@ export function sshCommands(instance: RunInstance | null): string[] {
 }
 
 /** The instance runs by the list, but the run still waits for its SSH to answer. */
-export function waitingForSsh(run: Run): boolean {
+function waitingForSsh(run: Run): boolean {
   return run.state === 'booting' && run.instance?.actual_status === 'running' && !run.instance.ready;
 }
 

@@ -36,11 +36,3 @@ export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefine
     );
   });
 }
-
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  const done = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, Math.max(0, ms));
-  });
-  return raceAbort(done, signal).finally(() => clearTimeout(timer));
-}

@@ -54,7 +54,7 @@ function readFields(body: unknown, secrets: readonly string[] | SecretScrubber =
 }
 
 /** Service text made safe for a message: every form of every secret replaced, one line, length bounded. */
-export function safeServiceText(text: string | undefined, secrets: readonly string[] | SecretScrubber = []): string | undefined {
+function safeServiceText(text: string | undefined, secrets: readonly string[] | SecretScrubber = []): string | undefined {
   if (!text) return undefined;
   const out = scrubSecrets(text.slice(0, MAX_SCRUBBED_TEXT), secrets).replace(/\s+/g, ' ').trim();
   return out.length > MAX_SERVICE_TEXT ? `${out.slice(0, MAX_SERVICE_TEXT)}…` : out;

@@ -38,7 +38,7 @@ export interface GroupStats {
   refilling: boolean;
 }
 
-export interface PauseInfo {
+interface PauseInfo {
   group: RateGroup;
   pauseMs: number;
   threshold: number | undefined;

@@ -73,7 +73,7 @@ export interface MarketClientOptions {
   clock?: Clock;
 }
 
-export interface Webhook {
+interface Webhook {
   id: number;
   webhook_secret: string;
   [field: string]: unknown;
@@ -86,7 +86,7 @@ export interface Charge {
   [field: string]: unknown;
 }
 
-export interface ApiKeyCreated {
+interface ApiKeyCreated {
   id?: number;
   /** The key value, shown once: a secret. */
   key?: string;

@@ -60,7 +60,7 @@ export const chargesResponseSchema = z.looseObject({ results: z.array(chargeSche
 /** logs.yaml: the log is uploaded to `result_url` (fetched without the key, like a pre-signed S3 URL). */
 export const requestLogsResponseSchema = z.looseObject({ result_url: z.string().url() });
 export const secretsResponseSchema = z.looseObject({ secrets: z.record(z.string(), z.string()) });
-export const webhookSchema = z.looseObject({ id, webhook_secret: z.string() });
+const webhookSchema = z.looseObject({ id, webhook_secret: z.string() });
 export const rotateSecretResponseSchema = z.looseObject({ webhook: webhookSchema });
 /** The API-key record's shape is not documented: require only a numeric id. */
 export const apiKeyResponseSchema = z.looseObject({ id: id.optional(), key: z.string().optional() });
@@ -81,8 +81,8 @@ export function parseBody<S extends z.ZodType>(schema: S, body: unknown, what: s
 }
 
 // Compile-time checks that the parsed records fit the public types.
-export type ParsedOffer = z.output<typeof offerSchema>;
-export type ParsedInstance = z.output<typeof instanceSchema>;
+type ParsedOffer = z.output<typeof offerSchema>;
+type ParsedInstance = z.output<typeof instanceSchema>;
 const _offerFits = (o: ParsedOffer): Offer => o;
 const _instanceFits = (i: ParsedInstance): Instance => i;
 const _userFits = (u: z.output<typeof currentUserSchema>): CurrentUser => u;

@@ -18,7 +18,7 @@ export type Outcome =
   | 'final'; // the caller must act (bad key, missing permission, gone, bad request)
 
 /** Whether a request that failed without an answer may have been processed by the service. */
-export type Reached =
+type Reached =
   | 'no' // failed before the request left (connect refused/timed out, DNS)
   | 'maybe'; // the request was (or may have been) sent: its effect is unknown
 
@@ -41,7 +41,7 @@ export interface TransportPolicy {
 }
 
 /** HTTP statuses. Anything not listed falls back by class (see `statusPolicy`). */
-export const STATUS_POLICY: Readonly<Record<number, StatusPolicy>> = {
+const STATUS_POLICY: Readonly<Record<number, StatusPolicy>> = {
   400: { outcome: 'final', code: 'bad_request' },
   401: { outcome: 'final', code: 'auth' },
   403: { outcome: 'final', code: 'permission' },
@@ -58,7 +58,7 @@ export const STATUS_POLICY: Readonly<Record<number, StatusPolicy>> = {
  * System and undici error codes. `reached: 'no'` only where the failure provably happened before
  * any byte of the request was written (the socket never connected, or the name never resolved).
  */
-export const TRANSPORT_POLICY: Readonly<Record<string, TransportPolicy>> = {
+const TRANSPORT_POLICY: Readonly<Record<string, TransportPolicy>> = {
   // Never connected: safe to retry even a create.
   ECONNREFUSED: { outcome: 'retry', code: 'network', reached: 'no' },
   ENOTFOUND: { outcome: 'retry', code: 'network', reached: 'no' },
@@ -85,7 +85,7 @@ export const TRANSPORT_POLICY: Readonly<Record<string, TransportPolicy>> = {
  * other call fails (a change is reported failed). A create never gets here as a plain failure:
  * without `new_contract` its outcome is unknown (see `mayHaveActed` above).
  */
-export const UNSUCCESSFUL_POLICY: Readonly<Partial<Record<ClientOperation, Outcome>>> = {
+const UNSUCCESSFUL_POLICY: Readonly<Partial<Record<ClientOperation, Outcome>>> = {
   destroy: 'retry',
   list: 'retry',
   show: 'retry',

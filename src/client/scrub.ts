@@ -9,9 +9,9 @@
 // Over-redaction is harmless (the text is only ever a message); a missed fragment is not.
 
 /** Shortest secret worth seeking. */
-export const MIN_SECRET = 4;
+const MIN_SECRET = 4;
 /** Shortest piece of a longer secret that is replaced. */
-export const MIN_FRAGMENT = 6;
+const MIN_FRAGMENT = 6;
 /** Service text past this is cut before scrubbing: no message quotes that much. */
 export const MAX_SCRUBBED_TEXT = 2000;
 const MARK = '[redacted]';

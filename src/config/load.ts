@@ -22,7 +22,7 @@ export type DeepPartial<T> = T extends readonly unknown[]
     ? { [K in keyof T]?: DeepPartial<T[K]> }
     : T;
 
-export interface Environment {
+interface Environment {
   /** BERTH_HOME: the daemon's and CLI's shared directory. */
   home: string;
   /** BERTH_API_KEY, or the content of BERTH_API_KEY_FILE / service.api_key_file. */
@@ -45,7 +45,7 @@ function isPlainObject(v: unknown): v is Json {
 }
 
 /** Objects merge key by key; arrays and scalars replace. A `__proto__` key is refused, not merged into the prototype. */
-export function deepMerge(base: Json, over: Json, path = ''): Json {
+function deepMerge(base: Json, over: Json, path = ''): Json {
   const out: Json = { ...base };
   for (const [k, v] of Object.entries(over)) {
     if (v === undefined) continue;
@@ -72,12 +72,12 @@ function readJsonFile(path: string, what: string): Json {
   return parsed;
 }
 
-export function defaultConfigJson(): Json {
+function defaultConfigJson(): Json {
   return readJsonFile(packagePath('config', 'default.json'), 'default config');
 }
 
 /** Validates a merged config object, naming the first bad field and the expected form. */
-export function parseConfig(raw: unknown): Config {
+function parseConfig(raw: unknown): Config {
   const result = configSchema.safeParse(raw, {
     error: (iss) => (iss.code === 'invalid_type' && isNonFiniteNumber(iss.input) ? NOT_FINITE_MESSAGE : undefined),
   });

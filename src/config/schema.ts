@@ -23,7 +23,7 @@ export const RESERVED_KEYS: ReadonlySet<string> = new Set(['__proto__', 'constru
 const notReserved = (k: string) => !RESERVED_KEYS.has(k);
 const RESERVED_MESSAGE = 'is a reserved name (__proto__, constructor, prototype), not a field';
 
-export const relaxStepSchema = z
+const relaxStepSchema = z
   .strictObject({
     /** Filter names to remove. */
     drop: z.array(z.string().min(1).refine(notReserved, RESERVED_MESSAGE)).optional(),
@@ -45,13 +45,11 @@ const rateGroupSchema = z.strictObject({
   penalty_s: z.number().nonnegative().optional(),
 });
 
-export type RateGroupConfig = z.infer<typeof rateGroupSchema>;
-
 export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'other'] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
 /** One receiver of run notifications (README: Notifications). */
-export const notifyTargetSchema = z.strictObject({
+const notifyTargetSchema = z.strictObject({
   /** Where the notifications are POSTed, http:// or https://. */
   url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' }),
   /** The run events sent there (default every one). */
@@ -206,4 +204,3 @@ export const configSchema = z.strictObject({
 });
 
 export type Config = z.infer<typeof configSchema>;
-

@@ -18,10 +18,10 @@ import { BerthError, toRunError } from '../errors.js';
 import { creditOf } from './account-watch.js';
 
 /** Far above any instance id the service has handed out (about 3 × 10^7 in 2026), and within int32. */
-export const PROBE_INSTANCE_ID = 2_147_483_647;
+const PROBE_INSTANCE_ID = 2_147_483_647;
 
 /** The categories berth needs (README: a scoped key holding only these works), and the optional one. */
-export const REQUIRED_CATEGORIES = ['misc', 'user_read', 'instance_read', 'instance_write'] as const;
+const REQUIRED_CATEGORIES = ['misc', 'user_read', 'instance_read', 'instance_write'] as const;
 const WHAT_NEEDS = {
   misc: 'offer search needs it',
   user_read: 'the account checks (credit, SSH key) need it',
@@ -29,9 +29,9 @@ const WHAT_NEEDS = {
   instance_write: 'create, destroy and change-bid need it',
 } as const;
 
-export type CheckName = 'service' | 'key' | 'permissions' | 'ssh_key' | 'credit';
+type CheckName = 'service' | 'key' | 'permissions' | 'ssh_key' | 'credit';
 
-export interface CheckResult {
+interface CheckResult {
   name: CheckName;
   ok: boolean;
   message: string;

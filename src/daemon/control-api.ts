@@ -21,7 +21,7 @@ import { controlRoutes, HttpProblem, type Answer, type ControlApiDeps, type Cont
 import { isUsableToken } from './control-token.js';
 import { IdempotencyConflictError } from './submission.js';
 
-export type { ControlApiDeps, ControlTokens } from './control-routes.js';
+export type { ControlApiDeps } from './control-routes.js';
 
 function tokenMatches(header: string | undefined, token: string): boolean {
   if (!isUsableToken(token)) return false; // never "no token means no check"

@@ -34,7 +34,7 @@ import { observeRoutes } from './observe-routes.js';
 import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js';
 import type { Supervisor } from './supervisor.js';
 
-export interface ControlTokens {
+interface ControlTokens {
   current(): string;
   /** Makes, stores and switches to a new token; the old one stops working at once. */
   rotate(): string;
@@ -90,7 +90,7 @@ export type Answer =
  * What GET /v1/openapi.json says of a route (./control-openapi.ts): the schemas are the zod schemas
  * of src/wire/control-api.ts the daemon answers with, named in the document's components.
  */
-export interface RouteDoc {
+interface RouteDoc {
   summary: string;
   description?: string;
   query?: Array<{ name: string; description: string; schema: Record<string, unknown> }>;

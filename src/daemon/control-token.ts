@@ -11,12 +11,12 @@ import { closeSync, fsyncSync, openSync, readFileSync, renameSync, rmSync, write
 import { join } from 'node:path';
 import { StoreError } from '../errors.js';
 
-export const TOKEN_FILE = 'control.token';
+const TOKEN_FILE = 'control.token';
 
 /** base64url of 24 random bytes: 32 characters. Anything shorter or of other characters is not ours. */
 const TOKEN_PATTERN = /^[A-Za-z0-9_-]{32,}$/;
 
-export const tokenPath = (home: string) => join(home, TOKEN_FILE);
+const tokenPath = (home: string) => join(home, TOKEN_FILE);
 
 export function isUsableToken(token: string | undefined): token is string {
   return token !== undefined && TOKEN_PATTERN.test(token);

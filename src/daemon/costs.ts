@@ -18,7 +18,6 @@ const DAY_MS = 86_400_000;
 
 export type { CostsReport };
 type RunCosts = CostsReport['runs'][number];
-type InstanceCosts = RunCosts['instances'][number];
 
 /** `--since`: a date (`2026-11-20`, read as UTC) or an ISO time; the report starts at 00:00 UTC of its day. */
 export function parseSince(text: string | null, now: number): number | undefined {

@@ -26,7 +26,7 @@ import type { AttemptJournal } from './attempt-journal.js';
 const WANTS_LOGS: ReadonlySet<AttemptOutcome> = new Set(['exited', 'unreachable', 'boot_timeout', 'lost']);
 
 /** Lines asked for; the kept tail is cut to MAX_TAIL_BYTES anyway. */
-export const TAIL_LINES = 200;
+const TAIL_LINES = 200;
 /** What is kept of a log: its last lines, at most this many UTF-8 bytes. */
 export const MAX_TAIL_BYTES = 4096;
 /** Longest the destroy waits for the service to answer the log request. */
@@ -59,7 +59,7 @@ export interface FailureLogsDeps {
   fetchText?(url: string, signal: AbortSignal): Promise<FetchedText>;
 }
 
-export function wantsLogs(outcome: AttemptOutcome | null): boolean {
+function wantsLogs(outcome: AttemptOutcome | null): boolean {
   return outcome !== null && WANTS_LOGS.has(outcome);
 }
 

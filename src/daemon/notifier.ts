@@ -68,7 +68,7 @@ interface Target {
 }
 
 /** `Berth-Signature` of a body sent at `unixS` (README: Notifications shows how to check it). */
-export function signature(secret: string, unixS: number, body: string): string {
+function signature(secret: string, unixS: number, body: string): string {
   return `t=${unixS},v1=${createHmac('sha256', secret).update(`${unixS}.${body}`).digest('hex')}`;
 }
 

@@ -27,7 +27,7 @@ import { BerthError, toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 
 /** The v1 list's page size: also the most ids or labels one filtered call asks for. */
-export const PAGE_SIZE = 25;
+const PAGE_SIZE = 25;
 /** A sweep that has not ended after this many pages (250,000 instances) is abandoned. */
 const MAX_SWEEP_PAGES = 10_000;
 
@@ -314,6 +314,7 @@ export class InstancePoller implements InstanceLists {
   private sleepUntil(at: number, wakeForLookups: boolean): Promise<void> {
     if (this.stopped) return Promise.resolve();
     return new Promise<void>((resolve) => {
+      // eslint-disable-next-line prefer-const -- assigned after `done`, which cancels it, is defined
       let timer: Timer | undefined;
       const done = () => {
         timer?.cancel();

@@ -57,7 +57,7 @@ export interface RunActorDeps {
   money?: MoneyChecks;
 }
 
-export interface MoneyChecks {
+interface MoneyChecks {
   /** The candidates the run's remaining budget can pay to boot; `exhausted` when offers matched but none can. */
   affordable(runId: string, candidates: Candidate[]): SearchOutput;
   /**

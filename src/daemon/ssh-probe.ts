@@ -23,7 +23,7 @@ export interface SshProbeTimings {
   maxPauseMs: number;
 }
 
-export const DEFAULT_SSH_PROBE_TIMINGS: SshProbeTimings = {
+const DEFAULT_SSH_PROBE_TIMINGS: SshProbeTimings = {
   connectTimeoutMs: 5_000,
   bannerTimeoutMs: 5_000,
   firstPauseMs: 1_000,

@@ -281,9 +281,6 @@ export function jsonType(v: unknown): string {
 /** A parsed spec: everything checked, spec-level defaults (disk, search) filled in. */
 export type JobSpec = z.output<typeof jobSpecSchema>;
 
-/** The bid a job spec asks for: $/h of compute, or the offer's `min_bid` at the create. */
-export type BidPrice = number | 'min';
-
 /** A spec ready to run: limits and the relax ladder filled from `config.runs` where the spec left them out. */
 export type ResolvedJobSpec = Omit<JobSpec, 'relax' | 'max_attempts' | 'boot_timeout_s' | 'deadline_s'> & {
   relax: RelaxStep[];

@@ -26,7 +26,7 @@ export interface Blocked {
 type Filters = Record<string, Record<string, unknown>>;
 
 /** Filters the service applies when they are absent; berth sends them explicitly. */
-export const SERVICE_DEFAULTED_FILTERS: Readonly<Filters> = {
+const SERVICE_DEFAULTED_FILTERS: Readonly<Filters> = {
   verified: { eq: true },
   rentable: { eq: true },
   rented: { eq: false },
@@ -40,7 +40,7 @@ const EITHER = { in: [true, false] };
  * own example divides by 720 (show_instance.yaml: diskHour 0.0020740 = 0.14933 × 10 GB / 720), the
  * smaller of the usual readings (720, 730), so the disk is never priced below what it bills.
  */
-export const HOURS_PER_MONTH = 720;
+const HOURS_PER_MONTH = 720;
 
 /** Number of relax steps, i.e. the highest `relaxLevel` buildSearchQuery accepts. */
 export function relaxStepCount(spec: ResolvedJobSpec): number {
@@ -145,7 +145,7 @@ export function billedPriceFor(offer: Offer, spec: ResolvedJobSpec): number | nu
  * The compute bid a create on `offer` sends: the spec's price, or for `"min"` the offer's current
  * `min_bid` (null when the offer does not state one: its price is then unknown and it is not tried).
  */
-export function bidFor(offer: Offer, spec: Pick<ResolvedJobSpec, 'bid_price'>): number | null {
+function bidFor(offer: Offer, spec: Pick<ResolvedJobSpec, 'bid_price'>): number | null {
   if (spec.bid_price === 'min') return price(offer['min_bid']) ?? null;
   return spec.bid_price ?? null;
 }

@@ -32,7 +32,7 @@ export interface ChargesQuery {
   afterId: number | null;
 }
 
-export interface ChargeItem {
+interface ChargeItem {
   start: number;
   end: number;
   type: 'gpu' | 'disk';
@@ -43,7 +43,7 @@ export interface ChargeItem {
   items: [];
 }
 
-export interface ContractCharge {
+interface ContractCharge {
   start: number;
   end: number;
   type: 'instance';
@@ -83,7 +83,7 @@ export function chargesPage(histories: readonly SimInstanceHistory[], clock: Sim
 }
 
 /** The yaml's token shape: base64 of `{"values": {"id": N}}`. Opaque to clients. */
-export function encodeChargesToken(lastId: number): string {
+function encodeChargesToken(lastId: number): string {
   return Buffer.from(JSON.stringify({ values: { id: lastId } })).toString('base64');
 }
 

@@ -28,7 +28,7 @@ export const faultProfileSchema = z.enum(FAULT_PROFILES);
  * `not_your_own` answers the documented 403 (error 403/3586), `unavailable` is an offer whose GPUs
  * cannot start now (410 with cancel_unavail, else an instance created stopped).
  */
-export const OFFER_FAULTS = ['not_your_own', 'unavailable'] as const;
+const OFFER_FAULTS = ['not_your_own', 'unavailable'] as const;
 export type OfferFault = (typeof OFFER_FAULTS)[number];
 export const offerFaultSchema = z.enum(OFFER_FAULTS);
 
@@ -37,30 +37,28 @@ export const offerFaultSchema = z.enum(OFFER_FAULTS);
  * docs/simulator.md). Every endpoint (method and path template) keeps its own limiter per identity,
  * so two endpoints of one group never share a budget.
  */
-export const RATE_GROUPS = [
-  'search',
-  'create',
-  'list_v0',
-  'list_v1',
-  'show',
-  'change',
-  'reboot',
-  'change_bid',
-  'destroy',
-  'secrets',
-  'secrets_write',
-  'ssh_keys',
-  'api_keys',
-  'api_keys_write',
-  'templates',
-  'templates_write',
-  'user',
-  'webhooks',
-  'gpu_names',
-  'charges',
-  'logs',
-] as const;
-export type RateGroup = (typeof RATE_GROUPS)[number];
+export type RateGroup =
+  | 'search'
+  | 'create'
+  | 'list_v0'
+  | 'list_v1'
+  | 'show'
+  | 'change'
+  | 'reboot'
+  | 'change_bid'
+  | 'destroy'
+  | 'secrets'
+  | 'secrets_write'
+  | 'ssh_keys'
+  | 'api_keys'
+  | 'api_keys_write'
+  | 'templates'
+  | 'templates_write'
+  | 'user'
+  | 'webhooks'
+  | 'gpu_names'
+  | 'charges'
+  | 'logs';
 
 const rate = z.number().min(0).max(1);
 
@@ -175,7 +173,7 @@ const webhookSeedSchema = z.object({
   webhook_secret: z.string().min(8).optional(),
 });
 
-export const simConfigSchema = z.object({
+const simConfigSchema = z.object({
   /** PRNG seed of the catalog, profiles and fault dice (options.seed overrides). */
   seed: z.number().int().default(1),
   /** Sim seconds per wall second (options.timeScale overrides). */

@@ -23,14 +23,14 @@ import type { SimStats } from './stats.js';
 import type { Delivery } from './webhooks.js';
 import { SimWorld } from './world.js';
 
-export type { FaultConfig, FaultProfile, OfferFault, Permissions, SimConfigInput } from './config.js';
-export { FAULT_PROFILES, OFFER_FAULTS, parseSimConfig } from './config.js';
-export type { SimInstanceHistory, StatusEntry, OnstartResult } from './instances.js';
-export type { Ledger, LedgerEntry } from './ledger.js';
+export type { FaultProfile, SimConfigInput } from './config.js';
+export { parseSimConfig } from './config.js';
+export type { SimInstanceHistory, OnstartResult } from './instances.js';
+
 export type { SimStats } from './stats.js';
-export type { Delivery } from './webhooks.js';
+
 export type { SimOffer } from './catalog.js';
-export type { InstanceRecord } from './instance-record.js';
+
 export { signWebhook } from './webhooks.js';
 
 export interface SimulatorOptions {

@@ -5,7 +5,7 @@ import type { LiveInstance } from './instances.js';
 export type InstanceRecord = Record<string, unknown>;
 
 /** The SSH proxy hosts' domain: shaped like the service's `ssh5.vast.ai`, never resolvable. */
-export const SSH_PROXY_DOMAIN = 'vast-sim.invalid';
+const SSH_PROXY_DOMAIN = 'vast-sim.invalid';
 
 /** Whether the runtype asks for direct connections (`ssh_direct`, the CLI's `ssh_direc`, jupyter's). */
 export function wantsDirect(runtype: string): boolean {

@@ -24,7 +24,7 @@ import type { Market } from './market.js';
 import { between, hashUnit, mulberry32, pick } from './prng.js';
 import type { SshPorts } from './ssh-listeners.js';
 
-export interface StatusEntry {
+interface StatusEntry {
   status: ActualStatus;
   at: SimTime;
   msg: string;

@@ -8,7 +8,7 @@ import type { SimTime } from './clock.js';
 import type { SimInstanceHistory } from './instances.js';
 import { billsCompute } from './lifecycle.js';
 
-export interface LedgerEntry {
+interface LedgerEntry {
   instance_id: number;
   label: string | null;
   compute_usd: number;

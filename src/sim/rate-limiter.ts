@@ -65,7 +65,7 @@ export class RateLimiter {
 }
 
 /** The threshold as the service prints it, one decimal for round values ("4.5", "1.0"); none for a window. */
-export function thresholdText(spec: LimitConfig): string | null {
+function thresholdText(spec: LimitConfig): string | null {
   const x = spec.per_s;
   if (x === undefined) return null;
   return Number.isInteger(x * 10) ? x.toFixed(1) : String(Math.round(x * 1000) / 1000);

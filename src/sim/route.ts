@@ -5,7 +5,7 @@ import type { RateGroup } from './config.js';
 import type { Principal } from './auth.js';
 import type { SimWorld } from './world.js';
 
-export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
 
 export interface RouteContext {
   world: SimWorld;

@@ -116,7 +116,7 @@ export class SshListeners {
 }
 
 /** Whether the record gives this instance a direct SSH port (a direct runtype on an offer with direct ports). */
-export function hasDirect(inst: LiveInstance): boolean {
+function hasDirect(inst: LiveInstance): boolean {
   return inst.offer.direct_port_count > 0 && wantsDirect(inst.params.runtype);
 }
 

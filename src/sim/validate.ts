@@ -52,18 +52,6 @@ export function stringArray(o: Json, field: string): string[] | undefined {
   return v as string[];
 }
 
-export function stringMap(o: Json, field: string): Record<string, string> | undefined {
-  const v = o[field];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'object' || Array.isArray(v)) throw invalidArgs(`${field} must be an object of strings.`);
-  const out: Record<string, string> = {};
-  for (const [k, x] of Object.entries(v as Json)) {
-    if (typeof x !== 'string') throw invalidArgs(`${field}.${k} must be a string.`);
-    out[k] = x;
-  }
-  return out;
-}
-
 /** A positive integer path parameter such as an instance id. */
 export function idParam(params: Record<string, string>, name: string): number {
   const raw = params[name] ?? '';

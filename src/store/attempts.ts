@@ -14,7 +14,7 @@
 import type { Db } from './database.js';
 import { attemptPrice, attemptSpend } from './spend.js';
 
-export type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
+type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
 
 export interface AttemptRow {
   run_id: string;
@@ -222,5 +222,3 @@ export function createAttemptsRepo(db: Db) {
     },
   };
 }
-
-export type AttemptsRepo = ReturnType<typeof createAttemptsRepo>;

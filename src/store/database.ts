@@ -22,9 +22,9 @@ export type Db = Database.Database;
  * synchronous sleep that freezes the whole daemon, so it is short: a write that still finds the
  * store busy fails, its run is paused and retried later from a timer (src/daemon/run-driver.ts).
  */
-export const BUSY_TIMEOUT_MS = 50;
+const BUSY_TIMEOUT_MS = 50;
 
-export interface RestoreFound {
+interface RestoreFound {
   /** The generation store.json had seen, and the older one the database holds. */
   markGeneration: number;
   dbGeneration: number;

@@ -82,5 +82,3 @@ export function createEventsRepo(db: Db) {
     },
   };
 }
-
-export type EventsRepo = ReturnType<typeof createEventsRepo>;

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { StoreError } from '../errors.js';
 
 /** Every file berth keeps in BERTH_HOME. */
-export const HOME_FILES = [
+const HOME_FILES = [
   'berth.db',
   'berth.db-wal',
   'berth.db-shm',

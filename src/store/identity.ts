@@ -30,7 +30,7 @@ export type MarkReading = { kind: 'mark'; mark: StoreMark } | { kind: 'absent' }
 
 const RECORD_BYTES = 80;
 
-export const markPath = (home: string) => join(home, 'store.json');
+const markPath = (home: string) => join(home, 'store.json');
 
 export function readMark(home: string): MarkReading {
   let text: string;

@@ -106,7 +106,7 @@ export function openStore(options: OpenOptions) {
 
 export type Store = ReturnType<typeof openStore>;
 export type { RunRow, RunState } from './runs.js';
-export type { AttemptRow, BillingRow } from './attempts.js';
+export type { AttemptRow } from './attempts.js';
 export type { EventRow } from './events.js';
 export type { DeliveryOutcome, OutboxRow } from './outbox.js';
 export { isEndState } from './runs.js';

@@ -119,5 +119,3 @@ export function createOutboxRepo(db: Db) {
     },
   };
 }
-
-export type OutboxRepo = ReturnType<typeof createOutboxRepo>;

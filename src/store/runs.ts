@@ -147,5 +147,3 @@ export function createRunsRepo(db: Db) {
     },
   };
 }
-
-export type RunsRepo = ReturnType<typeof createRunsRepo>;

@@ -22,7 +22,7 @@ export type SpendRow = Pick<
 >;
 
 /** When the attempt's instance may have started billing; null when its create made none. */
-export function billedFrom(a: SpendRow): number | null {
+function billedFrom(a: SpendRow): number | null {
   if (a.create_state === 'created') return a.instance_created_at ?? a.started_at;
   if (a.create_state === 'intent') return a.started_at;
   return null;
@@ -57,7 +57,7 @@ export function attemptPrice(a: SpendRow, runEndedAt: number | null): number {
 }
 
 /** Time the attempt's instance has been running: from the first list that showed it running to the attempt's end (or now). */
-export function attemptRuntimeMs(a: SpendRow, runEndedAt: number | null, now: number): number {
+function attemptRuntimeMs(a: SpendRow, runEndedAt: number | null, now: number): number {
   if (a.first_running_at === null) return 0;
   return Math.max(0, (a.ended_at ?? runEndedAt ?? now) - a.first_running_at);
 }

@@ -15,5 +15,3 @@ export function createWebhookEventsRepo(db: Db) {
     },
   };
 }
-
-export type WebhookEventsRepo = ReturnType<typeof createWebhookEventsRepo>;

@@ -12,19 +12,19 @@ import { RUN_STATES } from './run-states.js';
 
 const isoTime = z.iso.datetime();
 
-export const RunStateSchema = z.enum(RUN_STATES);
+const RunStateSchema = z.enum(RUN_STATES);
 
 /** Why a run failed: an error code of berth's or one of the run's own limits (src/errors.ts). */
-export const RunErrorSchema = z.object({ kind: z.enum(RUN_ERROR_KINDS), message: z.string() });
+const RunErrorSchema = z.object({ kind: z.enum(RUN_ERROR_KINDS), message: z.string() });
 
 /** The instance a live run holds now. */
 /** An SSH endpoint: `proxy` is the service's proxy (ssh_host:ssh_port), `direct` the host's own address and mapped port. */
-export const SshEndpointSchema = z.object({ kind: z.enum(['proxy', 'direct']), host: z.string(), port: z.number().int() });
+const SshEndpointSchema = z.object({ kind: z.enum(['proxy', 'direct']), host: z.string(), port: z.number().int() });
 
 /** How and when the instance was found ready; `after_running_s`: from the list first showing it running (the SSH wait). */
-export const ReadySchema = z.object({ via: z.enum(['ssh', 'status', 'callback']), at: isoTime, after_running_s: z.number().nullable() });
+const ReadySchema = z.object({ via: z.enum(['ssh', 'status', 'callback']), at: isoTime, after_running_s: z.number().nullable() });
 
-export const RunInstanceSchema = z.object({
+const RunInstanceSchema = z.object({
   id: z.number().int(),
   offer_id: z.number().int(),
   machine_id: z.number().int().nullable(),
@@ -39,7 +39,7 @@ export const RunInstanceSchema = z.object({
 });
 
 /** One offer tried. `outcome` is null while the attempt goes on. */
-export const RunAttemptSchema = z.object({
+const RunAttemptSchema = z.object({
   n: z.number().int().min(1),
   offer_id: z.number().int(),
   machine_id: z.number().int().nullable(),
@@ -71,7 +71,7 @@ export const RunSchema = z.object({
 });
 
 /** Spend of one instance (`berth costs`), beside the service's charges for the same days when compared. */
-export const InstanceCostsSchema = z.object({
+const InstanceCostsSchema = z.object({
   attempt: z.number().int(),
   instance_id: z.number().int().nullable(),
   usd: z.number(),
@@ -115,7 +115,7 @@ export const RunEventSchema = z.object({
 /** A stored event as GET /v1/events/stream sends it (the `data` of each SSE message): the event and its run. */
 export const StreamEventSchema = RunEventSchema.extend({ run_id: z.string() });
 
-export const ERROR_KINDS = [
+const ERROR_KINDS = [
   'bad_request', // 400: a target, query or nonce that cannot be read
   'spec', // 400: the job spec is invalid (with `issues`)
   'unauthorized', // 401: no or wrong control token
@@ -132,7 +132,7 @@ export const ERROR_KINDS = [
 ] as const;
 export type ErrorKind = (typeof ERROR_KINDS)[number];
 
-export const SpecIssueSchema = z.object({ path: z.string(), message: z.string() });
+const SpecIssueSchema = z.object({ path: z.string(), message: z.string() });
 
 /** Every error answer: `{"error": {"kind", "message", ...}}`. */
 export const ErrorEnvelopeSchema = z.object({
@@ -206,7 +206,6 @@ export type Run = z.infer<typeof RunSchema>;
 export type RunInstance = z.infer<typeof RunInstanceSchema>;
 export type RunAttempt = z.infer<typeof RunAttemptSchema>;
 export type RunEvent = z.infer<typeof RunEventSchema>;
-export type ErrorEnvelope = z.infer<typeof ErrorEnvelopeSchema>;
 export type Health = z.infer<typeof HealthSchema>;
 export type StreamEvent = z.infer<typeof StreamEventSchema>;
 export type Notification = z.infer<typeof NotificationSchema>;

@@ -191,6 +191,7 @@ describe('hostile requests and inputs', () => {
     for (const args of [['events', runId], ['events', runId, '--json'], ['status', runId], ['status', runId, '--json'], ['status']]) {
       const r = await berth(args, userEnv(home));
       expect(r.code, args.join(' ')).toBe(0);
+      // eslint-disable-next-line no-control-regex -- no control character may reach the terminal
       expect(r.stdout + r.stderr, args.join(' ')).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
     }
     const shown = await berth(['events', runId], userEnv(home));

@@ -3,7 +3,7 @@
 // when asked, with 0; what cannot work (a bad config, a home it must not use, a damaged store)
 // ends it at once with exit 2 and one sentence.
 import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,7 +38,7 @@ async function closedPort(): Promise<number> {
 }
 
 /** A fake marketplace: `handler` answers every request (or never does). */
-async function fakeService(handler: (path: string, res: import('node:http').ServerResponse) => void): Promise<string> {
+async function fakeService(handler: (path: string, res: ServerResponse) => void): Promise<string> {
   const s = createServer((req, res) => handler(req.url ?? '/', res));
   servers.push(s);
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));

@@ -6,7 +6,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { packagePath } from '../../src/package-path.js';
 
-export const BIN = packagePath('bin', 'berth.js');
+const BIN = packagePath('bin', 'berth.js');
 
 export interface CliResult {
   code: number | null;

@@ -10,7 +10,7 @@ const HELP = new RegExp(`^# HELP (${NAME}) (.*)$`);
 const TYPE = new RegExp(`^# TYPE (${NAME}) (counter|gauge|histogram|summary|untyped)$`);
 const SUFFIXES: Record<string, string[]> = { counter: [''], gauge: [''], untyped: [''], histogram: ['_bucket', '_sum', '_count'], summary: ['', '_sum', '_count'] };
 
-export interface Sample {
+interface Sample {
   name: string;
   labels: Record<string, string>;
   value: number;

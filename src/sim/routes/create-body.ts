@@ -110,7 +110,7 @@ function parseEnv(v: unknown): Array<[string, string]> {
 }
 
 /** `-e KEY=value` and `-p host:container[/proto]` (plus -h, -v, -n) as the CLI's parse_env reads them. */
-export function parseEnvFlags(text: string): Array<[string, string]> {
+function parseEnvFlags(text: string): Array<[string, string]> {
   const tokens = [...text.matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]!);
   const out: Array<[string, string]> = [];
   for (let i = 0; i < tokens.length; i++) {

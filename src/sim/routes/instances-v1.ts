@@ -22,7 +22,7 @@ const PAGE_WHEN_NOT_POSITIVE = 5;
  * Columns stored on the contract record: filterable and sortable. Everything else in the record
  * (dph_total, num_gpus, gpu_ram, ssh_host, ports, ...) is computed when it is shown.
  */
-export const STORED_COLUMNS: ReadonlySet<string> = new Set([
+const STORED_COLUMNS: ReadonlySet<string> = new Set([
   'id',
   'machine_id',
   'host_id',

@@ -39,6 +39,7 @@ function name(o: Json): string | null | undefined {
   if (v === null) return null;
   if (typeof v !== 'string') throw invalidArgs('name must be a string.');
   if (v.length > NAME_MAX) throw invalidArgs(`name is longer than ${NAME_MAX} characters.`);
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
   if (/[\u0000-\u001f\u007f]/.test(v)) throw invalidArgs('name must not contain control characters.');
   return v;
 }

@@ -3,11 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { request } from 'undici';
-import { loadConfig } from '../../../src/config/load.js';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
-import { buildSearchQuery, usableOffers } from '../../../src/job-spec/search-query.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
-import type { Offer } from '../../../src/client/types.js';
 import { jobSpec, offersInTryOrder, startWorld, type World } from '../../helpers/world.js';
 
 let world: World | undefined;

@@ -44,7 +44,7 @@ export async function call<T = any>(
   return { status: res.status, body: parsed as T, text };
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls until `check` returns a value other than undefined, or fails after `timeoutMs`. */
 export async function waitFor<T>(check: () => T | undefined | Promise<T | undefined>, timeoutMs = 3000, what = 'condition'): Promise<T> {

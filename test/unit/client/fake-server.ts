@@ -4,7 +4,7 @@ import http, { type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { RATE_GROUPS, type Config } from '../../../src/config/schema.js';
 
-export interface FakeRequest {
+interface FakeRequest {
   method: string;
   url: string;
   headers: IncomingHttpHeaders;

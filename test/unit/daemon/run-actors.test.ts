@@ -92,7 +92,6 @@ function startCreate(client: MarketClient, lists = lookups().lists, claims = new
 
 const row = (n = 1) => store.attempts.get('run1', n);
 const label = () => `berth:${store.storeId}:run1:1`;
-const never = () => new Promise<never>(() => undefined);
 const fail = (err: unknown) => async () => Promise.reject(err);
 
 describe('create actor: a fresh attempt', () => {
