@@ -1,6 +1,5 @@
 // The `berth` command line as a user runs it: the built CLI spawned as a process, against a real
 // daemon process and the simulator. Asserts what a user sees: exit codes, stdout, stderr.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,46 +7,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { berth, userEnv } from '../helpers/berth-cli.js';
 import { FAST_CONFIG, FAST_SIM } from '../helpers/world.js';
 
-interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-const BIN = packagePath('bin', 'berth.js');
 const dirs: string[] = [];
 
 function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), 'berth-cli-'));
   dirs.push(dir);
   return dir;
-}
-
-/** The environment of a user whose berth lives in `home`; nothing leaks in from the test's own. */
-function userEnv(home: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BERTH_')));
-  return { ...env, BERTH_HOME: home, ...extra };
-}
-
-function berth(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 20_000): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    proc.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      reject(new Error(`berth ${args.join(' ')} took over ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
-    }, timeoutMs);
-    proc.on('error', reject);
-    proc.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
 }
 
 function writeSpec(dir: string, name: string, spec: unknown): string {

@@ -9,7 +9,7 @@ import { request } from 'undici';
 import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
-import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
+import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
@@ -29,9 +29,6 @@ async function setup(simOverrides = {}, configOverrides = {}) {
   daemon = await spawnDaemon(s);
   return { restart: async () => (daemon = await spawnDaemon(s)) };
 }
-
-const isRunning = (r: RunView) => r.state === 'running';
-const isEnded = (r: RunView) => r.state === 'failed' || r.state === 'cancelled';
 
 /** Instances the simulator ever made for this run, by attempt number. */
 function instancesByAttempt(runId: string): Map<number, number[]> {

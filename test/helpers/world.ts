@@ -14,6 +14,9 @@ import { loadConfig } from '../../src/config/load.js';
 import { buildSearchQuery, usableOffers } from '../../src/job-spec/search-query.js';
 import { parseJobSpec, resolveJobSpec } from '../../src/job-spec/validate.js';
 import { controlApi, type ControlApi } from './control-api.js';
+import { expect } from 'vitest';
+import type { Run } from '../../src/wire/control-api.js';
+import { isEndState } from '../../src/wire/run-states.js';
 
 /** Berth settings that make the whole workflow take seconds against a fast simulator. */
 /** The same limit for every endpoint group of berth's client. */
@@ -115,4 +118,27 @@ export async function offersInTryOrder(w: Pick<World, 'sim'>, spec: Record<strin
     seen.add(o.machine_id);
     return true;
   });
+}
+
+/** Submits a job spec through the control API; fails the test unless a run was made. */
+export async function submit(w: World, spec: Record<string, unknown>): Promise<Run> {
+  const res = await w.api<Run>('POST', '/v1/runs', spec);
+  expect(res.status).toBe(201);
+  return res.body;
+}
+
+export const isRunning = (r: Run) => r.state === 'running';
+export const isEnded = (r: Run) => isEndState(r.state);
+
+/**
+ * Cancels the run and checks, in the simulator's ledger, that nothing is left billing.
+ * `othersMayRun`: another run may be admitted the moment this one frees its slot.
+ */
+export async function cancelAndCheckNothingBills(w: World, runId: string, othersMayRun = false): Promise<void> {
+  await w.api('POST', `/v1/runs/${runId}/cancel`);
+  const done = await w.waitFor(runId, isEnded);
+  expect(done.state).toBe('cancelled');
+  expect(done.instance).toBeNull();
+  const billing = w.sim.billingNow();
+  expect(othersMayRun ? billing.filter((h) => h.label?.includes(runId)) : billing).toEqual([]);
 }

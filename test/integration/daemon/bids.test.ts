@@ -3,16 +3,13 @@
 // ones; every policy ends with the run running and nothing else billing, by the simulator's ledger.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
-import { jobSpec, startWorld, type World } from '../../helpers/world.js';
+import { isEnded, isRunning, jobSpec, startWorld, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
 afterEach(async () => {
   await world?.close();
   world = undefined;
 });
-
-const isRunning = (r: RunView) => r.state === 'running';
-const isEnded = (r: RunView) => ['failed', 'cancelled', 'expired'].includes(r.state);
 
 /** A bid run on single-GPU offers with a direct port, cheapest bid first. */
 function bidSpec(changes: Record<string, unknown> = {}) {

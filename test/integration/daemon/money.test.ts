@@ -7,7 +7,7 @@ import type { CostsReport } from '../../../src/daemon/costs.js';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
 import type { SimInstanceHistory } from '../../../src/sim/index.js';
 import { berth, userEnv } from '../../helpers/berth-cli.js';
-import { jobSpec, startWorld, type World } from '../../helpers/world.js';
+import { jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
 afterEach(async () => {
@@ -17,12 +17,6 @@ afterEach(async () => {
 
 const SSH_KEY = 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHk0bS9mb3ItdGVzdHMtb25seQ user@host';
 const FOUR = { api: { misc: {}, user_read: {}, instance_read: {}, instance_write: {} } };
-
-async function submit(w: World, spec: Record<string, unknown>): Promise<RunView> {
-  const res = await w.api<RunView>('POST', '/v1/runs', spec);
-  expect(res.status).toBe(201);
-  return res.body;
-}
 
 async function events(w: World, runId: string) {
   return (await w.api<Array<{ type: string; message: string }>>('GET', `/v1/runs/${runId}/events`)).body;

@@ -10,28 +10,13 @@ import type { Run as RunView } from '../../../src/wire/control-api.js';
 import { READY_KEY_NAME, ReadyTokens } from '../../../src/daemon/ready-token.js';
 import { createLogger } from '../../../src/logger.js';
 import { freePort } from '../../helpers/free-port.js';
-import { jobSpec, offersInTryOrder, startWorld, type World } from '../../helpers/world.js';
+import { cancelAndCheckNothingBills, isRunning, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
 afterEach(async () => {
   await world?.close();
   world = undefined;
 });
-
-async function submit(w: World, spec: Record<string, unknown>): Promise<RunView> {
-  const res = await w.api<RunView>('POST', '/v1/runs', spec);
-  expect(res.status).toBe(201);
-  return res.body;
-}
-
-const isRunning = (r: RunView) => r.state === 'running';
-const isEnded = (r: RunView) => ['failed', 'cancelled', 'expired'].includes(r.state);
-
-async function cancelAndCheckNothingBills(w: World, runId: string): Promise<void> {
-  await w.api('POST', `/v1/runs/${runId}/cancel`);
-  expect((await w.waitFor(runId, isEnded)).state).toBe('cancelled');
-  expect(w.sim.billingNow()).toEqual([]);
-}
 
 /** Follows a run until `done`, recording every (state, instance) pair it showed on the way. */
 async function watch(w: World, runId: string, done: (r: RunView) => boolean, timeoutMs = 20_000) {

@@ -4,32 +4,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { request } from 'undici';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
-import { jobSpec, offersInTryOrder, startWorld, type World } from '../../helpers/world.js';
+import { cancelAndCheckNothingBills, isEnded, isRunning, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
 afterEach(async () => {
   await world?.close();
   world = undefined;
 });
-
-async function submit(w: World, spec: Record<string, unknown>): Promise<RunView> {
-  const res = await w.api<RunView>('POST', '/v1/runs', spec);
-  expect(res.status).toBe(201);
-  return res.body;
-}
-
-const isRunning = (r: RunView) => r.state === 'running';
-const isEnded = (r: RunView) => r.state === 'failed' || r.state === 'cancelled';
-
-/** `othersMayRun`: another run may be admitted the moment this one frees its slot. */
-async function cancelAndCheckNothingBills(w: World, runId: string, othersMayRun = false): Promise<void> {
-  await w.api('POST', `/v1/runs/${runId}/cancel`);
-  const done = await w.waitFor(runId, isEnded);
-  expect(done.state).toBe('cancelled');
-  expect(done.instance).toBeNull();
-  const billing = w.sim.billingNow();
-  expect(othersMayRun ? billing.filter((h) => h.label?.includes(runId)) : billing).toEqual([]);
-}
 
 describe('daemon workflow against the simulator', () => {
   it('fails over exited, unknown, offline and stuck-loading offers and runs on a good one', async () => {

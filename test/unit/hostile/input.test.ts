@@ -4,22 +4,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { issuesOfText } from '../../helpers/spec-issues.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { ConfigError, SpecError, type SpecIssue } from '../../../src/errors.js';
+import { ConfigError } from '../../../src/errors.js';
 import { parseJobSpecText } from '../../../src/job-spec/validate.js';
 
 const base = '{"name":"job","image":"ubuntu:22.04","max_price_per_hour":0.5';
-
-/** The issues of a spec given as JSON text (text, so that `__proto__` stays an own key). */
-function issuesOf(text: string): SpecIssue[] {
-  try {
-    parseJobSpecText(text);
-  } catch (err) {
-    expect(err).toBeInstanceOf(SpecError);
-    return (err as SpecError).issues;
-  }
-  throw new Error(`expected the spec to be rejected: ${text}`);
-}
 
 const dirs: string[] = [];
 function configFile(text: string): string {
@@ -38,7 +28,7 @@ describe('prototype keys (item 23)', () => {
     ['a filter', `${base},"search":{"filters":{"__proto__":{"eq":1}}}}`, '$.search.filters'],
     ['a relax step', `${base},"relax":[{"set":{"constructor":{"eq":1}}}]}`, '$.relax[0].set'],
   ])('refuses __proto__-like keys in %s with a clear error instead of dropping them', (_, text, path) => {
-    const issues = issuesOf(text);
+    const issues = issuesOfText(text);
     expect(issues.some((i) => i.path.startsWith(path) && /reserved name/.test(i.message)), JSON.stringify(issues)).toBe(true);
   });
 
@@ -51,7 +41,7 @@ describe('prototype keys (item 23)', () => {
 
 describe('numbers JSON cannot hold (item 21)', () => {
   it('says that 1e309 is too large instead of "expected a number, got number"', () => {
-    const issues = issuesOf(`${base.replace('0.5', '1e309')},"deadline_s":-1e309}`);
+    const issues = issuesOfText(`${base.replace('0.5', '1e309')},"deadline_s":-1e309}`);
     expect(issues).toContainEqual({ path: '$.max_price_per_hour', message: expect.stringMatching(/too large to be a number/) });
     expect(issues).toContainEqual({ path: '$.deadline_s', message: expect.stringMatching(/too large to be a number/) });
     expect(JSON.stringify(issues)).not.toContain('got number');
@@ -66,7 +56,7 @@ describe('numbers JSON cannot hold (item 21)', () => {
 describe('durations have documented maxima (item 12)', () => {
   it('accepts a 30-day deadline and refuses one past 365 days', () => {
     expect(parseJobSpecText(`${base},"deadline_s":2592000}`).deadline_s).toBe(2_592_000);
-    expect(issuesOf(`${base},"deadline_s":1e300,"boot_timeout_s":40000000}`)).toEqual([
+    expect(issuesOfText(`${base},"deadline_s":1e300,"boot_timeout_s":40000000}`)).toEqual([
       { path: '$.boot_timeout_s', message: 'must be at most 31536000' },
       { path: '$.deadline_s', message: 'must be at most 31536000' },
     ]);

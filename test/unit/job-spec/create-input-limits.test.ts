@@ -2,22 +2,12 @@
 // refused at validation, with the JSON path named and no value of an env variable in the message.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { SpecError, type SpecIssue } from '../../../src/errors.js';
+import { issuesOf } from '../../helpers/spec-issues.js';
 import { attemptLabel } from '../../../src/daemon/labels.js';
 import { CREATE_INPUT_LIMITS, envTotalSize } from '../../../src/job-spec/create-input-limits.js';
 import { parseJobSpec } from '../../../src/job-spec/validate.js';
 
 const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
-
-function issuesOf(input: unknown): SpecIssue[] {
-  try {
-    parseJobSpec(input);
-  } catch (err) {
-    expect(err).toBeInstanceOf(SpecError);
-    return (err as SpecError).issues;
-  }
-  throw new Error('expected the spec to be rejected');
-}
 
 describe('create input limits', () => {
   it('disk_gb below 8 GB', () => {

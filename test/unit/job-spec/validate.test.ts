@@ -1,24 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { issuesOf } from '../../helpers/spec-issues.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { SpecError, type SpecIssue } from '../../../src/errors.js';
+import { SpecError } from '../../../src/errors.js';
 import { JOB_SPEC_DEFAULTS } from '../../../src/job-spec/schema.js';
 import { jobSpecJsonSchema, parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
 
 const example = (name: string) => readFileSync(new URL(`../../../examples/${name}`, import.meta.url), 'utf8');
 
 const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
-
-/** The issues parseJobSpec reports for `input` (fails the test when it does not throw). */
-function issuesOf(input: unknown): SpecIssue[] {
-  try {
-    parseJobSpec(input);
-  } catch (err) {
-    expect(err).toBeInstanceOf(SpecError);
-    return (err as SpecError).issues;
-  }
-  throw new Error('expected the spec to be rejected');
-}
 
 describe('parseJobSpec', () => {
   it.each(['job.json', 'demo-job.json', 'impossible-job.json'])('accepts examples/%s', (file) => {
