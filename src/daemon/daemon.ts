@@ -165,6 +165,9 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
     },
     committed: (_runId, events, _at, detectionMs) => metrics.runCommitted(events, detectionMs),
+    noticed(run, type, logged, at) {
+      notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
+    },
   };
   const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
   // The runs get their lists from the poller, and the poller reports to the supervisor.

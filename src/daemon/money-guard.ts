@@ -9,6 +9,9 @@
 // would reach budget_usd at the current price, since the instance keeps billing until the destroy
 // lands (which the next list confirms). A run whose budget is spent is never sent to search again.
 //
+// A run whose spend crosses BUDGET_WARNING_SHARE of its budget gets one `budget.warning` (an event
+// in its log and, where configured, a notification), so that someone can act before it expires.
+//
 // Also the search's affordability check: an offer is left out when its price for the run's boot
 // estimate (the spec's boot_timeout_s: a slower boot is replaced anyway) costs more than what is
 // left of the budget.
@@ -31,12 +34,19 @@ export interface MoneyGuardDeps {
   expire(runId: string, reason: RunError): void;
   /** How long a destroy takes to be confirmed, ms (one poll interval): the budget's lead. */
   leadMs: number;
+  /** Logs a one-time budget warning on the run (and sends its notification); false when it was given before. */
+  warn(runId: string, message: string, data: { usd: number; budget_usd: number; usd_per_hour: number }): boolean;
 }
+
+/** Share of budget_usd spent at which a run is warned once. */
+const BUDGET_WARNING_SHARE = 0.8;
 
 export class MoneyGuard {
   private readonly timers = new Map<string, Timer>();
   /** Runs already sent EXPIRE (the machine keeps the first reason; no need to repeat it). */
   private readonly expired = new Set<string>();
+  /** Runs already warned that their budget is nearly spent (the warning is also in their log, for a restart). */
+  private readonly warned = new Set<string>();
 
   constructor(private readonly deps: MoneyGuardDeps) {}
 
@@ -60,6 +70,20 @@ export class MoneyGuard {
       if (m.runningNow) nextAt = now + (limitMs - m.runtimeMs);
     }
     if (spec.budget_usd !== undefined) {
+      const warnAt = spec.budget_usd * BUDGET_WARNING_SHARE;
+      if (!this.warned.has(runId)) {
+        if (m.usd >= warnAt) {
+          this.warned.add(runId);
+          const left = m.usdPerHour > 0 ? `; at $${m.usdPerHour.toFixed(3)}/h it is spent in about ${Math.round(((spec.budget_usd - m.usd) / m.usdPerHour) * 60)} min` : '';
+          this.deps.warn(runId, `${Math.round(BUDGET_WARNING_SHARE * 100)}% of budget_usd spent: ${usdText(m.usd)} of ${usdText(spec.budget_usd)}${left}.`, {
+            usd: m.usd,
+            budget_usd: spec.budget_usd,
+            usd_per_hour: m.usdPerHour,
+          });
+        } else if (m.usdPerHour > 0) {
+          nextAt = Math.min(nextAt, now + ((warnAt - m.usd) / m.usdPerHour) * HOUR_MS);
+        }
+      }
       const projected = m.usd + (m.usdPerHour * this.deps.leadMs) / HOUR_MS;
       // Within a nano-dollar: the timer below lands on the moment, and floating point may fall short of it by a hair.
       if (projected >= spec.budget_usd - 1e-9) {
@@ -101,6 +125,7 @@ export class MoneyGuard {
     this.timers.get(runId)?.cancel();
     this.timers.delete(runId);
     this.expired.delete(runId);
+    this.warned.delete(runId);
   }
 
   stop(): void {

@@ -19,7 +19,7 @@ export function notifyEventOf(e: RunEmitted): NotifyEvent | null {
       return 'run.cancelled';
     case 'run.expired':
       return 'run.expired';
-    // 'budget.warning' comes with issue #11's money guard, through Notifier.enqueue.
+    // 'budget.warning' is the money guard's own notice (not a machine event): see Supervisor.warnBudget.
     default:
       return null;
   }

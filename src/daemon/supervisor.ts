@@ -124,6 +124,7 @@ export class Supervisor implements PollSubscriber {
       specOf,
       expire: (runId, reason) => this.drivers.get(runId)?.expire(reason),
       leadMs: config.polling.interval_s * 1000,
+      warn: (runId, message, data) => this.warnBudget(runId, message, data),
     });
     this.failureLogs = new FailureLogs({
       client: deps.client,
@@ -384,6 +385,25 @@ export class Supervisor implements PollSubscriber {
     driver.start();
     // Limits are checked from the store at once: a run that passed one while the daemon was down expires now.
     this.progressed(row.id);
+  }
+
+  /**
+   * The money guard's one-time warning that a run's budget is nearly spent: an event in its log and,
+   * in the same transaction, its notification. Given once per run, across restarts (the log says).
+   */
+  private warnBudget(runId: string, message: string, data: Record<string, number>): boolean {
+    const { store, clock, hooks, log } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.ended_at !== null) return false;
+    const at = clock.now();
+    const given = store.transaction(() => {
+      if (store.events.has(runId, 'budget.warning')) return false;
+      const id = store.events.append({ runId, at, type: 'budget.warning', message, data });
+      hooks?.noticed({ id: runId, name: row.name, state: row.state }, 'budget.warning', { id, message, data }, at);
+      return true;
+    });
+    if (given) log.warn({ runId }, `run ${runId}: ${message}`);
+    return given;
   }
 
   /** A run moved: its limits are checked again and waiting creates look again, once per turn however many moved. */

@@ -40,6 +40,7 @@ export function createEventsRepo(db: Db) {
   const olderThan = db.prepare(`DELETE FROM events WHERE at < ?`);
   const anyAfter = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?`);
   const newest = db.prepare(`SELECT max(id) AS id FROM events`);
+  const ofType = db.prepare(`SELECT 1 FROM events WHERE run_id = ? AND type = ? LIMIT 1`);
   return {
     append(e: NewEvent): number {
       let count = 1;
@@ -71,6 +72,10 @@ export function createEventsRepo(db: Db) {
     /** Events of every run after `afterId`, oldest first. */
     since(afterId: number, limit: number): EventRow[] {
       return anyAfter.all(afterId, limit) as EventRow[];
+    },
+    /** Whether the run's log holds an event of this type (a one-time notice already given). */
+    has(runId: string, type: string): boolean {
+      return ofType.get(runId, type) !== undefined;
     },
     /** The id of the newest event (0 when there is none). */
     latestId(): number {

@@ -2,6 +2,8 @@
 // (checked in the simulator's own history), low credit pausing and resuming creates, a budget that
 // cannot pay for any offer to boot, a scoped key with the four categories running the whole
 // workflow, and `berth doctor` and `berth costs` as a user runs them (the built CLI).
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CostsReport } from '../../../src/daemon/costs.js';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
@@ -80,6 +82,41 @@ describe('account.min_credit_usd', () => {
 });
 
 describe('budget_usd', () => {
+  it('warns once at 80% of the budget, in the run log and as a notification, then ends the run expired', async () => {
+    const got: Array<{ type: string; run: { id: string }; message: string }> = [];
+    const receiver = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        got.push(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`;
+      world = await startWorld({ config: { notify: [{ url, format: 'json', events: ['budget.warning', 'run.expired'] }] } });
+      // The dearest offers, so the budget is spent in seconds of wall time.
+      const spec = jobSpec({ search: { order: [['dph_total', 'desc']] }, max_price_per_hour: 5, budget_usd: 0.004, boot_timeout_s: 3 });
+      const run = await submit(world, spec);
+      const done = await world.waitFor(run.id, (r) => r.state === 'expired' || r.state === 'failed', 60_000);
+      expect(done.state).toBe('expired');
+      expect(done.error?.kind).toBe('budget');
+      const events = (await world.api<Array<{ type: string; message: string }>>('GET', `/v1/runs/${run.id}/events`)).body;
+      const warnings = events.filter((e) => e.type === 'budget.warning');
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.message).toMatch(/^80% of budget_usd spent: \$0\.00[3-4]\d of \$0\.0040/);
+      // The warning came before the end, and both were delivered.
+      expect(events.findIndex((e) => e.type === 'budget.warning')).toBeLessThan(events.findIndex((e) => e.type === 'run.expired'));
+      await expect.poll(() => got.map((n) => n.type), { timeout: 10_000 }).toEqual(['budget.warning', 'run.expired']);
+      expect(got.every((n) => n.run.id === run.id)).toBe(true);
+      expect(world.sim.billingNow()).toEqual([]);
+    } finally {
+      receiver.closeAllConnections();
+      await new Promise((r) => receiver.close(r));
+    }
+  });
+
   it('ends a run expired without renting anything when its budget cannot pay for any matching offer to boot', async () => {
     world = await startWorld();
     // Every offer bills at least about $0.09/h: 600 s of boot at that price is about $0.015.

@@ -20,13 +20,22 @@ let store: Store;
 let journal: AttemptJournal;
 let clock: FakeClock;
 let expired: Array<{ runId: string; reason: RunError; at: number }>;
+let warnings: Array<{ runId: string; message: string; at: number }>;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'berth-guard-'));
   store = openStore({ home: dir });
   journal = new AttemptJournal(store);
   clock = new FakeClock();
   expired = [];
+  warnings = [];
 });
+
+/** What the supervisor does with a warning: once per run, as its log would record it. */
+const warn = (runId: string, message: string) => {
+  if (warnings.some((w) => w.runId === runId)) return false;
+  warnings.push({ runId, message, at: clock.now() });
+  return true;
+};
 afterEach(() => {
   store.close();
   rmSync(dir, { recursive: true, force: true });
@@ -48,6 +57,7 @@ function guardFor(spec: ResolvedJobSpec, leadMs = 1000): MoneyGuard {
     specOf: (id) => (id === 'r1' ? spec : undefined),
     expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }),
     leadMs,
+    warn,
   });
 }
 
@@ -64,6 +74,22 @@ const ended = (n: number) => {
 };
 
 describe('budget_usd', () => {
+  it('warns once when 80% of the budget is spent, at that moment, before it expires', async () => {
+    const guard = guardFor(specWith({ budget_usd: 0.01 }));
+    created(1, MILLI_PER_S);
+    guard.check('r1');
+    const t0 = clock.now();
+    await clock.advance(7_999);
+    expect(warnings).toEqual([]);
+    await clock.advance(1);
+    // $0.008 of $0.01 after 8 s at $0.001/s.
+    expect(warnings.map((w) => [w.at - t0, w.message])).toEqual([[8_000, expect.stringMatching(/^80% of budget_usd spent: \$0\.0080 of \$0\.0100; at \$3\.600\/h it is spent in about 0 min\.$/)]]);
+    guard.check('r1');
+    await clock.advance(1_000);
+    expect(warnings).toHaveLength(1);
+    expect(expired.map((e) => e.at - t0)).toEqual([9_000]);
+  });
+
   it('sends EXPIRE one poll interval before the budget would be reached at the current price, once', async () => {
     const guard = guardFor(specWith({ budget_usd: 0.01 }));
     created(1, MILLI_PER_S);
@@ -109,7 +135,7 @@ describe('budget_usd', () => {
     guard.check('r1');
     guard.stop(); // the daemon dies
     await clock.advance(2_000);
-    guard = new MoneyGuard({ store, clock, log: silentLogger(), specOf: () => spec, expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }), leadMs: 1000 });
+    guard = new MoneyGuard({ store, clock, log: silentLogger(), specOf: () => spec, expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }), leadMs: 1000, warn });
     guard.check('r1');
     // 0.003 + 0.001 × (t - 103 s) + 0.001 lead = 0.01 at t = 109 s.
     await clock.advance(10_000);
