@@ -26,6 +26,7 @@ import type { MachineQuarantine } from './machine-quarantine.js';
 import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, sameStatus, type RunError } from '../../machines/run-rules.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../machines/run-migrations.js';
 import { makeRunActors, type RunActorDeps } from './run-actors.js';
+import { failRunOutsideMachine } from './run-failed-outside.js';
 import type { RunHooks } from './run-hooks.js';
 
 type RunActor = ActorRefFrom<typeof runMachine>;
@@ -375,7 +376,8 @@ export class RunDriver {
     // is destroyed by the orphan sweep.
     this.log.error({ err }, 'run machine stopped with an error');
     try {
-      this.deps.store.runs.setState(this.runId, 'failed', { kind: 'internal', message: `internal error: ${String((err as Error)?.message ?? err)}` }, this.deps.clock.now());
+      const error = { kind: 'internal' as const, message: `internal error: ${String((err as Error)?.message ?? err)}` };
+      failRunOutsideMachine(this.deps, { id: this.runId, name: this.spec.name }, error, this.deps.clock.now());
     } catch (writeErr) {
       return this.pause(writeErr);
     }

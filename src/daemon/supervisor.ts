@@ -31,6 +31,7 @@ import { Reconciler } from './reconciler.js';
 import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
 import type { ReadyTokens } from './ready-token.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
+import { failRunOutsideMachine } from './run-failed-outside.js';
 import type { RunHooks } from './run-hooks.js';
 
 export interface SupervisorDeps {
@@ -170,7 +171,7 @@ export class Supervisor implements PollSubscriber {
       if (!RunDriver.canResume(row)) {
         // A snapshot from another machine version cannot be restored safely; the run fails and the
         // orphan sweep destroys whatever it held.
-        this.deps.store.runs.setState(row.id, 'failed', {
+        failRunOutsideMachine(this.deps, row, {
           kind: 'upgrade',
           message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
         }, this.deps.clock.now());

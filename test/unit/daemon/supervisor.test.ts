@@ -75,3 +75,32 @@ describe('supervisor', () => {
     expect(store.events.list(row.id).map((e) => e.type)).toContain('search.retry');
   });
 });
+
+describe('supervisor: runs it cannot resume', () => {
+  it('fails a run saved by a newer berth with a run.failed event and its notification, in one go', () => {
+    const stored = { ...spec, disk_gb: 20, search: { filters: {}, order: [], type: 'on-demand', limit: 64 }, relax: [], max_attempts: 1, boot_timeout_s: 60, deadline_s: 60 };
+    store.runs.insert({ id: 'newer1', name: 'from-the-future', specJson: JSON.stringify(stored), createdAt: clock.now() });
+    store.runs.saveProgress('newer1', { state: 'booting', relaxLevel: 0, attempt: 1, error: null, snapshotJson: '{"context":{}}', machineVersion: 99, at: clock.now() });
+    const told: Array<{ runId: string; type: string; message: string }> = [];
+    const hooked = new Supervisor({
+      store,
+      client: {} as MarketClient,
+      clock,
+      lists: { findLabel: async () => null },
+      config: loadConfig({}, {}).config,
+      log: silentLogger(),
+      apiKey: 'test-key',
+      hooks: { stored: () => undefined, committed: () => undefined, noticed: (run, type, logged) => told.push({ runId: run.id, type, message: logged.message }) },
+    });
+    try {
+      hooked.resumeAll();
+      const row = store.runs.get('newer1')!;
+      expect(row.state).toBe('failed');
+      expect(JSON.parse(row.error_json!)).toMatchObject({ kind: 'upgrade' });
+      expect(store.events.list('newer1').map((e) => e.type)).toEqual(['run.failed']);
+      expect(told).toEqual([{ runId: 'newer1', type: 'run.failed', message: expect.stringMatching(/^run failed \(upgrade\): This run was saved by another version of berth \(machine v99\)/) }]);
+    } finally {
+      hooked.stop();
+    }
+  });
+});
