@@ -87,7 +87,7 @@ export async function measurePoller(s: PollerScenario, timeLimitMs: number): Pro
     if (s.kind === 'targeted') {
       const poller = new InstancePoller({ client, clock: systemClock, intervalMs, listSpacingMs: 1000 / config.rate_limits.list.per_s, log: silentLogger() });
       poller.subscribe({
-        waitedIds: () => [...booting],
+        waited: () => ({ forStatus: [...booting], forAbsence: [] }),
         onSeen: (instances) => see(instances),
         onAbsent: () => undefined,
         onSweep: () => undefined,

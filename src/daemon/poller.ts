@@ -7,7 +7,12 @@
 // - a targeted list at the start of every interval: only the instances runs are *waiting on*
 //   (booting: waiting for running; destroying: waiting for absence), by `select_filters` on `id`,
 //   25 ids per call; plus, as soon as asked, look-ups by label of creates whose outcome is unknown.
-//   An id a filtered list asked for and did not get IS absent.
+//   An id a filtered list asked for and did not get IS absent. When more than a page of instances
+//   are booting at once (many runs started together), reading each of them every interval would
+//   take one call per 25 of them; instead they are asked for 200 ids at a time together with
+//   `actual_status in` every status but `loading` (and null), so a call returns only the instances
+//   that moved on (usually one page for all of them); those ids are not read as absent, and their
+//   losses are left to the complete sweeps, like a running instance's.
 // - the sweep, in the background: the whole account page by page, for losses of running instances
 //   and for the ownership sweep (adoption and orphans). A page goes only when its call leaves the
 //   list budget's next slot free for the next interval's targeted list, except that every interval
@@ -28,13 +33,24 @@ import type { Logger } from '../logger.js';
 
 /** The v1 list's page size: also the most ids or labels one filtered call asks for. */
 const PAGE_SIZE = 25;
+/** Booting ids per call when only those that left `loading` are asked for (the query stays ~2.5 KB). */
+const MOVED_ON_CHUNK = 200;
+/**
+ * Every documented `actual_status` but the ones of an instance still on its way up (`loading`, and
+ * null while it is provisioned): asked for by name, since a filter on a null column means different
+ * things to different databases.
+ */
+const MOVED_ON = ['running', 'exited', 'unknown', 'offline', 'stopped', 'created', 'frozen', 'rebooting'];
 /** A sweep that has not ended after this many pages (250,000 instances) is abandoned. */
 const MAX_SWEEP_PAGES = 10_000;
 
 /** What the daemon hears from the poller. */
 export interface PollSubscriber {
-  /** Instance ids runs are waiting on now (booting: for running; destroying: for absence). */
-  waitedIds(): number[];
+  /**
+   * Instance ids runs are waiting on now: `forStatus`, booting ones, for a status other than
+   * `loading`; `forAbsence`, ones being destroyed (or waiting to start again), for any change or absence.
+   */
+  waited(): { forStatus: number[]; forAbsence: number[] };
   /** Instances a list showed; `listedAt` is when that call started. */
   onSeen(instances: Instance[], listedAt: number): void;
   /** Ids a filtered list asked for and did not get: absent as of `listedAt`. */
@@ -221,7 +237,16 @@ export class InstancePoller implements InstanceLists {
   }
 
   private async targeted(): Promise<void> {
-    const ids = [...new Set(this.subscriber?.waitedIds() ?? [])];
+    const waited = this.subscriber?.waited() ?? { forStatus: [], forAbsence: [] };
+    const many = waited.forStatus.length > PAGE_SIZE;
+    const ids = [...new Set(many ? waited.forAbsence : [...waited.forStatus, ...waited.forAbsence])];
+    if (many) {
+      for (const chunk of chunks([...new Set(waited.forStatus)], MOVED_ON_CHUNK)) {
+        if (this.stopped) return;
+        const { instances: moved, listedAt } = await this.filtered({ id: { in: chunk }, actual_status: { in: MOVED_ON } });
+        this.subscriber?.onSeen(moved, listedAt); // not absence: the others are still loading, or gone (the sweep tells)
+      }
+    }
     for (const chunk of chunks(ids, PAGE_SIZE)) {
       if (this.stopped) return;
       const { instances: found, listedAt } = await this.filtered({ id: { in: chunk } });

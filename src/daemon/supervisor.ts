@@ -275,13 +275,15 @@ export class Supervisor implements PollSubscriber {
   }
 
   /** The instances runs wait on: the poller lists these by id every interval. */
-  waitedIds(): number[] {
-    const ids: number[] = [];
+  waited(): { forStatus: number[]; forAbsence: number[] } {
+    const forStatus: number[] = [];
+    const forAbsence: number[] = [];
     for (const driver of this.drivers.values()) {
       const id = driver.currentInstanceId();
-      if (id !== null && WAITING_STATES.has(driver.state)) ids.push(id);
+      if (id === null || !WAITING_STATES.has(driver.state)) continue;
+      (driver.state === 'booting' ? forStatus : forAbsence).push(id);
     }
-    return ids;
+    return { forStatus, forAbsence };
   }
 
   /** A list showed these instances: each run holding one hears its status. */

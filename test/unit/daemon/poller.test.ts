@@ -12,7 +12,7 @@ const SPACING = 1_000;
 
 interface Call {
   at: number;
-  kind: 'sweep' | 'ids' | 'labels';
+  kind: 'sweep' | 'ids' | 'labels' | 'moved';
   ids?: number[];
 }
 
@@ -34,12 +34,18 @@ function fakeAccount(clock: FakeClock, count: number) {
       lastAt = clock.now();
       const idIn = q.filters?.['id']?.['in'] as number[] | undefined;
       const labelIn = q.filters?.['label']?.['in'] as string[] | undefined;
-      calls.push({ at: clock.now(), kind: idIn ? 'ids' : labelIn ? 'labels' : 'sweep', ...(idIn ? { ids: idIn } : {}) });
+      const statusIn = q.filters?.['actual_status']?.['in'] as string[] | undefined;
+      calls.push({ at: clock.now(), kind: statusIn ? 'moved' : idIn ? 'ids' : labelIn ? 'labels' : 'sweep', ...(idIn ? { ids: idIn } : {}) });
       if (failNext > 0) {
         failNext--;
         throw new BerthError('server_error', 'list failed');
       }
-      const matching = instances.filter((i) => (!idIn || idIn.includes(i.id)) && (!labelIn || labelIn.includes(i.label ?? '')));
+      const matching = instances.filter(
+        (i) =>
+          (!idIn || idIn.includes(i.id)) &&
+          (!labelIn || labelIn.includes(i.label ?? '')) &&
+          (!statusIn || (i.actual_status !== null && statusIn.includes(i.actual_status))),
+      );
       const after = q.afterToken ? Number(q.afterToken) : 0;
       const rest = matching.filter((i) => i.id > after);
       const page = rest.slice(0, 25).map((i) => ({ ...i }));
@@ -49,12 +55,13 @@ function fakeAccount(clock: FakeClock, count: number) {
   return { client, instances, calls, failNextCalls: (n: number) => (failNext = n) };
 }
 
-function recorder(waited: () => number[] = () => []) {
+/** `waited`: ids waited on for any change or absence; `booting`: ids waited on for a status other than loading. */
+function recorder(waited: () => number[] = () => [], booting: () => number[] = () => []) {
   const seen: Array<{ at: number; ids: number[] }> = [];
   const absent: Array<{ at: number; ids: number[] }> = [];
   const sweeps: Array<{ startedAt: number; count: number }> = [];
   const subscriber: PollSubscriber = {
-    waitedIds: waited,
+    waited: () => ({ forStatus: booting(), forAbsence: waited() }),
     onSeen: (instances, at) => void seen.push({ at, ids: instances.map((i) => i.id) }),
     onAbsent: (ids, at) => void absent.push({ at, ids }),
     onSweep: (instances, startedAt) => void sweeps.push({ startedAt, count: instances.length }),
@@ -143,6 +150,39 @@ describe('the poller, 1,000 instances (40 pages)', () => {
     await clock.advance(8_000);
     const seenRunning = rec.seen.find((s) => s.at >= 12_000 && s.ids.includes(booting.id));
     expect(seenRunning?.at).toBe(20_000);
+  });
+
+  it('with 300 instances booting at once, asks only for those that left loading: one call per round, none read as absent', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const booting = account.instances.slice(100, 400);
+    for (const b of booting) b.actual_status = 'loading';
+    const rec = recorder(() => [], () => booting.map((b) => b.id));
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(12_000);
+    booting[250]!.actual_status = 'running';
+    booting[10]!.actual_status = 'exited';
+    await clock.advance(9_000);
+    // Rounds at 0 (after the first sweep page), 10 and 20 s: two calls each (the 300 ids in chunks
+    // of 200), where reading every booting instance would take 12.
+    const moved = account.calls.filter((c) => c.kind === 'moved');
+    expect(moved.map((c) => c.at)).toEqual([1_000, 2_000, 10_000, 11_000, 20_000, 21_000]);
+    expect(account.calls.filter((c) => c.kind === 'ids')).toEqual([]);
+    const seenAt20 = rec.seen.filter((x) => x.at >= 20_000).flatMap((x) => x.ids);
+    expect(seenAt20).toEqual(expect.arrayContaining([booting[250]!.id, booting[10]!.id]));
+    // Still loading is not absent: only complete sweeps may say an instance is gone.
+    expect(rec.absent).toEqual([]);
+  });
+
+  it('keeps the plain id list, absence included, for up to a page of booting instances', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const rec = recorder(() => [], () => [1005, 999_999]);
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(1_000);
+    expect(account.calls.map((c) => c.kind)).toEqual(['sweep', 'ids']);
+    expect(account.calls[1]).toMatchObject({ ids: [1005, 999_999] });
+    expect(rec.absent).toEqual([{ at: 0, ids: [999_999] }]); // dated from when it was asked for
   });
 
   it('never starves the sweep: every interval gets a page even when the targeted list fills it', async () => {
