@@ -76,7 +76,7 @@ function compareBerthConfig(pollS: number): DeepPartial<Config> {
   };
 }
 
-export function jobSpec(i: number, deadlineS: number): Record<string, unknown> {
+export function jobSpec(i: number, deadlineS: number, bootTimeoutS = BOOT_TIMEOUT_S): Record<string, unknown> {
   return {
     name: `bench-${i}`,
     image: IMAGE,
@@ -87,7 +87,7 @@ export function jobSpec(i: number, deadlineS: number): Record<string, unknown> {
     // sides. Readiness by SSH and by the onstart callback is the readiness section's.
     ready_when: 'status',
     max_attempts: MAX_ATTEMPTS,
-    boot_timeout_s: BOOT_TIMEOUT_S,
+    boot_timeout_s: bootTimeoutS,
     deadline_s: deadlineS,
     relax: [],
   };

@@ -106,6 +106,15 @@ async function notifyReceiver(): Promise<{ server: Server; url: string; posts: (
 const NOTIFY_SECRET_ENV = 'BERTH_BENCH_NOTIFY_KEY';
 
 /**
+ * The runs here start 50 creates/s (the service allows 4.5/s) while berth's list keeps the service's
+ * 1 call/s of 25 instances, and the simulator runs 30× fast: hundreds of instances reach running in
+ * the same few seconds, more than one list budget can report in 20 s. A boot timeout that short would
+ * replace instances berth has not yet been able to see (a start no real account can make), and the
+ * section would measure replacements instead of the daemon's cost with N runs running.
+ */
+const SCALE_BOOT_TIMEOUT_S = 600;
+
+/**
  * Daemon settings. `fast`: search and create raised to 50/s so that N runs start in seconds (the
  * simulator's limits are off); every other group, and every restart, keeps berth's defaults, since
  * the limiter's refill timer ticks faster for a faster group and would be charged to steady polling.
@@ -150,7 +159,7 @@ async function submitMany(d: DaemonHandle, count: number, workers: number, batch
       Array.from({ length: workers }, async () => {
         while (next < n) {
           const i = done + next++;
-          const res = await d.api<RunView>('POST', '/v1/runs', jobSpec(i, 7200));
+          const res = await d.api<RunView>('POST', '/v1/runs', jobSpec(i, 7200, SCALE_BOOT_TIMEOUT_S));
           if (res.status !== 201) throw new Error(`submit answered ${res.status}`);
           ids.push(res.body.id);
         }
