@@ -104,7 +104,7 @@ function compareRows(b: SideResult, base: SideResult): BenchRow[] {
       note:
         bP99 <= targetMs
           ? 'same sample'
-          : 'missed: all runs learn their status from one instance list per interval, so a late list delays every run waiting on it. Causes: (1) at a 1 s interval berth\'s list limiter (1/s, its default) sits exactly at the service\'s threshold (1/s), so timing jitter draws an occasional 429 on the list, which pauses the list group ~1.1 s (checked: with injected 5xx off, p99 was 0.96 s in a run without a list 429 and 1.68 s in one with two); (2) a list answered 5xx (2% here) is retried after p-retry\'s 0.5 s and the next list token; (3) after an ambiguous 502 create, the label look-ups take list tokens from the same bucket. At a 2 s interval (next row) the list has headroom. What it would take at 1 s: keep the poller below the list threshold (e.g. list.per_s 1 with the poll interval >= 1.2 s, or a service with a higher list threshold), and retry a failed poll on a reserved token instead of the shared bucket',
+          : "missed, by the list budget: every run learns its status from the one targeted list per interval, and berth's list limiter makes 0.9 calls/s (its default, under the service's 1/s), less than one call per 1 s interval. Each interval also lets one page of the background sweep go (the account's instances, for losses and orphans), so a round is two list calls, ~2.2 s. A list answered 5xx (2% here) is retried by the client after 0.5 s and the next token, and after an ambiguous 502 create the label look-ups take list tokens from the same bucket. Meeting interval + 50 ms needs an interval of at least two list calls (2.3 s with the defaults; next row: 2 s is just short of it)",
     },
     {
       metric: 'failure → next create (median / p99)',
@@ -157,7 +157,7 @@ function scaleRows(r: ScaleResult, v8?: { peakMb: number; cpuS: number }): Bench
   const callsRow = (s: Steady, label: string): BenchRow => ({
     metric: `calls per minute in steady polling, ${label}`,
     value: `${dec(s.callsPerMin, 1)} /min`,
-    note: `every request the simulator received in the same window, for ${int(r.runs)} running runs: one instance list per interval for all of them`,
+    note: `every request the simulator received in the same window, for ${int(r.runs)} running runs: the list calls of the poller (none of the runs waits on anything, so no targeted list goes; the background sweep reads the account's 40 pages in the list budget, a new sweep at most once per interval) and the credit checks`,
   });
   const submissions = median(r.submissions.batchRates);
   const restart = median(r.restart.readyMs);
