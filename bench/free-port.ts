@@ -1,5 +1,6 @@
-// A loopback port nothing listens on right now, for the readiness callback listener, whose address
-// (and so its port) the daemon's config must name before it starts.
+// A loopback port nothing listens on right now (bound to port 0, then let go), for settings that
+// must name their port before the server starts (readiness.callback_listen and its callback_url).
+// The readiness bench and its integration test both use it.
 import { createServer } from 'node:net';
 
 export function freePort(): Promise<number> {

@@ -1,5 +1,6 @@
 // A client of the daemon's control API for tests: JSON calls with the bearer token, and polling a
 // run until it reaches a state.
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { request } from 'undici';
 import type { Run as RunView } from '../../src/wire/control-api.js';
 
@@ -32,4 +33,34 @@ export function controlApi(target: () => { url: string; token: string }): Contro
     },
   };
   return c;
+}
+
+export interface RawAnswer {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
+}
+
+export interface RawOptions {
+  /** The bearer token; the daemon's own when left out, none when null. */
+  token?: string | null;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+}
+
+/**
+ * One request over node:http exactly as given (no JSON content type unless asked): for the
+ * contract tests, which send what a hostile or careless client would and read every answer.
+ */
+export function rawRequest(daemon: { url: string; token: string }, method: string, path: string, opts: RawOptions = {}): Promise<RawAnswer> {
+  const auth = opts.token === null ? {} : { authorization: `Bearer ${opts.token ?? daemon.token}` };
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${daemon.url}${path}`, { method, headers: { ...auth, ...opts.headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text: Buffer.concat(chunks).toString('utf8') }));
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
 }

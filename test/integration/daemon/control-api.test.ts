@@ -1,9 +1,9 @@
 // The control API on its own: a real daemon (in process) against the simulator, raw HTTP requests,
 // and every answer checked against the wire contract's schemas (src/wire/control-api.ts).
-import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
 import { ErrorEnvelopeSchema, HealthSchema, ProofSchema, RotatedSchema, RunEventSchema, RunSchema, type ErrorKind, type Run } from '../../../src/wire/control-api.js';
+import { rawRequest, type RawOptions } from '../../helpers/control-api.js';
 import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
 let world: World;
@@ -24,21 +24,9 @@ interface Raw {
   body: unknown;
 }
 
-function raw(method: string, path: string, opts: { token?: string | null; headers?: Record<string, string>; body?: string | Buffer } = {}): Promise<Raw> {
-  const { url, token } = world.daemon;
-  const auth = opts.token === null ? {} : { authorization: `Bearer ${opts.token ?? token}` };
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}${path}`, { method, headers: { ...auth, ...opts.headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, body: text ? JSON.parse(text) : undefined });
-      });
-    });
-    req.on('error', reject);
-    req.end(opts.body);
-  });
+async function raw(method: string, path: string, opts: RawOptions = {}): Promise<Raw> {
+  const { status, headers, text } = await rawRequest(world.daemon, method, path, opts);
+  return { status, headers, body: text ? JSON.parse(text) : undefined };
 }
 
 const json = (method: string, path: string, body: unknown, headers: Record<string, string> = {}) =>

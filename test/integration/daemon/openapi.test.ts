@@ -1,12 +1,13 @@
 // GET /v1/openapi.json against the daemon's real answers: a daemon in process against the
 // simulator, every route called (successes and the errors each can give), and every answer checked
 // with ajv (JSON Schema 2020-12, OpenAPI 3.1's dialect) against the document the daemon serves.
-import { createServer, request as httpRequest, type Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jobSpecJsonSchema } from '../../../src/job-spec/validate.js';
 import type { Run } from '../../../src/wire/control-api.js';
+import { rawRequest, type RawOptions } from '../../helpers/control-api.js';
 import { openSse } from '../../helpers/sse.js';
 import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
@@ -38,22 +39,11 @@ interface Answer {
 
 const answers: Answer[] = [];
 
-function call(method: string, path: string, route: string, opts: { token?: string | null; headers?: Record<string, string>; body?: string } = {}): Promise<Answer> {
-  const { url, token } = world.daemon;
-  const auth = opts.token === null ? {} : { authorization: `Bearer ${opts.token ?? token}` };
-  return new Promise((resolve, reject) => {
-    const req = httpRequest(`${url}${path}`, { method, headers: { ...auth, ...opts.headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const answer = { method, route, status: res.statusCode ?? 0, contentType: String(res.headers['content-type'] ?? ''), text: Buffer.concat(chunks).toString('utf8') };
-        answers.push(answer);
-        resolve(answer);
-      });
-    });
-    req.on('error', reject);
-    req.end(opts.body);
-  });
+async function call(method: string, path: string, route: string, opts: RawOptions = {}): Promise<Answer> {
+  const res = await rawRequest(world.daemon, method, path, opts);
+  const answer = { method, route, status: res.status, contentType: String(res.headers['content-type'] ?? ''), text: res.text };
+  answers.push(answer);
+  return answer;
 }
 const post = (path: string, route: string, body: unknown, headers: Record<string, string> = {}) =>
   call('POST', path, route, { headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });

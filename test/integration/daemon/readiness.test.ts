@@ -9,7 +9,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
 import { READY_KEY_NAME, ReadyTokens } from '../../../src/daemon/ready-token.js';
 import { createLogger } from '../../../src/logger.js';
-import { freePort } from '../../helpers/free-port.js';
+import { freePort } from '../../../bench/free-port.js';
 import { cancelAndCheckNothingBills, isRunning, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
