@@ -1,10 +1,9 @@
 // The official CLI (vast-ai/vast-cli's vast.py) against the simulator: search, create, show,
 // label, stop, start, reboot, logs, user, env vars, destroy and charges, with the documented rate
 // limits on.
-// vast.py is not part of this repository: the test runs only when VAST_PY names a copy of it and
-// python3 has the `requests` module, e.g.
-//   git -C /work/.mirror/vast-ai+vast-cli/repo show HEAD:vast.py > /tmp/vast.py
-//   VAST_PY=/tmp/vast.py npx vitest run test/integration/sim/vast-cli.test.ts
+// vast.py is vendored unchanged in test/fixtures/vast-cli (MIT, its LICENSE beside it; vast-ai/vast-cli
+// at 55679830a2c2, 2026-08-06). VAST_PY names another copy to try instead. The test runs wherever
+// python3 has the `requests` module, and is skipped, saying so, where it has not.
 // The simulator's wall clock is a manual one moved 2 s before each command, so that no command
 // meets another's rate limit and no test time is spent sleeping.
 import { execFile, spawnSync } from 'node:child_process';
@@ -13,10 +12,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { packagePath } from '../../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
 
-const VAST_PY = process.env.VAST_PY;
-const runnable = VAST_PY !== undefined && spawnSync('python3', ['-c', 'import requests'], { stdio: 'ignore' }).status === 0;
+const VAST_PY = process.env.VAST_PY ?? packagePath('test', 'fixtures', 'vast-cli', 'vast.py');
+const runnable = spawnSync('python3', ['-c', 'import requests'], { stdio: 'ignore' }).status === 0;
+if (!runnable) console.warn('vast-cli.test.ts: skipped, python3 with the requests module is needed to run the official CLI');
 const run = promisify(execFile);
 
 describe.skipIf(!runnable)('the official CLI against the simulator', () => {
@@ -41,7 +42,7 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
   /** One CLI command, 2 s of wall time after the previous one. Its output must hold no failure. */
   async function vast(...args: string[]): Promise<string> {
     clock.now += 2000;
-    const { stdout, stderr } = await run('python3', [VAST_PY!, '--url', sim.url, '--api-key', sim.apiKey, ...args], {
+    const { stdout, stderr } = await run('python3', [VAST_PY, '--url', sim.url, '--api-key', sim.apiKey, ...args], {
       // The CLI reads VAST_URL for its start-up GPU name fetch and caches under HOME.
       env: { PATH: process.env.PATH, HOME: home, VAST_URL: sim.url },
       timeout: 20_000,
