@@ -123,7 +123,8 @@ export const runSetup = setup({
     canRaiseBid: ({ context }) => nextBid(context.limits, context.current!) !== null,
     /** Started again after a rebid (no longer stopped). */
     restarted: (_, params: PollParams) => params.instance !== null && params.instance.actual_status !== 'stopped',
-    readyForCurrent: ({ context }, params: { n: number }) => context.current?.n === params.n,
+    // Only once a list has shown the instance: its running event and record carry that status.
+    readyForCurrent: ({ context }, params: { n: number }) => context.current?.n === params.n && context.current.status != null,
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),

@@ -51,7 +51,10 @@ export type RateGroup = (typeof RATE_GROUPS)[number];
 /** One receiver of run notifications (README: Notifications). */
 const notifyTargetSchema = z.strictObject({
   /** Where the notifications are POSTed, http:// or https://. */
-  url: z.url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' }),
+  url: z
+    .url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' })
+    // undici sends no userinfo: a receiver wanting it would answer 401 forever with no hint why.
+    .refine((u) => { const { username, password } = new URL(u); return !username && !password; }, 'must not hold a user name or password (put a secret in secret_env)'),
   /** The run events sent there (default every one). */
   events: z.array(z.enum(NOTIFY_EVENTS)).min(1).optional(),
   /** The environment variable holding the HMAC-SHA256 key of the Berth-Signature header (none: unsigned). */
@@ -190,7 +193,18 @@ export const configSchema = z.strictObject({
     sweep_store_ids: z.array(z.string().regex(/^[0-9a-f]{8}$/, 'a store id is 8 hex digits')).default([]),
   }),
   /** Receivers of run notifications (default none). */
-  notify: z.array(notifyTargetSchema).default([]),
+  // One target per URL: the outbox keeps each notification under its target's URL.
+  notify: z
+    .array(notifyTargetSchema)
+    .default([])
+    .superRefine((targets, ctx) => {
+      const seen = new Set<string>();
+      targets.forEach((t, i) => {
+        const href = new URL(t.url).href;
+        if (seen.has(href)) ctx.addIssue({ code: 'custom', path: [i, 'url'], message: 'names the same receiver as an earlier target: one target per URL' });
+        seen.add(href);
+      });
+    }),
   notifications: z.strictObject({
     /** Time one POST may take before it counts as failed, seconds (default 10, at most 300). */
     timeout_s: positiveSeconds(5 * MINUTE),

@@ -256,6 +256,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       webhookUrl = await listen(webhooks, config.webhooks.listen);
     } catch (err) {
       server.close();
+      callbackServer?.close(); // an open listener would keep the process alive, neither serving nor exiting
       removeDaemonFile();
       process.off('exit', removeDaemonFile);
       await client.close().catch(() => undefined);
@@ -313,7 +314,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         else log.warn({ check: check.name }, `account check: ${line}`);
       }
       // The credit is the create gate's to report (an event per waiting create); an SSH key stops no
-      // run (berth rents Docker instances, which take one later). The others stop every run.
+      // run (berth rents Docker instances, which take one later). The others are noted on every live
+      // run; a run meets the refusal itself when it calls (a permission error fails it at once).
       const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
       for (const c of failing) supervisor.noteOnLiveRuns('account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
     } catch (err) {

@@ -15,6 +15,7 @@
 // Also the search's affordability check: an offer is left out when its price for the run's boot
 // estimate (the spec's boot_timeout_s: a slower boot is replaced anyway) costs more than what is
 // left of the budget.
+import { toRunError } from '../errors.js';
 import type { Candidate, SearchOutput } from '../../machines/run-machine.js';
 import type { RunError } from '../../machines/run-rules.js';
 import type { Clock, Timer } from '../clock.js';
@@ -73,13 +74,19 @@ export class MoneyGuard {
       const warnAt = spec.budget_usd * BUDGET_WARNING_SHARE;
       if (!this.warned.has(runId)) {
         if (m.usd >= warnAt) {
-          this.warned.add(runId);
           const left = m.usdPerHour > 0 ? `; at $${m.usdPerHour.toFixed(3)}/h it is spent in about ${Math.round(((spec.budget_usd - m.usd) / m.usdPerHour) * 60)} min` : '';
-          this.deps.warn(runId, `${Math.round(BUDGET_WARNING_SHARE * 100)}% of budget_usd spent: ${usdText(m.usd)} of ${usdText(spec.budget_usd)}${left}.`, {
-            usd: m.usd,
-            budget_usd: spec.budget_usd,
-            usd_per_hour: m.usdPerHour,
-          });
+          // A store that refuses the write must not stop the budget check below (nor the process): the
+          // warning is tried again at the next check.
+          try {
+            this.deps.warn(runId, `${Math.round(BUDGET_WARNING_SHARE * 100)}% of budget_usd spent: ${usdText(m.usd)} of ${usdText(spec.budget_usd)}${left}.`, {
+              usd: m.usd,
+              budget_usd: spec.budget_usd,
+              usd_per_hour: m.usdPerHour,
+            });
+            this.warned.add(runId);
+          } catch (err) {
+            this.deps.log.warn({ runId, err: toRunError(err) }, 'the budget warning could not be stored; it is tried again at the next check');
+          }
         } else if (m.usdPerHour > 0) {
           nextAt = Math.min(nextAt, now + ((warnAt - m.usd) / m.usdPerHour) * HOUR_MS);
         }

@@ -17,6 +17,7 @@
 // the target names a `secret_env`. Neither the secret nor a target URL's path (often a secret of
 // its own, as in Slack's webhook URLs) is ever logged: a target is named by its index and origin.
 import { createHmac, randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { Agent } from 'undici';
 import type { Clock, Timer } from '../clock.js';
 import type { Config, NotifyTargetConfig } from '../config/schema.js';
@@ -96,6 +97,8 @@ export class Notifier {
   private started = false;
 
   constructor(private readonly options: NotifierOptions) {
+    // Every POST in flight listens on it (and stops listening when it ends): targets × max_concurrent.
+    setMaxListeners(0, this.abort.signal);
     this.targets = options.targets.map((t, index) => {
       const url = new URL(t.url);
       return {
@@ -153,7 +156,10 @@ export class Notifier {
     this.wake();
   }
 
-  /** Abandons the POSTs in flight (they stay pending: the next start sends them again) and stops. */
+  /**
+   * Abandons the POSTs in flight and stops. They stay pending: a later start sends them again once
+   * their claim has lapsed (2 × notifications.timeout_s after they were sent), under the same id.
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     this.timer?.cancel();

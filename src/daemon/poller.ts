@@ -10,9 +10,10 @@
 //   An id a filtered list asked for and did not get IS absent. When more than a page of instances
 //   are booting at once (many runs started together), reading each of them every interval would
 //   take one call per 25 of them; instead they are asked for 200 ids at a time together with
-//   `actual_status in` every status but `loading` (and null), so a call returns only the instances
-//   that moved on (usually one page for all of them); those ids are not read as absent, and their
-//   losses are left to the complete sweeps, like a running instance's.
+//   `actual_status in` every stored status but `loading` (and null), so a call returns only the
+//   instances that moved on; those ids are not read as absent, and their losses are left to the
+//   complete sweeps, like a running instance's. Should the service refuse that query (400), the
+//   poller goes back to 25 ids a call for good.
 // - the sweep, in the background: the whole account page by page, for losses of running instances
 //   and for the ownership sweep (adoption and orphans). A page goes only when its call leaves the
 //   list budget's next slot free for the next interval's targeted list, except that every interval
@@ -36,11 +37,12 @@ const PAGE_SIZE = 25;
 /** Booting ids per call when only those that left `loading` are asked for (the query stays ~2.5 KB). */
 const MOVED_ON_CHUNK = 200;
 /**
- * Every documented `actual_status` but the ones of an instance still on its way up (`loading`, and
- * null while it is provisioned): asked for by name, since a filter on a null column means different
- * things to different databases.
+ * Every stored `actual_status` but the ones of an instance still on its way up (`loading`, and null
+ * while it is provisioned): asked for by name, since a filter on a null column means different
+ * things to different databases. `offline` is left out: show-instances-v1.mdx calls it "computed,
+ * not stored in DB", so no filter matches it (such an instance shows up in the sweeps).
  */
-const MOVED_ON = ['running', 'exited', 'unknown', 'offline', 'stopped', 'created', 'frozen', 'rebooting'];
+const MOVED_ON = ['running', 'exited', 'unknown', 'stopped', 'created', 'frozen', 'rebooting'];
 /** A sweep that has not ended after this many pages (250,000 instances) is abandoned. */
 const MAX_SWEEP_PAGES = 10_000;
 
@@ -111,6 +113,11 @@ export class InstancePoller implements InstanceLists {
   private nextSlotAt = Number.NEGATIVE_INFINITY;
   /** A sweep page was asked for since the last round began (each round lets at least one go). */
   private sweptSinceRound = true;
+  /**
+   * The service refused the moved-on query (400): its shape (200 ids and a status list) is not in
+   * the docs' examples. From then on every booting instance is read 25 ids at a time, as below 25.
+   */
+  private movedOnRefused = false;
 
   constructor(private readonly options: PollerOptions) {}
 
@@ -238,15 +245,8 @@ export class InstancePoller implements InstanceLists {
 
   private async targeted(): Promise<void> {
     const waited = this.subscriber?.waited() ?? { forStatus: [], forAbsence: [] };
-    const many = waited.forStatus.length > PAGE_SIZE;
+    const many = !this.movedOnRefused && waited.forStatus.length > PAGE_SIZE && (await this.movedOn(waited.forStatus));
     const ids = [...new Set(many ? waited.forAbsence : [...waited.forStatus, ...waited.forAbsence])];
-    if (many) {
-      for (const chunk of chunks([...new Set(waited.forStatus)], MOVED_ON_CHUNK)) {
-        if (this.stopped) return;
-        const { instances: moved, listedAt } = await this.filtered({ id: { in: chunk }, actual_status: { in: MOVED_ON } });
-        this.subscriber?.onSeen(moved, listedAt); // not absence: the others are still loading, or gone (the sweep tells)
-      }
-    }
     for (const chunk of chunks(ids, PAGE_SIZE)) {
       if (this.stopped) return;
       const { instances: found, listedAt } = await this.filtered({ id: { in: chunk } });
@@ -255,6 +255,27 @@ export class InstancePoller implements InstanceLists {
       const absent = chunk.filter((id) => !seen.has(id));
       if (absent.length > 0) this.subscriber?.onAbsent(absent, listedAt);
     }
+  }
+
+  /**
+   * Reads the booting instances that left `loading`, 200 ids a call. Their absence is not inferred:
+   * the others are still loading, or gone (the sweep tells). False when the service refuses the
+   * query, which then is not asked again.
+   */
+  private async movedOn(forStatus: number[]): Promise<boolean> {
+    for (const chunk of chunks([...new Set(forStatus)], MOVED_ON_CHUNK)) {
+      if (this.stopped) return true;
+      try {
+        const { instances: moved, listedAt } = await this.filtered({ id: { in: chunk }, actual_status: { in: MOVED_ON } });
+        this.subscriber?.onSeen(moved, listedAt);
+      } catch (err) {
+        if (!(err instanceof BerthError && err.code === 'bad_request')) throw err;
+        this.movedOnRefused = true;
+        this.options.log.warn({ err: toRunError(err) }, 'the service refused a list of booting instances by status; reading them 25 ids at a time from now on');
+        return false;
+      }
+    }
+    return true;
   }
 
   private dueLookups(now: number): LabelWaiter[] {

@@ -69,6 +69,8 @@ describe('config', () => {
     expect(() => loadConfig({ overrides: { notify } as never }, {})).toThrow(/notify\.0\.secret_env: the environment variable HOOK_KEY is not set/);
     expect(() => loadConfig({ overrides: { notify: [{ url: 'ftp://x', events: ['run.failed'] }] } as never }, {})).toThrow(/notify\.0\.url/);
     expect(() => loadConfig({ overrides: { notify: [{ url: 'https://x', events: ['run.exploded'] }] } as never }, {})).toThrow(/notify\.0\.events\.0/);
+    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://a/h' }, { url: 'https://a/h', format: 'slack' }] } as never }, {})).toThrow(/notify\.1\.url: names the same receiver/);
+    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://user:pw@a/h' }] } as never }, {})).toThrow(/notify\.0\.url: must not hold a user name or password/);
   });
 
   it('names the bad field and stops', () => {

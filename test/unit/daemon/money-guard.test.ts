@@ -48,7 +48,7 @@ const specWith = (extra: Record<string, unknown>): ResolvedJobSpec =>
 /** $/h that bills $0.001 a second. */
 const MILLI_PER_S = 3.6;
 
-function guardFor(spec: ResolvedJobSpec, leadMs = 1000): MoneyGuard {
+function guardFor(spec: ResolvedJobSpec, leadMs = 1000, warnWith: typeof warn = warn): MoneyGuard {
   store.runs.insert({ id: 'r1', name: 'm', specJson: JSON.stringify(spec), createdAt: clock.now() });
   return new MoneyGuard({
     store,
@@ -57,7 +57,7 @@ function guardFor(spec: ResolvedJobSpec, leadMs = 1000): MoneyGuard {
     specOf: (id) => (id === 'r1' ? spec : undefined),
     expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }),
     leadMs,
-    warn,
+    warn: warnWith,
   });
 }
 
@@ -87,6 +87,28 @@ describe('budget_usd', () => {
     guard.check('r1');
     await clock.advance(1_000);
     expect(warnings).toHaveLength(1);
+    expect(expired.map((e) => e.at - t0)).toEqual([9_000]);
+  });
+
+  it('still expires the run when its warning cannot be stored, and tries the warning again', async () => {
+    let refusals = 0;
+    const refusing = (runId: string, message: string) => {
+      if (refusals < 2) {
+        refusals++;
+        throw new Error('SQLITE_FULL: database or disk is full');
+      }
+      return warn(runId, message);
+    };
+    const guard = guardFor(specWith({ budget_usd: 0.01 }), 1000, refusing);
+    created(1, MILLI_PER_S);
+    guard.check('r1');
+    const t0 = clock.now();
+    await clock.advance(8_000);
+    expect(refusals).toBe(1);
+    guard.check('r1'); // the next check (a poll) tries the warning again
+    await clock.advance(1_000);
+    guard.check('r1');
+    expect(warnings.map((w) => w.at - t0)).toEqual([9_000]);
     expect(expired.map((e) => e.at - t0)).toEqual([9_000]);
   });
 

@@ -27,6 +27,7 @@ function fakeAccount(clock: FakeClock, count: number) {
   const calls: Call[] = [];
   let lastAt = Number.NEGATIVE_INFINITY;
   let failNext = 0;
+  let refuseStatusFilter = false;
   const client = {
     async listInstancePage(q: InstancePageQuery, opts?: { signal?: AbortSignal }): Promise<InstancePage> {
       // The list limiter: one call per SPACING.
@@ -40,6 +41,7 @@ function fakeAccount(clock: FakeClock, count: number) {
         failNext--;
         throw new BerthError('server_error', 'list failed');
       }
+      if (statusIn && refuseStatusFilter) throw new BerthError('bad_request', 'invalid select_filters');
       const matching = instances.filter(
         (i) =>
           (!idIn || idIn.includes(i.id)) &&
@@ -52,7 +54,7 @@ function fakeAccount(clock: FakeClock, count: number) {
       return { instances: page, nextToken: rest.length > 25 ? String(page.at(-1)!.id) : null, total: matching.length };
     },
   } as unknown as MarketClient;
-  return { client, instances, calls, failNextCalls: (n: number) => (failNext = n) };
+  return { client, instances, calls, failNextCalls: (n: number) => (failNext = n), refuseStatusFilter: () => (refuseStatusFilter = true) };
 }
 
 /** `waited`: ids waited on for any change or absence; `booting`: ids waited on for a status other than loading. */
@@ -171,6 +173,26 @@ describe('the poller, 1,000 instances (40 pages)', () => {
     const seenAt20 = rec.seen.filter((x) => x.at >= 20_000).flatMap((x) => x.ids);
     expect(seenAt20).toEqual(expect.arrayContaining([booting[250]!.id, booting[10]!.id]));
     // Still loading is not absent: only complete sweeps may say an instance is gone.
+    expect(rec.absent).toEqual([]);
+  });
+
+  it('goes back to 25 ids a call for good when the service refuses the list by status', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    account.refuseStatusFilter();
+    const booting = account.instances.slice(100, 400);
+    for (const b of booting) b.actual_status = 'loading';
+    const rec = recorder(() => [], () => booting.map((b) => b.id));
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(12_000);
+    booting[250]!.actual_status = 'running';
+    await clock.advance(20_000);
+    // Asked once, refused, and never again; the same round reads all 300 ids, 25 a call.
+    expect(account.calls.filter((c) => c.kind === 'moved').map((c) => c.at)).toEqual([1_000]);
+    const firstRound = account.calls.filter((c) => c.kind === 'ids').slice(0, 12);
+    expect(firstRound.map((c) => c.at)).toEqual(Array.from({ length: 12 }, (_, i) => 2_000 + i * 1_000));
+    expect(firstRound.flatMap((c) => c.ids)).toEqual(booting.map((b) => b.id));
+    expect(rec.seen.some((x) => x.at >= 12_000 && x.ids.includes(booting[250]!.id))).toBe(true);
     expect(rec.absent).toEqual([]);
   });
 
