@@ -10,6 +10,7 @@
 //                     booting; still stopped after rebidWaitS → raise again, or fail over at the cap
 //   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
+import { raise } from 'xstate';
 import { sshEndpoints, type RunError } from './run-rules.js';
 import { runSetup, type PollParams } from './run-setup.js';
 import type { ProbeOutput } from './run-types.js';
@@ -164,7 +165,13 @@ export const rebiddingState = runSetup.createStateConfig({
       { guard: { type: 'statusIsFailure', params: poll }, target: '#run.destroying', actions: { type: 'markEndingFromStatus', params: (a) => ({ instance: poll(a).instance, wasRunning: false }) } },
       { guard: { type: 'instanceLost', params: poll }, target: '#run.destroying', actions: 'markEndingMissing' },
       // The raised bid won: the instance starts again, with a new boot deadline and a new SSH check.
-      { guard: { type: 'restarted', params: poll }, target: '#run.booting', actions: { type: 'restartBoot', params: poll } },
+      // The same poll goes on to booting: when it already shows running, no later poll may say so
+      // again (the driver passes on changes only), and the boot deadline would destroy a live instance.
+      {
+        guard: { type: 'restarted', params: poll },
+        target: '#run.booting',
+        actions: [{ type: 'restartBoot', params: poll }, raise(({ event }) => event)],
+      },
       { actions: { type: 'notePoll', params: poll } },
     ],
   },

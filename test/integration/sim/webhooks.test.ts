@@ -148,13 +148,19 @@ describe('deliveries', () => {
   });
 });
 
+/**
+ * How long a test waits for a chain of retries to play out: the delays are sim seconds on the
+ * world's tick and the timeouts wall ms, so a loaded machine stretches them (a wait, not a claim on speed).
+ */
+const RETRIES_WAIT_MS = 15_000;
+
 describe('retries', () => {
   test('408, 429 and 5xx are retried with the same event id and body, each attempt signed anew', async () => {
     const sim = await fresh({ webhooks: { initial: [{ webhook_url: `${base}/flaky`, event_types: ['client:instance_created'], webhook_secret: SECRET }], retry_delays_s: [5, 5, 5] } });
     script['/flaky'] = [503, 408, 429, 204];
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x' });
     // The receiver sees the 4th request before the simulator has read its answer: wait for both.
-    await waitFor(() => (events('/flaky').length === 4 && sim.webhookDeliveries().at(-1)?.outcome === 'delivered' ? true : undefined), 3000, 'four attempts');
+    await waitFor(() => (events('/flaky').length === 4 && sim.webhookDeliveries().at(-1)?.outcome === 'delivered' ? true : undefined), RETRIES_WAIT_MS, 'four attempts');
     const got = events('/flaky');
     expect(got.map((r) => r.headers['x-vast-delivery-attempt'])).toEqual(['1', '2', '3', '4']);
     expect(new Set(got.map((r) => r.headers['x-vast-event-id'])).size).toBe(1);
@@ -167,7 +173,7 @@ describe('retries', () => {
   test('a timeout (10 s by default) is retried; retries stop when the delays run out', async () => {
     const sim = await fresh({ webhooks: { initial: [{ webhook_url: `${base}/slow`, event_types: ['client:instance_created'] }], retry_delays_s: [5, 5], delivery_timeout_ms: 100 } });
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x' });
-    await waitFor(() => (sim.webhookDeliveries().at(-1)?.outcome === 'failed' ? true : undefined), 3000, 'the last attempt');
+    await waitFor(() => (sim.webhookDeliveries().at(-1)?.outcome === 'failed' ? true : undefined), RETRIES_WAIT_MS, 'the last attempt');
     expect(sim.webhookDeliveries().map((d) => [d.attempt, d.status, d.outcome])).toEqual([[1, null, 'retry'], [2, null, 'retry'], [3, null, 'failed']]);
     expect(sim.webhookDeliveries()[0]!.error).toMatch(/Timeout|abort/i);
   });

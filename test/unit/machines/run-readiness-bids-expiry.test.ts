@@ -136,6 +136,17 @@ describe('interruptible runs that are outbid', () => {
     expect(world.destroys).toHaveLength(0);
   });
 
+  it('is running again on the one poll that shows the outbid instance restarted and running (no second poll needed)', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world, { bid: BID, maxPricePerHour: 1 });
+    await poll(actor, status(100, 'running'));
+    await poll(actor, outbid(100));
+    expect(stateOf(actor)).toBe('rebidding');
+    await poll(actor, status(100, 'running'));
+    expect(stateOf(actor)).toBe('running');
+    expect(world.destroys).toHaveLength(0);
+  });
+
   it('raises again while it stays stopped, and fails over once the bid reaches the cap (bid + disk <= cap)', async () => {
     const world = new FakeWorld();
     // Cap 0.45 and 0.05 disk: bids may go up to 0.40. 0.2 → 0.3 → 0.4 → cannot raise → fail over.
