@@ -61,20 +61,33 @@ class Totals {
   constructor(
     private readonly store: Store,
     readonly now: number,
+    /** What booting an instance at `dphTotal` may cost the run: its boot_timeout_s at that price. */
+    private readonly bootUsd: (runId: string, dphTotal: number) => number,
   ) {}
 
+  /**
+   * `day` is what the last 24 h cost plus what the instances still booting may yet cost before
+   * they run (their boot cost less what they have billed): creates admitted one after another
+   * each count the boots of those before them, so together they cannot pass the cap either.
+   */
   get(): { live: number; day: number } {
     if (this.figures) return this.figures;
     const rows = this.store.attempts.billingSince(this.now - DAY_MS);
+    const booting = (a: (typeof rows)[number]) =>
+      attemptPrice(a, a.run_ended_at) > 0 && a.first_running_at === null
+        ? Math.max(0, this.bootUsd(a.run_id, a.dph_total ?? 0) - attemptSpend(a, a.run_ended_at, this.now))
+        : 0;
     this.figures = {
       live: rows.reduce((s, a) => s + attemptPrice(a, a.run_ended_at), 0),
-      day: rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, this.now, this.now - DAY_MS), 0),
+      day: rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, this.now, this.now - DAY_MS) + booting(a), 0),
     };
     return this.figures;
   }
 
-  started(dphTotal: number): void {
-    if (this.figures) this.figures.live += dphTotal;
+  started(input: CreateInput): void {
+    if (!this.figures) return;
+    this.figures.live += input.dphTotal;
+    this.figures.day += this.bootUsd(input.runId, input.dphTotal);
   }
 }
 
@@ -112,7 +125,7 @@ export class CreateGate {
           const now = this.holdFor(input, totals);
           if (now === null) {
             done();
-            totals.started(input.dphTotal);
+            totals.started(input);
             this.note(input, `the create of attempt #${input.n} goes ahead`, 'create.resumed', null);
             try {
               return resolve(start());
@@ -164,7 +177,11 @@ export class CreateGate {
   }
 
   private totals(): Totals {
-    return new Totals(this.deps.store, this.deps.clock.now());
+    return new Totals(this.deps.store, this.deps.clock.now(), (runId, dph) => this.bootUsd(runId, dph));
+  }
+
+  private bootUsd(runId: string, dphTotal: number): number {
+    return (dphTotal * (this.deps.specOf(runId)?.boot_timeout_s ?? 0) * 1000) / HOUR_MS;
   }
 
   /** Every waiting create, oldest first, against one reading of the totals. */
@@ -195,11 +212,11 @@ export class CreateGate {
     if (maxUsdPerDay != null) {
       const { day } = totals.get();
       const bootS = this.deps.specOf(input.runId)?.boot_timeout_s ?? 0;
-      const boot = (input.dphTotal * bootS * 1000) / HOUR_MS;
+      const boot = this.bootUsd(input.runId, input.dphTotal);
       if (day + boot > maxUsdPerDay + 1e-9) {
         return {
           key: 'per_day',
-          message: `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)}, and booting this offer (${bootS} s at $${input.dphTotal.toFixed(3)}/h) ${usdText(boot)}`,
+          message: `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)} (what instances still booting may cost included), and booting this offer (${bootS} s at $${input.dphTotal.toFixed(3)}/h) ${usdText(boot)}`,
         };
       }
     }

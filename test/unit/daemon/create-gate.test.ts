@@ -113,12 +113,30 @@ describe('budget.max_usd_per_day', () => {
     const next = admit(g, input('a', 1, 1));
     await clock.settle();
     expect(next.startedAt).toBeUndefined();
-    expect(store.events.list('a')[0]!.message).toMatch(/budget\.max_usd_per_day \(\$1\.50\) would be passed: the last 24 h cost \$1\.00, and booting this offer \(3600 s at \$1\.000\/h\) \$1\.00/);
+    expect(store.events.list('a')[0]!.message).toMatch(/budget\.max_usd_per_day \(\$1\.50\) would be passed: the last 24 h cost \$1\.00 \(what instances still booting may cost included\), and booting this offer \(3600 s at \$1\.000\/h\) \$1\.00/);
     // Half of that hour has left the window 24.5 h after it began: $0.5 + $1 fits.
     await clock.advance(23.5 * H - 60_000);
     expect(next.startedAt).toBeUndefined();
     await clock.advance(60_000);
     expect(next.startedAt).toBe(t0 + 24.5 * H);
+  });
+});
+
+describe('budget.max_usd_per_day, creates one after another', () => {
+  it('counts the boots under way: of two creates whose boots each fit the cap alone, the second waits', async () => {
+    const g = gate({ maxUsdPerDay: 1.5, recheckMs: 60_000 });
+    // Each boot may cost $1 (boot_timeout_s 3600 at $1/h); nothing spent yet.
+    const first = admit(g, input('a', 1, 1));
+    const second = admit(g, input('b', 1, 1));
+    await clock.settle();
+    expect(first.startedAt).toBe(clock.now());
+    expect(second.startedAt).toBeUndefined();
+    // Once the first runs, only what it billed counts: $0.25 after 15 min, + $1 fits.
+    await clock.advance(15 * 60_000);
+    journal.adopt('a', 1, 901, clock.now() - 15 * 60_000);
+    journal.record('a', { type: 'attempt.status', n: 1, status: { id: 901, actual_status: 'running', intended_status: null, cur_state: null, status_msg: null, ssh_host: null, ssh_port: null, dph_total: 1 } }, clock.now());
+    await clock.advance(60_000);
+    expect(second.startedAt).toBe(clock.now());
   });
 });
 
