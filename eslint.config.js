@@ -24,6 +24,23 @@ export default tseslint.config(
       '@typescript-eslint/no-explicit-any': 'error',
     },
   },
+  // The daemon's rooms (src/daemon/README.md): arrows run down only. daemon.ts builds everything;
+  // control/ reads runs and money; runs/ uses the rooms below it; the leaf rooms use none of the others.
+  ...roomRules([
+    ['src/daemon/control/**', ['daemon.js']],
+    ['src/daemon/runs/**', ['daemon.js', 'control']],
+    ['src/daemon/{money,fleet,notify,inbound}/**', ['daemon.js', 'control', 'runs', 'money', 'fleet', 'notify', 'inbound'], true],
+  ]),
+  {
+    // Everything below the daemon is used by it and never reaches back up into it or the CLI.
+    files: ['src/{client,store,sim,wire,job-spec,config,http,account}/**/*.ts', 'machines/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/daemon/**', '**/cli/**'], message: 'a lower layer never imports the daemon or the CLI' }] },
+      ],
+    },
+  },
   {
     // Tests read parsed JSON bodies of many shapes; the shipped code may not use `any`.
     files: ['test/**/*.ts'],
@@ -34,3 +51,26 @@ export default tseslint.config(
     languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },
 );
+
+/**
+ * One rule per room: `banned` lists the sibling rooms (and the root) a room's files may not import.
+ * A leaf room (`leaf`) may still import its own files (./x.js) but no other room.
+ */
+function roomRules(rooms) {
+  return rooms.map(([files, banned, leaf]) => ({
+    files: [files.endsWith('**') ? `${files}/*.ts` : files],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: banned.flatMap((room) => (room.endsWith('.js') ? [`../${room}`] : [`../${room}/*`])),
+              message: leaf ? 'a leaf room of the daemon imports no other room' : 'a room of the daemon never imports a room above it',
+            },
+          ],
+        },
+      ],
+    },
+  }));
+}

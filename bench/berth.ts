@@ -22,7 +22,8 @@ const QUICK: Sizes = { compareRuns: 30, compareTimeoutMs: 90_000, scaleRuns: 200
 const SECOND_POLL_S = 2;
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
-const dec = (n: number, d = 1) => (Number.isFinite(n) ? n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }) : 'n/a');
+const dec = (n: number, d = 1) =>
+  Number.isFinite(n) ? n.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }) : 'n/a';
 const ms = (n: number) => (Number.isFinite(n) ? `${int(n)} ms` : 'n/a');
 const ratio = (a: number, b: number) => (b > 0 ? `${a / b < 0.01 ? (a / b).toFixed(4) : (a / b).toFixed(3)}×` : 'n/a');
 
@@ -32,7 +33,12 @@ export async function runScaleBench(opts: { quick: boolean; notify: boolean }): 
   const scale = await runScale({ ...scalePlan(sizes), notify: opts.notify });
   const scaleSize = opts.quick ? ` (quick: ${int(sizes.scaleRuns)} runs and ${int(sizes.storeRuns)} in the store)` : '';
   const notify = opts.notify ? ', notifications on' : '';
-  return [{ title: `berth at scale: ${int(sizes.scaleRuns)} concurrent runs, ${int(sizes.storeRuns)} runs in the store${scaleSize}${notify}`, rows: scaleRows(scale) }];
+  return [
+    {
+      title: `berth at scale: ${int(sizes.scaleRuns)} concurrent runs, ${int(sizes.storeRuns)} runs in the store${scaleSize}${notify}`,
+      rows: scaleRows(scale),
+    },
+  ];
 }
 
 export async function runBerthBench(opts: { quick: boolean; notify?: boolean }): Promise<BenchSection[]> {
@@ -47,8 +53,14 @@ export async function runBerthBench(opts: { quick: boolean; notify?: boolean }):
   const size = opts.quick ? ` (quick: ${sizes.compareRuns} runs, not the issue's 100)` : '';
   const scaleSize = opts.quick ? ` (quick: ${int(sizes.scaleRuns)} runs and ${int(sizes.storeRuns)} in the store)` : '';
   return [
-    { title: `berth vs baseline: ${sizes.compareRuns} concurrent runs, ${POLL_S} s poll interval${size}`, rows: [...compareRows(berth, baseline), secondIntervalRow(second)] },
-    { title: `berth at scale: ${int(sizes.scaleRuns)} concurrent runs, ${int(sizes.storeRuns)} runs in the store${scaleSize}`, rows: scaleRows(scale, v8Defaults) },
+    {
+      title: `berth vs baseline: ${sizes.compareRuns} concurrent runs, ${POLL_S} s poll interval${size}`,
+      rows: [...compareRows(berth, baseline), secondIntervalRow(second)],
+    },
+    {
+      title: `berth at scale: ${int(sizes.scaleRuns)} concurrent runs, ${int(sizes.storeRuns)} runs in the store${scaleSize}`,
+      rows: scaleRows(scale, v8Defaults),
+    },
   ];
 }
 
@@ -108,10 +120,11 @@ function compareRows(b: SideResult, base: SideResult): BenchRow[] {
     },
     {
       metric: 'failure → next create (median / p99)',
-      value: side(
-        `${ms(median(b.failureToCreateMs))} / ${ms(quantile(b.failureToCreateMs, 0.99))}`,
-        `${ms(median(base.failureToCreateMs))} / ${ms(quantile(base.failureToCreateMs, 0.99))}`,
-      ) + ` · ${ratio(median(b.failureToCreateMs), median(base.failureToCreateMs))}`,
+      value:
+        side(
+          `${ms(median(b.failureToCreateMs))} / ${ms(quantile(b.failureToCreateMs, 0.99))}`,
+          `${ms(median(base.failureToCreateMs))} / ${ms(quantile(base.failureToCreateMs, 0.99))}`,
+        ) + ` · ${ratio(median(b.failureToCreateMs), median(base.failureToCreateMs))}`,
       note: `from an instance's exited/unknown/offline in the simulator's history to the run's next create there (${b.failureToCreateMs.length} and ${base.failureToCreateMs.length} failures). Berth detects (≤ 1 interval), destroys, and waits until a later list no longer shows the instance (a run never holds two instances) before the next create; the baseline creates as soon as its destroy call returned. Both also wait for the create and search rate limits shared with the other runs`,
     },
   ];

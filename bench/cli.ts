@@ -55,7 +55,11 @@ export async function runCliBench(): Promise<BenchSection> {
       rows: [
         { metric: 'node -e 0', value: `${base.toFixed(0)} ms`, note: `the same Node (${process.version}), spawned the same way` },
         row('version', 'berth --version', 'loads commander and the CLI entry only: each command imports its code when it runs'),
-        row('status', 'berth status (running daemon, 3 runs)', 'reads daemon.json and control.token, checks the proof, GET /v1/runs over node:http, prints the table; no undici, zod, pino, xstate or SQLite'),
+        row(
+          'status',
+          'berth status (running daemon, 3 runs)',
+          'reads daemon.json and control.token, checks the proof, GET /v1/runs over node:http, prints the table; no undici, zod, pino, xstate or SQLite',
+        ),
       ],
     };
   } finally {

@@ -81,7 +81,12 @@ async function measureOverhead(calls: number): Promise<{ bare: number; client: n
   const wrapped: number[] = [];
   try {
     const bareCall = async () => {
-      const res = await agent.request({ origin, path: '/api/v0/users/current/', method: 'GET', headers: { authorization: 'Bearer bench-key' } });
+      const res = await agent.request({
+        origin,
+        path: '/api/v0/users/current/',
+        method: 'GET',
+        headers: { authorization: 'Bearer bench-key' },
+      });
       JSON.parse(await res.body.text());
     };
     // Warm both paths (JIT, keep-alive sockets), then interleave so drift hits both alike.

@@ -34,7 +34,10 @@ function parseArgs(argv: string[]): Options {
     else if (arg === '--notify') opts.notify = true;
     else if (arg === '--only' || arg.startsWith('--only=')) {
       const list = arg.includes('=') ? arg.slice('--only='.length) : (argv[++i] ?? '');
-      const names = list.split(',').map((s) => s.trim()).filter(Boolean);
+      const names = list
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       const all: readonly string[] = [...PARTS, ...EXTRA_PARTS];
       const bad = names.filter((n) => !all.includes(n));
       if (bad.length || names.length === 0) throw new Error(`--only takes a comma-separated list of ${all.join(', ')}; got "${list}"`);
@@ -89,9 +92,19 @@ function table(section: BenchSection): string {
   const head = ['metric', 'value', 'target', 'met'];
   const body = section.rows.map((r) => [r.metric, r.value, r.target ?? '', metText(r)]);
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((row) => row[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join(' | ')
+      .trimEnd();
   const notes = section.rows.filter((r) => r.note).map((r) => `  - ${r.metric}: ${r.note}`);
-  return [`## ${section.title}`, line(head), widths.map((w) => '-'.repeat(w)).join('-|-'), ...body.map(line), ...(notes.length ? ['', 'notes:', ...notes] : [])].join('\n');
+  return [
+    `## ${section.title}`,
+    line(head),
+    widths.map((w) => '-'.repeat(w)).join('-|-'),
+    ...body.map(line),
+    ...(notes.length ? ['', 'notes:', ...notes] : []),
+  ].join('\n');
 }
 
 function markdown(env: ReturnType<typeof environment>, sections: BenchSection[], seconds: number): string {
@@ -103,7 +116,8 @@ function markdown(env: ReturnType<typeof environment>, sections: BenchSection[],
   ];
   for (const s of sections) {
     parts.push('', `## ${s.title}`, '', '| metric | value | target | met | how it was measured |', '|---|---|---|---|---|');
-    for (const r of s.rows) parts.push(`| ${cell(r.metric)} | ${cell(r.value)} | ${cell(r.target ?? '')} | ${metText(r)} | ${cell(r.note ?? '')} |`);
+    for (const r of s.rows)
+      parts.push(`| ${cell(r.metric)} | ${cell(r.value)} | ${cell(r.target ?? '')} | ${metText(r)} | ${cell(r.note ?? '')} |`);
   }
   return parts.join('\n') + '\n';
 }
@@ -131,7 +145,9 @@ async function main(): Promise<number> {
   writeFileSync(join(dir, `${name}.json`), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
   writeFileSync(join(dir, `${name}.md`), markdown(env, sections, seconds));
   const targets = sections.flatMap((s) => s.rows).filter((r) => r.met !== undefined);
-  console.log(`${targets.filter((r) => r.met).length} of ${targets.length} targets met; ${seconds.toFixed(0)} s; written to ${join(dir, `${name}.md`)} and ${name}.json`);
+  console.log(
+    `${targets.filter((r) => r.met).length} of ${targets.length} targets met; ${seconds.toFixed(0)} s; written to ${join(dir, `${name}.md`)} and ${name}.json`,
+  );
   return sections.some((s) => s.rows.some((r) => r.metric === 'section failed')) ? 1 : 0;
 }
 

@@ -174,7 +174,9 @@ export async function runBerthSide(s: Scenario): Promise<SideResult> {
     const detectionMs: number[] = [];
     let lastRunning = t0;
     for (const id of ids) {
-      const events = (await d.api<Array<{ at: string; type: string; data: { instanceId?: number } | null }>>('GET', `/v1/runs/${id}/events`)).body;
+      const events = (
+        await d.api<Array<{ at: string; type: string; data: { instanceId?: number } | null }>>('GET', `/v1/runs/${id}/events`)
+      ).body;
       for (const e of events) {
         if (e.type !== 'attempt.running' || e.data?.instanceId === undefined) continue;
         const at = Date.parse(e.at);

@@ -2,7 +2,7 @@
 // the simulator to the poller handing that status over, with 0, 100 and 1,000 other instances on
 // the account. Two pollers, each against its own fresh simulator with the service's rate limits,
 // through berth's real client and its default rate limits (list 0.9/s):
-// - berth's poller (src/daemon/poller.ts): an id-filtered list of the booting instances at the
+// - berth's poller (src/daemon/fleet/poller.ts): an id-filtered list of the booting instances at the
 //   start of every interval, the account swept page by page in the rest of the list budget;
 // - the full-sweep poller it replaced: every page of the account every interval (below, kept here
 //   only as the benchmark's baseline).
@@ -10,7 +10,7 @@ import { createMarketClient, type MarketplaceClient } from '../src/client/market
 import type { Instance } from '../src/client/types.js';
 import { systemClock } from '../src/clock.js';
 import { loadConfig } from '../src/config/load.js';
-import { InstancePoller } from '../src/daemon/poller.js';
+import { InstancePoller } from '../src/daemon/fleet/poller.js';
 import { silentLogger } from '../src/logger.js';
 import { startSimulator, type RunningSimulator } from '../src/sim/index.js';
 
@@ -60,7 +60,11 @@ export async function measurePoller(s: PollerScenario, timeLimitMs: number): Pro
     seed: s.seed,
     timeScale: 30,
     // The service's rate limits (list 1.0/s per identity); the catalog large enough for the others.
-    config: { admin: true, catalog: { size: Math.max(600, s.others + s.watched + 200) }, lifecycle: { provision_s: 5, boot_s: { min: 60, max: 240 } } },
+    config: {
+      admin: true,
+      catalog: { size: Math.max(600, s.others + s.watched + 200) },
+      lifecycle: { provision_s: 5, boot_s: { min: 60, max: 240 } },
+    },
   });
   const { config } = loadConfig({}, {});
   const client = createMarketClient({ baseUrl: sim.url, apiKey: sim.apiKey, config });
@@ -85,7 +89,13 @@ export async function measurePoller(s: PollerScenario, timeLimitMs: number): Pro
     const t0 = Date.now();
     let stop: () => Promise<void>;
     if (s.kind === 'targeted') {
-      const poller = new InstancePoller({ client, clock: systemClock, intervalMs, listSpacingMs: 1000 / config.rate_limits.list.per_s, log: silentLogger() });
+      const poller = new InstancePoller({
+        client,
+        clock: systemClock,
+        intervalMs,
+        listSpacingMs: 1000 / config.rate_limits.list.per_s,
+        log: silentLogger(),
+      });
       poller.subscribe({
         waited: () => ({ forStatus: [...booting], forAbsence: [] }),
         onSeen: (instances) => see(instances),
@@ -98,7 +108,12 @@ export async function measurePoller(s: PollerScenario, timeLimitMs: number): Pro
       stop = startFullSweepPoller(client, intervalMs, see);
     }
     // The watched instances, created at the client's create rate while the poller runs.
-    const offers = await client.searchOffers({ rentable: { eq: true }, direct_port_count: { gte: 1 }, limit: s.watched, order: [['dph_total', 'asc']] });
+    const offers = await client.searchOffers({
+      rentable: { eq: true },
+      direct_port_count: { gte: 1 },
+      limit: s.watched,
+      order: [['dph_total', 'asc']],
+    });
     for (const [i, o] of offers.slice(0, s.watched).entries()) {
       const created = await client.createInstance(o.id, { image: 'bench/img', disk: 10, label: `bench:${s.kind}:${i}` });
       booting.add(created.instanceId);

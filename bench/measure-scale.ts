@@ -80,7 +80,14 @@ export interface ScaleResult {
 }
 
 /** A receiver that answers every POST 204 at once, counting them. */
-async function notifyReceiver(): Promise<{ server: Server; url: string; posts: () => number; ids: Set<string>; running: () => number; lastAt: () => number }> {
+async function notifyReceiver(): Promise<{
+  server: Server;
+  url: string;
+  posts: () => number;
+  ids: Set<string>;
+  running: () => number;
+  lastAt: () => number;
+}> {
   const ids = new Set<string>();
   let posts = 0;
   let running = 0;
@@ -100,7 +107,14 @@ async function notifyReceiver(): Promise<{ server: Server; url: string; posts: (
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/berth-hook`, posts: () => posts, ids, running: () => running, lastAt: () => lastAt };
+  return {
+    server,
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/berth-hook`,
+    posts: () => posts,
+    ids,
+    running: () => running,
+    lastAt: () => lastAt,
+  };
 }
 
 const NOTIFY_SECRET_ENV = 'BERTH_BENCH_NOTIFY_KEY';
@@ -172,9 +186,11 @@ async function submitMany(d: DaemonHandle, count: number, workers: number, batch
 
 async function forEachLimited<T>(items: T[], workers: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: workers }, async () => {
-    while (next < items.length) await fn(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: workers }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
 const scaleSimulator = (seed: number) =>
@@ -231,7 +247,7 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
     const allRunningAt = Date.now();
     await sleep(plan.pollS * 1000); // let the last transitions settle
     if (rx) {
-      for (const end = Date.now() + 60_000; rx.running() < running && Date.now() < end; ) await sleep(100);
+      for (const end = Date.now() + 60_000; rx.running() < running && Date.now() < end;) await sleep(100);
     }
     const runRunning = rx?.running() ?? 0;
     const lastRunningAfterMs = rx ? Math.max(0, rx.lastAt() - allRunningAt) : 0;
@@ -268,7 +284,7 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
     // The burst of run.cancelled notifications goes out first, so that steady polling is measured alone.
     let cancelledDrainMs = 0;
     if (rx) {
-      for (const end = Date.now() + 300_000; (await outboxCounts(daemon!)).pending > 0 && Date.now() < end; ) await sleep(200);
+      for (const end = Date.now() + 300_000; (await outboxCounts(daemon!)).pending > 0 && Date.now() < end;) await sleep(200);
       cancelledDrainMs = Date.now() - cancelsDoneAt;
     }
     await sleep(2000); // past the startup work
@@ -315,8 +331,13 @@ export async function runScale(plan: ScalePlan): Promise<ScaleResult> {
 
 async function outboxCounts(d: DaemonHandle): Promise<NotifyFigures['outbox']> {
   const counts = { pending: 0, delivered: 0, dead: 0 };
-  for (let before: number | undefined; ; ) {
-    const page = (await d.api<Array<{ seq: number; state: keyof typeof counts }>>('GET', `/v1/notifications?limit=10000${before === undefined ? '' : `&before=${before}`}`)).body;
+  for (let before: number | undefined; ;) {
+    const page = (
+      await d.api<Array<{ seq: number; state: keyof typeof counts }>>(
+        'GET',
+        `/v1/notifications?limit=10000${before === undefined ? '' : `&before=${before}`}`,
+      )
+    ).body;
     if (page.length === 0) return counts;
     for (const n of page) counts[n.state]++;
     before = page.at(-1)!.seq;
@@ -332,7 +353,8 @@ async function detection(d: DaemonHandle, sim: RunningSimulator, ids: string[]):
   }
   const out: number[] = [];
   await forEachLimited(ids, 8, async (id) => {
-    const events = (await d.api<Array<{ at: string; type: string; data: { instanceId?: number } | null }>>('GET', `/v1/runs/${id}/events`)).body;
+    const events = (await d.api<Array<{ at: string; type: string; data: { instanceId?: number } | null }>>('GET', `/v1/runs/${id}/events`))
+      .body;
     for (const e of events) {
       const inSim = e.type === 'attempt.running' && e.data?.instanceId !== undefined ? simRunning.get(e.data.instanceId) : undefined;
       if (inSim !== undefined) out.push(Date.parse(e.at) - inSim);

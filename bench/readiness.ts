@@ -97,7 +97,12 @@ async function measure(method: Method, runs: number, seed: number): Promise<Meth
     const config: DeepPartial<Config> = {
       daemon: { listen: '127.0.0.1:0' },
       polling: { interval_s: POLL_S },
-      rate_limits: { search: { per_s: 20, burst: 20 }, create: { per_s: 20, burst: 20 }, list: { per_s: 2, burst: 1 }, destroy: { per_s: 20, burst: 5 } },
+      rate_limits: {
+        search: { per_s: 20, burst: 20 },
+        create: { per_s: 20, burst: 20 },
+        list: { per_s: 2, burst: 1 },
+        destroy: { per_s: 20, burst: 5 },
+      },
     };
     if (method === 'callback') {
       const port = await freePort();
@@ -135,7 +140,12 @@ async function measure(method: Method, runs: number, seed: number): Promise<Meth
     const afterCallMs: number[] = [];
     const probeMs: number[] = [];
     for (const id of ids) {
-      const events = (await d.api<Array<{ at: string; type: string; data: { instanceId?: number; via?: string; status?: string } | null }>>('GET', `/v1/runs/${id}/events`)).body;
+      const events = (
+        await d.api<Array<{ at: string; type: string; data: { instanceId?: number; via?: string; status?: string } | null }>>(
+          'GET',
+          `/v1/runs/${id}/events`,
+        )
+      ).body;
       const readyIndex = events.findIndex((e) => e.type === 'attempt.running' && e.data?.instanceId !== undefined);
       const ready = events[readyIndex];
       if (!ready) continue;

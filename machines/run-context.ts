@@ -205,12 +205,7 @@ export function concludeDestroyed(context: RunContext): Change {
 /** A list taken after the instance was made no longer shows it, often enough to call it lost. */
 export function isLost(context: RunContext, instance: InstanceStatus | null, listedAt: number): boolean {
   const cur = context.current;
-  return (
-    instance === null &&
-    cur !== null &&
-    listedAt > (cur.createdAt ?? 0) &&
-    cur.missingPolls + 1 >= context.limits.missingPollsToLose
-  );
+  return instance === null && cur !== null && listedAt > (cur.createdAt ?? 0) && cur.missingPolls + 1 >= context.limits.missingPollsToLose;
 }
 
 /** A list taken after the destroy was accepted no longer shows the instance. */

@@ -83,7 +83,10 @@ export const bootingState = runSetup.createStateConfig({
     READY: {
       guard: { type: 'readyForCurrent', params: ({ event }) => ({ n: event.n }) },
       target: '#run.running',
-      actions: [{ type: 'markRunning', params: { instance: null, reachable: null } }, { type: 'reportRunning', params: { via: 'callback' } }],
+      actions: [
+        { type: 'markRunning', params: { instance: null, reachable: null } },
+        { type: 'reportRunning', params: { via: 'callback' } },
+      ],
     },
   },
   states: {
@@ -162,7 +165,11 @@ export const rebiddingState = runSetup.createStateConfig({
     POLL: [
       // Still stopped by the market (its record changes as the bid does): wait for the raised bid.
       { guard: { type: 'isOutbid', params: poll }, actions: { type: 'notePoll', params: poll } },
-      { guard: { type: 'statusIsFailure', params: poll }, target: '#run.destroying', actions: { type: 'markEndingFromStatus', params: (a) => ({ instance: poll(a).instance, wasRunning: false }) } },
+      {
+        guard: { type: 'statusIsFailure', params: poll },
+        target: '#run.destroying',
+        actions: { type: 'markEndingFromStatus', params: (a) => ({ instance: poll(a).instance, wasRunning: false }) },
+      },
       { guard: { type: 'instanceLost', params: poll }, target: '#run.destroying', actions: 'markEndingMissing' },
       // The raised bid won: the instance starts again, with a new boot deadline and a new SSH check.
       // The same poll goes on to booting: when it already shows running, no later poll may say so
@@ -189,7 +196,10 @@ export const rebiddingState = runSetup.createStateConfig({
         onDone: 'waiting',
         onError: {
           target: '#run.destroying',
-          actions: { type: 'markEndingOutbid', params: ({ event }) => ({ instance: null, why: `the bid could not be raised (${errorText(event.error)})` }) },
+          actions: {
+            type: 'markEndingOutbid',
+            params: ({ event }) => ({ instance: null, why: `the bid could not be raised (${errorText(event.error)})` }),
+          },
         },
       },
     },

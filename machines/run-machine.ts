@@ -13,7 +13,7 @@
 //   failed, cancelled, expired   final: the run holds no instance
 //
 // No I/O here: searching, creating, destroying, probing, bidding and waiting are invoked actors
-// given by the daemon (src/daemon/run-actors.ts) or by tests through `provide`. Every deadline is
+// given by the daemon (src/daemon/runs/run-actors.ts) or by tests through `provide`. Every deadline is
 // an absolute timestamp in context, because pending `after` delays are not rescheduled when a
 // persisted snapshot is restored.
 import { bootingState, destroyingState, rebiddingState, runningState } from './run-instance-states.js';
@@ -129,10 +129,7 @@ export const runMachine = runSetup.createMachine({
               },
               {
                 target: 'backoff',
-                actions: [
-                  'scheduleSearchRetry',
-                  { type: 'reportSearchRetry', params: ({ event }) => ({ error: event.error }) },
-                ],
+                actions: ['scheduleSearchRetry', { type: 'reportSearchRetry', params: ({ event }) => ({ error: event.error }) }],
               },
             ],
           },
@@ -167,7 +164,11 @@ export const runMachine = runSetup.createMachine({
               guard: ({ event, context }) =>
                 event.output.kind === 'created' && (context.cancelRequested || context.expire !== null || context.endReason !== null),
               target: 'destroying',
-              actions: [{ type: 'recordInstance', params: ({ event }) => createdOf(event.output) }, 'reportInstance', 'markEndingForEndReason'],
+              actions: [
+                { type: 'recordInstance', params: ({ event }) => createdOf(event.output) },
+                'reportInstance',
+                'markEndingForEndReason',
+              ],
             },
             {
               guard: ({ event }) => event.output.kind === 'created',

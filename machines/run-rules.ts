@@ -1,46 +1,23 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
 // Nothing here does I/O or reads the clock.
 import { runPolicyOf } from '../src/client/retry-policy.js';
-import type { Instance } from '../src/client/types.js';
 import type { RunError } from '../src/errors.js';
-import type { BidPolicy, CurrentAttempt, Endpoint, RunContext, RunLimits } from './run-types.js';
+import type {
+  AttemptOutcome,
+  BidPolicy,
+  CurrentAttempt,
+  Endpoint,
+  InstanceStatus,
+  RunContext,
+  RunLimits,
+  AttemptSummary,
+} from './run-types.js';
+
+export type { AttemptOutcome, AttemptSummary, InstanceStatus } from './run-types.js';
 
 export type { RunError } from '../src/errors.js';
 /** Any thrown value as a run error: the one conversion, src/errors.ts `toRunError`. */
 export { toRunError } from '../src/errors.js';
-
-/**
- * What one poll saw of an instance: the status fields of the service's record and nothing else, so
- * secrets (instance keys, env) are never carried here or into a snapshot.
- */
-export type InstanceStatus = Pick<
-  Instance,
-  'id' | 'actual_status' | 'intended_status' | 'cur_state' | 'status_msg' | 'ssh_host' | 'ssh_port' | 'dph_total' | 'public_ipaddr' | 'ports'
->;
-
-/** Outcomes of an attempt (SPEC section 4). */
-export type AttemptOutcome =
-  | 'running'
-  | 'exited'
-  | 'unknown'
-  | 'offline'
-  | 'boot_timeout'
-  | 'unreachable'
-  | 'outbid'
-  | 'expired'
-  | 'offer_unavailable'
-  | 'create_failed'
-  | 'cancelled'
-  | 'lost';
-
-export interface AttemptSummary {
-  n: number;
-  offerId: number;
-  machineId: number;
-  instanceId: number | null;
-  outcome: AttemptOutcome | null;
-  detail: string | null;
-}
 
 const OCI_FAILURE = /OCI runtime create failed/i;
 
@@ -126,7 +103,10 @@ export function firstBid(bid: BidPolicy | null, minBid: number | null): number |
  * The next bid after an outbid: the current one raised by stepPct, never past what keeps the billed
  * price (bid + disk) under the run's cap. Null when the bid cannot go up any more.
  */
-export function nextBid(limits: Pick<RunLimits, 'bid' | 'maxPricePerHour'>, attempt: Pick<CurrentAttempt, 'bidPrice' | 'diskDph'>): number | null {
+export function nextBid(
+  limits: Pick<RunLimits, 'bid' | 'maxPricePerHour'>,
+  attempt: Pick<CurrentAttempt, 'bidPrice' | 'diskDph'>,
+): number | null {
   if (!limits.bid || attempt.bidPrice === null) return null;
   const ceiling = roundBid(limits.maxPricePerHour - attempt.diskDph);
   const raised = roundBid(attempt.bidPrice * (1 + limits.bid.stepPct / 100));
@@ -152,7 +132,13 @@ export function describeAttempts(attempts: AttemptSummary[]): string {
       const inst = a.instanceId === null ? '' : `, instance ${a.instanceId}`;
       return `#${a.n} offer ${a.offerId} (machine ${a.machineId}${inst}): ${a.outcome ?? 'unfinished'}${a.detail ? ` (${a.detail})` : ''}`;
     });
-  if (gone.length > 0) listed.push(`${gone.length} offer(s) gone before they could be rented (${gone.slice(-5).map((a) => a.offerId).join(', ')}${gone.length > 5 ? ', ...' : ''})`);
+  if (gone.length > 0)
+    listed.push(
+      `${gone.length} offer(s) gone before they could be rented (${gone
+        .slice(-5)
+        .map((a) => a.offerId)
+        .join(', ')}${gone.length > 5 ? ', ...' : ''})`,
+    );
   return listed.join('; ');
 }
 

@@ -249,7 +249,10 @@ export const runSetup = setup({
     failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),
     failDeadline: assign(({ context }) => ({ error: deadlineError(context) })),
     failNoOffers: assign(({ context }) => ({ error: noOffersError(context) })),
-    failExpired: assign(({ context }, params: { reason?: RunError }) => ({ error: params.reason ?? context.expire, expire: params.reason ?? context.expire })),
+    failExpired: assign(({ context }, params: { reason?: RunError }) => ({
+      error: params.reason ?? context.expire,
+      expire: params.reason ?? context.expire,
+    })),
     reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
     reportExpired: emit(({ context }) => ({ type: 'run.expired' as const, error: context.error! })),
     reportCancelled: emit({ type: 'run.cancelled' as const }),

@@ -1,7 +1,50 @@
 // The run machine's contracts: its input and limits, context, events, what it emits, and the
 // inputs and outputs of the actors the daemon provides. Kept apart from the machine so that the
 // machine file holds only states and their transitions.
-import type { AttemptOutcome, AttemptSummary, InstanceStatus, RunError } from './run-rules.js';
+import type { Instance } from '../src/client/types.js';
+import type { RunError } from '../src/errors.js';
+
+/**
+ * What one poll saw of an instance: the status fields of the service's record and nothing else, so
+ * secrets (instance keys, env) are never carried here or into a snapshot.
+ */
+export type InstanceStatus = Pick<
+  Instance,
+  | 'id'
+  | 'actual_status'
+  | 'intended_status'
+  | 'cur_state'
+  | 'status_msg'
+  | 'ssh_host'
+  | 'ssh_port'
+  | 'dph_total'
+  | 'public_ipaddr'
+  | 'ports'
+>;
+
+/** Outcomes of an attempt (SPEC section 4). */
+export type AttemptOutcome =
+  | 'running'
+  | 'exited'
+  | 'unknown'
+  | 'offline'
+  | 'boot_timeout'
+  | 'unreachable'
+  | 'outbid'
+  | 'expired'
+  | 'offer_unavailable'
+  | 'create_failed'
+  | 'cancelled'
+  | 'lost';
+
+export interface AttemptSummary {
+  n: number;
+  offerId: number;
+  machineId: number;
+  instanceId: number | null;
+  outcome: AttemptOutcome | null;
+  detail: string | null;
+}
 
 export interface RunLimits {
   maxAttempts: number;
@@ -150,7 +193,15 @@ export type RunEmitted =
   | { type: 'attempt.started'; n: number; offerId: number; machineId: number; dphTotal: number }
   | { type: 'attempt.instance'; n: number; instanceId: number }
   | { type: 'attempt.status'; n: number; status: InstanceStatus }
-  | { type: 'attempt.ended'; n: number; offerId: number; machineId: number; instanceId: number | null; outcome: AttemptOutcome; detail: string }
+  | {
+      type: 'attempt.ended';
+      n: number;
+      offerId: number;
+      machineId: number;
+      instanceId: number | null;
+      outcome: AttemptOutcome;
+      detail: string;
+    }
   | { type: 'attempt.running'; n: number; status: InstanceStatus; reachable: Endpoint[] | null; via: 'ssh' | 'status' | 'callback' }
   /** The instance is being destroyed because its attempt ended (its logs can still be asked for). */
   | { type: 'attempt.ending'; n: number; instanceId: number; outcome: AttemptOutcome; detail: string }
@@ -164,7 +215,7 @@ export type RunEmitted =
   | { type: 'run.expired'; error: RunError }
   | { type: 'run.cancelled' };
 
-// ---- actor contracts (implemented in src/daemon/run-actors.ts) ----
+// ---- actor contracts (implemented in src/daemon/runs/run-actors.ts) ----
 export interface SearchInput {
   runId: string;
   relaxLevel: number;
@@ -223,4 +274,3 @@ export interface ChangeBidInput {
   /** New compute bid, $/h. */
   price: number;
 }
-

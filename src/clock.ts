@@ -65,11 +65,14 @@ function systemTimer(fn: () => void, ms: number): Timer {
   let handle: NodeJS.Timeout;
   let cancelled = false;
   const arm = (left: number) => {
-    handle = setTimeout(() => {
-      if (cancelled) return;
-      if (left > MAX_TIMER_MS) arm(left - MAX_TIMER_MS);
-      else fn();
-    }, Math.min(Math.max(0, left), MAX_TIMER_MS));
+    handle = setTimeout(
+      () => {
+        if (cancelled) return;
+        if (left > MAX_TIMER_MS) arm(left - MAX_TIMER_MS);
+        else fn();
+      },
+      Math.min(Math.max(0, left), MAX_TIMER_MS),
+    );
   };
   arm(ms);
   return {

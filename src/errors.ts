@@ -58,13 +58,7 @@ export class ServiceHttpError extends BerthError {
   /** The service's `error` field (e.g. `no_such_ask`), when the body had one. */
   readonly serviceCode: string | undefined;
 
-  constructor(
-    code: ErrorCode,
-    status: number,
-    serviceCode: string | undefined,
-    message: string,
-    options: BerthErrorOptions = {},
-  ) {
+  constructor(code: ErrorCode, status: number, serviceCode: string | undefined, message: string, options: BerthErrorOptions = {}) {
     super(code, message, options);
     this.status = status;
     this.serviceCode = serviceCode;
@@ -78,7 +72,8 @@ export class AuthError extends ServiceHttpError {
       'auth',
       status,
       serviceCode,
-      message ?? `The marketplace rejected the API key (${status}${serviceCode ? ` ${serviceCode}` : ''}): check BERTH_API_KEY (a typo, or a deleted, reset or expired key).`,
+      message ??
+        `The marketplace rejected the API key (${status}${serviceCode ? ` ${serviceCode}` : ''}): check BERTH_API_KEY (a typo, or a deleted, reset or expired key).`,
     );
   }
 }
@@ -182,7 +177,11 @@ export class StoreWriteError extends StoreError {
   /** SQLite's code, e.g. SQLITE_FULL or SQLITE_BUSY. */
   readonly sqliteCode: string;
   constructor(sqliteCode: string, cause?: unknown) {
-    super(`The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`, cause, true);
+    super(
+      `The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`,
+      cause,
+      true,
+    );
     this.sqliteCode = sqliteCode;
   }
 }

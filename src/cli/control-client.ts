@@ -2,7 +2,7 @@
 // $BERTH_HOME/daemon.json and authenticates with $BERTH_HOME/control.token, so the CLI and the
 // daemon only need to agree on BERTH_HOME. Before it sends the token, it makes whatever listens at
 // that address prove that it holds the token (the HMAC of a fresh nonce, see
-// src/daemon/control-token.ts): a program squatting the port of a stopped daemon never gets it.
+// src/wire/control-proof.ts): a program squatting the port of a stopped daemon never gets it.
 // Every failure becomes a typed error: "cannot reach the daemon" (exit 3 with a hint) or a
 // ControlApiError carrying the API's error kind.
 //
@@ -12,7 +12,8 @@ import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import { berthHome } from '../config/home.js';
-import { proofMatches, readControlToken } from '../daemon/control-token.js';
+import { readControlToken } from '../config/control-token.js';
+import { proofMatches } from '../wire/control-proof.js';
 import { BerthError, type SpecIssue } from '../errors.js';
 import type { CostsReport, Notification, Run, RunEvent, StreamEvent } from '../wire/control-api.js';
 import { SseParser } from './sse.js';
@@ -30,13 +31,19 @@ interface HttpAnswer {
 /** One HTTP exchange; rejects with the socket's error (its `code`: ECONNREFUSED...) or a timeout. */
 function exchange(url: URL, method: string, headers: Record<string, string>, body?: string): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method, headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      res.on('error', reject);
-    });
-    req.setTimeout(CALL_TIMEOUT_MS, () => req.destroy(Object.assign(new Error(`no answer within ${CALL_TIMEOUT_MS / 1000} s`), { code: 'ETIMEDOUT' })));
+    const req = request(
+      url,
+      { method, headers: body === undefined ? headers : { ...headers, 'content-length': String(Buffer.byteLength(body)) } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ statusCode: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', reject);
+      },
+    );
+    req.setTimeout(CALL_TIMEOUT_MS, () =>
+      req.destroy(Object.assign(new Error(`no answer within ${CALL_TIMEOUT_MS / 1000} s`), { code: 'ETIMEDOUT' })),
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -142,7 +149,7 @@ export class ControlClient {
   /** Every event after `afterId`, page by page until an empty one. */
   async allEvents(id: string, afterId?: number): Promise<RunEvent[]> {
     const all: RunEvent[] = [];
-    for (let after = afterId; ; ) {
+    for (let after = afterId; ;) {
       const page = await this.events(id, after);
       if (page.length === 0) return all;
       all.push(...page);
@@ -174,7 +181,12 @@ export class ControlClient {
    * has ended and sent its last event, 'closed' when the stream stopped short (a daemon stopping:
    * reconnect with the last id), 'aborted' when `signal` fired.
    */
-  async streamEvents(id: string, afterId: number | undefined, onEvent: (e: StreamEvent) => void, signal: AbortSignal): Promise<'end' | 'closed' | 'aborted'> {
+  async streamEvents(
+    id: string,
+    afterId: number | undefined,
+    onEvent: (e: StreamEvent) => void,
+    signal: AbortSignal,
+  ): Promise<'end' | 'closed' | 'aborted'> {
     await this.verify();
     const url = new URL(`/v1/events/stream?run=${encodeURIComponent(id)}`, this.address.url);
     const headers: Record<string, string> = { authorization: `Bearer ${this.address.token}`, accept: 'text/event-stream' };
@@ -207,7 +219,11 @@ export class ControlClient {
       req.on('error', (err) => {
         if (signal.aborted) return resolve('aborted');
         const why = (err as NodeJS.ErrnoException).code ?? err.message;
-        reject(new BerthError('daemon_unreachable', `The berth daemon at ${this.address.url} is not reachable (${why}): ${START_HINT}.`, { cause: err }));
+        reject(
+          new BerthError('daemon_unreachable', `The berth daemon at ${this.address.url} is not reachable (${why}): ${START_HINT}.`, {
+            cause: err,
+          }),
+        );
       });
       req.end();
     });
@@ -235,7 +251,8 @@ export class ControlClient {
     }
     const parsed = parseJson(res.text);
     if (res.statusCode >= 200 && res.statusCode < 300) {
-      if (parsed === undefined) throw new ControlApiError(res.statusCode, 'bad_response', `The daemon answered ${method} ${path} with a body that is not JSON.`);
+      if (parsed === undefined)
+        throw new ControlApiError(res.statusCode, 'bad_response', `The daemon answered ${method} ${path} with a body that is not JSON.`);
       return parsed as T;
     }
     throw toControlError(res.statusCode, parsed);

@@ -23,7 +23,11 @@ function packageVersion(): string {
 
 function parseNumber(kind: 'port' | 'integer' | 'positive') {
   const wants = { port: 'a port number (0 for a free one)', integer: 'a whole number', positive: 'a positive number' };
-  const ok = { port: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535, integer: Number.isSafeInteger, positive: (n: number) => n > 0 };
+  const ok = {
+    port: (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535,
+    integer: Number.isSafeInteger,
+    positive: (n: number) => n > 0,
+  };
   return (value: string): number => {
     const n = Number(value);
     if (value.trim() === '' || !ok[kind](n)) throw new InvalidArgumentError(`expected ${wants[kind]}`);
@@ -41,7 +45,10 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .configureOutput({ writeErr: (text) => process.stderr.write(safeText(text)) })
     .exitOverride();
   // Each action records its exit code; commander itself only parses.
-  const run = <A extends unknown[]>(fn: (...args: A) => number | Promise<number>) => async (...args: A) => setExit(await fn(...args));
+  const run =
+    <A extends unknown[]>(fn: (...args: A) => number | Promise<number>) =>
+    async (...args: A) =>
+      setExit(await fn(...args));
 
   program
     .command('daemon')
@@ -49,8 +56,15 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .option('--config <file>', 'config file overlaid on the defaults (a partial one is fine)')
     .option('--listen <host:port>', 'control API address, loopback only (default 127.0.0.1:7777)')
     .option('--pretty', 'human-readable logs')
-    .option('--replace-store', 'start a new store where berth.db is missing, empty or another store\'s, and destroy every instance of the store it replaces')
-    .action(run(async (opts: { config?: string; listen?: string; pretty?: boolean; replaceStore?: boolean }) => (await import('./commands/daemon.js')).daemonCommand(opts, env)));
+    .option(
+      '--replace-store',
+      "start a new store where berth.db is missing, empty or another store's, and destroy every instance of the store it replaces",
+    )
+    .action(
+      run(async (opts: { config?: string; listen?: string; pretty?: boolean; replaceStore?: boolean }) =>
+        (await import('./commands/daemon.js')).daemonCommand(opts, env),
+      ),
+    );
 
   program
     .command('submit')
@@ -59,7 +73,11 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .option('--wait', 'follow the run until it is running (exit 0) or has ended (exit 1, or 4 on a service auth error)')
     .option('--json', 'print the run object as JSON')
     .option('--idempotency-key <key>', 'resubmitting with the same key returns the same run')
-    .action(run(async (file: string, opts: { wait?: boolean; json?: boolean; idempotencyKey?: string }) => (await import('./commands/submit.js')).submitCommand(file, opts, io, env)));
+    .action(
+      run(async (file: string, opts: { wait?: boolean; json?: boolean; idempotencyKey?: string }) =>
+        (await import('./commands/submit.js')).submitCommand(file, opts, io, env),
+      ),
+    );
 
   program
     .command('status')
@@ -67,7 +85,11 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('[run]', 'run id')
     .option('--json', 'print the run object (or an array of them) as JSON')
     .option('--watch', 'refresh until the run (or every run) is running or has ended')
-    .action(run(async (runId: string | undefined, opts: { json?: boolean; watch?: boolean }) => (await import('./commands/status.js')).statusCommand(runId, opts, io, env)));
+    .action(
+      run(async (runId: string | undefined, opts: { json?: boolean; watch?: boolean }) =>
+        (await import('./commands/status.js')).statusCommand(runId, opts, io, env),
+      ),
+    );
 
   program
     .command('events')
@@ -75,21 +97,31 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('<run>', 'run id')
     .option('--json', 'print JSON (with --follow: one event per line)')
     .option('--follow', 'keep printing new events until the run has ended')
-    .action(run(async (runId: string, opts: { json?: boolean; follow?: boolean }) => (await import('./commands/events.js')).eventsCommand(runId, opts, io, env)));
+    .action(
+      run(async (runId: string, opts: { json?: boolean; follow?: boolean }) =>
+        (await import('./commands/events.js')).eventsCommand(runId, opts, io, env),
+      ),
+    );
 
   program
     .command('cancel')
     .description('stop a run and destroy every instance it holds')
     .argument('<run>', 'run id')
     .option('--wait', 'wait until the run has ended and holds no instance')
-    .action(run(async (runId: string, opts: { wait?: boolean }) => (await import('./commands/cancel.js')).cancelCommand(runId, opts, io, env)));
+    .action(
+      run(async (runId: string, opts: { wait?: boolean }) => (await import('./commands/cancel.js')).cancelCommand(runId, opts, io, env)),
+    );
 
   program
     .command('notifications')
     .description('outbound notification deliveries (config notify): pending, delivered, dead')
     .option('--json', 'print every delivery as JSON, newest first')
     .addOption(new Option('--state <state>', 'only deliveries in this state').choices(['pending', 'delivered', 'dead']))
-    .action(run(async (opts: { json?: boolean; state?: string }) => (await import('./commands/notifications.js')).notificationsCommand(opts, io, env)));
+    .action(
+      run(async (opts: { json?: boolean; state?: string }) =>
+        (await import('./commands/notifications.js')).notificationsCommand(opts, io, env),
+      ),
+    );
 
   program
     .command('resume')
@@ -168,7 +200,8 @@ export async function main(argv: string[], io: Io = processIo(), env: NodeJS.Pro
 
 function reportError(io: Io, err: unknown): void {
   // A SpecFileError (./spec-file.ts) knows its file; checked by shape, so that its module (and zod) loads only when a spec is read.
-  if (err instanceof SpecError && typeof (err as { file?: unknown }).file === 'string') specProblems((err as SpecError & { file: string }).file, err.issues).forEach((l) => io.err(l));
+  if (err instanceof SpecError && typeof (err as { file?: unknown }).file === 'string')
+    specProblems((err as SpecError & { file: string }).file, err.issues).forEach((l) => io.err(l));
   else if (err instanceof BerthError) io.err(err.message);
   else io.err(`Unexpected error (a bug in berth; please report it): ${err instanceof Error ? err.message : String(err)}`);
 }

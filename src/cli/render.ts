@@ -52,7 +52,8 @@ const READY_VIA = { ssh: 'SSH answered', status: 'the service said running', cal
 
 /** `SSH answered 1.2 s after it was listed running`: how the run learned the instance was ready. */
 export function readyText(ready: NonNullable<RunInstance['ready']>): string {
-  const after = ready.via === 'ssh' && ready.after_running_s !== null ? ` ${ready.after_running_s.toFixed(1)} s after it was listed running` : '';
+  const after =
+    ready.via === 'ssh' && ready.after_running_s !== null ? ` ${ready.after_running_s.toFixed(1)} s after it was listed running` : '';
   return `${READY_VIA[ready.via]}${after} (${ready.at})`;
 }
 
@@ -122,7 +123,8 @@ export function runDetail(run: Run, now: number): string[] {
     ['Cost', run.cost ? `${usdText(run.cost.usd)} so far, ${usdText(run.cost.usd_per_hour)}/h now` : DASH],
   ];
   if (inst?.ready) fields.push(['Ready', readyText(inst.ready)]);
-  if (run.held) fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
+  if (run.held)
+    fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
   const lines = table(['', ''], fields).slice(1);
   lines.push('', run.attempts.length === 0 ? 'Attempts: none yet' : 'Attempts:');
@@ -190,10 +192,7 @@ export function eventLine(e: RunEvent): string {
 /** The header sentence and one indented line per problem, each with its JSON path. */
 export function specProblems(file: string, issues: SpecIssue[]): string[] {
   const n = issues.length;
-  return [
-    `${file} is not a valid job spec (${n} problem${n === 1 ? '' : 's'}):`,
-    ...issues.map((i) => `  ${i.path}: ${i.message}`),
-  ];
+  return [`${file} is not a valid job spec (${n} problem${n === 1 ? '' : 's'}):`, ...issues.map((i) => `  ${i.path}: ${i.message}`)];
 }
 
 /** Why a followed run stopped short of `running`, as one sentence for stderr. */

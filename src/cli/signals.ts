@@ -6,10 +6,7 @@ const SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 export type ShutdownSignal = (typeof SIGNALS)[number] | 'SIGHUP';
 
 /** Calls `onFirst` on the first signal; exits with 128+signo on the second. Returns a disposer. */
-export function onShutdownSignals(
-  onFirst: (signal: ShutdownSignal) => void,
-  signals: readonly ShutdownSignal[] = SIGNALS,
-): () => void {
+export function onShutdownSignals(onFirst: (signal: ShutdownSignal) => void, signals: readonly ShutdownSignal[] = SIGNALS): () => void {
   let received = false;
   const handler = (signal: ShutdownSignal) => {
     if (received) process.exit(128 + constants.signals[signal]);

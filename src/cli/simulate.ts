@@ -30,11 +30,14 @@ export async function simulateCommand(opts: SimulateOptions): Promise<void> {
     const onSignal = () => {
       if (stopping) process.exit(1);
       stopping = true;
-      sim.close().then(() => {
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
-        resolve();
-      }, () => process.exit(1));
+      sim.close().then(
+        () => {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
+          resolve();
+        },
+        () => process.exit(1),
+      );
     };
     process.on('SIGINT', onSignal);
     process.on('SIGTERM', onSignal);

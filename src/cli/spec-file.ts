@@ -31,12 +31,14 @@ function readRegularFile(file: string): string {
   }
   try {
     const st = fstatSync(fd);
-    if (!st.isFile()) throw new BerthError('bad_request', `${file} is not a regular file (a directory, device or pipe): give the path of a job spec file.`);
+    if (!st.isFile())
+      throw new BerthError('bad_request', `${file} is not a regular file (a directory, device or pipe): give the path of a job spec file.`);
     if (st.size > MAX_SPEC_BYTES) throw new SpecFileError(file, [{ path: '$', message: `the file is ${st.size} bytes; ${TOO_LARGE}` }]);
     const buf = Buffer.alloc(MAX_SPEC_BYTES + 1);
     let size = 0;
     for (let n = -1; n !== 0 && size < buf.length; size += n) n = readSync(fd, buf, size, buf.length - size, null);
-    if (size > MAX_SPEC_BYTES) throw new SpecFileError(file, [{ path: '$', message: `the file is larger than ${MAX_SPEC_BYTES} bytes; ${TOO_LARGE}` }]);
+    if (size > MAX_SPEC_BYTES)
+      throw new SpecFileError(file, [{ path: '$', message: `the file is larger than ${MAX_SPEC_BYTES} bytes; ${TOO_LARGE}` }]);
     return buf.subarray(0, size).toString('utf8');
   } finally {
     closeSync(fd);

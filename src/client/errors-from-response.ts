@@ -141,7 +141,11 @@ export function errorFromResponse(status: number, body: unknown, ctx: ResponseCo
   if (status === 401 || f.error === 'auth_error') return new AuthError(undefined, f.error, status);
   if (status === 403 && isOfferRefusal(f, body, ctx)) {
     const offerId = offerIdOf(body, ctx);
-    return new OfferRefusedError(offerId, f.error, `The marketplace refused offer ${offerId} (403${f.error ? ` ${f.error}` : ''})${detail}`);
+    return new OfferRefusedError(
+      offerId,
+      f.error,
+      `The marketplace refused offer ${offerId} (403${f.error ? ` ${f.error}` : ''})${detail}`,
+    );
   }
   if (status === 403) return new PermissionError(parsePermissionCategory(body, ctx.secrets), undefined, f.error);
   if (status === 429) return rateLimitedError(body, 0, ctx);
@@ -160,9 +164,15 @@ export function errorFromResponse(status: number, body: unknown, ctx: ResponseCo
       retryable: policy.outcome === 'retry',
     });
   }
-  return new ServiceHttpError(policy.code, status, f.error, `The marketplace rejected ${what} (${status}${f.error ? ` ${f.error}` : ''})${detail}`, {
-    retryable: policy.outcome === 'retry',
-  });
+  return new ServiceHttpError(
+    policy.code,
+    status,
+    f.error,
+    `The marketplace rejected ${what} (${status}${f.error ? ` ${f.error}` : ''})${detail}`,
+    {
+      retryable: policy.outcome === 'retry',
+    },
+  );
 }
 
 /**

@@ -181,9 +181,10 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
   const maxPauseMs = options.maxPauseMs ?? 15_000;
   const random = options.random ?? Math.random;
   const onResume = options.onResume ?? (() => {});
-  const groups = Object.fromEntries(
-    RATE_GROUPS.map((name) => [name, new Group(name, rateLimits[name], clock, onResume)]),
-  ) as Record<RateGroup, Group>;
+  const groups = Object.fromEntries(RATE_GROUPS.map((name) => [name, new Group(name, rateLimits[name], clock, onResume)])) as Record<
+    RateGroup,
+    Group
+  >;
 
   return {
     schedule(group, fn, signal) {

@@ -206,7 +206,8 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
           inFlight = true;
           // Time on the wire only (the wait for a token is the limiter's), for /metrics.
           const t0 = performance.now();
-          const answer = (status: number | null) => emit({ type: 'response', op: spec.op, group: spec.group, status, ms: performance.now() - t0 });
+          const answer = (status: number | null) =>
+            emit({ type: 'response', op: spec.op, group: spec.group, status, ms: performance.now() - t0 });
           try {
             const got = await http.send(spec.method, spec.path, spec.body, spec.signal);
             answer(got.status);
@@ -233,7 +234,14 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
       const threshold = parseRateLimitThreshold(res.body);
       const { pauseMs, consecutive } = limiter.pause(spec.group, threshold);
       counters.rateLimited++;
-      emit({ type: 'rate_limited', op: spec.op, group: spec.group, pauseMs, ...(threshold === undefined ? {} : { threshold }), consecutive });
+      emit({
+        type: 'rate_limited',
+        op: spec.op,
+        group: spec.group,
+        pauseMs,
+        ...(threshold === undefined ? {} : { threshold }),
+        consecutive,
+      });
       throw rateLimitedError(res.body, pauseMs, ctx);
     }
     const failure = errorFromResponse(res.status, res.body, ctx);
@@ -311,7 +319,11 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     const res = await call({ op: 'list', group: 'list', method: 'GET', path: listPath(query), signal });
     const body = parseBody(listV1ResponseSchema, res.body, 'GET /api/v1/instances/');
     const next = body.next_token ?? null;
-    return { instances: body.instances, nextToken: next === null || next === '' ? null : String(next), total: body.total_instances ?? null };
+    return {
+      instances: body.instances,
+      nextToken: next === null || next === '' ? null : String(next),
+      total: body.total_instances ?? null,
+    };
   }
 
   async function listAll(filters: InstanceFilters | undefined, signal: AbortSignal | undefined): Promise<Instance[]> {
@@ -332,7 +344,14 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
 
   return {
     async searchOffers(query: SearchQuery, opts?: CallOptions): Promise<Offer[]> {
-      const res = await call({ op: 'search', group: 'search', method: 'POST', path: '/api/v0/bundles/', body: query, signal: opts?.signal });
+      const res = await call({
+        op: 'search',
+        group: 'search',
+        method: 'POST',
+        path: '/api/v0/bundles/',
+        body: query,
+        signal: opts?.signal,
+      });
       return parseBody(searchResponseSchema, res.body, 'POST /api/v0/bundles/').offers;
     },
 
@@ -408,17 +427,38 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     },
 
     async setInstanceState(instanceId: number, state: 'stopped' | 'running', opts?: CallOptions): Promise<void> {
-      await call({ op: 'change', group: 'change', method: 'PUT', path: `/api/v0/instances/${instanceId}/`, body: { state }, signal: opts?.signal });
+      await call({
+        op: 'change',
+        group: 'change',
+        method: 'PUT',
+        path: `/api/v0/instances/${instanceId}/`,
+        body: { state },
+        signal: opts?.signal,
+      });
     },
 
     async setInstanceLabel(instanceId: number, label: string, opts?: CallOptions): Promise<void> {
-      await call({ op: 'change', group: 'change', method: 'PUT', path: `/api/v0/instances/${instanceId}/`, body: { label }, signal: opts?.signal });
+      await call({
+        op: 'change',
+        group: 'change',
+        method: 'PUT',
+        path: `/api/v0/instances/${instanceId}/`,
+        body: { label },
+        signal: opts?.signal,
+      });
     },
 
     async changeBid(instanceId: number, price: number, opts?: CallOptions): Promise<void> {
       // change_bid.yaml: {client_id: "me", price} in $/h, 0.001-32 per GPU, its own endpoint and
       // limit (5.5/s). Idempotent: retried on faults.
-      await call({ op: 'change_bid', group: 'bid', method: 'PUT', path: `/api/v0/instances/bid_price/${instanceId}/`, body: { client_id: 'me', price }, signal: opts?.signal });
+      await call({
+        op: 'change_bid',
+        group: 'bid',
+        method: 'PUT',
+        path: `/api/v0/instances/bid_price/${instanceId}/`,
+        body: { client_id: 'me', price },
+        signal: opts?.signal,
+      });
     },
 
     async requestLogs(instanceId: number, request: { tail?: number }, opts?: CallOptions): Promise<{ resultUrl: string }> {
@@ -441,7 +481,14 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
 
     async deleteTemplate(templateId: number, opts?: CallOptions): Promise<'deleted' | 'gone'> {
       try {
-        await call({ op: 'template_delete', group: 'other', method: 'DELETE', path: '/api/v0/template/', body: { template_id: templateId }, signal: opts?.signal });
+        await call({
+          op: 'template_delete',
+          group: 'other',
+          method: 'DELETE',
+          path: '/api/v0/template/',
+          body: { template_id: templateId },
+          signal: opts?.signal,
+        });
         return 'deleted';
       } catch (err) {
         if (isGone(err, 'no_such_template')) return 'gone';
@@ -473,7 +520,13 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
 
     async deleteApiKey(keyId: number, opts?: CallOptions): Promise<'deleted' | 'gone'> {
       try {
-        await call({ op: 'api_key_delete', group: 'other', method: 'DELETE', path: `/api/v0/auth/apikeys/${keyId}/`, signal: opts?.signal });
+        await call({
+          op: 'api_key_delete',
+          group: 'other',
+          method: 'DELETE',
+          path: `/api/v0/auth/apikeys/${keyId}/`,
+          signal: opts?.signal,
+        });
         return 'deleted';
       } catch (err) {
         if (isGone(err, 'no_such_key')) return 'gone';
@@ -496,7 +549,13 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
           limit: '500',
         });
         if (token) params.set('after_token', token);
-        const res = await call({ op: 'charges', group: 'other', method: 'GET', path: `/api/v0/charges/?${params.toString()}`, signal: opts?.signal });
+        const res = await call({
+          op: 'charges',
+          group: 'other',
+          method: 'GET',
+          path: `/api/v0/charges/?${params.toString()}`,
+          signal: opts?.signal,
+        });
         const body = parseBody(chargesResponseSchema, res.body, 'GET /api/v0/charges/');
         all.push(...body.results);
         token = body.next_token ?? null;

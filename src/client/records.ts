@@ -6,8 +6,14 @@ import { BerthError } from '../errors.js';
 import type { CurrentUser, Instance, Offer } from './types.js';
 
 const id = z.number().int();
-const nullableString = z.string().nullish().transform((v) => v ?? null);
-const nullableNumber = z.number().nullish().transform((v) => v ?? null);
+const nullableString = z
+  .string()
+  .nullish()
+  .transform((v) => v ?? null);
+const nullableNumber = z
+  .number()
+  .nullish()
+  .transform((v) => v ?? null);
 
 const offerSchema = z.looseObject({
   id,
@@ -33,7 +39,9 @@ const instanceSchema = z.looseObject({
   dph_total: z.number().nullish(),
   public_ipaddr: z.string().nullish(),
   // Only the shape berth reads; anything else in a mapping is let through untouched.
-  ports: z.record(z.string(), z.array(z.looseObject({ HostIp: z.string().optional(), HostPort: z.string().optional() })).nullable()).nullish(),
+  ports: z
+    .record(z.string(), z.array(z.looseObject({ HostIp: z.string().optional(), HostPort: z.string().optional() })).nullable())
+    .nullish(),
 });
 
 export const searchResponseSchema = z.looseObject({ offers: z.array(offerSchema) });
@@ -55,7 +63,13 @@ export const currentUserSchema = z.looseObject({ id, email: z.string().optional(
 /** show_ssh_keys.yaml: a bare array of key records. */
 export const sshKeysResponseSchema = z.array(z.looseObject({ id }));
 /** One contract of show_charges.yaml: `source` is `instance-<id>`, `amount` its $ over the days asked (3 decimals). */
-const chargeSchema = z.looseObject({ source: z.string(), amount: z.number(), type: z.string().optional(), start: z.number().optional(), end: z.number().optional() });
+const chargeSchema = z.looseObject({
+  source: z.string(),
+  amount: z.number(),
+  type: z.string().optional(),
+  start: z.number().optional(),
+  end: z.number().optional(),
+});
 export const chargesResponseSchema = z.looseObject({ results: z.array(chargeSchema), next_token: z.string().nullish() });
 /** logs.yaml: the log is uploaded to `result_url` (fetched without the key, like a pre-signed S3 URL). */
 export const requestLogsResponseSchema = z.looseObject({ result_url: z.string().url() });

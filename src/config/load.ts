@@ -16,11 +16,7 @@ export interface ConfigFlags {
   overrides?: DeepPartial<Config>;
 }
 
-export type DeepPartial<T> = T extends readonly unknown[]
-  ? T
-  : T extends object
-    ? { [K in keyof T]?: DeepPartial<T[K]> }
-    : T;
+export type DeepPartial<T> = T extends readonly unknown[] ? T : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;
 
 interface Environment {
   /** BERTH_HOME: the daemon's and CLI's shared directory. */
@@ -49,7 +45,11 @@ function deepMerge(base: Json, over: Json, path = ''): Json {
   const out: Json = { ...base };
   for (const [k, v] of Object.entries(over)) {
     if (v === undefined) continue;
-    if (RESERVED_KEYS.has(k)) throw new ConfigError(`Invalid configuration: ${path}${k}: is a reserved name (__proto__, constructor, prototype), not a setting.`, `${path}${k}`);
+    if (RESERVED_KEYS.has(k))
+      throw new ConfigError(
+        `Invalid configuration: ${path}${k}: is a reserved name (__proto__, constructor, prototype), not a setting.`,
+        `${path}${k}`,
+      );
     out[k] = isPlainObject(v) && isPlainObject(out[k]) ? deepMerge(out[k] as Json, v, `${path}${k}.`) : v;
   }
   return out;
@@ -95,7 +95,11 @@ function readKeyFile(path: string): string {
   try {
     return readFileSync(path, 'utf8').trim();
   } catch (err) {
-    throw new ConfigError(`Cannot read the API key file ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`, 'service.api_key_file', err);
+    throw new ConfigError(
+      `Cannot read the API key file ${path}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`,
+      'service.api_key_file',
+      err,
+    );
   }
 }
 
@@ -114,7 +118,12 @@ export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEn
   const apiKey = fromEnv ? checkApiKey(fromEnv, 'BERTH_API_KEY') : fromFile ? checkApiKey(fromFile, keyFile!) : undefined;
   return {
     config,
-    env: { home: berthHome(processEnv), apiKey, webhookSecret: webhookSecret(config, processEnv), notifySecrets: notifySecrets(config, processEnv) },
+    env: {
+      home: berthHome(processEnv),
+      apiKey,
+      webhookSecret: webhookSecret(config, processEnv),
+      notifySecrets: notifySecrets(config, processEnv),
+    },
   };
 }
 
@@ -130,7 +139,11 @@ function webhookSecret(config: Config, processEnv: NodeJS.ProcessEnv): string | 
     try {
       secret = readFileSync(file, 'utf8').trim();
     } catch (err) {
-      throw new ConfigError(`Cannot read the webhook secret file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`, 'webhooks.secret_file', err);
+      throw new ConfigError(
+        `Cannot read the webhook secret file ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}.`,
+        'webhooks.secret_file',
+        err,
+      );
     }
   }
   if (!secret) {
@@ -149,7 +162,10 @@ function notifySecrets(config: Config, processEnv: NodeJS.ProcessEnv): Record<st
     if (target.secret_env === undefined) return;
     const value = processEnv[target.secret_env];
     if (!value) {
-      throw new ConfigError(`Invalid configuration: notify.${i}.secret_env: the environment variable ${target.secret_env} is not set (it holds the notification signing key).`, `notify.${i}.secret_env`);
+      throw new ConfigError(
+        `Invalid configuration: notify.${i}.secret_env: the environment variable ${target.secret_env} is not set (it holds the notification signing key).`,
+        `notify.${i}.secret_env`,
+      );
     }
     secrets[target.secret_env] = value;
   });
@@ -167,4 +183,3 @@ function checkApiKey(key: string, source: string): string {
     'service.api_key_file',
   );
 }
-

@@ -28,7 +28,9 @@ const relaxStepSchema = z
     /** Filter names to remove. */
     drop: z.array(z.string().min(1).refine(notReserved, RESERVED_MESSAGE)).optional(),
     /** Filters to replace, in the service's query language `{field: {op: value}}`. */
-    set: z.record(z.string().refine(notReserved, RESERVED_MESSAGE), z.record(z.string().refine(notReserved, RESERVED_MESSAGE), z.unknown())).optional(),
+    set: z
+      .record(z.string().refine(notReserved, RESERVED_MESSAGE), z.record(z.string().refine(notReserved, RESERVED_MESSAGE), z.unknown()))
+      .optional(),
   })
   .refine((s) => s.drop !== undefined || s.set !== undefined, { message: 'a relax step needs "drop" or "set"' });
 
@@ -54,7 +56,10 @@ const notifyTargetSchema = z.strictObject({
   url: z
     .url({ protocol: /^https?$/, error: 'must be an http:// or https:// address' })
     // undici sends no userinfo: a receiver wanting it would answer 401 forever with no hint why.
-    .refine((u) => { const { username, password } = new URL(u); return !username && !password; }, 'must not hold a user name or password (put a secret in secret_env)'),
+    .refine((u) => {
+      const { username, password } = new URL(u);
+      return !username && !password;
+    }, 'must not hold a user name or password (put a secret in secret_env)'),
   /** The run events sent there (default every one). */
   events: z.array(z.enum(NOTIFY_EVENTS)).min(1).optional(),
   /** The environment variable holding the HMAC-SHA256 key of the Berth-Signature header (none: unsigned). */
@@ -201,7 +206,8 @@ export const configSchema = z.strictObject({
       const seen = new Set<string>();
       targets.forEach((t, i) => {
         const href = new URL(t.url).href;
-        if (seen.has(href)) ctx.addIssue({ code: 'custom', path: [i, 'url'], message: 'names the same receiver as an earlier target: one target per URL' });
+        if (seen.has(href))
+          ctx.addIssue({ code: 'custom', path: [i, 'url'], message: 'names the same receiver as an earlier target: one target per URL' });
         seen.add(href);
       });
     }),

@@ -21,21 +21,21 @@ import type { Config } from '../config/schema.js';
 import { ConfigError, toRunError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { openStore, type Store } from '../store/index.js';
-import { checkAccount, checkLines } from './account-checks.js';
+import { checkAccount, checkLines } from '../account/account-checks.js';
 import { packageVersion } from '../package-path.js';
-import { createControlApi, listen } from './control-api.js';
-import { costsReport } from './costs.js';
-import { createWebhookReceiver } from './webhook-receiver.js';
-import { ensureControlToken, writeNewControlToken } from './control-token.js';
-import { createReadyCallbackServer } from './ready-callback.js';
-import { READY_KEY_NAME, ReadyTokens } from './ready-token.js';
-import { EventStreams } from './event-stream.js';
-import { DaemonMetrics } from './metrics.js';
-import { Notifier } from './notifier.js';
-import { notifyEventOf } from './notify-events.js';
-import { InstancePoller } from './poller.js';
-import type { RunHooks } from './run-hooks.js';
-import { Supervisor } from './supervisor.js';
+import { createControlApi, listen } from './control/control-api.js';
+import { costsReport } from './money/costs.js';
+import { createWebhookReceiver } from './inbound/webhook-receiver.js';
+import { ensureControlToken, writeNewControlToken } from '../config/control-token.js';
+import { createReadyCallbackServer } from './inbound/ready-callback.js';
+import { READY_KEY_NAME, ReadyTokens } from './inbound/ready-token.js';
+import { EventStreams } from './control/event-stream.js';
+import { DaemonMetrics } from './notify/metrics.js';
+import { Notifier } from './notify/notifier.js';
+import { notifyEventOf } from './notify/notify-events.js';
+import { InstancePoller } from './fleet/poller.js';
+import type { RunHooks } from './runs/run-hooks.js';
+import { Supervisor } from './runs/supervisor.js';
 
 export interface DaemonOptions {
   configFile?: string;
@@ -96,7 +96,10 @@ function logClientEvent(log: Logger, e: ClientEvent): void {
 
 function logStoreFindings(log: Logger, store: Store): void {
   if (store.replaced) {
-    log.warn({ replaced: store.replaced, storeId: store.storeId }, `started a new store in place of store ${store.replaced}: every instance labelled with it is destroyed`);
+    log.warn(
+      { replaced: store.replaced, storeId: store.storeId },
+      `started a new store in place of store ${store.replaced}: every instance labelled with it is destroyed`,
+    );
   }
   if (store.restore) {
     log.warn(
@@ -112,7 +115,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     options.env ?? process.env,
   );
   if (!env.apiKey) {
-    throw new ConfigError('No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.', 'service.api_key_file');
+    throw new ConfigError(
+      'No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.',
+      'service.api_key_file',
+    );
   }
   const log = options.logger ?? createLogger({ pretty: options.pretty });
   const clock = options.clock ?? systemClock;
@@ -183,7 +189,17 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   const readyCallback = config.readiness.callback_url
     ? { url: config.readiness.callback_url, tokens: new ReadyTokens(store.secretKey(READY_KEY_NAME)) }
     : undefined;
-  const supervisor = new Supervisor({ store, client, clock, lists: poller, config, log, apiKey: env.apiKey, ...(readyCallback ? { readyCallback } : {}), hooks });
+  const supervisor = new Supervisor({
+    store,
+    client,
+    clock,
+    lists: poller,
+    config,
+    log,
+    apiKey: env.apiKey,
+    ...(readyCallback ? { readyCallback } : {}),
+    hooks,
+  });
   poller.subscribe(supervisor);
 
   let ready = false;
@@ -222,7 +238,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       server.close();
       await client.close().catch(() => undefined);
       store.close();
-      throw new ConfigError(`Cannot listen on ${config.readiness.callback_listen} for the readiness callback: ${(err as Error).message}`, 'readiness.callback_listen', err);
+      throw new ConfigError(
+        `Cannot listen on ${config.readiness.callback_listen} for the readiness callback: ${(err as Error).message}`,
+        'readiness.callback_listen',
+        err,
+      );
     }
     log.info({ listen: callbackListen, url: readyCallback.url }, 'readiness callback listening');
   }
@@ -263,7 +283,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       store.close();
       throw new ConfigError(`Cannot listen for webhooks on ${config.webhooks.listen}: ${(err as Error).message}`, 'webhooks.listen', err);
     }
-    log.info({ url: webhookUrl }, 'listening for the service\'s signed webhooks');
+    log.info({ url: webhookUrl }, "listening for the service's signed webhooks");
   }
   log.info({ url }, 'berth daemon listening; resuming the runs');
 
@@ -279,7 +299,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     try {
       const { runs, events, notifications } = store.purge(before, clock.now());
       if (runs + events + notifications > 0) {
-        log.info({ runs, events, notifications, retention_days: config.store.retention_days }, 'deleted ended runs, events and finished notifications past their retention');
+        log.info(
+          { runs, events, notifications, retention_days: config.store.retention_days },
+          'deleted ended runs, events and finished notifications past their retention',
+        );
       }
     } catch (err) {
       log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
@@ -329,7 +352,12 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const why = toRunError(err).message;
     log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
     void stop().finally(() =>
-      fail(new StoreError(`The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`, err)),
+      fail(
+        new StoreError(
+          `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`,
+          err,
+        ),
+      ),
     );
   });
 

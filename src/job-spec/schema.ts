@@ -69,9 +69,7 @@ const filterOpsSchema = z
     },
     {
       error: (iss) =>
-        iss.code === 'unrecognized_keys'
-          ? `unknown operator "${KEY_PLACEHOLDER}" (operators: ${FILTER_OPERATORS.join(', ')})`
-          : undefined,
+        iss.code === 'unrecognized_keys' ? `unknown operator "${KEY_PLACEHOLDER}" (operators: ${FILTER_OPERATORS.join(', ')})` : undefined,
     },
   )
   // Only when nothing else is wrong: `{"like": ...}` is already reported as an unknown operator.
@@ -228,21 +226,35 @@ export const jobSpecSchema = z
       .describe('Ordered steps applied one by one while no usable offer is found; default from config'),
     max_price_per_hour: z.number().positive().describe('Price cap in $/h (dph_total); never relaxed'),
     max_attempts: z.number().int().min(1).optional().describe('Offers tried before the run fails; default from config'),
-    boot_timeout_s: z.number().positive().max(MAX_RUN_DURATION_S).optional().describe('Seconds an instance may stay loading (at most 365 days); default from config'),
-    deadline_s: z.number().positive().max(MAX_RUN_DURATION_S).optional().describe('Seconds from submission until the run fails (at most 365 days); default from config'),
-    // The money guard (src/daemon/money-guard.ts): the run ends `expired` at either limit.
+    boot_timeout_s: z
+      .number()
+      .positive()
+      .max(MAX_RUN_DURATION_S)
+      .optional()
+      .describe('Seconds an instance may stay loading (at most 365 days); default from config'),
+    deadline_s: z
+      .number()
+      .positive()
+      .max(MAX_RUN_DURATION_S)
+      .optional()
+      .describe('Seconds from submission until the run fails (at most 365 days); default from config'),
+    // The money guard (src/daemon/money/money-guard.ts): the run ends `expired` at either limit.
     max_runtime_s: z
       .number()
       .positive()
       .max(MAX_RUN_DURATION_S)
       .optional()
-      .describe('Total seconds the run may spend running (every attempt counted; at most 365 days), then its instance is destroyed and it ends expired; default runs.max_runtime_s of the config (none)'),
+      .describe(
+        'Total seconds the run may spend running (every attempt counted; at most 365 days), then its instance is destroyed and it ends expired; default runs.max_runtime_s of the config (none)',
+      ),
     budget_usd: z
       .number()
       .positive()
       .max(1_000_000)
       .optional()
-      .describe('Total $ the run may spend (every instance it made, compute and disk, until destroyed), then it ends expired; default none'),
+      .describe(
+        'Total $ the run may spend (every instance it made, compute and disk, until destroyed), then it ends expired; default none',
+      ),
   })
   .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) });
 
@@ -262,7 +274,12 @@ function checkBid(
       ctx.addIssue({ code: 'custom', path: [field], message: 'only applies when search.type is "bid"' });
     }
   }
-  if (bid && typeof spec.bid_price === 'number' && typeof spec.max_price_per_hour === 'number' && spec.bid_price > spec.max_price_per_hour) {
+  if (
+    bid &&
+    typeof spec.bid_price === 'number' &&
+    typeof spec.max_price_per_hour === 'number' &&
+    spec.bid_price > spec.max_price_per_hour
+  ) {
     ctx.addIssue({ code: 'custom', path: ['bid_price'], message: 'must not exceed max_price_per_hour' });
   }
 }

@@ -47,7 +47,13 @@ export class SshKeyStore {
   }
 
   add(publicKey: string): SshKeyRecord {
-    const rec: SshKeyRecord = { id: this.nextId++, user_id: this.userId, public_key: publicKey, created_at: new Date(this.nowMs()).toISOString(), deleted_at: null };
+    const rec: SshKeyRecord = {
+      id: this.nextId++,
+      user_id: this.userId,
+      public_key: publicKey,
+      created_at: new Date(this.nowMs()).toISOString(),
+      deleted_at: null,
+    };
     this.keys.set(rec.id, rec);
     return rec;
   }

@@ -6,9 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import type { ApiKeyStore } from './api-keys.js';
 import type { Permissions } from './config.js';
 
-export type Principal =
-  | { kind: 'user'; keyId: number; permissions: Permissions | null }
-  | { kind: 'instance'; instanceId: number };
+export type Principal = { kind: 'user'; keyId: number; permissions: Permissions | null } | { kind: 'instance'; instanceId: number };
 
 export function presentedKey(req: IncomingMessage, query: URLSearchParams): string | undefined {
   const header = req.headers.authorization;

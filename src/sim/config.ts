@@ -275,7 +275,10 @@ const simConfigSchema = z.object({
        */
       enabled: z.boolean().default(false),
       /** The identification line sent (RFC 4253), without its CR LF. */
-      banner: z.string().regex(/^SSH-2\.0-\S+/, 'an SSH-2.0- identification line').default('SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.10'),
+      banner: z
+        .string()
+        .regex(/^SSH-2\.0-\S+/, 'an SSH-2.0- identification line')
+        .default('SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.10'),
       /** Sim seconds of running before an `ssh_late` instance sends its banner. */
       late_s: z.number().min(0).default(60),
       /** Wall milliseconds a connection is held open (after the banner, or silently) before it is closed. */
@@ -322,8 +325,5 @@ export function parseSimConfig(input: unknown): SimConfig {
   const result = simConfigSchema.safeParse(input ?? {});
   if (result.success) return result.data;
   const issues = result.error.issues.map((i) => ({ path: i.path.join('.') || '(root)', message: i.message }));
-  throw new ConfigError(
-    `Invalid simulator config: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
-    issues[0]!.path,
-  );
+  throw new ConfigError(`Invalid simulator config: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, issues[0]!.path);
 }

@@ -52,7 +52,8 @@ export function containerLog(inst: LiveInstance, onstartOutput: string, nowSim: 
         break;
       case 'stopped':
         // A bid created below the minimum never had a container to stop.
-        if (s.msg !== STATUS_MSG.bidTooLow) add(s.msg === STATUS_MSG.outbid ? `Container ${name} stopped: outbid` : `Container ${name} stopped`);
+        if (s.msg !== STATUS_MSG.bidTooLow)
+          add(s.msg === STATUS_MSG.outbid ? `Container ${name} stopped: outbid` : `Container ${name} stopped`);
         break;
       case 'rebooting':
         add(`Container ${name} restarting`);

@@ -84,7 +84,10 @@ export interface RunningSimulator {
    * Fills the account with `count` instances berth does not own (labels `<labelPrefix><n>`, default
    * `foreign-`), settled in `status` (default running), each on a free offer. Returns their ids.
    */
-  addForeignInstances(count: number, options?: { labelPrefix?: string; status?: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline' }): number[];
+  addForeignInstances(
+    count: number,
+    options?: { labelPrefix?: string; status?: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline' },
+  ): number[];
   /** Adds dollars to the account's credit (negative takes them); returns the credit after it. */
   addCredit(usd: number): number;
   /** A new API key; permissions absent: full access. Returns the key value. */
@@ -120,7 +123,16 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
 
   const server = createSimServer({
     world: () => world,
-    apiRoutes: [...marketRoutes, ...instanceRoutes, ...manageRoutes, ...accountRoutes, ...templateRoutes, ...webhookRoutes, ...billingRoutes, ...logRoutes],
+    apiRoutes: [
+      ...marketRoutes,
+      ...instanceRoutes,
+      ...manageRoutes,
+      ...accountRoutes,
+      ...templateRoutes,
+      ...webhookRoutes,
+      ...billingRoutes,
+      ...logRoutes,
+    ],
     adminRoutes: [...adminRoutes(control), ...bulkAdminRoutes],
     adminEnabled: config.admin,
   });

@@ -22,7 +22,6 @@ import { diskDph } from './pricing.js';
 import { newKeyValue } from './api-keys.js';
 import type { Market } from './market.js';
 import { between, hashUnit, mulberry32, pick } from './prng.js';
-import type { SshPorts } from './ssh-listeners.js';
 
 interface StatusEntry {
   status: ActualStatus;
@@ -84,6 +83,12 @@ export interface CreateParams {
   ports: string[];
 }
 
+/** Loopback ports of an instance's SSH listeners (ssh-listeners.ts). */
+export interface SshPorts {
+  proxyPort: number;
+  directPort: number;
+}
+
 export interface LiveInstance {
   readonly hist: SimInstanceHistory;
   readonly offer: SimOffer;
@@ -141,7 +146,11 @@ export class InstanceStore {
    * An instance that was already there, settled in `status` for good (no plan, no hooks: no
    * events, listeners or onstart). The admin bulk route fills an account with these.
    */
-  createSettled(offer: SimOffer, params: CreateParams, status: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline'): LiveInstance {
+  createSettled(
+    offer: SimOffer,
+    params: CreateParams,
+    status: 'running' | 'loading' | 'stopped' | 'exited' | 'unknown' | 'offline',
+  ): LiveInstance {
     const inst = this.make(offer, params, 'healthy', null);
     inst.plan = [];
     if (status === 'stopped') inst.intended = 'stopped';

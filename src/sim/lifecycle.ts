@@ -36,8 +36,7 @@ export const STATUS_MSG = {
   provisioning: '',
   loading: 'Pulling image layers',
   running: 'success, running',
-  oci:
-    'Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown',
+  oci: 'Error response from daemon: failed to create task for container: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: nvidia-container-cli: initialization error: nvml error: driver/library version mismatch: unknown',
   exited: 'Error: container exited with code 1',
   unknown: 'No heartbeat from host',
   offline: 'Host machine is offline',

@@ -42,7 +42,16 @@ export class OnstartRunner {
     } catch (e) {
       // A full or read-only tmpdir must not take the simulator down: record it as the script's failure.
       const stderr = `berth simulator: cannot make a scratch directory: ${String(e)}`;
-      inst.hist.onstart = { exit_code: null, signal: null, timed_out: false, stdout: '', stderr, truncated: false, started_at: startedAt, ended_at: startedAt };
+      inst.hist.onstart = {
+        exit_code: null,
+        signal: null,
+        timed_out: false,
+        stdout: '',
+        stderr,
+        truncated: false,
+        started_at: startedAt,
+        ended_at: startedAt,
+      };
       return;
     }
     const child = spawn('sh', ['-c', script], {

@@ -49,7 +49,9 @@ export class RateLimiter {
     }
 
     const refused =
-      t < s.blockedUntil || (spec.per_s !== undefined && s.tokens < 1) || (spec.max_calls !== undefined && s.recent.length >= spec.max_calls.requests);
+      t < s.blockedUntil ||
+      (spec.per_s !== undefined && s.tokens < 1) ||
+      (spec.max_calls !== undefined && s.recent.length >= spec.max_calls.requests);
     if (!refused) {
       if (spec.per_s !== undefined) s.tokens -= 1;
       if (spec.max_calls) s.recent.push(t);

@@ -158,7 +158,10 @@ function coerce(v: unknown, field: keyof SimOffer, sample: SimOffer): Scalar {
 
 /** "Texas, US" → "US": the documented filter takes two-letter country codes. */
 function countryCode(geolocation: string): string {
-  return geolocation.slice(geolocation.lastIndexOf(',') + 1).trim().toUpperCase();
+  return geolocation
+    .slice(geolocation.lastIndexOf(',') + 1)
+    .trim()
+    .toUpperCase();
 }
 
 /** "535.86.05" → 535086005, the CLI's integer form; an integer string passes through. */

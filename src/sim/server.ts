@@ -39,7 +39,13 @@ export function createSimServer(deps: ServerDeps): Server {
   return server;
 }
 
-async function handle(deps: ServerDeps, api: Router<Route>, admin: Router<Route>, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function handle(
+  deps: ServerDeps,
+  api: Router<Route>,
+  admin: Router<Route>,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<void> {
   const world = deps.world();
   const url = new URL(req.url ?? '/', 'http://sim.invalid');
   const method = req.method ?? 'GET';
@@ -55,7 +61,8 @@ async function handle(deps: ServerDeps, api: Router<Route>, admin: Router<Route>
   if (isAdmin) {
     if (!deps.adminEnabled) return sendJson(res, 404, NO_ROUTE);
     const m = safeMatch(admin, method, url.pathname);
-    if (m.kind !== 'found') return sendJson(res, m.kind === 'method' ? 405 : 404, m.kind === 'method' ? methodNotAllowed(method).body : NO_ROUTE);
+    if (m.kind !== 'found')
+      return sendJson(res, m.kind === 'method' ? 405 : 404, m.kind === 'method' ? methodNotAllowed(method).body : NO_ROUTE);
     const body = parseJsonBody(await readSimBody(req));
     const result = await m.route.handler({ world, principal: undefined, params: m.params, query: url.searchParams, body });
     if ('drop' in result) return void req.socket.destroy();
@@ -150,7 +157,11 @@ function safeMatch(router: Router<Route>, method: string, path: string) {
  */
 function tooFrequent(res: ServerResponse, form: 'detail' | 'success_error' | 'plain', threshold: string | null): void {
   if (form === 'plain') {
-    return sendText(res, 429, threshold === null ? 'API requests too frequent' : `API requests too frequent: endpoint threshold=${threshold}`);
+    return sendText(
+      res,
+      429,
+      threshold === null ? 'API requests too frequent' : `API requests too frequent: endpoint threshold=${threshold}`,
+    );
   }
   const text = threshold === null ? 'API requests too frequent' : `API requests too frequent endpoint threshold=${threshold}`;
   if (form === 'success_error') return sendJson(res, 429, { success: false, error: 'rate_limit_exceeded', msg: text });

@@ -37,7 +37,8 @@ export const bidNoSuchInstance = () => documented(404, 'no_such_instance', 'Inst
 /** label_instance.yaml's 400. */
 export const labelTooLong = () => documented(400, 'label_too_long', 'Please limit label length to 1024 characters, ideally less than 128.');
 /** manage_instance.yaml's error enum: starting needs credit. */
-export const missingBilling = () => documented(400, 'missing_billing', 'error 400/3420: Your account has no credit; add credit or a payment method to start instances.');
+export const missingBilling = () =>
+  documented(400, 'missing_billing', 'error 400/3420: Your account has no credit; add credit or a payment method to start instances.');
 export const payloadTooLarge = () => fail(413, 'invalid_request', 3002, 'Request body too large.');
 export const methodNotAllowed = (method: string) => fail(405, 'method_not_allowed', 3003, `Method ${method} not allowed here.`);
 
@@ -58,7 +59,9 @@ export function withAskId(err: SimHttpError, offerId: number): SimHttpError {
 
 /** create_instance.yaml's 403: about the offer, not the key. */
 export function notYourOwn(offerId: number): SimHttpError {
-  return documented(403, 'invalid_args', `error 403/3586: Offer ${offerId} is not your own. Hosts can only rent their own machines.`, { ask_id: offerId });
+  return documented(403, 'invalid_args', `error 403/3586: Offer ${offerId} is not your own. Hosts can only rent their own machines.`, {
+    ask_id: offerId,
+  });
 }
 
 /** 410 for an offer that exists but is rented. */

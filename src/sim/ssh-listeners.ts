@@ -16,15 +16,11 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { SimClock } from './clock.js';
 import type { SimConfig } from './config.js';
 import { wantsDirect } from './instance-record.js';
-import type { LiveInstance } from './instances.js';
+import type { LiveInstance, SshPorts } from './instances.js';
 
 const HOST = '127.0.0.1';
 
 /** The ports an instance's record shows; mutable because a rebind may move them. */
-export interface SshPorts {
-  proxyPort: number;
-  directPort: number;
-}
 
 interface Entry {
   closed: boolean;

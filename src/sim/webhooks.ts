@@ -159,7 +159,12 @@ export class WebhookStore {
   test(id: number): boolean {
     const hook = this.hooks.get(id);
     if (!hook) return false;
-    this.start(hook, 'webhook_test', { subject: 'Test notification', message: 'This is a test delivery of your Vast.ai notification webhook.' }, false);
+    this.start(
+      hook,
+      'webhook_test',
+      { subject: 'Test notification', message: 'This is a test delivery of your Vast.ai notification webhook.' },
+      false,
+    );
     return true;
   }
 

@@ -158,7 +158,10 @@ export class SimWorld {
       this.onstart.maybeRun(inst);
       this.webhooks.emit('client:instance_started', { subject: `Instance ${id} started`, message: `${what} is running.` });
     } else if (status === 'offline') {
-      this.webhooks.emit('host:machine_offline', { subject: `Machine ${inst.hist.machine_id} is offline`, message: `${what} is offline: the host disconnected.` });
+      this.webhooks.emit('host:machine_offline', {
+        subject: `Machine ${inst.hist.machine_id} is offline`,
+        message: `${what} is offline: the host disconnected.`,
+      });
     } else if (status === 'stopped') {
       this.onstart.stop(id);
       if (inst.outbid) {

@@ -2,7 +2,7 @@
 // cost. A row in create_state 'intent' means a create call may have reached the service: whoever
 // finds it must look for the attempt's label in the instance list before anything else.
 //
-// Only src/daemon/attempt-journal.ts calls the writes below; the SQL lives here.
+// Only src/daemon/runs/attempt-journal.ts calls the writes below; the SQL lives here.
 //
 // Money: per attempt the instance's billed $/h (`dph_total`: the offer's billed price, replaced by
 // the list's own figure once the instance is listed), when it was made (`instance_created_at`, the
@@ -10,50 +10,12 @@
 // destroy was confirmed (null while it may still bill). When the price changes (a bid raised, or the
 // list showing another dph_total), what the instance accrued so far moves into `usd_before` and
 // `dph_since` marks when the new price applies. Spend and runtime are computed from these
-// (src/daemon/spend.ts).
+// (src/store/spend.ts).
+import type { AttemptRow } from './attempt-row.js';
 import type { Db } from './database.js';
 import { attemptPrice, attemptSpend } from './spend.js';
 
-type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
-
-export interface AttemptRow {
-  run_id: string;
-  n: number;
-  offer_id: number;
-  machine_id: number | null;
-  /** Billed $/h, disk included: the offer's until the instance is listed, then the list's dph_total. */
-  dph_total: number | null;
-  label: string;
-  create_state: CreateState;
-  create_detail: string | null;
-  instance_id: number | null;
-  actual_status: string | null;
-  status_msg: string | null;
-  ssh_host: string | null;
-  ssh_port: number | null;
-  outcome: string | null;
-  detail: string | null;
-  started_at: number;
-  ended_at: number | null;
-  /** When the create that made the instance was sent (it cannot have billed before); null without an instance. */
-  instance_created_at: number | null;
-  /** When a list first showed the instance running. */
-  first_running_at: number | null;
-  /** When a list taken after the destroy no longer showed the instance; null while it may still bill. */
-  destroy_confirmed_at: number | null;
-  /** $ accrued at earlier prices, before `dph_since`. */
-  usd_before: number;
-  /** Since when `dph_total` applies; null: since the instance was made. */
-  dph_since: number | null;
-  /** When the run took the instance as ready (the latest time, after a rebid restarted it). */
-  ready_at: number | null;
-  /** How it was found ready: 'ssh' (a banner), 'status' or 'callback'. */
-  ready_via: string | null;
-  /** JSON array of {kind, host, port}: the SSH endpoints to show (those that answered, when probed). */
-  ssh_endpoints: string | null;
-  /** The container's last log lines (≤ 4 KB, secrets removed), for a failed attempt. */
-  log_tail: string | null;
-}
+export type { AttemptRow } from './attempt-row.js';
 
 /** An attempt with its run's end (an instance whose destroy was never confirmed is counted up to it). */
 export type BillingRow = AttemptRow & { run_ended_at: number | null };

@@ -20,7 +20,7 @@ export type Db = Database.Database;
 /**
  * How long one statement waits for a write lock another program holds, ms. The wait is a
  * synchronous sleep that freezes the whole daemon, so it is short: a write that still finds the
- * store busy fails, its run is paused and retried later from a timer (src/daemon/run-driver.ts).
+ * store busy fails, its run is paused and retried later from a timer (src/daemon/runs/run-driver.ts).
  */
 const BUSY_TIMEOUT_MS = 50;
 
@@ -99,7 +99,10 @@ function openFailure(dbPath: string, err: unknown): StoreError {
   const code = (err as { code?: string }).code ?? '';
   const what = `${code || 'error'}: ${(err as Error).message}`.replace(/\s+/g, ' ').slice(0, 300);
   if (code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB') {
-    return new StoreError(`${dbPath} is damaged (${what}): stop here, keep the file, and restore berth.db from a backup (README: Backup and restore).`, err);
+    return new StoreError(
+      `${dbPath} is damaged (${what}): stop here, keep the file, and restore berth.db from a backup (README: Backup and restore).`,
+      err,
+    );
   }
   if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EFBIG' || code.startsWith('SQLITE_IOERR')) {
     return new StoreError(`Cannot write ${dbPath} (${what}): the disk may be full; free some space and start again.`, err);
@@ -149,7 +152,9 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
       const other = mark !== undefined && mark.storeId !== storeId;
       if (options.replaceStore) {
         if (state === 'present' && !other) {
-          throw new StoreError(`--replace-store: there is nothing to replace; ${dbPath} is this home's own store (${storeId}). Start without it.`);
+          throw new StoreError(
+            `--replace-store: there is nothing to replace; ${dbPath} is this home's own store (${storeId}). Start without it.`,
+          );
         }
         if (mark && other) {
           replaced = mark.storeId;
@@ -162,12 +167,18 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
         );
       } else if (mark && mark.generation > generation) {
         const heldAt = Date.now();
-        const held = db.transaction(() => {
-          const ids = (db!.prepare(`UPDATE runs SET held_at = ? WHERE ended_at IS NULL AND held_at IS NULL RETURNING id`).all(heldAt) as { id: string }[]).map((r) => r.id);
-          setMeta(db!, 'restored_at', String(heldAt));
-          setMeta(db!, 'generation', String(mark.generation + 1));
-          return ids;
-        }).immediate();
+        const held = db
+          .transaction(() => {
+            const ids = (
+              db!.prepare(`UPDATE runs SET held_at = ? WHERE ended_at IS NULL AND held_at IS NULL RETURNING id`).all(heldAt) as {
+                id: string;
+              }[]
+            ).map((r) => r.id);
+            setMeta(db!, 'restored_at', String(heldAt));
+            setMeta(db!, 'generation', String(mark.generation + 1));
+            return ids;
+          })
+          .immediate();
         restore = { markGeneration: mark.generation, dbGeneration: generation, heldRunIds: held };
         generation = mark.generation + 1;
       }

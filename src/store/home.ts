@@ -32,7 +32,9 @@ export function prepareHome(home: string): void {
   if (!st.isDirectory()) throw new StoreError(`BERTH_HOME ${home} is not a directory: set BERTH_HOME to a directory.`);
   const uid = process.getuid?.();
   if (uid !== undefined && st.uid !== uid) {
-    throw new StoreError(`BERTH_HOME ${home} belongs to another user (uid ${st.uid}): run berth as that user, or set BERTH_HOME to a directory of your own.`);
+    throw new StoreError(
+      `BERTH_HOME ${home} belongs to another user (uid ${st.uid}): run berth as that user, or set BERTH_HOME to a directory of your own.`,
+    );
   }
   if (st.mode & 0o022) {
     throw new StoreError(

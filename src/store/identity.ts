@@ -61,7 +61,10 @@ export class MarkWriter {
       // Not truncated at open: a kill right after would leave an empty file and lose the mark.
       this.fd = openSync(markPath(home), constants.O_RDWR | constants.O_CREAT, 0o600);
     } catch (err) {
-      throw new StoreError(`Cannot write ${markPath(home)} (${(err as NodeJS.ErrnoException).code ?? String(err)}): check that BERTH_HOME is writable and not full.`, err);
+      throw new StoreError(
+        `Cannot write ${markPath(home)} (${(err as NodeJS.ErrnoException).code ?? String(err)}): check that BERTH_HOME is writable and not full.`,
+        err,
+      );
     }
   }
 

@@ -17,11 +17,19 @@ function asWriteError(err: unknown): unknown {
 export function openStore(options: OpenOptions) {
   const opened = openDatabase(options);
   const { db } = opened;
-  const repos = { runs: createRunsRepo(db), attempts: createAttemptsRepo(db), events: createEventsRepo(db), webhookEvents: createWebhookEventsRepo(db), outbox: createOutboxRepo(db) };
+  const repos = {
+    runs: createRunsRepo(db),
+    attempts: createAttemptsRepo(db),
+    events: createEventsRepo(db),
+    webhookEvents: createWebhookEventsRepo(db),
+    outbox: createOutboxRepo(db),
+  };
   const purgedSpend = db.prepare(`SELECT CAST(value AS REAL) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
   const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);
   const commitListeners = new Set<() => void>();
-  const probe = db.prepare(`INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
+  const probe = db.prepare(
+    `INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+  );
   const keepKey = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`);
   const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
   return {

@@ -156,4 +156,3 @@ export const MIGRATIONS: string[] = [
   INSERT OR IGNORE INTO meta (key, value) VALUES ('purged_spend_usd', '0');
   `,
 ];
-

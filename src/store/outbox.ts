@@ -1,7 +1,7 @@
 // The notification outbox: one row per notification per target, written in the transaction that
-// stores the run's event (src/daemon/run-driver.ts), so that an event is never stored without its
+// stores the run's event (src/daemon/runs/run-driver.ts), so that an event is never stored without its
 // notifications nor the other way round, whenever the daemon dies. The notifier
-// (src/daemon/notifier.ts) POSTs them. A row's states:
+// (src/daemon/notify/notifier.ts) POSTs them. A row's states:
 //   pending (next_at: when it may go) → delivered (a 2xx) | dead (undeliverable for too long, or its
 //   target left the config). A POST in flight has its next_at pushed past its timeout first (a
 //   claim), so a killed daemon's POSTs go again after a restart: at least once.
@@ -47,26 +47,32 @@ export function createOutboxRepo(db: Db) {
     `INSERT INTO outbox (id, type, run_id, log_id, target, target_url, body, created_at, next_at)
      VALUES (@id, @type, @runId, @logId, @target, @targetUrl, @body, @at, @at)`,
   );
-  const due = db.prepare(
-    `SELECT * FROM outbox WHERE state = 'pending' AND target_url = ? AND next_at <= ? ORDER BY next_at, seq LIMIT ?`,
+  const due = db.prepare(`SELECT * FROM outbox WHERE state = 'pending' AND target_url = ? AND next_at <= ? ORDER BY next_at, seq LIMIT ?`);
+  const nextDue = db.prepare(
+    `SELECT min(next_at) AS at FROM outbox WHERE state = 'pending' AND target_url IN (SELECT value FROM json_each(?))`,
   );
-  const nextDue = db.prepare(`SELECT min(next_at) AS at FROM outbox WHERE state = 'pending' AND target_url IN (SELECT value FROM json_each(?))`);
   const claim = db.prepare(`UPDATE outbox SET attempts = attempts + 1, next_at = ? WHERE seq = ? AND state = 'pending'`);
   const delivered = db.prepare(`UPDATE outbox SET state = 'delivered', finished_at = ?, next_at = NULL, last_error = NULL WHERE seq = ?`);
   const failed = db.prepare(`UPDATE outbox SET next_at = ?, last_error = ? WHERE seq = ? AND state = 'pending'`);
-  const dead = db.prepare(`UPDATE outbox SET state = 'dead', finished_at = ?, next_at = NULL, last_error = ? WHERE seq = ? AND state = 'pending'`);
+  const dead = db.prepare(
+    `UPDATE outbox SET state = 'dead', finished_at = ?, next_at = NULL, last_error = ? WHERE seq = ? AND state = 'pending'`,
+  );
   const orphaned = db.prepare(
     `UPDATE outbox SET state = 'dead', finished_at = ?, next_at = NULL, last_error = ?
      WHERE state = 'pending' AND target_url NOT IN (SELECT value FROM json_each(?))`,
   );
   const newest = db.prepare(`SELECT * FROM outbox WHERE (@state IS NULL OR state = @state) ORDER BY seq DESC LIMIT @limit`);
-  const newestBefore = db.prepare(`SELECT * FROM outbox WHERE seq < @before AND (@state IS NULL OR state = @state) ORDER BY seq DESC LIMIT @limit`);
+  const newestBefore = db.prepare(
+    `SELECT * FROM outbox WHERE seq < @before AND (@state IS NULL OR state = @state) ORDER BY seq DESC LIMIT @limit`,
+  );
   const counts = db.prepare(`SELECT state, count(*) AS n FROM outbox GROUP BY state`);
   const finishedBefore = db.prepare(`DELETE FROM outbox WHERE state <> 'pending' AND finished_at < ?`);
 
   // A burst of a thousand notifications is a handful of commits, not two thousand (each commit
   // waits for the disk: synchronous=FULL).
-  const claimAll = db.transaction((seqs: readonly number[], retryAt: number) => seqs.filter((seq) => claim.run(retryAt, seq).changes === 1));
+  const claimAll = db.transaction((seqs: readonly number[], retryAt: number) =>
+    seqs.filter((seq) => claim.run(retryAt, seq).changes === 1),
+  );
   const settleAll = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
     for (const o of outcomes) {
       if (o.kind === 'delivered') delivered.run(o.at, o.seq);

@@ -68,7 +68,9 @@ export function createRunsRepo(db: Db) {
        ended_at = CASE WHEN @ended THEN @at ELSE NULL END
      WHERE id = @id`,
   );
-  const cancelRequest = db.prepare(`UPDATE runs SET cancel_requested_at = COALESCE(cancel_requested_at, ?) WHERE id = ? AND ended_at IS NULL`);
+  const cancelRequest = db.prepare(
+    `UPDATE runs SET cancel_requested_at = COALESCE(cancel_requested_at, ?) WHERE id = ? AND ended_at IS NULL`,
+  );
   const release = db.prepare(`UPDATE runs SET held_at = NULL WHERE id = ?`);
   const heldCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE held_at IS NOT NULL AND ended_at IS NULL`);
   const endedBefore = db.prepare(`SELECT id FROM runs WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT 500`);

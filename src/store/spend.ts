@@ -11,14 +11,22 @@
 //
 // Runtime of a run: the sum over its attempts of the time from the first list that showed the
 // instance running to the attempt's end (or now).
-import type { AttemptRow } from './attempts.js';
+import type { AttemptRow } from './attempt-row.js';
 
 export const HOUR_MS = 3_600_000;
 
 /** An attempt row with what is needed of its run. */
 export type SpendRow = Pick<
   AttemptRow,
-  'create_state' | 'started_at' | 'instance_created_at' | 'destroy_confirmed_at' | 'dph_total' | 'usd_before' | 'dph_since' | 'first_running_at' | 'ended_at'
+  | 'create_state'
+  | 'started_at'
+  | 'instance_created_at'
+  | 'destroy_confirmed_at'
+  | 'dph_total'
+  | 'usd_before'
+  | 'dph_since'
+  | 'first_running_at'
+  | 'ended_at'
 >;
 
 /** When the attempt's instance may have started billing; null when its create made none. */

@@ -3,7 +3,9 @@
 import type { Db } from './database.js';
 
 export function createWebhookEventsRepo(db: Db) {
-  const insert = db.prepare(`INSERT INTO webhook_events (event_id, received_at, notif_type) VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`);
+  const insert = db.prepare(
+    `INSERT INTO webhook_events (event_id, received_at, notif_type) VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
+  );
   const olderThan = db.prepare(`DELETE FROM webhook_events WHERE received_at < ?`);
   return {
     /** Records the event; false when it was recorded before (a replay or a repeated delivery). */

@@ -87,7 +87,14 @@ export const CostsReportSchema = z.object({
   since: isoTime,
   until: isoTime,
   runs: z.array(
-    z.object({ id: z.string(), name: z.string(), state: z.string(), usd: z.number(), usd_per_hour: z.number(), instances: z.array(InstanceCostsSchema) }),
+    z.object({
+      id: z.string(),
+      name: z.string(),
+      state: z.string(),
+      usd: z.number(),
+      usd_per_hour: z.number(),
+      instances: z.array(InstanceCostsSchema),
+    }),
   ),
   total_usd: z.number(),
   total_usd_per_hour: z.number(),

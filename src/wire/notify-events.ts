@@ -1,6 +1,6 @@
 // The run events a notification can be sent for (config `notify[].events`), part of the control
 // API's wire contract. Kept apart without zod, like ./run-states.ts, so that the config and the CLI
-// load it cheaply. Which machine event becomes which of these is src/daemon/notify-events.ts's.
+// load it cheaply. Which machine event becomes which of these is src/daemon/notify/notify-events.ts's.
 export const NOTIFY_EVENTS = [
   'run.running', // the run reached `running` (its instance is ready)
   'attempt.failed', // an attempt ended on a failure that counts against max_attempts (exited, boot_timeout, ...)

@@ -1,7 +1,18 @@
 // The states of a run (SPEC section 4), as the store records them and the control API and the CLI
 // show them. Part of the control API's wire contract (./control-api.ts), kept apart without zod so
 // that the CLI can load it in a few milliseconds.
-export const RUN_STATES = ['queued', 'searching', 'creating', 'booting', 'rebidding', 'running', 'destroying', 'failed', 'cancelled', 'expired'] as const;
+export const RUN_STATES = [
+  'queued',
+  'searching',
+  'creating',
+  'booting',
+  'rebidding',
+  'running',
+  'destroying',
+  'failed',
+  'cancelled',
+  'expired',
+] as const;
 export type RunState = (typeof RUN_STATES)[number];
 
 const END_STATES = ['failed', 'cancelled', 'expired'] as const satisfies readonly RunState[];

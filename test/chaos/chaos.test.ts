@@ -30,7 +30,11 @@ function chaosSeed(): { seed: number; from: string } {
   }
   let commit = process.env.GITHUB_SHA;
   try {
-    commit ??= execFileSync('git', ['rev-parse', 'HEAD'], { cwd: packagePath(), encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    commit ??= execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd: packagePath(),
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
   } catch {
     // not a git checkout: the date keeps the seed fixed for the day
   }
@@ -132,10 +136,18 @@ describe(`chaos (seed ${SEED})`, () => {
               deadline_s: 120,
             })
           : kind === 'impossible'
-          ? jobSpec({ name: `chaos-${i}`, search: { filters: { gpu_name: { eq: 'H100 SXM' }, num_gpus: { eq: 64 } } }, relax: [{ drop: ['verified'] }] })
-          : kind === 'relaxed'
-            ? jobSpec({ name: `chaos-${i}`, search: { filters: { num_gpus: { eq: 1 }, verified: { eq: true }, reliability: { gte: 0.999 } } }, relax: [{ drop: ['reliability'] }, { drop: ['verified'] }] })
-            : jobSpec({ name: `chaos-${i}`, boot_timeout_s: 2, max_attempts: 10, deadline_s: 120 });
+            ? jobSpec({
+                name: `chaos-${i}`,
+                search: { filters: { gpu_name: { eq: 'H100 SXM' }, num_gpus: { eq: 64 } } },
+                relax: [{ drop: ['verified'] }],
+              })
+            : kind === 'relaxed'
+              ? jobSpec({
+                  name: `chaos-${i}`,
+                  search: { filters: { num_gpus: { eq: 1 }, verified: { eq: true }, reliability: { gte: 0.999 } } },
+                  relax: [{ drop: ['reliability'] }, { drop: ['verified'] }],
+                })
+              : jobSpec({ name: `chaos-${i}`, boot_timeout_s: 2, max_attempts: 10, deadline_s: 120 });
       const res = await daemon.api<RunView>('POST', '/v1/runs', spec);
       expect(res.status, `seed ${SEED}`).toBe(201);
       kinds.set(res.body.id, kind);
@@ -179,7 +191,8 @@ describe(`chaos (seed ${SEED})`, () => {
       if (kind === 'cancelled' && !(r.state === 'failed' && Date.parse(r.updated_at) < cancelSentAt.get(r.id)!)) {
         expect(r.state, why(`cancelled run ${r.id}`)).toBe('cancelled');
       }
-      if (r.state === 'failed') expect(['no_offers', 'attempts_exhausted', 'deadline'], why(`run ${r.id}: ${JSON.stringify(r.error)}`)).toContain(r.error?.kind);
+      if (r.state === 'failed')
+        expect(['no_offers', 'attempts_exhausted', 'deadline'], why(`run ${r.id}: ${JSON.stringify(r.error)}`)).toContain(r.error?.kind);
       // A budget run ends by its budget (or fails on its own first); only budget runs expire.
       if (kind === 'budget') expect(['expired', 'failed', 'cancelled'], why(`budget run ${r.id}`)).toContain(r.state);
       if (r.state === 'expired') expect([kind, r.error?.kind], why(`expired run ${r.id}`)).toEqual(['budget', 'budget']);
@@ -197,10 +210,16 @@ describe(`chaos (seed ${SEED})`, () => {
       byRun.set(runId, [...(byRun.get(runId) ?? []), h]);
     }
     // Every instance berth made belongs to a submitted run.
-    expect([...byRun.keys()].filter((id) => !kinds.has(id)), why('instances of unknown runs')).toEqual([]);
+    expect(
+      [...byRun.keys()].filter((id) => !kinds.has(id)),
+      why('instances of unknown runs'),
+    ).toEqual([]);
 
     // No instance billing without a live owner: what still bills is exactly the running runs' instances.
-    const billing = sim.billingNow().map((h) => h.id).sort();
+    const billing = sim
+      .billingNow()
+      .map((h) => h.id)
+      .sort();
     const owned = running.map((r) => r.instance!.id).sort();
     expect(billing, why('instances billing without a live owner')).toEqual(owned);
 
@@ -209,15 +228,21 @@ describe(`chaos (seed ${SEED})`, () => {
       // No attempt created more than one instance.
       const perAttempt = new Map<number, number>();
       for (const h of instances) perAttempt.set(labelParts(h)!.n, (perAttempt.get(labelParts(h)!.n) ?? 0) + 1);
-      expect([...perAttempt.values()].every((c) => c === 1), why(`run ${r.id}: an attempt made two instances`)).toBe(true);
+      expect(
+        [...perAttempt.values()].every((c) => c === 1),
+        why(`run ${r.id}: an attempt made two instances`),
+      ).toBe(true);
       // The number of creates never exceeds the attempts recorded.
       expect(instances.length, why(`run ${r.id}: more instances than attempts`)).toBeLessThanOrEqual(r.attempts.length);
-      for (const n of perAttempt.keys()) expect(n, why(`run ${r.id}: instance for unrecorded attempt ${n}`)).toBeLessThanOrEqual(r.attempts.length);
+      for (const n of perAttempt.keys())
+        expect(n, why(`run ${r.id}: instance for unrecorded attempt ${n}`)).toBeLessThanOrEqual(r.attempts.length);
       // The run never held two live instances at once.
       for (let i = 1; i < instances.length; i++) {
         const prev = instances[i - 1]!;
         expect(prev.destroyed_at, why(`run ${r.id}: instance ${prev.id} never destroyed before the next`)).not.toBeNull();
-        expect(prev.destroyed_at!.wall_ms, why(`run ${r.id}: instances ${prev.id} and ${instances[i]!.id} overlap`)).toBeLessThanOrEqual(instances[i]!.created_at.wall_ms);
+        expect(prev.destroyed_at!.wall_ms, why(`run ${r.id}: instances ${prev.id} and ${instances[i]!.id} overlap`)).toBeLessThanOrEqual(
+          instances[i]!.created_at.wall_ms,
+        );
       }
       // The run's record tells the same story as the ledger: the same instances, and each one
       // destroyed in the simulator is an ended attempt in berth, the one still alive its current one.
@@ -245,13 +270,18 @@ describe(`chaos (seed ${SEED})`, () => {
       const instances = byRun.get(r.id) ?? [];
       const spent = instances.reduce((s, h) => s + ledger.get(h.id)!, 0) / TIME_SCALE;
       const dph = Math.max(0, ...instances.map((h) => Math.max(...h.compute_dph_changes.map((c) => c.dph)) + h.disk_dph));
-      expect(spent, why(`budget run ${r.id} spent $${spent} of $${BUDGET_USD}`)).toBeLessThanOrEqual(BUDGET_USD + (dph * POLL_S) / 3600 + 1e-12);
+      expect(spent, why(`budget run ${r.id} spent $${spent} of $${BUDGET_USD}`)).toBeLessThanOrEqual(
+        BUDGET_USD + (dph * POLL_S) / 3600 + 1e-12,
+      );
     }
     expect(budgetRuns.filter((r) => r.state === 'expired').length, why('no budget run reached its budget')).toBeGreaterThan(0);
 
     // The faults really happened.
     const stats = sim.stats();
-    expect(stats.injected_5xx + stats.drops + stats.creates_ambiguous + stats.offers_taken, why('no transport faults were injected')).toBeGreaterThan(0);
+    expect(
+      stats.injected_5xx + stats.drops + stats.creates_ambiguous + stats.offers_taken,
+      why('no transport faults were injected'),
+    ).toBeGreaterThan(0);
     const failedOutcomes = new Set(runs.flatMap((r) => r.attempts.map((a) => a.outcome)));
     expect(failedOutcomes.size, why('too few kinds of attempt outcome')).toBeGreaterThan(3);
 

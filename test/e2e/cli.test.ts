@@ -38,7 +38,20 @@ const goodSpec = {
   relax: [],
 };
 
-const RUN_KEYS = ['attempt', 'attempts', 'cost', 'created_at', 'error', 'held', 'id', 'instance', 'name', 'relax_level', 'state', 'updated_at'];
+const RUN_KEYS = [
+  'attempt',
+  'attempts',
+  'cost',
+  'created_at',
+  'error',
+  'held',
+  'id',
+  'instance',
+  'name',
+  'relax_level',
+  'state',
+  'updated_at',
+];
 
 afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
@@ -200,7 +213,11 @@ describe('berth against a daemon and the simulator', () => {
   });
 
   it('status, cancel and events of an unknown run exit 2 naming it', async () => {
-    for (const args of [['status', 'no-such-run'], ['cancel', 'no-such-run'], ['events', 'no-such-run']]) {
+    for (const args of [
+      ['status', 'no-such-run'],
+      ['cancel', 'no-such-run'],
+      ['events', 'no-such-run'],
+    ]) {
       const r = await berth(args, env);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toContain('no-such-run');

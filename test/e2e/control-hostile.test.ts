@@ -40,7 +40,13 @@ afterAll(async () => {
 });
 
 /** A request as node:http sends it, with whatever headers the test names (Host included). */
-function raw(url: string, method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: string }> {
+function raw(
+  url: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(`${url}${path}`, { method, headers }, (res) => {
       let text = '';
@@ -69,7 +75,7 @@ describe('the control token (items 7 and 9)', () => {
     expect(await d.stop()).toBe(0);
   });
 
-  it('refuses a body that is not application/json (a web page\'s no-preflight POST) and stores nothing', async () => {
+  it("refuses a body that is not application/json (a web page's no-preflight POST) and stores nothing", async () => {
     const before = await runCount();
     const r = await raw(daemon.url, 'POST', '/v1/runs', { ...bearer(), 'content-type': 'text/plain' }, JSON.stringify(jobSpec()));
     expect(r.status).toBe(415);
@@ -124,7 +130,9 @@ describe('hostile requests and inputs', () => {
   it('answers an unparseable request target with 400 and logs no error line (item 18)', async () => {
     const { port } = new URL(daemon.url);
     const reply = await new Promise<string>((resolve, reject) => {
-      const socket = connect(Number(port), '127.0.0.1', () => socket.end(`GET // HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`));
+      const socket = connect(Number(port), '127.0.0.1', () =>
+        socket.end(`GET // HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\n\r\n`),
+      );
       let text = '';
       socket.on('data', (c) => (text += c.toString()));
       socket.on('end', () => resolve(text));
@@ -132,7 +140,9 @@ describe('hostile requests and inputs', () => {
     });
     expect(reply).toMatch(/^HTTP\/1\.1 400/);
     await new Promise((r) => setTimeout(r, 200));
-    const errorLines = readFileSync(join(home, 'daemon.log'), 'utf8').split('\n').filter((l) => l.includes('"level":50'));
+    const errorLines = readFileSync(join(home, 'daemon.log'), 'utf8')
+      .split('\n')
+      .filter((l) => l.includes('"level":50'));
     expect(errorLines).toEqual([]);
   });
 
@@ -148,7 +158,13 @@ describe('hostile requests and inputs', () => {
     const again = await berth(['submit', a, '--idempotency-key', 'key-15'], userEnv(home));
     expect(again.stdout.trim()).toBe(runId);
     const before = await runCount();
-    const conflict = await raw(daemon.url, 'POST', '/v1/runs', { ...bearer(), 'content-type': 'application/json', 'idempotency-key': 'key-15' }, readFileSync(b, 'utf8'));
+    const conflict = await raw(
+      daemon.url,
+      'POST',
+      '/v1/runs',
+      { ...bearer(), 'content-type': 'application/json', 'idempotency-key': 'key-15' },
+      readFileSync(b, 'utf8'),
+    );
     expect(conflict.status).toBe(409);
     expect(JSON.parse(conflict.body)).toMatchObject({ error: { kind: 'idempotency_conflict', run_id: runId } });
     const cli = await berth(['submit', b, '--idempotency-key', 'key-15'], userEnv(home));
@@ -206,7 +222,13 @@ describe('spec files (items 13 and 16)', () => {
     const dir = tempDir();
     const fifo = join(dir, 'fifo.json');
     execFileSync('mkfifo', [fifo]);
-    for (const args of [['submit', '/dev/zero'], ['validate', '/dev/zero'], ['submit', fifo], ['validate', fifo], ['validate', dir]]) {
+    for (const args of [
+      ['submit', '/dev/zero'],
+      ['validate', '/dev/zero'],
+      ['submit', fifo],
+      ['validate', fifo],
+      ['validate', dir],
+    ]) {
       const r = await berth(args, userEnv(home), 10_000);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toMatch(/is not a regular file/);

@@ -163,7 +163,10 @@ describe('crash recovery (real daemon process, SIGKILL)', () => {
     const again = await daemon!.waitFor(runId, (r) => isRunning(r) && r.instance!.ready!.at > running.instance!.ready!.at, 20_000);
     expect(again.instance!.id).toBe(id);
     expect(again.attempts.map((a) => a.outcome)).toEqual(['running']);
-    const bids = sim!.history().find((h) => h.id === id)!.compute_dph_changes.map((c) => c.dph);
+    const bids = sim!
+      .history()
+      .find((h) => h.id === id)!
+      .compute_dph_changes.map((c) => c.dph);
     // Raised twice (25 % each), once before the kill and once by the restarted daemon.
     expect(bids).toHaveLength(3);
     expect(bids[1]).toBeCloseTo(firstBid * 1.25, 2);

@@ -25,7 +25,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const POLL_S = FAST_CONFIG.polling!.interval_s!;
 
 async function setup() {
-  sim = await startSimulator({ seed: 5, config: { ...FAST_SIM, time_scale: 1, lifecycle: { provision_s: 0.2, boot_s: { min: 0.4, max: 0.6 } } } });
+  sim = await startSimulator({
+    seed: 5,
+    config: { ...FAST_SIM, time_scale: 1, lifecycle: { provision_s: 0.2, boot_s: { min: 0.4, max: 0.6 } } },
+  });
   home = mkdtempSync(join(tmpdir(), 'berth-e2e-money-'));
   const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG };
   daemon = await spawnDaemon(s);
@@ -76,7 +79,11 @@ describe('money limits across a SIGKILL (real daemon process)', () => {
     const cap = 0.2;
     const budget = (cap * 6) / 3600;
     const runId = await submit(
-      jobSpec({ max_price_per_hour: cap, budget_usd: budget, search: { filters: { num_gpus: { eq: 1 } }, order: [['dph_total', 'desc']], limit: 16 } }),
+      jobSpec({
+        max_price_per_hour: cap,
+        budget_usd: budget,
+        search: { filters: { num_gpus: { eq: 1 } }, order: [['dph_total', 'desc']], limit: 16 },
+      }),
     );
     const running = await daemon!.waitFor(runId, (r) => r.state === 'running');
     const dph = running.instance!.dph_total!;
@@ -91,7 +98,10 @@ describe('money limits across a SIGKILL (real daemon process)', () => {
 
     const ids = new Set(instancesOf(runId).map((h) => h.id));
     expect(sim!.billingNow().filter((h) => ids.has(h.id))).toEqual([]);
-    const spent = sim!.ledger().instances.filter((i) => ids.has(i.instance_id)).reduce((s, i) => s + i.total_usd, 0);
+    const spent = sim!
+      .ledger()
+      .instances.filter((i) => ids.has(i.instance_id))
+      .reduce((s, i) => s + i.total_usd, 0);
     expect(spent).toBeLessThanOrEqual(budget + (dph * POLL_S) / 3600);
     expect(spent).toBeGreaterThan(budget * 0.7);
   });

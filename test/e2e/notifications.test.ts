@@ -113,7 +113,11 @@ describe('notifications (real daemon process)', () => {
     const ids: string[] = [];
     for (const spec of specs) ids.push((await daemon!.api<Run>('POST', '/v1/runs', spec)).body.id);
     // Killed once the burst is under way: some notifications sent, others stored and waiting, some on the wire.
-    await until('a few deliveries', async () => rx.got.length, (n) => n >= 4);
+    await until(
+      'a few deliveries',
+      async () => rx.got.length,
+      (n) => n >= 4,
+    );
     await daemon!.kill9();
     const beforeKill = rx.got.length;
     await restart();
@@ -146,7 +150,7 @@ describe('notifications (real daemon process)', () => {
     const cli = await berth(['notifications', '--json'], userEnv(home!));
     expect(cli.code, cli.stderr).toBe(0);
     expect((JSON.parse(cli.stdout) as Notification[]).map((n) => n.state)).toEqual(rows.map(() => 'delivered'));
-    const metrics = parsePrometheus((await fetch(`${daemon!.url}/metrics`).then((r) => r.text())));
+    const metrics = parsePrometheus(await fetch(`${daemon!.url}/metrics`).then((r) => r.text()));
     expect(sampleValue(metrics, 'berth_notifications', { state: 'delivered' })).toBe(rows.length);
   });
 

@@ -62,7 +62,10 @@ describe('a daemon whose service fails while it starts', () => {
     await d.listening();
     await sleep(2500);
     expect(d.proc.exitCode, d.output()).toBeNull();
-    const warnings = d.output().split('\n').filter((l) => l.includes('"level":40') && /list/.test(l));
+    const warnings = d
+      .output()
+      .split('\n')
+      .filter((l) => l.includes('"level":40') && /list/.test(l));
     expect(warnings.length, d.output()).toBeGreaterThanOrEqual(2);
     const status = await berth(['status'], userEnv(home));
     expect(status.code, status.stderr).toBe(0);
@@ -141,7 +144,12 @@ describe('a start that cannot work ends with exit 2 and one sentence', () => {
 
   it.each([
     ['a listen port past 65535', { daemon: { listen: '127.0.0.1:70000' } }, {}, /daemon\.listen: the port must be 0 to 65535/],
-    ['a base_url that is not http(s)', {}, { BERTH_API_URL: 'ftp://127.0.0.1/' }, /service\.base_url: must be an http:\/\/ or https:\/\/ address/],
+    [
+      'a base_url that is not http(s)',
+      {},
+      { BERTH_API_URL: 'ftp://127.0.0.1/' },
+      /service\.base_url: must be an http:\/\/ or https:\/\/ address/,
+    ],
   ])('%s: refused before anything else happens (BERTH_HOME not even created)', async (_, config, env, message) => {
     const home = join(tempDir(), 'home');
     const r = await refused(home, { ...QUICK_DAEMON, ...config }, env);

@@ -100,30 +100,33 @@ describe('a restored backup (item 3)', () => {
 });
 
 describe('a lost store (item 4)', () => {
-  it.each(['missing', 'empty'])('berth.db %s: refused with exit 2; --replace-store starts anew and destroys the old store\'s instances', async (how) => {
-    sim = await startSimulator({ seed: 22, config: FAST_SIM });
-    const home = tempDir();
-    const d = await start(home);
-    const run = await submit(d);
-    await d.waitFor(run, (r) => r.state === 'running');
-    await d.kill9();
-    for (const f of ['berth.db-wal', 'berth.db-shm']) rmSync(join(home, f), { force: true });
-    if (how === 'missing') unlinkSync(join(home, 'berth.db'));
-    else writeFileSync(join(home, 'berth.db'), '');
+  it.each(['missing', 'empty'])(
+    "berth.db %s: refused with exit 2; --replace-store starts anew and destroys the old store's instances",
+    async (how) => {
+      sim = await startSimulator({ seed: 22, config: FAST_SIM });
+      const home = tempDir();
+      const d = await start(home);
+      const run = await submit(d);
+      await d.waitFor(run, (r) => r.state === 'running');
+      await d.kill9();
+      for (const f of ['berth.db-wal', 'berth.db-shm']) rmSync(join(home, f), { force: true });
+      if (how === 'missing') unlinkSync(join(home, 'berth.db'));
+      else writeFileSync(join(home, 'berth.db'), '');
 
-    const env = userEnv(home, { BERTH_API_URL: sim.url, BERTH_API_KEY: sim.apiKey });
-    const refused = await berth(['daemon', '--listen', '127.0.0.1:0'], env);
-    expect(refused.code).toBe(2);
-    expect(refused.stderr.trim().split('\n')).toHaveLength(1);
-    expect(refused.stderr).toMatch(new RegExp(`berth\\.db is ${how}, but store\\.json shows .*--replace-store`));
-    expect(sim.billingNow()).toHaveLength(1);
+      const env = userEnv(home, { BERTH_API_URL: sim.url, BERTH_API_KEY: sim.apiKey });
+      const refused = await berth(['daemon', '--listen', '127.0.0.1:0'], env);
+      expect(refused.code).toBe(2);
+      expect(refused.stderr.trim().split('\n')).toHaveLength(1);
+      expect(refused.stderr).toMatch(new RegExp(`berth\\.db is ${how}, but store\\.json shows .*--replace-store`));
+      expect(sim.billingNow()).toHaveLength(1);
 
-    const replaced = await start(home, ['--replace-store']);
-    const until = Date.now() + 10_000;
-    while (sim.billingNow().length > 0 && Date.now() < until) await sleep(50);
-    expect(sim.billingNow()).toEqual([]);
-    expect((await replaced.api<RunView[]>('GET', '/v1/runs')).body).toEqual([]);
-  });
+      const replaced = await start(home, ['--replace-store']);
+      const until = Date.now() + 10_000;
+      while (sim.billingNow().length > 0 && Date.now() < until) await sleep(50);
+      expect(sim.billingNow()).toEqual([]);
+      expect((await replaced.api<RunView[]>('GET', '/v1/runs')).body).toEqual([]);
+    },
+  );
 });
 
 describe('one daemon per home (item 5)', () => {

@@ -27,7 +27,10 @@ export function berth(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 20_000
   return new Promise((resolve, reject) => {
     const started = Date.now();
     const proc = shellPrefix
-      ? spawn('/bin/sh', ['-c', `${shellPrefix}; exec "$0" "$@"`, process.execPath, BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] })
+      ? spawn('/bin/sh', ['-c', `${shellPrefix}; exec "$0" "$@"`, process.execPath, BIN, ...args], {
+          env,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        })
       : spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
@@ -76,7 +79,8 @@ export function startDaemonProcess(home: string, env: NodeJS.ProcessEnv, config:
       const file = join(home, 'daemon.json');
       const until = Date.now() + timeoutMs;
       for (;;) {
-        if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`daemon exited (${proc.exitCode ?? proc.signalCode}): ${out}`);
+        if (proc.exitCode !== null || proc.signalCode !== null)
+          throw new Error(`daemon exited (${proc.exitCode ?? proc.signalCode}): ${out}`);
         if (Date.now() > until) throw new Error(`daemon did not listen within ${timeoutMs} ms: ${out}`);
         if (existsSync(file)) {
           try {

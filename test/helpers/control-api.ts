@@ -52,7 +52,12 @@ export interface RawOptions {
  * One request over node:http exactly as given (no JSON content type unless asked): for the
  * contract tests, which send what a hostile or careless client would and read every answer.
  */
-export function rawRequest(daemon: { url: string; token: string }, method: string, path: string, opts: RawOptions = {}): Promise<RawAnswer> {
+export function rawRequest(
+  daemon: { url: string; token: string },
+  method: string,
+  path: string,
+  opts: RawOptions = {},
+): Promise<RawAnswer> {
   const auth = opts.token === null ? {} : { authorization: `Bearer ${opts.token ?? daemon.token}` };
   return new Promise((resolve, reject) => {
     const req = httpRequest(`${daemon.url}${path}`, { method, headers: { ...auth, ...opts.headers } }, (res) => {

@@ -31,7 +31,12 @@ const realClearInterval = globalThis.clearInterval;
 const timers = new Map<NodeJS.Timeout, Error>();
 /** Where a timer was made (V8 formats the stack only if it is read). */
 const origin = () => new Error('timer made here');
-const where = (e: Error) => e.stack?.split('\n').slice(3, 6).map((l) => l.trim()).join(' < ') ?? '';
+const where = (e: Error) =>
+  e.stack
+    ?.split('\n')
+    .slice(3, 6)
+    .map((l) => l.trim())
+    .join(' < ') ?? '';
 
 globalThis.setTimeout = Object.assign(
   function setTimeout(fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) {

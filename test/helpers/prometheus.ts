@@ -4,11 +4,20 @@
 const NAME = '[a-zA-Z_:][a-zA-Z0-9_:]*';
 const LABEL = '[a-zA-Z_][a-zA-Z0-9_]*';
 // Prometheus reads values with Go's ParseFloat: NaN and Inf in any case (prom-client writes "Nan").
-const VALUE = '(?:[+-]?(?:\\d+\\.?\\d*(?:[eE][+-]?\\d+)?|\\.\\d+(?:[eE][+-]?\\d+)?)|[Nn][Aa][Nn]|[+-]?[Ii][Nn][Ff](?:[Ii][Nn][Ii][Tt][Yy])?)';
-const SAMPLE = new RegExp(`^(${NAME})(?:\\{((?:${LABEL}="(?:[^"\\\\\\n]|\\\\[\\\\"n])*")(?:,${LABEL}="(?:[^"\\\\\\n]|\\\\[\\\\"n])*")*,?)?\\})? (${VALUE})(?: -?\\d+)?$`);
+const VALUE =
+  '(?:[+-]?(?:\\d+\\.?\\d*(?:[eE][+-]?\\d+)?|\\.\\d+(?:[eE][+-]?\\d+)?)|[Nn][Aa][Nn]|[+-]?[Ii][Nn][Ff](?:[Ii][Nn][Ii][Tt][Yy])?)';
+const SAMPLE = new RegExp(
+  `^(${NAME})(?:\\{((?:${LABEL}="(?:[^"\\\\\\n]|\\\\[\\\\"n])*")(?:,${LABEL}="(?:[^"\\\\\\n]|\\\\[\\\\"n])*")*,?)?\\})? (${VALUE})(?: -?\\d+)?$`,
+);
 const HELP = new RegExp(`^# HELP (${NAME}) (.*)$`);
 const TYPE = new RegExp(`^# TYPE (${NAME}) (counter|gauge|histogram|summary|untyped)$`);
-const SUFFIXES: Record<string, string[]> = { counter: [''], gauge: [''], untyped: [''], histogram: ['_bucket', '_sum', '_count'], summary: ['', '_sum', '_count'] };
+const SUFFIXES: Record<string, string[]> = {
+  counter: [''],
+  gauge: [''],
+  untyped: [''],
+  histogram: ['_bucket', '_sum', '_count'],
+  summary: ['', '_sum', '_count'],
+};
 
 interface Sample {
   name: string;

@@ -52,13 +52,25 @@ export interface World extends ControlApi {
 }
 
 export async function startWorld(
-  opts: { sim?: SimConfigInput; config?: DeepPartial<Config>; apiKey?: string; logger?: Logger; seed?: number; daemon?: Pick<DaemonOptions, 'streamHeartbeatMs'> } = {},
+  opts: {
+    sim?: SimConfigInput;
+    config?: DeepPartial<Config>;
+    apiKey?: string;
+    logger?: Logger;
+    seed?: number;
+    daemon?: Pick<DaemonOptions, 'streamHeartbeatMs'>;
+  } = {},
 ): Promise<World> {
   const sim = await startSimulator({ seed: opts.seed ?? 7, config: { ...FAST_SIM, ...opts.sim } });
   const home = mkdtempSync(join(tmpdir(), 'berth-it-'));
   const env = { BERTH_HOME: home, BERTH_API_URL: sim.url, BERTH_API_KEY: opts.apiKey ?? sim.apiKey };
   const boot = (overrides?: DeepPartial<Config>) =>
-    startDaemon({ ...opts.daemon, env, overrides: { ...FAST_CONFIG, ...opts.config, ...overrides }, logger: opts.logger ?? silentLogger() });
+    startDaemon({
+      ...opts.daemon,
+      env,
+      overrides: { ...FAST_CONFIG, ...opts.config, ...overrides },
+      logger: opts.logger ?? silentLogger(),
+    });
   let daemon = await boot();
 
   const control = controlApi(() => daemon);

@@ -24,7 +24,16 @@ describe('config', () => {
   it('sets every rate limit as the service enforces it: no bursts, >= 100 ms of headroom under each documented minimum interval', () => {
     const { config } = loadConfig({}, {});
     // x-rate-limit of each endpoint's yaml (search: 10 per minute, i.e. one per 6 s at most).
-    const documentedMinIntervalMs = { search: 6000, create: 1000 / 4.5, list: 1000, show: 500, change: 1000, bid: 1000 / 5.5, destroy: 1000 / 3, other: 1000 };
+    const documentedMinIntervalMs = {
+      search: 6000,
+      create: 1000 / 4.5,
+      list: 1000,
+      show: 500,
+      change: 1000,
+      bid: 1000 / 5.5,
+      destroy: 1000 / 3,
+      other: 1000,
+    };
     for (const [group, minMs] of Object.entries(documentedMinIntervalMs)) {
       const g = config.rate_limits[group as keyof typeof documentedMinIntervalMs];
       expect({ group, burst: g.burst }).toEqual({ group, burst: 1 });
@@ -39,7 +48,10 @@ describe('config', () => {
     expect(() => loadConfig({ overrides: { readiness: { ssh_timeout_s: 0 } } }, {})).toThrow(/readiness\.ssh_timeout_s/);
     expect(() => loadConfig({ overrides: { readiness: { callback_url: 'ftp://example.com/x' } } }, {})).toThrow(/readiness\.callback_url/);
     expect(() => loadConfig({ overrides: { readiness: { callback_listen: '0.0.0.0:70000' } } }, {})).toThrow(/readiness\.callback_listen/);
-    const tunnel = loadConfig({ overrides: { readiness: { callback_url: 'https://b.example/ready', callback_listen: '0.0.0.0:7778' } } }, {});
+    const tunnel = loadConfig(
+      { overrides: { readiness: { callback_url: 'https://b.example/ready', callback_listen: '0.0.0.0:7778' } } },
+      {},
+    );
     expect(tunnel.config.readiness).toMatchObject({ callback_url: 'https://b.example/ready', callback_listen: '0.0.0.0:7778' });
   });
 
@@ -66,11 +78,21 @@ describe('config', () => {
     const { config, env } = loadConfig({ overrides: { notify } as never }, { HOOK_KEY: 's3cret-value' });
     expect(env.notifySecrets).toEqual({ HOOK_KEY: 's3cret-value' });
     expect(config.notify.map((t) => t.format)).toEqual(['json', 'slack']);
-    expect(() => loadConfig({ overrides: { notify } as never }, {})).toThrow(/notify\.0\.secret_env: the environment variable HOOK_KEY is not set/);
-    expect(() => loadConfig({ overrides: { notify: [{ url: 'ftp://x', events: ['run.failed'] }] } as never }, {})).toThrow(/notify\.0\.url/);
-    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://x', events: ['run.exploded'] }] } as never }, {})).toThrow(/notify\.0\.events\.0/);
-    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://a/h' }, { url: 'https://a/h', format: 'slack' }] } as never }, {})).toThrow(/notify\.1\.url: names the same receiver/);
-    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://user:pw@a/h' }] } as never }, {})).toThrow(/notify\.0\.url: must not hold a user name or password/);
+    expect(() => loadConfig({ overrides: { notify } as never }, {})).toThrow(
+      /notify\.0\.secret_env: the environment variable HOOK_KEY is not set/,
+    );
+    expect(() => loadConfig({ overrides: { notify: [{ url: 'ftp://x', events: ['run.failed'] }] } as never }, {})).toThrow(
+      /notify\.0\.url/,
+    );
+    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://x', events: ['run.exploded'] }] } as never }, {})).toThrow(
+      /notify\.0\.events\.0/,
+    );
+    expect(() =>
+      loadConfig({ overrides: { notify: [{ url: 'https://a/h' }, { url: 'https://a/h', format: 'slack' }] } as never }, {}),
+    ).toThrow(/notify\.1\.url: names the same receiver/);
+    expect(() => loadConfig({ overrides: { notify: [{ url: 'https://user:pw@a/h' }] } as never }, {})).toThrow(
+      /notify\.0\.url: must not hold a user name or password/,
+    );
   });
 
   it('names the bad field and stops', () => {
@@ -98,7 +120,9 @@ describe('config', () => {
     const on = { overrides: { webhooks: { listen: '127.0.0.1:8443' } } };
     expect(loadConfig(on, { BERTH_WEBHOOK_SECRET: 'whsec_env' }).env.webhookSecret).toBe('whsec_env');
     expect(loadConfig(on, { BERTH_WEBHOOK_SECRET_FILE: file }).env.webhookSecret).toBe('whsec_from_file');
-    expect(loadConfig({ overrides: { webhooks: { listen: '0.0.0.0:8443', secret_file: file } } }, {}).env.webhookSecret).toBe('whsec_from_file');
+    expect(loadConfig({ overrides: { webhooks: { listen: '0.0.0.0:8443', secret_file: file } } }, {}).env.webhookSecret).toBe(
+      'whsec_from_file',
+    );
     expect(() => loadConfig(on, {})).toThrow(/webhooks\.listen is set but there is no webhook secret/);
     expect(() => loadConfig(on, { BERTH_WEBHOOK_SECRET_FILE: join(dir, 'missing') })).toThrow(/Cannot read the webhook secret file/);
     expect(() => loadConfig({ overrides: { webhooks: { listen: 'nonsense' } } }, {})).toThrow(/webhooks\.listen: must be HOST:PORT/);

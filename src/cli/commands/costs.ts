@@ -24,12 +24,23 @@ export function costsLines(r: CostsReport): string[] {
   const rows: string[][] = [];
   for (const run of r.runs) {
     for (const i of run.instances) {
-      rows.push([run.id, run.name, run.state, String(i.attempt), i.instance_id === null ? '(creating)' : String(i.instance_id), money(i.usd), ...(compared ? [money(i.service_usd), money(i.difference_usd)] : [])]);
+      rows.push([
+        run.id,
+        run.name,
+        run.state,
+        String(i.attempt),
+        i.instance_id === null ? '(creating)' : String(i.instance_id),
+        money(i.usd),
+        ...(compared ? [money(i.service_usd), money(i.difference_usd)] : []),
+      ]);
     }
     if (run.instances.length > 1) rows.push(['', '', '', '', 'run total', money(run.usd), ...(compared ? ['', ''] : [])]);
   }
   lines.push(...table(header, rows));
-  const service = compared && r.service.total_usd !== null ? `; the service charged ${usdText(r.service.total_usd)} (difference ${usdText(r.total_usd - r.service.total_usd)})` : '';
+  const service =
+    compared && r.service.total_usd !== null
+      ? `; the service charged ${usdText(r.service.total_usd)} (difference ${usdText(r.total_usd - r.service.total_usd)})`
+      : '';
   lines.push('', `Total: ${usdText(r.total_usd)} by berth's records, ${usdText(r.total_usd_per_hour)}/h billing now${service}.`);
   lines.push(`Service charges: ${r.service.note}.`);
   return lines;

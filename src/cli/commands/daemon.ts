@@ -39,7 +39,9 @@ export async function daemonCommand(options: DaemonCommandOptions, env: NodeJS.P
   }, ['SIGINT', 'SIGTERM', 'SIGHUP']);
   const guard = () => {
     if (asked) return;
-    process.stderr.write('berth daemon: nothing holds the process any more although no stop was asked for (a bug in berth); exiting 1 so that it is restarted.\n');
+    process.stderr.write(
+      'berth daemon: nothing holds the process any more although no stop was asked for (a bug in berth); exiting 1 so that it is restarted.\n',
+    );
     process.exit(1);
   };
   process.on('beforeExit', guard);

@@ -57,7 +57,9 @@ export async function demoCommand(io: Io): Promise<number> {
     io.out(`  simulator  ${sim.url} (${DEMO_TIME_SCALE}x time, no random faults)`);
     io.out(`  daemon     ${daemon.url} (BERTH_HOME ${home})`);
     io.out(`  job        ${relative(process.cwd(), DEMO_JOB_FILE)} (${job.name}, at most $${job.maxPrice.toFixed(2)}/h)`);
-    io.out(`  fault      offer ${doomed!.id} (${doomed!.gpu_name}, machine ${doomed!.machine_id}), the daemon's first choice, will exit while booting`);
+    io.out(
+      `  fault      offer ${doomed!.id} (${doomed!.gpu_name}, machine ${doomed!.machine_id}), the daemon's first choice, will exit while booting`,
+    );
     io.out(`  ssh        the offers after it start sshd about 1 s after they report running: berth waits for a banner`);
     io.out('');
 
@@ -66,10 +68,14 @@ export async function demoCommand(io: Io): Promise<number> {
     io.out(`Submitted run ${submitted.id}; following it until it runs.`);
     const running = await watchRun(client, submitted, io, (r) => isSettled(r.state), { signal });
     if (running.state !== 'running') {
-      throw new DemoFailure(`run ${running.id} ended ${running.state} instead of running: ${running.error?.message ?? 'no error recorded'}`);
+      throw new DemoFailure(
+        `run ${running.id} ended ${running.state} instead of running: ${running.error?.message ?? 'no error recorded'}`,
+      );
     }
     io.out('');
-    io.out(`Run ${running.id} is running after ${formatDuration(Date.now() - Date.parse(running.created_at))}: ${sshCommand(running.instance) ?? 'no SSH address'}`);
+    io.out(
+      `Run ${running.id} is running after ${formatDuration(Date.now() - Date.parse(running.created_at))}: ${sshCommand(running.instance) ?? 'no SSH address'}`,
+    );
     io.out(readinessSummary(running));
     io.out('');
     runDetail(running, Date.now()).forEach((l) => io.out(l));

@@ -1,9 +1,9 @@
-// `berth doctor [--config FILE] [--json]`: the account checks (src/daemon/account-checks.ts), one
+// `berth doctor [--config FILE] [--json]`: the account checks (src/account/account-checks.ts), one
 // line per check, against the service the daemon would use, with the key it would use. Exit 0 when
 // every check passes, 4 when the key is rejected or lacks a permission, 1 for any other failure.
 import { createMarketClient } from '../../client/marketplace-client.js';
 import { loadConfig } from '../../config/load.js';
-import { checkAccount, checkLines } from '../../daemon/account-checks.js';
+import { checkAccount, checkLines } from '../../account/account-checks.js';
 import { ConfigError } from '../../errors.js';
 import { EXIT } from '../exit-codes.js';
 import { printJson, type Io } from '../io.js';
@@ -11,7 +11,10 @@ import { printJson, type Io } from '../io.js';
 export async function doctorCommand(options: { config?: string; json?: boolean }, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
   const { config, env: loaded } = loadConfig({ configFile: options.config }, env);
   if (!loaded.apiKey) {
-    throw new ConfigError('No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.', 'service.api_key_file');
+    throw new ConfigError(
+      'No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.',
+      'service.api_key_file',
+    );
   }
   // A doctor answers in seconds: a service that does not answer is reported, not waited for.
   const client = createMarketClient({

@@ -17,8 +17,11 @@ const DELIVERED_SHOWN = 20;
 export async function notificationsCommand(options: NotificationsOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
   const client = connectToDaemon(env);
   const all: Notification[] = [];
-  for (let before: number | undefined; ; ) {
-    const page = await client.notifications({ ...(before === undefined ? {} : { before }), ...(options.state ? { state: options.state } : {}) });
+  for (let before: number | undefined; ;) {
+    const page = await client.notifications({
+      ...(before === undefined ? {} : { before }),
+      ...(options.state ? { state: options.state } : {}),
+    });
     if (page.length === 0) break;
     all.push(...page);
     before = page.at(-1)!.seq;
@@ -45,9 +48,12 @@ export function notificationLines(all: Notification[], now: number, allDelivered
     n.state,
     String(n.attempts),
     `${formatDuration(now - Date.parse(n.created_at))} ago`,
-    n.state === 'pending' && n.next_at ? `next try in ${formatDuration(Date.parse(n.next_at) - now)}${n.last_error ? ` (last: ${n.last_error})` : ''}` : (n.last_error ?? ''),
+    n.state === 'pending' && n.next_at
+      ? `next try in ${formatDuration(Date.parse(n.next_at) - now)}${n.last_error ? ` (last: ${n.last_error})` : ''}`
+      : (n.last_error ?? ''),
   ]);
   lines.push(...table(['ID', 'EVENT', 'RUN', 'TARGET', 'STATE', 'TRIES', 'MADE', 'DETAIL'], rows));
-  if (shown.length < all.length) lines.push('', `(${all.length - shown.length} older delivered ones not shown: --state delivered or --json shows them)`);
+  if (shown.length < all.length)
+    lines.push('', `(${all.length - shown.length} older delivered ones not shown: --state delivered or --json shows them)`);
   return lines;
 }

@@ -1,7 +1,7 @@
 // `berth token rotate`: a new control token. A running daemon makes it (and stops accepting the old
 // one at once); with no daemon running, control.token is rewritten for the next one.
 import { berthHome } from '../../config/home.js';
-import { writeNewControlToken } from '../../daemon/control-token.js';
+import { writeNewControlToken } from '../../config/control-token.js';
 import { BerthError } from '../../errors.js';
 import { ControlClient, readDaemonAddress } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';

@@ -46,7 +46,8 @@ function secretKey(o: Json): string {
   const key = o.key;
   if (typeof key !== 'string' || key === '') throw fail(400, 'missing_input', "Both 'key' and 'value' are required.");
   if (key.length > SECRET_KEY_MAX) throw fail(400, 'input_too_long', `key is longer than ${SECRET_KEY_MAX} characters.`);
-  if (!SECRET_KEY.test(key)) throw fail(400, 'invalid_characters', 'key must start with a letter or underscore, followed by letters, digits or underscores.');
+  if (!SECRET_KEY.test(key))
+    throw fail(400, 'invalid_characters', 'key must start with a letter or underscore, followed by letters, digits or underscores.');
   return key.toUpperCase();
 }
 
@@ -55,7 +56,8 @@ function secretValue(o: Json): string {
   if (typeof value !== 'string') throw fail(400, 'missing_input', "Both 'key' and 'value' are required.");
   if (value === '') throw fail(400, 'empty_input', 'value must not be empty.');
   if (value.length > SECRET_VALUE_MAX) throw fail(400, 'input_too_long', `value is longer than ${SECRET_VALUE_MAX} characters.`);
-  if (!SECRET_VALUE.test(value)) throw fail(400, 'invalid_characters', 'value may hold only letters, digits, underscores, hyphens and dots.');
+  if (!SECRET_VALUE.test(value))
+    throw fail(400, 'invalid_characters', 'value may hold only letters, digits, underscores, hyphens and dots.');
   return value;
 }
 
@@ -88,7 +90,8 @@ function sshKeyOf(body: unknown): string {
   const raw = bodyObject(body, true).ssh_key;
   const key = typeof raw === 'string' ? raw.replaceAll('\u0000', '').trim() : '';
   if (key === '') throw fail(400, 'no_ssh_key', 'No ssh key provided');
-  if (key.length > 16_384 || !/^(ssh-|ecdsa-|sk-)\S+ \S+/.test(key)) throw invalidArgs('ssh_key must be an OpenSSH public key (ssh-ed25519 AAAA..., ssh-rsa AAAA...).');
+  if (key.length > 16_384 || !/^(ssh-|ecdsa-|sk-)\S+ \S+/.test(key))
+    throw invalidArgs('ssh_key must be an OpenSSH public key (ssh-ed25519 AAAA..., ssh-rsa AAAA...).');
   return key;
 }
 
@@ -100,7 +103,8 @@ function parsePermissions(v: unknown): Permissions | null {
     throw invalid('permissions must look like {"api": {"<category>": {}, ...}}.');
   }
   for (const [c, constraint] of Object.entries(api as Json)) {
-    if (typeof constraint !== 'object' || constraint === null || Array.isArray(constraint)) throw invalid(`permissions.api.${c} must be an object.`);
+    if (typeof constraint !== 'object' || constraint === null || Array.isArray(constraint))
+      throw invalid(`permissions.api.${c} must be an object.`);
   }
   return { api: api as Permissions['api'] };
 }
@@ -142,9 +146,33 @@ export const accountRoutes: Route[] = [
     limited: 'detail',
     handler: ({ world }) => ({ body: { success: true, secrets: world.secrets.masked() } }),
   },
-  { method: 'POST', path: '/api/v0/secrets', auth: 'key', category: 'user_write', group: 'secrets_write', limited: 'detail', handler: createSecret },
-  { method: 'PUT', path: '/api/v0/secrets', auth: 'key', category: 'user_write', group: 'secrets_write', limited: 'detail', handler: updateSecret },
-  { method: 'DELETE', path: '/api/v0/secrets', auth: 'key', category: 'user_write', group: 'secrets_write', limited: 'detail', handler: deleteSecret },
+  {
+    method: 'POST',
+    path: '/api/v0/secrets',
+    auth: 'key',
+    category: 'user_write',
+    group: 'secrets_write',
+    limited: 'detail',
+    handler: createSecret,
+  },
+  {
+    method: 'PUT',
+    path: '/api/v0/secrets',
+    auth: 'key',
+    category: 'user_write',
+    group: 'secrets_write',
+    limited: 'detail',
+    handler: updateSecret,
+  },
+  {
+    method: 'DELETE',
+    path: '/api/v0/secrets',
+    auth: 'key',
+    category: 'user_write',
+    group: 'secrets_write',
+    limited: 'detail',
+    handler: deleteSecret,
+  },
 
   {
     // show_ssh_keys.yaml: a bare array, the key in `key`.
@@ -191,8 +219,24 @@ export const accountRoutes: Route[] = [
     },
   },
 
-  { method: 'GET', path: '/api/v0/auth/apikeys', auth: 'key', category: 'user_read', group: 'api_keys', limited: 'detail', handler: listKeys },
-  { method: 'POST', path: '/api/v0/auth/apikeys', auth: 'key', category: 'user_write', group: 'api_keys_write', limited: 'detail', handler: createKey },
+  {
+    method: 'GET',
+    path: '/api/v0/auth/apikeys',
+    auth: 'key',
+    category: 'user_read',
+    group: 'api_keys',
+    limited: 'detail',
+    handler: listKeys,
+  },
+  {
+    method: 'POST',
+    path: '/api/v0/auth/apikeys',
+    auth: 'key',
+    category: 'user_write',
+    group: 'api_keys_write',
+    limited: 'detail',
+    handler: createKey,
+  },
   {
     method: 'DELETE',
     path: '/api/v0/auth/apikeys/{id}',

@@ -33,7 +33,8 @@ function parseQuery(query: URLSearchParams): ChargesQuery | RouteResult {
   const day = f.day as Record<string, unknown> | undefined;
   const gte = day?.gte;
   const lte = day?.lte;
-  if (typeof gte !== 'number' || typeof lte !== 'number' || !Number.isFinite(gte) || !Number.isFinite(lte)) return { status: 400, body: MISSING_DAY };
+  if (typeof gte !== 'number' || typeof lte !== 'number' || !Number.isFinite(gte) || !Number.isFinite(lte))
+    return { status: 400, body: MISSING_DAY };
 
   let types: readonly string[] = CONTRACT_TYPES;
   if (f.type !== undefined) {

@@ -24,7 +24,17 @@ const ARGS_TOTAL_MAX = 4096;
 const PRICE_MIN = 0.001;
 const PRICE_MAX = 128;
 /** create_instance.yaml's runtype enum, plus the CLI's `_direc` spelling of `_direct`. */
-const RUNTYPE_TOKENS = new Set(['ssh', 'jupyter', 'args', 'ssh_proxy', 'ssh_direct', 'ssh_direc', 'jupyter_proxy', 'jupyter_direct', 'jupyter_direc']);
+const RUNTYPE_TOKENS = new Set([
+  'ssh',
+  'jupyter',
+  'args',
+  'ssh_proxy',
+  'ssh_direct',
+  'ssh_direc',
+  'jupyter_proxy',
+  'jupyter_direct',
+  'jupyter_direc',
+]);
 
 export interface CreateRequest {
   params: CreateParams;
@@ -55,7 +65,8 @@ export function parseCreateBody(body: Json, template: (hashId: string) => Templa
   const args = stringList(body, 'args');
   const argsStr = str(body, 'args_str') ?? '';
   const argsTotal = args.join(' ').length + argsStr.length + onstart.length;
-  if (argsTotal > ARGS_TOTAL_MAX) throw invalidArgs(`args, args_str and onstart are ${argsTotal} characters together; the limit is ${ARGS_TOTAL_MAX}.`);
+  if (argsTotal > ARGS_TOTAL_MAX)
+    throw invalidArgs(`args, args_str and onstart are ${argsTotal} characters together; the limit is ${ARGS_TOTAL_MAX}.`);
 
   const runtype = str(body, 'runtype') ?? tpl?.runtype ?? (args.length > 0 || argsStr !== '' ? 'args' : 'ssh');
   checkRuntype(runtype);
@@ -65,10 +76,15 @@ export function parseCreateBody(body: Json, template: (hashId: string) => Templa
     throw invalidPrice(`price must be from ${PRICE_MIN} to ${PRICE_MAX} $/h, got ${rawPrice}.`);
   }
   const targetState = str(body, 'target_state') ?? 'running';
-  if (targetState !== 'running' && targetState !== 'stopped') throw invalidArgs(`target_state must be "running" or "stopped", got "${targetState}".`);
+  if (targetState !== 'running' && targetState !== 'stopped')
+    throw invalidArgs(`target_state must be "running" or "stopped", got "${targetState}".`);
   const cancelUnavail = bool(body, 'cancel_unavail') ?? null;
   if (bool(body, 'vm') === true && !hasSshKey) {
-    throw new SimHttpError(400, { success: false, error: 'no_ssh_key_for_vm', msg: 'error 400/3470: A VM instance needs an SSH key on the account before it is created.' });
+    throw new SimHttpError(400, {
+      success: false,
+      error: 'no_ssh_key_for_vm',
+      msg: 'error 400/3470: A VM instance needs an SSH key on the account before it is created.',
+    });
   }
   str(body, 'client_id');
 
@@ -102,7 +118,8 @@ function templateImage(t: TemplateRecord): string {
 function parseEnv(v: unknown): Array<[string, string]> {
   if (v === undefined || v === null) return [];
   if (typeof v === 'string') return parseEnvFlags(v);
-  if (typeof v !== 'object' || Array.isArray(v)) throw invalidArgs('env must be an object of strings or a Docker-flag string ("-e KEY=value -p 8080:8080").');
+  if (typeof v !== 'object' || Array.isArray(v))
+    throw invalidArgs('env must be an object of strings or a Docker-flag string ("-e KEY=value -p 8080:8080").');
   return Object.entries(v as Json).map(([k, x]) => {
     if (typeof x !== 'string') throw invalidArgs(`env.${k} must be a string.`);
     return [k, x];
@@ -116,7 +133,8 @@ function parseEnvFlags(text: string): Array<[string, string]> {
   for (let i = 0; i < tokens.length; i++) {
     const flag = tokens[i]!;
     const arg = tokens[i + 1];
-    if (!['-e', '-p', '-h', '-v', '-n'].includes(flag)) throw invalidArgs(`env: unexpected "${flag.slice(0, 40)}"; use -e KEY=value or -p port:port.`);
+    if (!['-e', '-p', '-h', '-v', '-n'].includes(flag))
+      throw invalidArgs(`env: unexpected "${flag.slice(0, 40)}"; use -e KEY=value or -p port:port.`);
     if (arg === undefined) throw invalidArgs(`env: ${flag} needs a value.`);
     i++;
     if (flag === '-e') {
@@ -151,7 +169,9 @@ function checkRuntype(runtype: string): void {
   const tokens = runtype.trim().split(/\s+/);
   const bad = tokens.find((t) => !RUNTYPE_TOKENS.has(t));
   if (bad !== undefined || runtype.trim() === '') {
-    throw invalidArgs(`runtype "${runtype.slice(0, 64)}" is not one of ssh, ssh_proxy, ssh_direct, jupyter, jupyter_proxy, jupyter_direct, args.`);
+    throw invalidArgs(
+      `runtype "${runtype.slice(0, 64)}" is not one of ssh, ssh_proxy, ssh_direct, jupyter, jupyter_proxy, jupyter_direct, args.`,
+    );
   }
   if (tokens.includes('args') && tokens.length > 1) throw invalidArgs('runtype args cannot be combined with ssh or jupyter.');
 }

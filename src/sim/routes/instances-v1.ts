@@ -54,7 +54,11 @@ function invalidRequest(text: string): SimHttpError {
 }
 
 function invalidToken(): SimHttpError {
-  return new SimHttpError(400, { success: false, error: 'invalid_token', msg: 'Error in query parameters: after_token is not a valid token' });
+  return new SimHttpError(400, {
+    success: false,
+    error: 'invalid_token',
+    msg: 'Error in query parameters: after_token is not a valid token',
+  });
 }
 
 function jsonParam(ctx: RouteContext, name: string, fallback: unknown): unknown {
@@ -108,13 +112,15 @@ function filtersOf(ctx: RouteContext): Filter[] {
 
 function columnsOf(ctx: RouteContext): string[] | null {
   const raw = jsonParam(ctx, 'select_cols', ['*']);
-  if (!Array.isArray(raw) || raw.some((c) => typeof c !== 'string')) throw invalidRequest('select_cols must be a JSON array of column names');
+  if (!Array.isArray(raw) || raw.some((c) => typeof c !== 'string'))
+    throw invalidRequest('select_cols must be a JSON array of column names');
   return raw.includes('*') ? null : (raw as string[]);
 }
 
 /** A filter value as the column holds it: numbers may come as numeric strings. */
 function coerce(stored: unknown, value: unknown): unknown {
-  if (typeof stored === 'number' && typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value))) return Number(value);
+  if (typeof stored === 'number' && typeof value === 'string' && value.trim() !== '' && Number.isFinite(Number(value)))
+    return Number(value);
   return value;
 }
 

@@ -21,7 +21,15 @@ function listV0({ world }: RouteContext): RouteResult {
 
 export const instanceRoutes: Route[] = [
   { method: 'GET', path: '/api/v0/instances', auth: 'key', category: 'instance_read', group: 'list_v0', handler: listV0 },
-  { method: 'GET', path: '/api/v1/instances', auth: 'key', category: 'instance_read', group: 'list_v1', handler: listInstancesV1, limited: 'detail' },
+  {
+    method: 'GET',
+    path: '/api/v1/instances',
+    auth: 'key',
+    category: 'instance_read',
+    group: 'list_v1',
+    handler: listInstancesV1,
+    limited: 'detail',
+  },
   {
     method: 'GET',
     path: '/api/v0/instances/{id}',

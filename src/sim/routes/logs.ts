@@ -16,11 +16,15 @@ function requestLogs({ world, params, body }: RouteContext): RouteResult {
   const o = bodyObject(body, true);
   const tail = parseTail(o.tail);
   const filter = parseFilter(o.filter);
-  if (o.daemon_logs !== undefined && o.daemon_logs !== null && o.daemon_logs !== 'true') throw invalidArgs('daemon_logs must be "true" or absent.');
+  if (o.daemon_logs !== undefined && o.daemon_logs !== null && o.daemon_logs !== 'true')
+    throw invalidArgs('daemon_logs must be "true" or absent.');
   const inst = world.instances.get(idParam(params, 'id'));
   if (!inst) return { status: 404, body: INVALID_ID };
 
-  const all = o.daemon_logs === 'true' ? daemonLog(inst) : containerLog(inst, world.onstart.output(inst.hist.id), world.clock.simS(), world.config.ssh_listeners);
+  const all =
+    o.daemon_logs === 'true'
+      ? daemonLog(inst)
+      : containerLog(inst, world.onstart.output(inst.hist.id), world.clock.simS(), world.config.ssh_listeners);
   const lines = (tail === 0 ? [] : all.slice(-tail)).filter((l) => !filter || filter.test(l));
   // An offline or silent host cannot upload: the URL is given but never fills.
   const uploads = inst.status !== 'offline' && inst.status !== 'unknown';
@@ -30,7 +34,8 @@ function requestLogs({ world, params, body }: RouteContext): RouteResult {
 
 function parseTail(v: unknown): number {
   if (v === undefined || v === null) return DEFAULT_TAIL;
-  if (typeof v !== 'string' || !/^\d{1,9}$/.test(v.trim())) throw invalidArgs('tail must be a string holding a number of lines, e.g. "1000".');
+  if (typeof v !== 'string' || !/^\d{1,9}$/.test(v.trim()))
+    throw invalidArgs('tail must be a string holding a number of lines, e.g. "1000".');
   return Number(v.trim());
 }
 
@@ -45,5 +50,12 @@ function parseFilter(v: unknown): RegExp | null {
 }
 
 export const logRoutes: Route[] = [
-  { method: 'PUT', path: '/api/v0/instances/request_logs/{id}', auth: 'key', category: 'instance_read', group: 'logs', handler: requestLogs },
+  {
+    method: 'PUT',
+    path: '/api/v0/instances/request_logs/{id}',
+    auth: 'key',
+    category: 'instance_read',
+    group: 'logs',
+    handler: requestLogs,
+  },
 ];

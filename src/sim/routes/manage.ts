@@ -26,7 +26,11 @@ const BID_MAX_PER_GPU = 32;
 const UNSUCCESSFUL = { success: false, error: 'request_failed', msg: 'error 200/3999: The request could not be completed; try again.' };
 
 /** The live instance the caller may act on, or `missing()`. An instance key acts on its own instance only. */
-function target(ctx: RouteContext, missing: (id: number) => SimHttpError, instanceKeyMay: (body: Record<string, unknown>) => boolean): LiveInstance {
+function target(
+  ctx: RouteContext,
+  missing: (id: number) => SimHttpError,
+  instanceKeyMay: (body: Record<string, unknown>) => boolean,
+): LiveInstance {
   const id = idParam(ctx.params, 'id');
   const p = ctx.principal;
   if (p?.kind === 'instance' && (p.instanceId !== id || !instanceKeyMay(bodyObject(ctx.body, true)))) {
@@ -68,8 +72,13 @@ function manage(ctx: RouteContext): RouteResult {
 }
 
 function reboot(ctx: RouteContext): RouteResult {
-  const inst = target(ctx, () => invalidArgs('invalid instance_id'), () => false);
-  if (inst.intended === 'stopped' || inst.status === 'stopped') throw invalidArgs(`instance ${inst.hist.id} is stopped; start it instead of rebooting it.`);
+  const inst = target(
+    ctx,
+    () => invalidArgs('invalid instance_id'),
+    () => false,
+  );
+  if (inst.intended === 'stopped' || inst.status === 'stopped')
+    throw invalidArgs(`instance ${inst.hist.id} is stopped; start it instead of rebooting it.`);
   if (ctx.world.faults.unsuccessful()) return { body: UNSUCCESSFUL };
   ctx.world.instances.reboot(inst);
   return { body: { success: true } };
@@ -116,6 +125,22 @@ export const manageRoutes: Route[] = [
     instanceKey: true,
     handler: destroy,
   },
-  { method: 'PUT', path: '/api/v0/instances/reboot/{id}', auth: 'key', category: 'instance_write', group: 'reboot', limited: 'detail', handler: reboot },
-  { method: 'PUT', path: '/api/v0/instances/bid_price/{id}', auth: 'key', category: 'instance_write', group: 'change_bid', limited: 'detail', handler: changeBid },
+  {
+    method: 'PUT',
+    path: '/api/v0/instances/reboot/{id}',
+    auth: 'key',
+    category: 'instance_write',
+    group: 'reboot',
+    limited: 'detail',
+    handler: reboot,
+  },
+  {
+    method: 'PUT',
+    path: '/api/v0/instances/bid_price/{id}',
+    auth: 'key',
+    category: 'instance_write',
+    group: 'change_bid',
+    limited: 'detail',
+    handler: changeBid,
+  },
 ];

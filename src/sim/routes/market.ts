@@ -90,15 +90,13 @@ export const marketRoutes: Route[] = [
     },
   },
   // The service documents PUT and its overview also names POST for the same path.
-  ...(['PUT', 'POST'] as const).map(
-    (method): Route => ({
-      method,
-      path: '/api/v0/asks/{offer_id}',
-      auth: 'key',
-      category: 'instance_write',
-      group: 'create',
-      limited: 'detail',
-      handler: create,
-    }),
-  ),
+  ...(['PUT', 'POST'] as const).map((method): Route => ({
+    method,
+    path: '/api/v0/asks/{offer_id}',
+    auth: 'key',
+    category: 'instance_write',
+    group: 'create',
+    limited: 'detail',
+    handler: create,
+  })),
 ];

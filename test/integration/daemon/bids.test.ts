@@ -57,7 +57,9 @@ describe('interruptible runs that are outbid', () => {
     expect(again.attempts.map((a) => a.outcome)).toEqual(['running']);
     const hist = world.sim.history().find((h) => h.id === id)!;
     expect(hist.compute_dph).toBeCloseTo(Math.floor(before * 1.5 * 1000) / 1000, 6);
-    expect(await eventsOf(world, running.id)).toContainEqual(expect.stringMatching(new RegExp(`outbid; bid for instance ${id} raised to \\$`)));
+    expect(await eventsOf(world, running.id)).toContainEqual(
+      expect.stringMatching(new RegExp(`outbid; bid for instance ${id} raised to \\$`)),
+    );
     await onlyCurrentBillsThenNothing(world, again);
   });
 

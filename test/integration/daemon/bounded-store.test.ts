@@ -10,10 +10,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { runMachine, type SearchInput, type SearchOutput, type SleepInput } from '../../../machines/run-machine.js';
 import { systemClock } from '../../../src/clock.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
-import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
-import { OfferClaims } from '../../../src/daemon/offer-claims.js';
-import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/run-driver.js';
+import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
+import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
+import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/runs/run-driver.js';
 import { BerthError } from '../../../src/errors.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import { silentLogger } from '../../../src/logger.js';
@@ -65,7 +65,18 @@ function startRuns(count: number, machine: ProvidedRunMachine): string[] {
   for (let i = 0; i < count; i++) {
     const id = `run${String(i).padStart(4, '0')}`;
     const { row } = store!.runs.insert({ id, name: spec.name, specJson: JSON.stringify(spec), createdAt: Date.now() });
-    const driver = new RunDriver(row, spec, { machine, store: store!, journal: new AttemptJournal(store!), clock: systemClock, claims, quarantine, config, log: silentLogger(), onEnded: () => undefined, onPaused: () => undefined });
+    const driver = new RunDriver(row, spec, {
+      machine,
+      store: store!,
+      journal: new AttemptJournal(store!),
+      clock: systemClock,
+      claims,
+      quarantine,
+      config,
+      log: silentLogger(),
+      onEnded: () => undefined,
+      onPaused: () => undefined,
+    });
     drivers.push(driver);
     driver.start();
     driver.admit();

@@ -2,7 +2,16 @@
 // and every answer checked against the wire contract's schemas (src/wire/control-api.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { z } from 'zod';
-import { ErrorEnvelopeSchema, HealthSchema, ProofSchema, RotatedSchema, RunEventSchema, RunSchema, type ErrorKind, type Run } from '../../../src/wire/control-api.js';
+import {
+  ErrorEnvelopeSchema,
+  HealthSchema,
+  ProofSchema,
+  RotatedSchema,
+  RunEventSchema,
+  RunSchema,
+  type ErrorKind,
+  type Run,
+} from '../../../src/wire/control-api.js';
 import { rawRequest, type RawOptions } from '../../helpers/control-api.js';
 import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
@@ -111,7 +120,11 @@ describe('control API: bodies', () => {
   });
 
   it('415 for a body that is not application/json', async () => {
-    expectProblem(await raw('POST', '/v1/runs', { headers: { 'content-type': 'text/plain' }, body: JSON.stringify(cheap('t')) }), 415, 'unsupported_media_type');
+    expectProblem(
+      await raw('POST', '/v1/runs', { headers: { 'content-type': 'text/plain' }, body: JSON.stringify(cheap('t')) }),
+      415,
+      'unsupported_media_type',
+    );
   });
 
   it('400 spec with every issue for an invalid job spec', async () => {
@@ -139,7 +152,7 @@ describe('control API: paging', () => {
     const all = ((await raw('GET', '/v1/runs?limit=10000')).body as unknown[]).map((r) => RunSchema.parse(r));
     expect(all.map((r) => r.created_at)).toEqual([...all.map((r) => r.created_at)].sort().reverse());
     const paged: Run[] = [];
-    for (let after: string | undefined; ; ) {
+    for (let after: string | undefined; ;) {
       const page = (await raw('GET', `/v1/runs?limit=2${after ? `&after=${after}` : ''}`)).body as Run[];
       expect(page.length).toBeLessThanOrEqual(2);
       if (page.length === 0) break;

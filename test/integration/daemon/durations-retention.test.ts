@@ -42,7 +42,9 @@ describe('retention (item 24)', () => {
 
     const old = Date.now() - 40 * DAY_S * 1000;
     const db = new Database(join(world.home, 'berth.db'));
-    db.prepare(`INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, ended_at) VALUES ('oldrun', 'old', '{}', 'cancelled', ?, ?, ?)`).run(old, old, old);
+    db.prepare(
+      `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, ended_at) VALUES ('oldrun', 'old', '{}', 'cancelled', ?, ?, ?)`,
+    ).run(old, old, old);
     db.prepare(`INSERT INTO events (run_id, at, type, message) VALUES ('oldrun', ?, 'state', 'old')`).run(old);
     db.close();
 

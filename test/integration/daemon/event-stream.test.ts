@@ -18,9 +18,11 @@ afterAll(async () => {
 });
 
 const auth = () => ({ authorization: `Bearer ${world.daemon.token}` });
-const stream = (query = '', headers: Record<string, string> = {}) => openSse(`${world.daemon.url}/v1/events/stream${query}`, { ...auth(), ...headers });
+const stream = (query = '', headers: Record<string, string> = {}) =>
+  openSse(`${world.daemon.url}/v1/events/stream${query}`, { ...auth(), ...headers });
 const data = (c: SseClient) => c.messages.filter((m) => m.event === 'message').map((m) => JSON.parse(m.data) as StreamEvent);
-const submit = async (name: string, changes: Record<string, unknown> = {}) => (await world.api<Run>('POST', '/v1/runs', jobSpec({ name, ...changes }))).body;
+const submit = async (name: string, changes: Record<string, unknown> = {}) =>
+  (await world.api<Run>('POST', '/v1/runs', jobSpec({ name, ...changes }))).body;
 const stored = async (runId: string) => (await world.api<RunEvent[]>('GET', `/v1/runs/${runId}/events`)).body;
 
 describe('GET /v1/events/stream', () => {

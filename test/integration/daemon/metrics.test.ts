@@ -22,7 +22,13 @@ async function scrape(): Promise<{ contentType: string; families: Map<string, Fa
     const req = httpRequest(`${world.daemon.url}/metrics`, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, contentType: String(res.headers['content-type']), text: Buffer.concat(chunks).toString('utf8') }));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          contentType: String(res.headers['content-type']),
+          text: Buffer.concat(chunks).toString('utf8'),
+        }),
+      );
     });
     req.on('error', reject);
     req.end();
@@ -66,13 +72,24 @@ describe('GET /metrics', () => {
       // Counters end in _total; units are base units.
       if (f.type === 'counter') expect(name).toMatch(/_total$/);
       expect(name).not.toMatch(/_(ms|milliseconds|minutes|hours|kb|mb)(_|$)/);
-      for (const s of f.samples) for (const label of Object.keys(s.labels)) expect(['state', 'outcome', 'group', 'status', 'result', 'via', 'le']).toContain(label);
+      for (const s of f.samples)
+        for (const label of Object.keys(s.labels)) expect(['state', 'outcome', 'group', 'status', 'result', 'via', 'le']).toContain(label);
     }
     // Every run state and delivery state is always there (0 until it is not).
-    expect(families.get('berth_runs')!.samples.map((s) => s.labels.state).sort()).toEqual(
+    expect(
+      families
+        .get('berth_runs')!
+        .samples.map((s) => s.labels.state)
+        .sort(),
+    ).toEqual(
       ['booting', 'cancelled', 'creating', 'destroying', 'expired', 'failed', 'queued', 'rebidding', 'running', 'searching'].sort(),
     );
-    expect(families.get('berth_notifications')!.samples.map((s) => s.labels.state).sort()).toEqual(['dead', 'delivered', 'pending']);
+    expect(
+      families
+        .get('berth_notifications')!
+        .samples.map((s) => s.labels.state)
+        .sort(),
+    ).toEqual(['dead', 'delivered', 'pending']);
   });
 
   it('moves as a run is submitted, runs and is cancelled', async () => {

@@ -5,7 +5,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { CostsReport } from '../../../src/daemon/costs.js';
+import type { CostsReport } from '../../../src/daemon/money/costs.js';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
 import type { SimInstanceHistory } from '../../../src/sim/index.js';
 import { berth, userEnv } from '../../helpers/berth-cli.js';
@@ -31,7 +31,10 @@ function peakDph(history: SimInstanceHistory[]): number {
   for (const h of ours) {
     const t = h.created_at.wall_ms;
     const live = ours.filter((o) => o.created_at.wall_ms <= t && (o.destroyed_at === null || o.destroyed_at.wall_ms > t));
-    peak = Math.max(peak, live.reduce((s, o) => s + o.compute_dph + o.disk_dph, 0));
+    peak = Math.max(
+      peak,
+      live.reduce((s, o) => s + o.compute_dph + o.disk_dph, 0),
+    );
   }
   return peak;
 }
@@ -61,7 +64,10 @@ describe('daemon-wide caps', () => {
 
 describe('account.min_credit_usd', () => {
   it('pauses creates while the credit is low and resumes them when it is back', async () => {
-    world = await startWorld({ sim: { account: { credit: 50, ssh_keys: [SSH_KEY] } }, config: { account: { min_credit_usd: 10, check_interval_s: 0.3 } } });
+    world = await startWorld({
+      sim: { account: { credit: 50, ssh_keys: [SSH_KEY] } },
+      config: { account: { min_credit_usd: 10, check_interval_s: 0.3 } },
+    });
     await world.daemon.checked;
     world.sim.addCredit(-45); // $5 left
     await new Promise((r) => setTimeout(r, 800)); // a read or two of users/current
@@ -148,13 +154,21 @@ describe('budget_usd', () => {
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/PRICE +COST +AGE/);
     expect(table.stdout).toContain(`$${done.cost.usd.toFixed(4)}`);
-    expect(table.stdout).toMatch(new RegExp(`^Total: \\$${done.cost.usd.toFixed(4).replace('.', '\\.')} spent by these 1 run\\(s\\); \\$0\\.0000/h billing now\\.$`, 'm'));
+    expect(table.stdout).toMatch(
+      new RegExp(
+        `^Total: \\$${done.cost.usd.toFixed(4).replace('.', '\\.')} spent by these 1 run\\(s\\); \\$0\\.0000/h billing now\\.$`,
+        'm',
+      ),
+    );
   });
 });
 
 describe('scoped keys, doctor and costs', () => {
   it('a key with only misc, user_read, instance_read and instance_write runs the whole workflow; doctor passes it and costs says billing_read is missing', async () => {
-    world = await startWorld({ apiKey: 'scoped-four', sim: { keys: [{ key: 'scoped-four', permissions: FOUR }], account: { ssh_keys: [SSH_KEY] } } });
+    world = await startWorld({
+      apiKey: 'scoped-four',
+      sim: { keys: [{ key: 'scoped-four', permissions: FOUR }], account: { ssh_keys: [SSH_KEY] } },
+    });
     await world.daemon.checked;
     const run = await submit(world, jobSpec());
     await world.waitFor(run.id, (r) => r.state === 'running');
@@ -167,7 +181,9 @@ describe('scoped keys, doctor and costs', () => {
 
     const env = userEnv(world.home, { BERTH_API_URL: world.sim.url, BERTH_API_KEY: 'scoped-four' });
     const doctor = await berth(['doctor'], env);
-    expect(doctor.stdout).toMatch(/^ok {4}permissions .*misc, user_read, instance_read, instance_write: every category berth calls; billing_read missing: optional/m);
+    expect(doctor.stdout).toMatch(
+      /^ok {4}permissions .*misc, user_read, instance_read, instance_write: every category berth calls; billing_read missing: optional/m,
+    );
     expect(doctor.stdout.trim().split('\n')).toHaveLength(5);
     expect(doctor.code).toBe(0);
 
@@ -209,7 +225,7 @@ describe('scoped keys, doctor and costs', () => {
     expect(bad.stdout).toMatch(/^FAIL {2}key +the service rejected the API key/m);
   });
 
-  it('costs, with a key that may read billing, shows the service charges for the same days beside berth\'s figures', async () => {
+  it("costs, with a key that may read billing, shows the service charges for the same days beside berth's figures", async () => {
     world = await startWorld({ sim: { time_scale: 1, lifecycle: { provision_s: 0.2, boot_s: { min: 0.3, max: 0.5 } } } });
     const run = await submit(world, jobSpec());
     await world.waitFor(run.id, (r) => r.state === 'running');

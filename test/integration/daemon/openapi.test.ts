@@ -13,7 +13,14 @@ import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
 let world: World;
 let receiver: Server;
-let doc: { openapi: string; paths: Record<string, Record<string, { responses: Record<string, { content: Record<string, { schema: unknown; 'x-item-schema'?: unknown }> }> }>>; components: { schemas: Record<string, unknown> } };
+let doc: {
+  openapi: string;
+  paths: Record<
+    string,
+    Record<string, { responses: Record<string, { content: Record<string, { schema: unknown; 'x-item-schema'?: unknown }> }> }>
+  >;
+  components: { schemas: Record<string, unknown> };
+};
 const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
 
 beforeAll(async () => {
@@ -56,7 +63,9 @@ function schemaFor(a: Answer, media = 'application/json', key: 'schema' | 'x-ite
   expect(response, `${a.method} ${a.route} documents status ${a.status}`).toBeDefined();
   const content = response!.content[media];
   expect(content, `${a.method} ${a.route} ${a.status} documents ${media}`).toBeDefined();
-  return { $ref: `openapi.json#/paths/${encodeURIComponent(a.route.replace(/~/g, '~0').replace(/\//g, '~1'))}/${a.method.toLowerCase()}/responses/${a.status}/content/${encodeURIComponent(media.replace(/\//g, '~1'))}/${key}` };
+  return {
+    $ref: `openapi.json#/paths/${encodeURIComponent(a.route.replace(/~/g, '~0').replace(/\//g, '~1'))}/${a.method.toLowerCase()}/responses/${a.status}/content/${encodeURIComponent(media.replace(/\//g, '~1'))}/${key}`,
+  };
 }
 
 function validate(a: Answer): void {
@@ -156,6 +165,7 @@ describe('GET /v1/openapi.json', () => {
     // Every answer above, against the document.
     for (const a of answers) validate(a);
     const seen = new Set(answers.map((a) => `${a.method} ${a.route}`));
-    for (const [path, ops] of Object.entries(doc.paths)) for (const m of Object.keys(ops)) expect(seen, `${m.toUpperCase()} ${path} was called`).toContain(`${m.toUpperCase()} ${path}`);
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const m of Object.keys(ops)) expect(seen, `${m.toUpperCase()} ${path} was called`).toContain(`${m.toUpperCase()} ${path}`);
   });
 });

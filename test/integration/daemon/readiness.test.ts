@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
-import { READY_KEY_NAME, ReadyTokens } from '../../../src/daemon/ready-token.js';
+import { READY_KEY_NAME, ReadyTokens } from '../../../src/daemon/inbound/ready-token.js';
 import { createLogger } from '../../../src/logger.js';
 import { freePort } from '../../../bench/free-port.js';
 import { cancelAndCheckNothingBills, isRunning, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
@@ -56,20 +56,28 @@ describe('readiness: SSH, the onstart callback, and the logs of failed attempts'
     const unreachable = new Set(running.attempts.slice(0, 2).map((a) => a.instance_id));
     // While it held an instance that ran without answering SSH, the run was never running.
     expect(seen.filter((s) => s.state === 'running' && unreachable.has(s.instanceId))).toEqual([]);
-    expect(running.attempts[0]!.detail).toMatch(/was running but SSH at 127\.0\.0\.1:\d+ and 127\.0\.0\.1:\d+ did not answer with a banner within 1 s/);
+    expect(running.attempts[0]!.detail).toMatch(
+      /was running but SSH at 127\.0\.0\.1:\d+ and 127\.0\.0\.1:\d+ did not answer with a banner within 1 s/,
+    );
 
     // The SSH endpoints shown are those that answered: the proxy and the direct one.
     expect(running.instance!.ready).toMatchObject({ via: 'ssh' });
     expect(running.instance!.ssh.map((e) => e.kind)).toEqual(['proxy', 'direct']);
     expect(running.instance!.ssh[0]).toEqual({ kind: 'proxy', host: running.instance!.ssh_host, port: running.instance!.ssh_port });
     const events = (await world.api<Array<{ type: string; message: string }>>('GET', `/v1/runs/${run.id}/events`)).body;
-    expect(events.map((e) => e.message)).toContainEqual(expect.stringMatching(/is running; waiting for SSH at 127\.0\.0\.1:\d+ \(proxy\) and 127\.0\.0\.1:\d+ \(direct\)/));
-    expect(events.map((e) => e.message)).toContainEqual(expect.stringMatching(/is ready \(its SSH answered \d+\.\d s after it was listed running\); ssh -p \d+ root@127\.0\.0\.1 \(proxy\); ssh -p \d+ root@127\.0\.0\.1 \(direct\)/));
+    expect(events.map((e) => e.message)).toContainEqual(
+      expect.stringMatching(/is running; waiting for SSH at 127\.0\.0\.1:\d+ \(proxy\) and 127\.0\.0\.1:\d+ \(direct\)/),
+    );
+    expect(events.map((e) => e.message)).toContainEqual(
+      expect.stringMatching(
+        /is ready \(its SSH answered \d+\.\d s after it was listed running\); ssh -p \d+ root@127\.0\.0\.1 \(proxy\); ssh -p \d+ root@127\.0\.0\.1 \(direct\)/,
+      ),
+    );
 
     // The failed attempts keep their container's last lines, fetched before the destroy went out.
-    await expect.poll(async () => (await world!.api<RunView>('GET', `/v1/runs/${run.id}`)).body.attempts[1]!.logs, { timeout: 10_000 }).toContain(
-      'sshd: no hostkeys available -- exiting.',
-    );
+    await expect
+      .poll(async () => (await world!.api<RunView>('GET', `/v1/runs/${run.id}`)).body.attempts[1]!.logs, { timeout: 10_000 })
+      .toContain('sshd: no hostkeys available -- exiting.');
     const shown = (await world.api<RunView>('GET', `/v1/runs/${run.id}`)).body;
     expect(shown.attempts[0]!.logs).toMatch(/Container C\.\d+ started\nsshd: no hostkeys available -- exiting\.$/);
     expect(shown.attempts[2]!.logs).toBeNull();
@@ -111,7 +119,11 @@ describe('readiness: SSH, the onstart callback, and the logs of failed attempts'
       .get(`key:${READY_KEY_NAME}`) as string;
     const tokens = new ReadyTokens(Buffer.from(key, 'hex'));
     const post = async (body: unknown, path = '/berth/ready') => {
-      const res = await request(`http://127.0.0.1:${port}${path}`, { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+      const res = await request(`http://127.0.0.1:${port}${path}`, {
+        method: 'POST',
+        body: JSON.stringify(body),
+        headers: { 'content-type': 'application/json' },
+      });
       await res.body.dump();
       return res.statusCode;
     };

@@ -20,7 +20,14 @@ const ENV_VALUE = 'hf_Tok"en\\with-quote-and-ü-9876';
 
 function forms(secret: string): string[] {
   const json = JSON.stringify(secret).slice(1, -1);
-  return [secret, secret.toUpperCase(), json, json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`), secret.slice(0, 11), secret.slice(-8)];
+  return [
+    secret,
+    secret.toUpperCase(),
+    json,
+    json.replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+    secret.slice(0, 11),
+    secret.slice(-8),
+  ];
 }
 
 /** Any 6-character piece of any form of `secret`, whatever the case. */
@@ -50,14 +57,23 @@ it('no form of the key or an env value echoed by the service reaches the run, it
   };
   server = await startFakeServer((q, res) => {
     if (q.url.startsWith('/api/v0/bundles/')) {
-      const offers = [1, 2, 3, 4].map((id) => ({ id, machine_id: id, gpu_name: 'RTX 4090', num_gpus: 1, gpu_ram: 24564, dph_total: 0.2, direct_port_count: 2 }));
+      const offers = [1, 2, 3, 4].map((id) => ({
+        id,
+        machine_id: id,
+        gpu_name: 'RTX 4090',
+        num_gpus: 1,
+        gpu_ram: 24564,
+        dph_total: 0.2,
+        direct_port_count: 2,
+      }));
       return json(res, 200, { offers });
     }
     if (q.url.startsWith('/api/v0/asks/')) {
       const text = echo(create++);
       return json(res, 400, { success: false, error: text, msg: `error 400/3001: invalid env ${text}; key ${echo(create + 3)}` });
     }
-    if (q.url.startsWith('/api/v1/instances/')) return json(res, 200, { success: true, instances_found: 0, total_instances: 0, next_token: null, instances: [] });
+    if (q.url.startsWith('/api/v1/instances/'))
+      return json(res, 200, { success: true, instances_found: 0, total_instances: 0, next_token: null, instances: [] });
     return json(res, 404, { success: false, error: 'not_found', msg: `nothing here for ${API_KEY.toUpperCase()}` });
   });
   home = mkdtempSync(join(tmpdir(), 'berth-echo-'));

@@ -44,7 +44,12 @@ function signed(payload: Record<string, unknown>, timestamp = Math.floor(Date.no
 async function deliver(url: string, d: Delivery): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await request(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', 'x-vast-timestamp': String(d.timestamp), 'x-vast-signature-256': d.signature, 'x-vast-event-id': 'header-is-not-signed' },
+    headers: {
+      'content-type': 'application/json',
+      'x-vast-timestamp': String(d.timestamp),
+      'x-vast-signature-256': d.signature,
+      'x-vast-event-id': 'header-is-not-signed',
+    },
     body: d.body,
   });
   return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
@@ -74,13 +79,24 @@ describe('webhook listener', () => {
     const spec = (other: number, name: string) =>
       jobSpec({
         name,
-        search: { filters: { machine_id: { in: [shared, other] }, rented: { in: [true, false] }, direct_port_count: { gte: 1 } }, order: [['machine_id', 'asc']], limit: 16 },
+        search: {
+          filters: { machine_id: { in: [shared, other] }, rented: { in: [true, false] }, direct_port_count: { gte: 1 } },
+          order: [['machine_id', 'asc']],
+          limit: 16,
+        },
       });
     const runs = await Promise.all(others.map(async (m, i) => (await world!.api<RunView>('POST', '/v1/runs', spec(m, `wh-${i}`))).body));
     const before = await Promise.all(runs.map((r) => world!.waitFor(r.id, running)));
     expect(before.map((r) => r.instance!.machine_id)).toEqual([shared, shared]);
 
-    const event = { event_id: 'evt-offline-1', user_id: 424242, notif_type: 'machine_offline', subject: `Machine ${shared} is offline`, message: `Machine ${shared} went offline.`, timestamp: Date.now() / 1000 };
+    const event = {
+      event_id: 'evt-offline-1',
+      user_id: 424242,
+      notif_type: 'machine_offline',
+      subject: `Machine ${shared} is offline`,
+      message: `Machine ${shared} went offline.`,
+      timestamp: Date.now() / 1000,
+    };
     // Refused: a signature made with another secret, a tampered body, a delivery from 10 minutes ago, no signature.
     expect((await deliver(url(), signed(event, undefined, 'whsec_wrong'))).status).toBe(401);
     const good = signed(event);
@@ -103,7 +119,12 @@ describe('webhook listener', () => {
       expect(r.attempts[0]).toMatchObject({ outcome: 'lost' });
       expect(r.attempts[0]!.detail).toMatch(new RegExp(`machine ${shared} offline \\(host:machine_offline\\)`));
     }
-    expect(world.sim.billingNow().map((h) => h.id).sort()).toEqual(after.map((r) => r.instance!.id).sort());
+    expect(
+      world.sim
+        .billingNow()
+        .map((h) => h.id)
+        .sort(),
+    ).toEqual(after.map((r) => r.instance!.id).sort());
 
     // The same delivery again, as a replay would send it: refused, nothing moves. Also after a restart.
     expect(await deliver(url(), good)).toMatchObject({ status: 409, body: { error: { kind: 'replayed' } } });
@@ -124,10 +145,22 @@ describe('webhook listener', () => {
     world = await startWorld({
       sim: {
         account: { credit: 50, low_credit_threshold: 10, ssh_keys: [SSH_KEY] },
-        webhooks: { initial: [{ name: 'berth', webhook_url: `http://127.0.0.1:${port}/vast`, event_types: ['client:low_credit', 'host:machine_offline'], webhook_secret: SECRET }] },
+        webhooks: {
+          initial: [
+            {
+              name: 'berth',
+              webhook_url: `http://127.0.0.1:${port}/vast`,
+              event_types: ['client:low_credit', 'host:machine_offline'],
+              webhook_secret: SECRET,
+            },
+          ],
+        },
       },
       // The credit is read at start and then only every 5 minutes: what the daemon learns sooner, the webhook told it.
-      config: { webhooks: { listen: `127.0.0.1:${port}`, secret_file: secretFile() }, account: { min_credit_usd: 10, check_interval_s: 300 } },
+      config: {
+        webhooks: { listen: `127.0.0.1:${port}`, secret_file: secretFile() },
+        account: { min_credit_usd: 10, check_interval_s: 300 },
+      },
     });
     await world.daemon.checked;
     world.sim.addCredit(-45);
@@ -135,7 +168,12 @@ describe('webhook listener', () => {
     while (Date.now() < until && !world.sim.webhookDeliveries().some((d) => d.event_type === 'client:low_credit' && d.status === 200)) {
       await new Promise((r) => setTimeout(r, 50));
     }
-    expect(world.sim.webhookDeliveries().filter((d) => d.event_type === 'client:low_credit').map((d) => [d.status, d.outcome])).toEqual([[200, 'delivered']]);
+    expect(
+      world.sim
+        .webhookDeliveries()
+        .filter((d) => d.event_type === 'client:low_credit')
+        .map((d) => [d.status, d.outcome]),
+    ).toEqual([[200, 'delivered']]);
     await new Promise((r) => setTimeout(r, 300)); // the credit read it asked for
     const run = (await world.api<RunView>('POST', '/v1/runs', jobSpec())).body;
     await world.waitFor(run.id, (r) => r.state === 'creating');

@@ -4,7 +4,16 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { join } from 'node:path';
 import { request } from 'undici';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
-import { cancelAndCheckNothingBills, isEnded, isRunning, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
+import {
+  cancelAndCheckNothingBills,
+  isEnded,
+  isRunning,
+  jobSpec,
+  offersInTryOrder,
+  startWorld,
+  submit,
+  type World,
+} from '../../helpers/world.js';
 
 let world: World | undefined;
 afterEach(async () => {
@@ -62,7 +71,14 @@ describe('daemon workflow against the simulator', () => {
 
   it('fails an impossible spec with the relax ladder exhausted', async () => {
     world = await startWorld();
-    const run = await submit(world, jobSpec({ search: { filters: { gpu_name: { eq: 'H100 SXM' }, num_gpus: { eq: 64 } } }, relax: [{ drop: ['num_gpus'] }], max_price_per_hour: 0.01 }));
+    const run = await submit(
+      world,
+      jobSpec({
+        search: { filters: { gpu_name: { eq: 'H100 SXM' }, num_gpus: { eq: 64 } } },
+        relax: [{ drop: ['num_gpus'] }],
+        max_price_per_hour: 0.01,
+      }),
+    );
     const failed = await world.waitFor(run.id, isEnded);
     expect(failed.state).toBe('failed');
     expect(failed.error?.kind).toBe('no_offers');
@@ -164,7 +180,11 @@ describe('daemon workflow against the simulator', () => {
 
   it('keeps runs beyond daemon.max_active_runs queued, first come first served, and admits one as a slot frees', async () => {
     world = await startWorld({ config: { daemon: { listen: '127.0.0.1:0', max_active_runs: 1 } } });
-    const [a, b, c] = [await submit(world, jobSpec({ name: 'a' })), await submit(world, jobSpec({ name: 'b' })), await submit(world, jobSpec({ name: 'c' }))];
+    const [a, b, c] = [
+      await submit(world, jobSpec({ name: 'a' })),
+      await submit(world, jobSpec({ name: 'b' })),
+      await submit(world, jobSpec({ name: 'c' })),
+    ];
     await world.waitFor(a!.id, isRunning);
     expect((await world.api<RunView>('GET', `/v1/runs/${b!.id}`)).body.state).toBe('queued');
     // Cancelling a queued run never admits it.
@@ -257,4 +277,3 @@ describe('daemon workflow against the simulator', () => {
     expect(world.sim.billingNow()).toHaveLength(1);
   });
 });
-

@@ -20,7 +20,11 @@ const user = async (sim: RunningSimulator) => (await call(sim, 'GET', '/api/v0/u
 describe('users/current', () => {
   test('balance and credit are the starting credit less what the ledger billed, plus top-ups', async () => {
     let now = 1_000_000;
-    const sim = await fresh({ timeScale: 1, now: () => now, config: { account: { credit: 20 }, lifecycle: { provision_s: 0, boot_s: { min: 0, max: 0 } } } });
+    const sim = await fresh({
+      timeScale: 1,
+      now: () => now,
+      config: { account: { credit: 20 }, lifecycle: { provision_s: 0, boot_s: { min: 0, max: 0 } } },
+    });
     expect(await user(sim)).toMatchObject({ balance: 20, credit: 20 });
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x', disk: 20 });
     now += 10 * 3600_000;

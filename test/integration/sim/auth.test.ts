@@ -96,7 +96,12 @@ describe('key management takes effect at once', () => {
 
     expect(c.body.permissions).toEqual({ api: { user_read: {} } });
     const list = await call(sim, 'GET', '/api/v0/auth/apikeys/');
-    expect(list.body.apikeys.find((k: any) => k.id === id)).toMatchObject({ id, name: 'ci', user_id: expect.any(Number), rights: 'scoped' });
+    expect(list.body.apikeys.find((k: any) => k.id === id)).toMatchObject({
+      id,
+      name: 'ci',
+      user_id: expect.any(Number),
+      rights: 'scoped',
+    });
     expect(list.text).not.toContain(key);
 
     const reset = await call(sim, 'POST', `/api/v0/auth/apikeys/${id}/reset/`);

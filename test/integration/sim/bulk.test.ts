@@ -46,7 +46,12 @@ describe('bulk foreign instances', () => {
     const rec = (await call(sim, 'GET', `/api/v0/instances/${ids[0]}/`)).body.instances;
     expect(rec).toMatchObject({ actual_status: 'stopped', intended_status: 'stopped', label: 'foreign-1' });
     expect(sim.addForeignInstances(2, { status: 'exited', labelPrefix: 'x' })).toHaveLength(2);
-    expect(sim.instances().filter((i) => i.actual_status === 'exited').map((i) => i.label)).toEqual(['x1', 'x2']);
+    expect(
+      sim
+        .instances()
+        .filter((i) => i.actual_status === 'exited')
+        .map((i) => i.label),
+    ).toEqual(['x1', 'x2']);
     // Destroying one frees its offer, as for any instance.
     expect((await call(sim, 'DELETE', `/api/v0/instances/${ids[1]}/`)).status).toBe(200);
   });

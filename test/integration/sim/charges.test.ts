@@ -64,7 +64,13 @@ describe('charges from the ledger', () => {
     });
     expect(c.amount).toBe(Math.round(ledger.total_usd * 1000) / 1000);
     const [gpu, disk] = c.items;
-    expect(gpu).toMatchObject({ type: 'gpu', source: null, start: JAN10, end: JAN10 + 2 * DAY, description: `42.000 hours at $${ledger.compute_dph.toFixed(3)}/hour` });
+    expect(gpu).toMatchObject({
+      type: 'gpu',
+      source: null,
+      start: JAN10,
+      end: JAN10 + 2 * DAY,
+      description: `42.000 hours at $${ledger.compute_dph.toFixed(3)}/hour`,
+    });
     expect(gpu.amount).toBe(Math.round(ledger.compute_usd * 1000) / 1000);
     expect(disk).toMatchObject({ type: 'disk', description: expect.stringMatching(/^42\.000 hours at \$/) });
     expect(disk.amount).toBe(Math.round(ledger.disk_usd * 1000) / 1000);
@@ -108,7 +114,7 @@ describe('charges from the ledger', () => {
     ]);
   });
 
-  test('pages: newest contract first by default, a keyset token in the yaml\'s shape, latest_first=false, limit at most 500', async () => {
+  test("pages: newest contract first by default, a keyset token in the yaml's shape, latest_first=false, limit at most 500", async () => {
     const { sim, clock } = await world();
     const ids = [await create(sim, 0), await create(sim, 1), await create(sim, 2)];
     clock.now += H;
@@ -131,7 +137,10 @@ describe('charges from the ledger', () => {
     expect(await charges(sim, {})).toMatchObject({ status: 400, body: missing });
     expect(await charges(sim, { day: { gte: 1 } })).toMatchObject({ status: 400, body: missing });
     expect(await call(sim, 'GET', '/api/v0/charges/')).toMatchObject({ status: 400, body: missing });
-    expect(await charges(sim, JANUARY, '&after_token=not-a-token')).toMatchObject({ status: 400, body: { success: false, error: 'invalid_token', msg: 'Invalid pagination token' } });
+    expect(await charges(sim, JANUARY, '&after_token=not-a-token')).toMatchObject({
+      status: 400,
+      body: { success: false, error: 'invalid_token', msg: 'Invalid pagination token' },
+    });
     for (const extra of ['&limit=0', '&format=csv', '&latest_first=maybe']) {
       expect((await charges(sim, JANUARY, extra)).body.error, extra).toBe('invalid_args');
     }
@@ -144,7 +153,13 @@ describe('charges from the ledger', () => {
     expect((await charges(sim, JANUARY, '', BILLING_KEY)).status).toBe(200);
     const denied = await charges(sim, JANUARY, '', BERTH_KEY);
     expect(denied).toMatchObject({ status: 403, body: { success: false, error: 'permission_denied', permission: 'billing_read' } });
-    expect(await charges(sim, JANUARY, '', null)).toMatchObject({ status: 403, body: { success: false, error: 'auth_error', msg: 'This action requires login.' } });
-    expect(await charges(sim, JANUARY, '', 'no-such-key')).toMatchObject({ status: 404, body: { success: false, error: 'auth_error', msg: 'Invalid user key' } });
+    expect(await charges(sim, JANUARY, '', null)).toMatchObject({
+      status: 403,
+      body: { success: false, error: 'auth_error', msg: 'This action requires login.' },
+    });
+    expect(await charges(sim, JANUARY, '', 'no-such-key')).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'auth_error', msg: 'Invalid user key' },
+    });
   });
 });

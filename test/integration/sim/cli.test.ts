@@ -33,12 +33,21 @@ test('prints one JSON line with the url and BERTH_API_KEY, serves, and closes on
   });
   const before = new Set(process.listeners('SIGTERM'));
   try {
-    const done = simulateCommand({ config: configFile('ok.json', '{"catalog": {"size": 50}}'), seed: 3, timeScale: 10, env: { BERTH_API_KEY: 'cli-test-key-123' } });
+    const done = simulateCommand({
+      config: configFile('ok.json', '{"catalog": {"size": 50}}'),
+      seed: 3,
+      timeScale: 10,
+      env: { BERTH_API_KEY: 'cli-test-key-123' },
+    });
     const line = await waitFor(() => lines.find((l) => l.startsWith('{')), 3000, 'the JSON line');
     const info = JSON.parse(line) as { url: string; api_key: string };
     expect(info.api_key).toBe('cli-test-key-123');
     expect(info.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
-    const res = await fetch(`${info.url}/api/v0/bundles/`, { method: 'POST', headers: { authorization: 'Bearer cli-test-key-123' }, body: '{"limit": 100, "verified": {"in": [true, false]}}' });
+    const res = await fetch(`${info.url}/api/v0/bundles/`, {
+      method: 'POST',
+      headers: { authorization: 'Bearer cli-test-key-123' },
+      body: '{"limit": 100, "verified": {"in": [true, false]}}',
+    });
     expect(((await res.json()) as { offers: unknown[] }).offers).toHaveLength(50);
     // Call only the handler the command installed, not the test runner's own.
     const ours = process.listeners('SIGTERM').filter((l) => !before.has(l));

@@ -54,7 +54,29 @@ describe('documented input limits', () => {
     ['onstart of 4048', { image: 'x', onstart: 'o'.repeat(4048) }],
     ['args and onstart of 4096', { image: 'x', onstart: 'o'.repeat(4000), args: ['a'.repeat(96)] }],
     ['runtypes the CLI sends', { image: 'x', runtype: 'jupyter_direc ssh_direc ssh_proxy' }],
-    ['the CLI body with its nulls', { client_id: 'me', image: 'x', env: {}, price: null, disk: 10, label: null, extra: null, onstart: null, image_login: null, python_utf8: false, lang_utf8: false, use_jupyter_lab: false, jupyter_dir: null, force: false, cancel_unavail: false, template_hash_id: null, user: null, runtype: 'ssh_direc ssh_proxy' }],
+    [
+      'the CLI body with its nulls',
+      {
+        client_id: 'me',
+        image: 'x',
+        env: {},
+        price: null,
+        disk: 10,
+        label: null,
+        extra: null,
+        onstart: null,
+        image_login: null,
+        python_utf8: false,
+        lang_utf8: false,
+        use_jupyter_lab: false,
+        jupyter_dir: null,
+        force: false,
+        cancel_unavail: false,
+        template_hash_id: null,
+        user: null,
+        runtype: 'ssh_direc ssh_proxy',
+      },
+    ],
   ];
 
   test.each(accepted)('%s is accepted', async (_what, body) => {
@@ -66,7 +88,11 @@ describe('documented input limits', () => {
   test('env in the documented Docker-flag form becomes extra_env pairs', async () => {
     const r = await create({ image: 'x', env: '-e TZ=UTC -e "NAME=a b" -p 8080:8080' });
     const inst = (await call(sim, 'GET', `/api/v0/instances/${r.body.new_contract}/`)).body.instances;
-    expect(inst.extra_env).toEqual([['TZ', 'UTC'], ['NAME', 'a b'], ['-p 8080:8080', '1']]);
+    expect(inst.extra_env).toEqual([
+      ['TZ', 'UTC'],
+      ['NAME', 'a b'],
+      ['-p 8080:8080', '1'],
+    ]);
   });
 
   test('a VM needs an SSH key on the account first', async () => {
@@ -103,7 +129,11 @@ describe('offer faults and cancel_unavail', () => {
     const kept = await create({ image: 'x', cancel_unavail: false }, offers[2]!.id);
     expect(kept.status).toBe(200);
     const inst = (await call(sim, 'GET', `/api/v0/instances/${kept.body.new_contract}/`)).body.instances;
-    expect(inst).toMatchObject({ actual_status: 'stopped', intended_status: 'stopped', status_msg: expect.stringContaining('not available') });
+    expect(inst).toMatchObject({
+      actual_status: 'stopped',
+      intended_status: 'stopped',
+      status_msg: expect.stringContaining('not available'),
+    });
     // Interruptible: cancel_unavail defaults to false.
     const bid = await create({ image: 'x', price: offers[3]!.min_bid }, offers[3]!.id);
     expect(bid.status).toBe(200);
@@ -112,22 +142,46 @@ describe('offer faults and cancel_unavail', () => {
 
   test('target_state stopped creates a stopped instance', async () => {
     const r = await create({ image: 'x', target_state: 'stopped' });
-    expect((await call(sim, 'GET', `/api/v0/instances/${r.body.new_contract}/`)).body.instances).toMatchObject({ actual_status: 'stopped', intended_status: 'stopped' });
+    expect((await call(sim, 'GET', `/api/v0/instances/${r.body.new_contract}/`)).body.instances).toMatchObject({
+      actual_status: 'stopped',
+      intended_status: 'stopped',
+    });
   });
 
   test('a template gives the image, env and onstart; the request wins on conflicts', async () => {
-    const t = (await call(sim, 'POST', '/api/v0/template/', { name: 't', image: 'vastai/base', tag: '1.0', env: '-e A=tpl -e B=tpl', onstart: 'echo tpl' })).body.template;
+    const t = (
+      await call(sim, 'POST', '/api/v0/template/', {
+        name: 't',
+        image: 'vastai/base',
+        tag: '1.0',
+        env: '-e A=tpl -e B=tpl',
+        onstart: 'echo tpl',
+      })
+    ).body.template;
     const r = await create({ template_hash_id: t.hash_id, env: { B: 'req' } });
     expect(r.status, r.text).toBe(200);
     const inst = (await call(sim, 'GET', `/api/v0/instances/${r.body.new_contract}/`)).body.instances;
-    expect(inst).toMatchObject({ image_uuid: 'vastai/base:1.0', onstart: 'echo tpl', template_hash_id: t.hash_id, extra_env: [['A', 'tpl'], ['B', 'req']] });
+    expect(inst).toMatchObject({
+      image_uuid: 'vastai/base:1.0',
+      onstart: 'echo tpl',
+      template_hash_id: t.hash_id,
+      extra_env: [
+        ['A', 'tpl'],
+        ['B', 'req'],
+      ],
+    });
   });
 });
 
 describe('price', () => {
   test("the instance's dph_total is the offer's dph_total for allocated_storage = disk, and the ledger bills it", async () => {
     let now = 1_000_000;
-    const own = await startTestSim({ seed: 11, timeScale: 1, now: () => now, config: { lifecycle: { provision_s: 0, boot_s: { min: 0, max: 0 } } } });
+    const own = await startTestSim({
+      seed: 11,
+      timeScale: 1,
+      now: () => now,
+      config: { lifecycle: { provision_s: 0, boot_s: { min: 0, max: 0 } } },
+    });
     try {
       const o = own.offers().find((x) => x.verified)!;
       const [offer] = (await call(own, 'POST', '/api/v0/bundles/', { id: { eq: o.id }, allocated_storage: 40 })).body.offers;

@@ -10,10 +10,18 @@ beforeAll(async () => {
 afterAll(() => sim.close());
 
 describe('account endpoints', () => {
-  test('GET users/current answers show_user.yaml\'s record, with api_key null, never the key', async () => {
+  test("GET users/current answers show_user.yaml's record, with api_key null, never the key", async () => {
     const r = await call(sim, 'GET', '/api/v0/users/current/');
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ id: expect.any(Number), key_id: 1, email: expect.any(String), balance: expect.any(Number), credit: expect.any(Number), ssh_key: '', sid: expect.any(String) });
+    expect(r.body).toMatchObject({
+      id: expect.any(Number),
+      key_id: 1,
+      email: expect.any(String),
+      balance: expect.any(Number),
+      credit: expect.any(Number),
+      ssh_key: '',
+      sid: expect.any(String),
+    });
     expect(r.body).toHaveProperty('api_key', null);
     expect(r.text).not.toContain(sim.apiKey);
     const other = sim.addKey();
@@ -25,7 +33,10 @@ describe('account endpoints', () => {
   });
 
   test('secrets: create (upper-cased), list masked, update, delete, with the documented errors', async () => {
-    expect((await call(sim, 'POST', '/api/v0/secrets', { key: 'hf_token', value: 'hf_very_secret' })).body).toEqual({ success: true, msg: 'Environment variable added successfully' });
+    expect((await call(sim, 'POST', '/api/v0/secrets', { key: 'hf_token', value: 'hf_very_secret' })).body).toEqual({
+      success: true,
+      msg: 'Environment variable added successfully',
+    });
     for (const path of ['/api/v0/secrets', '/api/v0/secrets/']) {
       const r = await call(sim, 'GET', path);
       expect(r.body).toEqual({ success: true, secrets: { HF_TOKEN: '*****' } });
@@ -35,7 +46,10 @@ describe('account endpoints', () => {
     expect(err(await call(sim, 'POST', '/api/v0/secrets/', { key: 'HF_TOKEN', value: 'other' }))).toEqual([400, 'existing_key']);
     expect((await call(sim, 'PUT', '/api/v0/secrets/', { key: 'HF_TOKEN', value: 'v2' })).body.success).toBe(true);
     expect(err(await call(sim, 'PUT', '/api/v0/secrets/', { key: 'NOPE', value: 'v2' }))).toEqual([400, 'nonexistent_key']);
-    expect((await call(sim, 'DELETE', '/api/v0/secrets/', { key: 'hf_token' })).body).toEqual({ success: true, msg: 'Environment variable deleted successfully' });
+    expect((await call(sim, 'DELETE', '/api/v0/secrets/', { key: 'hf_token' })).body).toEqual({
+      success: true,
+      msg: 'Environment variable deleted successfully',
+    });
     expect(err(await call(sim, 'DELETE', '/api/v0/secrets/', { key: 'HF_TOKEN' }))).toEqual([400, 'nonexistent_key']);
     expect(err(await call(sim, 'POST', '/api/v0/secrets/', { key: 'A', value: 5 }))).toEqual([400, 'missing_input']);
     expect(err(await call(sim, 'POST', '/api/v0/secrets/', { key: 'A', value: 'has space' }))).toEqual([400, 'invalid_characters']);
@@ -44,12 +58,19 @@ describe('account endpoints', () => {
 
   test('ssh keys: add, list (a bare array), update, delete; the user record shows the newest', async () => {
     const add = await call(sim, 'POST', '/api/v0/ssh/', { ssh_key: 'ssh-ed25519 AAAAC3Nz test@host' });
-    expect(add.body).toMatchObject({ success: true, key: { id: expect.any(Number), user_id: expect.any(Number), public_key: 'ssh-ed25519 AAAAC3Nz test@host', deleted_at: null } });
+    expect(add.body).toMatchObject({
+      success: true,
+      key: { id: expect.any(Number), user_id: expect.any(Number), public_key: 'ssh-ed25519 AAAAC3Nz test@host', deleted_at: null },
+    });
     const id = add.body.key.id;
     const list = (await call(sim, 'GET', '/api/v0/ssh/')).body;
-    expect(list).toEqual([expect.objectContaining({ id, key: 'ssh-ed25519 AAAAC3Nz test@host', created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) })]);
+    expect(list).toEqual([
+      expect.objectContaining({ id, key: 'ssh-ed25519 AAAAC3Nz test@host', created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) }),
+    ]);
     expect((await call(sim, 'GET', '/api/v0/users/current/')).body.ssh_key).toBe('ssh-ed25519 AAAAC3Nz test@host');
-    expect((await call(sim, 'PUT', `/api/v0/ssh/${id}/`, { ssh_key: 'ssh-ed25519 AAAAnew other@host' })).body.key.public_key).toBe('ssh-ed25519 AAAAnew other@host');
+    expect((await call(sim, 'PUT', `/api/v0/ssh/${id}/`, { ssh_key: 'ssh-ed25519 AAAAnew other@host' })).body.key.public_key).toBe(
+      'ssh-ed25519 AAAAnew other@host',
+    );
     expect((await call(sim, 'DELETE', `/api/v0/ssh/${id}/`)).body).toEqual({ success: true });
     const again = await call(sim, 'DELETE', `/api/v0/ssh/${id}/`);
     expect([again.status, again.body.error]).toEqual([400, 'no_ssh_key']);
@@ -95,7 +116,12 @@ describe('webhooks', () => {
     });
     expect(c.status).toBe(200);
     const w = c.body.webhook;
-    expect(w).toMatchObject({ id: expect.any(Number), user_id: expect.any(Number), created_at: expect.any(Number), webhook_secret: expect.any(String) });
+    expect(w).toMatchObject({
+      id: expect.any(Number),
+      user_id: expect.any(Number),
+      created_at: expect.any(Number),
+      webhook_secret: expect.any(String),
+    });
     const list = await call(sim, 'GET', '/api/v0/webhooks/');
     expect(list.body.webhooks[0].webhook_secret).toBeUndefined();
     const u = await call(sim, 'PUT', `/api/v0/webhooks/${w.id}/`, { event_types: ['host:machine_offline'] });
@@ -111,7 +137,13 @@ describe('webhooks', () => {
 
 describe('instances', () => {
   test('create answers new_contract and instance_api_key; show is a single object', async () => {
-    const { instanceId, instanceKey } = await rent(sim, { image: 'img', disk: 16, label: 'berth:s:r:1', env: { A: '1' }, runtype: 'ssh_direc ssh_proxy' });
+    const { instanceId, instanceKey } = await rent(sim, {
+      image: 'img',
+      disk: 16,
+      label: 'berth:s:r:1',
+      env: { A: '1' },
+      runtype: 'ssh_direc ssh_proxy',
+    });
     expect(instanceKey).toMatch(/^[0-9a-f]{64}$/);
     const r = await call(sim, 'GET', `/api/v0/instances/${instanceId}/?owner=me`);
     expect(Array.isArray(r.body.instances)).toBe(false);
@@ -125,14 +157,31 @@ describe('instances', () => {
       disk_space: 16,
       extra_env: [['A', '1']],
     });
-    for (const f of ['host_id', 'actual_status', 'cur_state', 'next_state', 'status_msg', 'image_uuid', 'public_ipaddr', 'dph_total', 'is_bid', 'start_date', 'gpu_name', 'num_gpus']) {
+    for (const f of [
+      'host_id',
+      'actual_status',
+      'cur_state',
+      'next_state',
+      'status_msg',
+      'image_uuid',
+      'public_ipaddr',
+      'dph_total',
+      'is_bid',
+      'start_date',
+      'gpu_name',
+      'num_gpus',
+    ]) {
       expect(r.body.instances).toHaveProperty(f);
     }
   });
 
   test('SSH: ssh_host/ssh_port are the proxy; the direct address is public_ipaddr and ports["22/tcp"], only while running', async () => {
     const direct = sim.offers().find((o) => o.direct_port_count > 0 && o.verified)!;
-    const created = await call(sim, 'PUT', `/api/v0/asks/${direct.id}/`, { image: 'x', runtype: 'ssh_direc ssh_proxy', env: { '-p 8080:8080': '1' } });
+    const created = await call(sim, 'PUT', `/api/v0/asks/${direct.id}/`, {
+      image: 'x',
+      runtype: 'ssh_direc ssh_proxy',
+      env: { '-p 8080:8080': '1' },
+    });
     const id = created.body.new_contract;
     const before = (await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances;
     expect(before.actual_status).not.toBe('running');
@@ -174,7 +223,10 @@ describe('instances', () => {
     let r = await call(sim, 'GET', '/api/v0/instances/');
     expect(r.body.instances_found).toBe(r.body.instances.length);
     expect(r.body.instances.map((i: any) => i.id)).toContain(instanceId);
-    expect((await call(sim, 'DELETE', `/api/v0/instances/${instanceId}/`)).body).toEqual({ success: true, msg: 'Instance destroyed successfully' });
+    expect((await call(sim, 'DELETE', `/api/v0/instances/${instanceId}/`)).body).toEqual({
+      success: true,
+      msg: 'Instance destroyed successfully',
+    });
     r = await call(sim, 'GET', '/api/v0/instances/');
     expect(r.body.instances.map((i: any) => i.id)).not.toContain(instanceId);
   });
@@ -273,7 +325,11 @@ describe('v1 list', () => {
 
   test('the v0 list answers 410 deprecated_endpoint by default, a plain 404 or the old list as configured', async () => {
     for (const [mode, check] of [
-      [undefined, (r: any) => expect(r).toMatchObject({ status: 410, body: { success: false, error: 'deprecated_endpoint', msg: expect.any(String) } })],
+      [
+        undefined,
+        (r: any) =>
+          expect(r).toMatchObject({ status: 410, body: { success: false, error: 'deprecated_endpoint', msg: expect.any(String) } }),
+      ],
       ['404', (r: any) => expect(r).toMatchObject({ status: 404, text: 'Not Found' })],
       ['answers', (r: any) => expect(r).toMatchObject({ status: 200, body: { instances_found: 0, instances: [] } })],
     ] as const) {

@@ -13,7 +13,11 @@ async function fresh(options: Parameters<typeof startTestSim>[0] = {}) {
   return sim;
 }
 
-const statuses = (sim: RunningSimulator, id: number) => sim.history().find((h) => h.id === id)!.statuses.map((s) => s.status);
+const statuses = (sim: RunningSimulator, id: number) =>
+  sim
+    .history()
+    .find((h) => h.id === id)!
+    .statuses.map((s) => s.status);
 
 describe('fault profiles', () => {
   test('forcing the top offers of a search makes them exit, go unknown, offline and hang', async () => {
@@ -22,12 +26,17 @@ describe('fault profiles', () => {
     const profiles: FaultProfile[] = ['exited', 'unknown', 'offline', 'stuck_loading', 'oci_failed', 'lost_after_running', 'healthy'];
     top.forEach((o, i) => sim.setOfferProfile(o.id, profiles[i]!));
     const ids: number[] = [];
-    for (const o of top) ids.push((await call(sim, 'PUT', `/api/v0/asks/${o.id}/`, { image: 'x', label: `p${ids.length}` })).body.new_contract);
+    for (const o of top)
+      ids.push((await call(sim, 'PUT', `/api/v0/asks/${o.id}/`, { image: 'x', label: `p${ids.length}` })).body.new_contract);
 
     // Its running spell lasts 50-60 ms of wall time: read it from the history, not by catching it live.
     await waitFor(() => (statuses(sim, ids[5]!).includes('running') ? true : undefined), 3000, 'lost_after_running to run');
     for (const [i, want] of ['exited', 'unknown', 'offline'].entries()) expect(await statusOf(sim, ids[i]!)).toBe(want);
-    await waitFor(async () => (['offline', 'unknown', 'exited'].includes((await statusOf(sim, ids[5]!)) ?? '') ? true : undefined), 3000, 'loss');
+    await waitFor(
+      async () => (['offline', 'unknown', 'exited'].includes((await statusOf(sim, ids[5]!)) ?? '') ? true : undefined),
+      3000,
+      'loss',
+    );
 
     expect(await statusOf(sim, ids[3]!)).toBe('loading');
     const oci = (await call(sim, 'GET', `/api/v0/instances/${ids[4]}/`)).body.instances;

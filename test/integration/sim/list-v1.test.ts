@@ -8,7 +8,9 @@ let ids: number[];
 
 const q = (params: Record<string, unknown>) =>
   '/api/v1/instances/?' +
-  new URLSearchParams(Object.fromEntries(Object.entries(params).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]))).toString();
+  new URLSearchParams(
+    Object.fromEntries(Object.entries(params).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])),
+  ).toString();
 
 beforeAll(async () => {
   sim = await startTestSim({ config: { catalog: { size: 200 } } });
@@ -66,7 +68,11 @@ describe('order_by, select_cols, select_filters', () => {
     const all: Array<{ id: number; label: string | null }> = [];
     let token: string | null = null;
     do {
-      const page: Reply = await call(sim, 'GET', q({ order_by: [{ col: 'label', dir: 'desc' }], ...(token ? { after_token: token } : {}) }));
+      const page: Reply = await call(
+        sim,
+        'GET',
+        q({ order_by: [{ col: 'label', dir: 'desc' }], ...(token ? { after_token: token } : {}) }),
+      );
       all.push(...page.body.instances);
       token = page.body.next_token;
     } while (token !== null);

@@ -25,7 +25,8 @@ async function fresh(config: SimConfigInput = {}) {
   const create = async (profile: FaultProfile = 'healthy', body: Record<string, unknown> = {}) => {
     const offer = (await call(sim, 'POST', '/api/v0/bundles/', { limit: 1 })).body.offers[0];
     sim.setOfferProfile(offer.id, profile);
-    return (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'pytorch/pytorch:2.3-cuda12', ...body })).body.new_contract as number;
+    return (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'pytorch/pytorch:2.3-cuda12', ...body })).body
+      .new_contract as number;
   };
   const logs = (id: number, body?: unknown) => call(sim, 'PUT', `/api/v0/instances/request_logs/${id}`, body);
   /** Requests logs and fetches them once the upload has landed. */
@@ -46,7 +47,11 @@ describe('request_logs', () => {
     clock.now += 30_000;
     const r = await logs(id);
     expect(r.status).toBe(200);
-    expect(r.body).toEqual({ success: true, result_url: expect.stringMatching(new RegExp(`^${sim.url}/_logs/[0-9a-f]{48}\\.log$`)), msg: expect.any(String) });
+    expect(r.body).toEqual({
+      success: true,
+      result_url: expect.stringMatching(new RegExp(`^${sim.url}/_logs/[0-9a-f]{48}\\.log$`)),
+      msg: expect.any(String),
+    });
     const early = await fetch(r.body.result_url);
     expect(early.status).toBe(404);
     expect(await early.text()).toContain('<Code>NoSuchKey</Code>');
@@ -77,7 +82,10 @@ describe('request_logs', () => {
     const id = await create();
     clock.now += 30_000;
     expect(await text(id, { tail: '2' })).toEqual([`Container C.${id} started`, 'Server listening on 0.0.0.0 port 22.']);
-    expect(await text(id, { filter: 'Pull|Downloaded' })).toEqual(['2.3-cuda12: Pulling from pytorch/pytorch', 'Status: Downloaded newer image for pytorch/pytorch:2.3-cuda12']);
+    expect(await text(id, { filter: 'Pull|Downloaded' })).toEqual([
+      '2.3-cuda12: Pulling from pytorch/pytorch',
+      'Status: Downloaded newer image for pytorch/pytorch:2.3-cuda12',
+    ]);
     expect(await text(id, { tail: '2', filter: 'Pull' })).toEqual([]);
     expect(await text(id, { tail: '0' })).toEqual([]);
   });
@@ -143,7 +151,8 @@ describe('request_logs with onstart execution', () => {
     });
     sims.push(sim);
     const offer = (await call(sim, 'POST', '/api/v0/bundles/', { limit: 1 })).body.offers[0];
-    const id = (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', onstart: 'echo hello; echo oops >&2; echo bye' })).body.new_contract;
+    const id = (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', onstart: 'echo hello; echo oops >&2; echo bye' })).body
+      .new_contract;
     await waitFor(() => sim.history().find((h) => h.id === id)?.onstart ?? undefined, 5000, 'onstart to end');
     const url = (await call(sim, 'PUT', `/api/v0/instances/request_logs/${id}/`, { tail: '5' })).body.result_url;
     const lines = (await (await fetch(url)).text()).trimEnd().split('\n');

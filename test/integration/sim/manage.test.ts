@@ -13,15 +13,22 @@ beforeAll(async () => {
 const others: RunningSimulator[] = [];
 afterAll(() => Promise.all([sim.close(), ...others.map((s) => s.close())]));
 
-const running = (s: RunningSimulator, id: number) => waitFor(async () => ((await statusOf(s, id)) === 'running' ? true : undefined), 3000, 'running');
+const running = (s: RunningSimulator, id: number) =>
+  waitFor(async () => ((await statusOf(s, id)) === 'running' ? true : undefined), 3000, 'running');
 
 describe('manage', () => {
   test('stop answers {success}; start and label answer {success, msg}', async () => {
     const { instanceId: id } = await rent(sim);
     expect((await call(sim, 'PUT', `/api/v0/instances/${id}/`, { state: 'stopped' })).body).toEqual({ success: true });
     expect(await statusOf(sim, id)).toBe('stopped');
-    expect((await call(sim, 'PUT', `/api/v0/instances/${id}/`, { state: 'running' })).body).toEqual({ success: true, msg: `starting instance ${id}.` });
-    expect((await call(sim, 'PUT', `/api/v0/instances/${id}/`, { label: 'My job' })).body).toEqual({ success: true, msg: `label for ${id} set to 'My job'.` });
+    expect((await call(sim, 'PUT', `/api/v0/instances/${id}/`, { state: 'running' })).body).toEqual({
+      success: true,
+      msg: `starting instance ${id}.`,
+    });
+    expect((await call(sim, 'PUT', `/api/v0/instances/${id}/`, { label: 'My job' })).body).toEqual({
+      success: true,
+      msg: `label for ${id} set to 'My job'.`,
+    });
     expect((await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances.label).toBe('My job');
   });
 
@@ -30,7 +37,11 @@ describe('manage', () => {
     expect((await call(sim, 'PUT', `/api/v0/instances/${id}/`, { label: 'x'.repeat(1024) })).status).toBe(200);
     const long = await call(sim, 'PUT', `/api/v0/instances/${id}/`, { label: 'x'.repeat(1025) });
     expect(long.status).toBe(400);
-    expect(long.body).toEqual({ success: false, error: 'label_too_long', msg: 'Please limit label length to 1024 characters, ideally less than 128.' });
+    expect(long.body).toEqual({
+      success: false,
+      error: 'label_too_long',
+      msg: 'Please limit label length to 1024 characters, ideally less than 128.',
+    });
     for (const body of [{ state: 'paused' }, {}, { label: 7 }]) {
       const r = await call(sim, 'PUT', `/api/v0/instances/${id}/`, body);
       expect([r.status, r.body.error], JSON.stringify(body)).toEqual([400, 'invalid_args']);
@@ -42,7 +53,10 @@ describe('manage', () => {
       status: 404,
       body: { success: false, error: 'no_such_instance', msg: 'Instance 1 not found.' },
     });
-    expect(await call(sim, 'DELETE', '/api/v0/instances/1/')).toMatchObject({ status: 404, body: { success: false, error: 'not_found', msg: 'Instance not found' } });
+    expect(await call(sim, 'DELETE', '/api/v0/instances/1/')).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'not_found', msg: 'Instance not found' },
+    });
   });
 
   test('destroy answers {success, msg}', async () => {
@@ -55,7 +69,10 @@ describe('manage', () => {
     others.push(broke);
     const { instanceId: id } = await rent(broke);
     await call(broke, 'PUT', `/api/v0/instances/${id}/`, { state: 'stopped' });
-    expect((await call(broke, 'PUT', `/api/v0/instances/${id}/`, { state: 'running' })).body).toMatchObject({ success: false, error: 'missing_billing' });
+    expect((await call(broke, 'PUT', `/api/v0/instances/${id}/`, { state: 'running' })).body).toMatchObject({
+      success: false,
+      error: 'missing_billing',
+    });
   });
 });
 
@@ -66,7 +83,10 @@ describe('reboot', () => {
     expect((await call(sim, 'PUT', `/api/v0/instances/reboot/${id}/`, {})).body).toEqual({ success: true });
     expect(await statusOf(sim, id)).toBe('rebooting');
     await running(sim, id);
-    const statuses = sim.history().find((h) => h.id === id)!.statuses.map((s) => s.status);
+    const statuses = sim
+      .history()
+      .find((h) => h.id === id)!
+      .statuses.map((s) => s.status);
     expect(statuses).toEqual([null, 'loading', 'running', 'rebooting', 'loading', 'running']);
   });
 
@@ -74,7 +94,10 @@ describe('reboot', () => {
     const { instanceId: id } = await rent(sim);
     await call(sim, 'PUT', `/api/v0/instances/${id}/`, { state: 'stopped' });
     expect((await call(sim, 'PUT', `/api/v0/instances/reboot/${id}/`, {})).body.error).toBe('invalid_args');
-    expect(await call(sim, 'PUT', '/api/v0/instances/reboot/1/', {})).toMatchObject({ status: 400, body: { success: false, error: 'invalid_args', msg: 'error 400/3001: invalid instance_id' } });
+    expect(await call(sim, 'PUT', '/api/v0/instances/reboot/1/', {})).toMatchObject({
+      status: 400,
+      body: { success: false, error: 'invalid_args', msg: 'error 400/3001: invalid instance_id' },
+    });
   });
 });
 
@@ -89,17 +112,28 @@ describe('change bid', () => {
     const { id, offer } = await bidInstance(sim);
     const put = (body: unknown, target = id) => call(sim, 'PUT', `/api/v0/instances/bid_price/${target}/`, body);
     expect((await put({ client_id: 'me', price: offer.min_bid * 2 })).body).toEqual({ success: true });
-    expect((await put({ client_id: 'me', price: 0.0005 })).body).toEqual({ success: false, error: 'invalid_args', msg: 'error 400/3001: Please set a bid price >= 0.001.' });
+    expect((await put({ client_id: 'me', price: 0.0005 })).body).toEqual({
+      success: false,
+      error: 'invalid_args',
+      msg: 'error 400/3001: Please set a bid price >= 0.001.',
+    });
     expect((await put({ client_id: 'me', price: 32 * offer.num_gpus + 0.01 })).body.error).toBe('invalid_args');
     expect((await put({ price: 1 })).body.error).toBe('invalid_args');
-    expect(await put({ client_id: 'me', price: 1 }, 1)).toMatchObject({ status: 404, body: { success: false, error: 'no_such_instance', msg: 'Instance with that ID does not exist.' } });
+    expect(await put({ client_id: 'me', price: 1 }, 1)).toMatchObject({
+      status: 404,
+      body: { success: false, error: 'no_such_instance', msg: 'Instance with that ID does not exist.' },
+    });
     const { instanceId: onDemand } = await rent(sim);
     expect((await put({ client_id: 'me', price: 1 }, onDemand)).body.error).toBe('invalid_args');
   });
 
   test('a bid below the minimum is outbid: stopped (client:outbid) until a winning bid; each hour billed at its bid', async () => {
     let now = 1_000_000;
-    const own = await startTestSim({ timeScale: 1, now: () => now, config: { lifecycle: { provision_s: 0, boot_s: { min: 0, max: 0 }, restart_s: 0 } } });
+    const own = await startTestSim({
+      timeScale: 1,
+      now: () => now,
+      config: { lifecycle: { provision_s: 0, boot_s: { min: 0, max: 0 }, restart_s: 0 } },
+    });
     others.push(own);
     const { id, offer } = await bidInstance(own);
     expect(await statusOf(own, id)).toBe('running');

@@ -25,9 +25,12 @@ async function runScript(onstart: string, env: Record<string, string> = {}): Pro
 
 describe('onstart execution', () => {
   test('runs the script with the env and CONTAINER_API_KEY and records its output', async () => {
-    const { id, key, result } = await runScript('echo hello; echo "$GREETING"; echo "$CONTAINER_API_KEY $CONTAINER_ID"; pwd; echo oops >&2; exit 3', {
-      GREETING: 'hi there',
-    });
+    const { id, key, result } = await runScript(
+      'echo hello; echo "$GREETING"; echo "$CONTAINER_API_KEY $CONTAINER_ID"; pwd; echo oops >&2; exit 3',
+      {
+        GREETING: 'hi there',
+      },
+    );
     const lines = result.stdout.trim().split('\n');
     expect(lines.slice(0, 3)).toEqual(['hello', 'hi there', `${key} ${id}`]);
     expect(result).toMatchObject({ exit_code: 3, timed_out: false, stderr: 'oops\n', truncated: false });

@@ -72,7 +72,9 @@ describe('minimum interval per endpoint and identity', () => {
     expect((await call(sim, 'GET', '/api/v0/instances/1/', undefined, other)).status).toBe(200);
     const viaParam = await fetch(`${sim.url}/api/v0/instances/1/?api_key=${sim.apiKey}`);
     expect(viaParam.status).toBe(200);
-    const both = await fetch(`${sim.url}/api/v0/instances/1/?api_key=${sim.apiKey}`, { headers: { authorization: `Bearer ${sim.apiKey}` } });
+    const both = await fetch(`${sim.url}/api/v0/instances/1/?api_key=${sim.apiKey}`, {
+      headers: { authorization: `Bearer ${sim.apiKey}` },
+    });
     expect(both.status).toBe(200);
     const url = `${sim.url}/api/v0/users/current/`;
     expect(await getFrom(url, sim.apiKey, '127.0.0.1')).toBe(200);

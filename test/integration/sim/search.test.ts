@@ -40,7 +40,21 @@ describe('catalog', () => {
     expect(Math.min(...perGpu('RTX 4090'))).toBeGreaterThanOrEqual(0.3);
     expect(Math.max(...perGpu('RTX 4090'))).toBeLessThanOrEqual(0.75);
     expect(Math.min(...perGpu('H100 SXM'))).toBeGreaterThanOrEqual(2);
-    for (const f of ['ask_contract_id', 'host_id', 'gpu_total_ram', 'cpu_cores', 'disk_space', 'min_bid', 'storage_cost', 'dlperf_per_dphtotal', 'reliability', 'geolocation', 'public_ipaddr', 'rented', 'external']) {
+    for (const f of [
+      'ask_contract_id',
+      'host_id',
+      'gpu_total_ram',
+      'cpu_cores',
+      'disk_space',
+      'min_bid',
+      'storage_cost',
+      'dlperf_per_dphtotal',
+      'reliability',
+      'geolocation',
+      'public_ipaddr',
+      'rented',
+      'external',
+    ]) {
       expect(catalog[0]).toHaveProperty(f);
     }
   });
@@ -60,7 +74,10 @@ describe('operators', () => {
       [{ num_gpus: { notin: [1, 2] } }, (o) => o.num_gpus > 2],
       [{ verified: { eq: false } }, (o) => !o.verified],
       [{ verified: { eq: true } }, (o) => o.verified],
-      [{ direct_port_count: { gte: 1 }, num_gpus: { gte: 2, lte: 4 } }, (o) => o.direct_port_count >= 1 && o.num_gpus >= 2 && o.num_gpus <= 4],
+      [
+        { direct_port_count: { gte: 1 }, num_gpus: { gte: 2, lte: 4 } },
+        (o) => o.direct_port_count >= 1 && o.num_gpus >= 2 && o.num_gpus <= 4,
+      ],
     ];
     for (const [filter, pred] of cases) {
       const got = await search({ ...all, ...filter });
@@ -87,19 +104,60 @@ describe('operators', () => {
   });
 
   test('accepts the CLI defaults (external, rented, allocated_storage) and refuses unknown keys', async () => {
-    const got = await search({ verified: { eq: true }, external: { eq: false }, rentable: { eq: true }, rented: { eq: false }, allocated_storage: 5.0 });
+    const got = await search({
+      verified: { eq: true },
+      external: { eq: false },
+      rentable: { eq: true },
+      rented: { eq: false },
+      allocated_storage: 5.0,
+    });
     expect(got.length).toBe(64);
     const r = await call(sim, 'POST', '/api/v0/bundles/', { no_such_field: { eq: 1 } });
     expect(r.status).toBe(400);
-    expect(r.body).toMatchObject({ success: false, error: 'invalid_request', msg: expect.stringContaining('no_such_field is not a valid search key') });
+    expect(r.body).toMatchObject({
+      success: false,
+      error: 'invalid_request',
+      msg: expect.stringContaining('no_such_field is not a valid search key'),
+    });
     // The documented filter fields exist on every offer.
-    for (const f of ['cpu_arch', 'gpu_arch', 'has_avx', 'datacenter', 'gpu_frac', 'vms_enabled', 'os_version', 'ubuntu_version', 'gpu_mem_bw', 'pcie_bw', 'bw_nvlink', 'cpu_ghz', 'mobo_name', 'gpu_max_power', 'gpu_max_temp', 'gpu_display_active', 'storage_total_cost']) {
+    for (const f of [
+      'cpu_arch',
+      'gpu_arch',
+      'has_avx',
+      'datacenter',
+      'gpu_frac',
+      'vms_enabled',
+      'os_version',
+      'ubuntu_version',
+      'gpu_mem_bw',
+      'pcie_bw',
+      'bw_nvlink',
+      'cpu_ghz',
+      'mobo_name',
+      'gpu_max_power',
+      'gpu_max_temp',
+      'gpu_display_active',
+      'storage_total_cost',
+    ]) {
       expect((await search({ [f]: { neq: null }, limit: 1 })).length, f).toBe(1);
     }
   });
 
   test('bad operators, values and shapes are 400 invalid_request', async () => {
-    for (const body of [{ num_gpus: { approx: 1 } }, { num_gpus: { eq: 'many' } }, { num_gpus: 1 }, { num_gpus: { in: 1 } }, { limit: -1 }, { limit: 'ten' }, { order: 'score' }, { order: [['score', 'up']] }, { order: [['nope', 'asc']] }, { type: 'spot' }, { type: 'interruptible' }, { allocated_storage: -5 }]) {
+    for (const body of [
+      { num_gpus: { approx: 1 } },
+      { num_gpus: { eq: 'many' } },
+      { num_gpus: 1 },
+      { num_gpus: { in: 1 } },
+      { limit: -1 },
+      { limit: 'ten' },
+      { order: 'score' },
+      { order: [['score', 'up']] },
+      { order: [['nope', 'asc']] },
+      { type: 'spot' },
+      { type: 'interruptible' },
+      { allocated_storage: -5 },
+    ]) {
       const r = await call(sim, 'POST', '/api/v0/bundles/', body);
       expect(r.status, JSON.stringify(body)).toBe(400);
       expect(r.body.error).toBe('invalid_request');
@@ -139,7 +197,9 @@ describe('documented defaults and forms', () => {
     const want = catalog.filter((o) => /, (US|CA)$/.test(o.geolocation));
     expect(got.length).toBe(want.length);
     expect(got.length).toBeGreaterThan(0);
-    expect((await search({ geolocation: { eq: 'se' }, limit: 1000, ...ANY_VERIFIED })).every((o) => o.geolocation.endsWith(', SE'))).toBe(true);
+    expect((await search({ geolocation: { eq: 'se' }, limit: 1000, ...ANY_VERIFIED })).every((o) => o.geolocation.endsWith(', SE'))).toBe(
+      true,
+    );
     expect(await search({ geolocation: { notin: ['US', 'CA'] }, limit: 1000, ...ANY_VERIFIED })).toHaveLength(600 - want.length);
     expect(await search({ geolocation: { eq: 'Texas, US' }, ...ANY_VERIFIED })).toHaveLength(0);
   });
@@ -148,7 +208,9 @@ describe('documented defaults and forms', () => {
     const a = await search({ gpu_name: { eq: 'RTX_4090' }, limit: 1000 });
     expect(a.length).toBeGreaterThan(0);
     expect(a).toEqual(await search({ gpu_name: { eq: 'RTX 4090' }, limit: 1000 }));
-    expect(await search({ gpu_name: { in: ['H100_SXM', 'RTX_4090'] }, limit: 1000 })).toEqual(await search({ gpu_name: { in: ['H100 SXM', 'RTX 4090'] }, limit: 1000 }));
+    expect(await search({ gpu_name: { in: ['H100_SXM', 'RTX_4090'] }, limit: 1000 })).toEqual(
+      await search({ gpu_name: { in: ['H100 SXM', 'RTX 4090'] }, limit: 1000 }),
+    );
     // `driver_version >= 550.90.07` is sent by the CLI as 550090007.
     const newer = await search({ driver_version: { gte: 550090007 }, limit: 1000, ...ANY_VERIFIED });
     expect(newer.length).toBe(catalog.filter((o) => ['550.90.07', '555.42.02', '560.35.03'].includes(o.driver_version)).length);
@@ -156,7 +218,14 @@ describe('documented defaults and forms', () => {
   });
 
   test('numbers and booleans as the CLI sends them (strings, True/False)', async () => {
-    const a = await search({ num_gpus: { gte: '2' }, reliability: { gt: '0.95' }, verified: { eq: 'True' }, rentable: { eq: 'true' }, rented: { eq: 'False' }, limit: '1000' });
+    const a = await search({
+      num_gpus: { gte: '2' },
+      reliability: { gt: '0.95' },
+      verified: { eq: 'True' },
+      rentable: { eq: 'true' },
+      rented: { eq: 'False' },
+      limit: '1000',
+    });
     const b = await search({ num_gpus: { gte: 2 }, reliability: { gt: 0.95 }, limit: 1000 });
     expect(a).toEqual(b);
   });
@@ -171,7 +240,13 @@ describe('order, limit, type', () => {
   });
 
   test('multi-key order', async () => {
-    const got = await search({ order: [['num_gpus', 'asc'], ['dph_total', 'desc']], limit: 1000 });
+    const got = await search({
+      order: [
+        ['num_gpus', 'asc'],
+        ['dph_total', 'desc'],
+      ],
+      limit: 1000,
+    });
     for (let i = 1; i < got.length; i++) {
       const [a, b] = [got[i - 1]!, got[i]!];
       expect(a.num_gpus < b.num_gpus || (a.num_gpus === b.num_gpus && a.dph_total >= b.dph_total)).toBe(true);
@@ -196,13 +271,18 @@ describe('order, limit, type', () => {
     const own = await startTestSim({ seed: 7 });
     try {
       const s = (body: Record<string, unknown>) => call(own, 'POST', '/api/v0/bundles/', body).then((r) => r.body.offers as SimOffer[]);
-      const machine = [...new Set(catalog.map((o) => o.machine_id))].find((m) => catalog.filter((o) => o.machine_id === m && o.verified).length > 1)!;
+      const machine = [...new Set(catalog.map((o) => o.machine_id))].find(
+        (m) => catalog.filter((o) => o.machine_id === m && o.verified).length > 1,
+      )!;
       const [first, second] = catalog.filter((o) => o.machine_id === machine && o.verified);
       await call(own, 'PUT', `/api/v0/asks/${first!.id}/`, { image: 'x' });
       expect(await s({ id: { eq: first!.id } })).toEqual([]);
       expect(await s({ id: { eq: second!.id } })).toEqual([]); // rented: {eq: false} by default
       expect((await s({ id: { eq: second!.id }, rented: { eq: true } }))[0]).toMatchObject({ rentable: true, rented: true });
-      expect((await s({ id: { eq: first!.id }, rentable: { eq: false }, rented: { in: [true, false] } }))[0]).toMatchObject({ rentable: false, rented: true });
+      expect((await s({ id: { eq: first!.id }, rentable: { eq: false }, rented: { in: [true, false] } }))[0]).toMatchObject({
+        rentable: false,
+        rented: true,
+      });
       const [top] = await s({ limit: 1 });
       expect(top!.machine_id).not.toBe(machine);
     } finally {

@@ -39,7 +39,11 @@ async function fresh(config: SimConfigInput = {}) {
   const sim = await startTestSim({
     timeScale: 1,
     now: () => clock.now,
-    config: { ssh_listeners: { enabled: true, late_s: 60 }, lifecycle: { provision_s: 100, boot_s: { min: 200, max: 200 }, restart_s: 100 }, ...config },
+    config: {
+      ssh_listeners: { enabled: true, late_s: 60 },
+      lifecycle: { provision_s: 100, boot_s: { min: 200, max: 200 }, restart_s: 100 },
+      ...config,
+    },
   });
   sims.push(sim);
   return { sim, clock, record: async (id: number) => (await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances };
@@ -49,7 +53,8 @@ async function fresh(config: SimConfigInput = {}) {
 async function runDirect({ sim, clock, record }: Awaited<ReturnType<typeof fresh>>, profile: FaultProfile = 'healthy') {
   const offer = (await call(sim, 'POST', '/api/v0/bundles/', { direct_port_count: { gte: 1 }, limit: 1 })).body.offers[0];
   sim.setOfferProfile(offer.id, profile);
-  const id = (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', runtype: 'ssh_direc ssh_proxy' })).body.new_contract as number;
+  const id = (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', runtype: 'ssh_direc ssh_proxy' })).body
+    .new_contract as number;
   const before = await record(id);
   clock.now += 300_000;
   const rec = await record(id);
@@ -95,10 +100,14 @@ describe('SSH listeners', () => {
       await call(w.sim, 'PUT', `/api/v0/instances/${id}/`, { state: 'running' });
       w.clock.now += 100_000;
       await w.record(id);
-      const moved = await waitFor(async () => {
-        const port = (await w.record(id)).ssh_port as number;
-        return port !== proxy ? port : undefined;
-      }, 2000, 'a new port');
+      const moved = await waitFor(
+        async () => {
+          const port = (await w.record(id)).ssh_port as number;
+          return port !== proxy ? port : undefined;
+        },
+        2000,
+        'a new port',
+      );
       expect((await probe(moved)).kind).toBe('banner');
     } finally {
       await new Promise((r) => squatter.close(r));

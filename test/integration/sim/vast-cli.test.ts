@@ -52,41 +52,70 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
     return stdout;
   }
 
-  test('search, create, show, label, stop, start, reboot, logs, user, env vars, destroy, charges: no error', { timeout: 120_000 }, async () => {
-    const offers = JSON.parse(await vast('search', 'offers', 'num_gpus=1 gpu_name=RTX_4090 geolocation in [US,CA,SE,DE,NL] direct_port_count>=1', '--limit', '5', '--raw')) as Array<Record<string, unknown>>;
-    expect(offers.length).toBeGreaterThan(0);
-    expect(offers.every((o) => o.gpu_name === 'RTX 4090' && o.num_gpus === 1 && o.verified === true)).toBe(true);
+  test(
+    'search, create, show, label, stop, start, reboot, logs, user, env vars, destroy, charges: no error',
+    { timeout: 120_000 },
+    async () => {
+      const offers = JSON.parse(
+        await vast(
+          'search',
+          'offers',
+          'num_gpus=1 gpu_name=RTX_4090 geolocation in [US,CA,SE,DE,NL] direct_port_count>=1',
+          '--limit',
+          '5',
+          '--raw',
+        ),
+      ) as Array<Record<string, unknown>>;
+      expect(offers.length).toBeGreaterThan(0);
+      expect(offers.every((o) => o.gpu_name === 'RTX 4090' && o.num_gpus === 1 && o.verified === true)).toBe(true);
 
-    const created = await vast('create', 'instance', String(offers[0]!.id), '--image', 'pytorch/pytorch', '--disk', '20', '--label', 'cli', '--ssh', '--direct', '--env', '-e TZ=UTC -p 8080:8080', '--onstart-cmd', 'echo hi');
-    const id = Number(/'new_contract': (\d+)/.exec(created)![1]);
-    expect(id).toBeGreaterThan(0);
+      const created = await vast(
+        'create',
+        'instance',
+        String(offers[0]!.id),
+        '--image',
+        'pytorch/pytorch',
+        '--disk',
+        '20',
+        '--label',
+        'cli',
+        '--ssh',
+        '--direct',
+        '--env',
+        '-e TZ=UTC -p 8080:8080',
+        '--onstart-cmd',
+        'echo hi',
+      );
+      const id = Number(/'new_contract': (\d+)/.exec(created)![1]);
+      expect(id).toBeGreaterThan(0);
 
-    const listed = JSON.parse(await vast('show', 'instances', '--raw')) as Array<Record<string, unknown>>;
-    expect(listed.map((i) => i.id)).toEqual([id]);
-    const shown = JSON.parse(await vast('show', 'instance', String(id), '--raw')) as Record<string, unknown>;
-    expect(shown).toMatchObject({ id, label: 'cli', actual_status: 'running', extra_env: { TZ: 'UTC', '-p 8080:8080': '1' } });
+      const listed = JSON.parse(await vast('show', 'instances', '--raw')) as Array<Record<string, unknown>>;
+      expect(listed.map((i) => i.id)).toEqual([id]);
+      const shown = JSON.parse(await vast('show', 'instance', String(id), '--raw')) as Record<string, unknown>;
+      expect(shown).toMatchObject({ id, label: 'cli', actual_status: 'running', extra_env: { TZ: 'UTC', '-p 8080:8080': '1' } });
 
-    expect(await vast('label', 'instance', String(id), 'renamed')).toContain(`label for ${id} set to renamed.`);
-    expect(await vast('stop', 'instance', String(id))).toContain(`stopping instance ${id}.`);
-    expect(await vast('start', 'instance', String(id))).toContain(`starting instance ${id}.`);
-    expect(await vast('reboot', 'instance', String(id))).toContain(`Rebooting instance ${id}.`);
+      expect(await vast('label', 'instance', String(id), 'renamed')).toContain(`label for ${id} set to renamed.`);
+      expect(await vast('stop', 'instance', String(id))).toContain(`stopping instance ${id}.`);
+      expect(await vast('start', 'instance', String(id))).toContain(`starting instance ${id}.`);
+      expect(await vast('reboot', 'instance', String(id))).toContain(`Rebooting instance ${id}.`);
 
-    expect(await vast('logs', String(id), '--tail', '20', '--filter', 'started')).toContain(`Container C.${id} started`);
+      expect(await vast('logs', String(id), '--tail', '20', '--filter', 'started')).toContain(`Container C.${id} started`);
 
-    const user = JSON.parse(await vast('show', 'user', '--raw')) as Record<string, unknown>;
-    expect(user).toMatchObject({ id: 424242, email: 'sim-user@example.com' });
-    expect(user).not.toHaveProperty('api_key');
+      const user = JSON.parse(await vast('show', 'user', '--raw')) as Record<string, unknown>;
+      expect(user).toMatchObject({ id: 424242, email: 'sim-user@example.com' });
+      expect(user).not.toHaveProperty('api_key');
 
-    expect(await vast('create', 'env-var', 'HF_TOKEN', 'abc123')).toContain('added successfully');
-    expect(JSON.parse(await vast('show', 'env-vars', '--raw'))).toEqual({ HF_TOKEN: '*****' });
+      expect(await vast('create', 'env-var', 'HF_TOKEN', 'abc123')).toContain('added successfully');
+      expect(JSON.parse(await vast('show', 'env-vars', '--raw'))).toEqual({ HF_TOKEN: '*****' });
 
-    expect(await vast('destroy', 'instance', String(id))).toContain(`destroying instance ${id}.`);
-    const charges = await vast('show', 'invoices-v1', '--charges', '--raw');
-    const raw = JSON.parse(charges.slice(charges.indexOf('{'))) as { results: Array<{ source: string; amount: number }> };
-    expect(raw.results.map((r) => r.source)).toEqual([`instance-${id}`]);
-    expect(raw.results[0]!.amount).toBeCloseTo(sim.ledger().total_usd, 3);
-    expect(sim.instances()).toEqual([]);
-    expect(sim.ledger().billing_now).toEqual([]);
-    expect(sim.stats().rate_limited).toEqual({});
-  });
+      expect(await vast('destroy', 'instance', String(id))).toContain(`destroying instance ${id}.`);
+      const charges = await vast('show', 'invoices-v1', '--charges', '--raw');
+      const raw = JSON.parse(charges.slice(charges.indexOf('{'))) as { results: Array<{ source: string; amount: number }> };
+      expect(raw.results.map((r) => r.source)).toEqual([`instance-${id}`]);
+      expect(raw.results[0]!.amount).toBeCloseTo(sim.ledger().total_usd, 3);
+      expect(sim.instances()).toEqual([]);
+      expect(sim.ledger().billing_now).toEqual([]);
+      expect(sim.stats().rate_limited).toEqual({});
+    },
+  );
 });

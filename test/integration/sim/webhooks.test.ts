@@ -124,14 +124,27 @@ describe('deliveries', () => {
 
   test('host:machine_offline is signed with the rotated secret; instance events name the instance', async () => {
     const sim = await fresh({
-      webhooks: { initial: [{ name: 'ops', webhook_url: `${base}/hook`, event_types: ['host:machine_offline', 'client:instance_created', 'client:instance_started'], webhook_secret: SECRET }] },
+      webhooks: {
+        initial: [
+          {
+            name: 'ops',
+            webhook_url: `${base}/hook`,
+            event_types: ['host:machine_offline', 'client:instance_created', 'client:instance_started'],
+            webhook_secret: SECRET,
+          },
+        ],
+      },
     });
     const id = (await call(sim, 'GET', '/api/v0/webhooks/')).body.webhooks[0].id;
     const rotated = (await call(sim, 'POST', `/api/v0/webhooks/${id}/rotate-secret/`)).body.webhook.webhook_secret;
     const offer = sim.offers()[0]!;
     sim.setOfferProfile(offer.id, 'offline');
     const instanceId = (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', label: 'wh' })).body.new_contract;
-    const offline = await waitFor(() => events('/hook').find((r) => JSON.parse(r.body).notif_type === 'machine_offline'), 3000, 'offline event');
+    const offline = await waitFor(
+      () => events('/hook').find((r) => JSON.parse(r.body).notif_type === 'machine_offline'),
+      3000,
+      'offline event',
+    );
     expect(JSON.parse(offline.body).message).toContain(`Instance ${instanceId} (wh) on machine ${offer.machine_id}`);
     expect(verify(offline, rotated)).toBe(true);
     expect(verify(offline, SECRET)).toBe(false);
@@ -156,25 +169,49 @@ const RETRIES_WAIT_MS = 15_000;
 
 describe('retries', () => {
   test('408, 429 and 5xx are retried with the same event id and body, each attempt signed anew', async () => {
-    const sim = await fresh({ webhooks: { initial: [{ webhook_url: `${base}/flaky`, event_types: ['client:instance_created'], webhook_secret: SECRET }], retry_delays_s: [5, 5, 5] } });
+    const sim = await fresh({
+      webhooks: {
+        initial: [{ webhook_url: `${base}/flaky`, event_types: ['client:instance_created'], webhook_secret: SECRET }],
+        retry_delays_s: [5, 5, 5],
+      },
+    });
     script['/flaky'] = [503, 408, 429, 204];
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x' });
     // The receiver sees the 4th request before the simulator has read its answer: wait for both.
-    await waitFor(() => (events('/flaky').length === 4 && sim.webhookDeliveries().at(-1)?.outcome === 'delivered' ? true : undefined), RETRIES_WAIT_MS, 'four attempts');
+    await waitFor(
+      () => (events('/flaky').length === 4 && sim.webhookDeliveries().at(-1)?.outcome === 'delivered' ? true : undefined),
+      RETRIES_WAIT_MS,
+      'four attempts',
+    );
     const got = events('/flaky');
     expect(got.map((r) => r.headers['x-vast-delivery-attempt'])).toEqual(['1', '2', '3', '4']);
     expect(new Set(got.map((r) => r.headers['x-vast-event-id'])).size).toBe(1);
     expect(new Set(got.map((r) => r.body)).size).toBe(1);
     expect(got.every((r) => verify(r, SECRET))).toBe(true);
     const outcomes = sim.webhookDeliveries().map((d) => [d.attempt, d.status, d.outcome]);
-    expect(outcomes).toEqual([[1, 503, 'retry'], [2, 408, 'retry'], [3, 429, 'retry'], [4, 204, 'delivered']]);
+    expect(outcomes).toEqual([
+      [1, 503, 'retry'],
+      [2, 408, 'retry'],
+      [3, 429, 'retry'],
+      [4, 204, 'delivered'],
+    ]);
   });
 
   test('a timeout (10 s by default) is retried; retries stop when the delays run out', async () => {
-    const sim = await fresh({ webhooks: { initial: [{ webhook_url: `${base}/slow`, event_types: ['client:instance_created'] }], retry_delays_s: [5, 5], delivery_timeout_ms: 100 } });
+    const sim = await fresh({
+      webhooks: {
+        initial: [{ webhook_url: `${base}/slow`, event_types: ['client:instance_created'] }],
+        retry_delays_s: [5, 5],
+        delivery_timeout_ms: 100,
+      },
+    });
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x' });
     await waitFor(() => (sim.webhookDeliveries().at(-1)?.outcome === 'failed' ? true : undefined), RETRIES_WAIT_MS, 'the last attempt');
-    expect(sim.webhookDeliveries().map((d) => [d.attempt, d.status, d.outcome])).toEqual([[1, null, 'retry'], [2, null, 'retry'], [3, null, 'failed']]);
+    expect(sim.webhookDeliveries().map((d) => [d.attempt, d.status, d.outcome])).toEqual([
+      [1, null, 'retry'],
+      [2, null, 'retry'],
+      [3, null, 'failed'],
+    ]);
     expect(sim.webhookDeliveries()[0]!.error).toMatch(/Timeout|abort/i);
   });
 
@@ -191,7 +228,11 @@ describe('retries', () => {
     script['/redirect'] = [302];
     script['/bad'] = [400];
     await call(sim, 'PUT', `/api/v0/asks/${sim.offers()[0]!.id}/`, { image: 'x' });
-    await waitFor(() => (sim.webhookDeliveries().every((d) => d.outcome === 'failed') && sim.webhookDeliveries().length === 3 ? true : undefined), 3000, 'three failures');
+    await waitFor(
+      () => (sim.webhookDeliveries().every((d) => d.outcome === 'failed') && sim.webhookDeliveries().length === 3 ? true : undefined),
+      3000,
+      'three failures',
+    );
     await new Promise((r) => setTimeout(r, 100));
     expect(received.map((r) => r.path).sort()).toEqual(['/bad', '/redirect']); // no redirect followed, no retry
     expect(sim.webhookDeliveries().find((d) => d.url.includes('10.1.2.3'))!.error).toContain('private network');
@@ -200,7 +241,8 @@ describe('retries', () => {
   test('the test endpoint sends webhook_test once, never retried', async () => {
     const sim = await fresh();
     script['/down'] = [500];
-    const w = (await call(sim, 'POST', '/api/v0/webhooks/', { webhook_url: `${base}/down`, event_types: ['client:low_credit'] })).body.webhook;
+    const w = (await call(sim, 'POST', '/api/v0/webhooks/', { webhook_url: `${base}/down`, event_types: ['client:low_credit'] })).body
+      .webhook;
     expect((await call(sim, 'POST', `/api/v0/webhooks/${w.id}/test/`)).body).toEqual({ success: true, msg: 'Test webhook delivered' });
     const got = await waitFor(() => events('/down')[0], 3000, 'test delivery');
     expect(JSON.parse(got.body).notif_type).toBe('webhook_test');
@@ -219,7 +261,11 @@ describe('retries', () => {
     sim.takeMachineOffline(offer.machine_id);
     expect((await call(sim, 'GET', '/api/v0/users/current/')).status).toBe(200);
     expect(Date.now() - t).toBeLessThan(500);
-    const failed = await waitFor(() => sim.webhookDeliveries().find((d) => d.url.endsWith('/closed') && d.error !== null), 3000, 'failed delivery');
+    const failed = await waitFor(
+      () => sim.webhookDeliveries().find((d) => d.url.endsWith('/closed') && d.error !== null),
+      3000,
+      'failed delivery',
+    );
     expect(failed.status).toBeNull();
   });
 });
@@ -227,7 +273,8 @@ describe('retries', () => {
 describe('webhook limits', () => {
   test('at most 4 per user; https only (http to loopback only); 2048-character URLs; 120-character names', async () => {
     const sim = await fresh();
-    const create = (body: Record<string, unknown>) => call(sim, 'POST', '/api/v0/webhooks/', { event_types: ['client:low_credit'], ...body });
+    const create = (body: Record<string, unknown>) =>
+      call(sim, 'POST', '/api/v0/webhooks/', { event_types: ['client:low_credit'], ...body });
     for (const body of [
       { webhook_url: 'http://example.com/hook' },
       { webhook_url: 'ftp://example.com/hook' },

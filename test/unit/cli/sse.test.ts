@@ -6,13 +6,17 @@ import { SseParser, type SseMessage } from '../../../src/cli/sse.js';
 function read(chunks: string[]): { messages: SseMessage[]; comments: string[] } {
   const messages: SseMessage[] = [];
   const comments: string[] = [];
-  const p = new SseParser((m) => messages.push(m), (c) => comments.push(c));
+  const p = new SseParser(
+    (m) => messages.push(m),
+    (c) => comments.push(c),
+  );
   for (const c of chunks) p.push(c);
   return { messages, comments };
 }
 
 describe('SseParser', () => {
-  const stream = 'retry: 1000\r\n\r\n: heartbeat\n\nid: 7\ndata: {"a":1}\n\nevent: end\ndata: {}\r\rid: 9\ndata: line one\ndata: line two\n\ndata: no end yet';
+  const stream =
+    'retry: 1000\r\n\r\n: heartbeat\n\nid: 7\ndata: {"a":1}\n\nevent: end\ndata: {}\r\rid: 9\ndata: line one\ndata: line two\n\ndata: no end yet';
 
   it('reads messages, comments and ids whatever the line endings', () => {
     const { messages, comments } = read([stream]);

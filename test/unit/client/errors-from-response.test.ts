@@ -1,12 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  AuthError,
-  NotFoundError,
-  OfferGoneError,
-  PermissionError,
-  RateLimitedError,
-  ServiceHttpError,
-} from '../../../src/errors.js';
+import { AuthError, NotFoundError, OfferGoneError, PermissionError, RateLimitedError, ServiceHttpError } from '../../../src/errors.js';
 import {
   errorFromResponse,
   parsePermissionCategory,
@@ -69,7 +62,12 @@ describe('response to typed error', () => {
   it('404 invalid_args with no_such_ask in msg is OfferGoneError', () => {
     const err = errorFromResponse(
       404,
-      { success: false, error: 'invalid_args', msg: 'error 404/3603: no_such_ask Instance type by id 1234567 is not available.', ask_id: 1234567 },
+      {
+        success: false,
+        error: 'invalid_args',
+        msg: 'error 404/3603: no_such_ask Instance type by id 1234567 is not available.',
+        ask_id: 1234567,
+      },
       ctx,
     );
     expect(err).toBeInstanceOf(OfferGoneError);
@@ -78,19 +76,31 @@ describe('response to typed error', () => {
   });
 
   it('410 no_such_ask is OfferGoneError', () => {
-    const err = errorFromResponse(410, { success: false, error: 'no_such_ask', msg: 'error 410/3907: no longer available' }, { ...ctx, offerId: undefined });
+    const err = errorFromResponse(
+      410,
+      { success: false, error: 'no_such_ask', msg: 'error 410/3907: no longer available' },
+      { ...ctx, offerId: undefined },
+    );
     expect(err).toBeInstanceOf(OfferGoneError);
     expect(err.status).toBe(410);
   });
 
   it('410 deprecated_endpoint has its own code', () => {
-    const err = errorFromResponse(410, { success: false, error: 'deprecated_endpoint', msg: 'use v1' }, { method: 'GET', path: '/api/v0/instances/' });
+    const err = errorFromResponse(
+      410,
+      { success: false, error: 'deprecated_endpoint', msg: 'use v1' },
+      { method: 'GET', path: '/api/v0/instances/' },
+    );
     expect(err).toBeInstanceOf(ServiceHttpError);
     expect(err.code).toBe('deprecated_endpoint');
   });
 
   it('404 otherwise is NotFoundError', () => {
-    const err = errorFromResponse(404, { success: false, error: 'no_such_instance', msg: 'gone' }, { method: 'GET', path: '/api/v0/instances/5/' });
+    const err = errorFromResponse(
+      404,
+      { success: false, error: 'no_such_instance', msg: 'gone' },
+      { method: 'GET', path: '/api/v0/instances/5/' },
+    );
     expect(err).toBeInstanceOf(NotFoundError);
     expect(err.serviceCode).toBe('no_such_instance');
   });

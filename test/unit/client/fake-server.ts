@@ -63,11 +63,13 @@ export async function startFakeServer(initial: FakeHandler = (_q, res) => json(r
 }
 
 /** A client config with fast retries and generous limits; override what a test is about. */
-export function testConfig(overrides: {
-  rate?: Partial<Record<keyof Config['rate_limits'], Partial<Config['rate_limits']['search']>>>;
-  retry?: Partial<Config['retry']>;
-  service?: Partial<Config['service']>;
-} = {}): Pick<Config, 'service' | 'rate_limits' | 'retry'> {
+export function testConfig(
+  overrides: {
+    rate?: Partial<Record<keyof Config['rate_limits'], Partial<Config['rate_limits']['search']>>>;
+    retry?: Partial<Config['retry']>;
+    service?: Partial<Config['service']>;
+  } = {},
+): Pick<Config, 'service' | 'rate_limits' | 'retry'> {
   const group = { per_s: 1000, burst: 100 };
   const groups = RATE_GROUPS;
   return {

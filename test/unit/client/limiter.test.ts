@@ -16,12 +16,22 @@ const noJitter = () => 0;
 function make(rate: NonNullable<Parameters<typeof testConfig>[0]>['rate'], opts: { maxPauseMs?: number; random?: () => number } = {}) {
   clock = new FakeClock(0, { timeoutTurns: 20 });
   const resumed: string[] = [];
-  limiter = createLimiter(testConfig({ rate }).rate_limits, { clock, random: opts.random ?? noJitter, maxPauseMs: opts.maxPauseMs, onResume: (g) => resumed.push(g) });
+  limiter = createLimiter(testConfig({ rate }).rate_limits, {
+    clock,
+    random: opts.random ?? noJitter,
+    maxPauseMs: opts.maxPauseMs,
+    onResume: (g) => resumed.push(g),
+  });
   return { limiter, resumed };
 }
 
 /** Schedules `n` calls of `group` at once and records the fake time each one ran at. */
-function burstOf(l: Limiter, group: 'search' | 'list' | 'show' | 'create', n: number, work?: () => Promise<void>): { times: number[]; done: Promise<unknown> } {
+function burstOf(
+  l: Limiter,
+  group: 'search' | 'list' | 'show' | 'create',
+  n: number,
+  work?: () => Promise<void>,
+): { times: number[]; done: Promise<unknown> } {
   const times: number[] = [];
   const done = Promise.all(
     Array.from({ length: n }, () =>

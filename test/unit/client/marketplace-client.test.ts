@@ -6,7 +6,15 @@ import { INSTANCE_COLUMNS } from '../../../src/client/marketplace-client.js';
 import { json, startFakeServer, testConfig, type FakeServer } from './fake-server.js';
 
 const API_KEY = 'sk-unit-test-key-0123456789';
-const offer = (id: number) => ({ id, machine_id: id * 10, gpu_name: 'RTX 4090', num_gpus: 1, gpu_ram: 24564, dph_total: 0.4, extra: 'kept' });
+const offer = (id: number) => ({
+  id,
+  machine_id: id * 10,
+  gpu_name: 'RTX 4090',
+  num_gpus: 1,
+  gpu_ram: 24564,
+  dph_total: 0.4,
+  extra: 'kept',
+});
 const instance = (id: number) => ({ id, label: `berth:s:r:${id}`, machine_id: 7, actual_status: 'running', ssh_host: 'h', ssh_port: 22 });
 const createReq = { image: 'pytorch/pytorch', disk: 20, label: 'berth:store:run1:1', env: { HF_TOKEN: 'hf_env_secret' } };
 
@@ -95,7 +103,12 @@ describe('retries', () => {
 
   it('a 403 about one offer is OfferRefusedError, not a permission failure', async () => {
     server.setHandler((_q, res) =>
-      json(res, 403, { success: false, error: 'invalid_args', msg: 'error 403/3586: Offer 31 is not your own. Hosts can only rent their own machines.', ask_id: 31 }),
+      json(res, 403, {
+        success: false,
+        error: 'invalid_args',
+        msg: 'error 403/3586: Offer 31 is not your own. Hosts can only rent their own machines.',
+        ask_id: 31,
+      }),
     );
     const err = await client.createInstance(31, createReq).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OfferRefusedError);
@@ -135,7 +148,9 @@ describe('retries', () => {
     client = makeClient(testConfig({ rate: { create: { per_s: 100, burst: 1, penalty_s: 0.4 } }, retry: { max_delay_s: 2 } }));
     let n = 0;
     server.setHandler((_q, res) =>
-      ++n === 1 ? json(res, 429, { detail: 'API requests too frequent endpoint threshold=50' }) : json(res, 200, { success: true, new_contract: 9 }),
+      ++n === 1
+        ? json(res, 429, { detail: 'API requests too frequent endpoint threshold=50' })
+        : json(res, 200, { success: true, new_contract: 9 }),
     );
     expect(await client.createInstance(1, createReq)).toEqual({ instanceId: 9 });
     expect(server.requests).toHaveLength(2);
@@ -230,7 +245,12 @@ describe('create is never retried blindly', () => {
 
   it('a taken offer is OfferGoneError naming the offer', async () => {
     server.setHandler((_q, res) =>
-      json(res, 404, { success: false, error: 'invalid_args', msg: 'error 404/3603: no_such_ask Instance type by id 88 is not available.', ask_id: 88 }),
+      json(res, 404, {
+        success: false,
+        error: 'invalid_args',
+        msg: 'error 404/3603: no_such_ask Instance type by id 88 is not available.',
+        ask_id: 88,
+      }),
     );
     await expect(client.createInstance(88, createReq)).rejects.toSatisfy((e) => e instanceof OfferGoneError && e.offerId === 88);
     expect(server.requests).toHaveLength(1);
@@ -247,7 +267,13 @@ describe('instances', () => {
       const limit = Number(u.searchParams.get('limit'));
       const page = all.slice(after, after + limit);
       const next = after + limit < all.length ? String(after + limit) : null;
-      return json(res, 200, { success: true, instances_found: page.length, total_instances: all.length, next_token: next, instances: page });
+      return json(res, 200, {
+        success: true,
+        instances_found: page.length,
+        total_instances: all.length,
+        next_token: next,
+        instances: page,
+      });
     });
     const listed = await client.listInstances();
     expect(listed.map((i) => i.id)).toEqual(all.map((i) => i.id));
@@ -264,7 +290,14 @@ describe('instances', () => {
 
   it('sends select_filters as JSON and returns one page with its token and total', async () => {
     server.setHandler((_q, res) =>
-      json(res, 200, { success: true, instances_found: 1, total_instances: 3, label_counts: { '': 3 }, next_token: 'tok2', instances: [instance(5)] }),
+      json(res, 200, {
+        success: true,
+        instances_found: 1,
+        total_instances: 3,
+        label_counts: { '': 3 },
+        next_token: 'tok2',
+        instances: [instance(5)],
+      }),
     );
     const page = await client.listInstancePage({ filters: { id: { in: [5, 6] } }, afterToken: 'tok1' });
     expect(page).toEqual({ instances: [instance(5)], nextToken: 'tok2', total: 3 });
@@ -274,7 +307,9 @@ describe('instances', () => {
   });
 
   it('reads `instances: null` as an empty page', async () => {
-    server.setHandler((_q, res) => json(res, 200, { success: true, instances_found: 0, total_instances: 0, next_token: null, instances: null }));
+    server.setHandler((_q, res) =>
+      json(res, 200, { success: true, instances_found: 0, total_instances: 0, next_token: null, instances: null }),
+    );
     expect(await client.listInstances()).toEqual([]);
   });
 
@@ -291,7 +326,11 @@ describe('instances', () => {
 
   it('validates instance records and tolerates extra fields and nulls', async () => {
     server.setHandler((_q, res) =>
-      json(res, 200, { success: true, next_token: null, instances: [{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }] }),
+      json(res, 200, {
+        success: true,
+        next_token: null,
+        instances: [{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }],
+      }),
     );
     expect(await client.listInstances()).toEqual([{ id: 1, label: null, machine_id: null, actual_status: null, extra_env: [['A', 'b']] }]);
   });
@@ -315,7 +354,9 @@ describe('instances', () => {
   it('a destroy answered 200 `success: false` is not destroyed: it is tried again', async () => {
     let n = 0;
     server.setHandler((_q, res) =>
-      ++n === 1 ? json(res, 200, { success: false, error: 'busy', msg: 'Instance is transitioning' }) : json(res, 200, { success: true, msg: 'destroyed' }),
+      ++n === 1
+        ? json(res, 200, { success: false, error: 'busy', msg: 'Instance is transitioning' })
+        : json(res, 200, { success: true, msg: 'destroyed' }),
     );
     expect(await client.destroyInstance(1)).toBe('destroyed');
     expect(server.requests).toHaveLength(2);
@@ -348,7 +389,8 @@ describe('other endpoints', () => {
     server.setHandler((q, res) => {
       if (q.url === '/api/v0/secrets/') return json(res, 200, { success: true, secrets: { HF_TOKEN: '****' } });
       if (q.url === '/api/v0/template/') return json(res, 200, { success: true });
-      if (q.url === '/api/v0/webhooks/4/rotate-secret') return json(res, 200, { success: true, webhook: { id: 4, webhook_secret: 'whsec' } });
+      if (q.url === '/api/v0/webhooks/4/rotate-secret')
+        return json(res, 200, { success: true, webhook: { id: 4, webhook_secret: 'whsec' } });
       if (q.url === '/api/v0/auth/apikeys/' && q.method === 'POST') return json(res, 200, { success: true, id: 12, key: 'newkey' });
       if (q.url === '/api/v0/auth/apikeys/12/') return json(res, 200, { success: true });
       return json(res, 404, { success: false, error: 'not_found', msg: '' });

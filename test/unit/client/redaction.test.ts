@@ -35,10 +35,15 @@ it('a logged session never shows the API key, the instance key or env values', a
       // The service echoing input back in an error must not leak it either.
       return json(res, 400, { success: false, error: 'invalid_args', msg: `bad env ${ENV_VALUE} for key ${API_KEY}` });
     }
-    if (q.url === '/api/v0/users/current/') return json(res, 401, { success: false, error: 'auth_error', msg: `Invalid user key ${API_KEY}` });
+    if (q.url === '/api/v0/users/current/')
+      return json(res, 401, { success: false, error: 'auth_error', msg: `Invalid user key ${API_KEY}` });
     // A service that sends extra_env although it was not asked for (select_cols) must not leak it either.
     if (q.url.startsWith('/api/v1/instances/')) {
-      return json(res, 200, { success: true, next_token: null, instances: [{ id: 1, label: 'l', machine_id: 1, actual_status: 'running', extra_env: [['HF_TOKEN', ENV_VALUE]] }] });
+      return json(res, 200, {
+        success: true,
+        next_token: null,
+        instances: [{ id: 1, label: 'l', machine_id: 1, actual_status: 'running', extra_env: [['HF_TOKEN', ENV_VALUE]] }],
+      });
     }
     return json(res, 404, { success: false, error: 'not_found', msg: '' });
   });

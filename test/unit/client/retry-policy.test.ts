@@ -35,15 +35,12 @@ describe('retry policy: HTTP statuses', () => {
 });
 
 describe('retry policy: transport errors', () => {
-  it.each(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT'])(
-    '%s is retried and never reached the service',
-    (code) => {
-      const p = transportPolicy(code);
-      expect(p.outcome).toBe('retry');
-      expect(p.reached).toBe('no');
-      expect(isAmbiguousForNonIdempotent(p)).toBe(false);
-    },
-  );
+  it.each(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_CONNECT_TIMEOUT'])('%s is retried and never reached the service', (code) => {
+    const p = transportPolicy(code);
+    expect(p.outcome).toBe('retry');
+    expect(p.reached).toBe('no');
+    expect(isAmbiguousForNonIdempotent(p)).toBe(false);
+  });
   it.each(['ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'UND_ERR_SOCKET', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT'])(
     '%s is retried but may have reached the service (ambiguous for a create)',
     (code) => {
@@ -83,9 +80,13 @@ describe('retry policy: outcome of a thrown error', () => {
 
 describe('run policy: what an error means for the run', () => {
   it('only a rejected key, a missing permission and a refused search fail a run; only a create can skip an offer or reconcile', () => {
-    const failing = Object.entries(RUN_POLICY).filter(([, p]) => p.search === 'fail_run' || p.create === 'fail_run').map(([code]) => code);
+    const failing = Object.entries(RUN_POLICY)
+      .filter(([, p]) => p.search === 'fail_run' || p.create === 'fail_run')
+      .map(([code]) => code);
     expect(failing.sort()).toEqual(['auth', 'bad_request', 'permission']);
-    expect(Object.values(RUN_POLICY).every((p) => (p.search as string) !== 'skip_offer' && (p.search as string) !== 'reconcile')).toBe(true);
+    expect(Object.values(RUN_POLICY).every((p) => (p.search as string) !== 'skip_offer' && (p.search as string) !== 'reconcile')).toBe(
+      true,
+    );
   });
 
   it('a rejected key or a missing permission fails the run, whichever step met it', () => {

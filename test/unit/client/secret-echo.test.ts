@@ -18,7 +18,9 @@ function echoes(secret: string): Record<string, string> {
     upper: secret.toUpperCase(),
     lower: secret.toLowerCase(),
     json: JSON.stringify(secret).slice(1, -1),
-    pythonJson: JSON.stringify(secret).slice(1, -1).replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+    pythonJson: JSON.stringify(secret)
+      .slice(1, -1)
+      .replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
     prefix: secret.slice(0, 12),
     suffix: secret.slice(-9),
     middle: secret.slice(5, 16),
@@ -54,7 +56,9 @@ const cases = [
 
 describe('service text quoted in errors never carries a secret', () => {
   it.each(cases)('400 on create echoing $what in msg and error', async ({ text, secret }) => {
-    server.setHandler((_q, res) => json(res, 400, { success: false, error: text, msg: `error 400/3001: bad input near ${text} (${text})` }));
+    server.setHandler((_q, res) =>
+      json(res, 400, { success: false, error: text, msg: `error 400/3001: bad input near ${text} (${text})` }),
+    );
     const err = await client.createInstance(1, { image: 'img', disk: 10, label: 'berth:s:r:1', env }).catch((e: unknown) => e);
     const shown = JSON.stringify({ ...toRunError(err), serviceCode: (err as { serviceCode?: unknown }).serviceCode });
     expect(shown).toContain('400');

@@ -1,7 +1,8 @@
 // The account's credit as the daemon tracks it, on fake time with a scripted users/current.
 import { describe, expect, it } from 'vitest';
 import type { CurrentUser } from '../../../src/client/types.js';
-import { AccountWatch, creditOf } from '../../../src/daemon/account-watch.js';
+import { creditOf } from '../../../src/account/credit.js';
+import { AccountWatch } from '../../../src/daemon/money/account-watch.js';
 import { BerthError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/logger.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
@@ -29,7 +30,12 @@ function watch(answers: Array<CurrentUser | Error>) {
 
 describe('AccountWatch', () => {
   it('reads the credit every interval, tells the gate when it crosses the minimum either way, and keeps the last figure through a failed read', async () => {
-    const t = watch([{ id: 1, credit: 50 }, { id: 1, credit: 5 }, new BerthError('network', 'down', { retryable: true }), { id: 1, credit: 12 }]);
+    const t = watch([
+      { id: 1, credit: 50 },
+      { id: 1, credit: 5 },
+      new BerthError('network', 'down', { retryable: true }),
+      { id: 1, credit: 12 },
+    ]);
     expect([t.w.credit, t.w.low]).toEqual([null, false]);
     t.w.start();
     await t.clock.advance(60_000);

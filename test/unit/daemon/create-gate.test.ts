@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CreateInput } from '../../../machines/run-machine.js';
-import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
-import { CreateAbandoned, CreateGate, type CreateGateDeps } from '../../../src/daemon/create-gate.js';
+import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { CreateAbandoned, CreateGate, type CreateGateDeps } from '../../../src/daemon/money/create-gate.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
@@ -49,7 +49,14 @@ function gate(over: Partial<CreateGateDeps> = {}): CreateGate {
   });
 }
 
-const input = (runId: string, n: number, dphTotal: number): CreateInput => ({ runId, n, offerId: n, machineId: n, dphTotal, bidPrice: null });
+const input = (runId: string, n: number, dphTotal: number): CreateInput => ({
+  runId,
+  n,
+  offerId: n,
+  machineId: n,
+  dphTotal,
+  bidPrice: null,
+});
 /** Admits a create whose start journals its intent; records when it started. */
 function admit(g: CreateGate, i: CreateInput, signal = new AbortController().signal) {
   const out = { startedAt: undefined as number | undefined, error: undefined as unknown };
@@ -72,7 +79,9 @@ describe('budget.max_usd_per_hour', () => {
     expect([first.startedAt, second.startedAt, third.startedAt]).toEqual([clock.now(), clock.now(), undefined]);
     expect(g.waitingCount).toBe(1);
     expect(events('c')).toEqual(['create.waiting']);
-    expect(store.events.list('c')[0]!.message).toMatch(/budget\.max_usd_per_hour \(\$1\/h\) would be passed: live instances and creates in flight bill \$1\.000\/h/);
+    expect(store.events.list('c')[0]!.message).toMatch(
+      /budget\.max_usd_per_hour \(\$1\/h\) would be passed: live instances and creates in flight bill \$1\.000\/h/,
+    );
     // Re-checked every second for a while: still one event.
     await clock.advance(10_000);
     expect(events('c')).toEqual(['create.waiting']);
@@ -113,7 +122,9 @@ describe('budget.max_usd_per_day', () => {
     const next = admit(g, input('a', 1, 1));
     await clock.settle();
     expect(next.startedAt).toBeUndefined();
-    expect(store.events.list('a')[0]!.message).toMatch(/budget\.max_usd_per_day \(\$1\.50\) would be passed: the last 24 h cost \$1\.00 \(what instances still booting may cost included\), and booting this offer \(3600 s at \$1\.000\/h\) \$1\.00/);
+    expect(store.events.list('a')[0]!.message).toMatch(
+      /budget\.max_usd_per_day \(\$1\.50\) would be passed: the last 24 h cost \$1\.00 \(what instances still booting may cost included\), and booting this offer \(3600 s at \$1\.000\/h\) \$1\.00/,
+    );
     // Half of that hour has left the window 24.5 h after it began: $0.5 + $1 fits.
     await clock.advance(23.5 * H - 60_000);
     expect(next.startedAt).toBeUndefined();
@@ -134,7 +145,24 @@ describe('budget.max_usd_per_day, creates one after another', () => {
     // Once the first runs, only what it billed counts: $0.25 after 15 min, + $1 fits.
     await clock.advance(15 * 60_000);
     journal.adopt('a', 1, 901, clock.now() - 15 * 60_000);
-    journal.record('a', { type: 'attempt.status', n: 1, status: { id: 901, actual_status: 'running', intended_status: null, cur_state: null, status_msg: null, ssh_host: null, ssh_port: null, dph_total: 1 } }, clock.now());
+    journal.record(
+      'a',
+      {
+        type: 'attempt.status',
+        n: 1,
+        status: {
+          id: 901,
+          actual_status: 'running',
+          intended_status: null,
+          cur_state: null,
+          status_msg: null,
+          ssh_host: null,
+          ssh_port: null,
+          dph_total: 1,
+        },
+      },
+      clock.now(),
+    );
     await clock.advance(60_000);
     expect(second.startedAt).toBe(clock.now());
   });

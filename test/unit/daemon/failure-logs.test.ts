@@ -3,7 +3,14 @@
 import { describe, expect, it } from 'vitest';
 import type { DestroyInput } from '../../../machines/run-types.js';
 import { BerthError } from '../../../src/errors.js';
-import { FailureLogs, FETCH_WINDOW_MS, lastBytes, MAX_TAIL_BYTES, REQUEST_WAIT_MS, type FetchedText } from '../../../src/daemon/failure-logs.js';
+import {
+  FailureLogs,
+  FETCH_WINDOW_MS,
+  lastBytes,
+  MAX_TAIL_BYTES,
+  REQUEST_WAIT_MS,
+  type FetchedText,
+} from '../../../src/daemon/runs/failure-logs.js';
 import { silentLogger } from '../../../src/logger.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
@@ -71,8 +78,11 @@ describe('failure logs', () => {
     expect(t.fetched).toHaveLength(3);
     expect(t.kept).toHaveLength(1);
     const text = t.kept[0]!.text;
-    expect(text).toMatch(/^Container C\.100 started\nHF_TOKEN=\[redacted\]\ncalling back with \[redacted\]\nCONTAINER_API_KEY=\[redacted\] and the key \[redacted\]\nContainer C\.100 exited with code 1$/);
-    for (const secret of [API_KEY, ENV_VALUE, TOKEN.split('.')[2]!, INSTANCE_KEY]) expect(text.toLowerCase()).not.toContain(secret.toLowerCase().slice(0, 8));
+    expect(text).toMatch(
+      /^Container C\.100 started\nHF_TOKEN=\[redacted\]\ncalling back with \[redacted\]\nCONTAINER_API_KEY=\[redacted\] and the key \[redacted\]\nContainer C\.100 exited with code 1$/,
+    );
+    for (const secret of [API_KEY, ENV_VALUE, TOKEN.split('.')[2]!, INSTANCE_KEY])
+      expect(text.toLowerCase()).not.toContain(secret.toLowerCase().slice(0, 8));
   });
 
   it('never holds the destroy longer than the request bound, and never for the upload', async () => {

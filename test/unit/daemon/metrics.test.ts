@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { ClientStats } from '../../../src/client/events.js';
 import type { GroupStats } from '../../../src/client/limiter.js';
 import { RATE_GROUPS } from '../../../src/config/schema.js';
-import { DaemonMetrics } from '../../../src/daemon/metrics.js';
+import { DaemonMetrics } from '../../../src/daemon/notify/metrics.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { parsePrometheus, sampleValue } from '../../helpers/prometheus.js';
 
@@ -21,7 +21,18 @@ afterEach(() => {
 });
 
 function idleGroup(): GroupStats {
-  return { scheduled: 0, sent: 0, rateLimited: 0, pauses: 0, mode: 'full', paused: false, pausedMs: 0, perS: 1, queued: 0, refilling: false };
+  return {
+    scheduled: 0,
+    sent: 0,
+    rateLimited: 0,
+    pauses: 0,
+    mode: 'full',
+    paused: false,
+    pausedMs: 0,
+    perS: 1,
+    queued: 0,
+    refilling: false,
+  };
 }
 
 function setup(stats: Partial<Record<(typeof RATE_GROUPS)[number], Partial<GroupStats>>> = {}) {
@@ -29,7 +40,11 @@ function setup(stats: Partial<Record<(typeof RATE_GROUPS)[number], Partial<Group
   store = openStore({ home: dir });
   let now = 0;
   const groups = Object.fromEntries(RATE_GROUPS.map((g) => [g, { ...idleGroup(), ...stats[g] }])) as ClientStats['groups'];
-  const metrics = new DaemonMetrics({ store, clock: { now: () => now }, clientStats: () => ({ groups, calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0 }) });
+  const metrics = new DaemonMetrics({
+    store,
+    clock: { now: () => now },
+    clientStats: () => ({ groups, calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0 }),
+  });
   const scrape = async () => parsePrometheus(await metrics.text());
   return { store, metrics, scrape, at: (t: number) => (now = t) };
 }
@@ -69,7 +84,10 @@ describe('DaemonMetrics', () => {
   });
 
   it("reports the limiter's 429s, pauses, paused time and queue per endpoint group", async () => {
-    const { scrape } = setup({ list: { rateLimited: 3, pauses: 2, pausedMs: 1500, queued: 4, paused: true }, create: { rateLimited: 1, pauses: 1 } });
+    const { scrape } = setup({
+      list: { rateLimited: 3, pauses: 2, pausedMs: 1500, queued: 4, paused: true },
+      create: { rateLimited: 1, pauses: 1 },
+    });
     const m = await scrape();
     expect(sampleValue(m, 'berth_service_rate_limited_total', { group: 'list' })).toBe(3);
     expect(sampleValue(m, 'berth_service_rate_limited_total', { group: 'create' })).toBe(1);

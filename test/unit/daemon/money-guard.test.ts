@@ -7,8 +7,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Candidate } from '../../../machines/run-machine.js';
 import type { RunError } from '../../../machines/run-rules.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
-import { MoneyGuard } from '../../../src/daemon/money-guard.js';
+import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { MoneyGuard } from '../../../src/daemon/money/money-guard.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import type { ResolvedJobSpec } from '../../../src/job-spec/schema.js';
 import { silentLogger } from '../../../src/logger.js';
@@ -67,10 +67,31 @@ function created(n: number, dph: number): void {
   journal.adopt('r1', n, 500 + n, clock.now());
 }
 const status = (n: number, actual_status: string, dph: number) =>
-  journal.record('r1', { type: 'attempt.status', n, status: { id: 500 + n, actual_status, intended_status: null, cur_state: null, status_msg: null, ssh_host: null, ssh_port: null, dph_total: dph } }, clock.now());
+  journal.record(
+    'r1',
+    {
+      type: 'attempt.status',
+      n,
+      status: {
+        id: 500 + n,
+        actual_status,
+        intended_status: null,
+        cur_state: null,
+        status_msg: null,
+        ssh_host: null,
+        ssh_port: null,
+        dph_total: dph,
+      },
+    },
+    clock.now(),
+  );
 const ended = (n: number) => {
   journal.record('r1', { type: 'destroy.confirmed', n, instanceId: 500 + n }, clock.now());
-  journal.record('r1', { type: 'attempt.ended', n, offerId: n, machineId: n * 10, instanceId: 500 + n, outcome: 'lost', detail: '' }, clock.now());
+  journal.record(
+    'r1',
+    { type: 'attempt.ended', n, offerId: n, machineId: n * 10, instanceId: 500 + n, outcome: 'lost', detail: '' },
+    clock.now(),
+  );
 };
 
 describe('budget_usd', () => {
@@ -83,7 +104,9 @@ describe('budget_usd', () => {
     expect(warnings).toEqual([]);
     await clock.advance(1);
     // $0.008 of $0.01 after 8 s at $0.001/s.
-    expect(warnings.map((w) => [w.at - t0, w.message])).toEqual([[8_000, expect.stringMatching(/^80% of budget_usd spent: \$0\.0080 of \$0\.0100; at \$3\.600\/h it is spent in about 0 min\.$/)]]);
+    expect(warnings.map((w) => [w.at - t0, w.message])).toEqual([
+      [8_000, expect.stringMatching(/^80% of budget_usd spent: \$0\.0080 of \$0\.0100; at \$3\.600\/h it is spent in about 0 min\.$/)],
+    ]);
     guard.check('r1');
     await clock.advance(1_000);
     expect(warnings).toHaveLength(1);
@@ -134,7 +157,11 @@ describe('budget_usd', () => {
     created(1, MILLI_PER_S);
     guard.check('r1');
     await clock.advance(4_000);
-    journal.record('r1', { type: 'bid.raised', n: 1, instanceId: 501, price: 2 * MILLI_PER_S - 0.1, dphTotal: 2 * MILLI_PER_S }, clock.now());
+    journal.record(
+      'r1',
+      { type: 'bid.raised', n: 1, instanceId: 501, price: 2 * MILLI_PER_S - 0.1, dphTotal: 2 * MILLI_PER_S },
+      clock.now(),
+    );
     guard.check('r1');
     // 0.004 spent; at $0.002/s, 0.004 + 0.002 × (t + 1 s lead) = 0.01 at t = 2 s.
     await clock.advance(3_000);
@@ -157,7 +184,15 @@ describe('budget_usd', () => {
     guard.check('r1');
     guard.stop(); // the daemon dies
     await clock.advance(2_000);
-    guard = new MoneyGuard({ store, clock, log: silentLogger(), specOf: () => spec, expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }), leadMs: 1000, warn });
+    guard = new MoneyGuard({
+      store,
+      clock,
+      log: silentLogger(),
+      specOf: () => spec,
+      expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }),
+      leadMs: 1000,
+      warn,
+    });
     guard.check('r1');
     // 0.003 + 0.001 × (t - 103 s) + 0.001 lead = 0.01 at t = 109 s.
     await clock.advance(10_000);
@@ -202,7 +237,7 @@ describe('max_runtime_s', () => {
 describe('affordability of offers', () => {
   const c = (offerId: number, dphTotal: number): Candidate => ({ offerId, machineId: offerId * 10, dphTotal, minBid: null, diskDph: 0 });
 
-  it("keeps the offers whose price over boot_timeout_s the rest of the budget pays, and says when none is", async () => {
+  it('keeps the offers whose price over boot_timeout_s the rest of the budget pays, and says when none is', async () => {
     const guard = guardFor(specWith({ budget_usd: 0.01 }));
     created(1, MILLI_PER_S);
     await clock.advance(4_000);

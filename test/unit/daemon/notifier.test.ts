@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Config, NotifyTargetConfig } from '../../../src/config/schema.js';
-import { Notifier, type DeliveryResult } from '../../../src/daemon/notifier.js';
+import { Notifier, type DeliveryResult } from '../../../src/daemon/notify/notifier.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { NotificationBodySchema } from '../../../src/wire/control-api.js';
@@ -94,7 +94,13 @@ describe('Notifier', () => {
     expect(rx.got).toHaveLength(1);
     const { headers, body } = rx.got[0]!;
     const parsed = NotificationBodySchema.parse(JSON.parse(body));
-    expect(parsed).toMatchObject({ id, type: 'run.failed', run: { id: 'r1', name: 'job-r1', state: 'failed' }, message: 'run failed (no_offers): nothing matched', data: { k: 1 } });
+    expect(parsed).toMatchObject({
+      id,
+      type: 'run.failed',
+      run: { id: 'r1', name: 'job-r1', state: 'failed' },
+      message: 'run failed (no_offers): nothing matched',
+      data: { k: 1 },
+    });
     expect(body).toBe(rows(s)[0]!.body);
     expect(headers['berth-event-id']).toBe(id);
     expect(headers['berth-delivery-attempt']).toBe('1');

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Instance } from '../../../src/client/types.js';
-import { attemptLabel, parseLabel } from '../../../src/daemon/labels.js';
-import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
-import { OfferClaims } from '../../../src/daemon/offer-claims.js';
-import { classifyInstance } from '../../../src/daemon/ownership.js';
+import { attemptLabel, parseLabel } from '../../../src/daemon/runs/labels.js';
+import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
+import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
+import { classifyInstance } from '../../../src/daemon/runs/ownership.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
@@ -55,16 +55,42 @@ describe('who owns a listed instance', () => {
 
   it('adopts an instance whose create was journaled but whose id was never recorded', () => {
     journal('live', 1);
-    expect(classifyInstance(instance(500, attemptLabel(store.storeId, 'live', 1)), store, live)).toEqual({ kind: 'adopt', runId: 'live', n: 1 });
+    expect(classifyInstance(instance(500, attemptLabel(store.storeId, 'live', 1)), store, live)).toEqual({
+      kind: 'adopt',
+      runId: 'live',
+      n: 1,
+    });
   });
 
   it.each([
     ['its run ended', 'ended', () => journal('ended', 1)],
     ['its run is unknown', 'nosuchrun', () => undefined],
     ['its attempt was never journaled', 'live', () => undefined],
-    ['its attempt already ended', 'live', () => { journal('live', 1); store.attempts.adopt('live', 1, 500, 2); store.attempts.setOutcome('live', 1, 'exited', 'x', 3); }],
-    ['its attempt gave up on the create', 'live', () => { journal('live', 1); store.attempts.notCreated('live', 1, 'failed', 'not found'); }],
-    ['its attempt owns another instance', 'live', () => { journal('live', 1); store.attempts.adopt('live', 1, 499, 2); }],
+    [
+      'its attempt already ended',
+      'live',
+      () => {
+        journal('live', 1);
+        store.attempts.adopt('live', 1, 500, 2);
+        store.attempts.setOutcome('live', 1, 'exited', 'x', 3);
+      },
+    ],
+    [
+      'its attempt gave up on the create',
+      'live',
+      () => {
+        journal('live', 1);
+        store.attempts.notCreated('live', 1, 'failed', 'not found');
+      },
+    ],
+    [
+      'its attempt owns another instance',
+      'live',
+      () => {
+        journal('live', 1);
+        store.attempts.adopt('live', 1, 499, 2);
+      },
+    ],
   ])('destroys it as an orphan when %s', (_, runId, arrange) => {
     arrange();
     expect(classifyInstance(instance(500, attemptLabel(store.storeId, runId, 1)), store, live).kind).toBe('orphan');

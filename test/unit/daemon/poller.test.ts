@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Instance, InstancePage, InstancePageQuery, MarketClient } from '../../../src/client/types.js';
 import { BerthError } from '../../../src/errors.js';
-import { InstancePoller, type PollSubscriber } from '../../../src/daemon/poller.js';
+import { InstancePoller, type PollSubscriber } from '../../../src/daemon/fleet/poller.js';
 import { silentLogger } from '../../../src/logger.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
@@ -36,7 +36,11 @@ function fakeAccount(clock: FakeClock, count: number) {
       const idIn = q.filters?.['id']?.['in'] as number[] | undefined;
       const labelIn = q.filters?.['label']?.['in'] as string[] | undefined;
       const statusIn = q.filters?.['actual_status']?.['in'] as string[] | undefined;
-      calls.push({ at: clock.now(), kind: statusIn ? 'moved' : idIn ? 'ids' : labelIn ? 'labels' : 'sweep', ...(idIn ? { ids: idIn } : {}) });
+      calls.push({
+        at: clock.now(),
+        kind: statusIn ? 'moved' : idIn ? 'ids' : labelIn ? 'labels' : 'sweep',
+        ...(idIn ? { ids: idIn } : {}),
+      });
       if (failNext > 0) {
         failNext--;
         throw new BerthError('server_error', 'list failed');
@@ -159,7 +163,10 @@ describe('the poller, 1,000 instances (40 pages)', () => {
     const account = fakeAccount(clock, 1000);
     const booting = account.instances.slice(100, 400);
     for (const b of booting) b.actual_status = 'loading';
-    const rec = recorder(() => [], () => booting.map((b) => b.id));
+    const rec = recorder(
+      () => [],
+      () => booting.map((b) => b.id),
+    );
     start(clock, account.client, rec.subscriber);
     await clock.advance(12_000);
     booting[250]!.actual_status = 'running';
@@ -182,7 +189,10 @@ describe('the poller, 1,000 instances (40 pages)', () => {
     account.refuseStatusFilter();
     const booting = account.instances.slice(100, 400);
     for (const b of booting) b.actual_status = 'loading';
-    const rec = recorder(() => [], () => booting.map((b) => b.id));
+    const rec = recorder(
+      () => [],
+      () => booting.map((b) => b.id),
+    );
     start(clock, account.client, rec.subscriber);
     await clock.advance(12_000);
     booting[250]!.actual_status = 'running';
@@ -199,7 +209,10 @@ describe('the poller, 1,000 instances (40 pages)', () => {
   it('keeps the plain id list, absence included, for up to a page of booting instances', async () => {
     const clock = new FakeClock(0);
     const account = fakeAccount(clock, 1000);
-    const rec = recorder(() => [], () => [1005, 999_999]);
+    const rec = recorder(
+      () => [],
+      () => [1005, 999_999],
+    );
     start(clock, account.client, rec.subscriber);
     await clock.advance(1_000);
     expect(account.calls.map((c) => c.kind)).toEqual(['sweep', 'ids']);
@@ -215,7 +228,10 @@ describe('the poller, 1,000 instances (40 pages)', () => {
     start(clock, account.client, rec.subscriber);
     await clock.advance(100_000);
     const kinds = account.calls.map((c) => c.kind);
-    const rounds = kinds.join(',').split('sweep').filter((r) => r.length > 0);
+    const rounds = kinds
+      .join(',')
+      .split('sweep')
+      .filter((r) => r.length > 0);
     expect(kinds.filter((k) => k === 'sweep').length).toBeGreaterThanOrEqual(7);
     // Between two sweep pages there is at most one whole targeted round (12 calls).
     for (const r of rounds) expect(r.split(',').filter((k) => k === 'ids').length).toBeLessThanOrEqual(12);

@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createReadyCallbackServer } from '../../../src/daemon/ready-callback.js';
-import { callbackLine, ReadyTokens } from '../../../src/daemon/ready-token.js';
+import { createReadyCallbackServer } from '../../../src/daemon/inbound/ready-callback.js';
+import { callbackLine, ReadyTokens } from '../../../src/daemon/inbound/ready-token.js';
 import { encodeOnstartWith, ONSTART_MAX_CHARS } from '../../../src/job-spec/onstart.js';
 import { createLogger } from '../../../src/logger.js';
 

@@ -7,9 +7,9 @@ import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Instance, MarketClient } from '../../../src/client/types.js';
 import { BerthError } from '../../../src/errors.js';
-import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
-import { ALERT_AFTER } from '../../../src/daemon/destroy-alerts.js';
-import { Reconciler } from '../../../src/daemon/reconciler.js';
+import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { ALERT_AFTER } from '../../../src/daemon/runs/destroy-alerts.js';
+import { Reconciler } from '../../../src/daemon/runs/reconciler.js';
 import { createLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
@@ -78,7 +78,11 @@ describe('reconciler', () => {
   it('adopts an instance carrying the label of a journaled create, billed from the journal entry', async () => {
     journaled('r1', 1, clock.now() - 2_000);
     await sweep(inst(500, label('r1', 1)));
-    expect(store.attempts.get('r1', 1)).toMatchObject({ create_state: 'created', instance_id: 500, instance_created_at: clock.now() - 2_000 });
+    expect(store.attempts.get('r1', 1)).toMatchObject({
+      create_state: 'created',
+      instance_id: 500,
+      instance_created_at: clock.now() - 2_000,
+    });
     expect(destroys).toEqual([]);
   });
 

@@ -8,11 +8,19 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createActor, toPromise } from 'xstate';
 import type { CreateInput } from '../../../machines/run-machine.js';
 import type { CreateInstanceRequest, Instance, MarketClient } from '../../../src/client/types.js';
-import { AmbiguousCreateError, AuthError, BerthError, OfferGoneError, OfferRefusedError, PermissionError, ServiceHttpError } from '../../../src/errors.js';
-import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
-import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
-import { OfferClaims } from '../../../src/daemon/offer-claims.js';
-import { makeRunActors } from '../../../src/daemon/run-actors.js';
+import {
+  AmbiguousCreateError,
+  AuthError,
+  BerthError,
+  OfferGoneError,
+  OfferRefusedError,
+  PermissionError,
+  ServiceHttpError,
+} from '../../../src/errors.js';
+import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
+import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
+import { makeRunActors } from '../../../src/daemon/runs/run-actors.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
@@ -104,7 +112,14 @@ describe('create actor: a fresh attempt', () => {
     const sentAt = clock.now();
     const out = await startCreate(client).done;
     expect(out).toEqual({ kind: 'created', instanceId: 900, createdAt: clock.now() });
-    expect(rowAtCall!).toMatchObject({ create_state: 'intent', offer_id: 31, machine_id: 310, dph_total: 0.25, label: label(), started_at: sentAt });
+    expect(rowAtCall!).toMatchObject({
+      create_state: 'intent',
+      offer_id: 31,
+      machine_id: 310,
+      dph_total: 0.25,
+      label: label(),
+      started_at: sentAt,
+    });
     expect(calls.map((c) => [c.offerId, c.request.label])).toEqual([[31, label()]]);
     expect(row()).toMatchObject({ create_state: 'created', instance_id: 900, instance_created_at: sentAt });
   });
@@ -117,7 +132,13 @@ describe('create actor: a fresh attempt', () => {
 
   it('a 403 about the offer ("not your own") moves on like a gone offer', async () => {
     const { client } = scripted(
-      fail(new OfferRefusedError(31, 'invalid_args', 'The marketplace refused offer 31 (403 invalid_args): error 403/3586: Offer 31 is not your own.')),
+      fail(
+        new OfferRefusedError(
+          31,
+          'invalid_args',
+          'The marketplace refused offer 31 (403 invalid_args): error 403/3586: Offer 31 is not your own.',
+        ),
+      ),
     );
     await expect(startCreate(client).done).resolves.toMatchObject({ kind: 'offer_gone', detail: expect.stringContaining('403') });
     expect(row()).toMatchObject({ create_state: 'offer_gone' });
@@ -127,13 +148,18 @@ describe('create actor: a fresh attempt', () => {
     const claims = new OfferClaims();
     claims.claim(31, 'other');
     const { client, calls } = scripted(async () => ({ instanceId: 900 }));
-    await expect(startCreate(client, lookups().lists, claims).done).resolves.toMatchObject({ kind: 'offer_gone', detail: expect.stringContaining('other') });
+    await expect(startCreate(client, lookups().lists, claims).done).resolves.toMatchObject({
+      kind: 'offer_gone',
+      detail: expect.stringContaining('other'),
+    });
     expect(calls).toHaveLength(0);
     expect(row()).toMatchObject({ create_state: 'offer_gone' });
   });
 
   it('a create the service refuses (400) fails this attempt only', async () => {
-    const { client } = scripted(fail(new ServiceHttpError('bad_request', 400, 'invalid_args', 'The marketplace rejected PUT /api/v0/asks/31/ (400 invalid_args)')));
+    const { client } = scripted(
+      fail(new ServiceHttpError('bad_request', 400, 'invalid_args', 'The marketplace rejected PUT /api/v0/asks/31/ (400 invalid_args)')),
+    );
     await expect(startCreate(client).done).resolves.toMatchObject({ kind: 'create_failed', detail: expect.stringContaining('400') });
     expect(row()).toMatchObject({ create_state: 'failed', create_detail: expect.stringContaining('400') });
   });
@@ -149,7 +175,8 @@ describe('create actor: a fresh attempt', () => {
 
   it('a stop aborts the call and leaves the intent for the next start to reconcile', async () => {
     const { client, calls } = scripted(
-      (signal) => new Promise((_, reject) => signal.addEventListener('abort', () => reject(new BerthError('aborted', 'stopped')), { once: true })),
+      (signal) =>
+        new Promise((_, reject) => signal.addEventListener('abort', () => reject(new BerthError('aborted', 'stopped')), { once: true })),
     );
     const { actor } = startCreate(client);
     await clock.settle();
@@ -163,13 +190,18 @@ describe('create actor: a fresh attempt', () => {
 describe('create actor: an unknown outcome', () => {
   it('an ambiguous create looks for its label and adopts the instance it finds', async () => {
     const { client, calls } = scripted(fail(new AmbiguousCreateError(31, label(), new Error('socket hang up'))));
-    const { lists, asked } = lookups((call) => (call === 2 ? { id: 901, label: label(), machine_id: 310, actual_status: 'loading' } : null));
+    const { lists, asked } = lookups((call) =>
+      call === 2 ? { id: 901, label: label(), machine_id: 310, actual_status: 'loading' } : null,
+    );
     const sentAt = clock.now();
     const { done } = startCreate(client, lists);
     await clock.advance(GRACE_MS / 2);
     await expect(done).resolves.toMatchObject({ kind: 'created', instanceId: 901 });
     expect(calls).toHaveLength(1);
-    expect(asked.map((a) => [a.label, a.after - sentAt])).toEqual([[label(), 0], [label(), GRACE_MS / 2]]);
+    expect(asked.map((a) => [a.label, a.after - sentAt])).toEqual([
+      [label(), 0],
+      [label(), GRACE_MS / 2],
+    ]);
     expect(row()).toMatchObject({ create_state: 'created', instance_id: 901, instance_created_at: sentAt });
   });
 
@@ -185,7 +217,15 @@ describe('create actor: an unknown outcome', () => {
   });
 
   it('an intent left by a crash is never sent again: the label is looked for, and what it finds is adopted', async () => {
-    store.attempts.beginCreate({ runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, label: label(), at: clock.now() - 5_000 });
+    store.attempts.beginCreate({
+      runId: 'run1',
+      n: 1,
+      offerId: 31,
+      machineId: 310,
+      dphTotal: 0.25,
+      label: label(),
+      at: clock.now() - 5_000,
+    });
     const { client, calls } = scripted(async () => ({ instanceId: 999 }));
     const { lists } = lookups(() => ({ id: 902, label: label(), machine_id: 310, actual_status: 'running' }));
     await expect(startCreate(client, lists).done).resolves.toMatchObject({ kind: 'created', instanceId: 902 });

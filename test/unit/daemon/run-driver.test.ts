@@ -20,11 +20,11 @@ import {
 } from '../../../machines/run-machine.js';
 import { systemClock } from '../../../src/clock.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { AttemptJournal } from '../../../src/daemon/attempt-journal.js';
-import { ALERT_AFTER } from '../../../src/daemon/destroy-alerts.js';
-import { MachineQuarantine } from '../../../src/daemon/machine-quarantine.js';
-import { OfferClaims } from '../../../src/daemon/offer-claims.js';
-import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/run-driver.js';
+import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { ALERT_AFTER } from '../../../src/daemon/runs/destroy-alerts.js';
+import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
+import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
+import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/runs/run-driver.js';
 import { BerthError } from '../../../src/errors.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import { createLogger } from '../../../src/logger.js';
@@ -54,7 +54,9 @@ function machine(failures: { value: number }): ProvidedRunMachine {
   const journal = new AttemptJournal(store);
   return runMachine.provide({
     actors: {
-      searchOffers: fromPromise<SearchOutput, SearchInput>(async () => ({ candidates: [{ offerId: 7, machineId: 70, dphTotal: 0.3, minBid: null, diskDph: 0.01 }] })),
+      searchOffers: fromPromise<SearchOutput, SearchInput>(async () => ({
+        candidates: [{ offerId: 7, machineId: 70, dphTotal: 0.3, minBid: null, diskDph: 0.01 }],
+      })),
       createInstance: fromPromise<CreateOutput, CreateInput>(async ({ input }) => {
         journal.begin(input, Date.now());
         journal.adopt(input.runId, input.n, 500, Date.now());
@@ -67,7 +69,9 @@ function machine(failures: { value: number }): ProvidedRunMachine {
       // SSH answers at once on every endpoint the list shows.
       probeSsh: fromPromise<ProbeOutput, ProbeInput>(async ({ input }) => ({ reachable: input.endpoints })),
       // Backoffs pass at once; the run's deadline and boot timeout never come.
-      sleepUntil: fromPromise<void, SleepInput>(({ input }) => (input.until - Date.now() > 60_000 ? new Promise<void>(() => undefined) : turn())),
+      sleepUntil: fromPromise<void, SleepInput>(({ input }) =>
+        input.until - Date.now() > 60_000 ? new Promise<void>(() => undefined) : turn(),
+      ),
     },
   }) as unknown as ProvidedRunMachine;
 }
@@ -123,7 +127,12 @@ describe('run driver', () => {
     d.poll(status('loading'), Date.now());
     d.poll(status('running'), Date.now());
     await until(() => d.state === 'running');
-    expect(store.attempts.get('r1', 1)).toMatchObject({ instance_id: 500, dph_total: 0.31, outcome: 'running', destroy_confirmed_at: null });
+    expect(store.attempts.get('r1', 1)).toMatchObject({
+      instance_id: 500,
+      dph_total: 0.31,
+      outcome: 'running',
+      destroy_confirmed_at: null,
+    });
     expect(store.attempts.get('r1', 1)!.first_running_at).not.toBeNull();
     d.cancel();
     // Lists that no longer show it, until one taken after the destroy was accepted confirms it.

@@ -2,7 +2,7 @@
 // fields: readiness and the bid policy).
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
-import { runLimits } from '../../../src/daemon/run-driver.js';
+import { runLimits } from '../../../src/daemon/runs/run-driver.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 
 const { config } = loadConfig({ overrides: { readiness: { ssh_timeout_s: 90 }, runs: { rebid_wait_s: 12 } } }, {});

@@ -2,7 +2,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Endpoint } from '../../../machines/run-types.js';
-import { answersSsh, probeUntilReachable } from '../../../src/daemon/ssh-probe.js';
+import { answersSsh, probeUntilReachable } from '../../../src/daemon/runs/ssh-probe.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
 const servers: Server[] = [];

@@ -7,7 +7,7 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { MarketClient } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { Supervisor } from '../../../src/daemon/supervisor.js';
+import { Supervisor } from '../../../src/daemon/runs/supervisor.js';
 import { BerthError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
@@ -25,7 +25,8 @@ beforeEach(() => {
   clock = new FakeClock(Date.now());
   // A search answers only when the test fails it: a run waits in `searching` and holds nothing.
   const pending: Array<(err: Error) => void> = [];
-  failSearches = () => pending.splice(0).forEach((reject) => reject(new BerthError('network', 'connect ECONNREFUSED', { retryable: true })));
+  failSearches = () =>
+    pending.splice(0).forEach((reject) => reject(new BerthError('network', 'connect ECONNREFUSED', { retryable: true })));
   const search = (_q: unknown, options?: { signal?: AbortSignal }) =>
     new Promise<never>((_, reject) => {
       pending.push(reject);
@@ -78,9 +79,25 @@ describe('supervisor', () => {
 
 describe('supervisor: runs it cannot resume', () => {
   it('fails a run saved by a newer berth with a run.failed event and its notification, in one go', () => {
-    const stored = { ...spec, disk_gb: 20, search: { filters: {}, order: [], type: 'on-demand', limit: 64 }, relax: [], max_attempts: 1, boot_timeout_s: 60, deadline_s: 60 };
+    const stored = {
+      ...spec,
+      disk_gb: 20,
+      search: { filters: {}, order: [], type: 'on-demand', limit: 64 },
+      relax: [],
+      max_attempts: 1,
+      boot_timeout_s: 60,
+      deadline_s: 60,
+    };
     store.runs.insert({ id: 'newer1', name: 'from-the-future', specJson: JSON.stringify(stored), createdAt: clock.now() });
-    store.runs.saveProgress('newer1', { state: 'booting', relaxLevel: 0, attempt: 1, error: null, snapshotJson: '{"context":{}}', machineVersion: 99, at: clock.now() });
+    store.runs.saveProgress('newer1', {
+      state: 'booting',
+      relaxLevel: 0,
+      attempt: 1,
+      error: null,
+      snapshotJson: '{"context":{}}',
+      machineVersion: 99,
+      at: clock.now(),
+    });
     const told: Array<{ runId: string; type: string; message: string }> = [];
     const hooked = new Supervisor({
       store,
@@ -90,7 +107,11 @@ describe('supervisor: runs it cannot resume', () => {
       config: loadConfig({}, {}).config,
       log: silentLogger(),
       apiKey: 'test-key',
-      hooks: { stored: () => undefined, committed: () => undefined, noticed: (run, type, logged) => told.push({ runId: run.id, type, message: logged.message }) },
+      hooks: {
+        stored: () => undefined,
+        committed: () => undefined,
+        noticed: (run, type, logged) => told.push({ runId: run.id, type, message: logged.message }),
+      },
     });
     try {
       hooked.resumeAll();
@@ -98,7 +119,13 @@ describe('supervisor: runs it cannot resume', () => {
       expect(row.state).toBe('failed');
       expect(JSON.parse(row.error_json!)).toMatchObject({ kind: 'upgrade' });
       expect(store.events.list('newer1').map((e) => e.type)).toEqual(['run.failed']);
-      expect(told).toEqual([{ runId: 'newer1', type: 'run.failed', message: expect.stringMatching(/^run failed \(upgrade\): This run was saved by another version of berth \(machine v99\)/) }]);
+      expect(told).toEqual([
+        {
+          runId: 'newer1',
+          type: 'run.failed',
+          message: expect.stringMatching(/^run failed \(upgrade\): This run was saved by another version of berth \(machine v99\)/),
+        },
+      ]);
     } finally {
       hooked.stop();
     }

@@ -1,6 +1,6 @@
 // The webhook signature check and the machine id of a machine_offline event, on their own.
 import { describe, expect, it } from 'vitest';
-import { machineIdOf, verifyDelivery } from '../../../src/daemon/webhook-receiver.js';
+import { machineIdOf, verifyDelivery } from '../../../src/daemon/inbound/webhook-receiver.js';
 import { signWebhook } from '../../../src/sim/index.js';
 
 const SECRET = 'whsec_unit';
@@ -21,7 +21,10 @@ describe('verifyDelivery', () => {
     expect(check(String(T), signWebhook('other', T, body.toString()))).toMatchObject({ ok: false, why: 'the signature does not match' });
     expect(check(String(T), good, Buffer.from(`${body.toString()} `))).toMatchObject({ ok: false });
     expect(check(String(T + 1), good)).toMatchObject({ ok: false, why: 'the signature does not match' });
-    expect(check(String(T - 301), signWebhook(SECRET, T - 301, body.toString()))).toMatchObject({ ok: false, why: 'the timestamp is more than 300 s from now' });
+    expect(check(String(T - 301), signWebhook(SECRET, T - 301, body.toString()))).toMatchObject({
+      ok: false,
+      why: 'the timestamp is more than 300 s from now',
+    });
     expect(check(String(T + 301), signWebhook(SECRET, T + 301, body.toString()))).toMatchObject({ ok: false });
     expect(check(undefined, good)).toMatchObject({ ok: false, why: 'X-Vast-Timestamp is missing or not an integer' });
     expect(check(`${T}.5`, good)).toMatchObject({ ok: false });
@@ -31,7 +34,7 @@ describe('verifyDelivery', () => {
 });
 
 describe('machineIdOf', () => {
-  it("reads the machine from the subject, else the message", () => {
+  it('reads the machine from the subject, else the message', () => {
     expect(machineIdOf('Machine 10566 is offline', 'x')).toBe(10566);
     expect(machineIdOf('Host alert', 'Instance 5 (berth:a:b:1) on machine 77 is offline: the host disconnected.')).toBe(77);
     expect(machineIdOf('Host alert', 'nothing here')).toBeNull();

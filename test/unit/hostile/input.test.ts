@@ -29,7 +29,10 @@ describe('prototype keys (item 23)', () => {
     ['a relax step', `${base},"relax":[{"set":{"constructor":{"eq":1}}}]}`, '$.relax[0].set'],
   ])('refuses __proto__-like keys in %s with a clear error instead of dropping them', (_, text, path) => {
     const issues = issuesOfText(text);
-    expect(issues.some((i) => i.path.startsWith(path) && /reserved name/.test(i.message)), JSON.stringify(issues)).toBe(true);
+    expect(
+      issues.some((i) => i.path.startsWith(path) && /reserved name/.test(i.message)),
+      JSON.stringify(issues),
+    ).toBe(true);
   });
 
   it('refuses __proto__ in a config file, naming it', () => {
@@ -68,7 +71,9 @@ describe('durations have documented maxima (item 12)', () => {
     ['retry.max_delay_s', '{"retry":{"max_delay_s":2592000}}'],
     ['runs.outage_backoff_s', '{"runs":{"outage_backoff_s":2592000}}'],
   ])('refuses a %s past the timer limit, naming it', (field, text) => {
-    expect(() => loadConfig({ configFile: configFile(text) }, {})).toThrow(new RegExp(`${field.replace('.', '\\.')}: Too big: expected number to be <=`));
+    expect(() => loadConfig({ configFile: configFile(text) }, {})).toThrow(
+      new RegExp(`${field.replace('.', '\\.')}: Too big: expected number to be <=`),
+    );
   });
 });
 

@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { issuesOf } from '../../helpers/spec-issues.js';
-import { attemptLabel } from '../../../src/daemon/labels.js';
+import { attemptLabel } from '../../../src/daemon/runs/labels.js';
 import { CREATE_INPUT_LIMITS, envTotalSize } from '../../../src/job-spec/create-input-limits.js';
 import { parseJobSpec } from '../../../src/job-spec/validate.js';
 

@@ -27,7 +27,14 @@ function run(shell: string, onstart: string, stdin = '') {
 /** A script of more than 5,000 characters (non-ASCII included) that writes every line to out.txt. */
 function longScript(): { script: string; expected: string } {
   const lines = Array.from({ length: 120 }, (_, i) => `line ${String(i).padStart(3, '0')} of the café ✓ marker text`);
-  const script = ['#!/bin/sh', 'set -e', ...lines.map((l) => `echo '${l}' >> out.txt`), 'read -r greeting', 'echo "stdin: $greeting"', ''].join('\n');
+  const script = [
+    '#!/bin/sh',
+    'set -e',
+    ...lines.map((l) => `echo '${l}' >> out.txt`),
+    'read -r greeting',
+    'echo "stdin: $greeting"',
+    '',
+  ].join('\n');
   return { script, expected: lines.map((l) => `${l}\n`).join('') };
 }
 

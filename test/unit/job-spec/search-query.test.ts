@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { Offer } from '../../../src/client/types.js';
 import type { Config } from '../../../src/config/schema.js';
-import { billedPriceFor, billedPricePerHour, buildSearchQuery, describeRelaxStep, relaxStepCount, usableOffers } from '../../../src/job-spec/search-query.js';
+import {
+  billedPriceFor,
+  billedPricePerHour,
+  buildSearchQuery,
+  describeRelaxStep,
+  relaxStepCount,
+  usableOffers,
+} from '../../../src/job-spec/search-query.js';
 import { parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
 
 const runs: Config['runs'] = {
@@ -17,10 +24,7 @@ const runs: Config['runs'] = {
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };
-const specJob = resolveJobSpec(
-  parseJobSpecText(readFileSync(new URL('../../../examples/job.json', import.meta.url), 'utf8')),
-  runs,
-);
+const specJob = resolveJobSpec(parseJobSpecText(readFileSync(new URL('../../../examples/job.json', import.meta.url), 'utf8')), runs);
 
 describe('buildSearchQuery', () => {
   it('sends the filters as written at relax level 0, plus the fixed rules, the service defaults and the disk', () => {
@@ -46,7 +50,7 @@ describe('buildSearchQuery', () => {
     expect(buildSearchQuery(spec, 1, none)['allocated_storage']).toBe(4000);
   });
 
-  it('sends berth\'s verified default explicitly, and a dropped service-defaulted filter in the form that widens', () => {
+  it("sends berth's verified default explicitly, and a dropped service-defaulted filter in the form that widens", () => {
     const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
       ...runs,
       relax: [{ drop: ['verified'] }, { drop: ['rented', 'gpu_ram'] }],
@@ -59,7 +63,10 @@ describe('buildSearchQuery', () => {
     expect(level2['rented']).toEqual({ in: [true, false] });
     expect(level2).not.toHaveProperty('gpu_ram');
     // rentable is berth's own fixed rule: never widened.
-    const dropRentable = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), { ...runs, relax: [{ drop: ['rentable'] }] });
+    const dropRentable = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
+      ...runs,
+      relax: [{ drop: ['rentable'] }],
+    });
     expect(buildSearchQuery(dropRentable, 1, none)['rentable']).toEqual({ eq: true });
   });
 
@@ -128,9 +135,7 @@ describe('describeRelaxStep', () => {
   it('writes one line per step for the event log', () => {
     expect(describeRelaxStep({ drop: ['verified'] })).toBe('dropped filter verified');
     expect(describeRelaxStep({ drop: ['verified', 'gpu_ram'] })).toBe('dropped filters verified, gpu_ram');
-    expect(describeRelaxStep({ set: { gpu_name: { in: ['RTX 4090', 'RTX 3090'] } } })).toBe(
-      'set gpu_name in [RTX 4090, RTX 3090]',
-    );
+    expect(describeRelaxStep({ set: { gpu_name: { in: ['RTX 4090', 'RTX 3090'] } } })).toBe('set gpu_name in [RTX 4090, RTX 3090]');
     expect(describeRelaxStep({ drop: ['verified'], set: { gpu_ram: { gte: 16000, lte: 48000 } } })).toBe(
       'dropped filter verified; set gpu_ram gte 16000 lte 48000',
     );

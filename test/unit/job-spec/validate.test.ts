@@ -19,10 +19,7 @@ describe('parseJobSpec', () => {
   it('keeps the SPEC example as written', () => {
     const spec = parseJobSpecText(example('job.json'));
     expect(spec.search.filters['gpu_name']).toEqual({ eq: 'RTX 4090' });
-    expect(spec.relax).toEqual([
-      { drop: ['verified'] },
-      { set: { gpu_name: { in: ['RTX 4090', 'RTX 3090', 'RTX A6000'] } } },
-    ]);
+    expect(spec.relax).toEqual([{ drop: ['verified'] }, { set: { gpu_name: { in: ['RTX 4090', 'RTX 3090', 'RTX A6000'] } } }]);
     expect(spec.max_price_per_hour).toBe(0.9);
   });
 
@@ -96,9 +93,7 @@ describe('parseJobSpec', () => {
     expect(issuesOf({ ...minimal, search: { type: 'bid' } })).toEqual([
       { path: '$.bid_price', message: 'required when search.type is "bid"' },
     ]);
-    expect(issuesOf({ ...minimal, bid_price: 0.2 })).toEqual([
-      { path: '$.bid_price', message: 'only applies when search.type is "bid"' },
-    ]);
+    expect(issuesOf({ ...minimal, bid_price: 0.2 })).toEqual([{ path: '$.bid_price', message: 'only applies when search.type is "bid"' }]);
     expect(issuesOf({ ...minimal, search: { type: 'bid' }, bid_price: 0.6 })).toEqual([
       { path: '$.bid_price', message: 'must not exceed max_price_per_hour' },
     ]);
@@ -129,10 +124,7 @@ describe('parseJobSpec', () => {
   });
 
   it('checks the bid rule even when other fields are wrong', () => {
-    expect(issuesOf({ ...minimal, disk_gb: -1, search: { type: 'bid' } }).map((i) => i.path)).toEqual([
-      '$.disk_gb',
-      '$.bid_price',
-    ]);
+    expect(issuesOf({ ...minimal, disk_gb: -1, search: { type: 'bid' } }).map((i) => i.path)).toEqual(['$.disk_gb', '$.bid_price']);
   });
 
   it('refuses relax steps that would touch the price cap or the SSH port', () => {
@@ -200,7 +192,9 @@ describe('resolveJobSpec', () => {
     const none = resolveJobSpec(parseJobSpec(minimal), runs);
     expect('max_runtime_s' in none || 'budget_usd' in none).toBe(false);
     expect(resolveJobSpec(parseJobSpec(minimal), { ...runs, max_runtime_s: 3600 }).max_runtime_s).toBe(3600);
-    expect(resolveJobSpec(parseJobSpec({ ...minimal, max_runtime_s: 60, budget_usd: 2.5 }), { ...runs, max_runtime_s: 3600 })).toMatchObject({
+    expect(
+      resolveJobSpec(parseJobSpec({ ...minimal, max_runtime_s: 60, budget_usd: 2.5 }), { ...runs, max_runtime_s: 3600 }),
+    ).toMatchObject({
       max_runtime_s: 60,
       budget_usd: 2.5,
     });
@@ -225,8 +219,23 @@ describe('jobSpecJsonSchema', () => {
     };
     expect(Object.keys(schema.properties).sort()).toEqual(
       [
-        'bid_price', 'bid_step_pct', 'boot_timeout_s', 'budget_usd', 'deadline_s', 'disk_gb', 'env', 'image', 'max_attempts',
-        'max_price_per_hour', 'max_runtime_s', 'name', 'on_outbid', 'onstart', 'ready_when', 'relax', 'search',
+        'bid_price',
+        'bid_step_pct',
+        'boot_timeout_s',
+        'budget_usd',
+        'deadline_s',
+        'disk_gb',
+        'env',
+        'image',
+        'max_attempts',
+        'max_price_per_hour',
+        'max_runtime_s',
+        'name',
+        'on_outbid',
+        'onstart',
+        'ready_when',
+        'relax',
+        'search',
       ].sort(),
     );
     expect(schema.required.sort()).toEqual(['image', 'max_price_per_hour', 'name']);

@@ -104,7 +104,8 @@ export class FakeWorld {
         this.probes.push(input);
         const answer = this.probeAnswer;
         if (answer instanceof Error) throw answer;
-        if (answer === 'never') await new Promise<void>((_, reject) => signal.addEventListener('abort', () => reject(new Error('stopped'))));
+        if (answer === 'never')
+          await new Promise<void>((_, reject) => signal.addEventListener('abort', () => reject(new Error('stopped'))));
         return { reachable: input.endpoints };
       }),
       changeBid: fromPromise<void, ChangeBidInput>(async ({ input }) => {

@@ -20,7 +20,16 @@ function asVersion1(snapshot: StoredRunSnapshot): StoredRunSnapshot {
     context: {
       ...context,
       limits,
-      history: [{ n: current.n, offerId: current.offerId, machineId: current.machineId, instanceId: current.instanceId, outcome: null, detail: null }],
+      history: [
+        {
+          n: current.n,
+          offerId: current.offerId,
+          machineId: current.machineId,
+          instanceId: current.instanceId,
+          outcome: null,
+          detail: null,
+        },
+      ],
     },
   };
 }
@@ -56,7 +65,14 @@ describe('run machine snapshot migrations', () => {
     const v3 = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot())) as StoredRunSnapshot;
     first.actor.stop();
     const { expire: _e, searchType: _s, ...context } = v3.context;
-    const { diskDph: _d, bidPrice: _b, runningSeenAt: _r, reachable: _re, rebidAt: _ra, ...current } = context['current'] as Record<string, unknown>;
+    const {
+      diskDph: _d,
+      bidPrice: _b,
+      runningSeenAt: _r,
+      reachable: _re,
+      rebidAt: _ra,
+      ...current
+    } = context['current'] as Record<string, unknown>;
     const candidates = (context['candidates'] as Array<Record<string, unknown>>).map(({ minBid: _m, diskDph: _dd, ...c }) => c);
     const v2 = { ...v3, context: { ...context, current, candidates } };
 

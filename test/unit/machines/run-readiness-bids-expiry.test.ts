@@ -3,17 +3,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { BidPolicy, RunLimits } from '../../../machines/run-machine.js';
 import { nextBid } from '../../../machines/run-rules.js';
-import {
-  FakeWorld,
-  confirmGone,
-  currentInstanceId,
-  endedAttempts,
-  poll,
-  startRun,
-  stateOf,
-  status,
-  tick,
-} from './harness.js';
+import { FakeWorld, confirmGone, currentInstanceId, endedAttempts, poll, startRun, stateOf, status, tick } from './harness.js';
 
 beforeEach(() => {
   vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
@@ -58,7 +48,13 @@ describe('readiness by SSH', () => {
     expect(world.probes).toHaveLength(2);
     expect(world.probes[1]!.endpoints[0]).toMatchObject({ port: 40023 });
     const ready = emitted.find((e) => e.type === 'attempt.running');
-    expect(ready).toMatchObject({ via: 'ssh', reachable: [{ kind: 'proxy', port: 40023 }, { kind: 'direct', port: 41022 }] });
+    expect(ready).toMatchObject({
+      via: 'ssh',
+      reachable: [
+        { kind: 'proxy', port: 40023 },
+        { kind: 'direct', port: 41022 },
+      ],
+    });
   });
 
   it('replaces an instance that runs but never answers SSH within sshTimeoutS (unreachable: offer and machine blocked)', async () => {
@@ -303,4 +299,3 @@ describe('runs ended by the money guard (EXPIRE)', () => {
 function offers2(...ids: number[]) {
   return ids.map((id) => ({ offerId: id, machineId: id * 10, dphTotal: 0.5, minBid: 0.2, diskDph: 0.05 }));
 }
-

@@ -64,7 +64,13 @@ describe('store', () => {
     expect(s.storeId).toBe('abcd0123');
     const rows = s.attempts.forRun('r1');
     expect(rows.map((r) => 'destroy_state' in r)).toEqual([false, false, false]);
-    expect(rows.map(({ instance_created_at, first_running_at, destroy_confirmed_at }) => [instance_created_at, first_running_at, destroy_confirmed_at])).toEqual([
+    expect(
+      rows.map(({ instance_created_at, first_running_at, destroy_confirmed_at }) => [
+        instance_created_at,
+        first_running_at,
+        destroy_confirmed_at,
+      ]),
+    ).toEqual([
       [100, 150, 185],
       [null, null, null],
       [300, 350, null],
@@ -86,7 +92,10 @@ describe('store', () => {
     const start = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, label: 'berth:x:r1:1', at: 5 };
     expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: true, row: { create_state: 'intent', machine_id: 70, dph_total: 0.4 } });
     expect(s.attempts.adopt('r1', 1, 555, 6)).toBe(true);
-    expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: false, row: { create_state: 'created', instance_id: 555, instance_created_at: 6 } });
+    expect(s.attempts.beginCreate(start)).toMatchObject({
+      fresh: false,
+      row: { create_state: 'created', instance_id: 555, instance_created_at: 6 },
+    });
     // Adopting the same instance again (the create's answer and a sweep both found it) changes nothing;
     // a second instance for the attempt is refused (it is an orphan).
     expect(s.attempts.adopt('r1', 1, 555, 9)).toBe(true);
@@ -113,17 +122,30 @@ describe('store', () => {
   it('pages runs newest first after a given run, and reads the attempts of many runs in one query', () => {
     const s = open(home());
     // Two runs share a millisecond: ordered by id among themselves.
-    for (const [id, at] of [['a', 1], ['c', 2], ['b', 2], ['d', 3]] as const) s.runs.insert({ id, name: id, specJson: '{}', createdAt: at });
+    for (const [id, at] of [
+      ['a', 1],
+      ['c', 2],
+      ['b', 2],
+      ['d', 3],
+    ] as const)
+      s.runs.insert({ id, name: id, specJson: '{}', createdAt: at });
     expect(s.runs.list().map((r) => r.id)).toEqual(['d', 'b', 'c', 'a']);
     const pages: string[][] = [];
-    for (let after: string | undefined; ; ) {
+    for (let after: string | undefined; ;) {
       const page = s.runs.list(2, after ? s.runs.get(after) : undefined);
       if (page.length === 0) break;
       pages.push(page.map((r) => r.id));
       after = page.at(-1)!.id;
     }
-    expect(pages).toEqual([['d', 'b'], ['c', 'a']]);
-    for (const [runId, n] of [['a', 1], ['a', 2], ['c', 1]] as const) {
+    expect(pages).toEqual([
+      ['d', 'b'],
+      ['c', 'a'],
+    ]);
+    for (const [runId, n] of [
+      ['a', 1],
+      ['a', 2],
+      ['c', 1],
+    ] as const) {
       s.attempts.beginCreate({ runId, n, offerId: n, machineId: 1, dphTotal: 1, label: `berth:x:${runId}:${n}`, at: 1 });
     }
     expect(s.attempts.forRuns(['a', 'b', 'c']).map((a) => `${a.run_id}${a.n}`)).toEqual(['a1', 'a2', 'c1']);
@@ -269,7 +291,8 @@ describe('store: money records', () => {
   it('lists the attempts that may bill (creates in flight included) and those confirmed destroyed since a time', () => {
     const s = open(home());
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 });
-    const begin = (n: number, at: number) => s.attempts.beginCreate({ runId: 'r1', n, offerId: n, machineId: n, dphTotal: 1, label: `berth:x:r1:${n}`, at });
+    const begin = (n: number, at: number) =>
+      s.attempts.beginCreate({ runId: 'r1', n, offerId: n, machineId: n, dphTotal: 1, label: `berth:x:r1:${n}`, at });
     begin(1, 0);
     s.attempts.adopt('r1', 1, 501, 0);
     s.attempts.destroyConfirmed('r1', 1, 501, 10);
@@ -278,8 +301,18 @@ describe('store: money records', () => {
     begin(3, 30);
     s.attempts.adopt('r1', 3, 503, 30);
     begin(4, 40); // in flight
-    expect(s.attempts.billingSince(5).map((a) => a.n).sort()).toEqual([1, 3, 4]);
-    expect(s.attempts.billingSince(10).map((a) => a.n).sort()).toEqual([3, 4]);
+    expect(
+      s.attempts
+        .billingSince(5)
+        .map((a) => a.n)
+        .sort(),
+    ).toEqual([1, 3, 4]);
+    expect(
+      s.attempts
+        .billingSince(10)
+        .map((a) => a.n)
+        .sort(),
+    ).toEqual([3, 4]);
     expect(s.attempts.billingSince(0)[0]).toHaveProperty('run_ended_at', null);
   });
 

@@ -1,0 +1,309 @@
+// The control API's routes (the table src/http/router.ts matches), each a handler from a checked
+// request to an answer or an HttpProblem. The guards that run before any of them (Host, Origin,
+// token, content type) and the error envelope are ./control-api.ts's.
+import type { IncomingMessage } from 'node:http';
+import type { Clock } from '../../clock.js';
+import { SpecError } from '../../errors.js';
+import { BodyTooLargeError, isJsonContent, readBody } from '../../http/body.js';
+import { MAX_SPEC_BYTES } from '../../job-spec/spec-size.js';
+import type { Logger } from '../../logger.js';
+import type { Store } from '../../store/index.js';
+import { jobSpecSchema } from '../../job-spec/schema.js';
+import {
+  CostsReportSchema,
+  type CostsReport,
+  EVENTS_PAGE_MAX,
+  HealthSchema,
+  ProofSchema,
+  RotatedSchema,
+  RunEventListSchema,
+  RunListSchema,
+  RunSchema,
+  RUNS_PAGE,
+  type Health,
+  type RunEvent,
+} from '../../wire/control-api.js';
+import { openApiDocument } from './control-openapi.js';
+import { HttpProblem, type Answer, type ControlRoute, type Request } from './route-types.js';
+import { controlProof } from '../../wire/control-proof.js';
+import { parseSince } from '../money/costs.js';
+import type { EventStreams } from './event-stream.js';
+import type { DaemonMetrics } from '../notify/metrics.js';
+import { observeRoutes } from './observe-routes.js';
+import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js';
+import type { Supervisor } from '../runs/supervisor.js';
+
+interface ControlTokens {
+  current(): string;
+  /** Makes, stores and switches to a new token; the old one stops working at once. */
+  rotate(): string;
+}
+
+export interface ControlApiDeps {
+  store: Store;
+  supervisor: Supervisor;
+  tokens: ControlTokens;
+  log: Logger;
+  clock: Pick<Clock, 'now'>;
+  startedAt: number;
+  /** False while the runs resume after a start: status works, submits are stored and wait. */
+  ready(): boolean;
+  /** GET /v1/costs (`berth costs`): spend per run and instance since the given time (./costs.ts). */
+  costs?(sinceMs: number | undefined): Promise<CostsReport>;
+  metrics: DaemonMetrics;
+  streams: EventStreams;
+}
+
+const limitParam = (page: { default: number; max: number }) => ({
+  name: 'limit',
+  description: `items per page (default ${page.default}, at most ${page.max}; 0 means the default)`,
+  schema: { type: 'integer', minimum: 0 },
+});
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  let text: string;
+  try {
+    text = await readBody(req, MAX_SPEC_BYTES);
+  } catch (err) {
+    if (err instanceof BodyTooLargeError)
+      throw new HttpProblem(413, 'too_large', `The job spec is larger than ${MAX_SPEC_BYTES / 1024} KiB.`);
+    throw err;
+  }
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new SpecError([{ path: '$', message: `not valid JSON: ${(err as Error).message}` }]);
+  }
+}
+
+/** A query number: absent or empty gives the default; anything else must be a whole number ≥ 0. */
+function queryInt(url: URL, name: string, fallback: number): number {
+  const raw = url.searchParams.get(name);
+  if (raw === null || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new HttpProblem(400, 'bad_request', `${name} must be a whole number ≥ 0, got "${raw.slice(0, 40)}".`);
+  return n;
+}
+
+/** `?limit`: the default when absent or 0, at most `max`. */
+const pageLimit = (url: URL, page: { default: number; max: number }) =>
+  Math.min(queryInt(url, 'limit', page.default) || page.default, page.max);
+
+export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
+  const { store, supervisor, tokens, log } = deps;
+  const runOf = (r: Request) => {
+    const row = store.runs.get(r.params.id!);
+    if (!row) throw new HttpProblem(404, 'not_found', `No run ${r.params.id}.`);
+    return row;
+  };
+  const routes: ControlRoute[] = [
+    {
+      method: 'GET',
+      path: '/healthz',
+      auth: 'open',
+      doc: {
+        summary: 'Liveness and readiness; no token needed',
+        responses: { 200: { description: 'the daemon serves', schema: HealthSchema } },
+      },
+      handle: (): Answer => {
+        const body: Health = {
+          ok: true,
+          store_id: store.storeId,
+          uptime_s: Math.max(0, Math.round((deps.clock.now() - deps.startedAt) / 1000)),
+          live_runs: supervisor.liveCount,
+          active_runs: supervisor.activeCount,
+          ready: deps.ready(),
+          held_runs: store.runs.heldCount(),
+        };
+        return { status: 200, body };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/proof',
+      auth: 'open',
+      doc: {
+        summary: 'Proof that this daemon holds the control token, checked by clients before they send it',
+        description: 'proof = hex HMAC-SHA256 under the token of "berth-control-proof:v1\\n<Host>\\n<nonce>".',
+        query: [{ name: 'nonce', description: '32 to 128 hex digits', schema: { type: 'string', pattern: '^[0-9a-f]{32,128}$' } }],
+        responses: { 200: { description: 'the proof', schema: ProofSchema } },
+      },
+      // How a client checks it talks to the daemon before it sends the token.
+      handle: ({ url, host }) => {
+        const nonce = url.searchParams.get('nonce') ?? '';
+        if (!/^[0-9a-f]{32,128}$/.test(nonce)) throw new HttpProblem(400, 'bad_request', 'nonce must be 32 to 128 hex digits.');
+        return { status: 200, body: { proof: controlProof(tokens.current(), host, nonce) } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/token/rotate',
+      doc: {
+        summary: 'Makes a new control token; the old one stops working at once',
+        responses: { 200: { description: 'rotated', schema: RotatedSchema } },
+      },
+      handle: () => {
+        tokens.rotate();
+        log.info('control token rotated');
+        return { status: 200, body: { rotated: true } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/runs',
+      doc: {
+        summary: 'Submits a job spec',
+        headers: [
+          { name: 'Idempotency-Key', description: 'a repeat with the same key and spec returns the same run', schema: { type: 'string' } },
+        ],
+        body: jobSpecSchema,
+        responses: {
+          201: { description: 'the new run', schema: RunSchema },
+          200: { description: 'the run an earlier submission with this Idempotency-Key made', schema: RunSchema },
+        },
+        errors: [409, 413, 415, 503],
+      },
+      handle: async ({ req }) => {
+        if (!isJsonContent(req))
+          throw new HttpProblem(
+            415,
+            'unsupported_media_type',
+            'POST /v1/runs takes a JSON job spec with "Content-Type: application/json".',
+          );
+        const body = await readJson(req);
+        const key = req.headers['idempotency-key'];
+        const { row, created } = supervisor.submit(body, typeof key === 'string' && key ? key : undefined);
+        return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/runs',
+      doc: {
+        summary: 'Runs, newest first, a page at a time',
+        query: [limitParam(RUNS_PAGE), { name: 'after', description: 'the last run id of the previous page', schema: { type: 'string' } }],
+        responses: { 200: { description: 'a page of runs; an empty one ends the list', schema: RunListSchema } },
+      },
+      // Newest first; `after=RUN_ID` (the last of the previous page) pages on.
+      handle: ({ url }) => {
+        const afterId = url.searchParams.get('after');
+        const after = afterId ? store.runs.get(afterId) : undefined;
+        if (afterId && !after)
+          throw new HttpProblem(
+            400,
+            'bad_request',
+            `after: no run ${afterId.slice(0, 40)} to page on from (it may have been deleted by retention); start again without after.`,
+          );
+        return {
+          status: 200,
+          body: loadRunViews(store, { limit: pageLimit(url, RUNS_PAGE), ...(after ? { after } : {}) }, deps.clock.now()),
+        };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/runs/{id}',
+      doc: { summary: 'One run', responses: { 200: { description: 'the run object', schema: RunSchema } }, errors: [404] },
+      handle: (r) => ({ status: 200, body: loadRunView(store, runOf(r).id, deps.clock.now()) }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/runs/{id}/events',
+      doc: {
+        summary: "A run's event log, oldest first, a page at a time",
+        query: [
+          { name: 'after', description: 'the last event id seen', schema: { type: 'integer', minimum: 0 } },
+          limitParam({ default: EVENTS_PAGE_MAX, max: EVENTS_PAGE_MAX }),
+        ],
+        responses: { 200: { description: 'a page of events; an empty one ends the log', schema: RunEventListSchema } },
+        errors: [404],
+      },
+      handle: (r) => {
+        const { id } = runOf(r);
+        const after = queryInt(r.url, 'after', 0);
+        const events: RunEvent[] = store.events
+          .list(id, after, pageLimit(r.url, { default: EVENTS_PAGE_MAX, max: EVENTS_PAGE_MAX }))
+          .map(toRunEvent);
+        return { status: 200, body: events };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/runs/{id}/cancel',
+      doc: {
+        summary: 'Stops a run and destroys every instance it holds',
+        responses: { 202: { description: 'the run, as it stands', schema: RunSchema } },
+        errors: [404, 503],
+      },
+      handle: (r) => {
+        const { id } = runOf(r);
+        supervisor.cancel(id);
+        return { status: 202, body: loadRunView(store, id, deps.clock.now()) };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/costs',
+      doc: {
+        summary: "Spend per run and per instance (berth costs), beside the service's charges where the key may read billing",
+        query: [
+          {
+            name: 'since',
+            description: 'from 00:00 UTC of this day (YYYY-MM-DD, or an ISO time); default: every record kept',
+            schema: { type: 'string' },
+          },
+        ],
+        responses: { 200: { description: 'the report', schema: CostsReportSchema } },
+        errors: [400, 404],
+      },
+      handle: async ({ url }) => {
+        if (!deps.costs) throw new HttpProblem(404, 'not_found', 'No route GET /v1/costs.');
+        let since: number | undefined;
+        try {
+          since = parseSince(url.searchParams.get('since'), deps.clock.now());
+        } catch (err) {
+          throw new HttpProblem(400, 'bad_request', (err as Error).message);
+        }
+        return { status: 200, body: await deps.costs(since) };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/v1/runs/{id}/resume',
+      doc: {
+        summary: 'Lets a run held after a restored backup go on',
+        responses: { 202: { description: 'the run, as it stands', schema: RunSchema } },
+        errors: [404, 409, 503],
+      },
+      handle: (r) => {
+        const row = runOf(r);
+        if (row.held_at === null || row.ended_at !== null) {
+          throw new HttpProblem(
+            409,
+            'not_held',
+            `Run ${row.id} is not held: only runs held after a restored backup need \`berth resume\`.`,
+          );
+        }
+        supervisor.resumeHeld(row.id);
+        return { status: 202, body: loadRunView(store, row.id, deps.clock.now()) };
+      },
+    },
+    ...observeRoutes(deps),
+  ];
+  let document: Record<string, unknown> | undefined;
+  routes.push({
+    method: 'GET',
+    path: '/v1/openapi.json',
+    auth: 'open',
+    doc: {
+      summary: 'This document: OpenAPI 3.1, generated from the schemas the daemon answers with',
+      responses: { 200: { description: 'the OpenAPI document' } },
+    },
+    handle: ({ host }) => {
+      document ??= openApiDocument(routes);
+      return { status: 200, body: { ...document, servers: [{ url: `http://${host}` }] } };
+    },
+  });
+  return routes;
+}

@@ -1,0 +1,123 @@
+// The control API's routes for watching the daemon from other programs (issue #13): Prometheus
+// metrics, the notification outbox, and the live event stream. The table and guards are
+// ./control-routes.ts's and ./control-api.ts's.
+import type { Store } from '../../store/index.js';
+import type { OutboxRow } from '../../store/outbox.js';
+import { NotificationListSchema, NOTIFICATIONS_PAGE, StreamEventSchema, type Notification } from '../../wire/control-api.js';
+import { DELIVERY_STATES, type DeliveryState, type NotifyEvent } from '../../wire/notify-events.js';
+import { HttpProblem, type ControlRoute, type Request } from './route-types.js';
+import type { EventStreams } from './event-stream.js';
+import type { DaemonMetrics } from '../notify/metrics.js';
+
+export interface ObserveDeps {
+  store: Store;
+  metrics: DaemonMetrics;
+  streams: EventStreams;
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+function toNotification(row: OutboxRow): Notification {
+  return {
+    seq: row.seq,
+    id: row.id,
+    type: row.type as NotifyEvent,
+    run_id: row.run_id,
+    target: row.target,
+    target_origin: new URL(row.target_url).origin,
+    state: row.state,
+    attempts: row.attempts,
+    created_at: iso(row.created_at)!,
+    next_at: row.state === 'pending' ? iso(row.next_at) : null,
+    delivered_at: row.state === 'delivered' ? iso(row.finished_at) : null,
+    last_error: row.last_error,
+  };
+}
+
+/** A query id: absent gives undefined; anything else must be a whole number ≥ 0. */
+function queryId(raw: string | null | undefined, name: string): number | undefined {
+  if (raw === null || raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new HttpProblem(400, 'bad_request', `${name} must be a whole number ≥ 0, got "${raw.slice(0, 40)}".`);
+  return n;
+}
+
+export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
+  const { store, metrics, streams } = deps;
+  return [
+    {
+      method: 'GET',
+      path: '/metrics',
+      auth: 'open',
+      doc: {
+        summary: 'Prometheus metrics (text exposition format); no token needed, like /healthz',
+        responses: { 200: { description: 'the metrics', contentType: 'text/plain' } },
+      },
+      handle: async () => ({ status: 200, text: await metrics.text(), contentType: metrics.contentType }),
+    },
+    {
+      method: 'GET',
+      path: '/v1/notifications',
+      doc: {
+        summary: 'Notification deliveries, newest first, a page at a time',
+        query: [
+          { name: 'state', description: 'only deliveries in this state', schema: { type: 'string', enum: [...DELIVERY_STATES] } },
+          {
+            name: 'limit',
+            description: `items per page (default ${NOTIFICATIONS_PAGE.default}, at most ${NOTIFICATIONS_PAGE.max}; 0 means the default)`,
+            schema: { type: 'integer', minimum: 0 },
+          },
+          { name: 'before', description: 'the last seq of the previous page', schema: { type: 'integer', minimum: 0 } },
+        ],
+        responses: { 200: { description: 'a page of deliveries; an empty one ends the list', schema: NotificationListSchema } },
+      },
+      handle: ({ url }) => {
+        const state = url.searchParams.get('state') ?? undefined;
+        if (state !== undefined && !(DELIVERY_STATES as readonly string[]).includes(state)) {
+          throw new HttpProblem(400, 'bad_request', `state must be one of ${DELIVERY_STATES.join(', ')}.`);
+        }
+        const limit = Math.min(queryId(url.searchParams.get('limit'), 'limit') || NOTIFICATIONS_PAGE.default, NOTIFICATIONS_PAGE.max);
+        const before = queryId(url.searchParams.get('before'), 'before');
+        return { status: 200, body: store.outbox.list(limit, before, state as DeliveryState | undefined).map(toNotification) };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/events/stream',
+      doc: {
+        summary: 'Server-Sent Events: run events as they are stored, resumable with Last-Event-ID',
+        description:
+          'Each message: `id:` the event id, `data:` a StreamEvent. Without Last-Event-ID (or `after`), a stream of one run starts at its first event, and a stream of all runs with the events stored from now on. A stream of one run ends with an `end` message once the run has ended and its last event was sent. Heartbeat comment lines keep it open; it ends cleanly when the daemon stops.',
+        query: [
+          { name: 'run', description: "only this run's events", schema: { type: 'string' } },
+          {
+            name: 'after',
+            description: 'send the events stored after this id (as Last-Event-ID does)',
+            schema: { type: 'integer', minimum: 0 },
+          },
+        ],
+        headers: [
+          {
+            name: 'Last-Event-ID',
+            description: 'the id of the last event received: the stream resumes after it',
+            schema: { type: 'string' },
+          },
+        ],
+        responses: { 200: { description: 'the event stream', contentType: 'text/event-stream', itemSchema: StreamEventSchema } },
+        errors: [404],
+      },
+      handle: (r: Request) => {
+        const runId = r.url.searchParams.get('run') || undefined;
+        if (runId !== undefined && !store.runs.get(runId)) throw new HttpProblem(404, 'not_found', `No run ${runId}.`);
+        const header = r.req.headers['last-event-id'];
+        const after =
+          queryId(Array.isArray(header) ? header[0] : header, 'Last-Event-ID') ??
+          queryId(r.url.searchParams.get('after'), 'after') ??
+          streams.startOf(runId);
+        streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after });
+        return { streamed: true };
+      },
+    },
+  ];
+}

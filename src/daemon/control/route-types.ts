@@ -1,0 +1,63 @@
+// The shape of a control API route and of what it answers, shared by the route tables
+// (./control-routes.ts, ./observe-routes.ts), the OpenAPI document (./control-openapi.ts) and the
+// server (./control-api.ts). It imports none of them, so none of them import each other in a circle.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { z } from 'zod';
+import type { ErrorKind } from '../../wire/control-api.js';
+
+/** An answer other than 2xx, in the envelope's words. */
+export class HttpProblem extends Error {
+  constructor(
+    readonly status: number,
+    readonly kind: ErrorKind,
+    message: string,
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface Request {
+  req: IncomingMessage;
+  /** For a route that writes its answer itself (a stream); the others return an Answer. */
+  res: ServerResponse;
+  url: URL;
+  /** The Host it was sent to (one of the daemon's own). */
+  host: string;
+  params: Record<string, string>;
+}
+
+export type Answer =
+  /** JSON. */
+  | { status: number; body: unknown }
+  /** Text of another type (the Prometheus exposition). */
+  | { status: number; text: string; contentType: string }
+  /** The route wrote the answer itself (Server-Sent Events). */
+  | { streamed: true };
+
+/**
+ * What GET /v1/openapi.json says of a route (./control-openapi.ts): the schemas are the zod schemas
+ * of src/wire/control-api.ts the daemon answers with, named in the document's components.
+ */
+interface RouteDoc {
+  summary: string;
+  description?: string;
+  query?: Array<{ name: string; description: string; schema: Record<string, unknown> }>;
+  headers?: Array<{ name: string; description: string; schema: Record<string, unknown> }>;
+  /** A JSON request body. */
+  body?: z.ZodType;
+  /** Answers other than errors: a JSON schema, or another content type described in words. */
+  responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string; itemSchema?: z.ZodType }>;
+  /** Error statuses this route answers besides those of every route (all in the error envelope). */
+  errors?: number[];
+}
+
+export interface ControlRoute {
+  method: 'GET' | 'POST';
+  path: string;
+  /** 'open': answered without the token (health, and the proof a client checks before sending it). */
+  auth?: 'open';
+  doc: RouteDoc;
+  handle(r: Request): Answer | Promise<Answer>;
+}

@@ -1,0 +1,83 @@
+// The run object (src/wire/control-api.ts `Run`) built from the store's rows, never from the spec:
+// it holds no API key, no instance key and no env value.
+import type { RunError } from '../../errors.js';
+import type { AttemptRow, EventRow, RunRow, Store } from '../../store/index.js';
+import type { Run, RunEvent } from '../../wire/control-api.js';
+import { costView } from '../../store/spend.js';
+import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** The attempt whose instance the run holds now: created, and not ended (or running). */
+function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefined {
+  if (run.ended_at !== null) return undefined;
+  const last = attempts.at(-1);
+  if (!last || last.instance_id === null) return undefined;
+  return last.outcome === null || last.outcome === 'running' ? last : undefined;
+}
+
+export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run {
+  const held = heldAttempt(run, attempts);
+  return {
+    id: run.id,
+    name: run.name,
+    state: run.state,
+    created_at: iso(run.created_at),
+    updated_at: iso(run.updated_at),
+    attempt: run.attempt,
+    relax_level: run.relax_level,
+    instance: held
+      ? {
+          id: held.instance_id!,
+          offer_id: held.offer_id,
+          machine_id: held.machine_id,
+          ssh_host: held.ssh_host,
+          ssh_port: held.ssh_port,
+          actual_status: held.actual_status,
+          dph_total: held.dph_total,
+          ssh: sshOf(held),
+          ready: readyOf(held),
+        }
+      : null,
+    attempts: attempts.map((a) => ({
+      n: a.n,
+      offer_id: a.offer_id,
+      machine_id: a.machine_id,
+      instance_id: a.instance_id,
+      outcome: a.outcome,
+      started_at: iso(a.started_at),
+      ended_at: a.ended_at === null ? null : iso(a.ended_at),
+      detail: a.detail,
+      logs: logsOf(a),
+    })),
+    error: run.error_json ? (JSON.parse(run.error_json) as RunError) : null,
+    held: run.held_at !== null && run.ended_at === null,
+    cost: costView(attempts, run.ended_at, now),
+  };
+}
+
+export function loadRunView(store: Store, runId: string, now: number): Run | undefined {
+  const row = store.runs.get(runId);
+  return row ? toRunView(row, store.attempts.forRun(runId), now) : undefined;
+}
+
+/** A page of runs, newest first, in two queries (runs, then all their attempts), whatever its size. */
+export function loadRunViews(store: Store, page: { limit: number; after?: RunRow }, now: number): Run[] {
+  const rows = store.runs.list(page.limit, page.after);
+  const byRun = new Map<string, AttemptRow[]>(rows.map((r) => [r.id, []]));
+  for (const a of store.attempts.forRuns(rows.map((r) => r.id))) byRun.get(a.run_id)?.push(a);
+  return rows.map((r) => toRunView(r, byRun.get(r.id)!, now));
+}
+
+/** One event-log row as the control API shows it. */
+export function toRunEvent(e: EventRow): RunEvent {
+  return {
+    id: e.id,
+    at: iso(e.at),
+    type: e.type,
+    message: e.message,
+    data: e.data_json ? JSON.parse(e.data_json) : null,
+    count: e.count,
+    first_at: e.first_at === null ? null : iso(e.first_at),
+  };
+}

@@ -1,0 +1,379 @@
+// The one source of instance lists for the daemon, so that lists cost the same whatever the size of
+// the account. The v1 list returns at most 25 instances per call at ~1 call/s, so reading the whole
+// account (40 calls for 1,000 instances) for every status check would see a booting instance
+// running up to 40 s late. Instead each interval has two kinds of calls, made one at a time from
+// the same list budget (the client's `list` limiter spaces them):
+//
+// - a targeted list at the start of every interval: only the instances runs are *waiting on*
+//   (booting: waiting for running; destroying: waiting for absence), by `select_filters` on `id`,
+//   25 ids per call; plus, as soon as asked, look-ups by label of creates whose outcome is unknown.
+//   An id a filtered list asked for and did not get IS absent. When more than a page of instances
+//   are booting at once (many runs started together), reading each of them every interval would
+//   take one call per 25 of them; instead they are asked for 200 ids at a time together with
+//   `actual_status in` every stored status but `loading` (and null), so a call returns only the
+//   instances that moved on; those ids are not read as absent, and their losses are left to the
+//   complete sweeps, like a running instance's. Should the service refuse that query (400), the
+//   poller goes back to 25 ids a call for good.
+// - the sweep, in the background: the whole account page by page, for losses of running instances
+//   and for the ownership sweep (adoption and orphans). A page goes only when its call leaves the
+//   list budget's next slot free for the next interval's targeted list, except that every interval
+//   gets at least one page, so a long targeted list never starves the sweep. A new sweep starts at
+//   most once per interval. Statuses of the instances on a page are handed over at once; absences
+//   only when the sweep is complete, dated from its start.
+//
+// When the whole account fits in one page, the sweep's single page serves the targets as well: one
+// call per interval, as before this poller existed.
+//
+// A failed call is logged and skipped, never read as absence, and the poller waits for the next
+// interval instead of trying again at once. State: sleeping until the next interval or until a
+// look-up is asked for → listing → handing over → sleeping; stop() ends it.
+import type { Instance, InstanceFilters, InstancePage, InstancePageQuery, MarketClient } from '../../client/types.js';
+import type { Clock, Timer } from '../../clock.js';
+import { BerthError, toRunError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+
+/** The v1 list's page size: also the most ids or labels one filtered call asks for. */
+const PAGE_SIZE = 25;
+/** Booting ids per call when only those that left `loading` are asked for (the query stays ~2.5 KB). */
+const MOVED_ON_CHUNK = 200;
+/**
+ * Every stored `actual_status` but the ones of an instance still on its way up (`loading`, and null
+ * while it is provisioned): asked for by name, since a filter on a null column means different
+ * things to different databases. `offline` is left out: show-instances-v1.mdx calls it "computed,
+ * not stored in DB", so no filter matches it (such an instance shows up in the sweeps).
+ */
+const MOVED_ON = ['running', 'exited', 'unknown', 'stopped', 'created', 'frozen', 'rebooting'];
+/** A sweep that has not ended after this many pages (250,000 instances) is abandoned. */
+const MAX_SWEEP_PAGES = 10_000;
+
+/** What the daemon hears from the poller. */
+export interface PollSubscriber {
+  /**
+   * Instance ids runs are waiting on now: `forStatus`, booting ones, for a status other than
+   * `loading`; `forAbsence`, ones being destroyed (or waiting to start again), for any change or absence.
+   */
+  waited(): { forStatus: number[]; forAbsence: number[] };
+  /** Instances a list showed; `listedAt` is when that call started. */
+  onSeen(instances: Instance[], listedAt: number): void;
+  /** Ids a filtered list asked for and did not get: absent as of `listedAt`. */
+  onAbsent(ids: number[], listedAt: number): void;
+  /** A sweep went through every page: the account's instances as listed from `startedAt` on. */
+  onSweep(instances: Instance[], startedAt: number): Promise<void> | void;
+}
+
+/** What the run actors need of the poller. */
+export interface InstanceLists {
+  /**
+   * The instance labelled `label` in a list started at or after `after` (ms since epoch), or null
+   * when that list shows none. Asks for a look-up at once; many look-ups share one call.
+   */
+  findLabel(label: string, after: number, signal?: AbortSignal): Promise<Instance | null>;
+}
+
+export interface PollerOptions {
+  client: MarketClient;
+  clock: Clock;
+  intervalMs: number;
+  /** 1000 / rate_limits.list.per_s: how long one list call holds the list budget. */
+  listSpacingMs: number;
+  log: Logger;
+  /** A sweep went through every page (for /metrics): how many, and how long since its first was asked for. */
+  onSweepDone?: (sweep: { pages: number; durationMs: number; instances: number }) => void;
+}
+
+interface LabelWaiter {
+  label: string;
+  after: number;
+  resolve(instance: Instance | null): void;
+  reject(err: unknown): void;
+}
+
+interface Sweep {
+  startedAt: number;
+  afterToken: string | null;
+  pages: number;
+  seen: Map<number, Instance>;
+}
+
+const chunks = <T>(items: T[], size: number): T[][] =>
+  Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, (i + 1) * size));
+
+export class InstancePoller implements InstanceLists {
+  private readonly abort = new AbortController();
+  private subscriber: PollSubscriber | undefined;
+  private loop: Promise<void> | undefined;
+  private waiters: LabelWaiter[] = [];
+  private wake: (() => void) | undefined;
+  private sweep: Sweep | undefined;
+  private lastSweepStartedAt = Number.NEGATIVE_INFINITY;
+  /** Pages of the last complete sweep; undefined before the first one. */
+  private lastSweepPages: number | undefined;
+  private consecutiveFailures = 0;
+  /** When the list budget has its next free slot, as far as this poller's own calls go. */
+  private nextSlotAt = Number.NEGATIVE_INFINITY;
+  /** A sweep page was asked for since the last round began (each round lets at least one go). */
+  private sweptSinceRound = true;
+  /**
+   * The service refused the moved-on query (400): its shape (200 ids and a status list) is not in
+   * the docs' examples. From then on every booting instance is read 25 ids at a time, as below 25.
+   */
+  private movedOnRefused = false;
+
+  constructor(private readonly options: PollerOptions) {}
+
+  /** Sets the one subscriber; returns a function that removes it. */
+  subscribe(subscriber: PollSubscriber): () => void {
+    this.subscriber = subscriber;
+    return () => {
+      if (this.subscriber === subscriber) this.subscriber = undefined;
+    };
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  findLabel(label: string, after: number, signal?: AbortSignal): Promise<Instance | null> {
+    return new Promise<Instance | null>((resolve, reject) => {
+      if (this.abort.signal.aborted) return reject(new BerthError('aborted', 'The daemon is stopping.'));
+      const onAbort = () => {
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        reject(new BerthError('aborted', 'The look-up of an instance label was cancelled.'));
+      };
+      const waiter: LabelWaiter = {
+        label,
+        after,
+        resolve: (found) => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve(found);
+        },
+        reject,
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.waiters.push(waiter);
+      this.wake?.();
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    this.wake?.();
+    await this.loop?.catch(() => undefined);
+    // Never "not found": a look-up cut short must leave the create's journal row for the next start.
+    for (const w of this.waiters.splice(0)) w.reject(new BerthError('aborted', 'The daemon is stopping.'));
+  }
+
+  private get stopped(): boolean {
+    return this.abort.signal.aborted;
+  }
+
+  private async run(): Promise<void> {
+    const { clock, intervalMs, listSpacingMs } = this.options;
+    let nextRoundAt = clock.now();
+    let failed = false;
+    while (!this.stopped) {
+      const now = clock.now();
+      const sweepWanted = this.sweep !== undefined || now - this.lastSweepStartedAt >= intervalMs;
+      // A round is due on the interval's grid; a round that ran late lets one sweep page go first.
+      if (now >= nextRoundAt && (this.sweptSinceRound || !sweepWanted || failed)) {
+        nextRoundAt = Math.max(nextRoundAt + intervalMs, now);
+        this.sweptSinceRound = false;
+        failed = !(await this.round());
+        continue;
+      }
+      if (failed) {
+        await this.sleepUntil(nextRoundAt, false);
+        continue;
+      }
+      if (this.dueLookups(now).length > 0) {
+        failed = !(await this.lookups());
+        continue;
+      }
+      // A sweep page goes when its call leaves the next round's slot free (or none went this round).
+      if (sweepWanted && (!this.sweptSinceRound || Math.max(now, this.nextSlotAt) + listSpacingMs <= nextRoundAt)) {
+        failed = !(await this.guard(() => this.sweepPage()));
+        continue;
+      }
+      await this.sleepUntil(nextRoundAt, true);
+    }
+  }
+
+  /**
+   * One list call, dated from the moment it was asked for: never later than it really leaves (the
+   * limiter may hold it, a retry may send it again), so `listedAt` errs only on the early, safe side.
+   * It books the list budget's next slot, which is how this poller keeps a slot free for the
+   * targeted list (the client's limiter does the actual spacing).
+   */
+  private async list(query: InstancePageQuery): Promise<{ page: InstancePage; listedAt: number }> {
+    const listedAt = this.options.clock.now();
+    this.nextSlotAt = Math.max(listedAt, this.nextSlotAt) + this.options.listSpacingMs;
+    const page = await this.options.client.listInstancePage(query, { signal: this.abort.signal });
+    return { page, listedAt };
+  }
+
+  /** The start of an interval: the targeted list (or the one-page sweep that covers it too). */
+  private async round(): Promise<boolean> {
+    const now = this.options.clock.now();
+    const smallAccount = this.lastSweepPages === undefined || this.lastSweepPages <= 1;
+    if (smallAccount && this.sweep === undefined && now - this.lastSweepStartedAt >= this.options.intervalMs) {
+      if (!(await this.guard(() => this.sweepPage()))) return false;
+      if (this.sweep === undefined) return true; // one page was all: every target was in it
+    }
+    const ok = (await this.guard(() => this.targeted())) && (await this.lookups());
+    // The sweep's page of this round comes after its targeted list, however long that was.
+    this.sweptSinceRound = false;
+    return ok;
+  }
+
+  /** Runs one step; a failure is logged, counted and reported as false, never thrown. */
+  private async guard(step: () => Promise<void>): Promise<boolean> {
+    try {
+      await step();
+      if (this.consecutiveFailures > 0) this.options.log.info({ failures: this.consecutiveFailures }, 'instance list works again');
+      this.consecutiveFailures = 0;
+      return true;
+    } catch (err) {
+      if (this.stopped) return false;
+      this.consecutiveFailures++;
+      this.options.log.warn(
+        { err: toRunError(err), failures: this.consecutiveFailures },
+        'instance list failed; statuses are not updated this round',
+      );
+      return false;
+    }
+  }
+
+  private async targeted(): Promise<void> {
+    const waited = this.subscriber?.waited() ?? { forStatus: [], forAbsence: [] };
+    const many = !this.movedOnRefused && waited.forStatus.length > PAGE_SIZE && (await this.movedOn(waited.forStatus));
+    const ids = [...new Set(many ? waited.forAbsence : [...waited.forStatus, ...waited.forAbsence])];
+    for (const chunk of chunks(ids, PAGE_SIZE)) {
+      if (this.stopped) return;
+      const { instances: found, listedAt } = await this.filtered({ id: { in: chunk } });
+      const seen = new Set(found.map((i) => i.id));
+      this.subscriber?.onSeen(found, listedAt);
+      const absent = chunk.filter((id) => !seen.has(id));
+      if (absent.length > 0) this.subscriber?.onAbsent(absent, listedAt);
+    }
+  }
+
+  /**
+   * Reads the booting instances that left `loading`, 200 ids a call. Their absence is not inferred:
+   * the others are still loading, or gone (the sweep tells). False when the service refuses the
+   * query, which then is not asked again.
+   */
+  private async movedOn(forStatus: number[]): Promise<boolean> {
+    for (const chunk of chunks([...new Set(forStatus)], MOVED_ON_CHUNK)) {
+      if (this.stopped) return true;
+      try {
+        const { instances: moved, listedAt } = await this.filtered({ id: { in: chunk }, actual_status: { in: MOVED_ON } });
+        this.subscriber?.onSeen(moved, listedAt);
+      } catch (err) {
+        if (!(err instanceof BerthError && err.code === 'bad_request')) throw err;
+        this.movedOnRefused = true;
+        this.options.log.warn(
+          { err: toRunError(err) },
+          'the service refused a list of booting instances by status; reading them 25 ids at a time from now on',
+        );
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private dueLookups(now: number): LabelWaiter[] {
+    return this.waiters.filter((w) => w.after <= now);
+  }
+
+  /** Looks up every label asked for before now; false when a call failed (those waiters wait on). */
+  private async lookups(): Promise<boolean> {
+    const due = this.dueLookups(this.options.clock.now());
+    for (const labels of chunks([...new Set(due.map((w) => w.label))], PAGE_SIZE)) {
+      if (this.stopped) return false;
+      let got: { instances: Instance[]; listedAt: number };
+      try {
+        got = await this.filtered({ label: { in: labels } });
+      } catch (err) {
+        return this.guard(() => Promise.reject(err));
+      }
+      this.settleWaiters(got.instances, got.listedAt, new Set(labels));
+    }
+    return true;
+  }
+
+  /** Resolves the waiters for `labels` (all labels when undefined) that asked at or before `listedAt`. */
+  private settleWaiters(instances: Instance[], listedAt: number, labels?: Set<string>): void {
+    const byLabel = new Map<string, Instance>();
+    for (const inst of instances) if (inst.label && !byLabel.has(inst.label)) byLabel.set(inst.label, inst);
+    const ready = this.waiters.filter((w) => w.after <= listedAt && (!labels || labels.has(w.label)));
+    this.waiters = this.waiters.filter((w) => !ready.includes(w));
+    for (const w of ready) w.resolve(byLabel.get(w.label) ?? null);
+  }
+
+  /** Every instance matching `filters`, dated from the first call (a filtered list is short; it still follows next_token). */
+  private async filtered(filters: InstanceFilters): Promise<{ instances: Instance[]; listedAt: number }> {
+    const instances: Instance[] = [];
+    let listedAt: number | undefined;
+    let afterToken: string | null = null;
+    do {
+      // Part of a list must never pass for all of it: what it did not reach is not absent.
+      if (this.stopped) throw new BerthError('aborted', 'The daemon is stopping.');
+      const got = await this.list({ filters, afterToken });
+      listedAt ??= got.listedAt;
+      instances.push(...got.page.instances);
+      if (got.page.nextToken !== null && got.page.nextToken === afterToken) {
+        throw new BerthError('bad_response', 'The instance list repeated a page token.');
+      }
+      afterToken = got.page.nextToken;
+    } while (afterToken !== null);
+    return { instances, listedAt: listedAt! };
+  }
+
+  /** One page of the sweep (starting one if none runs); hands over the sweep when it was the last. */
+  private async sweepPage(): Promise<void> {
+    const now = this.options.clock.now();
+    // Dated from when its first page was asked for: an instance made after that is not counted missing.
+    this.sweep ??= { startedAt: now, afterToken: null, pages: 0, seen: new Map() };
+    if (this.sweep.pages === 0) this.lastSweepStartedAt = this.sweep.startedAt;
+    const sweep = this.sweep;
+    this.sweptSinceRound = true;
+    // A failed page is asked for again next time; the sweep keeps its start.
+    const { page, listedAt } = await this.list({ afterToken: sweep.afterToken });
+    sweep.pages++;
+    for (const inst of page.instances) sweep.seen.set(inst.id, inst);
+    if (page.instances.length > 0) this.subscriber?.onSeen(page.instances, listedAt);
+    if (page.nextToken !== null) {
+      if (page.nextToken === sweep.afterToken || sweep.pages >= MAX_SWEEP_PAGES) {
+        // A list that does not move on must not end a sweep: what it never showed is not absent.
+        this.sweep = undefined;
+        throw new BerthError('bad_response', `The instance list did not end (page ${sweep.pages}); the sweep starts over.`);
+      }
+      sweep.afterToken = page.nextToken;
+      return;
+    }
+    this.sweep = undefined;
+    this.lastSweepPages = sweep.pages;
+    const instances = [...sweep.seen.values()];
+    this.options.onSweepDone?.({ pages: sweep.pages, durationMs: this.options.clock.now() - sweep.startedAt, instances: instances.length });
+    await this.subscriber?.onSweep(instances, sweep.startedAt);
+    this.settleWaiters(instances, sweep.startedAt);
+  }
+
+  /** Sleeps until `at`; a look-up asked for meanwhile wakes it when `wakeForLookups`. */
+  private sleepUntil(at: number, wakeForLookups: boolean): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      // eslint-disable-next-line prefer-const -- assigned after `done`, which cancels it, is defined
+      let timer: Timer | undefined;
+      const done = () => {
+        timer?.cancel();
+        this.wake = undefined;
+        resolve();
+      };
+      this.wake = () => {
+        if (wakeForLookups || this.stopped) done();
+      };
+      timer = this.options.clock.setTimer(done, Math.max(0, at - this.options.clock.now()));
+    });
+  }
+}

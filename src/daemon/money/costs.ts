@@ -1,0 +1,104 @@
+// `berth costs` (GET /v1/costs): spend per run and per instance from berth's own records (the
+// attempts table, ./spend.ts), and, where the key may read billing (billing_read), the service's
+// charges for the same instances (`GET /api/v0/charges/`) beside them with the difference.
+//
+// The service charges whole UTC days (a contract's charges are per day, filtered by the day's
+// 00:00 UTC key), so the report starts at 00:00 UTC of the --since day and ends now, for both
+// figures: berth's spend is cut to that window and the service's days are the same days. berth's
+// figure is the higher one by design: it counts from the create's sending to the confirmed destroy,
+// at the full billed price in every status, while the service bills from the instance's own start to
+// the destroy, compute only while it loads or runs, and rounds each contract to 3 decimals.
+import type { Charge } from '../../client/marketplace-client.js';
+import { BerthError, toRunError } from '../../errors.js';
+import type { Store } from '../../store/index.js';
+import type { CostsReport } from '../../wire/control-api.js';
+import { attemptPrice, attemptSpend, round6 } from '../../store/spend.js';
+
+const DAY_MS = 86_400_000;
+
+export type { CostsReport };
+type RunCosts = CostsReport['runs'][number];
+
+/** `--since`: a date (`2026-11-20`, read as UTC) or an ISO time; the report starts at 00:00 UTC of its day. */
+export function parseSince(text: string | null, now: number): number | undefined {
+  if (text === null || text === '') return undefined;
+  const ms = /^\d{4}-\d{2}-\d{2}$/.test(text) ? Date.parse(`${text}T00:00:00Z`) : Date.parse(text);
+  if (!Number.isFinite(ms) || ms > now) {
+    throw new BerthError(
+      'bad_request',
+      `since must be a date (YYYY-MM-DD, UTC) or an ISO time not in the future, got "${text.slice(0, 40)}".`,
+    );
+  }
+  return ms;
+}
+
+const dayStart = (ms: number) => Math.floor(ms / DAY_MS) * DAY_MS;
+
+export async function costsReport(
+  store: Store,
+  now: number,
+  sinceMs: number | undefined,
+  charges?: (range: { fromS: number; toS: number }) => Promise<Charge[]>,
+): Promise<CostsReport> {
+  // Without --since: every record berth keeps (store.retention_days of them).
+  const rows = store.attempts.billingSince(sinceMs === undefined ? -Infinity : dayStart(sinceMs));
+  const from = dayStart(sinceMs ?? rows.reduce((m, a) => Math.min(m, a.instance_created_at ?? a.started_at), now));
+  const byRun = new Map<string, RunCosts>();
+  for (const a of rows.sort((x, y) => x.run_id.localeCompare(y.run_id) || x.n - y.n)) {
+    if (a.create_state !== 'created' && a.create_state !== 'intent') continue;
+    let run = byRun.get(a.run_id);
+    if (!run) {
+      const row = store.runs.get(a.run_id);
+      run = { id: a.run_id, name: row?.name ?? '?', state: row?.state ?? '?', usd: 0, usd_per_hour: 0, instances: [] };
+      byRun.set(a.run_id, run);
+    }
+    const usd = attemptSpend(a, a.run_ended_at, now, from);
+    run.usd += usd;
+    run.usd_per_hour += attemptPrice(a, a.run_ended_at);
+    run.instances.push({ attempt: a.n, instance_id: a.instance_id, usd: round6(usd), service_usd: null, difference_usd: null });
+  }
+  const runs = [...byRun.values()].map((r) => ({ ...r, usd: round6(r.usd), usd_per_hour: round6(r.usd_per_hour) }));
+  const report: CostsReport = {
+    since: new Date(from).toISOString(),
+    until: new Date(now).toISOString(),
+    runs,
+    total_usd: round6(runs.reduce((s, r) => s + r.usd, 0)),
+    total_usd_per_hour: round6(runs.reduce((s, r) => s + r.usd_per_hour, 0)),
+    service: { compared: false, note: 'not asked', total_usd: null },
+  };
+  if (!charges) return report;
+
+  let got: Charge[];
+  try {
+    got = await charges({ fromS: from / 1000, toS: Math.floor(now / 1000) });
+  } catch (err) {
+    const e = toRunError(err);
+    report.service.note =
+      e.kind === 'permission'
+        ? "the API key lacks billing_read, so the service's charges cannot be read: berth's own figures only"
+        : `the service's charges could not be read (${e.kind}: ${e.message}): berth's own figures only`;
+    return report;
+  }
+  const byInstance = new Map<number, number>();
+  for (const c of got) {
+    const m = /^instance-(\d+)$/.exec(c.source);
+    if (m) byInstance.set(Number(m[1]), (byInstance.get(Number(m[1])) ?? 0) + c.amount);
+  }
+  let total = 0;
+  for (const run of runs) {
+    for (const inst of run.instances) {
+      if (inst.instance_id === null) continue;
+      // An instance the report does not list was charged nothing on these days.
+      const service = byInstance.get(inst.instance_id) ?? 0;
+      inst.service_usd = round6(service);
+      inst.difference_usd = round6(inst.usd - service);
+      total += service;
+    }
+  }
+  report.service = {
+    compared: true,
+    note: "the service's charges (GET /api/v0/charges/) for the same whole UTC days; berth counts from the create to the confirmed destroy at the full billed price, so its figure is the higher",
+    total_usd: round6(total),
+  };
+  return report;
+}

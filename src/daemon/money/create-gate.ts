@@ -1,0 +1,259 @@
+// The create gate: the daemon-wide caps and the account's credit, checked in the create actor
+// before the attempt's intent is journaled. A create that would pass a cap, or that would start
+// while the credit is low, waits here (the run stays `creating`, with one event saying why); nothing
+// running is ever destroyed by a cap.
+//
+//   budget.max_usd_per_hour  Σ billed $/h of every instance that may bill now, creates in flight
+//                            included, plus this create's price, must stay within it;
+//   budget.max_usd_per_day   what the last 24 h cost, plus this create's price over the spec's
+//                            boot_timeout_s, must stay within it;
+//   account.min_credit_usd   the credit last read must not be below it.
+//
+// A waiting create is checked again whenever a run moves (an instance may be gone), when the credit
+// is read, and every poll interval (the 24 h window slides). The check and the intent's journal row
+// are one synchronous step, so two creates can never both fit under a cap only one fits under.
+// A wait ends without a create when the run is cancelled, expired or past its deadline meanwhile.
+import type { CreateInput } from '../../../machines/run-machine.js';
+import type { Clock, Timer } from '../../clock.js';
+import { BerthError } from '../../errors.js';
+import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { Logger } from '../../logger.js';
+import type { Store } from '../../store/index.js';
+import type { AccountWatch } from './account-watch.js';
+import { usdText } from '../../usd-text.js';
+import { attemptPrice, attemptSpend, HOUR_MS } from '../../store/spend.js';
+
+const DAY_MS = 24 * HOUR_MS;
+
+export interface CreateGateDeps {
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  account: Pick<AccountWatch, 'low' | 'credit' | 'minCreditUsd'>;
+  maxUsdPerHour: number | null;
+  maxUsdPerDay: number | null;
+  /** How often a waiting create is checked again without being woken, ms. */
+  recheckMs: number;
+  specOf(runId: string): ResolvedJobSpec | undefined;
+  /** The run was cancelled, expired or passed its deadline while its create waited. */
+  endRequested(runId: string): boolean;
+}
+
+/** Why a create may not start now (the run's event says it), or null when it may. */
+export interface Hold {
+  /** Stable per cause, so a wait that goes on for the same reason is one event. */
+  key: 'per_hour' | 'per_day' | 'low_credit';
+  message: string;
+}
+
+interface Waiter {
+  input: CreateInput;
+  hold: Hold;
+  check(totals: Totals): void;
+}
+
+/**
+ * What the caps compare against, read once per pass over the waiting creates (one query however
+ * many wait); a create let through in the pass adds its $/h for the ones after it.
+ */
+class Totals {
+  private figures: { live: number; day: number } | undefined;
+  constructor(
+    private readonly store: Store,
+    readonly now: number,
+    /** What booting an instance at `dphTotal` may cost the run: its boot_timeout_s at that price. */
+    private readonly bootUsd: (runId: string, dphTotal: number) => number,
+  ) {}
+
+  /**
+   * `day` is what the last 24 h cost plus what the instances still booting may yet cost before
+   * they run (their boot cost less what they have billed): creates admitted one after another
+   * each count the boots of those before them, so together they cannot pass the cap either.
+   */
+  get(): { live: number; day: number } {
+    if (this.figures) return this.figures;
+    const rows = this.store.attempts.billingSince(this.now - DAY_MS);
+    const booting = (a: (typeof rows)[number]) =>
+      attemptPrice(a, a.run_ended_at) > 0 && a.first_running_at === null
+        ? Math.max(0, this.bootUsd(a.run_id, a.dph_total ?? 0) - attemptSpend(a, a.run_ended_at, this.now))
+        : 0;
+    this.figures = {
+      live: rows.reduce((s, a) => s + attemptPrice(a, a.run_ended_at), 0),
+      day: rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, this.now, this.now - DAY_MS) + booting(a), 0),
+    };
+    return this.figures;
+  }
+
+  started(input: CreateInput): void {
+    if (!this.figures) return;
+    this.figures.live += input.dphTotal;
+    this.figures.day += this.bootUsd(input.runId, input.dphTotal);
+  }
+}
+
+/** A create that did not start: the run ended while it waited. */
+export class CreateAbandoned extends BerthError {
+  constructor(message: string) {
+    super('aborted', message);
+  }
+}
+
+export class CreateGate {
+  private readonly waiting = new Set<Waiter>();
+  private recheck: Timer | undefined;
+  private wakeQueued = false;
+
+  constructor(private readonly deps: CreateGateDeps) {}
+
+  /**
+   * Resolves with `start()`'s result, called at the moment the create may go (at once, or once a
+   * wait ends): `start` journals the intent, in the same step as the check. Rejects with
+   * CreateAbandoned when the run ended while waiting, or with the signal's reason.
+   */
+  admit<T>(input: CreateInput, signal: AbortSignal, start: () => T): Promise<T> {
+    const hold = this.holdFor(input, this.totals());
+    if (!hold) return Promise.resolve(start());
+    return new Promise<T>((resolve, reject) => {
+      const waiter: Waiter = {
+        input,
+        hold,
+        check: (totals) => {
+          if (this.deps.endRequested(input.runId)) {
+            done();
+            return reject(
+              new CreateAbandoned(`attempt #${input.n} did not start: the run ended while its create waited (${waiter.hold.message})`),
+            );
+          }
+          const now = this.holdFor(input, totals);
+          if (now === null) {
+            done();
+            totals.started(input);
+            this.note(input, `the create of attempt #${input.n} goes ahead`, 'create.resumed', null);
+            try {
+              return resolve(start());
+            } catch (err) {
+              return reject(err);
+            }
+          }
+          if (now.key !== waiter.hold.key) this.note(input, now.message, 'create.waiting', now);
+          waiter.hold = now;
+        },
+      };
+      const onAbort = () => {
+        done();
+        reject(signal.reason);
+      };
+      const done = () => {
+        this.waiting.delete(waiter);
+        signal.removeEventListener('abort', onAbort);
+        if (this.waiting.size === 0) {
+          this.recheck?.cancel();
+          this.recheck = undefined;
+        }
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.waiting.add(waiter);
+      this.note(input, hold.message, 'create.waiting', hold);
+      this.armRecheck();
+    });
+  }
+
+  /** Something changed (a run moved, the credit was read): waiting creates check again, once per turn. */
+  wake(): void {
+    if (this.waiting.size === 0 || this.wakeQueued) return;
+    this.wakeQueued = true;
+    queueMicrotask(() => {
+      this.wakeQueued = false;
+      this.checkAll();
+    });
+  }
+
+  /** How many creates wait (for /healthz and tests). */
+  get waitingCount(): number {
+    return this.waiting.size;
+  }
+
+  stop(): void {
+    this.recheck?.cancel();
+  }
+
+  private totals(): Totals {
+    return new Totals(this.deps.store, this.deps.clock.now(), (runId, dph) => this.bootUsd(runId, dph));
+  }
+
+  private bootUsd(runId: string, dphTotal: number): number {
+    return (dphTotal * (this.deps.specOf(runId)?.boot_timeout_s ?? 0) * 1000) / HOUR_MS;
+  }
+
+  /** Every waiting create, oldest first, against one reading of the totals. */
+  private checkAll(): void {
+    const totals = this.totals();
+    for (const w of [...this.waiting]) w.check(totals);
+  }
+
+  /** Why this create may not start now, or null. */
+  private holdFor(input: CreateInput, totals: Totals): Hold | null {
+    const { account, maxUsdPerHour, maxUsdPerDay } = this.deps;
+    if (account.low) {
+      return {
+        key: 'low_credit',
+        message: `the account credit ($${account.credit!.toFixed(2)}) is below account.min_credit_usd ($${account.minCreditUsd.toFixed(2)}): no create starts until it is back`,
+      };
+    }
+    if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
+    if (maxUsdPerHour != null) {
+      const { live } = totals.get();
+      if (live + input.dphTotal > maxUsdPerHour + 1e-9) {
+        return {
+          key: 'per_hour',
+          message: `budget.max_usd_per_hour ($${maxUsdPerHour}/h) would be passed: live instances and creates in flight bill $${live.toFixed(3)}/h, and this offer $${input.dphTotal.toFixed(3)}/h`,
+        };
+      }
+    }
+    if (maxUsdPerDay != null) {
+      const { day } = totals.get();
+      const bootS = this.deps.specOf(input.runId)?.boot_timeout_s ?? 0;
+      const boot = this.bootUsd(input.runId, input.dphTotal);
+      if (day + boot > maxUsdPerDay + 1e-9) {
+        return {
+          key: 'per_day',
+          message: `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)} (what instances still booting may cost included), and booting this offer (${bootS} s at $${input.dphTotal.toFixed(3)}/h) ${usdText(boot)}`,
+        };
+      }
+    }
+    return null;
+  }
+
+  private armRecheck(): void {
+    if (this.recheck) return;
+    const tick = () => {
+      this.recheck = undefined;
+      if (this.waiting.size === 0) return;
+      this.checkAll();
+      if (this.waiting.size > 0) this.recheck = this.deps.clock.setTimer(tick, this.deps.recheckMs);
+    };
+    this.recheck = this.deps.clock.setTimer(tick, this.deps.recheckMs);
+  }
+
+  /** One event on the run (and a log line) when its create starts waiting, changes reason, or goes ahead. */
+  private note(input: CreateInput, message: string, type: 'create.waiting' | 'create.resumed', hold: Hold | null): void {
+    const { store, clock, log } = this.deps;
+    const text = type === 'create.waiting' ? `attempt #${input.n}: the create on offer ${input.offerId} waits: ${message}` : message;
+    log.info({ runId: input.runId, attempt: input.n, reason: hold?.key }, text);
+    try {
+      store.transaction(() =>
+        store.events.append({
+          runId: input.runId,
+          at: clock.now(),
+          type,
+          message: text,
+          data: { n: input.n, offerId: input.offerId, reason: hold?.key ?? null },
+        }),
+      );
+    } catch (err) {
+      // The store refuses writes: the wait goes on, and the run's own writes will pause it.
+      log.warn({ runId: input.runId, err: (err as Error).message }, 'could not record that a create waits');
+    }
+  }
+}

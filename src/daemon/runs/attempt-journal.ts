@@ -1,0 +1,93 @@
+// The one writer of the attempts table (src/store/attempts.ts holds its SQL). Three parties learn
+// what an attempt did, and each tells this journal, never the table:
+// - the create actor (run-actors.ts): the intent, committed before the create is sent, then what
+//   the create made, or that it made nothing;
+// - the reconciler: an instance a sweep found under the label of a create still in 'intent';
+//   adopted through the same call the create actor uses;
+// - the run driver: what the run machine reported (status, running and where SSH answered, ended,
+//   destroy confirmed), in the transaction that stores the machine's snapshot;
+// - the failure logs (failure-logs.ts): a failed attempt's last container log lines.
+import type { RunEmitted } from '../../../machines/run-machine.js';
+import { sshEndpoints } from '../../../machines/run-rules.js';
+import type { AttemptRow, Store } from '../../store/index.js';
+import { attemptLabel } from './labels.js';
+
+interface AttemptStart {
+  runId: string;
+  n: number;
+  offerId: number;
+  machineId: number;
+  /** The offer's billed price, disk included. */
+  dphTotal: number;
+}
+
+export class AttemptJournal {
+  constructor(private readonly store: Store) {}
+
+  /** The label the attempt's instance carries (store, run and attempt: found again after a crash). */
+  labelOf(runId: string, n: number): string {
+    return attemptLabel(this.store.storeId, runId, n);
+  }
+
+  /**
+   * Commits the intent to create before the call: a fresh row, or (fresh: false) what an earlier
+   * process already recorded for this attempt, which the caller must honour instead of calling again.
+   */
+  begin(a: AttemptStart, at: number): { row: AttemptRow; fresh: boolean } {
+    return this.store.attempts.beginCreate({ ...a, label: this.labelOf(a.runId, a.n), at });
+  }
+
+  /**
+   * The attempt owns this instance: its create answered with it, or a list showed the attempt's
+   * label. `sentAt`: when the create was sent (billing cannot have begun earlier). False when the
+   * attempt already holds another instance or gave up on its create: this one is then an orphan.
+   */
+  adopt(runId: string, n: number, instanceId: number, sentAt: number): boolean {
+    return this.store.attempts.adopt(runId, n, instanceId, sentAt);
+  }
+
+  /** What is journaled of this attempt so far, if anything (a create of an earlier process). */
+  find(runId: string, n: number): AttemptRow | undefined {
+    return this.store.attempts.get(runId, n);
+  }
+
+  /** The create made no instance: the offer was gone or refused, or it failed (and no label appeared). */
+  notCreated(runId: string, n: number, why: 'offer_gone' | 'failed', detail: string): void {
+    this.store.attempts.notCreated(runId, n, why, detail);
+  }
+
+  /** An orphan's destroy is confirmed (a complete sweep no longer lists it): its attempt bills no more. */
+  orphanGone(runId: string, n: number, instanceId: number, at: number): void {
+    this.store.attempts.destroyConfirmed(runId, n, instanceId, at);
+  }
+
+  /** The last lines of a failed attempt's container log (already cut to size and scrubbed of secrets). */
+  logTail(runId: string, n: number, text: string): void {
+    this.store.attempts.setLogTail(runId, n, text);
+  }
+
+  /** What the run machine reported; call inside the transaction that stores its snapshot. */
+  record(runId: string, e: RunEmitted, at: number): void {
+    const { attempts } = this.store;
+    switch (e.type) {
+      case 'attempt.status':
+        return attempts.setStatus(runId, e.n, e.status, at);
+      case 'attempt.running':
+        attempts.setStatus(runId, e.n, e.status, at);
+        // The endpoints to print: those that answered with a banner, else (ready by status or by
+        // the callback, never probed) those the list shows.
+        attempts.setReady(runId, e.n, e.via, e.reachable ?? sshEndpoints(e.status), at);
+        return attempts.setOutcome(runId, e.n, 'running', null, null);
+      case 'attempt.ended':
+        return attempts.setOutcome(runId, e.n, e.outcome, e.detail, at);
+      case 'destroy.confirmed':
+        return attempts.destroyConfirmed(runId, e.n, e.instanceId, at);
+      case 'bid.raised':
+        // The instance bills the new bid from now on (the money guard's spend and price).
+        return attempts.setPrice(runId, e.n, e.dphTotal, at);
+      default:
+        // attempt.started and attempt.instance: the create actor journaled both before the machine heard of them.
+        return;
+    }
+  }
+}

@@ -1,0 +1,151 @@
+// Turns what the run machine reports into lines of the run's event log (the attempts rows are the
+// journal's: ./attempt-journal.ts). Called inside the transaction that also saves the snapshot, so
+// the log and the state never disagree.
+import type { RunEmitted } from '../../../machines/run-machine.js';
+import { sshEndpoints } from '../../../machines/run-rules.js';
+import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import { describeRelaxStep } from '../../job-spec/search-query.js';
+import type { Store } from '../../store/index.js';
+
+export interface LoggedEvent {
+  /** The event-log row. */
+  id: number;
+  type: string;
+  message: string;
+  level: 'info' | 'warn';
+  data: unknown;
+}
+
+function sshLine(host: string | null | undefined, port: number | null | undefined): string {
+  return host && port ? `; ssh -p ${port} root@${host}` : '';
+}
+
+/** The SSH line(s) of a running instance: every endpoint that answered, else the listed proxy. */
+function sshLines(e: Extract<RunEmitted, { type: 'attempt.running' }>): string {
+  if (e.reachable?.length) return e.reachable.map((r) => `; ssh -p ${r.port} root@${r.host} (${r.kind})`).join('');
+  return sshLine(e.status.ssh_host, e.status.ssh_port);
+}
+
+const READY_BY = { ssh: 'its SSH answered', status: 'its status is running', callback: 'its onstart called back' } as const;
+
+/** `host:port (proxy) and host:port (direct)`: where SSH is being waited for. */
+function endpointsText(status: Extract<RunEmitted, { type: 'attempt.status' }>['status']): string {
+  const where = sshEndpoints(status).map((p) => `${p.host}:${p.port} (${p.kind})`);
+  return where.length ? ` at ${where.join(' and ')}` : '';
+}
+
+/** ` after 1.2 s`: how long SSH took to answer once the list showed the instance running. */
+function sshWait(store: Store, runId: string, e: Extract<RunEmitted, { type: 'attempt.running' }>, at: number): string {
+  const seen = e.via === 'ssh' ? store.attempts.get(runId, e.n)?.first_running_at : null;
+  return seen == null ? '' : ` ${((at - seen) / 1000).toFixed(1)} s after it was listed running`;
+}
+
+/**
+ * Applies one emitted event to the store and returns the line written to the event log. `state` is
+ * the run's state after the transition that emitted it.
+ */
+export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string, e: RunEmitted, at: number, state?: string): LoggedEvent {
+  const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info', foldKey?: string): LoggedEvent => {
+    const id = store.events.append({ runId, at, type: e.type, message, data, ...(foldKey === undefined ? {} : { foldKey }) });
+    return { id, type: e.type, message, level, data };
+  };
+  switch (e.type) {
+    // The events an outage repeats fold into one row with a count (see src/store/events.ts).
+    case 'search.started':
+      return append(
+        `searching offers (relax level ${e.relaxLevel})`,
+        { relaxLevel: e.relaxLevel },
+        'info',
+        `search.started:${e.relaxLevel}`,
+      );
+    case 'search.found':
+      return append(`found ${e.count} usable offer(s)`, { relaxLevel: e.relaxLevel, count: e.count });
+    case 'search.retry':
+      return append(
+        `search failed (${e.error.kind}: ${e.error.message}); searching again at ${new Date(e.retryAt).toISOString()}`,
+        { error: e.error, retryAt: e.retryAt },
+        'warn',
+        `search.retry:${e.error.kind}`,
+      );
+    case 'relaxed': {
+      const step = spec.relax[e.level - 1];
+      return append(`no usable offer; relaxed the search: ${step ? describeRelaxStep(step) : `step ${e.level}`}`, { level: e.level });
+    }
+    case 'attempt.started':
+      return append(`attempt #${e.n}: offer ${e.offerId} on machine ${e.machineId} at $${e.dphTotal.toFixed(3)}/h`, {
+        n: e.n,
+        offerId: e.offerId,
+        machineId: e.machineId,
+        dphTotal: e.dphTotal,
+      });
+    case 'attempt.instance':
+      return append(`attempt #${e.n}: instance ${e.instanceId} created`, { n: e.n, instanceId: e.instanceId });
+    case 'attempt.status': {
+      // Running by the list while the run still boots: it waits for SSH before it counts as running.
+      const waiting = state === 'booting' && e.status.actual_status === 'running' ? `; waiting for SSH${endpointsText(e.status)}` : '';
+      return append(`attempt #${e.n}: instance ${e.status.id} is ${e.status.actual_status ?? 'provisioning'}${waiting}`, {
+        n: e.n,
+        status: e.status.actual_status,
+      });
+    }
+    case 'attempt.running':
+      return append(`attempt #${e.n}: instance ${e.status.id} is ready (${READY_BY[e.via]}${sshWait(store, runId, e, at)})${sshLines(e)}`, {
+        n: e.n,
+        instanceId: e.status.id,
+        sshHost: e.status.ssh_host,
+        sshPort: e.status.ssh_port,
+        reachable: e.reachable,
+        via: e.via,
+      });
+    case 'attempt.ending':
+      return append(
+        `attempt #${e.n}: instance ${e.instanceId} goes (${e.outcome}${e.detail ? `: ${e.detail}` : ''})`,
+        {
+          n: e.n,
+          instanceId: e.instanceId,
+          outcome: e.outcome,
+        },
+        e.outcome === 'cancelled' || e.outcome === 'expired' ? 'info' : 'warn',
+      );
+    case 'bid.raised':
+      return append(
+        `attempt #${e.n}: outbid; bid for instance ${e.instanceId} raised to $${e.price}/h`,
+        {
+          n: e.n,
+          instanceId: e.instanceId,
+          price: e.price,
+          dphTotal: e.dphTotal,
+        },
+        'warn',
+      );
+    case 'search.switched':
+      return append('outbid: searching on-demand offers from now on (on_outbid "on_demand")', { to: e.to }, 'warn');
+    case 'attempt.ended':
+      return append(
+        `attempt #${e.n} ended: ${e.outcome}${e.detail ? ` (${e.detail})` : ''}`,
+        {
+          n: e.n,
+          outcome: e.outcome,
+          detail: e.detail,
+        },
+        e.outcome === 'running' ? 'info' : 'warn',
+      );
+    case 'destroy.requested':
+      return append(`attempt #${e.n}: destroying instance ${e.instanceId}`, { n: e.n, instanceId: e.instanceId });
+    case 'destroy.retry':
+      return append(
+        `attempt #${e.n}: destroy of instance ${e.instanceId} not done (${e.error.kind}: ${e.error.message}); trying again at ${new Date(e.retryAt).toISOString()}`,
+        { n: e.n, instanceId: e.instanceId, error: e.error },
+        'warn',
+        `destroy.retry:${e.n}:${e.instanceId}:${e.error.kind}`,
+      );
+    case 'destroy.confirmed':
+      return append(`attempt #${e.n}: instance ${e.instanceId} is gone`, { n: e.n, instanceId: e.instanceId });
+    case 'run.failed':
+      return append(`run failed (${e.error.kind}): ${e.error.message}`, { error: e.error }, 'warn');
+    case 'run.cancelled':
+      return append('run cancelled; it holds no instance', null);
+    case 'run.expired':
+      return append(`run expired (${e.error.kind}): ${e.error.message}; it holds no instance`, { error: e.error }, 'warn');
+  }
+}

@@ -1,0 +1,223 @@
+// Failures that say why: when an attempt fails (exited, OCI error, unreachable, boot timeout, or a
+// running instance lost), berth asks the service for the container's last log lines (logs.yaml:
+// `PUT /api/v0/instances/request_logs/{id}` → `result_url`), fetches that URL, and keeps the last
+// lines, at most 4 KB with every secret removed, with the attempt (`attempts[].logs`).
+//
+// The order with the destroy matters: a destroyed container has no log to upload. So the destroy
+// actor calls `beforeDestroy`, which sends the request first and waits for its answer for at most
+// REQUEST_WAIT_MS (one call; a failed or slow request only costs that bound), then lets the destroy
+// go. Fetching the URL (the upload takes a while) happens afterwards, in the background, bounded by
+// FETCH_WINDOW_MS: it never delays the destroy, and its failure only leaves the attempt without logs.
+//
+// The URL is another host's (S3 on the real service): it is fetched with a plain GET that carries no
+// API key, no redirect is followed, and at most MAX_FETCH_BYTES are read.
+import { request } from 'undici';
+import type { AttemptOutcome } from '../../../machines/run-rules.js';
+import type { DestroyInput } from '../../../machines/run-types.js';
+import type { MarketClient } from '../../client/types.js';
+import { SecretScrubber } from '../../client/scrub.js';
+import type { Clock } from '../../clock.js';
+import { toRunError } from '../../errors.js';
+import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { Logger } from '../../logger.js';
+import type { AttemptJournal } from './attempt-journal.js';
+
+/** Outcomes whose container may say why: not a cancel or an expiry, nor a host gone offline (it cannot upload). */
+const WANTS_LOGS: ReadonlySet<AttemptOutcome> = new Set(['exited', 'unreachable', 'boot_timeout', 'lost']);
+
+/** Lines asked for; the kept tail is cut to MAX_TAIL_BYTES anyway. */
+const TAIL_LINES = 200;
+/** What is kept of a log: its last lines, at most this many UTF-8 bytes. */
+export const MAX_TAIL_BYTES = 4096;
+/** Longest the destroy waits for the service to answer the log request. */
+export const REQUEST_WAIT_MS = 2_000;
+/** How long the upload may take to appear at result_url. */
+export const FETCH_WINDOW_MS = 30_000;
+const FIRST_PAUSE_MS = 250;
+const MAX_PAUSE_MS = 3_000;
+const GET_TIMEOUT_MS = 5_000;
+const MAX_FETCH_BYTES = 1024 * 1024;
+/** Instance ids remembered as asked for (a destroy may be retried for a long time): the most recent. */
+const ASKED_KEPT = 10_000;
+
+export interface FetchedText {
+  status: number;
+  text: string;
+}
+
+export interface FailureLogsDeps {
+  client: Pick<MarketClient, 'requestLogs'>;
+  clock: Clock;
+  journal: Pick<AttemptJournal, 'logTail'>;
+  log: Logger;
+  /** The marketplace API key: scrubbed from every log text (a script may print it). */
+  apiKey: string;
+  specOf(runId: string): Pick<ResolvedJobSpec, 'env'> | undefined;
+  /** The attempt's readiness callback token, when callbacks are on. */
+  tokenFor?(runId: string, n: number): string;
+  /** GET without credentials (replaced in tests). */
+  fetchText?(url: string, signal: AbortSignal): Promise<FetchedText>;
+}
+
+function wantsLogs(outcome: AttemptOutcome | null): boolean {
+  return outcome !== null && WANTS_LOGS.has(outcome);
+}
+
+export class FailureLogs {
+  /** Instances whose logs were asked for already (a destroy is retried; the logs are asked once). */
+  private readonly asked = new Set<number>();
+  /** Per-instance keys (CONTAINER_API_KEY) seen at create, scrubbed from that instance's log. */
+  private readonly instanceKeys = new Map<number, string>();
+  private readonly fetches = new Set<AbortController>();
+
+  constructor(private readonly deps: FailureLogsDeps) {}
+
+  /** The create answered with the instance's own key: its log must not show it either. */
+  noteInstanceKey(instanceId: number, key: string | undefined): void {
+    if (key) this.instanceKeys.set(instanceId, key);
+  }
+
+  /**
+   * Called by the destroy actor before every destroy: for a failed attempt, asks for the container's
+   * log (once per instance), waits at most REQUEST_WAIT_MS for the answer, and fetches the upload in
+   * the background. Never throws.
+   */
+  async beforeDestroy(input: DestroyInput, signal: AbortSignal): Promise<void> {
+    const { instanceId } = input;
+    if (this.asked.has(instanceId)) return;
+    this.asked.add(instanceId);
+    if (this.asked.size > ASKED_KEPT) this.asked.delete(this.asked.values().next().value!);
+    // Taken now, while the run is live: the fetch may finish after the run has ended.
+    const scrubber = this.scrubber(input.runId, input.n, instanceId);
+    this.instanceKeys.delete(instanceId);
+    if (!wantsLogs(input.outcome)) return;
+    const bounded = new AbortController();
+    const timer = this.deps.clock.setTimer(() => bounded.abort(), REQUEST_WAIT_MS);
+    const onAbort = () => bounded.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let resultUrl: string;
+    try {
+      ({ resultUrl } = await this.deps.client.requestLogs(instanceId, { tail: TAIL_LINES }, { signal: bounded.signal }));
+    } catch (err) {
+      this.deps.log.info(
+        { runId: input.runId, attempt: input.n, instanceId, err: toRunError(err) },
+        `attempt #${input.n}: the logs of instance ${instanceId} could not be requested; destroying it without them`,
+      );
+      return;
+    } finally {
+      timer.cancel();
+      signal.removeEventListener('abort', onAbort);
+    }
+    void this.fetchInBackground(input, resultUrl, scrubber);
+  }
+
+  /** Stops every background fetch (daemon shutdown). */
+  close(): void {
+    for (const c of this.fetches) c.abort();
+    this.fetches.clear();
+  }
+
+  private async fetchInBackground(input: DestroyInput, url: string, scrubber: SecretScrubber): Promise<void> {
+    const { runId, n, instanceId } = input;
+    const stop = new AbortController();
+    this.fetches.add(stop);
+    const until = this.deps.clock.now() + FETCH_WINDOW_MS;
+    try {
+      const text = await this.poll(url, until, stop.signal);
+      if (text === null) {
+        this.deps.log.info(
+          { runId, attempt: n, instanceId },
+          `attempt #${n}: the log of instance ${instanceId} did not appear within ${FETCH_WINDOW_MS / 1000} s`,
+        );
+        return;
+      }
+      const tail = lastBytes(scrubber.scrub(text), MAX_TAIL_BYTES);
+      this.deps.journal.logTail(runId, n, tail);
+      this.deps.log.info(
+        { runId, attempt: n, instanceId, lines: tail === '' ? 0 : tail.split('\n').length },
+        `attempt #${n}: kept the last lines of instance ${instanceId}'s log`,
+      );
+    } catch (err) {
+      if (!stop.signal.aborted) {
+        this.deps.log.warn(
+          { runId, attempt: n, instanceId, err: toRunError(err) },
+          `attempt #${n}: the log of instance ${instanceId} could not be kept`,
+        );
+      }
+    } finally {
+      this.fetches.delete(stop);
+    }
+  }
+
+  /** GETs the URL until it serves the text (404 while the upload is on its way), or gives up at `until`. */
+  private async poll(url: string, until: number, signal: AbortSignal): Promise<string | null> {
+    const get = this.deps.fetchText ?? fetchWithoutCredentials;
+    let pause = FIRST_PAUSE_MS;
+    for (;;) {
+      const got = await get(url, signal).catch(() => null);
+      if (got?.status === 200) return got.text;
+      // 403: the URL expired or is refused; nothing will come.
+      if (got?.status === 403 || this.deps.clock.now() + pause > until) return null;
+      await this.deps.clock.sleep(pause, signal);
+      pause = Math.min(MAX_PAUSE_MS, pause * 2);
+    }
+  }
+
+  private scrubber(runId: string, n: number, instanceId: number): SecretScrubber {
+    const env = this.deps.specOf(runId)?.env ?? {};
+    const secrets = [this.deps.apiKey, ...Object.values(env)];
+    const token = this.deps.tokenFor?.(runId, n);
+    if (token) secrets.push(token);
+    const instanceKey = this.instanceKeys.get(instanceId);
+    if (instanceKey) secrets.push(instanceKey);
+    return new SecretScrubber(secrets);
+  }
+}
+
+/** The last lines of `text` within `max` UTF-8 bytes (a longer last line keeps its end). Line ends normalised. */
+export function lastBytes(text: string, max: number): string {
+  const lines = text.replace(/\r\n?/g, '\n').replace(/\n+$/, '').split('\n');
+  const kept: string[] = [];
+  let size = 0;
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const line = lines[i]!;
+    const bytes = Buffer.byteLength(line, 'utf8') + (kept.length > 0 ? 1 : 0);
+    if (size + bytes > max) {
+      if (kept.length === 0) kept.push(endOf(line, max));
+      break;
+    }
+    kept.push(line);
+    size += bytes;
+  }
+  return kept.reverse().join('\n');
+}
+
+/** The end of `line` within `max` UTF-8 bytes, never splitting a character. */
+function endOf(line: string, max: number): string {
+  let out = '';
+  let size = 0;
+  for (const ch of [...line].reverse()) {
+    const b = Buffer.byteLength(ch, 'utf8');
+    if (size + b > max) break;
+    out = ch + out;
+    size += b;
+  }
+  return out;
+}
+
+/** A plain GET: no Authorization header, no redirects, a time limit, and at most MAX_FETCH_BYTES read. */
+async function fetchWithoutCredentials(url: string, signal: AbortSignal): Promise<FetchedText> {
+  const parsed = new URL(url);
+  if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error(`not an http(s) URL: ${parsed.protocol}`);
+  const res = await request(parsed, { method: 'GET', signal, headersTimeout: GET_TIMEOUT_MS, bodyTimeout: GET_TIMEOUT_MS });
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res.body) {
+    chunks.push(chunk as Buffer);
+    size += (chunk as Buffer).length;
+    if (size > MAX_FETCH_BYTES) break;
+  }
+  // The upload holds TAIL_LINES lines; the cap only guards memory against a URL that serves more.
+  if (size > MAX_FETCH_BYTES) res.body.destroy();
+  return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') };
+}

@@ -1,0 +1,246 @@
+// The real side effects of one run, given to the run machine with `provide`. Each is safe to
+// repeat: xstate re-runs an invoked promise that was in flight when a snapshot was taken, so every
+// create first reads its journal row (written, and committed, before the call) and, when a call
+// may already have reached the service, looks for the attempt's label instead of calling again.
+// What a failed create means (skip the offer, look for the label, fail the run...) is the policy
+// table's call (src/client/retry-policy.ts RUN_POLICY), not this file's.
+import { fromPromise } from 'xstate';
+import type {
+  Candidate,
+  ChangeBidInput,
+  ProbeInput,
+  ProbeOutput,
+  CreateInput,
+  CreateOutput,
+  DestroyInput,
+  DestroyOutput,
+  SearchInput,
+  SearchOutput,
+  SleepInput,
+} from '../../../machines/run-machine.js';
+import { runPolicyOf } from '../../client/retry-policy.js';
+import type { MarketClient } from '../../client/types.js';
+import type { Clock } from '../../clock.js';
+import { toRunError } from '../../errors.js';
+import { encodeOnstart, encodeOnstartWith } from '../../job-spec/onstart.js';
+import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../../job-spec/search-query.js';
+import type { AttemptRow } from '../../store/index.js';
+import type { AttemptJournal } from './attempt-journal.js';
+import { CreateAbandoned } from '../money/create-gate.js';
+import type { FailureLogs } from './failure-logs.js';
+import { callbackLine, type ReadyTokens } from '../inbound/ready-token.js';
+import { probeUntilReachable } from './ssh-probe.js';
+import type { OfferClaims } from './offer-claims.js';
+import type { InstanceLists } from '../fleet/poller.js';
+import type { MachineQuarantine } from './machine-quarantine.js';
+
+export interface RunActorDeps {
+  client: MarketClient;
+  clock: Clock;
+  journal: AttemptJournal;
+  /** The resolved spec of a live run (one set of actors serves every run of the daemon). */
+  specOf(runId: string): ResolvedJobSpec;
+  /** How long to keep looking for the label of a create whose outcome is unknown. */
+  reconcileGraceMs: number;
+  /** Offers other runs of this daemon are trying: skipped, not raced for. */
+  claims: OfferClaims;
+  /** Instance lists from the shared poller. */
+  lists: InstanceLists;
+  /** Machines that recently failed any run: tried last. */
+  quarantine: MachineQuarantine;
+  /** Asks a failed attempt's container for its last log lines before its destroy. */
+  failureLogs?: FailureLogs;
+  /** Set when readiness.callback_url is: each attempt's onstart ends with a line posting its token there. */
+  readyCallback?: { url: string; tokens: ReadyTokens };
+  /** The money guard's checks (./money-guard.ts, ./create-gate.ts); none in tests that do not need them. */
+  money?: MoneyChecks;
+}
+
+interface MoneyChecks {
+  /** The candidates the run's remaining budget can pay to boot; `exhausted` when offers matched but none can. */
+  affordable(runId: string, candidates: Candidate[]): SearchOutput;
+  /**
+   * Waits until the daemon-wide caps and the account's credit let this create start, then calls
+   * `start` (which journals the intent) in the same step. Rejects when the run ended meanwhile.
+   */
+  admit<T>(input: CreateInput, signal: AbortSignal, start: () => T): Promise<T>;
+}
+
+/** Lists the label is looked for in, spread over the grace period. */
+const RECONCILE_LISTS = 3;
+
+/**
+ * Looks for the attempt's label in lists started after the create may have happened (label look-ups
+ * by the shared poller, so many look-ups cost one call); adopts the instance if it is there, or
+ * records that it is not.
+ */
+async function reconcileCreate(deps: RunActorDeps, input: CreateInput, sentAt: number, signal: AbortSignal): Promise<CreateOutput> {
+  const label = deps.journal.labelOf(input.runId, input.n);
+  for (let i = 0; i < RECONCILE_LISTS; i++) {
+    const found = await deps.lists.findLabel(label, deps.clock.now(), signal);
+    if (found) return adopted(deps, input, found.id, sentAt);
+    if (i < RECONCILE_LISTS - 1) await deps.clock.sleep(deps.reconcileGraceMs / (RECONCILE_LISTS - 1), signal);
+  }
+  const detail = `create outcome unknown and no instance labelled ${label} appeared`;
+  deps.journal.notCreated(input.runId, input.n, 'failed', detail);
+  return { kind: 'create_failed', detail };
+}
+
+function adopted(deps: RunActorDeps, input: CreateInput, instanceId: number, sentAt: number): CreateOutput {
+  if (!deps.journal.adopt(input.runId, input.n, instanceId, sentAt)) {
+    // The attempt holds another instance or gave up: this one is an orphan, and the sweep destroys it.
+    return { kind: 'create_failed', detail: `instance ${instanceId} surfaced after attempt #${input.n} had moved on` };
+  }
+  return { kind: 'created', instanceId, createdAt: deps.clock.now() };
+}
+
+/** A create an earlier process (or an earlier run of this actor) journaled: what it recorded stands. */
+function journaled(deps: RunActorDeps, input: CreateInput, row: AttemptRow, signal: AbortSignal): Promise<CreateOutput> | CreateOutput {
+  deps.claims.claim(input.offerId, input.runId);
+  switch (row.create_state) {
+    case 'created':
+      return { kind: 'created', instanceId: row.instance_id!, createdAt: row.instance_created_at ?? row.started_at };
+    case 'offer_gone':
+      return { kind: 'offer_gone', detail: row.create_detail ?? 'offer gone' };
+    case 'failed':
+      return { kind: 'create_failed', detail: row.create_detail ?? 'create failed' };
+    case 'intent':
+      // The call may have been sent: look for the label, never call again.
+      return reconcileCreate(deps, input, row.started_at, signal);
+  }
+}
+
+async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSignal): Promise<CreateOutput> {
+  const { client, journal, claims } = deps;
+  const spec = deps.specOf(input.runId);
+  const { runId, n, offerId } = input;
+  const before = journal.find(runId, n);
+  if (before) return journaled(deps, input, before, signal);
+  let begun: ReturnType<AttemptJournal['begin']>;
+  try {
+    // The money guard's gate comes before the intent: a create it holds back has sent nothing.
+    begun = deps.money
+      ? await deps.money.admit(input, signal, () => journal.begin(input, deps.clock.now()))
+      : journal.begin(input, deps.clock.now());
+  } catch (err) {
+    if (!(err instanceof CreateAbandoned)) throw err;
+    // Recorded like any attempt that made nothing, so the run's story lists it.
+    journal.begin(input, deps.clock.now());
+    journal.notCreated(runId, n, 'failed', err.message);
+    return { kind: 'create_failed', detail: err.message };
+  }
+  const { row, fresh } = begun;
+  if (!fresh) return journaled(deps, input, row, signal);
+  if (!claims.claim(offerId, runId)) {
+    // Another run of this daemon is on this offer: move on without spending a create call.
+    const detail = `offer ${offerId} is being tried by run ${claims.heldByOther(offerId, runId)} of this daemon`;
+    journal.notCreated(runId, n, 'offer_gone', detail);
+    return { kind: 'offer_gone', detail };
+  }
+  const sentAt = deps.clock.now();
+  const onstart = onstartFor(deps, spec, runId, n);
+  let instanceId: number;
+  let instanceApiKey: string | undefined;
+  try {
+    ({ instanceId, instanceApiKey } = await client.createInstance(
+      offerId,
+      {
+        image: spec.image,
+        disk: spec.disk_gb,
+        label: row.label,
+        ...(onstart.script ? { onstart: onstart.script } : {}),
+        ...(onstart.secret ? { secrets: [onstart.secret] } : {}),
+        ...(spec.env ? { env: spec.env } : {}),
+        // The machine decides the attempt's bid (the spec's price, or the offer's min_bid): null on-demand.
+        price: input.bidPrice,
+        runtype: 'ssh_direc ssh_proxy',
+      },
+      { signal },
+    ));
+  } catch (err) {
+    const detail = toRunError(err).message;
+    switch (runPolicyOf(err).create) {
+      case 'skip_offer':
+        journal.notCreated(runId, n, 'offer_gone', detail);
+        return { kind: 'offer_gone', detail };
+      case 'reconcile':
+        return reconcileCreate(deps, input, sentAt, signal);
+      case 'end_attempt':
+        journal.notCreated(runId, n, 'failed', detail);
+        return { kind: 'create_failed', detail };
+      case 'fail_run':
+        journal.notCreated(runId, n, 'failed', detail);
+        throw err;
+      case 'stop':
+        // The daemon is stopping: the journal stays 'intent' and the next start looks for the label.
+        throw err;
+    }
+  }
+  deps.failureLogs?.noteInstanceKey(instanceId, instanceApiKey);
+  return adopted(deps, input, instanceId, sentAt);
+}
+
+/**
+ * The onstart to send: the spec's script, followed (with readiness.callback_url) by the line that
+ * posts this attempt's token once it has run. `secret`: the token, which service text must not show.
+ */
+function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, runId: string, n: number): { script?: string; secret?: string } {
+  const user = spec.onstart ? encodeOnstart(spec.onstart) : undefined;
+  if (!deps.readyCallback) return { script: user };
+  const token = deps.readyCallback.tokens.tokenFor(runId, n);
+  // A script that only just fits the service's limit leaves no room: it goes alone (SSH still tells readiness).
+  const script = encodeOnstartWith(spec.onstart, callbackLine(deps.readyCallback.url, token)) ?? user;
+  return { script, secret: token };
+}
+
+export function makeRunActors(deps: RunActorDeps) {
+  const { client } = deps;
+  return {
+    searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
+      const stored = deps.specOf(input.runId);
+      // A bid run outbid with on_outbid "on_demand" searches (and is priced) on-demand from then on.
+      const spec =
+        input.searchType === stored.search.type
+          ? stored
+          : { ...stored, search: { ...stored.search, type: input.searchType }, bid_price: undefined };
+      const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
+      // Offers sibling runs are trying are left out of the query, so the search returns others.
+      const query = buildSearchQuery(spec, input.relaxLevel, {
+        offerIds: [...input.blockedOffers, ...deps.claims.heldByOthers(input.runId)],
+        machineIds: input.blockedMachines,
+      });
+      const offers = await client.searchOffers(query, { signal });
+      const usable = usableOffers(offers, spec, blocked).filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined);
+      const candidates: Candidate[] = deps.quarantine
+        .lastIfQuarantined(usable, (o) => o.machine_id)
+        .map((o) => ({
+          offerId: o.id,
+          machineId: o.machine_id,
+          // What the instance will be billed (its disk included), not the search's quote.
+          dphTotal: billedPriceFor(o, spec) ?? o.dph_total,
+          minBid: typeof o['min_bid'] === 'number' ? o['min_bid'] : null,
+          diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
+        }));
+      return deps.money ? deps.money.affordable(input.runId, candidates) : { candidates };
+    }),
+
+    createInstance: fromPromise<CreateOutput, CreateInput>(({ input, signal }) => create(deps, input, signal)),
+
+    destroyInstance: fromPromise<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
+      // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
+      await deps.failureLogs?.beforeDestroy(input, signal);
+      await client.destroyInstance(input.instanceId, { signal });
+      return { requestedAt: deps.clock.now() };
+    }),
+
+    probeSsh: fromPromise<ProbeOutput, ProbeInput>(async ({ input, signal }) => ({
+      reachable: await probeUntilReachable(input.endpoints, deps.clock, signal),
+    })),
+
+    changeBid: fromPromise<void, ChangeBidInput>(({ input, signal }) => client.changeBid(input.instanceId, input.price, { signal })),
+
+    // Any length: a deadline weeks away must not fire at once (setTimeout's 24.8-day limit).
+    sleepUntil: fromPromise<void, SleepInput>(({ input, signal }) => deps.clock.sleepUntil(input.until, signal)),
+  };
+}

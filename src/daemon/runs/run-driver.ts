@@ -1,0 +1,414 @@
+// Drives one run: owns its xstate actor, and after every transition writes the snapshot, the run
+// row, the attempts rows (through the journal) and the event log in one SQLite transaction. The intent of each side
+// effect is journaled by the actors themselves before the call (a subscriber sees a transition only
+// after the invoked promise has started), so this write is the record of what happened, not the WAL.
+//
+// States: idle (a queued run, no actor) → active (actor running) → ended. A write the store refuses
+// (disk full, berth.db locked by another program) pauses the run: its actor is stopped, exactly as
+// a killed daemon would stop it, and `resume` later restarts it from the last snapshot that was
+// committed, as a restarted daemon would. Nothing it did after that snapshot is lost, since every
+// side effect was journaled first (a journal write that fails stops the side effect before it starts).
+import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
+import { RUN_MACHINE_VERSION, runMachine, type BidPolicy, type RunEmitted, type RunLimits } from '../../../machines/run-machine.js';
+import type { AttemptOutcome, InstanceStatus } from '../../../machines/run-rules.js';
+import type { Clock } from '../../clock.js';
+import type { Config } from '../../config/schema.js';
+import { toRunError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import { JOB_SPEC_DEFAULTS, type ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { AttemptRow, RunRow, RunState, Store } from '../../store/index.js';
+import { isEndState } from '../../store/index.js';
+import type { AttemptJournal } from './attempt-journal.js';
+import { DestroyFailures } from './destroy-alerts.js';
+import { recordEmitted, type LoggedEvent } from './event-log.js';
+import type { OfferClaims } from './offer-claims.js';
+import type { MachineQuarantine } from './machine-quarantine.js';
+import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, sameStatus, type RunError } from '../../../machines/run-rules.js';
+import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../../machines/run-migrations.js';
+import { makeRunActors, type RunActorDeps } from './run-actors.js';
+import { failRunOutsideMachine } from './run-failed-outside.js';
+import type { RunHooks } from './run-hooks.js';
+
+type RunActor = ActorRefFrom<typeof runMachine>;
+type RunSnapshot = SnapshotFrom<typeof runMachine>;
+
+/** The run machine with the daemon's real actors, provided once and shared by every run. */
+export function provideRunMachine(deps: RunActorDeps) {
+  return runMachine.provide({ actors: makeRunActors(deps) });
+}
+export type ProvidedRunMachine = ReturnType<typeof provideRunMachine>;
+
+export interface RunDriverDeps {
+  machine: ProvidedRunMachine;
+  store: Store;
+  journal: AttemptJournal;
+  clock: Clock;
+  claims: OfferClaims;
+  quarantine: MachineQuarantine;
+  config: Config;
+  log: Logger;
+  /** Called once when the run reaches an end state (or cannot go on). */
+  onEnded(runId: string): void;
+  /** Called when a store write failed and the run paused; the caller calls `resume` once the store writes again. */
+  onPaused(runId: string): void;
+  /** Called after each stored transition (the money guard checks the run's limits again). */
+  onProgress?(runId: string): void;
+  /** Notifications and metrics (./run-hooks.ts). */
+  hooks?: RunHooks;
+}
+
+export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
+  return {
+    maxAttempts: spec.max_attempts,
+    bootTimeoutS: spec.boot_timeout_s,
+    deadlineS: spec.deadline_s,
+    relaxSteps: spec.relax.length,
+    outageBackoffS: config.runs.outage_backoff_s,
+    destroyRetryMaxDelayS: config.runs.destroy_retry_max_delay_s,
+    // A destroyed instance should leave the very next list; give it several polls before destroying again.
+    destroyConfirmS: Math.max(5 * config.polling.interval_s, 30),
+    missingPollsToLose: 3,
+    goneOffersPerSearch: config.runs.gone_offers_per_search,
+    // A spec stored before ready_when existed is read with today's default. The SSH wait is also
+    // cut short by the run's own boot timeout (the machine waits for the earlier of the two).
+    readyWhen: spec.ready_when ?? JOB_SPEC_DEFAULTS.ready_when,
+    sshTimeoutS: config.readiness.ssh_timeout_s,
+    maxPricePerHour: spec.max_price_per_hour,
+    bid: bidPolicy(spec, config),
+  };
+}
+
+/** What an interruptible run does about its bid; null for on-demand runs. */
+function bidPolicy(spec: ResolvedJobSpec, config: Config): BidPolicy | null {
+  if (spec.search.type !== 'bid' || spec.bid_price === undefined) return null;
+  return {
+    price: spec.bid_price,
+    stepPct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct,
+    onOutbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid,
+    rebidWaitS: config.runs.rebid_wait_s,
+  };
+}
+
+/**
+ * A run that failed for want of a working offer says which offers it tried and why. The story is
+ * read from the attempts table (written in the same transaction, just before), not carried in the
+ * machine's context, so a run that went through thousands of offers keeps a small snapshot.
+ */
+function withAttemptStory(error: RunError, attempts: AttemptRow[]): RunError {
+  if (!ERRORS_LISTING_ATTEMPTS.has(error.kind)) return error;
+  const tried = describeAttempts(
+    attempts.map((a) => ({
+      n: a.n,
+      offerId: a.offer_id,
+      machineId: a.machine_id ?? 0,
+      instanceId: a.instance_id,
+      outcome: a.outcome as AttemptOutcome | null,
+      detail: a.detail,
+    })),
+  );
+  return { ...error, message: `${error.message} Tried: ${tried}` };
+}
+
+function runStateOf(snapshot: RunSnapshot): RunState {
+  const v = snapshot.value;
+  return (typeof v === 'string' ? v : Object.keys(v)[0]) as RunState;
+}
+
+export class RunDriver {
+  readonly runId: string;
+  /** Made on start, except for a queued run: that one gets its actor when admitted or cancelled. */
+  private actor: RunActor | undefined;
+  private readonly log: Logger;
+  private pending: RunEmitted[] = [];
+  private last: RunSnapshot | undefined;
+  private lastState: RunState;
+  private ended = false;
+  private lastPolled: InstanceStatus | undefined;
+  /** When the list that first showed the current instance running was started (for /metrics). */
+  private runningListedAt: number | undefined;
+  private paused = false;
+  /** ADMIT was sent: a resume after a pause sends it again (its persist may be what failed). */
+  private admitted = false;
+  private cancelWhenResumed = false;
+  private expireWhenResumed: RunError | undefined;
+  /** Destroys of this run's instances that did not take, in a row: an ALERT once they keep failing. */
+  private readonly destroyFailures = new DestroyFailures();
+
+  constructor(
+    private row: RunRow,
+    private readonly spec: ResolvedJobSpec,
+    private readonly deps: RunDriverDeps,
+  ) {
+    this.runId = row.id;
+    this.lastState = row.state;
+    this.log = deps.log.child({ runId: row.id });
+  }
+
+  /** True when a stored snapshot can be resumed by this build of the machine. */
+  static canResume(row: RunRow): boolean {
+    return row.snapshot_json === null || (row.machine_version !== null && canMigrate(row.machine_version, RUN_MACHINE_VERSION));
+  }
+
+  /**
+   * Resumes the run. A queued run stays without an actor (~10 KB each, measured) until it is admitted or
+   * cancelled: thousands can wait behind max_active_runs, and the machine's `queued` state does
+   * nothing but wait for those two events.
+   */
+  start(): void {
+    if (this.lastState !== 'queued') this.started();
+  }
+
+  private started(): RunActor {
+    if (this.actor) return this.actor;
+    const { row, deps } = this;
+    const input = { runId: row.id, limits: runLimits(this.spec, deps.config), submittedAt: row.created_at };
+    const stored = row.snapshot_json ? (JSON.parse(row.snapshot_json) as StoredRunSnapshot) : undefined;
+    // canResume() was checked before this driver was made, so a stored snapshot migrates.
+    const migrated = stored && migrateRunSnapshot(stored, row.machine_version ?? RUN_MACHINE_VERSION, RUN_MACHINE_VERSION, input.limits);
+    // Limits are derived from the stored spec and this daemon's configuration, not state: a restored
+    // run takes them fresh (deadlines are absolute timestamps in context and do not move).
+    const snapshot = migrated
+      ? ({ ...migrated, context: { ...migrated.context, limits: input.limits } } as unknown as RunSnapshot)
+      : undefined;
+    const actor = createActor(deps.machine, snapshot ? { input, snapshot } : { input });
+    this.actor = actor;
+    actor.on('*', (e) => this.pending.push(e as RunEmitted));
+    actor.subscribe({
+      next: (s) => this.persist(s),
+      error: (err) => this.crashed(err),
+    });
+    actor.start();
+    return actor;
+  }
+
+  get state(): RunState {
+    return this.lastState;
+  }
+
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  admit(): void {
+    this.admitted = true;
+    if (!this.paused) this.started().send({ type: 'ADMIT' });
+  }
+
+  cancel(): void {
+    if (this.paused) this.cancelWhenResumed = true;
+    else this.started().send({ type: 'CANCEL' });
+  }
+
+  /** Restarts a paused run from its last committed snapshot (`row`, read again from the store). */
+  resume(row: RunRow): void {
+    if (!this.paused || this.ended) return;
+    this.paused = false;
+    this.row = row;
+    this.lastState = row.state;
+    if (isEndState(row.state)) return this.end();
+    this.started();
+    if (this.admitted) this.actor!.send({ type: 'ADMIT' });
+    if (this.cancelWhenResumed || row.cancel_requested_at !== null) this.actor!.send({ type: 'CANCEL' });
+    if (this.expireWhenResumed) this.actor!.send({ type: 'EXPIRE', reason: this.expireWhenResumed });
+    this.cancelWhenResumed = false;
+    this.expireWhenResumed = undefined;
+  }
+
+  /** From the money guard: max_runtime_s or budget_usd is reached. */
+  expire(reason: RunError): void {
+    if (this.ended) return;
+    if (this.paused) this.expireWhenResumed = reason;
+    else this.started().send({ type: 'EXPIRE', reason });
+  }
+
+  /** The run was asked to end (cancel, expiry, deadline) while a step was in flight: a create waiting at the gate gives up. */
+  endRequested(): boolean {
+    const ctx = this.actor?.getSnapshot().context;
+    return this.ended || (ctx !== undefined && (ctx.cancelRequested || ctx.expire !== null || ctx.endReason !== null));
+  }
+
+  /**
+   * The service says the host of this machine went offline (a `host:machine_offline` webhook): the
+   * run's instance there is handled as a list showing it `offline` would be (destroyed, next offer),
+   * without waiting for the next list. False when the run has no instance on that machine.
+   */
+  machineOffline(machineId: number, why: string): boolean {
+    const current = this.actor?.getSnapshot().context.current;
+    if (this.paused || !current || current.machineId !== machineId || current.instanceId === null) return false;
+    const last = current.status ?? {
+      id: current.instanceId,
+      actual_status: null,
+      intended_status: null,
+      cur_state: null,
+      status_msg: null,
+      ssh_host: null,
+      ssh_port: null,
+      dph_total: null,
+    };
+    this.poll({ ...last, actual_status: 'offline', status_msg: why.slice(0, 200) }, this.deps.clock.now());
+    return true;
+  }
+
+  /**
+   * The onstart of attempt `n` called back with its token (checked by the caller): the machine takes
+   * the instance as ready if that attempt is still booting, and ignores it otherwise.
+   */
+  ready(n: number): void {
+    if (!this.paused) this.actor?.send({ type: 'READY', n });
+  }
+
+  /** The instance this run currently holds (or is destroying), if any. */
+  currentInstanceId(): number | null {
+    return this.actor?.getSnapshot().context.current?.instanceId ?? null;
+  }
+
+  poll(instance: InstanceStatus | null, listedAt: number): void {
+    if (this.currentInstanceId() === null) return;
+    // A status seen unchanged is a no-op in every state: the machine acts on a change, on the
+    // instance's absence (always sent: it is counted) or on its own timers. Not sending it spares
+    // one machine transition per run per list: a run whose status changed does not wait behind the rest.
+    if (instance !== null && this.lastPolled !== undefined && sameStatus(instance, this.lastPolled)) return;
+    this.lastPolled = instance ?? undefined;
+    if (instance?.actual_status === 'running') this.runningListedAt ??= listedAt;
+    this.actor!.send({ type: 'POLL', instance, listedAt });
+  }
+
+  /** Stops the actor: in-flight calls are aborted; their journal rows let the next start reconcile. */
+  stop(): void {
+    this.actor?.stop();
+  }
+
+  private persist(snapshot: RunSnapshot): void {
+    if (this.paused) return;
+    if (snapshot === this.last && this.pending.length === 0) return;
+    this.last = snapshot;
+    const events = this.pending;
+    this.pending = [];
+    const now = this.deps.clock.now();
+    const state = runStateOf(snapshot);
+    let logged: ReturnType<typeof recordEmitted>[];
+    try {
+      logged = this.write(snapshot, events, state, now);
+    } catch (err) {
+      return this.pause(err);
+    }
+    // An ended attempt frees its offer for the daemon's other runs (not the next attempt's offer).
+    // A machine that failed is tried last by the daemon's other runs for a while.
+    for (const e of events) {
+      if (e.type !== 'attempt.ended') continue;
+      this.deps.claims.release(this.runId, e.offerId);
+      if (blocksMachine(e.outcome)) this.deps.quarantine.note(e.machineId);
+    }
+    for (const [i, line] of logged.entries()) this.logEvent(events[i]!, line);
+    this.deps.hooks?.committed(this.runId, events, now, this.detection(events, now));
+    if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
+    this.lastState = state;
+    if (isEndState(state)) this.end();
+    else this.deps.onProgress?.(this.runId);
+  }
+
+  /** How long after a list first showed the instance running the run became running (then forgotten). */
+  private detection(events: RunEmitted[], now: number): number | undefined {
+    let ms: number | undefined;
+    for (const e of events) {
+      if (e.type === 'attempt.running' && this.runningListedAt !== undefined) ms = now - this.runningListedAt;
+      if (e.type === 'attempt.running' || e.type === 'attempt.ended') this.runningListedAt = undefined;
+    }
+    return ms;
+  }
+
+  private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number) {
+    const ctx = snapshot.context;
+    const run = { id: this.runId, name: this.spec.name, state };
+    return this.deps.store.transaction(() => {
+      const lines = events.map((e) => {
+        this.deps.journal.record(this.runId, e, now);
+        const line = recordEmitted(this.deps.store, this.spec, this.runId, e, now, state);
+        this.deps.hooks?.stored(run, e, line, now);
+        return line;
+      });
+      if (state !== this.lastState) {
+        this.deps.store.events.append({
+          runId: this.runId,
+          at: now,
+          type: 'state',
+          message: `${this.lastState} → ${state}`,
+          data: { from: this.lastState, to: state },
+        });
+      }
+      this.deps.store.runs.saveProgress(this.runId, {
+        state,
+        relaxLevel: ctx.relaxLevel,
+        attempt: ctx.attemptCount,
+        error: ctx.error && withAttemptStory(ctx.error, this.deps.store.attempts.forRun(this.runId)),
+        snapshotJson: JSON.stringify(this.actor!.getPersistedSnapshot()),
+        machineVersion: RUN_MACHINE_VERSION,
+        at: now,
+      });
+      return lines;
+    });
+  }
+
+  /**
+   * One event's line in the daemon log. A destroy that keeps failing may leave an instance billing:
+   * from the first few failures in a row on it is an ALERT at error level (README: Logs).
+   */
+  private logEvent(e: RunEmitted, line: LoggedEvent): void {
+    if (e.type === 'destroy.confirmed') this.destroyFailures.clear(e.instanceId);
+    if (e.type === 'destroy.retry' && this.destroyFailures.failed(e.instanceId)) {
+      const failures = this.destroyFailures.count(e.instanceId);
+      this.log.error(
+        { event: line.type, instanceId: e.instanceId, failures },
+        `ALERT: the destroy of instance ${e.instanceId} keeps failing (${failures} in a row); it may be billing. ${line.message}`,
+      );
+      return;
+    }
+    this.log[line.level]({ event: line.type }, line.message);
+  }
+
+  /**
+   * The transition was not stored: stop the actor (in-flight calls are abandoned; their journal
+   * rows are reconciled on resume) and wait for the supervisor to resume it from the store.
+   */
+  private pause(err: unknown): void {
+    this.paused = true;
+    const actor = this.actor;
+    this.actor = undefined;
+    this.last = undefined;
+    this.lastPolled = undefined;
+    this.pending = [];
+    const { kind, message } = toRunError(err);
+    this.log.error(
+      { err: { kind, message }, code: (err as { sqliteCode?: string }).sqliteCode },
+      `cannot write the store (${message}); run ${this.runId} is paused until berth.db can be written again`,
+    );
+    // Not from inside the actor's own notification: stop it once this transition has returned.
+    queueMicrotask(() => actor?.stop());
+    this.deps.onPaused(this.runId);
+  }
+
+  private crashed(err: unknown): void {
+    // A machine fault is a bug; the run fails and, holding no live owner now, any instance it made
+    // is destroyed by the orphan sweep.
+    this.log.error({ err }, 'run machine stopped with an error');
+    try {
+      const error = { kind: 'internal' as const, message: `internal error: ${String((err as Error)?.message ?? err)}` };
+      failRunOutsideMachine(this.deps, { id: this.runId, name: this.spec.name }, error, this.deps.clock.now());
+    } catch (writeErr) {
+      return this.pause(writeErr);
+    }
+    this.lastState = 'failed';
+    this.end();
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.deps.claims.release(this.runId);
+    this.deps.onEnded(this.runId);
+  }
+}

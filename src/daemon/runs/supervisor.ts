@@ -1,0 +1,491 @@
+// Keeps one RunDriver per live run: resumes them at start, admits queued runs while fewer than
+// `daemon.max_active_runs` are active, and hands each its instance from the shared poller (it is the
+// poller's subscriber: it names the instances runs wait on, and hears what each list showed). Each
+// complete sweep of the account goes on to the reconciler (./reconciler.ts: adoption, orphans).
+//
+// States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
+// dropped). A run is never dropped while it holds an instance: the machine ends only after its
+// destroy was confirmed. Two more: held (a restored store showed it live; no driver until the user
+// resumes or cancels it) and paused (its driver could not write the store; resumed from a timer
+// once the store writes again).
+//
+// Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
+// both from the store.
+import type { Instance, MarketClient } from '../../client/types.js';
+import type { Clock, Timer } from '../../clock.js';
+import type { Config } from '../../config/schema.js';
+import { BerthError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import { parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
+import type { RunRow, Store } from '../../store/index.js';
+import { AccountWatch } from '../money/account-watch.js';
+import { AttemptJournal } from './attempt-journal.js';
+import { CreateGate } from '../money/create-gate.js';
+import { MoneyGuard } from '../money/money-guard.js';
+import { FailureLogs } from './failure-logs.js';
+import { MachineQuarantine } from './machine-quarantine.js';
+import { OfferClaims } from './offer-claims.js';
+import type { InstanceLists, PollSubscriber } from '../fleet/poller.js';
+import { Reconciler } from './reconciler.js';
+import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
+import type { ReadyTokens } from '../inbound/ready-token.js';
+import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
+import { failRunOutsideMachine } from './run-failed-outside.js';
+import type { RunHooks } from './run-hooks.js';
+
+export interface SupervisorDeps {
+  store: Store;
+  client: MarketClient;
+  clock: Clock;
+  lists: InstanceLists;
+  config: Config;
+  log: Logger;
+  /** The marketplace key: scrubbed from the container logs berth keeps. */
+  apiKey: string;
+  /** Set when readiness.callback_url is: where onstarts post their attempt's token, and its tokens. */
+  readyCallback?: { url: string; tokens: ReadyTokens };
+  /** Notifications and metrics, handed to every run's driver. */
+  hooks?: RunHooks;
+}
+
+/** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
+const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
+
+/** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
+function orphanRetryMs(config: Config): number {
+  return Math.max(5 * config.polling.interval_s, 30) * 1000;
+}
+
+/** Run states in which a run waits on the poller: for its instance to run (again, after a rebid), or to be gone. */
+const WAITING_STATES = new Set(['booting', 'rebidding', 'destroying']);
+
+export class Supervisor implements PollSubscriber {
+  private readonly drivers = new Map<string, RunDriver>();
+  /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
+  private readonly queued = new Set<string>();
+  private readonly claims = new OfferClaims();
+  private readonly quarantine: MachineQuarantine;
+  private readonly specs = new Map<string, ResolvedJobSpec>();
+  private readonly machine: ProvidedRunMachine;
+  private readonly journal: AttemptJournal;
+  private readonly reconciler: Reconciler;
+  private readonly failureLogs: FailureLogs;
+  private stopping = false;
+  /** False until resumeAll: submits are stored, and started by resumeAll. */
+  private resumed = false;
+  private readonly paused = new Set<string>();
+  private storeRetry: Timer | undefined;
+  private storeRetryMs = STORE_RETRY_MS.min;
+  /** The account's credit, read at a slow cadence (the create gate holds creates while it is low). */
+  readonly account: AccountWatch;
+  readonly gate: CreateGate;
+  private readonly guard: MoneyGuard;
+  /** Runs that moved since the money guard last looked (checked once per turn). */
+  private readonly moved = new Set<string>();
+
+  constructor(private readonly deps: SupervisorDeps) {
+    this.quarantine = new MachineQuarantine(deps.config.runs.machine_quarantine_s * 1000, deps.clock);
+    this.journal = new AttemptJournal(deps.store);
+    this.reconciler = new Reconciler({
+      store: deps.store,
+      journal: this.journal,
+      client: deps.client,
+      clock: deps.clock,
+      log: deps.log,
+      isLive: (runId) => this.isLive(runId),
+      sweptStores: new Set([...deps.store.formerStoreIds, ...deps.config.store.sweep_store_ids].filter((id) => id !== deps.store.storeId)),
+      retryMs: orphanRetryMs(deps.config),
+    });
+    const specOf = (runId: string) => this.specs.get(runId);
+    const { config } = deps;
+    this.account = new AccountWatch({
+      client: deps.client,
+      clock: deps.clock,
+      log: deps.log,
+      minCreditUsd: config.account.min_credit_usd,
+      intervalMs: config.account.check_interval_s * 1000,
+      onChange: () => this.gate.wake(),
+    });
+    this.gate = new CreateGate({
+      store: deps.store,
+      clock: deps.clock,
+      log: deps.log,
+      account: this.account,
+      maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
+      maxUsdPerDay: config.budget.max_usd_per_day ?? null,
+      recheckMs: config.polling.interval_s * 1000,
+      specOf,
+      endRequested: (runId) => this.drivers.get(runId)?.endRequested() ?? true,
+    });
+    this.guard = new MoneyGuard({
+      store: deps.store,
+      clock: deps.clock,
+      log: deps.log,
+      specOf,
+      expire: (runId, reason) => this.drivers.get(runId)?.expire(reason),
+      leadMs: config.polling.interval_s * 1000,
+      warn: (runId, message, data) => this.warnBudget(runId, message, data),
+    });
+    this.failureLogs = new FailureLogs({
+      client: deps.client,
+      clock: deps.clock,
+      journal: this.journal,
+      log: deps.log,
+      apiKey: deps.apiKey,
+      specOf: (runId) => this.specs.get(runId),
+      ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
+    });
+    this.machine = provideRunMachine({
+      failureLogs: this.failureLogs,
+      ...(deps.readyCallback ? { readyCallback: deps.readyCallback } : {}),
+      money: {
+        affordable: (runId, candidates) => this.guard.affordable(runId, candidates),
+        admit: (input, signal, start) => this.gate.admit(input, signal, start),
+      },
+      quarantine: this.quarantine,
+      client: deps.client,
+      clock: deps.clock,
+      journal: this.journal,
+      lists: deps.lists,
+      claims: this.claims,
+      reconcileGraceMs: Math.max(2 * deps.config.polling.interval_s * 1000, 2000),
+      specOf: (runId) => {
+        const spec = this.specs.get(runId);
+        if (!spec) throw new Error(`no spec for run ${runId}`); // a driver exists for every live run
+        return spec;
+      },
+    });
+  }
+
+  /** Resumes every non-ended run of the store from its snapshot, except those held after a restore. */
+  resumeAll(): void {
+    if (this.stopping || this.resumed) return;
+    this.resumed = true;
+    const held: string[] = [];
+    for (const row of this.deps.store.runs.live()) {
+      if (row.held_at !== null) {
+        held.push(row.id);
+        continue;
+      }
+      if (!RunDriver.canResume(row)) {
+        // A snapshot from another machine version cannot be restored safely; the run fails and the
+        // orphan sweep destroys whatever it held.
+        failRunOutsideMachine(
+          this.deps,
+          row,
+          {
+            kind: 'upgrade',
+            message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
+          },
+          this.deps.clock.now(),
+        );
+        continue;
+      }
+      this.startDriver(row);
+      if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
+    }
+    if (held.length > 0) {
+      this.deps.log.warn(
+        { held },
+        `${held.length} run(s) are held: this store was restored from a backup, and what became of them since is unknown. Nothing is rented for them until you run \`berth resume RUN\` (or \`berth cancel RUN\`) for each`,
+      );
+    }
+    this.admitQueued();
+  }
+
+  /** The user confirms that a run held after a restore may go on. */
+  resumeHeld(runId: string): void {
+    const { store, log } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.held_at === null || row.ended_at !== null) return;
+    store.transaction(() => store.runs.release(runId));
+    log.info({ runId }, 'a run held after a restore was resumed by the user');
+    if (this.resumed && !this.stopping) {
+      this.startDriver(store.runs.get(runId)!);
+      this.admitQueued();
+    }
+  }
+
+  /** Validates and stores a job spec; with an idempotency key already used, returns that run. */
+  submit(specInput: unknown, idempotencyKey?: string): { row: RunRow; created: boolean } {
+    if (this.stopping) throw new BerthError('daemon_stopping', 'The daemon is shutting down and takes no new runs.');
+    const parsed = parseJobSpec(specInput);
+    const spec = resolveJobSpec(parsed, this.deps.config.runs);
+    const requestHash = specHash(parsed);
+    const { store } = this.deps;
+    const now = this.deps.clock.now();
+    const result = store.transaction(() => {
+      const inserted = store.runs.insert({
+        id: newRunId(),
+        name: spec.name,
+        specJson: JSON.stringify(spec),
+        createdAt: now,
+        idempotencyKey,
+        requestHash,
+      });
+      if (!inserted.created && inserted.row.request_hash !== null && inserted.row.request_hash !== requestHash) {
+        throw new IdempotencyConflictError(idempotencyKey!, inserted.row.id);
+      }
+      if (inserted.created) {
+        store.events.append({
+          runId: inserted.row.id,
+          at: now,
+          type: 'submitted',
+          message: `submitted "${spec.name}" (image ${spec.image}, max $${spec.max_price_per_hour}/h)`,
+        });
+      }
+      return inserted;
+    });
+    if (result.created) {
+      this.deps.log.info({ runId: result.row.id, name: spec.name }, 'run submitted');
+      if (this.resumed) {
+        this.startDriver(result.row);
+        this.admitQueued();
+      }
+    }
+    return { row: store.runs.get(result.row.id)!, created: result.created };
+  }
+
+  /**
+   * Asks a run to stop; its instances are destroyed before it is `cancelled`. The request is stored
+   * first, so that it is carried out even if the run has no actor yet (before resumeAll, or held).
+   */
+  cancel(runId: string): RunRow | undefined {
+    const { store } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.ended_at !== null) return row;
+    store.transaction(() => {
+      store.runs.requestCancel(runId, this.deps.clock.now());
+      // A held run may be cancelled: its actor only destroys what the run holds and never rents.
+      if (row.held_at !== null) store.runs.release(runId);
+    });
+    if (!this.resumed || this.stopping) return store.runs.get(runId);
+    if (row.held_at !== null) this.startDriver(store.runs.get(runId)!);
+    this.drivers.get(runId)?.cancel();
+    return store.runs.get(runId);
+  }
+
+  /**
+   * The readiness callback of attempt `n` of a run (its token already checked): false when the run
+   * is not live here (ended, unknown, or held after a restore), so that the caller can say so.
+   */
+  ready(runId: string, n: number): boolean {
+    const driver = this.drivers.get(runId);
+    if (!driver || this.stopping) return false;
+    driver.ready(n);
+    return true;
+  }
+
+  /** From the store, not the drivers: the startup reconcile runs before any driver is resumed. */
+  isLive(runId: string): boolean {
+    const row = this.deps.store.runs.get(runId);
+    return row !== undefined && row.ended_at === null;
+  }
+
+  get activeCount(): number {
+    return this.drivers.size - this.queued.size;
+  }
+
+  get liveCount(): number {
+    return this.drivers.size;
+  }
+
+  /** The instances runs wait on: the poller lists these by id every interval. */
+  waited(): { forStatus: number[]; forAbsence: number[] } {
+    const forStatus: number[] = [];
+    const forAbsence: number[] = [];
+    for (const driver of this.drivers.values()) {
+      const id = driver.currentInstanceId();
+      if (id === null || !WAITING_STATES.has(driver.state)) continue;
+      (driver.state === 'booting' ? forStatus : forAbsence).push(id);
+    }
+    return { forStatus, forAbsence };
+  }
+
+  /** A list showed these instances: each run holding one hears its status. */
+  onSeen(instances: Instance[], listedAt: number): void {
+    const held = this.driversByInstance();
+    for (const inst of instances) held.get(inst.id)?.poll(toStatus(inst), listedAt);
+  }
+
+  /** A list filtered on these ids did not show them: their runs hear the absence (counted by the machine). */
+  onAbsent(ids: number[], listedAt: number): void {
+    const held = this.driversByInstance();
+    for (const id of ids) held.get(id)?.poll(null, listedAt);
+  }
+
+  /**
+   * A complete sweep of the account: runs whose instance it never showed hear the absence (dated
+   * from the sweep's start, so an instance made later is not counted missing); then the reconciler
+   * adopts journaled creates and destroys orphans. Statuses of listed instances were handed over
+   * page by page already.
+   */
+  onSweep(instances: Instance[], startedAt: number): void {
+    const listed = new Set(instances.map((inst) => inst.id));
+    for (const [id, driver] of this.driversByInstance()) if (!listed.has(id)) driver.poll(null, startedAt);
+    this.reconciler.sweep(instances, startedAt);
+  }
+
+  private driversByInstance(): Map<number, RunDriver> {
+    const held = new Map<number, RunDriver>();
+    for (const driver of this.drivers.values()) {
+      const id = driver.currentInstanceId();
+      if (id !== null) held.set(id, driver);
+    }
+    return held;
+  }
+
+  /**
+   * The service says machine `machineId` went offline: every run with an instance there fails over
+   * at once, as if a list had shown the instance offline. Returns the runs told.
+   */
+  machineOffline(machineId: number, why: string): string[] {
+    const told: string[] = [];
+    for (const driver of this.drivers.values()) if (driver.machineOffline(machineId, why)) told.push(driver.runId);
+    return told;
+  }
+
+  /** One event on every live run (an account check that failed at start: it stops them all). */
+  noteOnLiveRuns(type: string, message: string): void {
+    const { store, clock } = this.deps;
+    const ids = [...this.drivers.keys()];
+    if (ids.length === 0) return;
+    store.transaction(() => {
+      for (const runId of ids) store.events.append({ runId, at: clock.now(), type, message, foldKey: `${type}:${message}` });
+    });
+  }
+
+  /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
+  stop(): void {
+    this.stopping = true;
+    this.guard.stop();
+    this.gate.stop();
+    this.account.stop();
+    this.storeRetry?.cancel();
+    this.reconciler.stop();
+    this.failureLogs.close();
+    for (const d of this.drivers.values()) d.stop();
+    this.drivers.clear();
+  }
+
+  private startDriver(row: RunRow): void {
+    const spec = JSON.parse(row.spec_json) as ResolvedJobSpec;
+    const latest = this.deps.store.attempts.latest(row.id);
+    if (latest && (latest.outcome === null || latest.outcome === 'running')) this.claims.claim(latest.offer_id, row.id);
+    const driver = new RunDriver(row, spec, {
+      machine: this.machine,
+      store: this.deps.store,
+      journal: this.journal,
+      clock: this.deps.clock,
+      claims: this.claims,
+      quarantine: this.quarantine,
+      config: this.deps.config,
+      log: this.deps.log,
+      onProgress: (runId) => this.progressed(runId),
+      ...(this.deps.hooks ? { hooks: this.deps.hooks } : {}),
+      onEnded: (runId) => {
+        this.guard.forget(runId);
+        this.gate.wake();
+        this.drivers.delete(runId);
+        this.queued.delete(runId); // a queued run can be cancelled before it is admitted
+        this.specs.delete(runId);
+        this.paused.delete(runId);
+        // Admission may start other runs' actors: not from inside this run's transition.
+        queueMicrotask(() => this.admitQueued());
+      },
+      onPaused: (runId) => {
+        this.paused.add(runId);
+        this.scheduleStoreRetry();
+      },
+    });
+    this.specs.set(row.id, spec);
+    this.drivers.set(row.id, driver);
+    if (row.state === 'queued') this.queued.add(row.id);
+    driver.start();
+    // Limits are checked from the store at once: a run that passed one while the daemon was down expires now.
+    this.progressed(row.id);
+  }
+
+  /**
+   * The money guard's one-time warning that a run's budget is nearly spent: an event in its log and,
+   * in the same transaction, its notification. Given once per run, across restarts (the log says).
+   */
+  private warnBudget(runId: string, message: string, data: Record<string, number>): boolean {
+    const { store, clock, hooks, log } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.ended_at !== null) return false;
+    const at = clock.now();
+    const given = store.transaction(() => {
+      if (store.events.has(runId, 'budget.warning')) return false;
+      const id = store.events.append({ runId, at, type: 'budget.warning', message, data });
+      hooks?.noticed({ id: runId, name: row.name, state: row.state }, 'budget.warning', { id, message, data }, at);
+      return true;
+    });
+    if (given) log.warn({ runId }, `run ${runId}: ${message}`);
+    return given;
+  }
+
+  /** A run moved: its limits are checked again and waiting creates look again, once per turn however many moved. */
+  private progressed(runId: string): void {
+    if (this.moved.size === 0) {
+      queueMicrotask(() => {
+        const ids = [...this.moved];
+        this.moved.clear();
+        if (this.stopping) return;
+        for (const id of ids) if (this.drivers.has(id)) this.guard.check(id);
+        this.gate.wake();
+      });
+    }
+    this.moved.add(runId);
+  }
+
+  /** Paused runs wait for the store to take a write again, tried from a timer with backoff (never a busy wait). */
+  private scheduleStoreRetry(): void {
+    if (this.storeRetry || this.stopping) return;
+    this.storeRetry = this.deps.clock.setTimer(() => {
+      this.storeRetry = undefined;
+      if (this.stopping || this.paused.size === 0) return;
+      if (!this.deps.store.canWrite()) {
+        this.storeRetryMs = Math.min(this.storeRetryMs * 2, STORE_RETRY_MS.max);
+        this.scheduleStoreRetry();
+        return;
+      }
+      this.storeRetryMs = STORE_RETRY_MS.min;
+      const ids = [...this.paused];
+      this.paused.clear();
+      this.deps.log.info({ runs: ids.length }, 'the store takes writes again; paused runs go on');
+      for (const id of ids) {
+        const row = this.deps.store.runs.get(id);
+        if (row) this.drivers.get(id)?.resume(row);
+      }
+    }, this.storeRetryMs);
+  }
+
+  private admitQueued(): void {
+    if (this.stopping) return;
+    const max = this.deps.config.daemon.max_active_runs;
+    for (const runId of this.queued) {
+      if (this.activeCount >= max) break;
+      this.queued.delete(runId);
+      this.drivers.get(runId)?.admit();
+    }
+  }
+}
+
+function toStatus(inst: Instance | undefined) {
+  if (!inst) return null;
+  return {
+    id: inst.id,
+    actual_status: inst.actual_status,
+    intended_status: inst.intended_status ?? null,
+    cur_state: inst.cur_state ?? null,
+    status_msg: inst.status_msg ?? null,
+    ssh_host: inst.ssh_host ?? null,
+    ssh_port: inst.ssh_port ?? null,
+    dph_total: inst.dph_total ?? null,
+    // The direct SSH endpoint (public_ipaddr + ports["22/tcp"]), probed for readiness with the proxy.
+    public_ipaddr: inst.public_ipaddr ?? null,
+    ports: inst.ports ?? null,
+  };
+}

@@ -1,0 +1,42 @@
+// One row of the attempts table (src/store/attempts.ts): kept apart so that the spend computation
+// (src/store/spend.ts), which attempts.ts uses, can read it without a circle of imports.
+type CreateState = 'intent' | 'created' | 'offer_gone' | 'failed';
+
+export interface AttemptRow {
+  run_id: string;
+  n: number;
+  offer_id: number;
+  machine_id: number | null;
+  /** Billed $/h, disk included: the offer's until the instance is listed, then the list's dph_total. */
+  dph_total: number | null;
+  label: string;
+  create_state: CreateState;
+  create_detail: string | null;
+  instance_id: number | null;
+  actual_status: string | null;
+  status_msg: string | null;
+  ssh_host: string | null;
+  ssh_port: number | null;
+  outcome: string | null;
+  detail: string | null;
+  started_at: number;
+  ended_at: number | null;
+  /** When the create that made the instance was sent (it cannot have billed before); null without an instance. */
+  instance_created_at: number | null;
+  /** When a list first showed the instance running. */
+  first_running_at: number | null;
+  /** When a list taken after the destroy no longer showed the instance; null while it may still bill. */
+  destroy_confirmed_at: number | null;
+  /** $ accrued at earlier prices, before `dph_since`. */
+  usd_before: number;
+  /** Since when `dph_total` applies; null: since the instance was made. */
+  dph_since: number | null;
+  /** When the run took the instance as ready (the latest time, after a rebid restarted it). */
+  ready_at: number | null;
+  /** How it was found ready: 'ssh' (a banner), 'status' or 'callback'. */
+  ready_via: string | null;
+  /** JSON array of {kind, host, port}: the SSH endpoints to show (those that answered, when probed). */
+  ssh_endpoints: string | null;
+  /** The container's last log lines (≤ 4 KB, secrets removed), for a failed attempt. */
+  log_tail: string | null;
+}
