@@ -167,8 +167,10 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** No create starts while the account's credit is below this, $ (default 1; 0 pauses only on a negative credit). */
       min_credit_usd: z.number().min(0).default(1),
-      /** Seconds between reads of the account's credit (users/current), and between re-checks while creates wait for it (default 300, at most 1 day; the calls are paced by rate_limits.other). */
+      /** Seconds between reads of the account's credit (users/current) (default 300, at most 1 day; the calls are paced by rate_limits.other). */
       check_interval_s: positiveSeconds(DAY).default(300),
+      /** Seconds between reads of the credit while a create waits for it, so a top-up resumes runs soon (default 30, at most 1 day; never slower than check_interval_s). */
+      held_check_interval_s: positiveSeconds(DAY).default(30),
     })
     .prefault({}),
   webhooks: z

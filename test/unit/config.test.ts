@@ -108,7 +108,7 @@ describe('config', () => {
     const { config, env } = loadConfig({}, {});
     expect(config.runs.max_runtime_s).toBeNull();
     expect(config.budget).toEqual({ max_usd_per_hour: null, max_usd_per_day: null });
-    expect(config.account).toEqual({ min_credit_usd: 1, check_interval_s: 300 });
+    expect(config.account).toEqual({ min_credit_usd: 1, check_interval_s: 300, held_check_interval_s: 30 });
     expect(config.webhooks.listen).toBeNull();
     expect(env.webhookSecret).toBeUndefined();
   });

@@ -1,6 +1,8 @@
 // The account's credit as the daemon knows it: read from users/current every
 // `account.check_interval_s` (rate group `other`), and at once when asked (a `client:low_credit`
-// webhook). Below `account.min_credit_usd` the create gate lets no create start.
+// webhook). Below `account.min_credit_usd` the create gate lets no create start; while a create
+// waits for credit the gate says so (`setHeld`) and the credit is read every
+// `account.held_check_interval_s` instead, so a top-up lets the runs go on within that.
 //
 // States: unknown (not read yet, or the key may not read it: creates are not held back for want of
 // a figure) → ok ⇄ low. Each change is logged once and wakes the gate.
@@ -16,6 +18,8 @@ export interface AccountWatchDeps {
   log: Logger;
   minCreditUsd: number;
   intervalMs: number;
+  /** Ms between reads while a create waits for credit (never longer than intervalMs). */
+  heldIntervalMs: number;
   /** Called when the credit crosses account.min_credit_usd either way. */
   onChange(): void;
 }
@@ -26,6 +30,7 @@ export class AccountWatch {
   private reading: Promise<void> | undefined;
   private readonly abort = new AbortController();
   private stopped = false;
+  private held = false;
 
   constructor(private readonly deps: AccountWatchDeps) {}
 
@@ -62,6 +67,16 @@ export class AccountWatch {
     return this.reading;
   }
 
+  /**
+   * The create gate: whether some create waits for credit now. Becoming held brings the next read
+   * to within heldIntervalMs; once nothing waits, the read after next is back at the slow interval.
+   */
+  setHeld(held: boolean): void {
+    if (held === this.held) return;
+    this.held = held;
+    if (held && !this.reading) this.schedule();
+  }
+
   stop(): void {
     this.stopped = true;
     this.timer?.cancel();
@@ -71,7 +86,8 @@ export class AccountWatch {
   private schedule(): void {
     if (this.stopped) return;
     this.timer?.cancel();
-    this.timer = this.deps.clock.setTimer(() => void this.checkNow(), this.deps.intervalMs);
+    const { intervalMs, heldIntervalMs } = this.deps;
+    this.timer = this.deps.clock.setTimer(() => void this.checkNow(), this.held ? Math.min(heldIntervalMs, intervalMs) : intervalMs);
   }
 
   private async read(): Promise<void> {

@@ -29,7 +29,7 @@ export interface CreateGateDeps {
   store: Store;
   clock: Clock;
   log: Logger;
-  account: Pick<AccountWatch, 'low' | 'credit' | 'minCreditUsd'>;
+  account: Pick<AccountWatch, 'low' | 'credit' | 'minCreditUsd' | 'setHeld'>;
   maxUsdPerHour: number | null;
   maxUsdPerDay: number | null;
   /** How often a waiting create is checked again without being woken, ms. */
@@ -137,6 +137,7 @@ export class CreateGate {
           }
           if (now.key !== waiter.hold.key) this.note(input, now.message, 'create.waiting', now);
           waiter.hold = now;
+          this.tellAccount();
         },
       };
       const onAbort = () => {
@@ -150,13 +151,22 @@ export class CreateGate {
           this.recheck?.cancel();
           this.recheck = undefined;
         }
+        this.tellAccount();
       };
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
       this.waiting.add(waiter);
       this.note(input, hold.message, 'create.waiting', hold);
       this.armRecheck();
+      this.tellAccount();
     });
+  }
+
+  /** A create waiting for credit has the credit read more often (a top-up is seen within a minute). */
+  private tellAccount(): void {
+    let held = false;
+    for (const w of this.waiting) if (w.hold.key === 'low_credit') held = true;
+    this.deps.account.setHeld(held);
   }
 
   /** Something changed (a run moved, the credit was read): waiting creates check again, once per turn. */

@@ -105,6 +105,7 @@ export class Supervisor implements PollSubscriber {
       log: deps.log,
       minCreditUsd: config.account.min_credit_usd,
       intervalMs: config.account.check_interval_s * 1000,
+      heldIntervalMs: config.account.held_check_interval_s * 1000,
       onChange: () => this.gate.wake(),
     });
     this.gate = new CreateGate({

@@ -23,6 +23,7 @@ function watch(answers: Array<CurrentUser | Error>) {
     log: silentLogger(),
     minCreditUsd: 10,
     intervalMs: 60_000,
+    heldIntervalMs: 60_000,
     onChange: () => changes++,
   });
   return { w, clock, calls: () => calls, changes: () => changes };

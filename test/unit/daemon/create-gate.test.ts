@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CreateInput } from '../../../machines/run-machine.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { AccountWatch } from '../../../src/daemon/money/account-watch.js';
 import { CreateAbandoned, CreateGate, type CreateGateDeps } from '../../../src/daemon/money/create-gate.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
@@ -28,7 +29,7 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const account = { low: false, credit: 100 as number | null, minCreditUsd: 1 };
+const account = { low: false, credit: 100 as number | null, minCreditUsd: 1, setHeld: (_held: boolean) => undefined };
 const ending = new Set<string>();
 
 function gate(over: Partial<CreateGateDeps> = {}): CreateGate {
@@ -183,6 +184,71 @@ describe('account.min_credit_usd', () => {
     g.wake();
     await clock.settle();
     expect([a.startedAt, b.startedAt]).toEqual([clock.now(), clock.now()]);
+  });
+});
+
+describe('the credit while a create waits for it', () => {
+  it('is read every held_check_interval_s (30 s) instead of check_interval_s (300 s), so a top-up resumes the create within a minute', async () => {
+    let credit = 0.5;
+    const readAt: number[] = [];
+    const watch = new AccountWatch({
+      client: {
+        currentUser: async () => {
+          readAt.push(clock.now());
+          return { id: 1, credit };
+        },
+      },
+      clock,
+      log: silentLogger(),
+      minCreditUsd: 1,
+      intervalMs: 300_000,
+      heldIntervalMs: 30_000,
+      onChange: () => g.wake(),
+    });
+    const g = gate({ account: watch, recheckMs: 10_000 });
+    const t0 = clock.now();
+    watch.accept({ id: 1, credit });
+    watch.start();
+    // Nothing waits yet: the slow cadence.
+    await clock.advance(300_000);
+    expect(readAt).toEqual([t0 + 300_000]);
+    const a = admit(g, input('a', 1, 0.1));
+    await clock.advance(45_000);
+    expect(readAt.slice(1)).toEqual([t0 + 330_000]);
+    expect(a.startedAt).toBeUndefined();
+    // The top-up: the next read (30 s after the last) sees it and the create goes ahead.
+    credit = 50;
+    await clock.advance(15_000);
+    expect(a.startedAt).toBe(t0 + 360_000);
+    expect(events('a')).toEqual(['create.waiting', 'create.resumed']);
+    // Nobody waits any more: back to one read every 300 s.
+    await clock.advance(600_000);
+    expect(readAt.slice(2)).toEqual([t0 + 360_000, t0 + 660_000, t0 + 960_000]);
+    watch.stop();
+  });
+
+  it('is not read faster while creates wait only for a cap', async () => {
+    const readAt: number[] = [];
+    const watch = new AccountWatch({
+      client: {
+        currentUser: async () => {
+          readAt.push(clock.now());
+          return { id: 1, credit: 50 };
+        },
+      },
+      clock,
+      log: silentLogger(),
+      minCreditUsd: 1,
+      intervalMs: 300_000,
+      heldIntervalMs: 30_000,
+      onChange: () => g.wake(),
+    });
+    const g = gate({ account: watch, maxUsdPerHour: 0.05 });
+    watch.start();
+    const a = admit(g, input('a', 1, 0.1));
+    await clock.advance(299_000);
+    expect([readAt, a.startedAt, g.waitingCount]).toEqual([[], undefined, 1]);
+    watch.stop();
   });
 });
 
