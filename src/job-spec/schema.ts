@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { MAX_RUN_DURATION_S, RESERVED_KEYS, type RelaxStep } from '../config/schema.js';
 import { CREATE_INPUT_LIMITS as LIMITS, envTotalSize, sizeOf } from './create-input-limits.js';
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
+import { TASK_TOO_LARGE, taskFits } from './task-script.js';
+
 
 /** Values berth fills in when a spec leaves these fields out. */
 export const JOB_SPEC_DEFAULTS = {
@@ -21,6 +23,8 @@ export const JOB_SPEC_DEFAULTS = {
    * can cost, and at the cap the run fails over to the next offer anyway.
    */
   on_outbid: 'rebid',
+  /** Idle autostop: below this GPU utilisation, percent, an instance counts as idle. */
+  idle_gpu_util_pct: 5,
   search: {
     type: 'on-demand',
     /** Offers asked for per search. */
@@ -255,8 +259,63 @@ export const jobSpecSchema = z
       .describe(
         'Total $ the run may spend (every instance it made, compute and disk, until destroyed), then it ends expired; default none',
       ),
+    // Tasks (issue #19): the command the instance exists for; when it ends, the run ends and its
+    // instance is destroyed (src/job-spec/task-script.ts wraps it for the container).
+    run: z
+      .string()
+      .refine((s) => s.trim() !== '', 'must be a command, not empty')
+      .refine((s) => !s.includes('\0'), 'must not contain NUL characters')
+      .optional()
+      .describe(
+        'Command run after onstart, in the container; when it ends the run ends (succeeded on exit 0, else failed with error.kind "task_failed") and the instance is destroyed',
+      ),
+    max_restarts: z
+      .number()
+      .int('must be a whole number')
+      .min(0, 'must be 0 or more')
+      .max(1000)
+      .optional()
+      .describe('Times a task that exited non-zero starts again, each on a fresh instance (default 0); needs run'),
+    idle_timeout_s: z
+      .number()
+      .positive()
+      .max(MAX_RUN_DURATION_S)
+      .optional()
+      .describe(
+        'Seconds the instance\'s gpu_util may stay below idle_gpu_util_pct before it is destroyed and the run ends expired (error.kind "idle"); at least two poll intervals',
+      ),
+    idle_gpu_util_pct: z
+      .number()
+      .min(0, 'must be between 0 and 100')
+      .max(100, 'must be between 0 and 100')
+      .optional()
+      .describe(
+        `GPU utilisation, percent, below which the instance counts as idle (default ${JOB_SPEC_DEFAULTS.idle_gpu_util_pct}); needs idle_timeout_s`,
+      ),
   })
-  .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) });
+  .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) })
+  .superRefine(checkTask, { when: (payload) => isPlainObject(payload.value) });
+
+// Like checkBid: reads the raw object, whatever else is wrong with it.
+function checkTask(
+  spec: { run?: unknown; onstart?: unknown; max_restarts?: unknown; idle_timeout_s?: unknown; idle_gpu_util_pct?: unknown },
+  ctx: z.RefinementCtx,
+) {
+  // The wrapper carries onstart and run together: too large is said of run, the field it adds.
+  if (
+    typeof spec.run === 'string' &&
+    spec.run.trim() !== '' &&
+    !taskFits(spec.run, typeof spec.onstart === 'string' ? spec.onstart : undefined)
+  ) {
+    ctx.addIssue({ code: 'custom', path: ['run'], message: TASK_TOO_LARGE });
+  }
+  if (spec.max_restarts !== undefined && spec.run === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['max_restarts'], message: 'only applies with run (a task to restart)' });
+  }
+  if (spec.idle_gpu_util_pct !== undefined && spec.idle_timeout_s === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['idle_gpu_util_pct'], message: 'only applies with idle_timeout_s' });
+  }
+}
 
 // Runs on the raw object even when other fields failed (see `when` above), so every field it reads
 // may be of any type: each comparison checks its operands.

@@ -58,3 +58,19 @@ export function resolveJobSpec(spec: JobSpec, runsDefaults: Config['runs']): Res
 export function jobSpecJsonSchema(): object {
   return z.toJSONSchema(jobSpecSchema, { io: 'input' });
 }
+
+/**
+ * The checks that need the daemon's configuration: an idle timeout shorter than two poll intervals
+ * could not be measured (the lists that show gpu_util come once per interval). Throws SpecError.
+ */
+export function checkJobSpecAgainstConfig(spec: JobSpec, config: Pick<Config, 'polling'>): void {
+  const min = 2 * config.polling.interval_s;
+  if (spec.idle_timeout_s !== undefined && spec.idle_timeout_s < min) {
+    throw new SpecError([
+      {
+        path: '$.idle_timeout_s',
+        message: `must be at least ${min} s: two poll intervals (polling.interval_s is ${config.polling.interval_s} s), since gpu_util is read from the lists`,
+      },
+    ]);
+  }
+}

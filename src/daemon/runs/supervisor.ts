@@ -17,7 +17,7 @@ import type { Config } from '../../config/schema.js';
 import { BerthError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
-import { parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
+import { checkJobSpecAgainstConfig, parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
 import type { RunRow, Store } from '../../store/index.js';
 import { AccountWatch } from '../money/account-watch.js';
 import { AttemptJournal } from './attempt-journal.js';
@@ -212,6 +212,7 @@ export class Supervisor implements PollSubscriber {
   submit(specInput: unknown, idempotencyKey?: string): { row: RunRow; created: boolean } {
     if (this.stopping) throw new BerthError('daemon_stopping', 'The daemon is shutting down and takes no new runs.');
     const parsed = parseJobSpec(specInput);
+    checkJobSpecAgainstConfig(parsed, this.deps.config);
     const spec = resolveJobSpec(parsed, this.deps.config.runs);
     const requestHash = specHash(parsed);
     const { store } = this.deps;

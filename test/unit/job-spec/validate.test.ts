@@ -236,6 +236,10 @@ describe('jobSpecJsonSchema', () => {
         'ready_when',
         'relax',
         'search',
+        'run',
+        'max_restarts',
+        'idle_timeout_s',
+        'idle_gpu_util_pct',
       ].sort(),
     );
     expect(schema.required.sort()).toEqual(['image', 'max_price_per_hour', 'name']);

@@ -1,0 +1,77 @@
+import { randomBytes } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { issuesOf } from '../../helpers/spec-issues.js';
+import { SpecError } from '../../../src/errors.js';
+import { MARKER_PREFIX, taskExitOf, taskScript } from '../../../src/job-spec/task-script.js';
+import { checkJobSpecAgainstConfig, jobSpecJsonSchema, parseJobSpec } from '../../../src/job-spec/validate.js';
+
+const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
+const pathsOf = (input: unknown) => issuesOf(input).map((i) => i.path);
+
+describe('task fields of the job spec', () => {
+  it('accepts a task with restarts and idle autostop', () => {
+    const spec = parseJobSpec({ ...minimal, run: 'python train.py', max_restarts: 2, idle_timeout_s: 600, idle_gpu_util_pct: 10 });
+    expect(spec).toMatchObject({ run: 'python train.py', max_restarts: 2, idle_timeout_s: 600, idle_gpu_util_pct: 10 });
+  });
+
+  it('refuses a negative or fractional max_restarts, naming the field', () => {
+    expect(pathsOf({ ...minimal, run: 'x', max_restarts: -1 })).toEqual(['$.max_restarts']);
+    expect(pathsOf({ ...minimal, run: 'x', max_restarts: 1.5 })).toEqual(['$.max_restarts']);
+  });
+
+  it('refuses max_restarts without a task, and idle_gpu_util_pct without idle_timeout_s', () => {
+    expect(pathsOf({ ...minimal, max_restarts: 1 })).toEqual(['$.max_restarts']);
+    expect(pathsOf({ ...minimal, idle_gpu_util_pct: 5 })).toEqual(['$.idle_gpu_util_pct']);
+  });
+
+  it('refuses idle_gpu_util_pct outside 0-100', () => {
+    expect(pathsOf({ ...minimal, idle_timeout_s: 600, idle_gpu_util_pct: 101 })).toEqual(['$.idle_gpu_util_pct']);
+    expect(pathsOf({ ...minimal, idle_timeout_s: 600, idle_gpu_util_pct: -1 })).toEqual(['$.idle_gpu_util_pct']);
+  });
+
+  it('refuses an empty run and one the create limits cannot carry', () => {
+    expect(pathsOf({ ...minimal, run: '  ' })).toEqual(['$.run']);
+    // Random text does not compress: 4 KB of it cannot fit the 4048-character onstart.
+    const issues = issuesOf({ ...minimal, run: randomBytes(3000).toString('base64') });
+    expect(issues.map((i) => i.path)).toEqual(['$.run']);
+    expect(issues[0]!.message).toMatch(/4048-character onstart limit/);
+  });
+
+  it('refuses an idle timeout shorter than two poll intervals at submit', () => {
+    const spec = parseJobSpec({ ...minimal, idle_timeout_s: 15 });
+    try {
+      checkJobSpecAgainstConfig(spec, { polling: { interval_s: 10 } });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(SpecError);
+      expect((err as SpecError).issues[0]!.path).toBe('$.idle_timeout_s');
+    }
+    expect(() =>
+      checkJobSpecAgainstConfig(parseJobSpec({ ...minimal, idle_timeout_s: 20 }), { polling: { interval_s: 10 } }),
+    ).not.toThrow();
+  });
+
+  it('publishes the new fields in the JSON Schema', () => {
+    const props = (jobSpecJsonSchema() as { properties: Record<string, unknown> }).properties;
+    for (const f of ['run', 'max_restarts', 'idle_timeout_s', 'idle_gpu_util_pct']) expect(props).toHaveProperty(f);
+  });
+});
+
+describe('the task wrapper', () => {
+  const script = taskScript({ run: "echo 'hi'; exit 3", runId: 'abcdefgh2345', n: 2, serviceUrl: 'http://127.0.0.1:1/', backstopS: 60 });
+
+  it('runs the command quoted, writes the end marker and stops its own instance', () => {
+    expect(script).toContain(`sh -c 'echo '\\''hi'\\''; exit 3' </dev/null 2>&1`);
+    expect(script).toContain(MARKER_PREFIX);
+    expect(script).toMatch(/berth_self stop\n$/);
+    expect(script).toContain('( sleep 60;');
+  });
+
+  it('reads the exit code of its own run and attempt only', () => {
+    const log = 'x\nberth-task-end run=abcdefgh2345 attempt=1 exit=0\nberth-task-end run=abcdefgh2345 attempt=2 exit=3\n';
+    expect(taskExitOf(log, 'abcdefgh2345', 2)).toBe(3);
+    expect(taskExitOf(log, 'abcdefgh2345', 1)).toBe(0);
+    expect(taskExitOf(log, 'abcdefgh2345', 3)).toBeNull();
+    expect(taskExitOf('echo berth-task-end run=abcdefgh2345 attempt=2 exit=0', 'abcdefgh2345', 2)).toBeNull();
+  });
+});
