@@ -2,8 +2,11 @@
 // injected clock) set to the moment the next limit would be reached at the current price and state;
 // it is set again after every transition of the run (a price or a state may have changed) and once
 // at start, from the attempts table, so a restarted daemon carries on with the same figures.
-// When it fires and a limit is reached, the run gets EXPIRE (once): the machine destroys its
-// instance and ends it `expired`.
+// When it fires and a limit is reached, the run gets EXPIRE: the machine destroys its instance and
+// ends it `expired`. A run counts as told only once it took the expiry (its driver keeps it until
+// the run ends, across a paused store, and a held run is started for it); one that could not take
+// it (the store refused the write that would start it) is told again RETRY_MS later, until it does.
+// Held runs (a restored backup) are guarded like the others: their instance may be billing.
 //
 // The budget is met by the destroy, not begun at it: EXPIRE goes one poll interval before the spend
 // would reach budget_usd at the current price, since the instance keeps billing until the destroy
@@ -31,8 +34,8 @@ export interface MoneyGuardDeps {
   log: Logger;
   /** The resolved spec of a live run, if the daemon drives it. */
   specOf(runId: string): ResolvedJobSpec | undefined;
-  /** Delivers EXPIRE to the run. */
-  expire(runId: string, reason: RunError): void;
+  /** Delivers EXPIRE to the run: true once the run holds it (until it ends), false to be told again later. */
+  expire(runId: string, reason: RunError): boolean;
   /** How long a destroy takes to be confirmed, ms (one poll interval): the budget's lead. */
   leadMs: number;
   /** Logs a one-time budget warning on the run (and sends its notification); false when it was given before. */
@@ -41,11 +44,15 @@ export interface MoneyGuardDeps {
 
 /** Share of budget_usd spent at which a run is warned once. */
 const BUDGET_WARNING_SHARE = 0.8;
+/** How soon an expiry the run could not take is tried again, ms (the paused store's first retry). */
+const RETRY_MS = 1_000;
 
 export class MoneyGuard {
   private readonly timers = new Map<string, Timer>();
-  /** Runs already sent EXPIRE (the machine keeps the first reason; no need to repeat it). */
+  /** Runs that took their EXPIRE (the machine keeps the first reason; no need to repeat it). */
   private readonly expired = new Set<string>();
+  /** Runs whose expiry was logged (once, however many times it is delivered). */
+  private readonly told = new Set<string>();
   /** Runs already warned that their budget is nearly spent (the warning is also in their log, for a restart). */
   private readonly warned = new Set<string>();
 
@@ -154,6 +161,7 @@ export class MoneyGuard {
     this.timers.get(runId)?.cancel();
     this.timers.delete(runId);
     this.expired.delete(runId);
+    this.told.delete(runId);
     this.warned.delete(runId);
   }
 
@@ -163,8 +171,21 @@ export class MoneyGuard {
   }
 
   private expire(runId: string, reason: RunError): void {
-    this.expired.add(runId);
-    this.deps.log.info({ runId, kind: reason.kind }, `run ${runId} expires: ${reason.message}`);
-    this.deps.expire(runId, reason);
+    if (!this.told.has(runId)) this.deps.log.info({ runId, kind: reason.kind }, `run ${runId} expires: ${reason.message}`);
+    this.told.add(runId);
+    let taken = false;
+    try {
+      taken = this.deps.expire(runId, reason);
+    } catch (err) {
+      this.deps.log.warn({ runId, err: toRunError(err) }, 'the expiry could not be delivered; it is tried again');
+    }
+    if (taken) {
+      this.expired.add(runId);
+      return;
+    }
+    this.timers.set(
+      runId,
+      this.deps.clock.setTimer(() => this.check(runId), RETRY_MS),
+    );
   }
 }

@@ -127,10 +127,16 @@ export class RunDriver {
   /** When the list that first showed the current instance running was started (for /metrics). */
   private runningListedAt: number | undefined;
   private paused = false;
-  /** ADMIT was sent: a resume after a pause sends it again (its persist may be what failed). */
+  // What the run was told from outside its machine, kept until it ends: a pause drops the
+  // transitions that were not stored (an event sent just before the write that failed is lost with
+  // them), so a resume tells the restarted actor again. Each is a no-op to a machine that had it.
+  /** ADMIT was sent. */
   private admitted = false;
-  private cancelWhenResumed = false;
-  private expireWhenResumed: RunError | undefined;
+  private cancelRequested = false;
+  /** The money guard's expiry (the first reason stands, as in the machine). */
+  private expireReason: RunError | undefined;
+  /** The readiness callback of this attempt came. */
+  private readyN: number | undefined;
   /** Destroys of this run's instances that did not take, in a row: an ALERT once they keep failing. */
   private readonly destroyFailures = new DestroyFailures();
 
@@ -199,11 +205,15 @@ export class RunDriver {
   }
 
   cancel(): void {
-    if (this.paused) this.cancelWhenResumed = true;
-    else this.started().send({ type: 'CANCEL' });
+    this.cancelRequested = true;
+    if (!this.paused) this.started().send({ type: 'CANCEL' });
   }
 
-  /** Restarts a paused run from its last committed snapshot (`row`, read again from the store). */
+  /**
+   * Restarts a paused run from its last committed snapshot (`row`, read again from the store) and
+   * tells it again what it was told. Any of these may pause it again (the store refused once more):
+   * the rest then waits for the next resume, since nothing here is forgotten.
+   */
   resume(row: RunRow): void {
     if (!this.paused || this.ended) return;
     this.paused = false;
@@ -211,18 +221,23 @@ export class RunDriver {
     this.lastState = row.state;
     if (isEndState(row.state)) return this.end();
     this.started();
-    if (this.admitted) this.actor!.send({ type: 'ADMIT' });
-    if (this.cancelWhenResumed || row.cancel_requested_at !== null) this.actor!.send({ type: 'CANCEL' });
-    if (this.expireWhenResumed) this.actor!.send({ type: 'EXPIRE', reason: this.expireWhenResumed });
-    this.cancelWhenResumed = false;
-    this.expireWhenResumed = undefined;
+    if (row.cancel_requested_at !== null) this.cancelRequested = true;
+    if (this.admitted) this.send({ type: 'ADMIT' });
+    if (this.cancelRequested) this.send({ type: 'CANCEL' });
+    if (this.expireReason) this.send({ type: 'EXPIRE', reason: this.expireReason });
+    if (this.readyN !== undefined) this.send({ type: 'READY', n: this.readyN });
   }
 
-  /** From the money guard: max_runtime_s or budget_usd is reached. */
+  /** From the money guard: max_runtime_s or budget_usd is reached. Held until the run ends, across pauses. */
   expire(reason: RunError): void {
     if (this.ended) return;
-    if (this.paused) this.expireWhenResumed = reason;
-    else this.started().send({ type: 'EXPIRE', reason });
+    this.expireReason ??= reason;
+    if (!this.paused) this.started().send({ type: 'EXPIRE', reason });
+  }
+
+  /** To the running actor, unless the run is paused (a resume sends what is remembered). */
+  private send(event: { type: 'ADMIT' } | { type: 'CANCEL' } | { type: 'EXPIRE'; reason: RunError } | { type: 'READY'; n: number }): void {
+    if (!this.paused) this.actor?.send(event);
   }
 
   /** The run was asked to end (cancel, expiry, deadline) while a step was in flight: a create waiting at the gate gives up. */
@@ -258,7 +273,8 @@ export class RunDriver {
    * the instance as ready if that attempt is still booting, and ignores it otherwise.
    */
   ready(n: number): void {
-    if (!this.paused) this.actor?.send({ type: 'READY', n });
+    this.readyN = n;
+    this.send({ type: 'READY', n });
   }
 
   /** The instance this run currently holds (or is destroying), if any. */

@@ -6,7 +6,7 @@
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
 // destroy was confirmed. Two more: held (a restored store showed it live; no driver until the user
-// resumes or cancels it) and paused (its driver could not write the store; resumed from a timer
+// resumes or cancels it, or the money guard, which watches it too, expires it) and paused (its driver could not write the store; resumed from a timer
 // once the store writes again).
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
@@ -19,6 +19,7 @@ import type { Logger } from '../../logger.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
 import { checkJobSpecAgainstConfig, parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
 import type { RunRow, Store } from '../../store/index.js';
+import type { RunError } from '../../../machines/run-rules.js';
 import { AccountWatch } from '../money/account-watch.js';
 import { AttemptJournal } from './attempt-journal.js';
 import { CreateGate } from '../money/create-gate.js';
@@ -124,7 +125,7 @@ export class Supervisor implements PollSubscriber {
       clock: deps.clock,
       log: deps.log,
       specOf,
-      expire: (runId, reason) => this.drivers.get(runId)?.expire(reason),
+      expire: (runId, reason) => this.expire(runId, reason),
       leadMs: config.polling.interval_s * 1000,
       warn: (runId, message, data) => this.warnBudget(runId, message, data),
     });
@@ -167,6 +168,9 @@ export class Supervisor implements PollSubscriber {
     for (const row of this.deps.store.runs.live()) {
       if (row.held_at !== null) {
         held.push(row.id);
+        // No driver, but its limits still apply: the money guard watches it from the attempts table.
+        this.specs.set(row.id, JSON.parse(row.spec_json) as ResolvedJobSpec);
+        this.progressed(row.id);
         continue;
       }
       if (!RunDriver.canResume(row)) {
@@ -266,6 +270,38 @@ export class Supervisor implements PollSubscriber {
     if (row.held_at !== null) this.startDriver(store.runs.get(runId)!);
     this.drivers.get(runId)?.cancel();
     return store.runs.get(runId);
+  }
+
+  /**
+   * The money guard's EXPIRE: the run's driver takes it (and keeps it across a paused store). A run
+   * held after a restore has none: its hold is released and a driver started for it, as a cancel
+   * does, so that its instance is destroyed and it ends `expired`. False when that could not be
+   * stored (the guard tries again).
+   */
+  private expire(runId: string, reason: RunError): boolean {
+    const driver = this.drivers.get(runId);
+    if (driver) {
+      driver.expire(reason);
+      return true;
+    }
+    const { store, clock, log } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.ended_at !== null) return true; // nothing left to expire
+    if (row.held_at === null || !this.resumed || this.stopping) return false;
+    store.transaction(() => {
+      store.runs.release(runId);
+      store.events.append({
+        runId,
+        at: clock.now(),
+        type: 'held.expired',
+        message: `held after a restore, the run reached a limit: ${reason.message} Its instance is destroyed.`,
+        data: { kind: reason.kind },
+      });
+    });
+    log.warn({ runId, kind: reason.kind }, `run ${runId}, held after a restore, reached a limit: its instance is destroyed`);
+    this.startDriver(store.runs.get(runId)!);
+    this.drivers.get(runId)?.expire(reason);
+    return true;
   }
 
   /**
@@ -435,7 +471,8 @@ export class Supervisor implements PollSubscriber {
         const ids = [...this.moved];
         this.moved.clear();
         if (this.stopping) return;
-        for (const id of ids) if (this.drivers.has(id)) this.guard.check(id);
+        // Runs with a driver, and held runs (their spec is kept for the guard alone).
+        for (const id of ids) if (this.specs.has(id)) this.guard.check(id);
         this.gate.wake();
       });
     }

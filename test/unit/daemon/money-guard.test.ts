@@ -55,7 +55,7 @@ function guardFor(spec: ResolvedJobSpec, leadMs = 1000, warnWith: typeof warn = 
     clock,
     log: silentLogger(),
     specOf: (id) => (id === 'r1' ? spec : undefined),
-    expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }),
+    expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }) > 0,
     leadMs,
     warn: warnWith,
   });
@@ -189,7 +189,7 @@ describe('budget_usd', () => {
       clock,
       log: silentLogger(),
       specOf: () => spec,
-      expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }),
+      expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }) > 0,
       leadMs: 1000,
       warn,
     });
@@ -231,6 +231,61 @@ describe('max_runtime_s', () => {
     await clock.advance(1);
     expect(expired.map((e) => [e.reason.kind, e.at - t0])).toEqual([['max_runtime', 33_000]]);
     expect(expired[0]!.reason.message).toMatch(/max_runtime_s \(10 s\)/);
+  });
+});
+
+describe('an expiry the run could not take (issue #18 item 1)', () => {
+  it('is delivered again every second until the run takes it, then never again', async () => {
+    const spec = specWith({ max_runtime_s: 5 });
+    store.runs.insert({ id: 'r1', name: 'm', specJson: JSON.stringify(spec), createdAt: clock.now() });
+    const tries: number[] = [];
+    let takes = false;
+    const guard = new MoneyGuard({
+      store,
+      clock,
+      log: silentLogger(),
+      specOf: () => spec,
+      // As the supervisor answers while the store refuses the write that would start a held run.
+      expire: () => (tries.push(clock.now()), takes),
+      leadMs: 1000,
+      warn,
+    });
+    const t0 = clock.now();
+    created(1, 1);
+    status(1, 'running', 1);
+    guard.check('r1');
+    await clock.advance(7_000);
+    expect(tries.map((t) => t - t0)).toEqual([5_000, 6_000, 7_000]);
+    takes = true;
+    await clock.advance(1_000);
+    guard.check('r1'); // the run moved: a run that took its expiry is not told twice
+    await clock.advance(10_000);
+    expect(tries.map((t) => t - t0)).toEqual([5_000, 6_000, 7_000, 8_000]);
+    guard.stop();
+  });
+
+  it('is delivered again when delivering it threw', async () => {
+    const spec = specWith({ max_runtime_s: 1 });
+    store.runs.insert({ id: 'r1', name: 'm', specJson: JSON.stringify(spec), createdAt: clock.now() });
+    let calls = 0;
+    const guard = new MoneyGuard({
+      store,
+      clock,
+      log: silentLogger(),
+      specOf: () => spec,
+      expire: () => {
+        if (++calls === 1) throw new Error('database is locked');
+        return true;
+      },
+      leadMs: 1000,
+      warn,
+    });
+    created(1, 1);
+    status(1, 'running', 1);
+    guard.check('r1');
+    await clock.advance(5_000);
+    expect(calls).toBe(2);
+    guard.stop();
   });
 });
 

@@ -1,0 +1,185 @@
+// A run's limits (max_runtime_s, budget_usd) on fake time, through the supervisor with a real store:
+// an expiry that lands while another program holds berth.db's write lock (issue #18 item 1), and a
+// run held after a restored backup (item 7). The service is a scripted client that makes instance
+// 500; the lists are the test's own `onSeen` / `onAbsent` calls.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Instance, MarketClient, Offer } from '../../../src/client/types.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { Supervisor } from '../../../src/daemon/runs/supervisor.js';
+import { silentLogger } from '../../../src/logger.js';
+import { openStore, type Store } from '../../../src/store/index.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
+
+let dir: string;
+let store: Store;
+let clock: FakeClock;
+let supervisor: Supervisor;
+let destroyed: Array<{ id: number; at: number }>;
+let created: number;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'berth-limits-'));
+  store = openStore({ home: dir });
+  clock = new FakeClock();
+  // The machine reads Date.now() in its actions: the same fake time.
+  vi.spyOn(Date, 'now').mockImplementation(() => clock.now());
+  destroyed = [];
+  created = 0;
+  supervisor = superviseWith(store);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+  supervisor.stop();
+  store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const OFFER = { id: 7, machine_id: 70, dph_total: 3.6, dph_base: 3.6, direct_port_count: 1, gpu_ram: 24_000 } as unknown as Offer;
+
+function superviseWith(s: Store): Supervisor {
+  const client = {
+    searchOffers: async () => [OFFER],
+    createInstance: async () => ({ instanceId: 500 + created++ }),
+    destroyInstance: async (id: number) => {
+      destroyed.push({ id, at: clock.now() });
+    },
+  } as unknown as MarketClient;
+  return new Supervisor({
+    store: s,
+    client,
+    clock,
+    lists: { findLabel: async () => null },
+    config: loadConfig({}, {}).config,
+    log: silentLogger(),
+    apiKey: 'test-key',
+  });
+}
+
+const instance = (id: number, actual_status: string): Instance =>
+  ({ id, actual_status, intended_status: 'running', cur_state: 'running', dph_total: 3.6, ssh_host: 'h', ssh_port: 22 }) as Instance;
+
+/** Submits `limits`, and shows its instance running (ready by status). */
+async function runningRun(limits: Record<string, unknown>): Promise<string> {
+  supervisor.resumeAll();
+  const { row } = supervisor.submit({ name: 'l', image: 'img', max_price_per_hour: 5, ready_when: 'status', ...limits });
+  await clock.settle();
+  expect(store.runs.get(row.id)!.state).toBe('booting');
+  supervisor.onSeen([instance(500, 'running')], clock.now());
+  await clock.settle();
+  expect(store.runs.get(row.id)!.state).toBe('running');
+  return row.id;
+}
+
+/** Lists no longer show instance `id`: its destroy is confirmed and the run ends. */
+async function gone(id: number): Promise<void> {
+  supervisor.onAbsent([id], clock.now());
+  await clock.settle();
+}
+
+describe('an expiry while berth.db is locked by another program (issue #18 item 1)', () => {
+  for (const [limit, spec] of [
+    ['max_runtime_s', { max_runtime_s: 10 }],
+    // $3.6/h bills $0.001 a second from the create: 0.05 is reached 50 s in (EXPIRE one poll interval before).
+    ['budget_usd', { budget_usd: 0.05, boot_timeout_s: 10 }],
+  ] as const) {
+    it(`${limit}: the expiry lost with the write that failed is delivered once the store takes writes again`, async () => {
+      const runId = await runningRun(spec);
+      await clock.advance(5_000);
+      const other = new Database(join(dir, 'berth.db'));
+      other.exec('BEGIN IMMEDIATE'); // as `sqlite3 berth.db` holding a write transaction
+      await clock.advance(60_000); // the limit passes: EXPIRE's transition cannot be stored, the run pauses
+      expect(store.runs.get(runId)!.state).toBe('running');
+      other.exec('COMMIT');
+      other.close();
+      await clock.advance(30_000); // the paused run is resumed from its last stored snapshot
+      expect(store.runs.get(runId)!.state).toBe('destroying');
+      expect(destroyed.map((d) => d.id)).toContain(500);
+      await gone(500);
+      const row = store.runs.get(runId)!;
+      expect(row.state).toBe('expired');
+      expect(JSON.parse(row.error_json!)).toMatchObject({ kind: limit === 'budget_usd' ? 'budget' : 'max_runtime' });
+      expect(created).toBe(1); // nothing rented again for it
+    });
+  }
+
+  it('a store that refuses again right after its first write back still ends the run expired', async () => {
+    const runId = await runningRun({ max_runtime_s: 10 });
+    const other = new Database(join(dir, 'berth.db'));
+    other.exec('BEGIN IMMEDIATE');
+    await clock.advance(12_000);
+    // The store takes the supervisor's probe, then is locked again before the resumed run writes.
+    const canWrite = store.canWrite.bind(store);
+    store.canWrite = () => {
+      other.exec('COMMIT');
+      const ok = canWrite();
+      other.exec('BEGIN IMMEDIATE');
+      return ok;
+    };
+    await clock.advance(1_000); // resumed, and paused again at its first write
+    store.canWrite = canWrite;
+    other.exec('COMMIT');
+    other.close();
+    await clock.advance(10_000);
+    expect(store.runs.get(runId)!.state).toBe('destroying');
+    await gone(500);
+    expect(store.runs.get(runId)!.state).toBe('expired');
+  });
+});
+
+describe('a run held after a restored backup (issue #18 item 7)', () => {
+  /** A running run, then the daemon stops and the store is found restored: the run is held. */
+  async function heldRun(limits: Record<string, unknown>): Promise<string> {
+    const runId = await runningRun(limits);
+    supervisor.stop();
+    const other = new Database(join(dir, 'berth.db'));
+    other.prepare('UPDATE runs SET held_at = ? WHERE id = ?').run(clock.now(), runId);
+    other.close();
+    supervisor = superviseWith(store);
+    supervisor.resumeAll();
+    await clock.settle();
+    expect(store.runs.get(runId)!.held_at).not.toBeNull();
+    return runId;
+  }
+
+  for (const [limit, spec, kind, at] of [
+    ['max_runtime_s', { max_runtime_s: 30 }, 'max_runtime', 30_000],
+    // $0.001 a second from the create, EXPIRE one poll interval (10 s) before 0.05 is reached.
+    ['budget_usd', { budget_usd: 0.05, boot_timeout_s: 10 }, 'budget', 40_000],
+  ] as const) {
+    it(`${limit} keeps running while held: its instance is destroyed at the limit and the run ends expired`, async () => {
+      const t0 = clock.now();
+      const runId = await heldRun(spec);
+      await clock.advance(at - 1_000);
+      expect(destroyed).toEqual([]); // held: its instance is kept until the limit
+      expect(store.runs.get(runId)!.state).toBe('running');
+      await clock.advance(1_000);
+      expect(destroyed.map((d) => [d.id, d.at - t0])).toEqual([[500, at]]);
+      expect(store.runs.get(runId)!.held_at).toBeNull();
+      await gone(500);
+      const row = store.runs.get(runId)!;
+      expect(row.state).toBe('expired');
+      expect(JSON.parse(row.error_json!)).toMatchObject({ kind });
+      expect(store.events.list(runId).find((e) => e.type === 'held.expired')?.message).toMatch(
+        /held after a restore, the run reached a limit/,
+      );
+      expect(created).toBe(1); // nothing rented for it
+    });
+  }
+
+  it('reaching its limit while berth.db is locked, it is expired once the store takes writes again', async () => {
+    const runId = await heldRun({ max_runtime_s: 10 });
+    const other = new Database(join(dir, 'berth.db'));
+    other.exec('BEGIN IMMEDIATE');
+    await clock.advance(15_000);
+    expect(destroyed).toEqual([]);
+    other.exec('COMMIT');
+    other.close();
+    await clock.advance(1_000);
+    expect(destroyed.map((d) => d.id)).toEqual([500]);
+    await gone(500);
+    expect(store.runs.get(runId)!.state).toBe('expired');
+  });
+});
