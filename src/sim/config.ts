@@ -19,6 +19,9 @@ export const FAULT_PROFILES = [
   'ssh_no_banner',
   'ssh_hang',
   'ssh_late',
+  // Healthy life, but the host reports no gpu_util (null in its record): idle autostop must read
+  // that as unknown, never as idle. Appended last so that seeds keep their draws.
+  'no_gpu_util',
 ] as const;
 export type FaultProfile = (typeof FAULT_PROFILES)[number];
 export const faultProfileSchema = z.enum(FAULT_PROFILES);
@@ -228,6 +231,7 @@ const simConfigSchema = z.object({
       ssh_no_banner: rate.default(0),
       ssh_hang: rate.default(0),
       ssh_late: rate.default(0),
+      no_gpu_util: rate.default(0),
     })
     .prefault({})
     .refine((r) => Object.values(r).reduce((s, x) => s + x, 0) <= 1, 'the rates must sum to at most 1'),

@@ -73,6 +73,7 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
     verification: offer.verification,
     external: offer.external,
     extra_env: params.envPairs,
+    gpu_util: gpuUtil(inst),
   };
   // show_instances.yaml: "Port mappings. Only present on running instances."
   if (running) record.ports = ssh.directStart > 0 ? portMap(ssh.directStart, params.ports.slice(0, ssh.directEnd - ssh.directStart)) : {};
@@ -103,6 +104,13 @@ function sshOf(inst: LiveInstance) {
 }
 
 const LOOPBACK = '127.0.0.1';
+
+/** GPU utilisation, percent (show_instances.yaml): busy while its onstart script (a task) runs, near 0 otherwise; null where the host reports none. */
+function gpuUtil(inst: LiveInstance): number | null {
+  if (inst.hist.profile === 'no_gpu_util') return null;
+  if (inst.status !== 'running') return 0;
+  return inst.gpuBusy ? 97 : 0.4;
+}
 
 /** `22/tcp` on the first direct port, then the container's extra ports in order. */
 function portMap(start: number, extra: string[]): Record<string, Array<{ HostIp: string; HostPort: string }>> {

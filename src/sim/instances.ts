@@ -100,6 +100,8 @@ export interface LiveInstance {
   intended: 'running' | 'stopped';
   /** A bid instance stopped because its bid loses (intended stays running); it resumes when it wins. */
   outbid: boolean;
+  /** Its onstart script (a task) runs now: the GPU is busy (gpu_util in its record). */
+  gpuBusy: boolean;
   /** Sim moment up to which market moves have been applied to it. */
   marketSeen: number;
   phaseStart: number;
@@ -195,6 +197,7 @@ export class InstanceStore {
       sshPorts,
       intended: 'running',
       outbid: false,
+      gpuBusy: false,
       marketSeen: now,
       phaseStart: now,
       plan: planFor(profile, timings, false, this.lifecycle.restart_s),

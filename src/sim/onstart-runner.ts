@@ -4,7 +4,7 @@
 // stdout/stderr) goes on the instance's history record; stdout and stderr interleaved as they came
 // are kept for the container log (`output`) until the instance is destroyed. A script's process
 // group is killed when its time is up, when the instance stops or is destroyed, and when the
-// simulator closes.
+// simulator closes. While a script runs, the instance's GPU counts as busy (`gpu_util`).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -72,6 +72,7 @@ export class OnstartRunner {
     const err = new Capped(this.cfg.max_output_bytes);
     const both = new Capped(this.cfg.max_output_bytes);
     this.combined.set(id, both);
+    inst.gpuBusy = true;
     child.stdout!.on('data', (b: Buffer) => (out.add(b), both.add(b)));
     child.stderr!.on('data', (b: Buffer) => (err.add(b), both.add(b)));
     let timedOut = false;
@@ -82,6 +83,7 @@ export class OnstartRunner {
     const done = new Promise<void>((resolve) => {
       const finish = (code: number | null, signal: NodeJS.Signals | null) => {
         clearTimeout(timer);
+        inst.gpuBusy = false;
         inst.hist.onstart = {
           exit_code: code,
           signal,
