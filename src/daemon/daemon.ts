@@ -270,7 +270,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       clock,
       log,
       onLowCredit: () => void supervisor.account.checkNow(),
-      onMachineOffline: (machineId, why) => supervisor.machineOffline(machineId, why),
+      onOutbid: (n) => supervisor.serviceSays(n.instanceId, 'stopped', n.at, n.why, n.eventId),
+      onInstanceOffline: (n) => supervisor.serviceSays(n.instanceId, 'offline', n.at, n.why, n.eventId),
     });
     try {
       webhookUrl = await listen(webhooks, config.webhooks.listen);

@@ -17,13 +17,20 @@ import { isIP } from 'node:net';
 import type { SimClock } from './clock.js';
 import type { SimConfig } from './config.js';
 
-/** Subscription keys the docs name (notification-webhooks.mdx and its examples). */
+/**
+ * Subscription keys the docs name (notification-webhooks.mdx, notifications.mdx and the examples'
+ * slugs). `host:machine_offline` is a host's event: it may be subscribed to, but this account hosts
+ * no machine, so the simulator never sends it (a renter learns of its instance with
+ * `client:instance_offline`).
+ */
 export const EVENT_TYPES = [
   'client:low_credit',
   'client:outbid',
   'client:instance_created',
   'client:instance_started',
   'client:instance_stopped',
+  'client:instance_offline',
+  'client:instance_online',
   'client:upcoming_downtime',
   'host:machine_offline',
 ] as const;

@@ -158,9 +158,11 @@ export class SimWorld {
       this.onstart.maybeRun(inst);
       this.webhooks.emit('client:instance_started', { subject: `Instance ${id} started`, message: `${what} is running.` });
     } else if (status === 'offline') {
-      this.webhooks.emit('host:machine_offline', {
-        subject: `Machine ${inst.hist.machine_id} is offline`,
-        message: `${what} is offline: the host disconnected.`,
+      // The renter's event ("your instance went down because of a problem on the host machine");
+      // host:machine_offline goes to the machine's host, not to this account.
+      this.webhooks.emit('client:instance_offline', {
+        subject: `Instance ${id} is offline`,
+        message: `${what} went down because of a problem on the host machine.`,
       });
     } else if (status === 'stopped') {
       this.onstart.stop(id);

@@ -5,13 +5,19 @@
 //   2. `X-Vast-Signature-256` is `sha256=` + hex HMAC-SHA256(secret, "<X-Vast-Timestamp>.<raw body>"),
 //      compared in constant time, and the timestamp is within `webhooks.tolerance_s` of now: else 401;
 //   3. its `event_id` (read from the signed body: the X-Vast-Event-Id header is not signed) was never
-//      acted on: else 409. Ids are kept in berth.db as long as a replay could pass step 2, so a
-//      restart does not make the daemon act twice.
-// Then: `low_credit` reads the account's credit at once (creates wait while it is low);
-// `machine_offline` fails over every run with an instance on that machine at once, as a list that
-// showed the instance offline would (the machine id is read from the subject or message: the
-// payload has no field for it). Other events are accepted and ignored. The secret, the signature
-// and the body are never logged.
+//      acted on. A repeat (the service's retry, or a replay) is answered 200 and not acted on again:
+//      delivery is at-least-once, and a 4xx would only end the service's retries as a failure. Each
+//      retry is signed anew with a fresh timestamp, so ids are kept in berth.db for REMEMBER_MS (far
+//      beyond the service's retries), and a restart does not make the daemon act twice.
+// Then, on the renter's events (notifications.mdx; `notif_type` is the slug without `client:`):
+// `low_credit` reads the account's credit at once (creates wait while it is low); `outbid` ("your
+// interruptible instance was outbid and paused") has the run holding that instance follow its
+// `on_outbid` at once, as a list showing it stopped would; `instance_offline` ("your instance went
+// down because of a problem on the host machine") fails that run over at once, as a list showing it
+// offline would. The instance is read from the subject or message (the payload has no field for it),
+// and the event's own `timestamp` keeps a late repeat from acting on a later state. Other events
+// (the host's `machine_offline` among them: a renter is never sent it) are accepted and ignored.
+// The secret, the signature and the body are never logged.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Clock } from '../../clock.js';
@@ -20,6 +26,21 @@ import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 
 const MAX_BODY_BYTES = 64 * 1024;
+/**
+ * How long an acted-on event id is remembered, ms. The service retries a failed delivery (each
+ * attempt freshly signed) for hours; a week covers that with room to spare, at one small row each.
+ */
+const REMEMBER_MS = 7 * 86_400_000;
+
+/** What a webhook says about one of the account's instances. */
+export interface InstanceNotice {
+  instanceId: number;
+  /** When the service says the event happened (the payload's `timestamp`), ms. */
+  at: number;
+  /** For the run's event and the attempt's detail. */
+  why: string;
+  eventId: string;
+}
 
 export interface WebhookReceiverDeps {
   secret: string;
@@ -29,8 +50,10 @@ export interface WebhookReceiverDeps {
   log: Logger;
   /** A `client:low_credit` event: read the credit now. */
   onLowCredit(): void;
-  /** A `host:machine_offline` event: the runs with an instance on this machine fail over; returns them. */
-  onMachineOffline(machineId: number, why: string): string[];
+  /** A `client:outbid` event: the run holding the instance follows its on_outbid now; returns it, or null. */
+  onOutbid(notice: InstanceNotice): string | null;
+  /** A `client:instance_offline` event: the run holding the instance fails over now; returns it, or null. */
+  onInstanceOffline(notice: InstanceNotice): string | null;
 }
 
 export type Verdict = { ok: true } | { ok: false; why: string };
@@ -54,13 +77,18 @@ export function verifyDelivery(
   return { ok: true };
 }
 
-/** The machine a `machine_offline` event names ("Machine 123 is offline", "... on machine 123 ..."). */
-export function machineIdOf(subject: unknown, message: unknown): number | null {
+/** The instance an instance event names ("Instance 123 was outbid", "... your instance #123 ..."), subject first. */
+export function instanceIdOf(subject: unknown, message: unknown): number | null {
   for (const text of [subject, message]) {
-    const m = typeof text === 'string' ? /\bmachine\s+(?:id\s+)?#?(\d{1,12})\b/i.exec(text) : null;
+    const m = typeof text === 'string' ? /\binstance\s+(?:id\s+)?#?(\d{1,12})\b/i.exec(text) : null;
     if (m) return Number(m[1]);
   }
   return null;
+}
+
+/** The payload's `timestamp` (float Unix seconds of the event) in ms, or null when it is not a plausible number. */
+export function eventTimeMs(timestamp: unknown): number | null {
+  return typeof timestamp === 'number' && Number.isFinite(timestamp) && timestamp > 0 ? Math.round(timestamp * 1000) : null;
 }
 
 class Refusal extends Error {
@@ -128,7 +156,7 @@ export function createWebhookReceiver(deps: WebhookReceiverDeps): Server {
     let first: boolean;
     try {
       first = store.transaction(() => {
-        store.webhookEvents.purgeBefore(now - 2 * deps.toleranceS * 1000);
+        store.webhookEvents.purgeBefore(now - Math.max(REMEMBER_MS, 2 * deps.toleranceS * 1000));
         return store.webhookEvents.firstTime(eventId, now, type.slice(0, 64));
       });
     } catch (err) {
@@ -137,8 +165,8 @@ export function createWebhookReceiver(deps: WebhookReceiverDeps): Server {
       throw new Refusal(503, 'store_unavailable', 'Try again later.');
     }
     if (!first) {
-      log.warn({ eventId, type }, 'webhook delivery refused: this event was already acted on (a replay or a repeated delivery)');
-      throw new Refusal(409, 'replayed', `Event ${eventId} was already acted on.`);
+      log.info({ eventId, type: type.slice(0, 64) }, 'webhook: this event was delivered before (a retry or a replay); not acted on again');
+      return send(res, 200, { accepted: true, event_id: eventId, duplicate: true, acted: 'none' });
     }
     const acted = act(type, event, eventId);
     send(res, 200, { accepted: true, event_id: eventId, ...acted });
@@ -150,15 +178,21 @@ export function createWebhookReceiver(deps: WebhookReceiverDeps): Server {
       deps.onLowCredit();
       return { acted: 'credit_check' };
     }
-    if (type === 'machine_offline') {
-      const machineId = machineIdOf(event['subject'], event['message']);
-      if (machineId === null) {
-        log.warn({ eventId }, 'webhook: machine_offline names no machine id; nothing to do');
+    if (type === 'outbid' || type === 'instance_offline') {
+      const instanceId = instanceIdOf(event['subject'], event['message']);
+      const at = eventTimeMs(event['timestamp']);
+      if (instanceId === null || at === null) {
+        log.warn({ eventId, type }, `webhook: ${type} names no instance or no event time; the next list decides`);
         return { acted: 'none' };
       }
-      const runs = deps.onMachineOffline(machineId, `the service reports machine ${machineId} offline (host:machine_offline)`);
-      log.info({ eventId, machineId, runs }, `webhook: machine ${machineId} is offline; ${runs.length} run(s) fail over`);
-      return { acted: 'failover', machine_id: machineId, runs };
+      const what = type === 'outbid' ? 'outbid' : 'offline';
+      const notice = { instanceId, at, eventId, why: `the service reports instance ${instanceId} ${what} (client:${type} webhook)` };
+      const runId = type === 'outbid' ? deps.onOutbid(notice) : deps.onInstanceOffline(notice);
+      log.info(
+        { eventId, instanceId, runId },
+        `webhook: instance ${instanceId} is ${what}; ${runId ? `run ${runId} acts on it now` : 'no run acts on it'}`,
+      );
+      return { acted: runId ? (type === 'outbid' ? 'on_outbid' : 'failover') : 'none', instance_id: instanceId, run: runId };
     }
     log.info({ eventId, type: type.slice(0, 64) }, 'webhook: event accepted, nothing to do for this type');
     return { acted: 'none' };

@@ -247,15 +247,18 @@ export class RunDriver {
   }
 
   /**
-   * The service says the host of this machine went offline (a `host:machine_offline` webhook): the
-   * run's instance there is handled as a list showing it `offline` would be (destroyed, next offer),
-   * without waiting for the next list. False when the run has no instance on that machine.
+   * A webhook says this run's instance was outbid (`stopped`) or went offline (`offline`): handled
+   * as a list showing it so would be (on_outbid, or destroyed and the next offer), without waiting
+   * for the next list. False when the run does not hold that instance or is already ending it, and
+   * for an outbid of an on-demand instance or one older than the instance's last bid (a late repeat
+   * that a rebid already answered: the lists decide). `note` is called first when it acts.
    */
-  machineOffline(machineId: number, why: string): boolean {
+  serviceSays(instanceId: number, status: 'stopped' | 'offline', eventAt: number, why: string, note: () => void): boolean {
     const current = this.actor?.getSnapshot().context.current;
-    if (this.paused || !current || current.machineId !== machineId || current.instanceId === null) return false;
+    if (this.paused || !current || current.instanceId !== instanceId || current.ending !== null) return false;
+    if (status === 'stopped' && (current.bidPrice === null || eventAt < (current.rebidAt ?? current.createdAt ?? 0))) return false;
     const last = current.status ?? {
-      id: current.instanceId,
+      id: instanceId,
       actual_status: null,
       intended_status: null,
       cur_state: null,
@@ -264,7 +267,10 @@ export class RunDriver {
       ssh_port: null,
       dph_total: null,
     };
-    this.poll({ ...last, actual_status: 'offline', status_msg: why.slice(0, 200) }, this.deps.clock.now());
+    // An outbid instance is stopped by the market while berth still wants it running.
+    const told = status === 'stopped' ? { actual_status: 'stopped', intended_status: 'running' } : { actual_status: 'offline' };
+    note();
+    this.poll({ ...last, ...told, status_msg: why.slice(0, 200) }, this.deps.clock.now());
     return true;
   }
 

@@ -375,13 +375,30 @@ export class Supervisor implements PollSubscriber {
   }
 
   /**
-   * The service says machine `machineId` went offline: every run with an instance there fails over
-   * at once, as if a list had shown the instance offline. Returns the runs told.
+   * A webhook says instance `instanceId` was outbid (`stopped`) or went offline: the run holding it
+   * acts at once, as if a list had shown it so, with an event saying what the service reported.
+   * Returns that run, or null when none holds it (or the event is older than its last bid).
    */
-  machineOffline(machineId: number, why: string): string[] {
-    const told: string[] = [];
-    for (const driver of this.drivers.values()) if (driver.machineOffline(machineId, why)) told.push(driver.runId);
-    return told;
+  serviceSays(instanceId: number, status: 'stopped' | 'offline', eventAt: number, why: string, eventId: string): string | null {
+    const driver = this.driversByInstance().get(instanceId);
+    if (!driver) return null;
+    const { store, clock } = this.deps;
+    const note = () => {
+      try {
+        store.transaction(() =>
+          store.events.append({
+            runId: driver.runId,
+            at: clock.now(),
+            type: 'webhook',
+            message: why,
+            data: { instanceId, eventId, status },
+          }),
+        );
+      } catch {
+        // The run's own write that follows pauses it if the store refuses writes; the lists decide then.
+      }
+    };
+    return driver.serviceSays(instanceId, status, eventAt, why, note) ? driver.runId : null;
   }
 
   /** One event on every live run (an account check that failed at start: it stops them all). */

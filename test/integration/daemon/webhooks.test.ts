@@ -1,7 +1,8 @@
 // The daemon's webhook listener against real HTTP: deliveries signed as the service signs them act
-// (machine_offline fails over every run on that machine at once; low_credit holds creates), and a
-// bad signature, a stale timestamp or a replayed event is refused and changes nothing, also after a
-// restart. The simulator's own deliveries are verified and acted on too.
+// (instance_offline fails that instance's run over at once; outbid follows on_outbid at once;
+// low_credit holds creates; the host's machine_offline does nothing), a bad signature or a stale
+// timestamp is refused and changes nothing, and a repeated event is answered 200 without acting
+// twice, also after a restart. The simulator's own deliveries are verified and acted on too.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -70,8 +71,16 @@ function machines(offers: readonly SimOffer[]): { shared: number; others: [numbe
 
 const running = (r: RunView) => r.state === 'running';
 
+const freePort = () =>
+  new Promise<number>((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+
 describe('webhook listener', () => {
-  it('acts on a signed machine_offline at once, and refuses a bad signature, a stale timestamp and a replay (also after a restart)', async () => {
+  it('acts on a signed instance_offline at once, ignores the host event machine_offline, refuses a bad signature or a stale timestamp, and answers a repeat 200 without acting twice (also after a restart)', async () => {
     world = await startWorld({ config: { webhooks: { listen: '127.0.0.1:0', secret_file: secretFile() } } });
     const url = () => `${world!.daemon.webhookUrl}/vast/webhooks`;
     const { shared, others } = machines(world.sim.offers());
@@ -88,13 +97,33 @@ describe('webhook listener', () => {
     const runs = await Promise.all(others.map(async (m, i) => (await world!.api<RunView>('POST', '/v1/runs', spec(m, `wh-${i}`))).body));
     const before = await Promise.all(runs.map((r) => world!.waitFor(r.id, running)));
     expect(before.map((r) => r.instance!.machine_id)).toEqual([shared, shared]);
+    const unchangedSince = async (want: RunView[]) => {
+      await new Promise((r) => setTimeout(r, 300));
+      const now = await Promise.all(want.map(async (r) => (await world!.api<RunView>('GET', `/v1/runs/${r.id}`)).body));
+      expect(now.map((r) => [r.state, r.attempts.length, r.instance?.id])).toEqual(
+        want.map((r) => [r.state, r.attempts.length, r.instance!.id]),
+      );
+    };
 
-    const event = {
-      event_id: 'evt-offline-1',
+    // The host's event about the machine: a renter is never sent it, and berth does not act on it.
+    const host = signed({
+      event_id: 'evt-host-1',
       user_id: 424242,
       notif_type: 'machine_offline',
       subject: `Machine ${shared} is offline`,
       message: `Machine ${shared} went offline.`,
+      timestamp: Date.now() / 1000,
+    });
+    expect(await deliver(url(), host)).toMatchObject({ status: 200, body: { accepted: true, acted: 'none' } });
+    await unchangedSince(before);
+
+    const [target, bystander] = before as [RunView, RunView];
+    const event = {
+      event_id: 'evt-offline-1',
+      user_id: 424242,
+      notif_type: 'instance_offline',
+      subject: `Instance ${target.instance!.id} is offline`,
+      message: 'Your instance went down because of a problem on the host machine.',
       timestamp: Date.now() / 1000,
     };
     // Refused: a signature made with another secret, a tampered body, a delivery from 10 minutes ago, no signature.
@@ -103,45 +132,84 @@ describe('webhook listener', () => {
     expect((await deliver(url(), { ...good, body: good.body.replace('offline-1', 'offline-2') })).status).toBe(401);
     expect((await deliver(url(), signed(event, Math.floor(Date.now() / 1000) - 600))).status).toBe(401);
     expect((await deliver(url(), { ...good, signature: '' })).status).toBe(401);
-    await new Promise((r) => setTimeout(r, 300));
-    const unchanged = await Promise.all(runs.map(async (r) => (await world!.api<RunView>('GET', `/v1/runs/${r.id}`)).body));
-    expect(unchanged.map((r) => [r.state, r.attempts.length, r.instance?.id])).toEqual(before.map((r) => ['running', 1, r.instance!.id]));
+    await unchangedSince(before);
 
-    // Acted on: both runs on that machine fail over at once (the simulator never showed them offline).
+    // Acted on: the run holding that instance fails over at once (the simulator never showed it offline); the other stays.
     const acted = await deliver(url(), good);
-    expect(acted.status).toBe(200);
-    expect(acted.body).toMatchObject({ accepted: true, acted: 'failover', machine_id: shared });
-    expect((acted.body['runs'] as string[]).sort()).toEqual(runs.map((r) => r.id).sort());
-    const after = await Promise.all(runs.map((r) => world!.waitFor(r.id, (v) => running(v) && v.attempt === 2)));
-    expect(after.map((r) => r.instance!.machine_id)).toEqual(others);
-    for (const r of after) {
-      // A running instance that fails is `lost` (SPEC section 4), its machine blocked for the run.
-      expect(r.attempts[0]).toMatchObject({ outcome: 'lost' });
-      expect(r.attempts[0]!.detail).toMatch(new RegExp(`machine ${shared} offline \\(host:machine_offline\\)`));
-    }
+    expect(acted).toMatchObject({
+      status: 200,
+      body: { accepted: true, acted: 'failover', instance_id: target.instance!.id, run: target.id },
+    });
+    const after = await world.waitFor(target.id, (v) => running(v) && v.attempt === 2);
+    expect(after.instance!.machine_id).toBe(others[0]);
+    // A running instance that fails is `lost` (SPEC section 4), its machine blocked for the run.
+    expect(after.attempts[0]).toMatchObject({ outcome: 'lost' });
+    expect(after.attempts[0]!.detail).toMatch(new RegExp(`instance ${target.instance!.id} offline \\(client:instance_offline webhook\\)`));
+    const events = (await world.api<Array<{ type: string; message: string }>>('GET', `/v1/runs/${target.id}/events`)).body;
+    expect(events.filter((e) => e.type === 'webhook').map((e) => e.message)).toEqual([
+      `the service reports instance ${target.instance!.id} offline (client:instance_offline webhook)`,
+    ]);
+    await unchangedSince([bystander]);
     expect(
       world.sim
         .billingNow()
         .map((h) => h.id)
         .sort(),
-    ).toEqual(after.map((r) => r.instance!.id).sort());
+    ).toEqual([after.instance!.id, bystander.instance!.id].sort());
 
-    // The same delivery again, as a replay would send it: refused, nothing moves. Also after a restart.
-    expect(await deliver(url(), good)).toMatchObject({ status: 409, body: { error: { kind: 'replayed' } } });
+    // The same event again, as the service's retry sends it (signed anew, a later timestamp) or a
+    // replay would: answered 200 so the sender stops, and not acted on. Also after a restart.
+    const retry = signed(event, Math.floor(Date.now() / 1000) + 1);
+    expect(await deliver(url(), good)).toMatchObject({ status: 200, body: { duplicate: true, acted: 'none' } });
+    expect(await deliver(url(), retry)).toMatchObject({ status: 200, body: { duplicate: true, acted: 'none' } });
     await world.restartDaemon();
-    expect((await deliver(url(), good)).status).toBe(409);
-    const still = await Promise.all(runs.map(async (r) => (await world!.api<RunView>('GET', `/v1/runs/${r.id}`)).body));
-    expect(still.map((r) => [r.attempt, r.instance?.id])).toEqual(after.map((r) => [2, r.instance!.id]));
+    expect(await deliver(url(), retry)).toMatchObject({ status: 200, body: { duplicate: true, acted: 'none' } });
+    await unchangedSince([after, bystander]);
+  });
+
+  it("follows on_outbid at once on the simulator's client:outbid, long before the next list", async () => {
+    const port = await freePort();
+    world = await startWorld({
+      sim: {
+        webhooks: {
+          initial: [
+            { name: 'berth', webhook_url: `http://127.0.0.1:${port}/vast`, event_types: ['client:outbid'], webhook_secret: SECRET },
+          ],
+        },
+      },
+      config: { webhooks: { listen: `127.0.0.1:${port}`, secret_file: secretFile() } },
+    });
+    const spec = jobSpec({
+      search: { type: 'bid', filters: { num_gpus: { eq: 1 }, direct_port_count: { gte: 1 } }, order: [['dph_total', 'asc']], limit: 16 },
+      bid_price: 'min',
+      max_price_per_hour: 1,
+      on_outbid: 'failover',
+    });
+    const run = (await world.api<RunView>('POST', '/v1/runs', spec)).body;
+    const first = (await world.waitFor(run.id, running, 20_000)).instance!.id;
+    // From now on a list every 120 s: only the webhook can tell the run in time.
+    await world.restartDaemon({ polling: { interval_s: 120 } });
+    await new Promise((r) => setTimeout(r, 500)); // the list at start is done
+    const machine = world.sim.history().find((h) => h.id === first)!.machine_id;
+    const t = Date.now();
+    expect(world.sim.raiseMinBid(machine, 30).outbid).toEqual([first]);
+    // The run goes to destroying its outbid instance at once (on_outbid "failover"); the destroy is confirmed by a list later.
+    await world.waitFor(run.id, (r) => r.state === 'destroying', 10_000);
+    const until = Date.now() + 5_000;
+    while (Date.now() < until && world.sim.billingNow().some((h) => h.id === first)) await new Promise((r) => setTimeout(r, 50));
+    expect(world.sim.history().find((h) => h.id === first)!.destroyed_at).not.toBeNull();
+    expect(Date.now() - t).toBeLessThan(15_000);
+    const delivered = world.sim.webhookDeliveries().filter((d) => d.event_type === 'client:outbid');
+    expect(delivered.map((d) => [d.status, JSON.parse(d.body).notif_type])).toEqual([[200, 'outbid']]);
+    const events = (await world.api<Array<{ type: string; message: string }>>('GET', `/v1/runs/${run.id}/events`)).body;
+    expect(events.filter((e) => e.type === 'webhook').map((e) => e.message)).toEqual([
+      `the service reports instance ${first} outbid (client:outbid webhook)`,
+    ]);
   });
 
   it("verifies and acts on the simulator's own deliveries: low_credit holds new creates at once", async () => {
     // The listener's port is chosen first: the simulator's webhook points at it from its start.
-    const port = await new Promise<number>((resolve) => {
-      const s = createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as { port: number }).port;
-        s.close(() => resolve(p));
-      });
-    });
+    const port = await freePort();
     world = await startWorld({
       sim: {
         account: { credit: 50, low_credit_threshold: 10, ssh_keys: [SSH_KEY] },
@@ -150,7 +218,7 @@ describe('webhook listener', () => {
             {
               name: 'berth',
               webhook_url: `http://127.0.0.1:${port}/vast`,
-              event_types: ['client:low_credit', 'host:machine_offline'],
+              event_types: ['client:low_credit', 'client:instance_offline'],
               webhook_secret: SECRET,
             },
           ],

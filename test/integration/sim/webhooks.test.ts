@@ -122,14 +122,14 @@ describe('deliveries', () => {
     expect(events('/low')).toHaveLength(2);
   });
 
-  test('host:machine_offline is signed with the rotated secret; instance events name the instance', async () => {
+  test('client:instance_offline (never the host event host:machine_offline) is signed with the rotated secret; instance events name the instance', async () => {
     const sim = await fresh({
       webhooks: {
         initial: [
           {
             name: 'ops',
             webhook_url: `${base}/hook`,
-            event_types: ['host:machine_offline', 'client:instance_created', 'client:instance_started'],
+            event_types: ['host:machine_offline', 'client:instance_offline', 'client:instance_created', 'client:instance_started'],
             webhook_secret: SECRET,
           },
         ],
@@ -141,11 +141,16 @@ describe('deliveries', () => {
     sim.setOfferProfile(offer.id, 'offline');
     const instanceId = (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', label: 'wh' })).body.new_contract;
     const offline = await waitFor(
-      () => events('/hook').find((r) => JSON.parse(r.body).notif_type === 'machine_offline'),
+      () => events('/hook').find((r) => JSON.parse(r.body).notif_type === 'instance_offline'),
       3000,
       'offline event',
     );
+    // The documented payload: the slug without its `client:` prefix, the instance named in the subject.
+    expect(JSON.parse(offline.body)).toMatchObject({ notif_type: 'instance_offline', subject: `Instance ${instanceId} is offline` });
+    expect(Object.keys(JSON.parse(offline.body)).sort()).toEqual(['event_id', 'message', 'notif_type', 'subject', 'timestamp', 'user_id']);
     expect(JSON.parse(offline.body).message).toContain(`Instance ${instanceId} (wh) on machine ${offer.machine_id}`);
+    // A renter is never sent the host's event, even when subscribed to it.
+    expect(events('/hook').map((r) => JSON.parse(r.body).notif_type)).not.toContain('machine_offline');
     expect(verify(offline, rotated)).toBe(true);
     expect(verify(offline, SECRET)).toBe(false);
     expect(events('/hook').map((r) => JSON.parse(r.body).notif_type)).toContain('instance_created');
@@ -254,7 +259,7 @@ describe('retries', () => {
 
   test('failed deliveries are recorded, not thrown, and do not slow requests', async () => {
     const sim = await fresh();
-    await call(sim, 'POST', '/api/v0/webhooks/', { webhook_url: 'http://127.0.0.1:1/closed', event_types: ['host:machine_offline'] });
+    await call(sim, 'POST', '/api/v0/webhooks/', { webhook_url: 'http://127.0.0.1:1/closed', event_types: ['client:instance_offline'] });
     const offer = sim.offers()[1]!;
     await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' });
     const t = Date.now();
