@@ -6,7 +6,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { BerthError, SpecError, type SpecIssue } from '../errors.js';
 import { MAX_SPEC_BYTES, specBytes } from '../job-spec/spec-size.js';
-import { parseJobSpecText } from '../job-spec/validate.js';
+import { parseJobSpec, parseJsonText } from '../job-spec/validate.js';
 
 /** A SpecError that knows its file, so the problems are printed under the file's name. */
 export class SpecFileError extends SpecError {
@@ -45,16 +45,20 @@ function readRegularFile(file: string): string {
   }
 }
 
-/** The spec exactly as the user wrote it (the daemon fills the defaults), once it has passed local validation. */
+/**
+ * The spec exactly as the user wrote it (the daemon fills the defaults), once it has passed local
+ * validation. The text is parsed once: the value checked is the value sent.
+ */
 export function readSpecFile(file: string): unknown {
   const text = readRegularFile(file);
+  let spec: unknown;
   try {
-    parseJobSpecText(text);
+    spec = parseJsonText(text);
+    parseJobSpec(spec);
   } catch (err) {
     if (err instanceof SpecError) throw new SpecFileError(file, err.issues);
     throw err;
   }
-  const spec = JSON.parse(text) as unknown;
   const bytes = specBytes(spec);
   if (bytes > MAX_SPEC_BYTES) throw new SpecFileError(file, [{ path: '$', message: `the spec is ${bytes} bytes as JSON; ${TOO_LARGE}` }]);
   return spec;

@@ -8,7 +8,6 @@ import { CREATE_INPUT_LIMITS as LIMITS, envTotalSize, sizeOf } from './create-in
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
 import { TASK_TOO_LARGE, taskFits } from './task-script.js';
 
-
 /** Values berth fills in when a spec leaves these fields out. */
 export const JOB_SPEC_DEFAULTS = {
   /** Instance disk, GB. */

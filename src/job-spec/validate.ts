@@ -31,15 +31,18 @@ function protoKeyIssues(value: unknown, path: PropertyKey[]): SpecIssue[] {
   return issues;
 }
 
-/** Parses the text of a job spec file; a JSON syntax error is reported at `$`. */
-export function parseJobSpecText(text: string): JobSpec {
-  let input: unknown;
+/** The JSON value of a job spec file's text; a syntax error is a SpecError at `$`. */
+export function parseJsonText(text: string): unknown {
   try {
-    input = JSON.parse(text);
+    return JSON.parse(text) as unknown;
   } catch (err) {
     throw new SpecError([{ path: '$', message: `not valid JSON: ${(err as Error).message}` }]);
   }
-  return parseJobSpec(input);
+}
+
+/** Parses the text of a job spec file; a JSON syntax error is reported at `$`. */
+export function parseJobSpecText(text: string): JobSpec {
+  return parseJobSpec(parseJsonText(text));
 }
 
 /** Fills the limits and the relax ladder the spec left out from the configured run defaults. */

@@ -205,7 +205,11 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       method: 'GET',
       path: '/v1/runs/{id}',
       doc: { summary: 'One run', responses: { 200: { description: 'the run object', schema: RunSchema } }, errors: [404] },
-      handle: (r) => ({ status: 200, body: loadRunView(store, runOf(r).id, deps.clock.now()) }),
+      // The row read to tell a 404 is the one shown: one read, not a second.
+      handle: (r) => {
+        const row = runOf(r);
+        return { status: 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
+      },
     },
     {
       method: 'GET',

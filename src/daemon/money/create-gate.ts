@@ -16,7 +16,7 @@
 import type { CreateInput } from '../../../machines/run-machine.js';
 import type { Clock, Timer } from '../../clock.js';
 import { BerthError } from '../../errors.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import type { AccountWatch } from './account-watch.js';
@@ -34,7 +34,8 @@ export interface CreateGateDeps {
   maxUsdPerDay: number | null;
   /** How often a waiting create is checked again without being woken, ms. */
   recheckMs: number;
-  specOf(runId: string): ResolvedJobSpec | undefined;
+  /** The resolved specs of the runs the daemon drives (their boot_timeout_s prices a boot). */
+  specs: RunSpecs;
   /** The run was cancelled, expired or passed its deadline while its create waited. */
   endRequested(runId: string): boolean;
 }
@@ -193,7 +194,7 @@ export class CreateGate {
   }
 
   private bootUsd(runId: string, dphTotal: number): number {
-    return (dphTotal * (this.deps.specOf(runId)?.boot_timeout_s ?? 0) * 1000) / HOUR_MS;
+    return (dphTotal * (this.deps.specs.get(runId)?.boot_timeout_s ?? 0) * 1000) / HOUR_MS;
   }
 
   /** Every waiting create, oldest first, against one reading of the totals. */
@@ -223,7 +224,7 @@ export class CreateGate {
     }
     if (maxUsdPerDay != null) {
       const { day } = totals.get();
-      const bootS = this.deps.specOf(input.runId)?.boot_timeout_s ?? 0;
+      const bootS = this.deps.specs.get(input.runId)?.boot_timeout_s ?? 0;
       const boot = this.bootUsd(input.runId, input.dphTotal);
       if (day + boot > maxUsdPerDay + 1e-9) {
         return {

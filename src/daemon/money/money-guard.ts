@@ -22,7 +22,7 @@ import { toRunError } from '../../errors.js';
 import type { Candidate, SearchOutput } from '../../../machines/run-machine.js';
 import type { RunError } from '../../../machines/run-rules.js';
 import type { Clock, Timer } from '../../clock.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import { usdText } from '../../usd-text.js';
@@ -32,8 +32,8 @@ export interface MoneyGuardDeps {
   store: Store;
   clock: Clock;
   log: Logger;
-  /** The resolved spec of a live run, if the daemon drives it. */
-  specOf(runId: string): ResolvedJobSpec | undefined;
+  /** The resolved specs of the runs the daemon drives. */
+  specs: RunSpecs;
   /** Delivers EXPIRE to the run: true once the run holds it (until it ends), false to be told again later. */
   expire(runId: string, reason: RunError): boolean;
   /** How long a destroy takes to be confirmed, ms (one poll interval): the budget's lead. */
@@ -60,7 +60,7 @@ export class MoneyGuard {
 
   /** The run moved (or the daemon resumed it): check its limits now and set its timer again. */
   check(runId: string): void {
-    const spec = this.deps.specOf(runId);
+    const spec = this.deps.specs.get(runId);
     this.timers.get(runId)?.cancel();
     this.timers.delete(runId);
     if (!spec || this.expired.has(runId) || (spec.budget_usd === undefined && spec.max_runtime_s === undefined)) return;
@@ -139,7 +139,7 @@ export class MoneyGuard {
    * when offers matched but none of them is affordable.
    */
   affordable(runId: string, candidates: Candidate[]): SearchOutput {
-    const spec = this.deps.specOf(runId);
+    const spec = this.deps.specs.get(runId);
     if (!spec || spec.budget_usd === undefined || candidates.length === 0) return { candidates };
     const spent = runMoney(this.deps.store.attempts.forRun(runId), null, this.deps.clock.now()).usd;
     const left = spec.budget_usd - spent;

@@ -19,6 +19,7 @@ import { SecretScrubber } from '../../client/scrub.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import type { AttemptJournal } from './attempt-journal.js';
 
@@ -52,7 +53,8 @@ export interface FailureLogsDeps {
   log: Logger;
   /** The marketplace API key: scrubbed from every log text (a script may print it). */
   apiKey: string;
-  specOf(runId: string): Pick<ResolvedJobSpec, 'env'> | undefined;
+  /** The live runs' specs: their env values are scrubbed too. */
+  specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
   /** The attempt's readiness callback token, when callbacks are on. */
   tokenFor?(runId: string, n: number): string;
   /** GET without credentials (replaced in tests). */
@@ -164,7 +166,7 @@ export class FailureLogs {
   }
 
   private scrubber(runId: string, n: number, instanceId: number): SecretScrubber {
-    const env = this.deps.specOf(runId)?.env ?? {};
+    const env = this.deps.specs.get(runId)?.env ?? {};
     const secrets = [this.deps.apiKey, ...Object.values(env)];
     const token = this.deps.tokenFor?.(runId, n);
     if (token) secrets.push(token);

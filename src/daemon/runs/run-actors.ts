@@ -24,10 +24,12 @@ import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import { encodeOnstart, encodeOnstartWith } from '../../job-spec/onstart.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../../job-spec/search-query.js';
 import type { AttemptRow } from '../../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
-import { CreateAbandoned } from '../money/create-gate.js';
+import { CreateAbandoned, type CreateGate } from '../money/create-gate.js';
+import type { MoneyGuard } from '../money/money-guard.js';
 import type { FailureLogs } from './failure-logs.js';
 import { callbackLine, type ReadyTokens } from '../inbound/ready-token.js';
 import { probeUntilReachable } from './ssh-probe.js';
@@ -39,8 +41,8 @@ export interface RunActorDeps {
   client: MarketClient;
   clock: Clock;
   journal: AttemptJournal;
-  /** The resolved spec of a live run (one set of actors serves every run of the daemon). */
-  specOf(runId: string): ResolvedJobSpec;
+  /** The resolved specs of the live runs (one set of actors serves every run of the daemon). */
+  specs: RunSpecs;
   /** How long to keep looking for the label of a create whose outcome is unknown. */
   reconcileGraceMs: number;
   /** Offers other runs of this daemon are trying: skipped, not raced for. */
@@ -53,18 +55,23 @@ export interface RunActorDeps {
   failureLogs?: FailureLogs;
   /** Set when readiness.callback_url is: each attempt's onstart ends with a line posting its token there. */
   readyCallback?: { url: string; tokens: ReadyTokens };
-  /** The money guard's checks (./money-guard.ts, ./create-gate.ts); none in tests that do not need them. */
-  money?: MoneyChecks;
+  /** The money checks every search and create passes; none in tests that do not need them. */
+  money?: MoneyPort;
 }
 
-interface MoneyChecks {
-  /** The candidates the run's remaining budget can pay to boot; `exhausted` when offers matched but none can. */
-  affordable(runId: string, candidates: Candidate[]): SearchOutput;
-  /**
-   * Waits until the daemon-wide caps and the account's credit let this create start, then calls
-   * `start` (which journals the intent) in the same step. Rejects when the run ended meanwhile.
-   */
-  admit<T>(input: CreateInput, signal: AbortSignal, start: () => T): Promise<T>;
+/** The money room's two checks, as the actors use them. */
+interface MoneyPort {
+  /** The candidates the run's remaining budget can pay to boot (../money/money-guard.ts). */
+  guard: Pick<MoneyGuard, 'affordable'>;
+  /** The daemon-wide caps and the credit floor a create waits for, its intent journaled in the same step (../money/create-gate.ts). */
+  gate: Pick<CreateGate, 'admit'>;
+}
+
+/** The spec of a run whose actor is running: a driver exists for every live run, so it is there. */
+function specOf(deps: RunActorDeps, runId: string): ResolvedJobSpec {
+  const spec = deps.specs.get(runId);
+  if (!spec) throw new Error(`no spec for run ${runId}`);
+  return spec;
 }
 
 /** Lists the label is looked for in, spread over the grace period. */
@@ -113,7 +120,7 @@ function journaled(deps: RunActorDeps, input: CreateInput, row: AttemptRow, sign
 
 async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSignal): Promise<CreateOutput> {
   const { client, journal, claims } = deps;
-  const spec = deps.specOf(input.runId);
+  const spec = specOf(deps, input.runId);
   const { runId, n, offerId } = input;
   const before = journal.find(runId, n);
   if (before) return journaled(deps, input, before, signal);
@@ -121,7 +128,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
   try {
     // The money guard's gate comes before the intent: a create it holds back has sent nothing.
     begun = deps.money
-      ? await deps.money.admit(input, signal, () => journal.begin(input, deps.clock.now()))
+      ? await deps.money.gate.admit(input, signal, () => journal.begin(input, deps.clock.now()))
       : journal.begin(input, deps.clock.now());
   } catch (err) {
     if (!(err instanceof CreateAbandoned)) throw err;
@@ -198,7 +205,7 @@ export function makeRunActors(deps: RunActorDeps) {
   const { client } = deps;
   return {
     searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
-      const stored = deps.specOf(input.runId);
+      const stored = specOf(deps, input.runId);
       // A bid run outbid with on_outbid "on_demand" searches (and is priced) on-demand from then on.
       const spec =
         input.searchType === stored.search.type
@@ -222,7 +229,7 @@ export function makeRunActors(deps: RunActorDeps) {
           minBid: typeof o['min_bid'] === 'number' ? o['min_bid'] : null,
           diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
         }));
-      return deps.money ? deps.money.affordable(input.runId, candidates) : { candidates };
+      return deps.money ? deps.money.guard.affordable(input.runId, candidates) : { candidates };
     }),
 
     createInstance: fromPromise<CreateOutput, CreateInput>(({ input, signal }) => create(deps, input, signal)),

@@ -98,7 +98,6 @@ export class Supervisor implements PollSubscriber {
       sweptStores: new Set([...deps.store.formerStoreIds, ...deps.config.store.sweep_store_ids].filter((id) => id !== deps.store.storeId)),
       retryMs: orphanRetryMs(deps.config),
     });
-    const specOf = (runId: string) => this.specs.get(runId);
     const { config } = deps;
     this.account = new AccountWatch({
       client: deps.client,
@@ -117,14 +116,14 @@ export class Supervisor implements PollSubscriber {
       maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
       maxUsdPerDay: config.budget.max_usd_per_day ?? null,
       recheckMs: config.polling.interval_s * 1000,
-      specOf,
+      specs: this.specs,
       endRequested: (runId) => this.drivers.get(runId)?.endRequested() ?? true,
     });
     this.guard = new MoneyGuard({
       store: deps.store,
       clock: deps.clock,
       log: deps.log,
-      specOf,
+      specs: this.specs,
       expire: (runId, reason) => this.expire(runId, reason),
       leadMs: config.polling.interval_s * 1000,
       warn: (runId, message, data) => this.warnBudget(runId, message, data),
@@ -135,16 +134,13 @@ export class Supervisor implements PollSubscriber {
       journal: this.journal,
       log: deps.log,
       apiKey: deps.apiKey,
-      specOf: (runId) => this.specs.get(runId),
+      specs: this.specs,
       ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
     });
     this.machine = provideRunMachine({
       failureLogs: this.failureLogs,
       ...(deps.readyCallback ? { readyCallback: deps.readyCallback } : {}),
-      money: {
-        affordable: (runId, candidates) => this.guard.affordable(runId, candidates),
-        admit: (input, signal, start) => this.gate.admit(input, signal, start),
-      },
+      money: { guard: this.guard, gate: this.gate },
       quarantine: this.quarantine,
       client: deps.client,
       clock: deps.clock,
@@ -152,11 +148,7 @@ export class Supervisor implements PollSubscriber {
       lists: deps.lists,
       claims: this.claims,
       reconcileGraceMs: Math.max(2 * deps.config.polling.interval_s * 1000, 2000),
-      specOf: (runId) => {
-        const spec = this.specs.get(runId);
-        if (!spec) throw new Error(`no spec for run ${runId}`); // a driver exists for every live run
-        return spec;
-      },
+      specs: this.specs,
     });
   }
 
@@ -246,7 +238,8 @@ export class Supervisor implements PollSubscriber {
     if (result.created) {
       this.deps.log.info({ runId: result.row.id, name: spec.name }, 'run submitted');
       if (this.resumed) {
-        this.startDriver(result.row);
+        // The spec just resolved goes to the driver as it is: not read back from spec_json.
+        this.startDriver(result.row, spec);
         this.admitQueued();
       }
     }
@@ -424,8 +417,11 @@ export class Supervisor implements PollSubscriber {
     this.drivers.clear();
   }
 
-  private startDriver(row: RunRow): void {
-    const spec = JSON.parse(row.spec_json) as ResolvedJobSpec;
+  /**
+   * `spec`: the run's resolved spec when the caller has it (a submission, a held run whose limits were
+   * watched); else it is read once from its row.
+   */
+  private startDriver(row: RunRow, spec = this.specs.get(row.id) ?? (JSON.parse(row.spec_json) as ResolvedJobSpec)): void {
     const latest = this.deps.store.attempts.latest(row.id);
     if (latest && (latest.outcome === null || latest.outcome === 'running')) this.claims.claim(latest.offer_id, row.id);
     const driver = new RunDriver(row, spec, {

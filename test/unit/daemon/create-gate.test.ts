@@ -44,7 +44,7 @@ function gate(over: Partial<CreateGateDeps> = {}): CreateGate {
     maxUsdPerHour: null,
     maxUsdPerDay: null,
     recheckMs: 1000,
-    specOf: () => ({ boot_timeout_s: 3600 }) as never,
+    specs: { get: () => ({ boot_timeout_s: 3600 }) as never },
     endRequested: (runId) => ending.has(runId),
     ...over,
   });

@@ -31,7 +31,7 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
     log: silentLogger(),
     apiKey: API_KEY,
     // The run's spec is known while it is live; it may end before the upload is fetched.
-    specOf: () => (live ? { env: { HF_TOKEN: ENV_VALUE } } : undefined),
+    specs: { get: () => (live ? { env: { HF_TOKEN: ENV_VALUE } } : undefined) },
     tokenFor: () => TOKEN,
     journal: { logTail: (runId, n, text) => kept.push({ runId, n, text }) },
     client: {

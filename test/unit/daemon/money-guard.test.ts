@@ -54,7 +54,7 @@ function guardFor(spec: ResolvedJobSpec, leadMs = 1000, warnWith: typeof warn = 
     store,
     clock,
     log: silentLogger(),
-    specOf: (id) => (id === 'r1' ? spec : undefined),
+    specs: new Map([['r1', spec]]),
     expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }) > 0,
     leadMs,
     warn: warnWith,
@@ -188,7 +188,7 @@ describe('budget_usd', () => {
       store,
       clock,
       log: silentLogger(),
-      specOf: () => spec,
+      specs: { get: () => spec },
       expire: (runId, reason) => expired.push({ runId, reason, at: clock.now() }) > 0,
       leadMs: 1000,
       warn,
@@ -244,7 +244,7 @@ describe('an expiry the run could not take (issue #18 item 1)', () => {
       store,
       clock,
       log: silentLogger(),
-      specOf: () => spec,
+      specs: { get: () => spec },
       // As the supervisor answers while the store refuses the write that would start a held run.
       expire: () => (tries.push(clock.now()), takes),
       leadMs: 1000,
@@ -272,7 +272,7 @@ describe('an expiry the run could not take (issue #18 item 1)', () => {
       store,
       clock,
       log: silentLogger(),
-      specOf: () => spec,
+      specs: { get: () => spec },
       expire: () => {
         if (++calls === 1) throw new Error('database is locked');
         return true;

@@ -85,7 +85,7 @@ function actorsWith(client: MarketClient, lists = lookups().lists, claims = new 
     client,
     clock,
     journal: new AttemptJournal(store),
-    specOf: () => spec,
+    specs: { get: () => spec },
     reconcileGraceMs: GRACE_MS,
     claims,
     lists,
