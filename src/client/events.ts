@@ -32,7 +32,13 @@ export type ClientEvent =
   /** A paused group takes calls again. */
   | { type: 'resumed'; group: RateGroup }
   /** A create's outcome is unknown: the caller must look for its label before anything else. */
-  | { type: 'ambiguous_create'; offerId: number; label: string; code: ErrorCode };
+  | { type: 'ambiguous_create'; offerId: number; label: string; code: ErrorCode }
+  /**
+   * An answer held records berth could not read: `dropped` were left out (the rest of the answer
+   * was used), `repaired` instance records kept with their unreadable fields set to null. `issues`:
+   * the first few, by path and expected type (never a value).
+   */
+  | { type: 'malformed_records'; op: ClientOperation; group: RateGroup; dropped: number; repaired: number; issues: string[] };
 
 export interface ClientStats {
   /** Per endpoint group: calls scheduled and sent, 429s, pauses. */

@@ -26,8 +26,12 @@ import {
 import { createHttp, type Http, type HttpResponse } from './http.js';
 import { createLimiter } from './limiter.js';
 import { SecretScrubber } from './scrub.js';
+import { ItemReport, keepInstances, keepValid, oneInstance } from './record-items.js';
 import {
   apiKeyResponseSchema,
+  chargeSchema,
+  offerSchema,
+  sshKeySchema,
   createResponseSchema,
   currentUserSchema,
   listV1ResponseSchema,
@@ -189,6 +193,11 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     onResume: (group) => emit({ type: 'resumed', group }),
   });
   const counters = { calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0 };
+  /** Reports what an answer held that could not be read (nothing when all was well). */
+  const reportItems = (op: ClientOperation, group: RateGroup, report: ItemReport) => {
+    if (!report.any) return;
+    emit({ type: 'malformed_records', op, group, dropped: report.dropped, repaired: report.repaired, issues: report.issues });
+  };
   // Every secret this client was handed (the key, and the env values of every create it sent),
   // scrubbed from any service text of any call: the service may echo an env value anywhere.
   const secrets = new SecretScrubber([apiKey]);
@@ -318,9 +327,12 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
   async function listPage(query: InstancePageQuery, signal: AbortSignal | undefined): Promise<InstancePage> {
     const res = await call({ op: 'list', group: 'list', method: 'GET', path: listPath(query), signal });
     const body = parseBody(listV1ResponseSchema, res.body, 'GET /api/v1/instances/');
+    const report = new ItemReport();
+    const instances = keepInstances(body.instances, 'instances', report);
+    reportItems('list', 'list', report);
     const next = body.next_token ?? null;
     return {
-      instances: body.instances,
+      instances,
       nextToken: next === null || next === '' ? null : String(next),
       total: body.total_instances ?? null,
     };
@@ -352,7 +364,11 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
         body: query,
         signal: opts?.signal,
       });
-      return parseBody(searchResponseSchema, res.body, 'POST /api/v0/bundles/').offers;
+      const { offers } = parseBody(searchResponseSchema, res.body, 'POST /api/v0/bundles/');
+      const report = new ItemReport();
+      const usable = keepValid(offerSchema, offers, 'offers', report);
+      reportItems('search', 'search', report);
+      return usable;
     },
 
     async createInstance(offerId: number, request: CreateInstanceRequest, opts?: CallOptions): Promise<CreatedInstance> {
@@ -408,7 +424,13 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
       const path = `/api/v0/instances/${instanceId}/`;
       try {
         const res = await call({ op: 'show', group: 'show', method: 'GET', path, signal: opts?.signal });
-        return parseBody(showResponseSchema, res.body, `GET ${path}`).instances;
+        const { instances } = parseBody(showResponseSchema, res.body, `GET ${path}`);
+        const report = new ItemReport();
+        try {
+          return oneInstance(instances, `GET ${path}`, report);
+        } finally {
+          reportItems('show', 'show', report);
+        }
       } catch (err) {
         if (isGone(err, 'no_such_instance')) return null;
         throw err;
@@ -476,7 +498,24 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
 
     async listSecrets(opts?: CallOptions): Promise<Record<string, string>> {
       const res = await call({ op: 'secrets', group: 'other', method: 'GET', path: '/api/v0/secrets/', signal: opts?.signal });
-      return parseBody(secretsResponseSchema, res.body, 'GET /api/v0/secrets/').secrets;
+      const { secrets: all } = parseBody(secretsResponseSchema, res.body, 'GET /api/v0/secrets/');
+      const kept: Record<string, string> = {};
+      let dropped = 0;
+      for (const [name, value] of Object.entries(all)) {
+        if (typeof value === 'string') kept[name] = value;
+        else dropped++;
+      }
+      if (dropped > 0) {
+        emit({
+          type: 'malformed_records',
+          op: 'secrets',
+          group: 'other',
+          dropped,
+          repaired: 0,
+          issues: [`secrets: ${dropped} value(s) not a string`],
+        });
+      }
+      return kept;
     },
 
     async deleteTemplate(templateId: number, opts?: CallOptions): Promise<'deleted' | 'gone'> {
@@ -536,7 +575,10 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
 
     async countSshKeys(opts?: CallOptions): Promise<number> {
       const res = await call({ op: 'ssh_keys', group: 'other', method: 'GET', path: '/api/v0/ssh/', signal: opts?.signal });
-      return parseBody(sshKeysResponseSchema, res.body, 'GET /api/v0/ssh/').length;
+      const report = new ItemReport();
+      const keys = keepValid(sshKeySchema, parseBody(sshKeysResponseSchema, res.body, 'GET /api/v0/ssh/'), 'keys', report);
+      reportItems('ssh_keys', 'other', report);
+      return keys.length;
     },
 
     async charges(range, opts?: CallOptions): Promise<Charge[]> {
@@ -557,7 +599,9 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
           signal: opts?.signal,
         });
         const body = parseBody(chargesResponseSchema, res.body, 'GET /api/v0/charges/');
-        all.push(...body.results);
+        const report = new ItemReport();
+        all.push(...keepValid(chargeSchema, body.results, 'results', report));
+        reportItems('charges', 'other', report);
         token = body.next_token ?? null;
         if (!token) return all;
         if (seen.has(token)) throw new BerthError('bad_response', 'The charges report repeated a page token.');

@@ -15,7 +15,7 @@ const nullableNumber = z
   .nullish()
   .transform((v) => v ?? null);
 
-const offerSchema = z.looseObject({
+export const offerSchema = z.looseObject({
   id,
   machine_id: z.number(),
   gpu_name: z.string(),
@@ -26,7 +26,7 @@ const offerSchema = z.looseObject({
   direct_port_count: z.number().optional(),
 });
 
-const instanceSchema = z.looseObject({
+export const instanceSchema = z.looseObject({
   id,
   label: nullableString,
   machine_id: nullableNumber,
@@ -44,36 +44,40 @@ const instanceSchema = z.looseObject({
     .nullish(),
 });
 
-export const searchResponseSchema = z.looseObject({ offers: z.array(offerSchema) });
+// Lists are checked in two steps: the answer's own shape here (an answer without its list is
+// malformed as a whole), then each item on its own (./record-items.ts), so that one bad record is
+// left out instead of failing the whole answer.
+export const searchResponseSchema = z.looseObject({ offers: z.array(z.unknown()) });
 /** One page of `GET /api/v1/instances/`; `instances: null` is an empty page (the official clients read it so). */
 export const listV1ResponseSchema = z.looseObject({
   instances: z
-    .array(instanceSchema)
+    .array(z.unknown())
     .nullish()
     .transform((v) => v ?? []),
   next_token: z.union([z.string(), z.number()]).nullish(),
   total_instances: z.number().int().nonnegative().nullish(),
 });
-export const showResponseSchema = z.looseObject({ instances: instanceSchema.nullable() });
+export const showResponseSchema = z.looseObject({ instances: z.unknown().refine((v) => v !== undefined, 'Required') });
 export const createResponseSchema = z.looseObject({
   new_contract: id,
   instance_api_key: z.string().optional(),
 });
 export const currentUserSchema = z.looseObject({ id, email: z.string().optional(), credit: z.number().optional() });
 /** show_ssh_keys.yaml: a bare array of key records. */
-export const sshKeysResponseSchema = z.array(z.looseObject({ id }));
+export const sshKeysResponseSchema = z.array(z.unknown());
+export const sshKeySchema = z.looseObject({ id });
 /** One contract of show_charges.yaml: `source` is `instance-<id>`, `amount` its $ over the days asked (3 decimals). */
-const chargeSchema = z.looseObject({
+export const chargeSchema = z.looseObject({
   source: z.string(),
   amount: z.number(),
   type: z.string().optional(),
   start: z.number().optional(),
   end: z.number().optional(),
 });
-export const chargesResponseSchema = z.looseObject({ results: z.array(chargeSchema), next_token: z.string().nullish() });
+export const chargesResponseSchema = z.looseObject({ results: z.array(z.unknown()), next_token: z.string().nullish() });
 /** logs.yaml: the log is uploaded to `result_url` (fetched without the key, like a pre-signed S3 URL). */
 export const requestLogsResponseSchema = z.looseObject({ result_url: z.string().url() });
-export const secretsResponseSchema = z.looseObject({ secrets: z.record(z.string(), z.string()) });
+export const secretsResponseSchema = z.looseObject({ secrets: z.record(z.string(), z.unknown()) });
 const webhookSchema = z.looseObject({ id, webhook_secret: z.string() });
 export const rotateSecretResponseSchema = z.looseObject({ webhook: webhookSchema });
 /** The API-key record's shape is not documented: require only a numeric id. */

@@ -91,6 +91,19 @@ function logClientEvent(log: Logger, e: ClientEvent): void {
     case 'resumed':
       log.debug({ clientEvent: e }, `${e.group} calls resume`);
       break;
+    case 'malformed_records': {
+      const what = [
+        e.dropped > 0 ? `left out ${e.dropped}` : '',
+        e.repaired > 0 ? `kept ${e.repaired} with unreadable fields set to null` : '',
+      ]
+        .filter(Boolean)
+        .join(', ');
+      log.warn(
+        { clientEvent: e },
+        `the service's answer to ${e.op} held records berth cannot read: ${what}; the rest of the answer is used`,
+      );
+      break;
+    }
   }
 }
 

@@ -84,6 +84,13 @@ export const faultConfigSchema = z.object({
   null_instances_rate: rate.default(0),
   /** A bad key gets 404 `auth_error` on every endpoint, as users report, instead of 401 (search always does). */
   bad_key_404_everywhere: z.boolean().default(false),
+  /**
+   * The first record of every search, instance list (v0, each v1 page) and show answer is malformed,
+   * as a careless server might send it: `number_as_string` sends a number as a string (`dph_total`
+   * "0.5" of an offer or an instance), `missing_field` leaves required fields out (an offer's
+   * `dph_total` and `gpu_ram`, an instance's `id`). The other records are as usual.
+   */
+  malformed_record: z.enum(['none', 'number_as_string', 'missing_field']).default('none'),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 

@@ -56,6 +56,10 @@ export class FaultInjector {
     return this.hit(this.config.null_instances_rate);
   }
 
+  malformedRecord(): FaultConfig['malformed_record'] {
+    return this.config.malformed_record;
+  }
+
   badKey404Everywhere(): boolean {
     return this.config.bad_key_404_everywhere;
   }

@@ -12,6 +12,7 @@ import { sendJson, sendText } from '../http/body.js';
 import { Router } from '../http/router.js';
 import { parseJsonBody, readSimBody } from './http-io.js';
 import { LOGS_PATH } from './log-uploads.js';
+import { malformFirstRecord } from './malformed-records.js';
 import type { Route } from './route.js';
 import { AUTH_ERROR, invalidRequest, LOGIN_REQUIRED, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
 import { bump } from './stats.js';
@@ -125,6 +126,8 @@ async function handle(
       // The official clients read `instances: null` as an empty page; a client must survive it.
       return send(result.status ?? 200, { ...(result.body as object), instances: null });
     }
+    const malformed = world.faults.malformedRecord();
+    if (malformed !== 'none' && (result.status ?? 200) === 200) return send(200, malformFirstRecord(group, result.body, malformed));
     send(result.status ?? 200, result.body);
   } catch (err) {
     if (err instanceof SimHttpError) return send(err.status, err.body);

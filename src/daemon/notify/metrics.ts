@@ -38,6 +38,7 @@ export class DaemonMetrics {
   private readonly sweepPages: Gauge;
   private readonly detection: Histogram<'via'>;
   private readonly posts: Counter<'result'>;
+  private readonly malformed: Counter<'group' | 'outcome'>;
 
   constructor(deps: MetricsDeps) {
     const registers = [this.registry];
@@ -80,6 +81,12 @@ export class DaemonMetrics {
       help: 'Time on the wire of one marketplace request (the wait for a rate token excluded).',
       labelNames: ['group'],
       buckets: CALL_BUCKETS,
+      registers,
+    });
+    this.malformed = new Counter({
+      name: 'berth_service_malformed_records_total',
+      help: 'Records in marketplace answers berth could not read, by endpoint group: dropped (left out, the rest of the answer used) or repaired (an instance record kept with its unreadable fields set to null).',
+      labelNames: ['group', 'outcome'],
       registers,
     });
     // The limiter's own counts, read from its stats when scraped (they only grow while the process lives).
@@ -193,6 +200,11 @@ export class DaemonMetrics {
   }
 
   clientEvent(e: ClientEvent): void {
+    if (e.type === 'malformed_records') {
+      if (e.dropped > 0) this.malformed.inc({ group: e.group, outcome: 'dropped' }, e.dropped);
+      if (e.repaired > 0) this.malformed.inc({ group: e.group, outcome: 'repaired' }, e.repaired);
+      return;
+    }
     if (e.type !== 'response') return;
     this.calls.inc({ group: e.group, status: e.status === null ? 'error' : String(e.status) });
     this.callSeconds.observe({ group: e.group }, e.ms / 1000);

@@ -59,12 +59,111 @@ describe('requests', () => {
     expect(server.requests[0]!.body).toEqual({ client_id: 'me', ...createReq, price: null, runtype: 'ssh' });
   });
 
-  it('rejects a response of the wrong shape with bad_response naming the problem', async () => {
-    server.setHandler((_q, res) => json(res, 200, { offers: [{ ...offer(1), id: 'x' }] }));
+  it('rejects an answer of the wrong shape with bad_response naming the problem', async () => {
+    server.setHandler((_q, res) => json(res, 200, { offers: { 1: offer(1) } }));
     const err = await client.searchOffers({}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BerthError);
     expect((err as BerthError).code).toBe('bad_response');
-    expect((err as BerthError).message).toContain('offers.0.id');
+    expect((err as BerthError).message).toContain('offers: ');
+  });
+});
+
+describe('one bad record among good ones (issue #18 item 5)', () => {
+  const malformed = () => events.filter((e) => e.type === 'malformed_records');
+
+  it.each([
+    ['dph_total as a string', { ...offer(2), dph_total: '0.5' }],
+    ['no dph_total', (({ dph_total: _d, ...o }) => o)(offer(2))],
+    ['no gpu_ram', (({ gpu_ram: _g, ...o }) => o)(offer(2))],
+    ['an id that is not a number', { ...offer(2), id: 'x' }],
+    ['not a record', 'offer 2'],
+  ])('a search leaves out an offer with %s, keeps the others, and reports it', async (_what, bad) => {
+    server.setHandler((_q, res) => json(res, 200, { offers: [offer(1), bad, offer(3)] }));
+    const offers = await client.searchOffers({});
+    expect(offers.map((o) => o.id)).toEqual([1, 3]);
+    expect(malformed()).toEqual([
+      {
+        type: 'malformed_records',
+        op: 'search',
+        group: 'search',
+        dropped: 1,
+        repaired: 0,
+        issues: [expect.stringMatching(/^offers\[1\]/)],
+      },
+    ]);
+    // Paths and types, never the values the service sent.
+    expect(JSON.stringify(malformed())).not.toContain('0.5');
+  });
+
+  it('reports nothing when every offer is readable', async () => {
+    server.setHandler((_q, res) => json(res, 200, { offers: [offer(1), offer(2)] }));
+    expect(await client.searchOffers({})).toHaveLength(2);
+    expect(malformed()).toEqual([]);
+  });
+
+  it('keeps an instance record whose fields cannot be read, with those fields set to null, so its run still sees it', async () => {
+    const odd = { ...instance(2), actual_status: 5, dph_total: '0.5', ports: 'none' };
+    server.setHandler((_q, res) => json(res, 200, { success: true, next_token: null, instances: [instance(1), odd, instance(3)] }));
+    const listed = await client.listInstances();
+    expect(listed.map((i) => i.id)).toEqual([1, 2, 3]);
+    expect(listed[1]).toMatchObject({ id: 2, label: 'berth:s:r:2', actual_status: null, dph_total: null, ports: null });
+    expect(malformed()).toEqual([
+      {
+        type: 'malformed_records',
+        op: 'list',
+        group: 'list',
+        dropped: 0,
+        repaired: 1,
+        issues: [expect.stringContaining('instances[1] (id 2)')],
+      },
+    ]);
+  });
+
+  it('leaves out an instance record without a readable id, and keeps the page', async () => {
+    const { id: _id, ...noId } = instance(2);
+    server.setHandler((_q, res) => json(res, 200, { success: true, next_token: null, instances: [instance(1), noId, 'x', instance(3)] }));
+    const page = await client.listInstancePage({});
+    expect(page.instances.map((i) => i.id)).toEqual([1, 3]);
+    expect(malformed()).toMatchObject([{ op: 'list', dropped: 2, repaired: 0 }]);
+  });
+
+  it('still refuses a list answer that is malformed itself', async () => {
+    server.setHandler((_q, res) => json(res, 200, { success: true, next_token: null, instances: 'none' }));
+    const err = await client.listInstancePage({}).catch((e: unknown) => e);
+    expect((err as BerthError).code).toBe('bad_response');
+  });
+
+  it('show: repairs the record, and refuses one without a readable id (that is the whole answer)', async () => {
+    server.setHandler((_q, res) => json(res, 200, { instances: { ...instance(4), ssh_port: '22' } }));
+    expect(await client.showInstance(4)).toMatchObject({ id: 4, ssh_port: null, actual_status: 'running' });
+    expect(malformed()).toMatchObject([{ op: 'show', repaired: 1 }]);
+    server.setHandler((_q, res) => json(res, 200, { instances: { ...instance(4), id: '4x' } }));
+    const err = await client.showInstance(4).catch((e: unknown) => e);
+    expect((err as BerthError).code).toBe('bad_response');
+    server.setHandler((_q, res) => json(res, 200, { instances: null }));
+    expect(await client.showInstance(4)).toBeNull();
+    server.setHandler((_q, res) => json(res, 200, { something: 'else' }));
+    expect(((await client.showInstance(4).catch((e: unknown) => e)) as BerthError).code).toBe('bad_response');
+  });
+
+  it('charges and SSH keys: a bad item is left out, the rest counted', async () => {
+    server.setHandler((q, res) =>
+      q.url.startsWith('/api/v0/ssh/')
+        ? json(res, 200, [{ id: 1 }, { key: 'ssh-ed25519 AAAA' }, { id: 3 }])
+        : json(res, 200, {
+            results: [
+              { source: 'instance-1', amount: 0.5 },
+              { source: 'instance-2', amount: '0.7' },
+            ],
+            next_token: null,
+          }),
+    );
+    expect(await client.countSshKeys()).toBe(2);
+    expect(await client.charges({ fromS: 0, toS: 86_400 })).toEqual([{ source: 'instance-1', amount: 0.5 }]);
+    expect(malformed().map((e) => [e.type === 'malformed_records' && e.op, e.type === 'malformed_records' && e.dropped])).toEqual([
+      ['ssh_keys', 1],
+      ['charges', 1],
+    ]);
   });
 });
 
