@@ -42,6 +42,32 @@ export default tseslint.config(
     },
   },
   {
+    // The run machine is pure (machines/README.md): no service client, and no clock but the times it
+    // is told (a list's listedAt, an actor's output or failure). Flat config replaces the rule above
+    // for these files, so the lower-layer ban is repeated.
+    files: ['machines/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/daemon/**', '**/cli/**'], message: 'a lower layer never imports the daemon or the CLI' },
+            { group: ['**/client/**'], message: 'the run machine is pure: an actor hands it what the client said' },
+          ],
+        },
+      ],
+      'no-restricted-syntax': [
+        'error',
+        { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: 'the run machine reads no clock' },
+        { selector: "NewExpression[callee.name='Date']", message: 'the run machine reads no clock' },
+        {
+          selector: "CallExpression[callee.object.name='performance'][callee.property.name='now']",
+          message: 'the run machine reads no clock',
+        },
+      ],
+    },
+  },
+  {
     // Tests read parsed JSON bodies of many shapes; the shipped code may not use `any`.
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -188,8 +188,14 @@ export function endingForEndReason(context: RunContext): Change {
   return endingAs(context, 'cancelled', detail);
 }
 
-export function withDestroyRetry(context: RunContext, now: number): Change {
+/**
+ * The next destroy after a failure at `now`. A failure of unknown time (an error that did not come
+ * through the daemon's actors) counts from the last retry or the destroy request, so retries still
+ * back off instead of spinning.
+ */
+export function withDestroyRetry(context: RunContext, at: number | null): Change {
   const cur = context.current!;
+  const now = at ?? cur.retryAt ?? cur.destroyRequestedAt ?? cur.createdAt ?? 0;
   const failures = cur.destroyFailures + 1;
   return {
     current: { ...cur, destroyFailures: failures, retryAt: now + destroyBackoffMs(failures, context.limits.destroyRetryMaxDelayS) },
@@ -197,9 +203,9 @@ export function withDestroyRetry(context: RunContext, now: number): Change {
 }
 
 /** The instance is gone: close the attempt with the reason it was destroyed for. */
-export function concludeDestroyed(context: RunContext): Change {
+export function concludeDestroyed(context: RunContext, endedAt: number): Change {
   const ending = context.current!.ending ?? { outcome: 'lost' as const, detail: 'destroyed' };
-  return concludeAttempt(context, ending.outcome, ending.detail);
+  return concludeAttempt(context, ending.outcome, ending.detail, endedAt);
 }
 
 /** A list taken after the instance was made no longer shows it, often enough to call it lost. */

@@ -11,12 +11,15 @@
 //   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
 import { raise } from 'xstate';
-import { sshEndpoints, type RunError } from './run-rules.js';
+import { failureOf, sshEndpoints, type RunError } from './run-rules.js';
 import { runSetup, type PollParams } from './run-setup.js';
-import type { ProbeOutput } from './run-types.js';
+import type { ProbeOutput, SleepOutput } from './run-types.js';
 
 type AnyEvent = { event: { type: string } };
 const poll = ({ event }: AnyEvent) => event as unknown as PollParams;
+/** When a list was made or a sleeper woke: the time an action triggered by either happened. */
+const listedAt = (a: AnyEvent) => ({ at: poll(a).listedAt });
+const wokeAt = ({ event }: AnyEvent) => ({ at: (event as unknown as { output: SleepOutput }).output.at });
 const reasonOf = ({ event }: AnyEvent) => ({ reason: (event as unknown as { reason: RunError }).reason });
 
 /**
@@ -25,9 +28,13 @@ const reasonOf = ({ event }: AnyEvent) => ({ reason: (event as unknown as { reas
  * `wasRunning`: the run had reached running, so a new attempt gets a fresh deadline.
  */
 function unwantedPolls(wasRunning: boolean) {
-  const fresh = wasRunning ? (['restartDeadline'] as const) : ([] as const);
+  const fresh = wasRunning ? ([{ type: 'restartDeadline', params: poll }] as const) : ([] as const);
   return [
-    { guard: { type: 'outbidToRebid', params: poll }, target: '#run.rebidding' },
+    {
+      guard: { type: 'outbidToRebid', params: poll },
+      target: '#run.rebidding',
+      actions: [{ type: 'raiseBid', params: listedAt }, 'reportBidRaised'],
+    },
     {
       guard: { type: 'outbidToOnDemand', params: poll },
       target: '#run.destroying',
@@ -74,7 +81,7 @@ export const bootingState = runSetup.createStateConfig({
   invoke: {
     src: 'sleepUntil',
     input: ({ context }) => ({ until: context.current!.bootDeadlineAt! }),
-    onDone: { target: '#run.destroying', actions: 'markEndingBootTimeout' },
+    onDone: { target: '#run.destroying', actions: { type: 'markEndingBootTimeout', params: wokeAt } },
   },
   on: {
     ...endedByRun,
@@ -130,7 +137,7 @@ export const bootingState = runSetup.createStateConfig({
           },
           onError: {
             target: '#run.destroying',
-            actions: { type: 'markEndingUnreachable', params: ({ event }) => ({ why: errorText(event.error) }) },
+            actions: { type: 'markEndingUnreachable', params: ({ event }) => ({ why: failureOf(event.error).error.message }) },
           },
         },
         {
@@ -159,7 +166,7 @@ export const bootingState = runSetup.createStateConfig({
 export const rebiddingState = runSetup.createStateConfig({
   description: 'An interruptible instance was outbid: raises its bid (never past the price cap) and waits for it to start again.',
   initial: 'raising',
-  entry: ['raiseBid', 'reportBidRaised'],
+  // Entered with the bid raised by the transition (an outbid poll, or a wait that ran out).
   on: {
     ...endedByRun,
     POLL: [
@@ -198,7 +205,7 @@ export const rebiddingState = runSetup.createStateConfig({
           target: '#run.destroying',
           actions: {
             type: 'markEndingOutbid',
-            params: ({ event }) => ({ instance: null, why: `the bid could not be raised (${errorText(event.error)})` }),
+            params: ({ event }) => ({ instance: null, why: `the bid could not be raised (${failureOf(event.error).error.message})` }),
           },
         },
       },
@@ -209,7 +216,12 @@ export const rebiddingState = runSetup.createStateConfig({
         src: 'sleepUntil',
         input: ({ context }) => ({ until: context.current!.rebidAt! + (context.limits.bid?.rebidWaitS ?? 60) * 1000 }),
         onDone: [
-          { guard: 'canRaiseBid', target: '#run.rebidding', reenter: true },
+          {
+            guard: 'canRaiseBid',
+            target: '#run.rebidding',
+            reenter: true,
+            actions: [{ type: 'raiseBid', params: wokeAt }, 'reportBidRaised'],
+          },
           {
             target: '#run.destroying',
             actions: { type: 'markEndingOutbid', params: { instance: null, why: 'still outbid with the bid at the price cap' } },
@@ -254,7 +266,10 @@ export const destroyingState = runSetup.createStateConfig({
         },
         onError: {
           target: 'waiting',
-          actions: ['scheduleDestroyRetry', { type: 'reportDestroyRetry', params: ({ event }) => ({ error: event.error }) }],
+          actions: [
+            { type: 'scheduleDestroyRetry', params: ({ event }) => ({ at: failureOf(event.error).at }) },
+            { type: 'reportDestroyRetry', params: ({ event }) => ({ error: event.error }) },
+          ],
         },
       },
     },
@@ -266,7 +281,7 @@ export const destroyingState = runSetup.createStateConfig({
         onDone: {
           target: 'waiting',
           actions: [
-            'scheduleDestroyRetry',
+            { type: 'scheduleDestroyRetry', params: wokeAt },
             {
               type: 'reportDestroyRetry',
               params: ({ context }) => ({
@@ -280,7 +295,7 @@ export const destroyingState = runSetup.createStateConfig({
         POLL: {
           guard: { type: 'goneSinceDestroy', params: poll },
           target: '#run.settle',
-          actions: ['reportDestroyConfirmed', 'concludeDestroyedAttempt', 'reportAttemptEnded'],
+          actions: ['reportDestroyConfirmed', { type: 'concludeDestroyedAttempt', params: poll }, 'reportAttemptEnded'],
         },
       },
     },
@@ -288,13 +303,9 @@ export const destroyingState = runSetup.createStateConfig({
       description: 'A destroy failed or was not confirmed; waits with backoff, then destroys again.',
       invoke: {
         src: 'sleepUntil',
-        input: ({ context }) => ({ until: context.current!.retryAt ?? Date.now() }),
+        input: ({ context }) => ({ until: context.current!.retryAt ?? 0 }),
         onDone: 'requesting',
       },
     },
   },
 });
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}

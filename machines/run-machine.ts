@@ -18,22 +18,29 @@
 // persisted snapshot is restored.
 import { bootingState, destroyingState, rebiddingState, runningState } from './run-instance-states.js';
 import { withCandidates } from './run-context.js';
-import { toRunError, type RunError } from './run-rules.js';
+import { failureOf, type RunError } from './run-rules.js';
 import { runSetup } from './run-setup.js';
-import type { CreateOutput } from './run-types.js';
+import type { CreateOutput, RunContext } from './run-types.js';
+
+import type { SnapshotFrom } from 'xstate';
 
 export type * from './run-types.js';
 
 /** Bump when states or context change shape (and add a step to run-migrations.ts); stored with every snapshot. */
-export const RUN_MACHINE_VERSION = 3;
+export const RUN_MACHINE_VERSION = 4;
 
 const createdOf = (output: CreateOutput) => output as Extract<CreateOutput, { kind: 'created' }>;
 /** The attempt's outcome when the create answered without an instance. */
 const notCreated = (output: CreateOutput) => ({
   outcome: output.kind === 'offer_gone' ? ('offer_unavailable' as const) : ('create_failed' as const),
   detail: (output as Exclude<CreateOutput, { kind: 'created' }>).detail,
+  at: output.at,
 });
-const createError = (error: unknown) => ({ outcome: 'create_failed' as const, detail: toRunError(error).message });
+/** A create that failed; one of unknown time (not through the daemon's actors) counts as at the deadline. */
+const createError = ({ context, event }: { context: RunContext; event: { error: unknown } }) => {
+  const failure = failureOf(event.error);
+  return { outcome: 'create_failed' as const, detail: failure.error.message, at: failure.at ?? context.deadlineAt };
+};
 const reasonOf = ({ event }: { event: { type: string } }) => ({ reason: (event as unknown as { reason: RunError }).reason });
 
 export const runMachine = runSetup.createMachine({
@@ -129,7 +136,10 @@ export const runMachine = runSetup.createMachine({
               },
               {
                 target: 'backoff',
-                actions: ['scheduleSearchRetry', { type: 'reportSearchRetry', params: ({ event }) => ({ error: event.error }) }],
+                actions: [
+                  { type: 'scheduleSearchRetry', params: ({ event }) => ({ error: event.error }) },
+                  { type: 'reportSearchRetry', params: ({ event }) => ({ error: event.error }) },
+                ],
               },
             ],
           },
@@ -138,7 +148,7 @@ export const runMachine = runSetup.createMachine({
           description: 'The service could not be reached even after retries; waits, then searches again.',
           invoke: {
             src: 'sleepUntil',
-            input: ({ context }) => ({ until: context.searchRetryAt ?? Date.now() }),
+            input: ({ context }) => ({ until: context.searchRetryAt ?? 0 }),
             onDone: 'querying',
           },
         },
@@ -185,14 +195,14 @@ export const runMachine = runSetup.createMachine({
               guard: { type: 'isFatal', params: ({ event }) => ({ error: event.error }) },
               target: 'failed',
               actions: [
-                { type: 'endAttemptWithoutInstance', params: ({ event }) => createError(event.error) },
+                { type: 'endAttemptWithoutInstance', params: createError },
                 'reportAttemptEnded',
                 { type: 'failFatal', params: ({ event }) => ({ error: event.error }) },
               ],
             },
             {
               target: 'settle',
-              actions: [{ type: 'endAttemptWithoutInstance', params: ({ event }) => createError(event.error) }, 'reportAttemptEnded'],
+              actions: [{ type: 'endAttemptWithoutInstance', params: createError }, 'reportAttemptEnded'],
             },
           ],
         },
@@ -245,3 +255,11 @@ export const runMachine = runSetup.createMachine({
     },
   },
 });
+
+type TopOf<V> = V extends string ? V : keyof V & string;
+/**
+ * The top-level states a run can be found in: the machine's own, read off its config by the type
+ * checker. `settle` is passed through within one step, so no snapshot rests there. The daemon ties
+ * this type to the wire's `RunState` in both directions (src/daemon/runs/run-state.ts).
+ */
+export type RunMachineState = Exclude<TopOf<SnapshotFrom<typeof runMachine>['value']>, 'settle'>;

@@ -45,6 +45,12 @@ const STEPS: Record<number, Step> = {
       },
     };
   },
+  // v3 → v4: the machine reads no clock; the last ended attempt keeps when it ended (settle judges
+  // the deadline by it). Only read right after an attempt ends, so an old one's time never matters.
+  3: (s) => {
+    const lastEnded = s.context['lastEnded'] as Record<string, unknown> | null;
+    return { ...s, context: { ...s.context, lastEnded: lastEnded && { endedAt: 0, ...lastEnded } } };
+  },
 };
 
 /**

@@ -1,8 +1,8 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
-// Nothing here does I/O or reads the clock.
-import { runPolicyOf } from '../src/client/retry-policy.js';
-import type { RunError } from '../src/errors.js';
+// Nothing here does I/O or reads the clock (eslint.config.js holds machines/ to that).
+import { toRunError, type RunError } from '../src/errors.js';
 import type {
+  ActorFailure,
   AttemptOutcome,
   BidPolicy,
   CurrentAttempt,
@@ -16,8 +16,6 @@ import type {
 export type { AttemptOutcome, AttemptSummary, InstanceStatus } from './run-types.js';
 
 export type { RunError } from '../src/errors.js';
-/** Any thrown value as a run error: the one conversion, src/errors.ts `toRunError`. */
-export { toRunError } from '../src/errors.js';
 
 const OCI_FAILURE = /OCI runtime create failed/i;
 
@@ -147,15 +145,23 @@ export function destroyBackoffMs(failures: number, maxDelayS: number): number {
   return Math.min(maxDelayS * 1000, 1000 * 2 ** Math.max(0, failures - 1));
 }
 
+const isActorFailure = (err: unknown): err is ActorFailure =>
+  typeof err === 'object' &&
+  err !== null &&
+  typeof (err as ActorFailure).fatal === 'boolean' &&
+  typeof (err as ActorFailure).error === 'object' &&
+  'at' in err;
+
 /**
- * Whether an error a search or create actor rejected with fails the run at once (a rejected key, a
- * missing permission, a query the service refuses as invalid). Not decided here: the one table,
- * src/client/retry-policy.ts RUN_POLICY. The machine sees every search error, and of a create's
- * only those the create actor rethrows (the ones that fail the run); the actor settles the rest.
+ * What an actor's rejection means to the machine. The daemon's actors reject with an
+ * `ActorFailure` that carries the verdict of the one policy table (src/client/retry-policy.ts
+ * RUN_POLICY) and the time: not decided here. The machine sees every search error, and of a
+ * create's only those the create actor rethrows (the ones that fail the run). Anything else did not
+ * come through the daemon's actors (a missing actor, a bug): it fails the run, with no time known.
  */
-export function failsRun(err: unknown): boolean {
-  const policy = runPolicyOf(err);
-  return policy.search === 'fail_run' || policy.create === 'fail_run';
+export function failureOf(err: unknown): ActorFailure {
+  if (isActorFailure(err)) return err;
+  return { error: toRunError(err), fatal: true, at: null };
 }
 
 /** How many recently gone offers a run keeps out of its searches. */
@@ -175,7 +181,7 @@ export function deadlineError(context: RunContext): RunError {
 }
 
 /** Closes the current attempt: records its outcome, blocks what failed, counts it against the limit. */
-export function concludeAttempt(context: RunContext, outcome: AttemptOutcome, detail: string): Partial<RunContext> {
+export function concludeAttempt(context: RunContext, outcome: AttemptOutcome, detail: string, endedAt: number): Partial<RunContext> {
   const cur = context.current!;
   const blockedMachines =
     blocksMachine(outcome) && !context.blockedMachines.includes(cur.machineId)
@@ -194,7 +200,7 @@ export function concludeAttempt(context: RunContext, outcome: AttemptOutcome, de
     candidates: context.candidates.filter((c) => !blockedMachines.includes(c.machineId)),
     spentAttempts: context.spentAttempts + (countsAgainstLimit(outcome) ? 1 : 0),
     goneThisSearch: context.goneThisSearch + (gone ? 1 : 0),
-    lastEnded: { n: cur.n, offerId: cur.offerId, machineId: cur.machineId, instanceId: cur.instanceId, outcome, detail },
+    lastEnded: { n: cur.n, offerId: cur.offerId, machineId: cur.machineId, instanceId: cur.instanceId, outcome, detail, endedAt },
   };
 }
 

@@ -2,8 +2,9 @@
 // action, declared once with xstate's `setup`. The states that use them are in run-machine.ts (the
 // run's life) and run-instance-states.ts (the life of the instance an attempt holds).
 //
-// No I/O here. Time enters through `Date.now()` in actions (tests drive it with fake timers) and
-// through event payloads (`listedAt`, actor outputs).
+// No I/O and no clock here. Time enters only with what the machine is told: a list's `listedAt`, an
+// actor's output (`at`, `createdAt`, `requestedAt`) or failure (`at`), so the daemon's injected clock
+// is the only one and a test drives time by what it sends.
 import { assign, emit, enqueueActions, fromPromise, setup } from 'xstate';
 import {
   attemptEndedEvent,
@@ -33,9 +34,8 @@ import {
 import {
   concludeAttempt,
   deadlineError,
-  toRunError,
+  failureOf,
   failureOfStatus,
-  failsRun,
   isOutbid,
   isRunningStatus,
   nextBid,
@@ -63,10 +63,13 @@ import type {
   SearchInput,
   SearchOutput,
   SleepInput,
+  SleepOutput,
 } from './run-types.js';
 
 /** What a POLL event says of the current instance. */
 export type PollParams = { instance: InstanceStatus | null; listedAt: number };
+/** When the event that triggers an action happened, ms since epoch. */
+type At = { at: number };
 
 const missing = <T, I>(name: string) =>
   fromPromise<T, I>(async () => {
@@ -84,19 +87,20 @@ export const runSetup = setup({
     searchOffers: missing<SearchOutput, SearchInput>('searchOffers'),
     createInstance: missing<CreateOutput, CreateInput>('createInstance'),
     destroyInstance: missing<DestroyOutput, DestroyInput>('destroyInstance'),
-    sleepUntil: missing<void, SleepInput>('sleepUntil'),
+    sleepUntil: missing<SleepOutput, SleepInput>('sleepUntil'),
     probeSsh: missing<ProbeOutput, ProbeInput>('probeSsh'),
     changeBid: missing<void, ChangeBidInput>('changeBid'),
   },
   guards: {
     hasCandidates: ({ context }) => context.candidates.length > 0,
     canRelax: ({ context }) => context.relaxLevel < context.limits.relaxSteps,
-    isFatal: (_, params: { error: unknown }) => failsRun(params.error),
+    isFatal: (_, params: { error: unknown }) => failureOf(params.error).fatal,
     cancelRequested: ({ context }) => context.cancelRequested,
     expireRequested: ({ context }) => context.expire !== null,
     hasEndReason: ({ context }) => context.endReason !== null,
     attemptsSpent: ({ context }) => context.spentAttempts >= context.limits.maxAttempts,
-    deadlinePassed: ({ context }) => Date.now() >= context.deadlineAt,
+    /** Judged in `settle`, right after an attempt ended: by when it ended. */
+    deadlinePassed: ({ context }) => context.lastEnded !== null && context.lastEnded.endedAt >= context.deadlineAt,
     goneBudgetSpent: ({ context }) => context.goneThisSearch >= context.limits.goneOffersPerSearch,
     statusIsRunning: (_, params: PollParams) => params.instance !== null && isRunningStatus(params.instance),
     statusIsFailure: (_, params: PollParams) => params.instance !== null && failureOfStatus(params.instance) !== null,
@@ -136,13 +140,15 @@ export const runSetup = setup({
     })),
     relax: assign({ relaxLevel: ({ context }) => context.relaxLevel + 1 }),
     reportRelaxed: emit(({ context }) => ({ type: 'relaxed' as const, level: context.relaxLevel })),
-    scheduleSearchRetry: assign({
-      searchRetryAt: ({ context }) => Math.min(Date.now() + context.limits.outageBackoffS * 1000, context.deadlineAt),
+    /** A failure of unknown time (not through the daemon's actors) waits for the deadline. */
+    scheduleSearchRetry: assign(({ context }, params: { error: unknown }) => {
+      const at = failureOf(params.error).at;
+      return { searchRetryAt: at === null ? context.deadlineAt : Math.min(at + context.limits.outageBackoffS * 1000, context.deadlineAt) };
     }),
     reportSearchRetry: emit(({ context }, params: { error: unknown }) => ({
       type: 'search.retry' as const,
-      error: toRunError(params.error),
-      retryAt: context.searchRetryAt ?? Date.now(),
+      error: failureOf(params.error).error,
+      retryAt: context.searchRetryAt ?? context.deadlineAt,
     })),
     beginAttempt: assign(({ context }) => startAttempt(context)),
     reportAttemptStarted: emit(({ context }) => attemptStartedEvent(context)),
@@ -155,8 +161,8 @@ export const runSetup = setup({
       instanceId: context.current!.instanceId!,
     })),
     /** Ends the current attempt without an instance to destroy. */
-    endAttemptWithoutInstance: assign(({ context }, params: { outcome: AttemptOutcome; detail: string }) =>
-      concludeAttempt(context, params.outcome, params.detail),
+    endAttemptWithoutInstance: assign(({ context }, params: { outcome: AttemptOutcome; detail: string; at: number }) =>
+      concludeAttempt(context, params.outcome, params.detail, params.at),
     ),
     reportAttemptEnded: emit(({ context }) => attemptEndedEvent(context)),
     /** Marks why the current instance is being destroyed; the attempt ends once it is gone. */
@@ -165,7 +171,7 @@ export const runSetup = setup({
     ),
     markEndingMissing: assign(({ context }) => endingMissing(context)),
     markEndingCancelled: assign(({ context }) => endingCancelled(context)),
-    markEndingBootTimeout: assign(({ context }) => endingBootTimeout(context, Date.now())),
+    markEndingBootTimeout: assign(({ context }, params: At) => endingBootTimeout(context, params.at)),
     markEndingForEndReason: assign(({ context }) => endingForEndReason(context)),
     markEndingUnreachable: assign(({ context }, params: { why?: string }) => endingUnreachable(context, params.why)),
     markEndingOutbid: assign(({ context }, params: { instance: InstanceStatus | null; why: string }) =>
@@ -194,7 +200,7 @@ export const runSetup = setup({
       if (changed) enqueue.emit({ type: 'attempt.status', n: cur.n, status: params.instance });
       if (changed || cur.missingPolls > 0) enqueue.assign({ current: { ...cur, status: params.instance, missingPolls: 0 } });
     }),
-    markProbing: assign(({ context }, params: PollParams) => withProbing(context, params.instance!, Date.now())),
+    markProbing: assign(({ context }, params: PollParams) => withProbing(context, params.instance!, params.listedAt)),
     reportProbing: emit(({ context }) => ({ type: 'attempt.status' as const, n: context.current!.n, status: context.current!.status! })),
     markRunning: assign(({ context }, params: { instance: InstanceStatus | null; reachable: Endpoint[] | null }) =>
       withRunning(context, params.instance, params.reachable),
@@ -206,7 +212,7 @@ export const runSetup = setup({
       reachable: context.current!.reachable,
       via: params.via,
     })),
-    raiseBid: assign(({ context }) => withBidRaised(context, nextBid(context.limits, context.current!)!, Date.now())),
+    raiseBid: assign(({ context }, params: At) => withBidRaised(context, nextBid(context.limits, context.current!)!, params.at)),
     reportBidRaised: emit(({ context }) => ({
       type: 'bid.raised' as const,
       n: context.current!.n,
@@ -214,13 +220,13 @@ export const runSetup = setup({
       price: context.current!.bidPrice!,
       dphTotal: context.current!.bidPrice! + context.current!.diskDph,
     })),
-    restartBoot: assign(({ context }, params: PollParams) => withRestartedBoot(context, params.instance, Date.now())),
+    restartBoot: assign(({ context }, params: PollParams) => withRestartedBoot(context, params.instance, params.listedAt)),
     switchToOnDemand: assign({ searchType: 'on-demand' as const, candidates: [] }),
     reportSwitched: emit({ type: 'search.switched' as const, to: 'on-demand' as const }),
     requestCancel: assign({ cancelRequested: true }),
     requestExpire: assign(({ context }, params: { reason: RunError }) => ({ expire: context.expire ?? params.reason })),
     /** A lost running instance starts a new search with a fresh deadline: the old one was met. */
-    restartDeadline: assign(({ context }) => ({ deadlineAt: Date.now() + context.limits.deadlineS * 1000 })),
+    restartDeadline: assign(({ context }, params: PollParams) => ({ deadlineAt: params.listedAt + context.limits.deadlineS * 1000 })),
     setDeadlineReason: assign(({ context }) => ({ endReason: deadlineError(context) })),
     destroyRequested: assign(({ context }, params: { requestedAt: number }) => ({
       current: { ...context.current!, destroyRequestedAt: params.requestedAt, retryAt: null },
@@ -230,12 +236,12 @@ export const runSetup = setup({
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
     })),
-    scheduleDestroyRetry: assign(({ context }) => withDestroyRetry(context, Date.now())),
+    scheduleDestroyRetry: assign(({ context }, params: { at: number | null }) => withDestroyRetry(context, params.at)),
     reportDestroyRetry: emit(({ context }, params: { error: unknown }) => ({
       type: 'destroy.retry' as const,
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
-      error: toRunError(params.error),
+      error: failureOf(params.error).error,
       retryAt: context.current!.retryAt!,
     })),
     reportDestroyConfirmed: emit(({ context }) => ({
@@ -243,8 +249,8 @@ export const runSetup = setup({
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
     })),
-    concludeDestroyedAttempt: assign(({ context }) => concludeDestroyed(context)),
-    failFatal: assign((_, params: { error: unknown }) => ({ error: toRunError(params.error) })),
+    concludeDestroyedAttempt: assign(({ context }, params: PollParams) => concludeDestroyed(context, params.listedAt)),
+    failFatal: assign((_, params: { error: unknown }) => ({ error: failureOf(params.error).error })),
     failFromEndReason: assign(({ context }) => ({ error: context.endReason })),
     failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),
     failDeadline: assign(({ context }) => ({ error: deadlineError(context) })),

@@ -1,26 +1,40 @@
 // The run machine's contracts: its input and limits, context, events, what it emits, and the
 // inputs and outputs of the actors the daemon provides. Kept apart from the machine so that the
 // machine file holds only states and their transitions.
-import type { Instance } from '../src/client/types.js';
 import type { RunError } from '../src/errors.js';
 
 /**
  * What one poll saw of an instance: the status fields of the service's record and nothing else, so
- * secrets (instance keys, env) are never carried here or into a snapshot.
+ * secrets (instance keys, env) are never carried here or into a snapshot. Declared here, not picked
+ * from the client's record type, so the machine depends on no client module; the daemon's builder
+ * (which copies these fields from a listed record) is where the type checker holds the two together.
  */
-export type InstanceStatus = Pick<
-  Instance,
-  | 'id'
-  | 'actual_status'
-  | 'intended_status'
-  | 'cur_state'
-  | 'status_msg'
-  | 'ssh_host'
-  | 'ssh_port'
-  | 'dph_total'
-  | 'public_ipaddr'
-  | 'ports'
->;
+export interface InstanceStatus {
+  id: number;
+  actual_status: string | null;
+  intended_status?: string | null;
+  cur_state?: string | null;
+  status_msg?: string | null;
+  ssh_host?: string | null;
+  ssh_port?: number | null;
+  dph_total?: number | null;
+  public_ipaddr?: string | null;
+  /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
+  ports?: Record<string, Array<{ HostIp?: string; HostPort?: string }> | null> | null;
+}
+
+/**
+ * How an actor's failure reaches the machine: the run error, the verdict (whether it ends the run,
+ * decided by the daemon's one policy table, src/client/retry-policy.ts), and when it happened (the
+ * machine reads no clock). The daemon's actors reject with this shape (src/daemon/runs/actor-failure.ts).
+ */
+export interface ActorFailure {
+  error: RunError;
+  /** The run cannot go on (a rejected key, a missing permission, a search the service refuses). */
+  fatal: boolean;
+  /** ms since epoch; null only for an error that did not come through the daemon's actors (a bug). */
+  at: number | null;
+}
 
 /** Outcomes of an attempt (SPEC section 4). */
 export type AttemptOutcome =
@@ -45,6 +59,9 @@ export interface AttemptSummary {
   outcome: AttemptOutcome | null;
   detail: string | null;
 }
+
+/** The last ended attempt as the context keeps it: `endedAt` is ms since epoch. */
+type EndedAttempt = AttemptSummary & { endedAt: number };
 
 export interface RunLimits {
   maxAttempts: number;
@@ -159,10 +176,11 @@ export interface RunContext {
   goneThisSearch: number;
   current: CurrentAttempt | null;
   /**
-   * The attempt that ended last, for the event that reports it. The run's whole story lives in the
+   * The attempt that ended last, for the event that reports it, and when it ended (the `settle`
+   * state decides on that time whether the deadline has passed). The run's whole story lives in the
    * attempts table, not here: a snapshot stays small however many offers a run goes through.
    */
-  lastEnded: AttemptSummary | null;
+  lastEnded: EndedAttempt | null;
   searchRetryAt: number | null;
   cancelRequested: boolean;
   /** Set when the run must fail once its instance is gone (deadline reached while creating). */
@@ -239,10 +257,16 @@ export interface CreateInput {
   /** $/h compute bid for an interruptible instance; null on-demand. */
   bidPrice: number | null;
 }
-export type CreateOutput =
+/** What a create came to. */
+export type CreateResult =
   | { kind: 'created'; instanceId: number; createdAt: number }
   | { kind: 'offer_gone'; detail: string }
   | { kind: 'create_failed'; detail: string };
+/**
+ * The create actor's output: its result and `at`, when it settled (ms since epoch). `createdAt` may
+ * be earlier: a create journaled by an earlier process.
+ */
+export type CreateOutput = CreateResult & { at: number };
 export interface DestroyInput {
   runId: string;
   n: number;
@@ -255,6 +279,10 @@ export interface DestroyOutput {
 }
 export interface SleepInput {
   until: number;
+}
+/** When the sleeper woke (at or after `until`; later after a restart). */
+export interface SleepOutput {
+  at: number;
 }
 /** Tries the endpoints (paced, one probe in flight per instance) until one answers with an SSH banner. */
 export interface ProbeInput {

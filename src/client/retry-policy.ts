@@ -6,8 +6,8 @@
 // no answer came (both for the client's own retries); and RUN_POLICY, by error code, for the run
 // (fail it, skip the offer, search again later...). A status means the service answered, so the
 // request's outcome is known; a transport error may or may not have reached the service, which is
-// what `reached` records. The client, the run machine (machines/run-rules.ts `failsRun`) and the
-// create actor ask these tables through the functions below and never branch on codes themselves.
+// what `reached` records. The client, the run actors (`failsRun`, whose verdict they hand to the
+// run machine) and the create actor ask these tables through the functions below and never branch on codes themselves.
 import { BerthError, isRunErrorKind, type ErrorCode, type RunErrorKind } from '../errors.js';
 import type { ClientOperation } from './events.js';
 
@@ -213,4 +213,15 @@ export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
 export function runPolicyOf(err: unknown): RunPolicy {
   const code = err && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
   return isRunErrorKind(code) ? RUN_POLICY[code] : RUN_POLICY.internal;
+}
+
+/**
+ * Whether an error a search or create rejected with fails the run at once (a rejected key, a missing
+ * permission, a query the service refuses as invalid). The run actors hand this verdict to the run
+ * machine with the error (src/daemon/runs/actor-failure.ts), so the machine decides on it without
+ * reading this table.
+ */
+export function failsRun(err: unknown): boolean {
+  const policy = runPolicyOf(err);
+  return policy.search === 'fail_run' || policy.create === 'fail_run';
 }

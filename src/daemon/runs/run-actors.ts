@@ -12,11 +12,13 @@ import type {
   ProbeOutput,
   CreateInput,
   CreateOutput,
+  CreateResult,
   DestroyInput,
   DestroyOutput,
   SearchInput,
   SearchOutput,
   SleepInput,
+  SleepOutput,
 } from '../../../machines/run-machine.js';
 import { runPolicyOf } from '../../client/retry-policy.js';
 import type { MarketClient } from '../../client/types.js';
@@ -33,6 +35,7 @@ import type { MoneyGuard } from '../money/money-guard.js';
 import type { FailureLogs } from './failure-logs.js';
 import { callbackLine, type ReadyTokens } from '../inbound/ready-token.js';
 import { probeUntilReachable } from './ssh-probe.js';
+import { asRunActor } from './actor-failure.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from '../fleet/poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
@@ -82,7 +85,7 @@ const RECONCILE_LISTS = 3;
  * by the shared poller, so many look-ups cost one call); adopts the instance if it is there, or
  * records that it is not.
  */
-async function reconcileCreate(deps: RunActorDeps, input: CreateInput, sentAt: number, signal: AbortSignal): Promise<CreateOutput> {
+async function reconcileCreate(deps: RunActorDeps, input: CreateInput, sentAt: number, signal: AbortSignal): Promise<CreateResult> {
   const label = deps.journal.labelOf(input.runId, input.n);
   for (let i = 0; i < RECONCILE_LISTS; i++) {
     const found = await deps.lists.findLabel(label, deps.clock.now(), signal);
@@ -94,7 +97,7 @@ async function reconcileCreate(deps: RunActorDeps, input: CreateInput, sentAt: n
   return { kind: 'create_failed', detail };
 }
 
-function adopted(deps: RunActorDeps, input: CreateInput, instanceId: number, sentAt: number): CreateOutput {
+function adopted(deps: RunActorDeps, input: CreateInput, instanceId: number, sentAt: number): CreateResult {
   if (!deps.journal.adopt(input.runId, input.n, instanceId, sentAt)) {
     // The attempt holds another instance or gave up: this one is an orphan, and the sweep destroys it.
     return { kind: 'create_failed', detail: `instance ${instanceId} surfaced after attempt #${input.n} had moved on` };
@@ -103,7 +106,7 @@ function adopted(deps: RunActorDeps, input: CreateInput, instanceId: number, sen
 }
 
 /** A create an earlier process (or an earlier run of this actor) journaled: what it recorded stands. */
-function journaled(deps: RunActorDeps, input: CreateInput, row: AttemptRow, signal: AbortSignal): Promise<CreateOutput> | CreateOutput {
+function journaled(deps: RunActorDeps, input: CreateInput, row: AttemptRow, signal: AbortSignal): Promise<CreateResult> | CreateResult {
   deps.claims.claim(input.offerId, input.runId);
   switch (row.create_state) {
     case 'created':
@@ -118,7 +121,7 @@ function journaled(deps: RunActorDeps, input: CreateInput, row: AttemptRow, sign
   }
 }
 
-async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSignal): Promise<CreateOutput> {
+async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSignal): Promise<CreateResult> {
   const { client, journal, claims } = deps;
   const spec = specOf(deps, input.runId);
   const { runId, n, offerId } = input;
@@ -203,8 +206,12 @@ function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, runId: string, n:
 
 export function makeRunActors(deps: RunActorDeps) {
   const { client } = deps;
+  const now = () => deps.clock.now();
+  /** An actor whose rejection reaches the machine with its verdict and its time (./actor-failure.ts). */
+  const actor = <O, I>(work: (args: { input: I; signal: AbortSignal }) => Promise<O>) =>
+    fromPromise<O, I>(({ input, signal }) => asRunActor(() => work({ input, signal }), now));
   return {
-    searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input, signal }) => {
+    searchOffers: actor<SearchOutput, SearchInput>(async ({ input, signal }) => {
       const stored = specOf(deps, input.runId);
       // A bid run outbid with on_outbid "on_demand" searches (and is priced) on-demand from then on.
       const spec =
@@ -232,22 +239,25 @@ export function makeRunActors(deps: RunActorDeps) {
       return deps.money ? deps.money.guard.affordable(input.runId, candidates) : { candidates };
     }),
 
-    createInstance: fromPromise<CreateOutput, CreateInput>(({ input, signal }) => create(deps, input, signal)),
+    createInstance: actor<CreateOutput, CreateInput>(async ({ input, signal }) => ({ ...(await create(deps, input, signal)), at: now() })),
 
-    destroyInstance: fromPromise<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
+    destroyInstance: actor<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
       // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
       await deps.failureLogs?.beforeDestroy(input, signal);
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
     }),
 
-    probeSsh: fromPromise<ProbeOutput, ProbeInput>(async ({ input, signal }) => ({
+    probeSsh: actor<ProbeOutput, ProbeInput>(async ({ input, signal }) => ({
       reachable: await probeUntilReachable(input.endpoints, deps.clock, signal),
     })),
 
-    changeBid: fromPromise<void, ChangeBidInput>(({ input, signal }) => client.changeBid(input.instanceId, input.price, { signal })),
+    changeBid: actor<void, ChangeBidInput>(({ input, signal }) => client.changeBid(input.instanceId, input.price, { signal })),
 
     // Any length: a deadline weeks away must not fire at once (setTimeout's 24.8-day limit).
-    sleepUntil: fromPromise<void, SleepInput>(({ input, signal }) => deps.clock.sleepUntil(input.until, signal)),
+    sleepUntil: fromPromise<SleepOutput, SleepInput>(async ({ input, signal }) => {
+      await deps.clock.sleepUntil(input.until, signal);
+      return { at: now() };
+    }),
   };
 }

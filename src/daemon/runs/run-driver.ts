@@ -22,6 +22,7 @@ import type { AttemptJournal } from './attempt-journal.js';
 import { DestroyFailures } from './destroy-alerts.js';
 import { recordEmitted, type LoggedEvent } from './event-log.js';
 import type { OfferClaims } from './offer-claims.js';
+import { runStateOf } from './run-state.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
 import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, sameStatus, type RunError } from '../../../machines/run-rules.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../../machines/run-migrations.js';
@@ -107,11 +108,6 @@ function withAttemptStory(error: RunError, attempts: AttemptRow[]): RunError {
     })),
   );
   return { ...error, message: `${error.message} Tried: ${tried}` };
-}
-
-function runStateOf(snapshot: RunSnapshot): RunState {
-  const v = snapshot.value;
-  return (typeof v === 'string' ? v : Object.keys(v)[0]) as RunState;
 }
 
 export class RunDriver {

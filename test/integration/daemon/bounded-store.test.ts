@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fromPromise } from 'xstate';
 import { afterEach, describe, expect, it } from 'vitest';
-import { runMachine, type SearchInput, type SearchOutput, type SleepInput } from '../../../machines/run-machine.js';
+import { runMachine, type SearchInput, type SearchOutput, type SleepInput, type SleepOutput } from '../../../machines/run-machine.js';
+import { stubActor } from '../../helpers/stub-actor.js';
 import { systemClock } from '../../../src/clock.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
@@ -41,15 +42,17 @@ function outage(limit: { value: number }) {
   const fail = () => new BerthError('network', 'connect ECONNREFUSED 203.0.113.1:443', { retryable: true });
   const machine = runMachine.provide({
     actors: {
-      searchOffers: fromPromise<SearchOutput, SearchInput>(({ input }) => {
+      searchOffers: stubActor<SearchOutput, SearchInput>(({ input }) => {
         const n = (searches.get(input.runId) ?? 0) + 1;
         searches.set(input.runId, n);
         if (n > limit.value) return new Promise<SearchOutput>((_, reject) => parked.push(() => reject(fail())));
         return Promise.reject(fail());
       }),
       // The backoff (30 s) passes at once; the run's deadline (days away) never does.
-      sleepUntil: fromPromise<void, SleepInput>(({ input }) =>
-        input.until - Date.now() > DAY_S * 1000 ? new Promise<void>(() => undefined) : new Promise<void>((r) => setImmediate(r)),
+      sleepUntil: fromPromise<SleepOutput, SleepInput>(({ input }) =>
+        input.until - Date.now() > DAY_S * 1000
+          ? new Promise<SleepOutput>(() => undefined)
+          : new Promise<SleepOutput>((r) => setImmediate(() => r({ at: Date.now() }))),
       ),
     },
   }) as unknown as ProvidedRunMachine;

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { AuthError, BerthError, RateLimitedError, ServiceHttpError } from '../../../src/errors.js';
 import {
+  failsRun,
   isAmbiguousForNonIdempotent,
   outcomeOf,
   RUN_POLICY,
@@ -9,7 +10,6 @@ import {
   transportErrorCode,
   transportPolicy,
 } from '../../../src/client/retry-policy.js';
-import { failsRun } from '../../../machines/run-rules.js';
 
 describe('retry policy: HTTP statuses', () => {
   it.each([400, 401, 403, 404, 410])('%i is final', (status) => {

@@ -111,7 +111,7 @@ describe('create actor: a fresh attempt', () => {
     });
     const sentAt = clock.now();
     const out = await startCreate(client).done;
-    expect(out).toEqual({ kind: 'created', instanceId: 900, createdAt: clock.now() });
+    expect(out).toEqual({ kind: 'created', instanceId: 900, createdAt: clock.now(), at: clock.now() });
     expect(rowAtCall!).toMatchObject({
       create_state: 'intent',
       offer_id: 31,
@@ -169,7 +169,8 @@ describe('create actor: a fresh attempt', () => {
     ['a missing permission', new PermissionError('instance_write'), 'permission'],
   ])('%s fails the run: the actor rejects with it and the row says failed', async (_, err, code) => {
     const { client } = scripted(fail(err));
-    await expect(startCreate(client).done).rejects.toMatchObject({ code });
+    // The machine gets the error with the policy's verdict and the time (src/daemon/runs/actor-failure.ts).
+    await expect(startCreate(client).done).rejects.toMatchObject({ error: { kind: code }, fatal: true, at: clock.now(), cause: err });
     expect(row()).toMatchObject({ create_state: 'failed' });
   });
 
@@ -251,7 +252,7 @@ describe('create actor: a row already settled (the actor re-run on restore)', ()
     store.attempts.adopt('run1', 1, 903, 150);
     const { client, calls } = scripted(async () => ({ instanceId: 999 }));
     const { lists, asked } = lookups();
-    await expect(startCreate(client, lists).done).resolves.toEqual({ kind: 'created', instanceId: 903, createdAt: 150 });
+    await expect(startCreate(client, lists).done).resolves.toEqual({ kind: 'created', instanceId: 903, createdAt: 150, at: clock.now() });
     expect([calls.length, asked.length]).toEqual([0, 0]);
   });
 
@@ -262,7 +263,7 @@ describe('create actor: a row already settled (the actor re-run on restore)', ()
     store.attempts.beginCreate({ runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, label: label(), at: 100 });
     store.attempts.notCreated('run1', 1, state, 'earlier');
     const { client, calls } = scripted(async () => ({ instanceId: 999 }));
-    await expect(startCreate(client).done).resolves.toEqual({ kind, detail: 'earlier' });
+    await expect(startCreate(client).done).resolves.toEqual({ kind, detail: 'earlier', at: clock.now() });
     expect(calls).toHaveLength(0);
   });
 });

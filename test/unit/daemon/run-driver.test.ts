@@ -17,7 +17,9 @@ import {
   type SearchInput,
   type SearchOutput,
   type SleepInput,
+  type SleepOutput,
 } from '../../../machines/run-machine.js';
+import { stubActor } from '../../helpers/stub-actor.js';
 import { systemClock } from '../../../src/clock.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
@@ -54,24 +56,25 @@ function machine(failures: { value: number }): ProvidedRunMachine {
   const journal = new AttemptJournal(store);
   return runMachine.provide({
     actors: {
-      searchOffers: fromPromise<SearchOutput, SearchInput>(async () => ({
+      searchOffers: stubActor<SearchOutput, SearchInput>(async () => ({
         candidates: [{ offerId: 7, machineId: 70, dphTotal: 0.3, minBid: null, diskDph: 0.01 }],
       })),
-      createInstance: fromPromise<CreateOutput, CreateInput>(async ({ input }) => {
+      createInstance: stubActor<CreateOutput, CreateInput>(async ({ input }) => {
         journal.begin(input, Date.now());
         journal.adopt(input.runId, input.n, 500, Date.now());
-        return { kind: 'created', instanceId: 500, createdAt: Date.now() };
+        return { kind: 'created', instanceId: 500, createdAt: Date.now(), at: Date.now() };
       }),
-      destroyInstance: fromPromise<DestroyOutput, DestroyInput>(async () => {
+      destroyInstance: stubActor<DestroyOutput, DestroyInput>(async () => {
         if (failures.value-- > 0) throw new BerthError('server_error', 'The marketplace failed on DELETE (500)');
         return { requestedAt: Date.now() };
       }),
       // SSH answers at once on every endpoint the list shows.
-      probeSsh: fromPromise<ProbeOutput, ProbeInput>(async ({ input }) => ({ reachable: input.endpoints })),
+      probeSsh: stubActor<ProbeOutput, ProbeInput>(async ({ input }) => ({ reachable: input.endpoints })),
       // Backoffs pass at once; the run's deadline and boot timeout never come.
-      sleepUntil: fromPromise<void, SleepInput>(({ input }) =>
-        input.until - Date.now() > 60_000 ? new Promise<void>(() => undefined) : turn(),
-      ),
+      sleepUntil: fromPromise<SleepOutput, SleepInput>(async ({ input }) => {
+        await (input.until - Date.now() > 60_000 ? new Promise<void>(() => undefined) : turn());
+        return { at: Date.now() };
+      }),
     },
   }) as unknown as ProvidedRunMachine;
 }

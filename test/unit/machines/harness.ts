@@ -1,6 +1,8 @@
 // Drives the run machine with stub actors and fake time. The stubs behave like the real actors
 // where it matters for the tests: the create stub is journaled by (run, attempt), so a create
 // re-invoked after a restore returns the instance it already made instead of making another.
+// Like the real actors, their rejections reach the machine through the daemon's wrapper (with the
+// policy's verdict and the time), and their outputs carry the time the machine then uses.
 import { createActor, fromPromise, type Snapshot } from 'xstate';
 import { vi } from 'vitest';
 import {
@@ -8,6 +10,7 @@ import {
   type Candidate,
   type CreateInput,
   type CreateOutput,
+  type CreateResult as CreateAnswer,
   type ChangeBidInput,
   type DestroyInput,
   type Endpoint,
@@ -18,6 +21,7 @@ import {
   type SearchOutput,
 } from '../../../machines/run-machine.js';
 import type { InstanceStatus } from '../../../machines/run-rules.js';
+import { stubActor } from '../../helpers/stub-actor.js';
 
 export const LIMITS: RunLimits = {
   maxAttempts: 4,
@@ -40,7 +44,7 @@ export function offers(...ids: number[]): Candidate[] {
 }
 
 type SearchResult = Candidate[] | SearchOutput | Error;
-type CreateResult = CreateOutput | Error;
+type CreateResult = CreateAnswer | Error;
 
 /** The fake marketplace the stubs talk to: what was asked of it, and what it answers. */
 export class FakeWorld {
@@ -52,7 +56,7 @@ export class FakeWorld {
   /** Creates that reached the service (one per journaled attempt). */
   serviceCreates: CreateInput[] = [];
   destroys: DestroyInput[] = [];
-  journal = new Map<string, CreateOutput>();
+  journal = new Map<string, CreateAnswer>();
   nextInstanceId = 100;
   /** SSH probes started (one per entry into booting.probing). */
   probes: ProbeInput[] = [];
@@ -72,27 +76,27 @@ export class FakeWorld {
 
   actors() {
     return {
-      searchOffers: fromPromise<SearchOutput, SearchInput>(async ({ input }) => {
+      searchOffers: stubActor<SearchOutput, SearchInput>(async ({ input }) => {
         this.searches.push(input);
         const r = this.searchResults.length > 0 ? this.searchResults.shift()! : this.defaultSearch;
         if (r instanceof Error) throw r;
         return Array.isArray(r) ? { candidates: r } : r;
       }),
-      createInstance: fromPromise<CreateOutput, CreateInput>(async ({ input }) => {
+      createInstance: stubActor<CreateOutput, CreateInput>(async ({ input }) => {
         const key = `${input.runId}:${input.n}`;
         const journaled = this.journal.get(key);
-        if (journaled) return journaled;
+        if (journaled) return { ...journaled, at: Date.now() };
         if (this.holdCreates) await new Promise<void>((r) => this.held.push(r));
         const again = this.journal.get(key);
-        if (again) return again;
+        if (again) return { ...again, at: Date.now() };
         this.serviceCreates.push(input);
         const scripted = this.createResults.get(input.offerId);
         if (scripted instanceof Error) throw scripted;
-        const out: CreateOutput = scripted ?? { kind: 'created', instanceId: this.nextInstanceId++, createdAt: Date.now() };
+        const out: CreateAnswer = scripted ?? { kind: 'created', instanceId: this.nextInstanceId++, createdAt: Date.now() };
         this.journal.set(key, out);
-        return out;
+        return { ...out, at: Date.now() };
       }),
-      destroyInstance: fromPromise<{ requestedAt: number }, DestroyInput>(async ({ input }) => {
+      destroyInstance: stubActor<{ requestedAt: number }, DestroyInput>(async ({ input }) => {
         this.destroys.push(input);
         if (this.destroyFailures > 0) {
           this.destroyFailures--;
@@ -100,7 +104,7 @@ export class FakeWorld {
         }
         return { requestedAt: Date.now() };
       }),
-      probeSsh: fromPromise<{ reachable: Endpoint[] }, ProbeInput>(async ({ input, signal }) => {
+      probeSsh: stubActor<{ reachable: Endpoint[] }, ProbeInput>(async ({ input, signal }) => {
         this.probes.push(input);
         const answer = this.probeAnswer;
         if (answer instanceof Error) throw answer;
@@ -108,13 +112,13 @@ export class FakeWorld {
           await new Promise<void>((_, reject) => signal.addEventListener('abort', () => reject(new Error('stopped'))));
         return { reachable: input.endpoints };
       }),
-      changeBid: fromPromise<void, ChangeBidInput>(async ({ input }) => {
+      changeBid: stubActor<void, ChangeBidInput>(async ({ input }) => {
         this.bids.push(input);
       }),
-      sleepUntil: fromPromise<void, { until: number }>(
+      sleepUntil: fromPromise<{ at: number }, { until: number }>(
         ({ input, signal }) =>
-          new Promise<void>((resolve) => {
-            const t = setTimeout(resolve, Math.max(0, input.until - Date.now()));
+          new Promise<{ at: number }>((resolve) => {
+            const t = setTimeout(() => resolve({ at: Date.now() }), Math.max(0, input.until - Date.now()));
             signal.addEventListener('abort', () => clearTimeout(t));
           }),
       ),

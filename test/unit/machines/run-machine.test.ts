@@ -463,3 +463,31 @@ describe('run machine: restore from a snapshot in every state repeats no side ef
     restored.stop();
   });
 });
+
+describe('run machine: time comes only with what it is told', () => {
+  it('judges the deadline by when the attempt ended, not by the clock', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world, { deadlineS: 60 });
+    const id = currentInstanceId(actor);
+    // The list that confirms the instance gone was taken after the deadline; the clock says before.
+    await poll(actor, status(id, 'exited'));
+    await tick(0);
+    actor.send({ type: 'POLL', instance: null, listedAt: Date.now() + 61_000 });
+    await tick(0);
+    expect(stateOf(actor)).toBe('failed');
+    expect(actor.getSnapshot().context.error?.kind).toBe('deadline');
+    expect(world.serviceCreates).toHaveLength(1);
+  });
+
+  it('starts the readiness wait from the list that showed the instance running', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world, { readyWhen: 'ssh' });
+    world.probeAnswer = 'never';
+    const id = currentInstanceId(actor);
+    await tick(1);
+    const listedAt = Date.now() - 5_000;
+    actor.send({ type: 'POLL', instance: status(id, 'running'), listedAt });
+    await tick(0);
+    expect(actor.getSnapshot().context.current?.runningSeenAt).toBe(listedAt);
+  });
+});

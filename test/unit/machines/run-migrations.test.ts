@@ -87,6 +87,27 @@ describe('run machine snapshot migrations', () => {
     second.actor.stop();
   });
 
+  it('resumes a run stored by machine version 3 (an ended attempt without its end time) and goes on to the next offer', async () => {
+    const world = new FakeWorld();
+    world.createResults.set(1, { kind: 'create_failed', detail: 'invalid_args' });
+    const first = startRun(world);
+    first.actor.send({ type: 'ADMIT' });
+    await tick(0);
+    const v4 = JSON.parse(JSON.stringify(first.actor.getPersistedSnapshot())) as StoredRunSnapshot;
+    first.actor.stop();
+    const { endedAt: _e, ...lastEnded } = v4.context['lastEnded'] as Record<string, unknown>;
+    const v3 = { ...v4, context: { ...v4.context, lastEnded } };
+
+    const migrated = migrateRunSnapshot(v3, 3, RUN_MACHINE_VERSION, LIMITS)!;
+    expect(migrated.context['lastEnded']).toMatchObject({ n: 1, outcome: 'create_failed', endedAt: 0 });
+    const second = startRun(world, { snapshot: migrated as never });
+    await tick(0);
+    await poll(second.actor, status(currentInstanceId(second.actor), 'running'));
+    expect(stateOf(second.actor)).toBe('running');
+    expect(world.serviceCreates.map((c) => c.offerId)).toEqual([1, 2]);
+    second.actor.stop();
+  });
+
   it('refuses snapshots of a newer machine or of a version it has no step for', () => {
     expect(canMigrate(RUN_MACHINE_VERSION + 1, RUN_MACHINE_VERSION)).toBe(false);
     expect(canMigrate(0, RUN_MACHINE_VERSION)).toBe(false);
