@@ -113,6 +113,12 @@ export function endingFromStatus(context: RunContext, instance: InstanceStatus, 
   return withEnding(context, ending, { current: { ...context.current!, status: instance } });
 }
 
+/** The listed price passed the run's cap (a host raised it): the instance goes, the next offer is tried. */
+export function endingPriceOverCap(context: RunContext, instance: InstanceStatus): Change {
+  const detail = `instance ${instance.id} is listed at $${instance.dph_total}/h, above max_price_per_hour ($${context.limits.maxPricePerHour}/h): its host raised the price; failing over`;
+  return withEnding(context, { outcome: 'price_over_cap', detail }, { current: { ...context.current!, status: instance } });
+}
+
 export function endingMissing(context: RunContext): Change {
   return endingAs(context, 'lost', `instance ${context.current!.instanceId} disappeared from the instance list`);
 }

@@ -57,6 +57,11 @@ function unwantedPolls(wasRunning: boolean) {
       ],
     },
     {
+      guard: { type: 'priceOverCap', params: poll },
+      target: '#run.destroying',
+      actions: [{ type: 'markEndingPriceOverCap', params: (a: AnyEvent) => ({ instance: poll(a).instance }) }, ...fresh],
+    },
+    {
       guard: { type: 'statusIsFailure', params: poll },
       target: '#run.destroying',
       actions: [{ type: 'markEndingFromStatus', params: (a: AnyEvent) => ({ instance: poll(a).instance, wasRunning }) }, ...fresh],

@@ -70,6 +70,14 @@ export function isOutbid(status: InstanceStatus, attempt: Pick<CurrentAttempt, '
 }
 
 /**
+ * The instance bills above the run's cap: its listed `dph_total` passed `max_price_per_hour`, which
+ * only a host raising the price of the running contract does (berth rents and rebids under the cap).
+ */
+export function priceOverCap(status: InstanceStatus, maxPricePerHour: number): boolean {
+  return typeof status.dph_total === 'number' && status.dph_total > maxPricePerHour + 1e-6;
+}
+
+/**
  * Where SSH can answer for this record: the service's proxy (`ssh_host`:`ssh_port`), and the host's
  * own address with the port mapped to 22 (`public_ipaddr` + `ports["22/tcp"][0].HostPort`, present
  * only while running). Either may be missing.

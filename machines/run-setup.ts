@@ -16,6 +16,7 @@ import {
   endingExpired,
   endingForEndReason,
   endingFromStatus,
+  endingPriceOverCap,
   endingMissing,
   endingOutbid,
   endingUnreachable,
@@ -37,6 +38,7 @@ import {
   failureOf,
   failureOfStatus,
   isOutbid,
+  priceOverCap,
   isRunningStatus,
   nextBid,
   sameEndpoints,
@@ -104,6 +106,9 @@ export const runSetup = setup({
     goneBudgetSpent: ({ context }) => context.goneThisSearch >= context.limits.goneOffersPerSearch,
     statusIsRunning: (_, params: PollParams) => params.instance !== null && isRunningStatus(params.instance),
     statusIsFailure: (_, params: PollParams) => params.instance !== null && failureOfStatus(params.instance) !== null,
+    /** Listed above max_price_per_hour: a host raised the price of the running contract. */
+    priceOverCap: ({ context }, params: PollParams) =>
+      params.instance !== null && priceOverCap(params.instance, context.limits.maxPricePerHour),
     instanceLost: ({ context }, params: PollParams) => isLost(context, params.instance, params.listedAt),
     goneSinceDestroy: ({ context }, params: PollParams) => isGoneSinceDestroy(context, params.instance, params.listedAt),
     /** Running, and the spec counts that as ready (ready_when "status"). */
@@ -166,6 +171,9 @@ export const runSetup = setup({
     ),
     reportAttemptEnded: emit(({ context }) => attemptEndedEvent(context)),
     /** Marks why the current instance is being destroyed; the attempt ends once it is gone. */
+    markEndingPriceOverCap: assign(({ context }, params: { instance: InstanceStatus | null }) =>
+      endingPriceOverCap(context, params.instance!),
+    ),
     markEndingFromStatus: assign(({ context }, params: { instance: InstanceStatus | null; wasRunning: boolean }) =>
       endingFromStatus(context, params.instance!, params.wasRunning),
     ),

@@ -45,6 +45,8 @@ export type AttemptOutcome =
   | 'boot_timeout'
   | 'unreachable'
   | 'outbid'
+  /** The listed price passed max_price_per_hour (a host raised it): destroyed, next offer. */
+  | 'price_over_cap'
   | 'expired'
   | 'offer_unavailable'
   | 'create_failed'

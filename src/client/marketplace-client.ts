@@ -35,6 +35,8 @@ import {
   createResponseSchema,
   currentUserSchema,
   listV1ResponseSchema,
+  pendingPriceIncreaseSchema,
+  pendingPriceIncreasesResponseSchema,
   parseBody,
   chargesResponseSchema,
   requestLogsResponseSchema,
@@ -63,6 +65,8 @@ import type {
   InstancePageQuery,
   MarketClient,
   Offer,
+  PendingPriceIncrease,
+  PendingPriceIncreases,
   SearchQuery,
 } from './types.js';
 
@@ -494,6 +498,41 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     async currentUser(opts?: CallOptions): Promise<CurrentUser> {
       const res = await call({ op: 'current_user', group: 'other', method: 'GET', path: '/api/v0/users/current/', signal: opts?.signal });
       return parseBody(currentUserSchema, res.body, 'GET /api/v0/users/current/');
+    },
+
+    async pendingPriceIncreases(opts?: CallOptions): Promise<PendingPriceIncreases> {
+      const path = '/api/v0/instances/pending-price-increases/';
+      const res = await call({ op: 'price_increases', group: 'other', method: 'GET', path, signal: opts?.signal });
+      const body = parseBody(pendingPriceIncreasesResponseSchema, res.body, `GET ${path}`);
+      const rows: PendingPriceIncrease[] = [];
+      let malformed = 0;
+      for (const item of body.pending_price_increases ?? []) {
+        const row = pendingPriceIncreaseSchema.safeParse(item);
+        if (row.success) rows.push(row.data);
+        else malformed++;
+      }
+      return { rows, truncated: body.truncated === true, malformed };
+    },
+
+    async answerPriceIncrease(pendingId: number, answer: 'accept' | 'reject', opts?: CallOptions): Promise<'done' | 'stale'> {
+      // The body is exactly {pending_price_increase_id} (the service forbids extra keys). Answering
+      // twice is harmless: a row already answered is stale (404 no_pending_price_increase; 409 on
+      // older backends), so a retry after a lost answer ends as 'stale'.
+      const path = `/api/v0/instances/${answer}-price-increase/`;
+      try {
+        await call({
+          op: `price_increase_${answer}`,
+          group: 'change',
+          method: 'PUT',
+          path,
+          body: { pending_price_increase_id: pendingId },
+          signal: opts?.signal,
+        });
+        return 'done';
+      } catch (err) {
+        if (err instanceof ServiceHttpError && (err.status === 404 || err.status === 409)) return 'stale';
+        throw err;
+      }
     },
 
     async listSecrets(opts?: CallOptions): Promise<Record<string, string>> {

@@ -63,6 +63,28 @@ export const createResponseSchema = z.looseObject({
   instance_api_key: z.string().optional(),
 });
 export const currentUserSchema = z.looseObject({ id, email: z.string().optional(), credit: z.number().optional() });
+/**
+ * One pending price increase (vast-cli `vastai/api/price_increase.py`, not in the docs yet): the
+ * host's new and old $/s for GPU and disk/RAM; null means that part does not change.
+ */
+export const pendingPriceIncreaseSchema = z.looseObject({
+  pending_price_increase_id: id,
+  contract_id: id,
+  new_gpu_costpersec: z.number().nullish(),
+  old_gpu_costpersec: z.number().nullish(),
+  new_disk_ram_costpersec: z.number().nullish(),
+  old_disk_ram_costpersec: z.number().nullish(),
+  new_platform_fee: z.number().nullish(),
+  old_platform_fee: z.number().nullish(),
+  contract_end_date: z.number().nullish(),
+  created_at: z.number().nullish(),
+});
+/** The envelope: rows are checked one by one (a malformed row is dropped, not the answer). */
+export const pendingPriceIncreasesResponseSchema = z.looseObject({
+  count: z.number().optional(),
+  truncated: z.boolean().optional(),
+  pending_price_increases: z.array(z.unknown()).nullish(),
+});
 /** show_ssh_keys.yaml: a bare array of key records. */
 export const sshKeysResponseSchema = z.array(z.unknown());
 export const sshKeySchema = z.looseObject({ id });

@@ -122,4 +122,31 @@ export interface MarketClient {
    */
   requestLogs(instanceId: number, request: { tail?: number }, options?: CallOptions): Promise<{ resultUrl: string }>;
   currentUser(options?: CallOptions): Promise<CurrentUser>;
+  /** Price increases hosts asked for on the account's contracts (`GET /api/v0/instances/pending-price-increases/`). */
+  pendingPriceIncreases(options?: CallOptions): Promise<PendingPriceIncreases>;
+  /** Accepts or rejects one pending increase; 'stale' when the service no longer holds it (404, or 409 on older backends). */
+  answerPriceIncrease(pendingId: number, answer: 'accept' | 'reject', options?: CallOptions): Promise<'done' | 'stale'>;
+}
+
+/** One price increase a host asked for on a running contract; $/s figures, null where unchanged. */
+export interface PendingPriceIncrease {
+  pending_price_increase_id: number;
+  /** The instance id. */
+  contract_id: number;
+  new_gpu_costpersec?: number | null | undefined;
+  old_gpu_costpersec?: number | null | undefined;
+  new_disk_ram_costpersec?: number | null | undefined;
+  old_disk_ram_costpersec?: number | null | undefined;
+  new_platform_fee?: number | null | undefined;
+  old_platform_fee?: number | null | undefined;
+  contract_end_date?: number | null | undefined;
+  created_at?: number | null | undefined;
+}
+
+export interface PendingPriceIncreases {
+  rows: PendingPriceIncrease[];
+  /** The service left rows out (the next read sees them once these are answered). */
+  truncated: boolean;
+  /** Rows dropped because they did not parse. */
+  malformed: number;
 }

@@ -58,6 +58,16 @@ export function adminRoutes(control: SimControl): Route[] {
       if (pct === undefined || pct <= -100) throw invalidArgs('raise_pct must be a number of percent above -100.');
       return { body: { success: true, ...world.raiseMinBid(idParam(params, 'id'), pct) } };
     }),
+    admin('POST', '/instances/{id}/price-increase', ({ world, params, body }) => {
+      const o = bodyObject(body);
+      const pct = num(o, 'raise_pct');
+      if (pct === undefined || pct <= 0) throw invalidArgs('raise_pct must be a number of percent above 0.');
+      const cutover = num(o, 'cutover_s');
+      if (cutover !== undefined && cutover < 0) throw invalidArgs('cutover_s must be a number of sim seconds, 0 or more.');
+      const row = world.raisePrice(idParam(params, 'id'), pct, cutover ?? null);
+      if (!row) throw invalidArgs(`no live instance ${params['id']}.`);
+      return { body: { success: true, pending_price_increase: row } };
+    }),
     admin('POST', '/machines/{id}/offline', ({ world, params }) => {
       const hit = world.instances.machineOffline(idParam(params, 'id'));
       return { body: { success: true, instance_ids: hit.map((i) => i.hist.id) } };

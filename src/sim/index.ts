@@ -16,11 +16,13 @@ import { instanceRoutes } from './routes/instances.js';
 import { logRoutes } from './routes/logs.js';
 import { manageRoutes } from './routes/manage.js';
 import { marketRoutes } from './routes/market.js';
+import { priceIncreaseRoutes } from './routes/price-increases.js';
 import { templateRoutes } from './routes/templates.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { createSimServer } from './server.js';
 import type { SimStats } from './stats.js';
 import type { Delivery } from './webhooks.js';
+import type { PendingRow } from './price-increases.js';
 import { SimWorld } from './world.js';
 
 export type { FaultProfile, SimConfigInput } from './config.js';
@@ -68,6 +70,11 @@ export interface RunningSimulator {
    * percent from now on. Returns the new minimum bids and the instances it outbid.
    */
   raiseMinBid(machineId: number, pct: number): { offers: Array<{ id: number; min_bid: number }>; outbid: number[] };
+  /**
+   * The instance's host asks `pct` percent more for its compute: a pending price increase the renter
+   * may accept or reject. With `cutoverS` (sim seconds) it applies then if unanswered. Null: no such live instance.
+   */
+  raisePrice(instanceId: number, pct: number, cutoverS?: number): PendingRow | null;
   setTimeScale(scale: number): void;
   /** Every instance ever created, destroyed ones included. */
   history(): SimInstanceHistory[];
@@ -125,6 +132,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     world: () => world,
     apiRoutes: [
       ...marketRoutes,
+      ...priceIncreaseRoutes,
       ...instanceRoutes,
       ...manageRoutes,
       ...accountRoutes,
@@ -171,6 +179,10 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     raiseMinBid: (id, pct) => {
       if (!(pct > -100)) throw new RangeError('pct must be above -100');
       return world.raiseMinBid(id, pct);
+    },
+    raisePrice: (id, pct, cutoverS) => {
+      if (!(pct > 0)) throw new RangeError('pct must be above 0');
+      return world.raisePrice(id, pct, cutoverS ?? null);
     },
     setTimeScale: control.setTimeScale,
     history: () => world.instances.history(),

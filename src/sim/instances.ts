@@ -282,6 +282,13 @@ export class InstanceStore {
     this.rebid(inst);
   }
 
+  /** The host's new compute price from now on (an accepted or applied price increase). */
+  setComputePrice(inst: LiveInstance, dph: number): void {
+    this.advance(inst);
+    inst.hist.compute_dph = dph;
+    inst.hist.compute_dph_changes.push({ at: this.clock.stamp(), dph });
+  }
+
   /** Applies the market's moves up to now, and its state now (after a hand raise of the minimum bid). */
   rebid(inst: LiveInstance): void {
     this.advance(inst);

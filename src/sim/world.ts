@@ -14,6 +14,7 @@ import { Market } from './market.js';
 import { computeLedger, totalBilled, type Ledger } from './ledger.js';
 import type { ActualStatus } from './lifecycle.js';
 import { OnstartRunner } from './onstart-runner.js';
+import { PriceIncreases, type PendingRow } from './price-increases.js';
 import { ProfileBook } from './profiles.js';
 import { RateLimiter } from './rate-limiter.js';
 import { SshListeners } from './ssh-listeners.js';
@@ -36,6 +37,7 @@ export class SimWorld {
   readonly sshListeners: SshListeners;
   readonly logUploads: LogUploads;
   readonly market: Market;
+  readonly priceIncreases = new PriceIncreases();
   readonly stats: SimStats = emptyStats();
   /** Set once `client:low_credit` is sent; cleared when credit climbs back above the threshold. */
   private lowCreditSent = false;
@@ -109,7 +111,31 @@ export class SimWorld {
     } else if (credit >= threshold) {
       this.lowCreditSent = false;
     }
+    for (const due of this.priceIncreases.due(this.clock.simS())) {
+      const inst = this.instances.get(due.contractId);
+      if (inst) this.instances.setComputePrice(inst, due.newDph);
+    }
     this.webhooks.tick();
+  }
+
+  /**
+   * The host of the instance asks `pct` percent more for its compute. With `cutoverS` (sim seconds),
+   * the increase applies then if still unanswered; without, only an accept applies it.
+   */
+  raisePrice(instanceId: number, pct: number, cutoverS: number | null): PendingRow | null {
+    const inst = this.instances.get(instanceId);
+    if (!inst) return null;
+    const at = cutoverS === null ? null : this.clock.simS() + cutoverS;
+    return this.priceIncreases.raise(inst, pct, Math.floor(this.clock.wallMs() / 1000), at);
+  }
+
+  /** Accepts (the new price applies now) or rejects a pending increase; null when none is pending by that id. */
+  answerPriceIncrease(id: number, answer: 'accept' | 'reject'): PendingRow | null {
+    const done = this.priceIncreases.answer(id, answer);
+    if (!done) return null;
+    const inst = this.instances.get(done.row.contract_id);
+    if (answer === 'accept' && inst) this.instances.setComputePrice(inst, done.newDph);
+    return done.row;
   }
 
   /**

@@ -109,6 +109,7 @@ describe('config', () => {
     expect(config.runs.max_runtime_s).toBeNull();
     expect(config.budget).toEqual({ max_usd_per_hour: null, max_usd_per_day: null });
     expect(config.account).toEqual({ min_credit_usd: 1, check_interval_s: 300, held_check_interval_s: 30 });
+    expect(config.price_increases).toEqual({ policy: 'reject', check_interval_s: 300 });
     expect(config.webhooks.listen).toBeNull();
     expect(env.webhookSecret).toBeUndefined();
   });

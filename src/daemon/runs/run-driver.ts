@@ -279,6 +279,13 @@ export class RunDriver {
     this.send({ type: 'READY', n });
   }
 
+  /** The $/h the current instance bills: as last listed, else as rented; null without one. */
+  currentPrice(): number | null {
+    const current = this.actor?.getSnapshot().context.current;
+    if (!current || current.instanceId === null) return null;
+    return current.status?.dph_total ?? current.dphTotal;
+  }
+
   /** The instance this run currently holds (or is destroying), if any. */
   currentInstanceId(): number | null {
     return this.actor?.getSnapshot().context.current?.instanceId ?? null;

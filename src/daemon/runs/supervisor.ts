@@ -23,6 +23,7 @@ import type { RunError } from '../../../machines/run-rules.js';
 import { AccountWatch } from '../money/account-watch.js';
 import { AttemptJournal } from './attempt-journal.js';
 import { CreateGate } from '../money/create-gate.js';
+import { PriceIncreaseWatch, type Holder } from '../money/price-increases.js';
 import { MoneyGuard } from '../money/money-guard.js';
 import { FailureLogs } from './failure-logs.js';
 import { MachineQuarantine } from './machine-quarantine.js';
@@ -81,6 +82,8 @@ export class Supervisor implements PollSubscriber {
   /** The account's credit, read at a slow cadence (the create gate holds creates while it is low). */
   readonly account: AccountWatch;
   readonly gate: CreateGate;
+  /** Answers hosts' price increases on the runs' instances (never above a run's cap). */
+  readonly prices: PriceIncreaseWatch;
   private readonly guard: MoneyGuard;
   /** Runs that moved since the money guard last looked (checked once per turn). */
   private readonly moved = new Set<string>();
@@ -119,6 +122,18 @@ export class Supervisor implements PollSubscriber {
       specs: this.specs,
       endRequested: (runId) => this.drivers.get(runId)?.endRequested() ?? true,
     });
+    this.prices = new PriceIncreaseWatch({
+      client: deps.client,
+      clock: deps.clock,
+      log: deps.log,
+      policy: config.price_increases.policy,
+      intervalMs: config.price_increases.check_interval_s * 1000,
+      holders: () => this.holders(),
+      note: (runId, type, message, data) =>
+        deps.store.transaction(() =>
+          deps.store.events.append({ runId, at: deps.clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
+        ),
+    });
     this.guard = new MoneyGuard({
       store: deps.store,
       clock: deps.clock,
@@ -156,6 +171,7 @@ export class Supervisor implements PollSubscriber {
   resumeAll(): void {
     if (this.stopping || this.resumed) return;
     this.resumed = true;
+    this.prices.start();
     const held: string[] = [];
     for (const row of this.deps.store.runs.live()) {
       if (row.held_at !== null) {
@@ -394,6 +410,19 @@ export class Supervisor implements PollSubscriber {
     return driver.serviceSays(instanceId, status, eventAt, why, note) ? driver.runId : null;
   }
 
+  /** The instances runs hold now, with what each run may be billed (for the price increase watch). */
+  private holders(): Map<number, Holder> {
+    const out = new Map<number, Holder>();
+    for (const driver of this.drivers.values()) {
+      const id = driver.currentInstanceId();
+      const dphTotal = driver.currentPrice();
+      const spec = this.specs.get(driver.runId);
+      if (id !== null && dphTotal !== null && spec)
+        out.set(id, { runId: driver.runId, maxPricePerHour: spec.max_price_per_hour, dphTotal });
+    }
+    return out;
+  }
+
   /** One event on every live run (an account check that failed at start: it stops them all). */
   noteOnLiveRuns(type: string, message: string): void {
     const { store, clock } = this.deps;
@@ -410,6 +439,7 @@ export class Supervisor implements PollSubscriber {
     this.guard.stop();
     this.gate.stop();
     this.account.stop();
+    this.prices.stop();
     this.storeRetry?.cancel();
     this.reconciler.stop();
     this.failureLogs.close();
