@@ -8,11 +8,12 @@ import {
   destroyBackoffMs,
   firstBid,
   failureOfStatus,
+  isRunningStatus,
   type AttemptOutcome,
   type InstanceStatus,
   type RunError,
 } from './run-rules.js';
-import type { Candidate, CurrentAttempt, Endpoint, RunContext, RunEmitted } from './run-types.js';
+import type { LastLook, Candidate, CurrentAttempt, Endpoint, RunContext, RunEmitted } from './run-types.js';
 
 type Change = Partial<RunContext>;
 type Ending = NonNullable<CurrentAttempt['ending']>;
@@ -133,30 +134,58 @@ export function endingCancelled(context: RunContext): Change {
 }
 
 /**
- * The boot deadline passed; when the run's own deadline passed too, the run fails after the
- * destroy. An instance the list showed running but whose SSH never answered is `unreachable`.
+ * The boot deadline passed (and the last look at the instance, `look`, did not show it ready);
+ * when the run's own deadline passed too, the run fails after the destroy. An instance a list
+ * showed running but whose SSH never answered is `unreachable`. `look` is null when no list
+ * answered in time (the run judges by what it last saw), its instance null when that list did not
+ * show the instance.
  */
-export function endingBootTimeout(context: RunContext, now: number): Change {
+export function endingBootTimeout(context: RunContext, now: number, look: LastLook | null = null): Change {
   const cur = context.current!;
-  const seen = cur.status?.actual_status ?? 'provisioning';
+  const fresh = look?.instance ?? null;
+  const status = fresh ?? cur.status;
+  const seen = look && !fresh ? 'not listed' : (status?.actual_status ?? 'provisioning');
   const deadline = now >= context.deadlineAt;
-  const unreachable = cur.runningSeenAt !== null;
+  const runningAtLook = cur.runningSeenAt === null && fresh !== null && isRunningStatus(fresh);
+  const unreachable = cur.runningSeenAt !== null || runningAtLook;
   const detail = deadline
     ? `run deadline reached while instance ${cur.instanceId} was ${unreachable ? 'running without answering SSH' : seen}`
-    : unreachable
-      ? unreachableDetail(context)
-      : `instance ${cur.instanceId} still ${seen} after ${context.limits.bootTimeoutS} s`;
+    : runningAtLook
+      ? `instance ${cur.instanceId} was first listed running by a last look at its boot deadline (boot_timeout_s, ${context.limits.bootTimeoutS} s), and SSH${sshEndpointsText(fresh)} did not answer with a banner then`
+      : unreachable
+        ? unreachableDetail(context)
+        : `instance ${cur.instanceId} still ${seen} after ${context.limits.bootTimeoutS} s`;
   return withEnding(
     context,
     { outcome: unreachable ? 'unreachable' : 'boot_timeout', detail },
-    { endReason: deadline ? deadlineError(context) : context.endReason },
+    { endReason: deadline ? deadlineError(context) : context.endReason, current: { ...cur, status } },
   );
 }
 
+/** Why the SSH wait ended: a probe that gave up (`why`), or the earlier of its two bounds. */
 function unreachableDetail(context: RunContext, why?: string): string {
   const cur = context.current!;
   const where = sshEndpointsText(cur.status);
-  return `instance ${cur.instanceId} was running but SSH${where} did not answer with a banner${why ? ` (${why})` : ` within ${context.limits.sshTimeoutS} s`}`;
+  return `instance ${cur.instanceId} was running but SSH${where} did not answer with a banner ${why ? `(${why})` : sshBoundText(context)}`;
+}
+
+/**
+ * The SSH wait runs from the first list that showed the instance running until readiness.ssh_timeout_s
+ * later or the boot deadline, whichever comes first: say which one it was, and how long the wait was.
+ */
+function sshBoundText(context: RunContext): string {
+  const cur = context.current!;
+  const seenAt = cur.runningSeenAt;
+  const sshTimeoutMs = context.limits.sshTimeoutS * 1000;
+  if (seenAt === null || cur.bootDeadlineAt === null || cur.bootDeadlineAt >= seenAt + sshTimeoutMs) {
+    return `within ${context.limits.sshTimeoutS} s (readiness.ssh_timeout_s)`;
+  }
+  const waitedS = Math.max(0, Math.round((cur.bootDeadlineAt - seenAt) / 100) / 10);
+  const bound =
+    cur.bootDeadlineAt >= context.deadlineAt
+      ? `the run's deadline (deadline_s, ${context.limits.deadlineS} s)`
+      : `the boot deadline (boot_timeout_s, ${context.limits.bootTimeoutS} s)`;
+  return `within ${waitedS} s of being listed running: ${bound} ended the wait`;
 }
 
 function sshEndpointsText(status: InstanceStatus | null): string {

@@ -3,6 +3,8 @@
 // left only for another of them or through `destroying`, which ends the attempt once a list no
 // longer shows the instance; so a run holds at most one instance and never forgets it.
 //
+//   booting           at the boot deadline, one more look at the instance (the last list seen may be
+//                     older): ready by that look → running; else → destroying (boot_timeout)
 //   booting.starting  running status → probing (or running when ready_when is "status")
 //   booting.probing   an SSH banner at an endpoint → running; none by readiness.ssh_timeout_s →
 //                     destroying (unreachable)
@@ -13,13 +15,21 @@
 import { raise } from 'xstate';
 import { failureOf, sshEndpoints, type RunError } from './run-rules.js';
 import { runSetup, type PollParams } from './run-setup.js';
-import type { ProbeOutput, SleepOutput } from './run-types.js';
+import type { BootDeadlineOutput, LastLook, ProbeOutput, SleepOutput } from './run-types.js';
 
 type AnyEvent = { event: { type: string } };
 const poll = ({ event }: AnyEvent) => event as unknown as PollParams;
 /** When a list was made or a sleeper woke: the time an action triggered by either happened. */
 const listedAt = (a: AnyEvent) => ({ at: poll(a).listedAt });
 const wokeAt = ({ event }: AnyEvent) => ({ at: (event as unknown as { output: SleepOutput }).output.at });
+/**
+ * The boot deadline and its last look. A snapshot stored while the deadline was a plain sleep
+ * resumes that sleep, whose output has no look: judged as when no list answered.
+ */
+const deadlineMet = ({ event }: AnyEvent): { at: number; look: LastLook | null } => {
+  const output = (event as unknown as { output: Partial<BootDeadlineOutput> & SleepOutput }).output;
+  return { at: output.at, look: output.look ?? null };
+};
 const reasonOf = ({ event }: AnyEvent) => ({ reason: (event as unknown as { reason: RunError }).reason });
 
 /**
@@ -84,9 +94,33 @@ export const bootingState = runSetup.createStateConfig({
   description: 'The instance exists; waits for the list to show it running, then for SSH to answer, before the boot deadline.',
   initial: 'starting',
   invoke: {
-    src: 'sleepUntil',
-    input: ({ context }) => ({ until: context.current!.bootDeadlineAt! }),
-    onDone: { target: '#run.destroying', actions: { type: 'markEndingBootTimeout', params: wokeAt } },
+    src: 'bootDeadline',
+    input: ({ context }) => ({
+      runId: context.runId,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      until: context.current!.bootDeadlineAt!,
+      readyWhen: context.limits.readyWhen,
+    }),
+    onDone: [
+      {
+        guard: { type: 'lookAnswersSsh', params: deadlineMet },
+        target: '#run.running',
+        actions: [
+          { type: 'markRunning', params: (a) => ({ instance: deadlineMet(a).look!.instance, reachable: deadlineMet(a).look!.reachable }) },
+          { type: 'reportRunning', params: { via: 'ssh' } },
+        ],
+      },
+      {
+        guard: { type: 'lookReadyByStatus', params: deadlineMet },
+        target: '#run.running',
+        actions: [
+          { type: 'markRunning', params: (a) => ({ instance: deadlineMet(a).look!.instance, reachable: null }) },
+          { type: 'reportRunning', params: { via: 'status' } },
+        ],
+      },
+      { target: '#run.destroying', actions: { type: 'markEndingBootTimeout', params: deadlineMet } },
+    ],
   },
   on: {
     ...endedByRun,

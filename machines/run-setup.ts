@@ -49,7 +49,10 @@ import {
   type RunError,
 } from './run-rules.js';
 import type {
+  BootDeadlineInput,
+  BootDeadlineOutput,
   Candidate,
+  LastLook,
   ChangeBidInput,
   CreateInput,
   CreateOutput,
@@ -90,6 +93,7 @@ export const runSetup = setup({
     createInstance: missing<CreateOutput, CreateInput>('createInstance'),
     destroyInstance: missing<DestroyOutput, DestroyInput>('destroyInstance'),
     sleepUntil: missing<SleepOutput, SleepInput>('sleepUntil'),
+    bootDeadline: missing<BootDeadlineOutput, BootDeadlineInput>('bootDeadline'),
     probeSsh: missing<ProbeOutput, ProbeInput>('probeSsh'),
     changeBid: missing<void, ChangeBidInput>('changeBid'),
   },
@@ -129,6 +133,12 @@ export const runSetup = setup({
     /** Outbid, on_outbid "on_demand": fail over to on-demand offers under the same cap. */
     outbidToOnDemand: ({ context }, params: PollParams) =>
       params.instance !== null && isOutbid(params.instance, context.current!) && context.limits.bid?.onOutbid === 'on_demand',
+    /** The boot deadline's last look showed the instance running and SSH answered. */
+    lookAnswersSsh: (_, params: { look: LastLook | null }) =>
+      params.look?.instance != null && isRunningStatus(params.look.instance) && (params.look.reachable?.length ?? 0) > 0,
+    /** The boot deadline's last look showed the instance running, and the spec counts that as ready. */
+    lookReadyByStatus: ({ context }, params: { look: LastLook | null }) =>
+      params.look?.instance != null && isRunningStatus(params.look.instance) && context.limits.readyWhen === 'status',
     canRaiseBid: ({ context }) => nextBid(context.limits, context.current!) !== null,
     /** Started again after a rebid (no longer stopped). */
     restarted: (_, params: PollParams) => params.instance !== null && params.instance.actual_status !== 'stopped',
@@ -179,7 +189,9 @@ export const runSetup = setup({
     ),
     markEndingMissing: assign(({ context }) => endingMissing(context)),
     markEndingCancelled: assign(({ context }) => endingCancelled(context)),
-    markEndingBootTimeout: assign(({ context }, params: At) => endingBootTimeout(context, params.at)),
+    markEndingBootTimeout: assign(({ context }, params: { at: number; look: LastLook | null }) =>
+      endingBootTimeout(context, params.at, params.look),
+    ),
     markEndingForEndReason: assign(({ context }) => endingForEndReason(context)),
     markEndingUnreachable: assign(({ context }, params: { why?: string }) => endingUnreachable(context, params.why)),
     markEndingOutbid: assign(({ context }, params: { instance: InstanceStatus | null; why: string }) =>

@@ -297,6 +297,30 @@ export interface ProbeOutput {
   /** Every endpoint that answered (at least one). */
   reachable: Endpoint[];
 }
+/**
+ * Waits until the boot deadline, then looks once more at the instance (one list filtered on it): the
+ * last list the run saw may be older than the deadline, and the instance running since. When that
+ * look shows it running and readiness is by SSH, its endpoints get one SSH try.
+ */
+export interface BootDeadlineInput {
+  runId: string;
+  n: number;
+  instanceId: number;
+  until: number;
+  readyWhen: ReadyWhen;
+}
+export interface BootDeadlineOutput {
+  /** When the deadline was met (the time of the look). */
+  at: number;
+  /** What the last look saw; null when no list answered in time. */
+  look: LastLook | null;
+}
+export interface LastLook {
+  /** The instance as that list showed it; null when it did not. */
+  instance: InstanceStatus | null;
+  /** The endpoints that answered the SSH try; null when none was tried or none answered. */
+  reachable: Endpoint[] | null;
+}
 export interface ChangeBidInput {
   runId: string;
   n: number;

@@ -6,7 +6,8 @@
 //
 // - a targeted list at the start of every interval: only the instances runs are *waiting on*
 //   (booting: waiting for running; destroying: waiting for absence), by `select_filters` on `id`,
-//   25 ids per call; plus, as soon as asked, look-ups by label of creates whose outcome is unknown.
+//   25 ids per call; plus, as soon as asked, look-ups by label of creates whose outcome is unknown
+//   and by id of instances at their boot deadline (the last list seen may be older than the deadline).
 //   An id a filtered list asked for and did not get IS absent. When more than a page of instances
 //   are booting at once (many runs started together), reading each of them every interval would
 //   take one call per 25 of them; instead they are asked for 200 ids at a time together with
@@ -68,6 +69,11 @@ export interface InstanceLists {
    * when that list shows none. Asks for a look-up at once; many look-ups share one call.
    */
   findLabel(label: string, after: number, signal?: AbortSignal): Promise<Instance | null>;
+  /**
+   * Instance `id` as a list filtered on it and started at or after `after` shows it, or null when
+   * that list does not (it is absent). Asks for a look-up at once; many look-ups share one call.
+   */
+  lookAt(id: number, after: number, signal?: AbortSignal): Promise<Instance | null>;
 }
 
 export interface PollerOptions {
@@ -81,8 +87,10 @@ export interface PollerOptions {
   onSweepDone?: (sweep: { pages: number; durationMs: number; instances: number }) => void;
 }
 
+/** A look-up: by label (a create whose outcome is unknown) or by id (an instance at its boot deadline). */
 interface LabelWaiter {
-  label: string;
+  label?: string;
+  id?: number;
   after: number;
   resolve(instance: Instance | null): void;
   reject(err: unknown): void;
@@ -134,14 +142,22 @@ export class InstancePoller implements InstanceLists {
   }
 
   findLabel(label: string, after: number, signal?: AbortSignal): Promise<Instance | null> {
+    return this.lookUp({ label }, after, signal);
+  }
+
+  lookAt(id: number, after: number, signal?: AbortSignal): Promise<Instance | null> {
+    return this.lookUp({ id }, after, signal);
+  }
+
+  private lookUp(what: { label: string } | { id: number }, after: number, signal?: AbortSignal): Promise<Instance | null> {
     return new Promise<Instance | null>((resolve, reject) => {
       if (this.abort.signal.aborted) return reject(new BerthError('aborted', 'The daemon is stopping.'));
       const onAbort = () => {
         this.waiters = this.waiters.filter((w) => w !== waiter);
-        reject(new BerthError('aborted', 'The look-up of an instance label was cancelled.'));
+        reject(new BerthError('aborted', 'The look-up of an instance was cancelled.'));
       };
       const waiter: LabelWaiter = {
-        label,
+        ...what,
         after,
         resolve: (found) => {
           signal?.removeEventListener('abort', onAbort);
@@ -254,6 +270,7 @@ export class InstancePoller implements InstanceLists {
       this.subscriber?.onSeen(found, listedAt);
       const absent = chunk.filter((id) => !seen.has(id));
       if (absent.length > 0) this.subscriber?.onAbsent(absent, listedAt);
+      this.settleWaiters(found, listedAt, { ids: new Set(chunk) });
     }
   }
 
@@ -285,29 +302,45 @@ export class InstancePoller implements InstanceLists {
     return this.waiters.filter((w) => w.after <= now);
   }
 
-  /** Looks up every label asked for before now; false when a call failed (those waiters wait on). */
+  /** Looks up every label and id asked for before now; false when a call failed (those waiters wait on). */
   private async lookups(): Promise<boolean> {
     const due = this.dueLookups(this.options.clock.now());
-    for (const labels of chunks([...new Set(due.map((w) => w.label))], PAGE_SIZE)) {
+    const labels = [...new Set(due.flatMap((w) => (w.label === undefined ? [] : [w.label])))];
+    const ids = [...new Set(due.flatMap((w) => (w.id === undefined ? [] : [w.id])))];
+    const calls = [
+      ...chunks(labels, PAGE_SIZE).map((chunk) => ({ filters: { label: { in: chunk } }, scope: { labels: new Set(chunk) } })),
+      ...chunks(ids, PAGE_SIZE).map((chunk) => ({ filters: { id: { in: chunk } }, scope: { ids: new Set(chunk) } })),
+    ];
+    for (const { filters, scope } of calls) {
       if (this.stopped) return false;
       let got: { instances: Instance[]; listedAt: number };
       try {
-        got = await this.filtered({ label: { in: labels } });
+        got = await this.filtered(filters);
       } catch (err) {
         return this.guard(() => Promise.reject(err));
       }
-      this.settleWaiters(got.instances, got.listedAt, new Set(labels));
+      this.settleWaiters(got.instances, got.listedAt, scope);
     }
     return true;
   }
 
-  /** Resolves the waiters for `labels` (all labels when undefined) that asked at or before `listedAt`. */
-  private settleWaiters(instances: Instance[], listedAt: number, labels?: Set<string>): void {
+  /**
+   * Resolves the waiters that asked at or before `listedAt` and that this list answers: those for
+   * `scope`'s labels and ids (a filtered list), or every one (a complete sweep, scope undefined).
+   */
+  private settleWaiters(instances: Instance[], listedAt: number, scope?: { labels?: Set<string>; ids?: Set<number> }): void {
     const byLabel = new Map<string, Instance>();
-    for (const inst of instances) if (inst.label && !byLabel.has(inst.label)) byLabel.set(inst.label, inst);
-    const ready = this.waiters.filter((w) => w.after <= listedAt && (!labels || labels.has(w.label)));
+    const byId = new Map<number, Instance>();
+    for (const inst of instances) {
+      if (inst.label && !byLabel.has(inst.label)) byLabel.set(inst.label, inst);
+      byId.set(inst.id, inst);
+    }
+    const answers = (w: LabelWaiter) =>
+      !scope || (w.label !== undefined && scope.labels?.has(w.label) === true) || (w.id !== undefined && scope.ids?.has(w.id) === true);
+    const ready = this.waiters.filter((w) => w.after <= listedAt && answers(w));
+    if (ready.length === 0) return;
     this.waiters = this.waiters.filter((w) => !ready.includes(w));
-    for (const w of ready) w.resolve(byLabel.get(w.label) ?? null);
+    for (const w of ready) w.resolve((w.label !== undefined ? byLabel.get(w.label) : byId.get(w.id!)) ?? null);
   }
 
   /** Every instance matching `filters`, dated from the first call (a filtered list is short; it still follows next_token). */

@@ -5,7 +5,10 @@
 // What a failed create means (skip the offer, look for the label, fail the run...) is the policy
 // table's call (src/client/retry-policy.ts RUN_POLICY), not this file's.
 import { fromPromise } from 'xstate';
+import { isRunningStatus, sshEndpoints } from '../../../machines/run-rules.js';
 import type {
+  BootDeadlineInput,
+  BootDeadlineOutput,
   Candidate,
   ChangeBidInput,
   ProbeInput,
@@ -21,7 +24,7 @@ import type {
   SleepOutput,
 } from '../../../machines/run-machine.js';
 import { runPolicyOf } from '../../client/retry-policy.js';
-import type { MarketClient } from '../../client/types.js';
+import type { Instance, MarketClient } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import { encodeOnstart, encodeOnstartWith } from '../../job-spec/onstart.js';
@@ -34,8 +37,9 @@ import { CreateAbandoned, type CreateGate } from '../money/create-gate.js';
 import type { MoneyGuard } from '../money/money-guard.js';
 import type { FailureLogs } from './failure-logs.js';
 import { callbackLine, type ReadyTokens } from '../inbound/ready-token.js';
-import { probeUntilReachable } from './ssh-probe.js';
+import { probeOnce, probeUntilReachable } from './ssh-probe.js';
 import { asRunActor } from './actor-failure.js';
+import { toStatus } from './instance-status.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from '../fleet/poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
@@ -46,7 +50,10 @@ export interface RunActorDeps {
   journal: AttemptJournal;
   /** The resolved specs of the live runs (one set of actors serves every run of the daemon). */
   specs: RunSpecs;
-  /** How long to keep looking for the label of a create whose outcome is unknown. */
+  /**
+   * How long a look-up through the shared lists may take: a create whose outcome is unknown is
+   * looked for by label this long, and the last look at a boot deadline waits this long at most.
+   */
   reconcileGraceMs: number;
   /** Offers other runs of this daemon are trying: skipped, not raced for. */
   claims: OfferClaims;
@@ -204,6 +211,47 @@ function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, runId: string, n:
   return { script, secret: token };
 }
 
+/**
+ * The boot deadline: sleeps until it, then looks once more at the instance (one list filtered on
+ * its id; the last list the run saw may be older than the deadline: lists are spaced, and shared
+ * with sweep pages) and, running with readiness by SSH, tries its endpoints once. `look` is null
+ * when no list answered within the grace (an outage): the run then judges by what it last saw.
+ */
+async function bootDeadline(deps: RunActorDeps, input: BootDeadlineInput, signal: AbortSignal): Promise<BootDeadlineOutput> {
+  await deps.clock.sleepUntil(input.until, signal);
+  const at = deps.clock.now();
+  const listed = await lookWithin(deps, input.instanceId, signal);
+  if (listed === undefined) return { at, look: null };
+  const instance = listed ? toStatus(listed) : null;
+  const running = instance !== null && isRunningStatus(instance);
+  const reachable = running && input.readyWhen === 'ssh' ? await probeOnce(sshEndpoints(instance), signal) : [];
+  return { at, look: { instance, reachable: reachable.length > 0 ? reachable : null } };
+}
+
+/** The instance as one list filtered on it shows it (null: absent); undefined when none answered within the grace. */
+function lookWithin(deps: RunActorDeps, instanceId: number, signal: AbortSignal): Promise<Instance | null | undefined> {
+  const giveUp = new AbortController();
+  const onAbort = () => giveUp.abort(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  return new Promise<Instance | null | undefined>((resolve, reject) => {
+    const timer = deps.clock.setTimer(() => {
+      giveUp.abort();
+      resolve(undefined);
+    }, deps.reconcileGraceMs);
+    deps.lists.lookAt(instanceId, deps.clock.now(), giveUp.signal).then(
+      (found) => {
+        timer.cancel();
+        resolve(found);
+      },
+      (err: unknown) => {
+        timer.cancel();
+        if (signal.aborted) reject(err);
+        else resolve(undefined);
+      },
+    );
+  }).finally(() => signal.removeEventListener('abort', onAbort));
+}
+
 export function makeRunActors(deps: RunActorDeps) {
   const { client } = deps;
   const now = () => deps.clock.now();
@@ -253,6 +301,8 @@ export function makeRunActors(deps: RunActorDeps) {
     })),
 
     changeBid: actor<void, ChangeBidInput>(({ input, signal }) => client.changeBid(input.instanceId, input.price, { signal })),
+
+    bootDeadline: actor<BootDeadlineOutput, BootDeadlineInput>(({ input, signal }) => bootDeadline(deps, input, signal)),
 
     // Any length: a deadline weeks away must not fire at once (setTimeout's 24.8-day limit).
     sleepUntil: fromPromise<SleepOutput, SleepInput>(async ({ input, signal }) => {

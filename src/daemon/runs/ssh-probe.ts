@@ -70,6 +70,17 @@ export function answersSsh(
   });
 }
 
+/** One try of each endpoint, in turn (no pause, no second round): every endpoint that answered. */
+export async function probeOnce(
+  endpoints: Endpoint[],
+  signal: AbortSignal,
+  tryEndpoint: (e: Endpoint, s: AbortSignal) => Promise<boolean> = (e, s) => answersSsh(e, DEFAULT_SSH_PROBE_TIMINGS, s),
+): Promise<Endpoint[]> {
+  const answered: Endpoint[] = [];
+  for (const endpoint of endpoints) if (!signal.aborted && (await tryEndpoint(endpoint, signal))) answered.push(endpoint);
+  return answered;
+}
+
 /**
  * Probes until an endpoint answers; resolves with every endpoint that did (the first one found and
  * any other that answers one more try). Rejects only when `signal` aborts.

@@ -34,6 +34,7 @@ import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
 import type { ReadyTokens } from '../inbound/ready-token.js';
 import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
+import { toStatus } from './instance-status.js';
 import type { RunHooks } from './run-hooks.js';
 
 export interface SupervisorDeps {
@@ -553,21 +554,4 @@ export class Supervisor implements PollSubscriber {
       this.drivers.get(runId)?.admit();
     }
   }
-}
-
-function toStatus(inst: Instance | undefined) {
-  if (!inst) return null;
-  return {
-    id: inst.id,
-    actual_status: inst.actual_status,
-    intended_status: inst.intended_status ?? null,
-    cur_state: inst.cur_state ?? null,
-    status_msg: inst.status_msg ?? null,
-    ssh_host: inst.ssh_host ?? null,
-    ssh_port: inst.ssh_port ?? null,
-    dph_total: inst.dph_total ?? null,
-    // The direct SSH endpoint (public_ipaddr + ports["22/tcp"]), probed for readiness with the proxy.
-    public_ipaddr: inst.public_ipaddr ?? null,
-    ports: inst.ports ?? null,
-  };
 }

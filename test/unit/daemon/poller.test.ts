@@ -269,6 +269,19 @@ describe('failures and look-ups', () => {
     expect(lookups).toEqual([{ at: 5000, kind: 'labels' }]);
   });
 
+  it('looks ids up at once (an instance at its boot deadline): one filtered call, null for an id the list lacks', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const p = start(clock, account.client, recorder().subscriber);
+    await clock.advance(3000);
+    const a = p.lookAt(1007, clock.now());
+    const b = p.lookAt(99, clock.now());
+    await clock.advance(2000);
+    expect(await a).toMatchObject({ id: 1007, actual_status: 'running' });
+    expect(await b).toBeNull();
+    expect(account.calls.filter((c) => c.kind === 'ids')).toEqual([{ at: 5000, kind: 'ids', ids: [1007, 99] }]);
+  });
+
   it('on stop, a pending look-up is rejected as aborted, never answered "not found"', async () => {
     const clock = new FakeClock(0);
     const account = fakeAccount(clock, 10);

@@ -21,6 +21,7 @@ import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
 import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { makeRunActors } from '../../../src/daemon/runs/run-actors.js';
+import type { InstanceLists } from '../../../src/daemon/fleet/poller.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
@@ -76,11 +77,12 @@ function lookups(found: (call: number) => Instance | null = () => null) {
         asked.push({ label, after });
         return found(asked.length);
       },
+      lookAt: async () => null,
     },
   };
 }
 
-function actorsWith(client: MarketClient, lists = lookups().lists, claims = new OfferClaims()) {
+function actorsWith(client: MarketClient, lists: InstanceLists = lookups().lists, claims = new OfferClaims()) {
   return makeRunActors({
     client,
     clock,
@@ -93,7 +95,7 @@ function actorsWith(client: MarketClient, lists = lookups().lists, claims = new 
   });
 }
 
-function startCreate(client: MarketClient, lists = lookups().lists, claims = new OfferClaims(), input: CreateInput = INPUT) {
+function startCreate(client: MarketClient, lists: InstanceLists = lookups().lists, claims = new OfferClaims(), input: CreateInput = INPUT) {
   const actor = createActor(actorsWith(client, lists, claims).createInstance, { input }).start();
   return { actor, done: toPromise(actor) };
 }
@@ -265,5 +267,40 @@ describe('create actor: a row already settled (the actor re-run on restore)', ()
     const { client, calls } = scripted(async () => ({ instanceId: 999 }));
     await expect(startCreate(client).done).resolves.toEqual({ kind, detail: 'earlier', at: clock.now() });
     expect(calls).toHaveLength(0);
+  });
+});
+
+describe('boot deadline actor: one more look before the destroy (issue #18)', () => {
+  const LOOK = { runId: 'run1', n: 1, instanceId: 500, until: 0, readyWhen: 'status' as const };
+  const looked = (answer: () => Promise<Instance | null>) => ({
+    findLabel: async () => null,
+    lookAt: (id: number, after: number) => {
+      asked.push({ id, after });
+      return answer();
+    },
+  });
+  let asked: Array<{ id: number; after: number }>;
+  beforeEach(() => {
+    asked = [];
+  });
+
+  it('at the deadline, looks at the instance once (dated after the deadline) and answers what the list showed', async () => {
+    const lists = looked(async () => ({ id: 500, actual_status: 'running', machine_id: 1 }) as Instance);
+    const actor = createActor(actorsWith({} as MarketClient, lists).bootDeadline, { input: { ...LOOK, until: clock.now() + 60_000 } });
+    const done = toPromise(actor.start());
+    await clock.advance(59_999);
+    expect(asked).toEqual([]);
+    await clock.advance(1);
+    expect(await done).toMatchObject({ at: clock.now(), look: { instance: { id: 500, actual_status: 'running' }, reachable: null } });
+    expect(asked).toEqual([{ id: 500, after: clock.now() }]);
+  });
+
+  it('answers null when no list answers within the grace (an outage): the run judges by what it last saw', async () => {
+    const lists = looked(() => new Promise<never>(() => undefined));
+    const actor = createActor(actorsWith({} as MarketClient, lists).bootDeadline, { input: { ...LOOK, until: clock.now() } });
+    const done = toPromise(actor.start());
+    const t0 = clock.now();
+    await clock.advance(GRACE_MS);
+    expect(await done).toEqual({ at: t0, look: null });
   });
 });

@@ -8,6 +8,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { fromPromise } from 'xstate';
 import {
   runMachine,
+  type BootDeadlineInput,
+  type BootDeadlineOutput,
   type CreateInput,
   type CreateOutput,
   type DestroyInput,
@@ -71,6 +73,7 @@ function machine(failures: { value: number }): ProvidedRunMachine {
       // SSH answers at once on every endpoint the list shows.
       probeSsh: stubActor<ProbeOutput, ProbeInput>(async ({ input }) => ({ reachable: input.endpoints })),
       // Backoffs pass at once; the run's deadline and boot timeout never come.
+      bootDeadline: fromPromise<BootDeadlineOutput, BootDeadlineInput>(() => new Promise(() => undefined)),
       sleepUntil: fromPromise<SleepOutput, SleepInput>(async ({ input }) => {
         await (input.until - Date.now() > 60_000 ? new Promise<void>(() => undefined) : turn());
         return { at: Date.now() };

@@ -51,7 +51,7 @@ function superviseWith(s: Store): Supervisor {
     store: s,
     client,
     clock,
-    lists: { findLabel: async () => null },
+    lists: { findLabel: async () => null, lookAt: async () => null },
     config: loadConfig({}, {}).config,
     log: silentLogger(),
     apiKey: 'test-key',

@@ -33,7 +33,7 @@ beforeEach(() => {
       options?.signal?.addEventListener('abort', () => reject(new BerthError('aborted', 'stopped')), { once: true });
     });
   const client = { searchOffers: search } as unknown as MarketClient;
-  const lists = { findLabel: async () => null };
+  const lists = { findLabel: async () => null, lookAt: async () => null };
   supervisor = new Supervisor({ store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger(), apiKey: 'test-key' });
 });
 afterEach(() => {
@@ -103,7 +103,7 @@ describe('supervisor: runs it cannot resume', () => {
       store,
       client: {} as MarketClient,
       clock,
-      lists: { findLabel: async () => null },
+      lists: { findLabel: async () => null, lookAt: async () => null },
       config: loadConfig({}, {}).config,
       log: silentLogger(),
       apiKey: 'test-key',

@@ -7,7 +7,10 @@ import { createActor, fromPromise, type Snapshot } from 'xstate';
 import { vi } from 'vitest';
 import {
   runMachine,
+  type BootDeadlineInput,
+  type BootDeadlineOutput,
   type Candidate,
+  type LastLook,
   type CreateInput,
   type CreateOutput,
   type CreateResult as CreateAnswer,
@@ -62,6 +65,10 @@ export class FakeWorld {
   probes: ProbeInput[] = [];
   /** What probes answer: endpoints that answer, or 'never' (the probe keeps trying until stopped). */
   probeAnswer: 'all' | 'never' | Error = 'all';
+  /** Boot deadlines reached (each then looks once more at its instance). */
+  looks: BootDeadlineInput[] = [];
+  /** What that last look answers; null: no list answered in time (the run judges by what it saw). */
+  lookAnswer: LastLook | null = null;
   /** Bids sent with change-bid. */
   bids: ChangeBidInput[] = [];
   /** Pending creates the test resolves by hand (for "cancel while creating"). */
@@ -115,6 +122,19 @@ export class FakeWorld {
       changeBid: stubActor<void, ChangeBidInput>(async ({ input }) => {
         this.bids.push(input);
       }),
+      bootDeadline: fromPromise<BootDeadlineOutput, BootDeadlineInput>(
+        ({ input, signal }) =>
+          new Promise<BootDeadlineOutput>((resolve) => {
+            const t = setTimeout(
+              () => {
+                this.looks.push(input);
+                resolve({ at: Date.now(), look: this.lookAnswer });
+              },
+              Math.max(0, input.until - Date.now()),
+            );
+            signal.addEventListener('abort', () => clearTimeout(t));
+          }),
+      ),
       sleepUntil: fromPromise<{ at: number }, { until: number }>(
         ({ input, signal }) =>
           new Promise<{ at: number }>((resolve) => {

@@ -113,6 +113,101 @@ describe('readiness by SSH', () => {
   });
 });
 
+describe('the boot deadline (issue #18, found while measuring)', () => {
+  it('says which bound ended the SSH wait: the boot deadline when it came first, readiness.ssh_timeout_s otherwise', async () => {
+    const world = new FakeWorld();
+    world.probeAnswer = 'never';
+    const { actor, emitted } = await admitted(world, { readyWhen: 'ssh', sshTimeoutS: 180, bootTimeoutS: 2 });
+    await tick(500);
+    await poll(actor, status(100, 'running'));
+    await tick(1_500);
+    await confirmGone(actor);
+    expect(endedAttempts(emitted)[0]!.detail).toMatch(
+      /did not answer with a banner within 1\.5 s of being listed running: the boot deadline \(boot_timeout_s, 2 s\) ended the wait$/,
+    );
+    expect(endedAttempts(emitted)[0]!.detail).not.toMatch(/180/);
+
+    const other = new FakeWorld();
+    other.probeAnswer = 'never';
+    const second = await admitted(other, { readyWhen: 'ssh', sshTimeoutS: 30, bootTimeoutS: 600 });
+    await poll(second.actor, status(100, 'running'));
+    await tick(30_000);
+    await confirmGone(second.actor);
+    expect(endedAttempts(second.emitted)[0]!.detail).toMatch(/did not answer with a banner within 30 s \(readiness\.ssh_timeout_s\)$/);
+  });
+
+  it('looks once more at the instance before destroying it: running by that look, it is kept (ready by status)', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world, { readyWhen: 'status', bootTimeoutS: 60 });
+    await poll(actor, status(100, 'loading')); // the last list the run saw, older than the deadline
+    world.lookAnswer = { instance: status(100, 'running'), reachable: null };
+    await tick(60_000);
+    expect(world.looks).toMatchObject([{ runId: 'r1', n: 1, instanceId: 100, readyWhen: 'status' }]);
+    expect(stateOf(actor)).toBe('running');
+    expect(world.destroys).toEqual([]);
+    expect(emitted.find((e) => e.type === 'attempt.running')).toMatchObject({ via: 'status', status: { actual_status: 'running' } });
+  });
+
+  it('running by the last look with readiness by SSH: kept when SSH answered that look, else replaced as unreachable', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world, { readyWhen: 'ssh', bootTimeoutS: 60 });
+    const endpoint = { kind: 'proxy' as const, host: 'ssh1.example', port: 40022 };
+    world.lookAnswer = { instance: status(100, 'running'), reachable: [endpoint] };
+    await tick(60_000);
+    expect(stateOf(actor)).toBe('running');
+    expect(emitted.find((e) => e.type === 'attempt.running')).toMatchObject({ via: 'ssh', reachable: [endpoint] });
+
+    const other = new FakeWorld();
+    const second = await admitted(other, { readyWhen: 'ssh', bootTimeoutS: 60 });
+    other.lookAnswer = { instance: status(100, 'running'), reachable: null };
+    await tick(60_000);
+    await confirmGone(second.actor);
+    const ended = endedAttempts(second.emitted)[0]!;
+    expect(ended.outcome).toBe('unreachable');
+    expect(ended.detail).toMatch(
+      /first listed running by a last look at its boot deadline \(boot_timeout_s, 60 s\), and SSH at ssh1\.example:40022/,
+    );
+  });
+
+  it('still not ready by the last look (or no list answered): destroyed, saying what that look showed', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world, { readyWhen: 'status', bootTimeoutS: 60 });
+    await poll(actor, status(100, 'created'));
+    world.lookAnswer = { instance: status(100, 'loading'), reachable: null };
+    await tick(60_000);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(endedAttempts(emitted)[0]).toMatchObject({ outcome: 'boot_timeout', detail: 'instance 100 still loading after 60 s' });
+
+    const other = new FakeWorld(); // lookAnswer null: the list did not answer in time
+    const second = await admitted(other, { readyWhen: 'status', bootTimeoutS: 60 });
+    await poll(second.actor, status(100, 'created'));
+    await tick(60_000);
+    await confirmGone(second.actor);
+    expect(endedAttempts(second.emitted)[0]).toMatchObject({ outcome: 'boot_timeout', detail: 'instance 100 still created after 60 s' });
+  });
+});
+
+describe('the boot deadline of a snapshot stored before the last look existed', () => {
+  it('a booting run restored with its deadline as a plain sleep still replaces the instance at the deadline', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world, { readyWhen: 'status', bootTimeoutS: 60 });
+    await poll(actor, status(100, 'loading'));
+    const stored = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as { children: Record<string, { src: string }> };
+    actor.stop();
+    const deadline = Object.values(stored.children).find((c) => c.src === 'bootDeadline')!;
+    deadline.src = 'sleepUntil'; // how machine v3 stored it
+    const restored = startRun(world, { limits: { readyWhen: 'status', bootTimeoutS: 60 }, snapshot: stored as never });
+    await tick(60_000);
+    expect(world.looks).toEqual([]);
+    expect(stateOf(restored.actor)).toBe('destroying');
+    expect(restored.actor.getSnapshot().context.current?.ending).toMatchObject({
+      outcome: 'boot_timeout',
+      detail: 'instance 100 still loading after 60 s',
+    });
+  });
+});
+
 describe('interruptible runs that are outbid', () => {
   it('raises the bid by stepPct and goes back to booting when the instance starts again', async () => {
     const world = new FakeWorld();
