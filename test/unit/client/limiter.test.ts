@@ -87,6 +87,45 @@ describe('limiter', () => {
     expect([...slow.times, ...next.times]).toEqual([0, 1600, 2600]);
   });
 
+  it('a call that has a token runs at once, without waiting for a timer turn (#20 item 4)', async () => {
+    // No setTimeout turns: a call that needed bottleneck's queue would not run before the next one.
+    clock = new FakeClock(0);
+    limiter = createLimiter(testConfig({ rate: { show: { per_s: 4, burst: 2 } } }).rate_limits, { clock, random: noJitter });
+    let ran = 0;
+    const call = limiter.schedule('show', async () => ++ran);
+    await Promise.resolve();
+    expect(ran).toBe(1);
+    await expect(call).resolves.toBe(1);
+    expect(limiter.stats().show).toMatchObject({ scheduled: 1, sent: 1, queued: 0 });
+  });
+
+  it('calls that went at once leave queued calls no stale tokens: the rate holds across both paths', async () => {
+    const { limiter: l } = make({ show: { per_s: 4, burst: 3 } });
+    const times: number[] = [];
+    for (let i = 0; i < 3; i++) await l.schedule('show', async () => void times.push(clock.now()));
+    const { times: queued, done } = burstOf(l, 'show', 2);
+    await clock.advance(1000);
+    await done;
+    expect([...times, ...queued]).toEqual([0, 0, 0, 250, 500]);
+    // Idle again, full again: the next call goes at once.
+    await clock.advance(1000);
+    expect(l.stats().show).toMatchObject({ mode: 'full', refilling: false });
+    await l.schedule('show', async () => void times.push(clock.now()));
+    expect(times.at(-1)).toBe(2000);
+  });
+
+  it('a queued call keeps its place: a later call with a token does not overtake it', async () => {
+    const { limiter: l } = make({ list: { per_s: 1, burst: 1 } });
+    const order: string[] = [];
+    const first = l.schedule('list', async () => void order.push('a'));
+    const second = l.schedule('list', async () => void order.push('b'));
+    await clock.advance(1000);
+    const third = l.schedule('list', async () => void order.push('c'));
+    await clock.advance(2000);
+    await Promise.all([first, second, third]);
+    expect(order).toEqual(['a', 'b', 'c']);
+  });
+
   it('caps calls in flight with max_concurrent', async () => {
     const { limiter: l } = make({ list: { per_s: 1000, burst: 100, max_concurrent: 2 } });
     let inFlight = 0;
