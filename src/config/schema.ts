@@ -175,7 +175,7 @@ export const configSchema = z.strictObject({
     .prefault({}),
   price_increases: z
     .strictObject({
-      /** How a host's price increase on a run's instance is answered: "reject" (default) every one, or "accept_within_cap" those that keep the instance within the run's max_price_per_hour (the rest rejected). */
+      /** How a host's price increase on a run's instance is answered: "reject" (default) every one, or "accept_within_cap" those that keep the instance within the run's max_price_per_hour and the daemon within budget.max_usd_per_hour (the rest rejected). */
       policy: z.enum(['reject', 'accept_within_cap']).default('reject'),
       /** Seconds between reads of the pending price increases while runs hold instances (default 300, at most 1 day; rate group other). */
       check_interval_s: positiveSeconds(DAY).default(300),

@@ -5,7 +5,8 @@
 // run holds is answered by `price_increases.policy`:
 //   reject             every increase is rejected (default: the price the run rented at stays);
 //   accept_within_cap  an increase that keeps the instance's $/h within the run's
-//                      max_price_per_hour is accepted, any other rejected.
+//                      max_price_per_hour, and the daemon's billed $/h within
+//                      budget.max_usd_per_hour, is accepted, any other rejected.
 // Increases on instances no run holds are left to their owner. The run's event (written before the
 // answer is sent) says what was decided and why. Should an increase go through anyway (berth was
 // down, the host's cutover came first), the run machine fails over once a list shows the instance
@@ -35,6 +36,8 @@ export interface PriceIncreaseWatchDeps {
   intervalMs: number;
   /** Instances runs hold now, with their runs. */
   holders(): Map<number, Holder>;
+  /** Why raising the daemon's billed $/h by `extraDph` would pass budget.max_usd_per_hour, or null when it fits. */
+  daemonCapHold(extraDph: number): string | null;
   /** Writes the run's event; throws when the store refuses it (nothing is sent then). */
   note(runId: string, type: 'price_increase.accepted' | 'price_increase.rejected', message: string, data: Record<string, unknown>): void;
 }
@@ -52,11 +55,18 @@ export function priceAfter(row: PendingPriceIncrease, dphNow: number): number {
 }
 
 /** accept or reject, and why, for one increase on a run's instance. */
-export function decide(policy: PriceIncreasePolicy, newDph: number, holder: Holder): { answer: 'accept' | 'reject'; why: string } {
+export function decide(
+  policy: PriceIncreasePolicy,
+  newDph: number,
+  holder: Holder,
+  daemonCapHold: (extraDph: number) => string | null = () => null,
+): { answer: 'accept' | 'reject'; why: string } {
   const price = `$${newDph.toFixed(4)}/h (from $${holder.dphTotal.toFixed(4)}/h)`;
   if (newDph > holder.maxPricePerHour + 1e-9)
     return { answer: 'reject', why: `${price} would pass max_price_per_hour ($${holder.maxPricePerHour}/h)` };
   if (policy === 'reject') return { answer: 'reject', why: `${price}; price_increases.policy is "reject"` };
+  const hold = daemonCapHold(Math.max(0, newDph - holder.dphTotal));
+  if (hold) return { answer: 'reject', why: `${price}: ${hold}` };
   return { answer: 'accept', why: `${price} stays within max_price_per_hour ($${holder.maxPricePerHour}/h)` };
 }
 
@@ -127,7 +137,7 @@ export class PriceIncreaseWatch {
     const { client, log, policy } = this.deps;
     const id = row.pending_price_increase_id;
     const newDph = priceAfter(row, holder.dphTotal);
-    const { answer, why } = decide(policy, newDph, holder);
+    const { answer, why } = decide(policy, newDph, holder, (extra) => this.deps.daemonCapHold(extra));
     const verb = answer === 'accept' ? 'accepted' : 'rejected';
     const message = `the host of instance ${row.contract_id} asks for a price increase (${id}): ${answer === 'accept' ? 'accepting' : 'rejecting'} it: ${why}`;
     try {

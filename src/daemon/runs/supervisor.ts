@@ -24,6 +24,7 @@ import { AccountWatch } from '../money/account-watch.js';
 import { AttemptJournal } from './attempt-journal.js';
 import { CreateGate } from '../money/create-gate.js';
 import { PriceIncreaseWatch, type Holder } from '../money/price-increases.js';
+import { attemptPrice } from '../../store/spend.js';
 import { MoneyGuard } from '../money/money-guard.js';
 import { FailureLogs } from './failure-logs.js';
 import { MachineQuarantine } from './machine-quarantine.js';
@@ -130,6 +131,7 @@ export class Supervisor implements PollSubscriber {
       policy: config.price_increases.policy,
       intervalMs: config.price_increases.check_interval_s * 1000,
       holders: () => this.holders(),
+      daemonCapHold: (extra) => this.perHourHold(extra),
       note: (runId, type, message, data) =>
         deps.store.transaction(() =>
           deps.store.events.append({ runId, at: deps.clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
@@ -409,6 +411,16 @@ export class Supervisor implements PollSubscriber {
       }
     };
     return driver.serviceSays(instanceId, status, eventAt, why, note) ? driver.runId : null;
+  }
+
+  /** Why `extraDph` more $/h would pass budget.max_usd_per_hour (what every live instance bills now), or null. */
+  private perHourHold(extraDph: number): string | null {
+    const cap = this.deps.config.budget.max_usd_per_hour;
+    if (cap == null) return null;
+    const { store, clock } = this.deps;
+    const live = store.attempts.billingSince(clock.now() - 86_400_000).reduce((sum, a) => sum + attemptPrice(a, a.run_ended_at), 0);
+    if (live + extraDph <= cap + 1e-9) return null;
+    return `budget.max_usd_per_hour ($${cap}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
   }
 
   /** The instances runs hold now, with what each run may be billed (for the price increase watch). */

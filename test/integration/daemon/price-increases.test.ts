@@ -74,6 +74,25 @@ describe('price increases on running instances', () => {
     expect((await world.api<RunView>('GET', `/v1/runs/${run.id}`)).body.instance!.id).toBe(id);
   });
 
+  it("with accept_within_cap, rejects an increase within the run's cap that would pass budget.max_usd_per_hour", async () => {
+    world = await startWorld({ config: { price_increases: { policy: 'accept_within_cap', check_interval_s: 0.3 } } });
+    const run = await running(world);
+    const id = run.instance!.id;
+    const billed = run.instance!.dph_total!;
+    // The daemon-wide cap leaves room for this instance and no more.
+    await world.restartDaemon({
+      price_increases: { policy: 'accept_within_cap', check_interval_s: 0.3 },
+      budget: { max_usd_per_hour: billed + 0.001 },
+    });
+    const before = computeDph(world, id);
+    world.sim.raisePrice(id, 50);
+    const rejected = await until('the rejection', async () =>
+      (await eventsOf(world!, run.id)).find((x) => x.type === 'price_increase.rejected'),
+    );
+    expect(rejected.message).toMatch(/budget\.max_usd_per_hour \(\$[\d.]+\/h\) would be passed/);
+    expect(computeDph(world, id)).toBe(before);
+  });
+
   it('fails over when a listed price passes the cap anyway (an increase the host applied unanswered)', async () => {
     // Increases are read once an hour here: the host's cutover comes first.
     world = await startWorld({ config: { price_increases: { check_interval_s: 3600 } } });

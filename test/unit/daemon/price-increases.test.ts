@@ -24,7 +24,13 @@ const row = (id: number, contract: number, oldDph: number, newDph: number): Pend
   new_disk_ram_costpersec: null,
 });
 
-function watch(policy: PriceIncreasePolicy, rows: PendingPriceIncrease[], holders: Map<number, Holder>, failNote = false) {
+function watch(
+  policy: PriceIncreasePolicy,
+  rows: PendingPriceIncrease[],
+  holders: Map<number, Holder>,
+  failNote = false,
+  daemonCapHold: (extra: number) => string | null = () => null,
+) {
   const clock = new FakeClock();
   const log: string[] = [];
   let reads = 0;
@@ -45,6 +51,7 @@ function watch(policy: PriceIncreasePolicy, rows: PendingPriceIncrease[], holder
     policy,
     intervalMs: 60_000,
     holders: () => holders,
+    daemonCapHold,
     note: (runId, type, message) => {
       if (failNote) throw new BerthError('store', 'database is locked');
       log.push(`note ${runId} ${type}: ${message}`);
@@ -96,6 +103,20 @@ describe('PriceIncreaseWatch', () => {
     // Listed once more before the service drops them: not answered again.
     await t.clock.advance(60_000);
     expect(t.log.slice(5)).toEqual(['read']);
+    t.w.stop();
+  });
+
+  it("rejects an increase within the run's cap that would pass budget.max_usd_per_hour", async () => {
+    const holders = new Map<number, Holder>([[5, { runId: 'a', maxPricePerHour: 1, dphTotal: 0.5 }]]);
+    const extras: number[] = [];
+    const t = watch('accept_within_cap', [row(11, 5, 0.45, 0.6)], holders, false, (extra) => {
+      extras.push(extra);
+      return 'budget.max_usd_per_hour ($0.6/h) would be passed';
+    });
+    t.w.start();
+    await t.clock.advance(60_000);
+    expect(extras[0]).toBeCloseTo(0.15, 9);
+    expect(t.log).toEqual(['read', expect.stringMatching(/rejecting it: \$0\.6500\/h .*budget\.max_usd_per_hour/), 'reject 11']);
     t.w.stop();
   });
 
