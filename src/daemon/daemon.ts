@@ -20,7 +20,9 @@ import { loadConfig, type DeepPartial } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { ConfigError, toRunError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
+import { isStoreDamaged } from '../store/busy.js';
 import { openStore, type Store } from '../store/index.js';
+import { whileStoreBusy } from './store-wait.js';
 import { checkAccount, checkLines } from '../account/account-checks.js';
 import { packageVersion } from '../package-path.js';
 import { createControlApi, listen } from './control/control-api.js';
@@ -50,6 +52,8 @@ export interface DaemonOptions {
   clock?: Clock;
   /** Time between heartbeats of GET /v1/events/stream, ms (default 15 s). */
   streamHeartbeatMs?: number;
+  /** Ends a start still waiting for berth.db (a stop asked for before the daemon was up): rejects with BerthError('aborted'). */
+  signal?: AbortSignal;
 }
 
 export interface RunningDaemon {
@@ -135,13 +139,23 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   }
   const log = options.logger ?? createLogger({ pretty: options.pretty });
   const clock = options.clock ?? systemClock;
-  const store = openStore({ home: env.home, lock: true, replaceStore: options.replaceStore });
+  // Another program holding berth.db's write lock is waited out, here and in every start-up write.
+  const storeWait = { clock, log, ...(options.signal ? { signal: options.signal } : {}) };
+  const store = await whileStoreBusy(
+    'open the store',
+    () => openStore({ home: env.home, lock: true, replaceStore: options.replaceStore }),
+    storeWait,
+  );
   const startedAt = clock.now();
   let token: string;
+  let readyKey: Buffer | undefined;
   try {
     const ensured = ensureControlToken(env.home);
     token = ensured.token;
     if (ensured.replaced) log.info('made a new control token (control.token was missing, empty or damaged)');
+    // Tokens of the readiness callback are signed with a key kept in berth.db: good across restarts.
+    if (config.readiness.callback_url)
+      readyKey = await whileStoreBusy('make the readiness key', () => store.secretKey(READY_KEY_NAME), storeWait);
   } catch (err) {
     store.close();
     throw err;
@@ -198,10 +212,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     log,
     onSweepDone: (sweep) => metrics.sweepDone(sweep),
   });
-  // Tokens of the readiness callback are signed with a key kept in berth.db: good across restarts.
-  const readyCallback = config.readiness.callback_url
-    ? { url: config.readiness.callback_url, tokens: new ReadyTokens(store.secretKey(READY_KEY_NAME)) }
-    : undefined;
+  const readyCallback =
+    config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
   const supervisor = new Supervisor({
     store,
     client,
@@ -328,10 +340,18 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     // No list blocks the start: a resumed run whose create may have been sent looks for its label
     // itself, and the poller's first round sweeps the account (adopting journaled creates,
     // destroying orphans) while the runs go on.
+    // Each of these steps may be tried again: a berth.db locked by another program is waited out.
+    await whileStoreBusy(
+      'resume the runs',
+      () => {
+        if (stopping) return;
+        supervisor.resumeAll();
+        poller.start();
+        notifier.start();
+      },
+      { clock, log, signal: checksAbort.signal },
+    );
     if (stopping) return;
-    supervisor.resumeAll();
-    poller.start();
-    notifier.start();
     purge();
     ready = true;
     log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
@@ -362,17 +382,19 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     }
   })();
   const readyPromise = started.catch((err: unknown) => {
-    // The store could not be read (a damaged page found while resuming): the daemon cannot go on.
+    // Stopped while waiting for a busy berth.db: nothing failed.
+    if (stopping) return;
+    // The runs could not be resumed: the daemon cannot go on. Only a damaged store is told to
+    // restore a backup; anything else (a full disk, a bug) says what it is and no more.
     const why = toRunError(err).message;
     log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
-    void stop().finally(() =>
-      fail(
-        new StoreError(
+    const reason = isStoreDamaged(err)
+      ? new StoreError(
           `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`,
           err,
-        ),
-      ),
-    );
+        )
+      : err;
+    void stop().finally(() => fail(reason));
   });
 
   let stopped: Promise<void> | undefined;

@@ -4,12 +4,14 @@
 // one-daemon lock, and compares the database with store.json (./identity.ts) to refuse a database
 // that went missing, was emptied or replaced, and to hold the live runs of one restored from a backup.
 //
-// Every failure here is a StoreError whose message says what to do: the daemon prints it and exits 2.
+// Every failure here is a StoreError whose message says what to do: the daemon prints it and exits 2,
+// except a database another program holds locked: a StoreWriteError (SQLITE_BUSY), waited out.
 import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { StoreError } from '../errors.js';
+import { StoreError, StoreWriteError } from '../errors.js';
+import { isStoreBusy } from './busy.js';
 import { prepareHome } from './home.js';
 import { MarkWriter, readMark, type MarkReading } from './identity.js';
 import { acquireLock, type StoreLock } from './lock.js';
@@ -23,6 +25,13 @@ export type Db = Database.Database;
  * store busy fails, its run is paused and retried later from a timer (src/daemon/runs/run-driver.ts).
  */
 const BUSY_TIMEOUT_MS = 50;
+/**
+ * The same wait while opening (migrations, the store id, a restore's hold), when nothing else runs
+ * yet. Longer, so that a short transaction of another program is simply waited out; a longer one
+ * fails the open with a StoreWriteError (SQLITE_BUSY), which the daemon waits out and tries again
+ * (src/daemon/store-wait.ts): a busy database is never a reason to stop.
+ */
+const OPEN_BUSY_TIMEOUT_MS = 1_000;
 
 interface RestoreFound {
   /** The generation store.json had seen, and the older one the database holds. */
@@ -107,9 +116,8 @@ function openFailure(dbPath: string, err: unknown): StoreError {
   if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EFBIG' || code.startsWith('SQLITE_IOERR')) {
     return new StoreError(`Cannot write ${dbPath} (${what}): the disk may be full; free some space and start again.`, err);
   }
-  if (code === 'SQLITE_BUSY') {
-    return new StoreError(`${dbPath} is locked by another program (${what}), perhaps a sqlite3 shell: close it and start again.`, err);
-  }
+  // Another program holds the write lock: transient (the daemon waits and tries again).
+  if (isStoreBusy(err)) return new StoreWriteError(code, err);
   return new StoreError(`Cannot open ${dbPath} (${what}): check that BERTH_HOME is writable.`, err);
 }
 
@@ -134,7 +142,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     // Created private: SQLite gives berth.db-wal and -shm the mode of the database file.
     if (state === 'missing') closeSync(openSync(dbPath, 'a', 0o600));
 
-    db = new Database(dbPath, { timeout: BUSY_TIMEOUT_MS });
+    db = new Database(dbPath, { timeout: OPEN_BUSY_TIMEOUT_MS });
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = FULL');
     db.pragma('foreign_keys = ON');
@@ -187,6 +195,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     }
 
     const opened = db;
+    opened.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     const setGeneration = opened.prepare(`UPDATE meta SET value = ? WHERE key = 'generation'`);
     let closed = false;
     return {

@@ -96,8 +96,14 @@ export function openStore(options: OpenOptions) {
      * it signs for, so it survives restarts (and comes back with a restored backup).
      */
     secretKey(name: string): Buffer {
-      keepKey.run(`key:${name}`, randomBytes(32).toString('hex'));
-      return Buffer.from((readKey.get(`key:${name}`) as { value: string }).value, 'hex');
+      // Read first: once made, the key costs no write (a start while another program holds berth.db).
+      const read = () => (readKey.get(`key:${name}`) as { value: string } | undefined)?.value;
+      let value = read();
+      if (value === undefined) {
+        keepKey.run(`key:${name}`, randomBytes(32).toString('hex'));
+        value = read()!;
+      }
+      return Buffer.from(value, 'hex');
     },
     /** True when the store takes a write again (after a StoreWriteError). */
     canWrite(): boolean {
@@ -106,6 +112,14 @@ export function openStore(options: OpenOptions) {
         return true;
       } catch {
         return false;
+      }
+    },
+    /** One small write, or the StoreWriteError that says why the store takes none now. */
+    probeWrite(): void {
+      try {
+        probe.run(String(Date.now()));
+      } catch (err) {
+        throw asWriteError(err);
       }
     },
     close: opened.close,

@@ -32,9 +32,12 @@ export async function daemonCommand(options: DaemonCommandOptions, env: NodeJS.P
   let stopAsked: (() => void) | undefined;
   const stopRequested = new Promise<void>((resolve) => (stopAsked = resolve));
   let asked = false;
+  // A start still waiting for berth.db (another program holds its lock) ends at the first signal.
+  const startAbort = new AbortController();
   // Keep the handler installed while stopping, so that a second signal still exits at once.
   const dispose = onShutdownSignals(() => {
     asked = true;
+    startAbort.abort();
     stopAsked?.();
   }, ['SIGINT', 'SIGTERM', 'SIGHUP']);
   const guard = () => {
@@ -47,13 +50,21 @@ export async function daemonCommand(options: DaemonCommandOptions, env: NodeJS.P
   process.on('beforeExit', guard);
 
   try {
-    const daemon = await startDaemon({
-      configFile: options.config,
-      listen: options.listen,
-      pretty: options.pretty,
-      replaceStore: options.replaceStore,
-      env,
-    });
+    let daemon: Awaited<ReturnType<typeof startDaemon>>;
+    try {
+      daemon = await startDaemon({
+        configFile: options.config,
+        listen: options.listen,
+        pretty: options.pretty,
+        replaceStore: options.replaceStore,
+        env,
+        signal: startAbort.signal,
+      });
+    } catch (err) {
+      // Asked to stop while the start waited for berth.db: a clean stop.
+      if (asked && startAbort.signal.aborted && (err as { code?: unknown }).code === 'aborted') return EXIT.ok;
+      throw err;
+    }
     const failure = await Promise.race([stopRequested.then(() => undefined), daemon.failed.catch((err: unknown) => err)]);
     asked = true;
     if (failure !== undefined) throw failure;

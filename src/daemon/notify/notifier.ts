@@ -164,11 +164,12 @@ export class Notifier {
   /** Starts sending: what an earlier process left pending goes too. Rows for targets no longer configured are dead. */
   start(): void {
     if (this.started || this.stopped) return;
-    this.started = true;
+    // Before `started`: a store that refuses this write (berth.db locked) lets the start be tried again.
     const dead = this.options.store.outbox.orphaned(
       this.targets.map((t) => t.url.href),
       this.options.clock.now(),
     );
+    this.started = true;
     if (dead > 0) this.options.log.warn({ notifications: dead }, 'notifications for targets no longer in the config (notify) are dead');
     this.wake();
   }

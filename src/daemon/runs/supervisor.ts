@@ -173,10 +173,11 @@ export class Supervisor implements PollSubscriber {
   /** Resumes every non-ended run of the store from its snapshot, except those held after a restore. */
   resumeAll(): void {
     if (this.stopping || this.resumed) return;
-    this.resumed = true;
-    this.prices.start();
     const held: string[] = [];
+    // May be called again after a store write failed part way (berth.db locked by another program):
+    // runs already resumed are skipped, and the daemon counts as resumed only once all are.
     for (const row of this.deps.store.runs.live()) {
+      if (this.drivers.has(row.id)) continue;
       if (row.held_at !== null) {
         held.push(row.id);
         // No driver, but its limits still apply: the money guard watches it from the attempts table.
@@ -207,6 +208,8 @@ export class Supervisor implements PollSubscriber {
         `${held.length} run(s) are held: this store was restored from a backup, and what became of them since is unknown. Nothing is rented for them until you run \`berth resume RUN\` (or \`berth cancel RUN\`) for each`,
       );
     }
+    this.resumed = true;
+    this.prices.start();
     this.admitQueued();
   }
 
