@@ -82,7 +82,8 @@ function logLines(child: DaemonChild): Array<{ msg: string; level: number }> {
     .map((l) => JSON.parse(l) as { msg: string; level: number });
 }
 
-describe('berth.db locked by another program at start-up', () => {
+// Two daemon starts and a run each: a loaded machine needs more than the default time.
+describe('berth.db locked by another program at start-up', { timeout: 90_000 }, () => {
   it('the daemon waits and says so, stays alive, then resumes its run once the lock is released', async () => {
     const { home, runId, instanceId } = await homeWithRunningRun();
     const other = holdWriteLock(home);
