@@ -82,7 +82,7 @@ function machine(failures: { value: number }): ProvidedRunMachine {
   }) as unknown as ProvidedRunMachine;
 }
 
-function start(m: ProvidedRunMachine): RunDriver {
+function start(m: ProvidedRunMachine, runSpec = spec): RunDriver {
   const log = createLogger({
     destination: new Writable({
       write(chunk: Buffer, _e, cb) {
@@ -91,9 +91,9 @@ function start(m: ProvidedRunMachine): RunDriver {
       },
     }),
   });
-  const { row } = store.runs.insert({ id: 'r1', name: spec.name, specJson: JSON.stringify(spec), createdAt: Date.now() });
+  const { row } = store.runs.insert({ id: 'r1', name: runSpec.name, specJson: JSON.stringify(runSpec), createdAt: Date.now() });
   const journal = new AttemptJournal(store);
-  const d = new RunDriver(row, spec, {
+  const d = new RunDriver(row, runSpec, {
     machine: m,
     store,
     journal,
@@ -163,5 +163,44 @@ describe('run driver', () => {
     const retries = lines.filter((l) => l.msg.includes('destroy of instance 500'));
     expect(retries.map((l) => l.level)).toEqual([...Array<number>(ALERT_AFTER - 1).fill(40), 50, 50]);
     expect(retries.at(-1)!.msg).toMatch(/^ALERT: .*keeps failing/);
+  });
+
+  it("acts on a webhook's word about its own instance only: offline at once, outbid only for a bid and not when older than the instance", async () => {
+    const d = start(machine({ value: 0 }));
+    await until(() => d.state === 'booting');
+    d.poll(status('running'), Date.now());
+    await until(() => d.state === 'running');
+    const noted: string[] = [];
+    const note = () => void noted.push('note');
+    // An on-demand instance is never outbid; another instance is not this run's.
+    expect(d.serviceSays(500, 'stopped', Date.now(), 'outbid (client:outbid webhook)', note)).toBe(false);
+    expect(d.serviceSays(501, 'offline', Date.now(), 'offline (client:instance_offline webhook)', note)).toBe(false);
+    await turn();
+    expect([d.state, noted]).toEqual(['running', []]);
+    expect(
+      d.serviceSays(500, 'offline', Date.now(), 'the service reports instance 500 offline (client:instance_offline webhook)', note),
+    ).toBe(true);
+    await until(() => d.state === 'destroying');
+    expect(noted).toEqual(['note']);
+    // Already ending: a repeat does nothing.
+    expect(d.serviceSays(500, 'offline', Date.now(), 'again', note)).toBe(false);
+  });
+
+  it('takes an outbid webhook for a bid instance, unless the event is older than the instance (a late repeat)', async () => {
+    const bidSpec = resolveJobSpec(
+      parseJobSpec({ name: 'b', image: 'x', max_price_per_hour: 1, search: { type: 'bid' }, bid_price: 0.2, on_outbid: 'failover' }),
+      config.runs,
+    );
+    const d = start(machine({ value: 0 }), bidSpec);
+    await until(() => d.state === 'booting');
+    const createdAt = store.attempts.get('r1', 1)!.instance_created_at!;
+    d.poll(status('running'), Date.now());
+    await until(() => d.state === 'running');
+    const note = () => undefined;
+    expect(d.serviceSays(500, 'stopped', createdAt - 60_000, 'outbid (client:outbid webhook)', note)).toBe(false);
+    await turn();
+    expect(d.state).toBe('running');
+    expect(d.serviceSays(500, 'stopped', Date.now(), 'the service reports instance 500 outbid (client:outbid webhook)', note)).toBe(true);
+    await until(() => d.state === 'destroying');
   });
 });
