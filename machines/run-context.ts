@@ -56,6 +56,7 @@ export function startAttempt(context: RunContext): Change {
     runningSeenAt: null,
     reachable: null,
     rebidAt: null,
+    taskChecked: false,
   };
   return { attemptCount: n, candidates: rest, current };
 }
@@ -90,6 +91,8 @@ export function withRestartedBoot(context: RunContext, instance: InstanceStatus 
       bootDeadlineAt: now + context.limits.bootTimeoutS * 1000,
       runningSeenAt: null,
       reachable: null,
+      // Started again: its task starts again too, and its next stop is read afresh.
+      taskChecked: false,
     },
   };
 }
@@ -209,6 +212,25 @@ export function endingOutbid(context: RunContext, instance: InstanceStatus | nul
     { outcome: 'outbid', detail: `instance ${cur.instanceId} was outbid at $${cur.bidPrice ?? '?'}/h: ${why}` },
     { current: { ...cur, status: instance ?? cur.status } },
   );
+}
+
+/** The task's end marker was read: the instance goes, and the attempt ends with the task's outcome. */
+export function endingTask(context: RunContext, exitCode: number): Change {
+  const outcome = exitCode === 0 ? ('succeeded' as const) : ('task_failed' as const);
+  return { ...withEnding(context, { outcome, detail: `the task exited with code ${exitCode}` }), taskExit: exitCode };
+}
+
+/** The log of a stopped task instance held no end marker: the stop is judged as an outbid or a loss. */
+export function withTaskChecked(context: RunContext): Change {
+  return { current: { ...context.current!, taskChecked: true } };
+}
+
+/** The run's error once its task failed with every restart spent. */
+export function taskFailedError(context: RunContext): RunError {
+  const code = context.taskExit ?? 1;
+  const restarts = context.limits.maxRestarts;
+  const tried = restarts === 0 ? '' : ` (started ${restarts + 1} times: max_restarts is ${restarts})`;
+  return { kind: 'task_failed', message: `The task exited with code ${code}${tried}.`, exit_code: code };
 }
 
 /** The money guard ended the run: its instance goes, and the run ends `expired`. */

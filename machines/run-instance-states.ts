@@ -84,6 +84,16 @@ function unwantedPolls(wasRunning: boolean) {
   ] as const;
 }
 
+/**
+ * A task's instance listed stopped or exited: its log is read for the end marker before anything
+ * else is judged (an outbid or a failed host leaves no marker; the task's wrapper always does).
+ */
+const taskEndPoll = {
+  guard: { type: 'taskMayHaveEnded', params: poll },
+  target: '#run.running.checkingTask',
+  actions: { type: 'notePoll', params: poll },
+} as const;
+
 /** Cancel and expiry while an instance is wanted: it is destroyed first. */
 const endedByRun = {
   CANCEL: { target: '#run.destroying', actions: 'markEndingCancelled' },
@@ -124,7 +134,7 @@ export const bootingState = runSetup.createStateConfig({
   },
   on: {
     ...endedByRun,
-    POLL: [...unwantedPolls(false), { actions: { type: 'notePoll', params: poll } } as const],
+    POLL: [taskEndPoll, ...unwantedPolls(false), { actions: { type: 'notePoll', params: poll } } as const],
     /** The onstart callback: the script ran, so the instance is up (the list still confirms it). */
     READY: {
       guard: { type: 'readyForCurrent', params: ({ event }) => ({ n: event.n }) },
@@ -209,6 +219,7 @@ export const rebiddingState = runSetup.createStateConfig({
   on: {
     ...endedByRun,
     POLL: [
+      taskEndPoll,
       // Still stopped by the market (its record changes as the bid does): wait for the raised bid.
       { guard: { type: 'isOutbid', params: poll }, actions: { type: 'notePoll', params: poll } },
       {
@@ -272,10 +283,37 @@ export const rebiddingState = runSetup.createStateConfig({
 });
 
 export const runningState = runSetup.createStateConfig({
-  description: 'The instance runs and answers SSH; the run keeps watching it until cancelled, expired or lost.',
+  description: 'The instance runs and answers SSH; the run keeps watching it until its task ends, or it is cancelled, expired or lost.',
+  initial: 'watching',
   on: {
     ...endedByRun,
-    POLL: [...unwantedPolls(true), { actions: { type: 'notePoll', params: poll } } as const],
+    POLL: [taskEndPoll, ...unwantedPolls(true), { actions: { type: 'notePoll', params: poll } } as const],
+  },
+  states: {
+    watching: {
+      description: 'Each list is judged: a task that may have ended, an outbid, a failure, a loss, or nothing new.',
+    },
+    checkingTask: {
+      description:
+        "A list showed the task's instance stopped or exited: its log is read for the end marker. With one, the task ended and the instance goes; without, the stop is judged as an outbid or a loss.",
+      invoke: {
+        src: 'readTaskEnd',
+        input: ({ context }) => ({ runId: context.runId, n: context.current!.n, instanceId: context.current!.instanceId! }),
+        onDone: [
+          {
+            guard: ({ event }) => event.output.exitCode !== null,
+            target: '#run.destroying',
+            actions: [{ type: 'markEndingTask', params: ({ event }) => ({ exitCode: event.output.exitCode! }) }, 'reportTaskEnded'],
+          },
+          { target: 'watching', actions: ['markTaskChecked', 'replayStatus'] },
+        ],
+        onError: { target: 'watching', actions: ['markTaskChecked', 'replayStatus'] },
+      },
+      on: {
+        // Lists keep coming while the log is read: noted, and judged once it has been.
+        POLL: { actions: { type: 'notePoll', params: poll } },
+      },
+    },
   },
 });
 

@@ -27,7 +27,7 @@ import type { SnapshotFrom } from 'xstate';
 export type * from './run-types.js';
 
 /** Bump when states or context change shape (and add a step to run-migrations.ts); stored with every snapshot. */
-export const RUN_MACHINE_VERSION = 4;
+export const RUN_MACHINE_VERSION = 5;
 
 const createdOf = (output: CreateOutput) => output as Extract<CreateOutput, { kind: 'created' }>;
 /** The attempt's outcome when the create answered without an instance. */
@@ -65,6 +65,8 @@ export const runMachine = runSetup.createMachine({
     expire: null,
     searchType: input.limits.bid ? 'bid' : 'on-demand',
     error: null,
+    taskRestarts: 0,
+    taskExit: null,
   }),
   initial: 'queued',
   states: {
@@ -229,6 +231,19 @@ export const runMachine = runSetup.createMachine({
         { guard: 'cancelRequested', target: 'cancelled' },
         { guard: 'expireRequested', target: 'expired', actions: { type: 'failExpired', params: {} } },
         { guard: 'hasEndReason', target: 'failed', actions: 'failFromEndReason' },
+        // A task ended: exit 0 ends the run; a failure starts it again on a fresh instance while
+        // max_restarts allows (a new search: its offers may be long gone), else fails the run.
+        { guard: 'taskSucceeded', target: 'succeeded' },
+        { guard: 'taskFailedForGood', target: 'failed', actions: 'failTask' },
+        {
+          guard: 'taskFailed',
+          target: 'searching',
+          actions: [
+            'countRestart',
+            // A fresh deadline from the task's end: the last one was met when the task got running.
+            { type: 'restartDeadline', params: ({ context }) => ({ instance: null, listedAt: context.lastEnded!.endedAt }) },
+          ],
+        },
         { guard: 'attemptsSpent', target: 'failed', actions: 'failAttemptsSpent' },
         { guard: 'deadlinePassed', target: 'failed', actions: 'failDeadline' },
         // Offers of this search keep vanishing: it is stale, so search again (rate-limited) instead.
@@ -238,6 +253,11 @@ export const runMachine = runSetup.createMachine({
       ],
     },
 
+    succeeded: {
+      description: 'Final: the task exited with code 0 and its instance is destroyed.',
+      type: 'final',
+      entry: 'reportSucceeded',
+    },
     failed: {
       description: 'Final: the run could not be satisfied; `error` lists every offer tried and why it failed.',
       type: 'final',

@@ -51,6 +51,17 @@ const STEPS: Record<number, Step> = {
     const lastEnded = s.context['lastEnded'] as Record<string, unknown> | null;
     return { ...s, context: { ...s.context, lastEnded: lastEnded && { endedAt: 0, ...lastEnded } } };
   },
+  // v4 → v5: tasks (issue #19). `running` became a parent of `watching` and `checkingTask`; a run
+  // stored running resumes watching. No task has restarted or ended yet (runs stored before had none).
+  4: (s) => {
+    const context = s.context as Record<string, unknown>;
+    const current = context['current'] as Record<string, unknown> | null;
+    return {
+      ...s,
+      value: s['value'] === 'running' ? { running: 'watching' } : s['value'],
+      context: { ...context, taskRestarts: 0, taskExit: null, current: current && { taskChecked: false, ...current } },
+    };
+  },
 };
 
 /**

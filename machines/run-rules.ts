@@ -57,7 +57,21 @@ export function blocksMachine(outcome: AttemptOutcome): boolean {
 
 /** An offer that was gone before anything booted does not use up one of the run's attempts (SPEC 4.2). */
 export function countsAgainstLimit(outcome: AttemptOutcome): boolean {
-  return outcome !== 'offer_unavailable' && outcome !== 'cancelled' && outcome !== 'expired';
+  return outcome !== 'offer_unavailable' && outcome !== 'cancelled' && outcome !== 'expired' && !isTaskOutcome(outcome);
+}
+
+/** The attempt ended because its task did (max_restarts, not max_attempts, counts failed tasks). */
+export function isTaskOutcome(outcome: AttemptOutcome): boolean {
+  return outcome === 'succeeded' || outcome === 'task_failed';
+}
+
+/**
+ * A list shows a task's instance stopped or exited: maybe the wrapper stopped it at the task's end,
+ * maybe the market or the host did. Only the end marker in its log tells (read once per stop), so
+ * this is a reason to read the log, never the end itself.
+ */
+export function mayBeTaskEnd(status: InstanceStatus): boolean {
+  return status.intended_status === 'stopped' || status.actual_status === 'stopped' || status.actual_status === 'exited';
 }
 
 /**
@@ -197,10 +211,12 @@ export function concludeAttempt(context: RunContext, outcome: AttemptOutcome, de
       : context.blockedMachines;
   const gone = outcome === 'offer_unavailable';
   // A gone offer was rented by someone else, not at fault: it is kept out of searches for a while
-  // (a bounded list), never blocked for good.
+  // (a bounded list), never blocked for good. A task that ended says nothing of its offer.
   const offers = gone
     ? { goneOffers: [...context.goneOffers.filter((id) => id !== cur.offerId), cur.offerId].slice(-GONE_OFFERS_KEPT) }
-    : { blockedOffers: context.blockedOffers.includes(cur.offerId) ? context.blockedOffers : [...context.blockedOffers, cur.offerId] };
+    : isTaskOutcome(outcome)
+      ? {}
+      : { blockedOffers: context.blockedOffers.includes(cur.offerId) ? context.blockedOffers : [...context.blockedOffers, cur.offerId] };
   return {
     ...offers,
     current: null,

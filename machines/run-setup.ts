@@ -5,7 +5,7 @@
 // No I/O and no clock here. Time enters only with what the machine is told: a list's `listedAt`, an
 // actor's output (`at`, `createdAt`, `requestedAt`) or failure (`at`), so the daemon's injected clock
 // is the only one and a test drives time by what it sends.
-import { assign, emit, enqueueActions, fromPromise, setup } from 'xstate';
+import { assign, emit, enqueueActions, fromPromise, raise, setup } from 'xstate';
 import {
   attemptEndedEvent,
   attemptStartedEvent,
@@ -20,10 +20,12 @@ import {
   endingMissing,
   endingOutbid,
   endingUnreachable,
+  endingTask,
   isGoneSinceDestroy,
   isLost,
   noOffersError,
   startAttempt,
+  taskFailedError,
   withBidRaised,
   withCandidates,
   withDestroyRetry,
@@ -31,6 +33,7 @@ import {
   withProbing,
   withRestartedBoot,
   withRunning,
+  withTaskChecked,
 } from './run-context.js';
 import {
   concludeAttempt,
@@ -40,6 +43,7 @@ import {
   isOutbid,
   priceOverCap,
   isRunningStatus,
+  mayBeTaskEnd,
   nextBid,
   sameEndpoints,
   sameStatus,
@@ -69,6 +73,8 @@ import type {
   SearchOutput,
   SleepInput,
   SleepOutput,
+  TaskEndInput,
+  TaskEndOutput,
 } from './run-types.js';
 
 /** What a POLL event says of the current instance. */
@@ -96,6 +102,7 @@ export const runSetup = setup({
     bootDeadline: missing<BootDeadlineOutput, BootDeadlineInput>('bootDeadline'),
     probeSsh: missing<ProbeOutput, ProbeInput>('probeSsh'),
     changeBid: missing<void, ChangeBidInput>('changeBid'),
+    readTaskEnd: missing<TaskEndOutput, TaskEndInput>('readTaskEnd'),
   },
   guards: {
     hasCandidates: ({ context }) => context.candidates.length > 0,
@@ -144,6 +151,12 @@ export const runSetup = setup({
     restarted: (_, params: PollParams) => params.instance !== null && params.instance.actual_status !== 'stopped',
     // Only once a list has shown the instance: its running event and record carry that status.
     readyForCurrent: ({ context }, params: { n: number }) => context.current?.n === params.n && context.current.status != null,
+    /** A task run whose instance a list shows stopped or exited, and whose log was not read since it stopped. */
+    taskMayHaveEnded: ({ context }, params: PollParams) =>
+      context.limits.task && params.instance !== null && !context.current!.taskChecked && mayBeTaskEnd(params.instance),
+    taskSucceeded: ({ context }) => context.lastEnded?.outcome === 'succeeded',
+    taskFailedForGood: ({ context }) => context.lastEnded?.outcome === 'task_failed' && context.taskRestarts >= context.limits.maxRestarts,
+    taskFailed: ({ context }) => context.lastEnded?.outcome === 'task_failed',
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
@@ -282,5 +295,22 @@ export const runSetup = setup({
     reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
     reportExpired: emit(({ context }) => ({ type: 'run.expired' as const, error: context.error! })),
     reportCancelled: emit({ type: 'run.cancelled' as const }),
+    markEndingTask: assign(({ context }, params: { exitCode: number }) => endingTask(context, params.exitCode)),
+    reportTaskEnded: emit(({ context }) => ({
+      type: 'task.ended' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      exitCode: context.taskExit!,
+    })),
+    markTaskChecked: assign(({ context }) => withTaskChecked(context)),
+    /** The last listed status, judged again once the log said the stop was not the task's end. */
+    replayStatus: raise(({ context }) => ({
+      type: 'POLL' as const,
+      instance: context.current!.status,
+      listedAt: context.current!.createdAt ?? 0,
+    })),
+    countRestart: assign(({ context }) => ({ taskRestarts: context.taskRestarts + 1 })),
+    failTask: assign(({ context }) => ({ error: taskFailedError(context) })),
+    reportSucceeded: emit({ type: 'run.succeeded' as const }),
   },
 });

@@ -51,7 +51,11 @@ export type AttemptOutcome =
   | 'offer_unavailable'
   | 'create_failed'
   | 'cancelled'
-  | 'lost';
+  | 'lost'
+  /** The task (`run`) ended with exit code 0; the instance was destroyed after it. */
+  | 'succeeded'
+  /** The task ended with a non-zero exit code. */
+  | 'task_failed';
 
 export interface AttemptSummary {
   n: number;
@@ -92,6 +96,10 @@ export interface RunLimits {
   maxPricePerHour: number;
   /** Interruptible runs only; null for on-demand. */
   bid: BidPolicy | null;
+  /** The spec has a task (`run`): its end, read from the container's log, ends the run. */
+  task: boolean;
+  /** Times a task that exited non-zero starts again on a fresh instance (max_restarts). */
+  maxRestarts: number;
 }
 
 type ReadyWhen = 'ssh' | 'status';
@@ -157,6 +165,11 @@ export interface CurrentAttempt {
   reachable: Endpoint[] | null;
   /** When the bid was last raised (the instance then gets rebidWaitS to start again). */
   rebidAt: number | null;
+  /**
+   * A task run: the log of this instance was read after a list showed it stopped, and held no end
+   * marker (so the stop was an outbid or a loss). Not read again until the instance starts again.
+   */
+  taskChecked: boolean;
 }
 
 export interface RunContext {
@@ -192,6 +205,10 @@ export interface RunContext {
   /** Offers searched for: a bid run that is outbid with on_outbid "on_demand" switches for good. */
   searchType: 'on-demand' | 'bid';
   error: RunError | null;
+  /** Task runs: attempts whose task exited non-zero and was started again (at most maxRestarts). */
+  taskRestarts: number;
+  /** Task runs: the exit code of the last task that ended, or null. */
+  taskExit: number | null;
 }
 
 export type RunEvent =
@@ -233,7 +250,10 @@ export type RunEmitted =
   | { type: 'destroy.confirmed'; n: number; instanceId: number }
   | { type: 'run.failed'; error: RunError }
   | { type: 'run.expired'; error: RunError }
-  | { type: 'run.cancelled' };
+  | { type: 'run.cancelled' }
+  /** A task's end marker was read: its exit code decides how the run (or the attempt) ends. */
+  | { type: 'task.ended'; n: number; instanceId: number; exitCode: number }
+  | { type: 'run.succeeded' };
 
 // ---- actor contracts (implemented in src/daemon/runs/run-actors.ts) ----
 export interface SearchInput {
@@ -320,6 +340,16 @@ export interface LastLook {
   instance: InstanceStatus | null;
   /** The endpoints that answered the SSH try; null when none was tried or none answered. */
   reachable: Endpoint[] | null;
+}
+/** Reads the end marker of attempt n's task from its container's log (via the service's logs endpoint). */
+export interface TaskEndInput {
+  runId: string;
+  n: number;
+  instanceId: number;
+}
+export interface TaskEndOutput {
+  /** The task's exit code, or null when the log holds no end marker of this attempt. */
+  exitCode: number | null;
 }
 export interface ChangeBidInput {
   runId: string;

@@ -210,6 +210,8 @@ export const RUN_ERROR_KINDS = [
   'upgrade', // the run was saved by a berth whose snapshot this one cannot read
   'max_runtime', // expired: max_runtime_s of running was reached
   'budget', // expired: budget_usd was spent, or cannot pay for any matching offer to boot
+  'task_failed', // the task (`run`) exited non-zero, max_restarts spent: `exit_code` says how
+  'idle', // expired: the GPU stayed idle for idle_timeout_s
 ] as const;
 export type RunErrorKind = (typeof RUN_ERROR_KINDS)[number];
 const RUN_ERROR_KIND_SET: ReadonlySet<string> = new Set(RUN_ERROR_KINDS);
@@ -221,6 +223,8 @@ export function isRunErrorKind(v: unknown): v is RunErrorKind {
 export interface RunError {
   kind: RunErrorKind;
   message: string;
+  /** `task_failed`: the task's exit code. */
+  exit_code?: number;
 }
 
 /**

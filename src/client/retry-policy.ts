@@ -207,6 +207,8 @@ export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
   upgrade: TRANSIENT,
   max_runtime: TRANSIENT,
   budget: TRANSIENT,
+  task_failed: TRANSIENT,
+  idle: TRANSIENT,
 };
 
 /** The row for any thrown value: by its `code`; anything untyped is `internal` (a bug, not the service's fault). */

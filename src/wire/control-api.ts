@@ -15,7 +15,12 @@ const isoTime = z.iso.datetime();
 const RunStateSchema = z.enum(RUN_STATES);
 
 /** Why a run failed: an error code of berth's or one of the run's own limits (src/errors.ts). */
-const RunErrorSchema = z.object({ kind: z.enum(RUN_ERROR_KINDS), message: z.string() });
+const RunErrorSchema = z.object({
+  kind: z.enum(RUN_ERROR_KINDS),
+  message: z.string(),
+  /** `task_failed`: the task's exit code. */
+  exit_code: z.number().int().optional(),
+});
 
 /** The instance a live run holds now. */
 /** An SSH endpoint: `proxy` is the service's proxy (ssh_host:ssh_port), `direct` the host's own address and mapped port. */

@@ -9,6 +9,8 @@ export const NOTIFY_EVENTS = [
   'run.cancelled', // the run ended `cancelled`
   'run.expired', // the run ended `expired` (max_runtime_s or budget_usd reached; issue #11)
   'budget.warning', // a budget is nearly spent (issue #11)
+  'run.succeeded', // the run's task exited 0 (issue #19)
+  'run.task_failed', // the run ended `failed` because its task exited non-zero, every restart spent (issue #19)
 ] as const;
 export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
 

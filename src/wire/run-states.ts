@@ -9,13 +9,14 @@ export const RUN_STATES = [
   'rebidding',
   'running',
   'destroying',
+  'succeeded',
   'failed',
   'cancelled',
   'expired',
 ] as const;
 export type RunState = (typeof RUN_STATES)[number];
 
-const END_STATES = ['failed', 'cancelled', 'expired'] as const satisfies readonly RunState[];
+const END_STATES = ['succeeded', 'failed', 'cancelled', 'expired'] as const satisfies readonly RunState[];
 const ENDS: ReadonlySet<string> = new Set(END_STATES);
 
 /** A run in an end state holds no instance and never moves again. */

@@ -5,7 +5,7 @@ import { EXIT, exitCodeForRun } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import { printJson, type Io } from '../io.js';
 import { runEndedSentence, sshCommand } from '../render.js';
-import { isSettled } from '../../wire/run-states.js';
+import { isEndState, isSettled } from '../../wire/run-states.js';
 import type { Run } from '../../wire/control-api.js';
 import { readSpecFile, SpecFileError } from '../spec-file.js';
 
@@ -31,10 +31,31 @@ export async function submitCommand(file: string, options: SubmitOptions, io: Io
     else io.out(run.id);
     return EXIT.ok;
   }
-  if (!options.json) io.out(`Submitted run ${run.id} (${run.name}); following it until it runs (Ctrl-C stops following, not the run).`);
-  const settled = await watchRun(client, run, io, (r) => isSettled(r.state), { quiet: options.json });
-  return reportSettled(settled, io, options.json === true);
+  // A task's run is followed to its end: `running` is only the task under way.
+  const task = typeof (spec as { run?: unknown }).run === 'string';
+  const until = task ? 'it ends' : 'it runs';
+  if (!options.json) io.out(`Submitted run ${run.id} (${run.name}); following it until ${until} (Ctrl-C stops following, not the run).`);
+  const settled = await watchRun(client, run, io, (r) => (task ? isEndState(r.state) : isSettled(r.state)), { quiet: options.json });
+  return task ? reportTaskEnd(settled, io, options.json === true) : reportSettled(settled, io, options.json === true);
 }
+
+/** How a task's run ended: its exit code and the last lines of its log; exit 0 only when it succeeded. */
+function reportTaskEnd(run: Run, io: Io, json: boolean): number {
+  if (json) printJson(io, run);
+  else {
+    const last = [...run.attempts].reverse().find((a) => a.logs);
+    if (last?.logs) io.out(`Last lines of attempt #${last.n}:\n${last.logs.split('\n').slice(-TASK_LOG_LINES).join('\n')}`);
+  }
+  if (run.state === 'succeeded') {
+    if (!json) io.out(`Run ${run.id} succeeded: the task exited with code 0; nothing is billing.`);
+    return EXIT.ok;
+  }
+  io.err(runEndedSentence(run));
+  return exitCodeForRun(run);
+}
+
+/** Log lines `submit --wait` prints at a task's end. */
+const TASK_LOG_LINES = 20;
 
 /** Prints where a followed run came to rest; the exit code says whether it is running. */
 export function reportSettled(run: Run, io: Io, json: boolean): number {

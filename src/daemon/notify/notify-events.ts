@@ -11,10 +11,14 @@ export function notifyEventOf(e: RunEmitted): NotifyEvent | null {
       return 'run.running';
     case 'attempt.ended':
       if (e.outcome === 'lost') return 'instance.lost';
+      // A task that failed and starts again (max_restarts) is a failed attempt too.
+      if (e.outcome === 'task_failed') return 'attempt.failed';
       // A gone offer, a cancel or an expiry is not a failure of the attempt.
       return e.outcome !== 'running' && countsAgainstLimit(e.outcome) ? 'attempt.failed' : null;
     case 'run.failed':
-      return 'run.failed';
+      return e.error.kind === 'task_failed' ? 'run.task_failed' : 'run.failed';
+    case 'run.succeeded':
+      return 'run.succeeded';
     case 'run.cancelled':
       return 'run.cancelled';
     case 'run.expired':

@@ -147,5 +147,13 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
       return append('run cancelled; it holds no instance', null);
     case 'run.expired':
       return append(`run expired (${e.error.kind}): ${e.error.message}; it holds no instance`, { error: e.error }, 'warn');
+    case 'task.ended':
+      return append(
+        `attempt #${e.n}: the task on instance ${e.instanceId} exited with code ${e.exitCode}`,
+        { n: e.n, instanceId: e.instanceId, exitCode: e.exitCode },
+        e.exitCode === 0 ? 'info' : 'warn',
+      );
+    case 'run.succeeded':
+      return append('run succeeded: the task exited with code 0; it holds no instance', { exitCode: 0 });
   }
 }

@@ -208,7 +208,7 @@ function endOf(line: string, max: number): string {
 }
 
 /** A plain GET: no Authorization header, no redirects, a time limit, and at most MAX_FETCH_BYTES read. */
-async function fetchWithoutCredentials(url: string, signal: AbortSignal): Promise<FetchedText> {
+export async function fetchWithoutCredentials(url: string, signal: AbortSignal): Promise<FetchedText> {
   const parsed = new URL(url);
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error(`not an http(s) URL: ${parsed.protocol}`);
   const res = await request(parsed, { method: 'GET', signal, headersTimeout: GET_TIMEOUT_MS, bodyTimeout: GET_TIMEOUT_MS });

@@ -22,12 +22,16 @@ import type {
   SearchOutput,
   SleepInput,
   SleepOutput,
+  TaskEndInput,
+  TaskEndOutput,
 } from '../../../machines/run-machine.js';
 import { runPolicyOf } from '../../client/retry-policy.js';
 import type { Instance, MarketClient } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import { encodeOnstart, encodeOnstartWith } from '../../job-spec/onstart.js';
+import { taskScript } from '../../job-spec/task-script.js';
+import type { TaskLogs } from './task-logs.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../../job-spec/search-query.js';
@@ -67,7 +71,19 @@ export interface RunActorDeps {
   readyCallback?: { url: string; tokens: ReadyTokens };
   /** The money checks every search and create passes; none in tests that do not need them. */
   money?: MoneyPort;
+  /** Reads a stopped task's end marker from its log (runs with `run`). */
+  taskLogs?: TaskLogs;
+  /** The service's base URL (service.base_url): where a task's wrapper stops its own instance. */
+  serviceUrl?: string;
 }
+
+/**
+ * The backstop's grace: a task's wrapper destroys its own instance this long after the run's limit
+ * (max_runtime_s, or what budget_usd buys at the attempt's price) has passed, should no daemon have
+ * ended it by then. Long enough that a live daemon, which ends the run within a poll interval of the
+ * limit, always acts first.
+ */
+export const BACKSTOP_GRACE_S = 600;
 
 /** The money room's two checks, as the actors use them. */
 interface MoneyPort {
@@ -156,7 +172,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
     return { kind: 'offer_gone', detail };
   }
   const sentAt = deps.clock.now();
-  const onstart = onstartFor(deps, spec, runId, n);
+  const onstart = onstartFor(deps, spec, input);
   let instanceId: number;
   let instanceApiKey: string | undefined;
   try {
@@ -195,6 +211,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
     }
   }
   deps.failureLogs?.noteInstanceKey(instanceId, instanceApiKey);
+  deps.taskLogs?.noteInstanceKey(instanceId, instanceApiKey);
   return adopted(deps, input, instanceId, sentAt);
 }
 
@@ -202,7 +219,9 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
  * The onstart to send: the spec's script, followed (with readiness.callback_url) by the line that
  * posts this attempt's token once it has run. `secret`: the token, which service text must not show.
  */
-function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, runId: string, n: number): { script?: string; secret?: string } {
+function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { script?: string; secret?: string } {
+  const { runId, n } = input;
+  if (spec.run !== undefined) return taskOnstartFor(deps, spec, input);
   const user = spec.onstart ? encodeOnstart(spec.onstart) : undefined;
   if (!deps.readyCallback) return { script: user };
   const token = deps.readyCallback.tokens.tokenFor(runId, n);
@@ -252,6 +271,43 @@ function lookWithin(deps: RunActorDeps, instanceId: number, signal: AbortSignal)
   }).finally(() => signal.removeEventListener('abort', onAbort));
 }
 
+/**
+ * A task's onstart: the user's script, the readiness callback (when it still fits) and the task
+ * wrapper (src/job-spec/task-script.ts), compressed together when long. Validation made sure the
+ * wrapper fits without the callback line.
+ */
+function taskOnstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { script: string; secret?: string } {
+  const base = {
+    onstart: spec.onstart,
+    run: spec.run!,
+    runId: input.runId,
+    n: input.n,
+    serviceUrl: deps.serviceUrl ?? 'https://console.vast.ai',
+    backstopS: backstopOf(spec, input.dphTotal),
+  };
+  if (deps.readyCallback) {
+    const token = deps.readyCallback.tokens.tokenFor(input.runId, input.n);
+    try {
+      return { script: encodeOnstart(taskScript({ ...base, callbackLine: callbackLine(deps.readyCallback.url, token) })), secret: token };
+    } catch {
+      // Too long with the callback line: readiness falls back to SSH (or the status).
+    }
+  }
+  return { script: encodeOnstart(taskScript(base)) };
+}
+
+/**
+ * Seconds after the container starts when the task's wrapper destroys its own instance: the run's
+ * limit (max_runtime_s, or the hours budget_usd buys at this attempt's billed price) plus the grace.
+ * Null when the run has neither limit.
+ */
+function backstopOf(spec: ResolvedJobSpec, dphTotal: number): number | null {
+  const limits: number[] = [];
+  if (spec.max_runtime_s !== undefined) limits.push(spec.max_runtime_s);
+  if (spec.budget_usd !== undefined && dphTotal > 0) limits.push((spec.budget_usd / dphTotal) * 3600);
+  return limits.length === 0 ? null : Math.min(...limits) + BACKSTOP_GRACE_S;
+}
+
 export function makeRunActors(deps: RunActorDeps) {
   const { client } = deps;
   const now = () => deps.clock.now();
@@ -292,6 +348,7 @@ export function makeRunActors(deps: RunActorDeps) {
     destroyInstance: actor<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
       // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
       await deps.failureLogs?.beforeDestroy(input, signal);
+      deps.taskLogs?.forget(input.instanceId);
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
     }),
@@ -299,6 +356,10 @@ export function makeRunActors(deps: RunActorDeps) {
     probeSsh: actor<ProbeOutput, ProbeInput>(async ({ input, signal }) => ({
       reachable: await probeUntilReachable(input.endpoints, deps.clock, signal),
     })),
+
+    readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) =>
+      deps.taskLogs ? deps.taskLogs.readEnd(input, signal) : Promise.resolve({ exitCode: null }),
+    ),
 
     changeBid: actor<void, ChangeBidInput>(({ input, signal }) => client.changeBid(input.instanceId, input.price, { signal })),
 

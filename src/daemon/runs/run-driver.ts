@@ -76,6 +76,8 @@ export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
     sshTimeoutS: config.readiness.ssh_timeout_s,
     maxPricePerHour: spec.max_price_per_hour,
     bid: bidPolicy(spec, config),
+    task: spec.run !== undefined,
+    maxRestarts: spec.max_restarts ?? 0,
   };
 }
 

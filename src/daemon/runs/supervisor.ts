@@ -27,6 +27,7 @@ import { PriceIncreaseWatch, type Holder } from '../money/price-increases.js';
 import { attemptPrice } from '../../store/spend.js';
 import { MoneyGuard } from '../money/money-guard.js';
 import { FailureLogs } from './failure-logs.js';
+import { TaskLogs } from './task-logs.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import type { InstanceLists, PollSubscriber } from '../fleet/poller.js';
@@ -155,8 +156,19 @@ export class Supervisor implements PollSubscriber {
       specs: this.specs,
       ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
     });
+    const taskLogs = new TaskLogs({
+      client: deps.client,
+      clock: deps.clock,
+      journal: this.journal,
+      log: deps.log,
+      apiKey: deps.apiKey,
+      specOf: (runId) => this.specs.get(runId),
+      ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
+    });
     this.machine = provideRunMachine({
       failureLogs: this.failureLogs,
+      taskLogs,
+      serviceUrl: config.service.base_url,
       ...(deps.readyCallback ? { readyCallback: deps.readyCallback } : {}),
       money: { guard: this.guard, gate: this.gate },
       quarantine: this.quarantine,

@@ -22,6 +22,8 @@ import {
   type RunLimits,
   type SearchInput,
   type SearchOutput,
+  type TaskEndInput,
+  type TaskEndOutput,
 } from '../../../machines/run-machine.js';
 import type { InstanceStatus } from '../../../machines/run-rules.js';
 import { stubActor } from '../../helpers/stub-actor.js';
@@ -40,6 +42,8 @@ export const LIMITS: RunLimits = {
   sshTimeoutS: 30,
   maxPricePerHour: 1,
   bid: null,
+  task: false,
+  maxRestarts: 0,
 };
 
 export function offers(...ids: number[]): Candidate[] {
@@ -71,6 +75,10 @@ export class FakeWorld {
   lookAnswer: LastLook | null = null;
   /** Bids sent with change-bid. */
   bids: ChangeBidInput[] = [];
+  /** Exit codes the end markers in the instances' logs give (absent: no marker). */
+  taskExits = new Map<number, number>();
+  /** Log reads of task instances. */
+  taskReads: TaskEndInput[] = [];
   /** Pending creates the test resolves by hand (for "cancel while creating"). */
   holdCreates = false;
   private held: Array<() => void> = [];
@@ -118,6 +126,10 @@ export class FakeWorld {
         if (answer === 'never')
           await new Promise<void>((_, reject) => signal.addEventListener('abort', () => reject(new Error('stopped'))));
         return { reachable: input.endpoints };
+      }),
+      readTaskEnd: stubActor<TaskEndOutput, TaskEndInput>(async ({ input }) => {
+        this.taskReads.push(input);
+        return { exitCode: this.taskExits.get(input.instanceId) ?? null };
       }),
       changeBid: stubActor<void, ChangeBidInput>(async ({ input }) => {
         this.bids.push(input);

@@ -1,0 +1,70 @@
+// Tasks against the real simulator (issue #19): berth's wrapper runs the task as the instance's
+// onstart, writes its exit code to the container log and stops its own instance; the daemon sees
+// the stop in the lists it already makes, reads the marker through the logs endpoint, records the
+// end and destroys the instance. The simulator's ledger shows nothing billing after.
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Run } from '../../../src/wire/control-api.js';
+import { isEnded, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
+
+let world: World | undefined;
+afterEach(async () => {
+  await world?.close();
+  world = undefined;
+});
+
+const POLL_S = 0.1;
+
+async function taskWorld(): Promise<World> {
+  return startWorld({
+    sim: { onstart_exec: { enabled: true, timeout_s: 30 }, logs: { upload_delay_s: 0 } },
+    config: { polling: { interval_s: POLL_S } },
+  });
+}
+
+/** Wall ms from the task's own stop to the destroy of its instance, from the simulator's history. */
+function stopToDestroyMs(w: World, instanceId: number): number {
+  const h = w.sim.history().find((x) => x.id === instanceId)!;
+  const stop = h.statuses.find((s) => s.status === 'stopped')!;
+  return h.destroyed_at!.wall_ms - stop.at.wall_ms;
+}
+
+describe('tasks', () => {
+  it('ends succeeded on exit 0, destroying the instance within a poll interval of the stop, and nothing bills', async () => {
+    world = await taskWorld();
+    const run = await submit(world, jobSpec({ ready_when: 'status', run: 'echo training; sleep 0.5; echo done' }));
+    const done: Run = await world.waitFor(run.id, isEnded, 30_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.error).toBeNull();
+    expect(done.instance).toBeNull();
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(done.attempts[0]!.logs).toMatch(/training\ndone\n\nberth-task-end run=\S+ attempt=1 exit=0/);
+    expect(world.sim.billingNow()).toEqual([]);
+    // The bound: one poll interval plus one list call (and here the log read) after the stop.
+    const ms = stopToDestroyMs(world, done.attempts[0]!.instance_id!);
+    expect(ms).toBeLessThan(POLL_S * 1000 + 2000);
+  });
+
+  it('exit 3 with max_restarts 1 makes two attempts, each on a fresh instance, and ends failed with exit code 3', async () => {
+    world = await taskWorld();
+    const run = await submit(world, jobSpec({ ready_when: 'status', run: 'echo failing; exit 3', max_restarts: 1 }));
+    const done: Run = await world.waitFor(run.id, isEnded, 30_000);
+    expect(done.state).toBe('failed');
+    expect(done.error).toMatchObject({ kind: 'task_failed', exit_code: 3 });
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['task_failed', 'task_failed']);
+    expect(new Set(done.attempts.map((a) => a.instance_id)).size).toBe(2);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+
+  it('an instance lost mid-task recovers on another offer and the task then succeeds', async () => {
+    world = await taskWorld();
+    const spec = jobSpec({ ready_when: 'status', run: 'sleep 4; echo finished' });
+    const [first] = await offersInTryOrder(world, spec);
+    world.sim.setOfferProfile(first!.id, 'lost_after_running');
+    const run = await submit(world, spec);
+    const done: Run = await world.waitFor(run.id, isEnded, 40_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['lost', 'succeeded']);
+    expect(done.attempts[0]!.offer_id).toBe(first!.id);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+});

@@ -1,0 +1,146 @@
+// Tasks (issue #19): a run with `run` ends when its task does, decided on the end marker in the
+// container's log and never on a status alone; max_restarts starts a failed task again on a fresh
+// instance; a stop without a marker is an outbid or a loss, and the run recovers on another offer.
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { migrateRunSnapshot } from '../../../machines/run-migrations.js';
+import {
+  FakeWorld,
+  LIMITS,
+  confirmGone,
+  currentInstanceId,
+  endedAttempts,
+  poll,
+  startRun,
+  stateOf,
+  status,
+  tick,
+  type RunActor,
+} from './harness.js';
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: new Date('2026-01-01T00:00:00Z') });
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+const TASK = { task: true };
+
+async function admitted(world: FakeWorld, limits = {}) {
+  const run = startRun(world, { limits: { ...TASK, ...limits } });
+  run.actor.send({ type: 'ADMIT' });
+  await tick(0);
+  return run;
+}
+
+async function bootToRunning(actor: RunActor) {
+  const id = currentInstanceId(actor);
+  await poll(actor, status(id, 'loading'));
+  await poll(actor, status(id, 'running'));
+  return id;
+}
+
+/** What a list shows once the wrapper stopped its own instance. */
+const selfStopped = (id: number) => status(id, 'stopped', { intended_status: 'stopped' });
+
+describe('run machine: tasks', () => {
+  it('ends succeeded when the log says exit 0, destroying the instance first', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = await bootToRunning(actor);
+    world.taskExits.set(id, 0);
+    await poll(actor, selfStopped(id));
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id }]);
+    expect(stateOf(actor)).toBe('destroying');
+    expect(world.destroys.map((d) => d.instanceId)).toEqual([id]);
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(actor.getSnapshot().context.error).toBeNull();
+    expect(emitted.filter((e) => e.type === 'task.ended')).toEqual([{ type: 'task.ended', n: 1, instanceId: id, exitCode: 0 }]);
+    expect(emitted.at(-1)).toEqual({ type: 'run.succeeded' });
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+  });
+
+  it('fails with task_failed and the exit code once max_restarts is spent, each try on a fresh instance', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world, { maxRestarts: 1 });
+    const first = await bootToRunning(actor);
+    world.taskExits.set(first, 3);
+    await poll(actor, selfStopped(first));
+    await confirmGone(actor);
+    // A fresh instance, found by a new search; the failed task spent no attempt and blocked nothing.
+    expect(stateOf(actor)).toBe('booting');
+    const second = currentInstanceId(actor);
+    expect(second).not.toBe(first);
+    expect(actor.getSnapshot().context).toMatchObject({ taskRestarts: 1, spentAttempts: 0, blockedMachines: [] });
+    await bootToRunning(actor);
+    world.taskExits.set(second, 3);
+    await poll(actor, selfStopped(second));
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('failed');
+    expect(actor.getSnapshot().context.error).toMatchObject({ kind: 'task_failed', exit_code: 3 });
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['task_failed', 'task_failed']);
+    expect(world.destroys.map((d) => d.instanceId)).toEqual([first, second]);
+  });
+
+  it('treats a stop without an end marker as a loss and recovers on another offer', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const first = await bootToRunning(actor);
+    // Stopped, but not by the task: its log holds no marker.
+    await poll(actor, status(first, 'stopped'));
+    expect(world.taskReads).toHaveLength(1);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['lost']);
+    expect(stateOf(actor)).toBe('booting');
+    const second = await bootToRunning(actor);
+    world.taskExits.set(second, 0);
+    await poll(actor, selfStopped(second));
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+  });
+
+  it('never reads a log for a run without a task', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world, { task: false });
+    const id = await bootToRunning(actor);
+    world.taskExits.set(id, 0);
+    await poll(actor, selfStopped(id));
+    expect(world.taskReads).toHaveLength(0);
+    expect(stateOf(actor)).toBe('destroying');
+  });
+
+  it('reads the end of a task that finished before any list showed it running', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world);
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'loading'));
+    world.taskExits.set(id, 0);
+    await poll(actor, selfStopped(id));
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+  });
+
+  it('resumes a version 4 snapshot stored running as watching its instance', async () => {
+    const world = new FakeWorld();
+    const { actor } = startRun(world, { limits: { ...TASK } });
+    actor.send({ type: 'ADMIT' });
+    await tick(0);
+    const id = await bootToRunning(actor);
+    const stored = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as { value: unknown; context: Record<string, unknown> };
+    actor.stop();
+    // As version 4 stored it: `running` a leaf, no task fields.
+    const { taskRestarts: _r, taskExit: _e, ...v4context } = stored.context;
+    const current = { ...(v4context['current'] as Record<string, unknown>) };
+    delete current['taskChecked'];
+    const v4 = { ...stored, value: 'running', context: { ...v4context, current } };
+    const migrated = migrateRunSnapshot(v4, 4, 5, { ...LIMITS, ...TASK });
+    expect(migrated?.['value']).toEqual({ running: 'watching' });
+    const again = startRun(world, { limits: TASK, snapshot: migrated as never });
+    world.taskExits.set(id, 0);
+    await poll(again.actor, selfStopped(id));
+    await confirmGone(again.actor);
+    expect(stateOf(again.actor)).toBe('succeeded');
+  });
+});
