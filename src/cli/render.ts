@@ -76,12 +76,19 @@ const clock = (iso: string) => new Date(iso).toLocaleTimeString('en-GB', { hour1
 const price = (dph: number | null) => (dph === null ? DASH : `$${dph.toFixed(3)}/h`);
 const text = (v: unknown) => (v === null || v === undefined ? DASH : String(v));
 
+/** A task's exit code once it ended (0 for a run that succeeded); a dash otherwise. */
+function exitText(run: Run): string {
+  if (run.state === 'succeeded') return '0';
+  return run.error?.exit_code === undefined ? DASH : String(run.error.exit_code);
+}
+
 export function runsTable(runs: Run[], now: number): string[] {
   if (runs.length === 0) return ['No runs yet: submit one with `berth submit FILE`.'];
   const rows = runs.map((r) => [
     r.id,
     r.name,
     r.held ? `${r.state} (held)` : r.state,
+    exitText(r),
     String(r.attempt),
     text(r.instance?.id),
     text(r.instance?.actual_status),
@@ -89,7 +96,7 @@ export function runsTable(runs: Run[], now: number): string[] {
     r.cost ? usdText(r.cost.usd) : DASH,
     since(r.created_at, now),
   ]);
-  const lines = table(['RUN', 'NAME', 'STATE', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'COST', 'AGE'], rows);
+  const lines = table(['RUN', 'NAME', 'STATE', 'EXIT', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'COST', 'AGE'], rows);
   lines.push('', totalLine(runs));
   if (runs.some((r) => r.held)) lines.push('', HELD_HINT);
   return lines;

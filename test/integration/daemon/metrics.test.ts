@@ -82,7 +82,19 @@ describe('GET /metrics', () => {
         .samples.map((s) => s.labels.state)
         .sort(),
     ).toEqual(
-      ['booting', 'cancelled', 'creating', 'destroying', 'expired', 'failed', 'queued', 'rebidding', 'running', 'searching'].sort(),
+      [
+        'booting',
+        'cancelled',
+        'creating',
+        'destroying',
+        'expired',
+        'failed',
+        'queued',
+        'rebidding',
+        'running',
+        'searching',
+        'succeeded',
+      ].sort(),
     );
     expect(
       families
