@@ -61,7 +61,7 @@ export function countsAgainstLimit(outcome: AttemptOutcome): boolean {
 }
 
 /** The attempt ended because its task did (max_restarts, not max_attempts, counts failed tasks). */
-export function isTaskOutcome(outcome: AttemptOutcome): boolean {
+function isTaskOutcome(outcome: AttemptOutcome): boolean {
   return outcome === 'succeeded' || outcome === 'task_failed';
 }
 

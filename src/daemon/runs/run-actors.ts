@@ -83,7 +83,7 @@ export interface RunActorDeps {
  * ended it by then. Long enough that a live daemon, which ends the run within a poll interval of the
  * limit, always acts first.
  */
-export const BACKSTOP_GRACE_S = 600;
+const BACKSTOP_GRACE_S = 600;
 
 /** The money room's two checks, as the actors use them. */
 interface MoneyPort {

@@ -26,7 +26,7 @@ import { fetchWithoutCredentials, lastBytes, MAX_TAIL_BYTES, type FetchedText } 
 /** Lines asked for: the marker is the last line the wrapper writes, but a stop may log after it. */
 const TAIL_LINES = 200;
 /** How long one read may take in all (requests and upload waits). */
-export const READ_WINDOW_MS = 60_000;
+const READ_WINDOW_MS = 60_000;
 const FIRST_PAUSE_MS = 250;
 const MAX_PAUSE_MS = 3_000;
 
