@@ -147,7 +147,7 @@ const MAX_V1_PAGES = 10_000;
  * `intended_status`, `cur_state`, and `status_msg` for the "OCI runtime create failed" case), the
  * label (ownership and the look-up of creates with an unknown outcome), the SSH endpoints shown to
  * the user and probed for readiness (the proxy `ssh_host`/`ssh_port`, the direct `public_ipaddr` +
- * `ports`), the billed `dph_total` shown in status, and `machine_id`. Never `extra_env` or `onstart`:
+ * `ports`), the billed `dph_total` shown in status, `machine_id`, and `gpu_util` (idle autostop). Never `extra_env` or `onstart`:
  * env values (secrets) do not even travel.
  */
 export const INSTANCE_COLUMNS = [
@@ -163,6 +163,7 @@ export const INSTANCE_COLUMNS = [
   'public_ipaddr',
   'ports',
   'dph_total',
+  'gpu_util',
 ] as const;
 
 /** Keyset order of every list: by id, so a walk over the pages is stable and new instances come last. */

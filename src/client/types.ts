@@ -31,6 +31,8 @@ export interface Instance {
   public_ipaddr?: string | null;
   /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
   ports?: Record<string, Array<{ HostIp?: string; HostPort?: string }> | null> | null;
+  /** GPU utilisation, percent (show_instances.yaml); absent or null where the host reports none. */
+  gpu_util?: number | null;
   [field: string]: unknown;
 }
 

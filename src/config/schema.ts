@@ -131,6 +131,8 @@ export const configSchema = z.strictObject({
     max_runtime_s: positiveSeconds(MAX_RUN_DURATION_S).nullish(),
     /** How long an outbid instance may stay stopped after its bid was raised before it is raised again, seconds (default 30, at most 3600). */
     rebid_wait_s: positiveSeconds(HOUR),
+    /** How long before an idle instance is destroyed (idle_timeout_s) the idle.warning is given, seconds (default 300, at most 1 day). */
+    idle_warning_s: seconds(DAY).default(300),
   }),
   readiness: z.strictObject({
     /**

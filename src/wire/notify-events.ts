@@ -11,6 +11,7 @@ export const NOTIFY_EVENTS = [
   'budget.warning', // a budget is nearly spent (issue #11)
   'run.succeeded', // the run's task exited 0 (issue #19)
   'run.task_failed', // the run ended `failed` because its task exited non-zero, every restart spent (issue #19)
+  'idle.warning', // the run's instance has been idle long enough to be destroyed soon (idle_timeout_s, issue #19)
 ] as const;
 export type NotifyEvent = (typeof NOTIFY_EVENTS)[number];
 

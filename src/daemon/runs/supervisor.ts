@@ -28,6 +28,7 @@ import { attemptPrice } from '../../store/spend.js';
 import { MoneyGuard } from '../money/money-guard.js';
 import { FailureLogs } from './failure-logs.js';
 import { TaskLogs } from './task-logs.js';
+import { IdleWatch } from './idle-watch.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import type { InstanceLists, PollSubscriber } from '../fleet/poller.js';
@@ -76,6 +77,7 @@ export class Supervisor implements PollSubscriber {
   private readonly journal: AttemptJournal;
   private readonly reconciler: Reconciler;
   private readonly failureLogs: FailureLogs;
+  private readonly idle: IdleWatch;
   private stopping = false;
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
@@ -155,6 +157,11 @@ export class Supervisor implements PollSubscriber {
       apiKey: deps.apiKey,
       specs: this.specs,
       ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
+    });
+    this.idle = new IdleWatch({
+      warnBeforeMs: config.runs.idle_warning_s * 1000,
+      warn: (runId, message, data) => this.notice(runId, 'idle.warning', message, data),
+      expire: (runId, reason) => this.expire(runId, reason),
     });
     const taskLogs = new TaskLogs({
       client: deps.client,
@@ -371,7 +378,14 @@ export class Supervisor implements PollSubscriber {
   /** A list showed these instances: each run holding one hears its status. */
   onSeen(instances: Instance[], listedAt: number): void {
     const held = this.driversByInstance();
-    for (const inst of instances) held.get(inst.id)?.poll(toStatus(inst), listedAt);
+    for (const inst of instances) {
+      const driver = held.get(inst.id);
+      if (!driver) continue;
+      driver.poll(toStatus(inst), listedAt);
+      // Idle autostop reads the same lists (gpu_util): a run that is running, with its spec's limit.
+      const spec = this.specs.get(driver.runId);
+      if (spec && driver.state === 'running' && !driver.isEnded) this.idle.observe(driver.runId, spec, inst, listedAt);
+    }
   }
 
   /** A list filtered on these ids did not show them: their runs hear the absence (counted by the machine). */
@@ -495,6 +509,7 @@ export class Supervisor implements PollSubscriber {
       ...(this.deps.hooks ? { hooks: this.deps.hooks } : {}),
       onEnded: (runId) => {
         this.guard.forget(runId);
+        this.idle.forget(runId);
         this.gate.wake();
         this.drivers.delete(runId);
         this.queued.delete(runId); // a queued run can be cancelled before it is admitted
@@ -520,6 +535,19 @@ export class Supervisor implements PollSubscriber {
    * The money guard's one-time warning that a run's budget is nearly spent: an event in its log and,
    * in the same transaction, its notification. Given once per run, across restarts (the log says).
    */
+  /** A notice of the daemon's own about a run (idle.warning): an event on the run and its notification, in one transaction. */
+  private notice(runId: string, type: 'idle.warning', message: string, data: Record<string, number>): void {
+    const { store, clock, hooks, log } = this.deps;
+    const row = store.runs.get(runId);
+    if (!row || row.ended_at !== null) return;
+    const at = clock.now();
+    store.transaction(() => {
+      const id = store.events.append({ runId, at, type, message, data });
+      hooks?.noticed({ id: runId, name: row.name, state: row.state }, type, { id, message, data }, at);
+    });
+    log.warn({ runId }, `run ${runId}: ${message}`);
+  }
+
   private warnBudget(runId: string, message: string, data: Record<string, number>): boolean {
     const { store, clock, hooks, log } = this.deps;
     const row = store.runs.get(runId);

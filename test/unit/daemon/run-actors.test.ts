@@ -49,6 +49,7 @@ const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_pe
   gone_offers_per_search: 4,
   machine_quarantine_s: 0,
   rebid_wait_s: 30,
+  idle_warning_s: 300,
   relax: [],
 });
 

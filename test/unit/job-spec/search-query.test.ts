@@ -21,6 +21,7 @@ const runs: Config['runs'] = {
   machine_quarantine_s: 900,
   gone_offers_per_search: 3,
   rebid_wait_s: 30,
+  idle_warning_s: 300,
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };
