@@ -1,14 +1,21 @@
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { issuesOf } from '../../helpers/spec-issues.js';
 import { SpecError } from '../../../src/errors.js';
 import { MARKER_PREFIX, taskExitOf, taskScript } from '../../../src/job-spec/task-script.js';
-import { checkJobSpecAgainstConfig, jobSpecJsonSchema, parseJobSpec } from '../../../src/job-spec/validate.js';
+import { checkJobSpecAgainstConfig, jobSpecJsonSchema, parseJobSpec, parseJobSpecText } from '../../../src/job-spec/validate.js';
 
 const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
 const pathsOf = (input: unknown) => issuesOf(input).map((i) => i.path);
 
 describe('task fields of the job spec', () => {
+  it('accepts examples/task.json', () => {
+    const spec = parseJobSpecText(readFileSync(new URL('../../../examples/task.json', import.meta.url), 'utf8'));
+    expect(spec).toMatchObject({ max_restarts: 1, idle_timeout_s: 1800 });
+    expect(spec.run).toMatch(/train\.py/);
+  });
+
   it('accepts a task with restarts and idle autostop', () => {
     const spec = parseJobSpec({ ...minimal, run: 'python train.py', max_restarts: 2, idle_timeout_s: 600, idle_gpu_util_pct: 10 });
     expect(spec).toMatchObject({ run: 'python train.py', max_restarts: 2, idle_timeout_s: 600, idle_gpu_util_pct: 10 });
