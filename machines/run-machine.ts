@@ -10,6 +10,8 @@
 //               gone or create failed → the next offer; CANCEL and EXPIRE wait for the create to settle
 //   booting, rebidding, running, destroying: see run-instance-states.ts (the instance's life)
 //   settle      transient: decides what follows an ended attempt
+//               (a fail-over first checks the candidates left against the budget left: none
+//               affordable → expired)
 //   failed, cancelled, expired   final: the run holds no instance
 //
 // No I/O here: searching, creating, destroying, probing, bidding and waiting are invoked actors
@@ -146,6 +148,34 @@ export const runMachine = runSetup.createMachine({
             ],
           },
         },
+        choosing: {
+          description:
+            'A fail-over: the candidates left from the last search are checked against what is left of the budget now, as a search checks its offers.',
+          invoke: {
+            src: 'affordCandidates',
+            input: ({ context }) => ({ runId: context.runId, candidates: context.candidates }),
+            onDone: [
+              {
+                guard: ({ event }) => event.output.candidates.length > 0,
+                target: '#run.creating',
+                actions: [
+                  { type: 'keepAffordable', params: ({ event }) => ({ candidates: event.output.candidates }) },
+                  'beginAttempt',
+                  'reportAttemptStarted',
+                ],
+              },
+              // Offers are left, but the rest of the budget cannot pay for any of them to boot.
+              {
+                guard: ({ event }) => event.output.exhausted !== undefined,
+                target: '#run.expired',
+                actions: { type: 'failExpired', params: ({ event }) => ({ reason: event.output.exhausted }) },
+              },
+              { target: 'querying' },
+            ],
+            // Not checked: a search checks again.
+            onError: 'querying',
+          },
+        },
         backoff: {
           description: 'The service could not be reached even after retries; waits, then searches again.',
           invoke: {
@@ -248,7 +278,7 @@ export const runMachine = runSetup.createMachine({
         { guard: 'deadlinePassed', target: 'failed', actions: 'failDeadline' },
         // Offers of this search keep vanishing: it is stale, so search again (rate-limited) instead.
         { guard: 'goneBudgetSpent', target: 'searching' },
-        { guard: 'hasCandidates', target: 'creating', actions: ['beginAttempt', 'reportAttemptStarted'] },
+        { guard: 'hasCandidates', target: '#run.searching.choosing' },
         { target: 'searching' },
       ],
     },

@@ -53,6 +53,7 @@ import {
   type RunError,
 } from './run-rules.js';
 import type {
+  AffordInput,
   BootDeadlineInput,
   BootDeadlineOutput,
   Candidate,
@@ -96,6 +97,7 @@ export const runSetup = setup({
   },
   actors: {
     searchOffers: missing<SearchOutput, SearchInput>('searchOffers'),
+    affordCandidates: missing<SearchOutput, AffordInput>('affordCandidates'),
     createInstance: missing<CreateOutput, CreateInput>('createInstance'),
     destroyInstance: missing<DestroyOutput, DestroyInput>('destroyInstance'),
     sleepUntil: missing<SleepOutput, SleepInput>('sleepUntil'),
@@ -160,6 +162,8 @@ export const runSetup = setup({
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
+    /** The fail-over's candidates the budget left can pay for (the search's count of gone offers goes on). */
+    keepAffordable: assign((_, params: { candidates: Candidate[] }) => ({ candidates: params.candidates })),
     storeCandidates: assign(({ context }, params: { candidates: Candidate[] }) => withCandidates(context, params.candidates)),
     reportFound: emit(({ context }) => ({
       type: 'search.found' as const,

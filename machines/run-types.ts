@@ -256,6 +256,11 @@ export type RunEmitted =
   | { type: 'run.succeeded' };
 
 // ---- actor contracts (implemented in src/daemon/runs/run-actors.ts) ----
+/** The candidates left from the last search, in its order: those the run's remaining budget can pay to boot (a SearchOutput). */
+export interface AffordInput {
+  runId: string;
+  candidates: Candidate[];
+}
 export interface SearchInput {
   runId: string;
   relaxLevel: number;

@@ -7,6 +7,7 @@
 import { fromPromise } from 'xstate';
 import { isRunningStatus, sshEndpoints } from '../../../machines/run-rules.js';
 import type {
+  AffordInput,
   BootDeadlineInput,
   BootDeadlineOutput,
   Candidate,
@@ -315,6 +316,11 @@ export function makeRunActors(deps: RunActorDeps) {
   const actor = <O, I>(work: (args: { input: I; signal: AbortSignal }) => Promise<O>) =>
     fromPromise<O, I>(({ input, signal }) => asRunActor(() => work({ input, signal }), now));
   return {
+    // A fail-over's candidates, checked again when chosen: the budget left shrank since the search.
+    affordCandidates: actor<SearchOutput, AffordInput>(async ({ input }) =>
+      deps.money ? deps.money.guard.affordable(input.runId, input.candidates) : { candidates: input.candidates },
+    ),
+
     searchOffers: actor<SearchOutput, SearchInput>(async ({ input, signal }) => {
       const stored = specOf(deps, input.runId);
       // A bid run outbid with on_outbid "on_demand" searches (and is priced) on-demand from then on.

@@ -37,11 +37,12 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const OFFER = { id: 7, machine_id: 70, dph_total: 3.6, dph_base: 3.6, direct_port_count: 1, gpu_ram: 24_000 } as unknown as Offer;
+const offer = (id: number) =>
+  ({ id, machine_id: id * 10, dph_total: 3.6, dph_base: 3.6, direct_port_count: 1, gpu_ram: 24_000 }) as unknown as Offer;
 
 function superviseWith(s: Store): Supervisor {
   const client = {
-    searchOffers: async () => [OFFER],
+    searchOffers: async () => [offer(7), offer(8)],
     createInstance: async () => ({ instanceId: 500 + created++ }),
     destroyInstance: async (id: number) => {
       destroyed.push({ id, at: clock.now() });
@@ -181,5 +182,33 @@ describe('a run held after a restored backup (issue #18 item 7)', () => {
     expect(destroyed.map((d) => d.id)).toEqual([500]);
     await gone(500);
     expect(store.runs.get(runId)!.state).toBe('expired');
+  });
+});
+
+describe('a fail-over within a budget (issue #18 item 6)', () => {
+  it('checks the next candidate of the last search against what is left of the budget when it is chosen: none affordable, the run expires and rents nothing more', async () => {
+    // $3.6/h bills $0.001 a second; booting an offer for boot_timeout_s (30 s) costs $0.03. The
+    // search (t = 0) saw $0.05 left; when the first instance fails 25 s in, $0.025 is left.
+    const runId = await runningRun({ budget_usd: 0.05, boot_timeout_s: 30 });
+    await clock.advance(25_000);
+    supervisor.onSeen([instance(500, 'exited')], clock.now());
+    await clock.settle();
+    expect(store.runs.get(runId)!.state).toBe('destroying');
+    await gone(500);
+    const row = store.runs.get(runId)!;
+    expect(row.state).toBe('expired');
+    expect(JSON.parse(row.error_json!)).toMatchObject({ kind: 'budget' });
+    expect(JSON.parse(row.error_json!).message).toMatch(/cannot pay for any of the 1 matching offer\(s\) to boot/);
+    expect(created).toBe(1); // offer 8 was not rented
+  });
+
+  it('a candidate the budget left still pays for is rented as before', async () => {
+    const runId = await runningRun({ budget_usd: 0.05, boot_timeout_s: 10 });
+    await clock.advance(25_000);
+    supervisor.onSeen([instance(500, 'exited')], clock.now());
+    await clock.settle();
+    await gone(500);
+    expect(created).toBe(2);
+    expect(store.runs.get(runId)!.state).toBe('booting');
   });
 });

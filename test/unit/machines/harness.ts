@@ -7,6 +7,7 @@ import { createActor, fromPromise, type Snapshot } from 'xstate';
 import { vi } from 'vitest';
 import {
   runMachine,
+  type AffordInput,
   type BootDeadlineInput,
   type BootDeadlineOutput,
   type Candidate,
@@ -69,6 +70,10 @@ export class FakeWorld {
   probes: ProbeInput[] = [];
   /** What probes answer: endpoints that answer, or 'never' (the probe keeps trying until stopped). */
   probeAnswer: 'all' | 'never' | Error = 'all';
+  /** Candidates checked against the budget at each fail-over (offer ids). */
+  chosen: number[][] = [];
+  /** What the budget left can pay for, at a fail-over (all, unless a test says otherwise). */
+  afford: (candidates: Candidate[]) => SearchOutput = (candidates) => ({ candidates });
   /** Boot deadlines reached (each then looks once more at its instance). */
   looks: BootDeadlineInput[] = [];
   /** What that last look answers; null: no list answered in time (the run judges by what it saw). */
@@ -96,6 +101,10 @@ export class FakeWorld {
         const r = this.searchResults.length > 0 ? this.searchResults.shift()! : this.defaultSearch;
         if (r instanceof Error) throw r;
         return Array.isArray(r) ? { candidates: r } : r;
+      }),
+      affordCandidates: stubActor<SearchOutput, AffordInput>(async ({ input }) => {
+        this.chosen.push(input.candidates.map((c) => c.offerId));
+        return this.afford(input.candidates);
       }),
       createInstance: stubActor<CreateOutput, CreateInput>(async ({ input }) => {
         const key = `${input.runId}:${input.n}`;
