@@ -15,7 +15,7 @@ import { berthHome } from '../config/home.js';
 import { readControlToken } from '../config/control-token.js';
 import { proofMatches } from '../wire/control-proof.js';
 import { BerthError, type SpecIssue } from '../errors.js';
-import type { CostsReport, Notification, Run, RunEvent, StreamEvent } from '../wire/control-api.js';
+import type { CostsReport, Notification, Run, RunEvent, RunLogs, StreamEvent } from '../wire/control-api.js';
 import { SseParser } from './sse.js';
 
 const START_HINT = 'start it with `berth daemon`';
@@ -138,6 +138,11 @@ export class ControlClient {
 
   getRun(id: string): Promise<Run> {
     return this.call<Run>('GET', `/v1/runs/${encodeURIComponent(id)}`);
+  }
+
+  /** The run's container log: its last `tail` lines, scrubbed. */
+  logs(id: string, tail: number): Promise<RunLogs> {
+    return this.call<RunLogs>('GET', `/v1/runs/${encodeURIComponent(id)}/logs?tail=${tail}`);
   }
 
   /** One page of events (at most 10,000), after `afterId`. */

@@ -104,6 +104,13 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     );
 
   program
+    .command('logs')
+    .description("the run's container log (a task's output), scrubbed of secrets")
+    .argument('<run>', 'run id')
+    .option('--tail <n>', 'lines from the end (1-5000)', '200')
+    .action(run(async (runId: string, opts: { tail: string }) => (await import('./commands/logs.js')).logsCommand(runId, opts, io, env)));
+
+  program
     .command('cancel')
     .description('stop a run and destroy every instance it holds')
     .argument('<run>', 'run id')

@@ -212,6 +212,16 @@ export const NotificationBodySchema = z.object({
 
 export const RunListSchema = z.array(RunSchema);
 export const RunEventListSchema = z.array(RunEventSchema);
+
+/** A run's container log (`GET /v1/runs/{id}/logs`): live from its instance, or the lines kept with its last attempt. */
+export const RunLogsSchema = z.object({
+  run_id: z.string(),
+  instance_id: z.number().int().nullable(),
+  source: z.enum(['live', 'kept']),
+  /** The log's last lines, every secret scrubbed; terminal escapes are the printer's to neutralise. */
+  text: z.string(),
+});
+export type RunLogs = z.infer<typeof RunLogsSchema>;
 export const NotificationListSchema = z.array(NotificationSchema);
 
 export type Run = z.infer<typeof RunSchema>;

@@ -18,6 +18,7 @@ import {
   RunEventListSchema,
   RunEventSchema,
   RunListSchema,
+  RunLogsSchema,
   RunSchema,
   StreamEventSchema,
 } from '../../wire/control-api.js';
@@ -29,6 +30,7 @@ const COMPONENTS: Record<string, z.ZodType> = {
   RunList: RunListSchema,
   RunEvent: RunEventSchema,
   RunEventList: RunEventListSchema,
+  RunLogs: RunLogsSchema,
   StreamEvent: StreamEventSchema,
   Notification: NotificationSchema,
   NotificationList: NotificationListSchema,

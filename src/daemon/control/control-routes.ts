@@ -17,6 +17,7 @@ import {
   ProofSchema,
   RotatedSchema,
   RunEventListSchema,
+  RunLogsSchema,
   RunListSchema,
   RunSchema,
   RUNS_PAGE,
@@ -230,6 +231,29 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
           .list(id, after, pageLimit(r.url, { default: EVENTS_PAGE_MAX, max: EVENTS_PAGE_MAX }))
           .map(toRunEvent);
         return { status: 200, body: events };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/v1/runs/{id}/logs',
+      doc: {
+        summary:
+          "A run's container log (a task's output): live from its instance through the service's logs endpoint, else the lines kept with its last attempt; every secret scrubbed",
+        query: [
+          {
+            name: 'tail',
+            description: 'lines from the end (default 200, at most 5000)',
+            schema: { type: 'integer', minimum: 1, maximum: 5000 },
+          },
+        ],
+        responses: { 200: { description: 'the log', schema: RunLogsSchema } },
+        errors: [404],
+      },
+      handle: async (r) => {
+        const { id } = runOf(r);
+        const tail = Math.min(Math.max(1, queryInt(r.url, 'tail', 200) || 200), 5000);
+        const logs = await supervisor.logsOf(id, tail, AbortSignal.timeout(90_000));
+        return { status: 200, body: { run_id: id, ...logs! } };
       },
     },
     {

@@ -78,6 +78,7 @@ export class Supervisor implements PollSubscriber {
   private readonly reconciler: Reconciler;
   private readonly failureLogs: FailureLogs;
   private readonly idle: IdleWatch;
+  private readonly taskLogs: TaskLogs;
   private stopping = false;
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
@@ -163,7 +164,7 @@ export class Supervisor implements PollSubscriber {
       warn: (runId, message, data) => this.notice(runId, 'idle.warning', message, data),
       expire: (runId, reason) => this.expire(runId, reason),
     });
-    const taskLogs = new TaskLogs({
+    this.taskLogs = new TaskLogs({
       client: deps.client,
       clock: deps.clock,
       journal: this.journal,
@@ -174,7 +175,7 @@ export class Supervisor implements PollSubscriber {
     });
     this.machine = provideRunMachine({
       failureLogs: this.failureLogs,
-      taskLogs,
+      taskLogs: this.taskLogs,
       serviceUrl: config.service.base_url,
       ...(deps.readyCallback ? { readyCallback: deps.readyCallback } : {}),
       money: { guard: this.guard, gate: this.gate },
@@ -535,6 +536,30 @@ export class Supervisor implements PollSubscriber {
    * The money guard's one-time warning that a run's budget is nearly spent: an event in its log and,
    * in the same transaction, its notification. Given once per run, across restarts (the log says).
    */
+  /**
+   * The container log of a run (`GET /v1/runs/{id}/logs`): live, through the service's logs
+   * endpoint, while the run holds an instance; else the last lines kept with its latest attempt
+   * that has some. Scrubbed of every secret either way. Null for an unknown run.
+   */
+  async logsOf(
+    runId: string,
+    tail: number,
+    signal: AbortSignal,
+  ): Promise<{ instance_id: number | null; source: 'live' | 'kept'; text: string } | null> {
+    const { store } = this.deps;
+    if (!store.runs.get(runId)) return null;
+    const attempts = store.attempts.forRun(runId);
+    const instanceId = this.drivers.get(runId)?.currentInstanceId() ?? null;
+    const current = instanceId === null ? undefined : attempts.find((a) => a.instance_id === instanceId);
+    if (current) {
+      const text = await this.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
+      if (text !== null) return { instance_id: instanceId, source: 'live', text };
+    }
+    const kept = [...attempts].reverse().find((a) => a.log_tail);
+    const lines = kept?.log_tail ? kept.log_tail.split('\n').slice(-tail).join('\n') : '';
+    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: lines };
+  }
+
   /** A notice of the daemon's own about a run (idle.warning): an event on the run and its notification, in one transaction. */
   private notice(runId: string, type: 'idle.warning', message: string, data: Record<string, number>): void {
     const { store, clock, hooks, log } = this.deps;

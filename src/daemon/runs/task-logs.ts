@@ -84,11 +84,20 @@ export class TaskLogs {
     return { exitCode: null };
   }
 
+  /**
+   * The last `tail` lines of the container's log, scrubbed of every secret (`berth logs`,
+   * `GET /v1/runs/{id}/logs`); null when the service could not give it within the read window.
+   */
+  async readLog(input: TaskEndInput, tail: number, signal: AbortSignal): Promise<string | null> {
+    const text = await this.readOnce(input, this.deps.clock.now() + READ_WINDOW_MS, signal, tail);
+    return text === null ? null : this.scrubber(input).scrub(text);
+  }
+
   /** One logs request and the GETs of its URL until the upload is there; null when it never came. */
-  private async readOnce(input: TaskEndInput, until: number, signal: AbortSignal): Promise<string | null> {
+  private async readOnce(input: TaskEndInput, until: number, signal: AbortSignal, tail = TAIL_LINES): Promise<string | null> {
     let url: string;
     try {
-      ({ resultUrl: url } = await this.deps.client.requestLogs(input.instanceId, { tail: TAIL_LINES }, { signal }));
+      ({ resultUrl: url } = await this.deps.client.requestLogs(input.instanceId, { tail }, { signal }));
     } catch (err) {
       if (signal.aborted) throw err;
       this.deps.log.info(

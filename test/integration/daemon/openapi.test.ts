@@ -101,6 +101,7 @@ describe('GET /v1/openapi.json', () => {
         '/v1/runs/{id}',
         '/v1/runs/{id}/cancel',
         '/v1/runs/{id}/events',
+        '/v1/runs/{id}/logs',
         '/v1/runs/{id}/resume',
         '/v1/token/rotate',
       ].sort(),
@@ -135,6 +136,7 @@ describe('GET /v1/openapi.json', () => {
     expect((await call('GET', '/v1/runs', '/v1/runs', { headers: { host: 'evil.example:80' } })).status).toBe(403);
     expect((await call('GET', `/v1/runs/${run.id}`, '/v1/runs/{id}')).status).toBe(200);
     expect((await call('GET', '/v1/runs/nosuch', '/v1/runs/{id}')).status).toBe(404);
+    expect((await call('GET', `/v1/runs/${run.id}/logs?tail=20`, '/v1/runs/{id}/logs')).status).toBe(200);
     expect((await call('GET', `/v1/runs/${run.id}/events`, '/v1/runs/{id}/events')).status).toBe(200);
     expect((await call('POST', `/v1/runs/${run.id}/resume`, '/v1/runs/{id}/resume')).status).toBe(409);
     expect((await call('POST', '/v1/runs/nosuch/cancel', '/v1/runs/{id}/cancel')).status).toBe(404);

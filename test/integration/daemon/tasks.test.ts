@@ -68,4 +68,29 @@ describe('tasks', () => {
     expect(done.attempts[0]!.offer_id).toBe(first!.id);
     expect(world.sim.billingNow()).toEqual([]);
   });
+
+  it('GET /v1/runs/{id}/logs serves the task output live, secrets scrubbed, and the kept lines once it ended', async () => {
+    world = await taskWorld();
+    const secret = 'hf-very-secret-token-3c9a1b';
+    const run = await submit(
+      world,
+      jobSpec({ ready_when: 'status', env: { HF_TOKEN: secret }, run: 'echo "step 1 with $HF_TOKEN"; sleep 3; echo finished' }),
+    );
+    await world.waitFor(run.id, (r) => r.state === 'running', 20_000);
+    type Logs = { run_id: string; instance_id: number | null; source: string; text: string };
+    let live: Logs | undefined;
+    for (let i = 0; i < 40 && !live?.text.includes('step 1'); i++) {
+      live = (await world.api<Logs>('GET', `/v1/runs/${run.id}/logs?tail=50`)).body;
+      if (!live.text.includes('step 1')) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(live).toMatchObject({ run_id: run.id, source: 'live' });
+    expect(live!.text).toContain('step 1 with');
+    expect(live!.text).not.toContain(secret);
+    await world.waitFor(run.id, isEnded, 30_000);
+    const kept = (await world.api<Logs>('GET', `/v1/runs/${run.id}/logs`)).body;
+    expect(kept.source).toBe('kept');
+    expect(kept.text).toMatch(/finished\n\nberth-task-end/);
+    expect(kept.text).not.toContain(secret);
+    expect((await world.api('GET', '/v1/runs/nosuchrun/logs')).status).toBe(404);
+  });
 });
