@@ -85,3 +85,18 @@ export class SecretScrubber {
 export function scrubSecrets(text: string, secrets: readonly string[] | SecretScrubber): string {
   return (secrets instanceof SecretScrubber ? secrets : new SecretScrubber(secrets)).scrub(text);
 }
+
+/** `NAME=value`, `NAME: value`, `"NAME": "value"` for names that hold keys, and `--api-key value`, `Bearer value`. */
+const NAMED_KEY =
+  /((?:CONTAINER_API_KEY|VAST_API_KEY|API_KEY|api[_-]?key|instance_api_key)["']?\s*[=:]\s*["']?|--api-key[=\s]+["']?|Bearer\s+)([^\s"',;]+)/gi;
+/** A run of 32 or more hex digits: the shape of the service's keys (64 hex digits). */
+const HEX_RUN = /(?<![0-9a-z])[0-9a-f]{32,}(?![0-9a-z])/gi;
+
+/**
+ * For text that may hold a key berth does not know: values given to key-holding names are replaced
+ * always; with `unknownKey`, every run of 32+ hex digits too (digests included: over-redaction only).
+ */
+export function scrubKeyShapes(text: string, unknownKey: boolean): string {
+  const named = text.replace(NAMED_KEY, (_m, name: string, value: string) => (value === MARK ? `${name}${value}` : `${name}${MARK}`));
+  return unknownKey ? named.replace(HEX_RUN, MARK) : named;
+}

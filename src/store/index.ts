@@ -7,6 +7,7 @@ import { createEventsRepo } from './events.js';
 import { createOutboxRepo } from './outbox.js';
 import { createRunsRepo } from './runs.js';
 import { createWebhookEventsRepo } from './webhook-events.js';
+import { createInstanceKeysRepo } from './instance-keys.js';
 
 /** A SQLite failure of a write becomes a StoreWriteError (retryable); anything else is rethrown. */
 function asWriteError(err: unknown): unknown {
@@ -22,6 +23,7 @@ export function openStore(options: OpenOptions) {
     attempts: createAttemptsRepo(db),
     events: createEventsRepo(db),
     webhookEvents: createWebhookEventsRepo(db),
+    instanceKeys: createInstanceKeysRepo(db),
     outbox: createOutboxRepo(db),
   };
   const purgedSpend = db.prepare(`SELECT CAST(value AS REAL) AS usd FROM meta WHERE key = 'purged_spend_usd'`);

@@ -155,4 +155,14 @@ export const MIGRATIONS: string[] = [
   -- What runs deleted by retention had spent, so that the spend counter of /metrics never goes down.
   INSERT OR IGNORE INTO meta (key, value) VALUES ('purged_spend_usd', '0');
   `,
+  // Version 7 (issue #18): the per-instance keys (CONTAINER_API_KEY) a create answered with, so that
+  // a restarted daemon still scrubs them from the container logs it keeps. A table of its own, so
+  // that no attempt row (read whole into the run view) ever carries one; deleted once the
+  // instance's destroy is confirmed.
+  `
+  CREATE TABLE instance_keys (
+    instance_id INTEGER PRIMARY KEY,
+    key         TEXT NOT NULL
+  );
+  `,
 ];

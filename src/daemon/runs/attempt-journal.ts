@@ -81,6 +81,8 @@ export class AttemptJournal {
       case 'attempt.ended':
         return attempts.setOutcome(runId, e.n, e.outcome, e.detail, at);
       case 'destroy.confirmed':
+        // Its key can do nothing any more, and its log was asked for before the destroy.
+        this.store.instanceKeys.forget(e.instanceId);
         return attempts.destroyConfirmed(runId, e.n, e.instanceId, at);
       case 'bid.raised':
         // The instance bills the new bid from now on (the money guard's spend and price).

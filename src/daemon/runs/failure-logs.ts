@@ -15,7 +15,7 @@ import { request } from 'undici';
 import type { AttemptOutcome } from '../../../machines/run-rules.js';
 import type { DestroyInput } from '../../../machines/run-types.js';
 import type { MarketClient } from '../../client/types.js';
-import { SecretScrubber } from '../../client/scrub.js';
+import { scrubKeyShapes, SecretScrubber } from '../../client/scrub.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
@@ -53,12 +53,21 @@ export interface FailureLogsDeps {
   log: Logger;
   /** The marketplace API key: scrubbed from every log text (a script may print it). */
   apiKey: string;
+  /**
+   * Where the instance keys are kept across restarts (the store's instance_keys table): a create's
+   * key is written there, and read back for an instance this process did not create.
+   */
+  keys?: { put(instanceId: number, key: string): void; get(instanceId: number): string | undefined };
   /** The live runs' specs: their env values are scrubbed too. */
   specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
   /** The attempt's readiness callback token, when callbacks are on. */
   tokenFor?(runId: string, n: number): string;
   /** GET without credentials (replaced in tests). */
   fetchText?(url: string, signal: AbortSignal): Promise<FetchedText>;
+}
+
+interface Scrubber {
+  scrub(text: string): string;
 }
 
 function wantsLogs(outcome: AttemptOutcome | null): boolean {
@@ -76,7 +85,15 @@ export class FailureLogs {
 
   /** The create answered with the instance's own key: its log must not show it either. */
   noteInstanceKey(instanceId: number, key: string | undefined): void {
-    if (key) this.instanceKeys.set(instanceId, key);
+    if (!key) return;
+    this.instanceKeys.set(instanceId, key);
+    try {
+      this.deps.keys?.put(instanceId, key);
+    } catch (err) {
+      // A store that refuses writes: this process still knows the key; a restart would fall back
+      // to scrubbing whatever looks like a key.
+      this.deps.log.warn({ instanceId, err: toRunError(err) }, `the key of instance ${instanceId} could not be stored`);
+    }
   }
 
   /**
@@ -119,7 +136,7 @@ export class FailureLogs {
     this.fetches.clear();
   }
 
-  private async fetchInBackground(input: DestroyInput, url: string, scrubber: SecretScrubber): Promise<void> {
+  private async fetchInBackground(input: DestroyInput, url: string, scrubber: Scrubber): Promise<void> {
     const { runId, n, instanceId } = input;
     const stop = new AbortController();
     this.fetches.add(stop);
@@ -165,14 +182,25 @@ export class FailureLogs {
     }
   }
 
-  private scrubber(runId: string, n: number, instanceId: number): SecretScrubber {
+  private scrubber(runId: string, n: number, instanceId: number): Scrubber {
     const env = this.deps.specs.get(runId)?.env ?? {};
     const secrets = [this.deps.apiKey, ...Object.values(env)];
     const token = this.deps.tokenFor?.(runId, n);
     if (token) secrets.push(token);
-    const instanceKey = this.instanceKeys.get(instanceId);
+    const instanceKey = this.instanceKeys.get(instanceId) ?? this.storedKey(instanceId);
     if (instanceKey) secrets.push(instanceKey);
-    return new SecretScrubber(secrets);
+    const scrubber = new SecretScrubber(secrets);
+    // A key berth never saw (an instance found by its label after a create whose answer was lost:
+    // the key came only in that answer, and the instance list does not show it) is sought by shape.
+    return { scrub: (text) => scrubKeyShapes(scrubber.scrub(text), instanceKey === undefined) };
+  }
+
+  private storedKey(instanceId: number): string | undefined {
+    try {
+      return this.deps.keys?.get(instanceId);
+    } catch {
+      return undefined; // unreadable now: scrubbed by shape instead
+    }
   }
 }
 

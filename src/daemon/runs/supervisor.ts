@@ -156,6 +156,7 @@ export class Supervisor implements PollSubscriber {
       journal: this.journal,
       log: deps.log,
       apiKey: deps.apiKey,
+      keys: deps.store.instanceKeys,
       specs: this.specs,
       ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
     });

@@ -19,7 +19,7 @@ const ENV_VALUE = 'env-secret-value-777';
 const INSTANCE_KEY = 'instance-key-55aa55aa55';
 const TOKEN = 'runaaaaaaaaa.1.c2lnbmF0dXJlLW9mLXRoZS10b2tlbi1mb3ItdGVzdHM';
 
-function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<FetchedText | 'throw'> } = {}) {
+function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<FetchedText | 'throw'>; keys?: Map<number, string> } = {}) {
   let live = true;
   const clock = new FakeClock();
   const requested: Array<{ id: number; tail?: number }> = [];
@@ -30,6 +30,7 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
     clock,
     log: silentLogger(),
     apiKey: API_KEY,
+    keys: { put: (id, key) => opts.keys?.set(id, key), get: (id) => opts.keys?.get(id) },
     // The run's spec is known while it is live; it may end before the upload is fetched.
     specs: { get: () => (live ? { env: { HF_TOKEN: ENV_VALUE } } : undefined) },
     tokenFor: () => TOKEN,
@@ -120,6 +121,44 @@ describe('failure logs', () => {
     await t.logs.beforeDestroy(failed('exited', 300), new AbortController().signal);
     expect(t.requested.map((r) => r.id)).toEqual([300]);
     t.logs.close();
+  });
+});
+
+describe('instance keys in the kept log (issue #18 item 2)', () => {
+  const HEX_KEY = 'd15a'.repeat(16); // the service's keys: 64 hex digits
+  const logWith = (key: string) =>
+    [`CONTAINER_API_KEY=${key}`, `vastai stop instance 100 --api-key ${key}`, `echo ${key}`, 'Container C.100 exited with code 1'].join(
+      '\n',
+    );
+
+  async function kept(t: ReturnType<typeof setup>): Promise<string> {
+    await t.logs.beforeDestroy(failed('exited'), new AbortController().signal);
+    await settle();
+    await t.clock.advance(1_000);
+    expect(t.kept).toHaveLength(1);
+    return t.kept[0]!.text;
+  }
+
+  it('a restarted daemon scrubs the key a create answered before the restart (read back from the store)', async () => {
+    const store = new Map<number, string>();
+    const before = setup({ keys: store });
+    before.logs.noteInstanceKey(100, INSTANCE_KEY);
+    expect(store.get(100)).toBe(INSTANCE_KEY);
+    // A new process: nothing in memory, the same store.
+    const after = setup({ keys: store, fetches: [{ status: 200, text: logWith(INSTANCE_KEY) }] });
+    const text = await kept(after);
+    expect(text).not.toContain(INSTANCE_KEY.slice(0, 8));
+    expect(text).toContain('Container C.100 exited with code 1');
+  });
+
+  it('an instance whose key berth never saw (adopted by its label) is scrubbed by shape: named values and hex runs', async () => {
+    const t = setup({ fetches: [{ status: 200, text: logWith(HEX_KEY) }] });
+    const text = await kept(t);
+    expect(text).not.toContain(HEX_KEY.slice(0, 8));
+    // (the fixture's API key also hides the word "api-key": over-redaction only)
+    expect(text).toMatch(
+      /^CONTAINER_API_KEY=\[redacted\]\nvastai stop instance 100 --\S+ \[redacted\]\necho \[redacted\]\nContainer C\.100 exited with code 1$/,
+    );
   });
 });
 
