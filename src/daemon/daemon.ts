@@ -10,6 +10,13 @@
 // `stop()` is the graceful shutdown, valid at any point of that background step: no new work,
 // in-flight calls abandoned safely (their journal rows let the next start reconcile), store flushed
 // and closed, daemon.json removed.
+//
+// This file is the composition root: every service of the daemon is built here (`startDaemon`, and
+// `composeRuns` for the runs and the money room) and handed down; no room builds another's. What
+// is acquired pushes its releaser on one last-in-first-out stack (src/releasers.ts): a start-up that
+// fails half-way gives back what it had, newest first, and stop() gives back everything the same way
+// (the background start and account checks, the listeners, the poller, the runs and their services,
+// the notifier, the client, the store).
 import { rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { join } from 'node:path';
@@ -35,9 +42,25 @@ import { EventStreams } from './control/event-stream.js';
 import { DaemonMetrics } from './notify/metrics.js';
 import { Notifier } from './notify/notifier.js';
 import { notifyEventOf } from './notify/notify-events.js';
-import { InstancePoller } from './fleet/poller.js';
+import { InstancePoller, type InstanceLists } from './fleet/poller.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import { Supervisor } from './runs/supervisor.js';
+import { AttemptJournal } from './runs/attempt-journal.js';
+import { OfferClaims } from './runs/offer-claims.js';
+import { MachineQuarantine } from './runs/machine-quarantine.js';
+import { Reconciler } from './runs/reconciler.js';
+import { FailureLogs } from './runs/failure-logs.js';
+import { TaskLogs } from './runs/task-logs.js';
+import { IdleWatch } from './runs/idle-watch.js';
+import { provideRunMachine } from './runs/run-driver.js';
+import { AccountWatch } from './money/account-watch.js';
+import { CreateGate } from './money/create-gate.js';
+import { MoneyGuard } from './money/money-guard.js';
+import { PriceIncreaseWatch } from './money/price-increases.js';
+import type { MarketClient } from '../client/types.js';
+import type { ResolvedJobSpec } from '../job-spec/schema.js';
+import { type Releasers, withReleasers } from '../releasers.js';
+import { attemptPrice } from '../store/spend.js';
 
 export interface DaemonOptions {
   configFile?: string;
@@ -137,307 +160,466 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       'service.api_key_file',
     );
   }
+  const apiKey = env.apiKey;
   const log = options.logger ?? createLogger({ pretty: options.pretty });
   const clock = options.clock ?? systemClock;
-  // Another program holding berth.db's write lock is waited out, here and in every start-up write.
-  const storeWait = { clock, log, ...(options.signal ? { signal: options.signal } : {}) };
-  const store = await whileStoreBusy(
-    'open the store',
-    () => openStore({ home: env.home, lock: true, replaceStore: options.replaceStore }),
-    storeWait,
-  );
-  const startedAt = clock.now();
-  let token: string;
-  let readyKey: Buffer | undefined;
-  try {
+  // Whatever is acquired from here on pushes how to give it back: a failure half-way releases what
+  // was acquired so far, newest first, and stop() releases all of it the same way.
+  return withReleasers(async (releasers) => {
+    // Another program holding berth.db's write lock is waited out, here and in every start-up write.
+    const storeWait = { clock, log, ...(options.signal ? { signal: options.signal } : {}) };
+    const store = await whileStoreBusy(
+      'open the store',
+      () => openStore({ home: env.home, lock: true, replaceStore: options.replaceStore }),
+      storeWait,
+    );
+    releasers.push(() => store.close());
+    const startedAt = clock.now();
     const ensured = ensureControlToken(env.home);
-    token = ensured.token;
+    let token = ensured.token;
     if (ensured.replaced) log.info('made a new control token (control.token was missing, empty or damaged)');
     // Tokens of the readiness callback are signed with a key kept in berth.db: good across restarts.
-    if (config.readiness.callback_url)
-      readyKey = await whileStoreBusy('make the readiness key', () => store.secretKey(READY_KEY_NAME), storeWait);
-  } catch (err) {
-    store.close();
-    throw err;
-  }
-  log.info({ home: env.home, storeId: store.storeId, baseUrl: config.service.base_url }, 'berth daemon starting');
-  logStoreFindings(log, store);
-  const listEveryS = 1 / config.rate_limits.list.per_s;
-  if (config.polling.interval_s < listEveryS) {
-    log.warn(
-      { interval_s: config.polling.interval_s, list_per_s: config.rate_limits.list.per_s },
-      `polling.interval_s is shorter than rate_limits.list allows: instance lists will be ${listEveryS} s apart, not ${config.polling.interval_s} s`,
-    );
-  }
-
-  const metrics = new DaemonMetrics({ store, clock, clientStats: () => client.stats() });
-  const client = createMarketClient({
-    baseUrl: config.service.base_url,
-    apiKey: env.apiKey,
-    config,
-    clock,
-    onEvent: (e) => {
-      logClientEvent(log, e);
-      metrics.clientEvent(e);
-    },
-  });
-  const notifier = new Notifier({
-    store,
-    clock,
-    log,
-    targets: config.notify,
-    secrets: env.notifySecrets,
-    settings: config.notifications,
-    userAgent: `berth/${packageVersion()}`,
-    onResult: (r) => metrics.notificationPosted(r),
-  });
-  // A run's notifications are written with its event; its metrics counted once that has committed.
-  const hooks: RunHooks = {
-    stored(run, e, logged, at) {
-      const type = notifyEventOf(e);
-      if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
-    },
-    committed: (_runId, events, _at, detectionMs) => metrics.runCommitted(events, detectionMs),
-    noticed(run, type, logged, at) {
-      notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
-    },
-  };
-  const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
-  // The runs get their lists from the poller, and the poller reports to the supervisor.
-  const poller = new InstancePoller({
-    client,
-    clock,
-    intervalMs: config.polling.interval_s * 1000,
-    listSpacingMs: listEveryS * 1000,
-    log,
-    onSweepDone: (sweep) => metrics.sweepDone(sweep),
-  });
-  const readyCallback =
-    config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
-  const supervisor = new Supervisor({
-    store,
-    client,
-    clock,
-    lists: poller,
-    config,
-    log,
-    apiKey: env.apiKey,
-    ...(readyCallback ? { readyCallback } : {}),
-    hooks,
-  });
-  poller.subscribe(supervisor);
-
-  let ready = false;
-  const server = createControlApi({
-    store,
-    supervisor,
-    log,
-    clock,
-    startedAt,
-    ready: () => ready,
-    costs: (since) => costsReport(store, clock.now(), since, (range) => client.charges(range)),
-    metrics,
-    streams,
-    tokens: {
-      current: () => token,
-      rotate: () => (token = writeNewControlToken(env.home)),
-    },
-  });
-  let url: string;
-  try {
-    url = await listen(server, config.daemon.listen);
-  } catch (err) {
-    await client.close().catch(() => undefined);
-    store.close();
-    throw new ConfigError(`Cannot listen on ${config.daemon.listen}: ${(err as Error).message}`, 'daemon.listen', err);
-  }
-  // The callback listener faces the instances (readiness.callback_url leads to it), so it is a
-  // server of its own, apart from the loopback-only control API.
-  let callbackServer: Server | undefined;
-  let callbackListen: string | undefined;
-  if (readyCallback) {
-    callbackServer = createReadyCallbackServer({ tokens: readyCallback.tokens, ready: (runId, n) => supervisor.ready(runId, n), log });
-    try {
-      callbackListen = await listen(callbackServer, config.readiness.callback_listen);
-    } catch (err) {
-      server.close();
-      await client.close().catch(() => undefined);
-      store.close();
-      throw new ConfigError(
-        `Cannot listen on ${config.readiness.callback_listen} for the readiness callback: ${(err as Error).message}`,
-        'readiness.callback_listen',
-        err,
+    const readyKey = config.readiness.callback_url
+      ? await whileStoreBusy('make the readiness key', () => store.secretKey(READY_KEY_NAME), storeWait)
+      : undefined;
+    log.info({ home: env.home, storeId: store.storeId, baseUrl: config.service.base_url }, 'berth daemon starting');
+    logStoreFindings(log, store);
+    const listEveryS = 1 / config.rate_limits.list.per_s;
+    if (config.polling.interval_s < listEveryS) {
+      log.warn(
+        { interval_s: config.polling.interval_s, list_per_s: config.rate_limits.list.per_s },
+        `polling.interval_s is shorter than rate_limits.list allows: instance lists will be ${listEveryS} s apart, not ${config.polling.interval_s} s`,
       );
     }
-    log.info({ listen: callbackListen, url: readyCallback.url }, 'readiness callback listening');
-  }
-  const daemonFile = join(env.home, 'daemon.json');
-  const removeDaemonFile = () => rmSync(daemonFile, { force: true });
-  try {
-    writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
-  } catch (err) {
-    server.close();
-    callbackServer?.close();
-    await client.close().catch(() => undefined);
-    store.close();
-    const code = (err as NodeJS.ErrnoException).code ?? String(err);
-    throw new StoreError(`Cannot write ${daemonFile} (${code}): check that the disk is not full and BERTH_HOME is writable.`, err);
-  }
-  // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
-  process.on('exit', removeDaemonFile);
-  let webhooks: ReturnType<typeof createWebhookReceiver> | undefined;
-  let webhookUrl: string | undefined;
-  if (config.webhooks.listen) {
-    webhooks = createWebhookReceiver({
-      secret: env.webhookSecret!,
-      toleranceS: config.webhooks.tolerance_s,
+
+    const metrics = new DaemonMetrics({ store, clock, clientStats: () => client.stats() });
+    const client = createMarketClient({
+      baseUrl: config.service.base_url,
+      apiKey,
+      config,
+      clock,
+      onEvent: (e) => {
+        logClientEvent(log, e);
+        metrics.clientEvent(e);
+      },
+    });
+    releasers.push(() => client.close().catch(() => undefined));
+    const notifier = new Notifier({
       store,
       clock,
       log,
-      onLowCredit: () => void supervisor.account.checkNow(),
-      onOutbid: (n) => supervisor.serviceSays(n.instanceId, 'stopped', n.at, n.why, n.eventId),
-      onInstanceOffline: (n) => supervisor.serviceSays(n.instanceId, 'offline', n.at, n.why, n.eventId),
+      targets: config.notify,
+      secrets: env.notifySecrets,
+      settings: config.notifications,
+      userAgent: `berth/${packageVersion()}`,
+      onResult: (r) => metrics.notificationPosted(r),
     });
-    try {
-      webhookUrl = await listen(webhooks, config.webhooks.listen);
-    } catch (err) {
-      server.close();
-      callbackServer?.close(); // an open listener would keep the process alive, neither serving nor exiting
-      removeDaemonFile();
-      process.off('exit', removeDaemonFile);
-      await client.close().catch(() => undefined);
-      store.close();
-      throw new ConfigError(`Cannot listen for webhooks on ${config.webhooks.listen}: ${(err as Error).message}`, 'webhooks.listen', err);
-    }
-    log.info({ url: webhookUrl }, "listening for the service's signed webhooks");
-  }
-  log.info({ url }, 'berth daemon listening; resuming the runs');
-
-  let stopping = false;
-  const checksAbort = new AbortController();
-  let fail!: (err: unknown) => void;
-  const failed = new Promise<never>((_, reject) => (fail = reject));
-  failed.catch(() => undefined);
-
-  let retention: Timer | undefined;
-  const purge = () => {
-    const before = clock.now() - config.store.retention_days * 86_400_000;
-    try {
-      const { runs, events, notifications } = store.purge(before, clock.now());
-      if (runs + events + notifications > 0) {
-        log.info(
-          { runs, events, notifications, retention_days: config.store.retention_days },
-          'deleted ended runs, events and finished notifications past their retention',
-        );
-      }
-    } catch (err) {
-      log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
-    }
-    retention = clock.setTimer(purge, RETENTION_EVERY_MS);
-  };
-
-  const started = (async () => {
-    // No list blocks the start: a resumed run whose create may have been sent looks for its label
-    // itself, and the poller's first round sweeps the account (adopting journaled creates,
-    // destroying orphans) while the runs go on.
-    // Each of these steps may be tried again: a berth.db locked by another program is waited out.
-    await whileStoreBusy(
-      'resume the runs',
-      () => {
-        if (stopping) return;
-        supervisor.resumeAll();
-        poller.start();
-        notifier.start();
+    releasers.push(() => notifier.stop());
+    // A run's notifications are written with its event; its metrics counted once that has committed.
+    const hooks: RunHooks = {
+      stored(run, e, logged, at) {
+        const type = notifyEventOf(e);
+        if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
       },
-      { clock, log, signal: checksAbort.signal },
+      committed: (_runId, events, _at, detectionMs) => metrics.runCommitted(events, detectionMs),
+      noticed(run, type, logged, at) {
+        notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
+      },
+    };
+    // The runs get their lists from the poller, and the poller reports to the supervisor.
+    const poller = new InstancePoller({
+      client,
+      clock,
+      intervalMs: config.polling.interval_s * 1000,
+      listSpacingMs: listEveryS * 1000,
+      log,
+      onSweepDone: (sweep) => metrics.sweepDone(sweep),
+    });
+    const readyCallback =
+      config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
+    const { supervisor, account } = composeRuns(
+      { store, client, clock, lists: poller, config, log, apiKey, ...(readyCallback ? { readyCallback } : {}), hooks },
+      releasers,
     );
-    if (stopping) return;
-    purge();
-    ready = true;
-    log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
-  })();
+    poller.subscribe(supervisor);
+    // Stopped before the runs: a list in flight is handed over while they still listen.
+    releasers.push(() => poller.stop());
 
-  // The account checks of `berth doctor`, in the background: the daemon works without them (status,
-  // the runs), and a failing one is an event on the runs it stops.
-  const checked = (async () => {
-    await started.catch(() => undefined);
-    if (stopping) return;
+    let ready = false;
+    const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
+    const server = createControlApi({
+      store,
+      supervisor,
+      log,
+      clock,
+      startedAt,
+      ready: () => ready,
+      costs: (since) => costsReport(store, clock.now(), since, (range) => client.charges(range)),
+      metrics,
+      streams,
+      tokens: {
+        current: () => token,
+        rotate: () => (token = writeNewControlToken(env.home)),
+      },
+    });
+    let url: string;
     try {
-      const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
-      if (report.user) supervisor.account.accept(report.user);
-      for (const [i, line] of checkLines(report).entries()) {
-        const check = report.checks[i]!;
-        if (check.ok) log.info({ check: check.name }, `account check: ${line}`);
-        else log.warn({ check: check.name }, `account check: ${line}`);
-      }
-      // The credit is the create gate's to report (an event per waiting create); an SSH key stops no
-      // run (berth rents Docker instances, which take one later). The others are noted on every live
-      // run; a run meets the refusal itself when it calls (a permission error fails it at once).
-      const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
-      for (const c of failing) supervisor.noteOnLiveRuns('account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
+      url = await listen(server, config.daemon.listen);
     } catch (err) {
-      if (!stopping) log.warn({ err: toRunError(err) }, 'the account checks could not run');
-    } finally {
-      if (!stopping) supervisor.account.start();
+      throw new ConfigError(`Cannot listen on ${config.daemon.listen}: ${(err as Error).message}`, 'daemon.listen', err);
     }
-  })();
-  const readyPromise = started.catch((err: unknown) => {
-    // Stopped while waiting for a busy berth.db: nothing failed.
-    if (stopping) return;
-    // The runs could not be resumed: the daemon cannot go on. Only a damaged store is told to
-    // restore a backup; anything else (a full disk, a bug) says what it is and no more.
-    const why = toRunError(err).message;
-    log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
-    const reason = isStoreDamaged(err)
-      ? new StoreError(
-          `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`,
-          err,
-        )
-      : err;
-    void stop().finally(() => fail(reason));
-  });
-
-  let stopped: Promise<void> | undefined;
-  const stop = () =>
-    (stopped ??= (async () => {
-      stopping = true;
-      log.info('berth daemon stopping');
-      retention?.cancel();
-      checksAbort.abort();
+    releasers.push(() => {
       // Event streams end cleanly before the connections are cut.
       streams.closeAll();
       server.close();
       server.closeAllConnections();
-      webhooks?.close();
-      webhooks?.closeAllConnections();
-      callbackServer?.close();
-      callbackServer?.closeAllConnections();
-      await poller.stop();
-      await started.catch(() => undefined);
-      await checked;
-      supervisor.stop();
-      await notifier.stop();
-      await client.close().catch(() => undefined);
+    });
+    // The callback listener faces the instances (readiness.callback_url leads to it), so it is a
+    // server of its own, apart from the loopback-only control API.
+    let callbackListen: string | undefined;
+    if (readyCallback) {
+      const callbackServer = createReadyCallbackServer({
+        tokens: readyCallback.tokens,
+        ready: (runId, n) => supervisor.ready(runId, n),
+        log,
+      });
+      try {
+        callbackListen = await listen(callbackServer, config.readiness.callback_listen);
+      } catch (err) {
+        throw new ConfigError(
+          `Cannot listen on ${config.readiness.callback_listen} for the readiness callback: ${(err as Error).message}`,
+          'readiness.callback_listen',
+          err,
+        );
+      }
+      // An open listener would keep the process alive, neither serving nor exiting.
+      releasers.push(() => closeServer(callbackServer));
+      log.info({ listen: callbackListen, url: readyCallback.url }, 'readiness callback listening');
+    }
+    const daemonFile = join(env.home, 'daemon.json');
+    const removeDaemonFile = () => rmSync(daemonFile, { force: true });
+    try {
+      writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code ?? String(err);
+      throw new StoreError(`Cannot write ${daemonFile} (${code}): check that the disk is not full and BERTH_HOME is writable.`, err);
+    }
+    // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
+    process.on('exit', removeDaemonFile);
+    releasers.push(() => {
       removeDaemonFile();
       process.off('exit', removeDaemonFile);
-      store.close();
-      log.info('berth daemon stopped');
-      log.flush?.();
-    })());
+    });
+    let webhookUrl: string | undefined;
+    if (config.webhooks.listen) {
+      const webhooks = createWebhookReceiver({
+        secret: env.webhookSecret!,
+        toleranceS: config.webhooks.tolerance_s,
+        store,
+        clock,
+        log,
+        onLowCredit: () => void account.checkNow(),
+        onOutbid: (n) => supervisor.serviceSays(n.instanceId, 'stopped', n.at, n.why, n.eventId),
+        onInstanceOffline: (n) => supervisor.serviceSays(n.instanceId, 'offline', n.at, n.why, n.eventId),
+      });
+      try {
+        webhookUrl = await listen(webhooks, config.webhooks.listen);
+      } catch (err) {
+        throw new ConfigError(`Cannot listen for webhooks on ${config.webhooks.listen}: ${(err as Error).message}`, 'webhooks.listen', err);
+      }
+      releasers.push(() => closeServer(webhooks));
+      log.info({ url: webhookUrl }, "listening for the service's signed webhooks");
+    }
+    log.info({ url }, 'berth daemon listening; resuming the runs');
 
-  return {
-    url,
-    ...(callbackListen ? { callbackListen } : {}),
-    get token() {
-      return token;
-    },
-    home: env.home,
-    storeId: store.storeId,
-    supervisor,
-    ready: readyPromise,
-    failed,
-    checked,
-    ...(webhookUrl ? { webhookUrl } : {}),
-    stop,
-  };
+    let stopping = false;
+    let fail!: (err: unknown) => void;
+    const failed = new Promise<never>((_, reject) => (fail = reject));
+    failed.catch(() => undefined);
+
+    // The background start is waited for before the runs stop (released after the two below).
+    let started: Promise<void> = Promise.resolve();
+    let checked: Promise<void> = Promise.resolve();
+    releasers.push(async () => {
+      await started.catch(() => undefined);
+      await checked;
+    });
+    let retention: Timer | undefined;
+    releasers.push(() => retention?.cancel());
+    const checksAbort = new AbortController();
+    releasers.push(() => checksAbort.abort());
+    const purge = () => {
+      const before = clock.now() - config.store.retention_days * 86_400_000;
+      try {
+        const { runs, events, notifications } = store.purge(before, clock.now());
+        if (runs + events + notifications > 0) {
+          log.info(
+            { runs, events, notifications, retention_days: config.store.retention_days },
+            'deleted ended runs, events and finished notifications past their retention',
+          );
+        }
+      } catch (err) {
+        log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
+      }
+      retention = clock.setTimer(purge, RETENTION_EVERY_MS);
+    };
+
+    started = (async () => {
+      // No list blocks the start: a resumed run whose create may have been sent looks for its label
+      // itself, and the poller's first round sweeps the account (adopting journaled creates,
+      // destroying orphans) while the runs go on.
+      // Each of these steps may be tried again: a berth.db locked by another program is waited out.
+      await whileStoreBusy(
+        'resume the runs',
+        () => {
+          if (stopping) return;
+          supervisor.resumeAll();
+          poller.start();
+          notifier.start();
+        },
+        { clock, log, signal: checksAbort.signal },
+      );
+      if (stopping) return;
+      purge();
+      ready = true;
+      log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
+    })();
+
+    // The account checks of `berth doctor`, in the background: the daemon works without them (status,
+    // the runs), and a failing one is an event on the runs it stops.
+    checked = (async () => {
+      await started.catch(() => undefined);
+      if (stopping) return;
+      try {
+        const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
+        if (report.user) account.accept(report.user);
+        for (const [i, line] of checkLines(report).entries()) {
+          const check = report.checks[i]!;
+          if (check.ok) log.info({ check: check.name }, `account check: ${line}`);
+          else log.warn({ check: check.name }, `account check: ${line}`);
+        }
+        // The credit is the create gate's to report (an event per waiting create); an SSH key stops no
+        // run (berth rents Docker instances, which take one later). The others are noted on every live
+        // run; a run meets the refusal itself when it calls (a permission error fails it at once).
+        const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
+        for (const c of failing)
+          supervisor.noteOnLiveRuns('account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
+      } catch (err) {
+        if (!stopping) log.warn({ err: toRunError(err) }, 'the account checks could not run');
+      } finally {
+        if (!stopping) account.start();
+      }
+    })();
+    const readyPromise = started.catch((err: unknown) => {
+      // Stopped while waiting for a busy berth.db: nothing failed.
+      if (stopping) return;
+      // The runs could not be resumed: the daemon cannot go on. Only a damaged store is told to
+      // restore a backup; anything else (a full disk, a bug) says what it is and no more.
+      const why = toRunError(err).message;
+      log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
+      const reason = isStoreDamaged(err)
+        ? new StoreError(
+            `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`,
+            err,
+          )
+        : err;
+      void stop().finally(() => fail(reason));
+    });
+
+    let stopped: Promise<void> | undefined;
+    const stop = () =>
+      (stopped ??= (async () => {
+        stopping = true;
+        log.info('berth daemon stopping');
+        await releasers.release();
+        log.info('berth daemon stopped');
+        log.flush?.();
+      })());
+
+    return {
+      url,
+      ...(callbackListen ? { callbackListen } : {}),
+      get token() {
+        return token;
+      },
+      home: env.home,
+      storeId: store.storeId,
+      supervisor,
+      ready: readyPromise,
+      failed,
+      checked,
+      ...(webhookUrl ? { webhookUrl } : {}),
+      stop,
+    };
+  });
+}
+
+/** A listener's releaser: no new connections, and the open ones cut. */
+function closeServer(server: Server): void {
+  server.close();
+  server.closeAllConnections();
+}
+
+/** What the runs are built from: the store, the service, the shared lists and the settings. */
+export interface RunsDeps {
+  store: Store;
+  client: MarketClient;
+  clock: Clock;
+  lists: InstanceLists;
+  config: Config;
+  log: Logger;
+  /** The marketplace key: scrubbed from the container logs berth keeps. */
+  apiKey: string;
+  /** Set when readiness.callback_url is: where onstarts post their attempt's token, and its tokens. */
+  readyCallback?: { url: string; tokens: ReadyTokens };
+  /** Notifications and metrics, handed to every run's driver. */
+  hooks?: RunHooks;
+}
+
+/** Why `extraDph` more $/h would pass budget.max_usd_per_hour (what every live instance bills now), or null. */
+function perHourHold(store: Store, now: number, config: Config, extraDph: number): string | null {
+  const cap = config.budget.max_usd_per_hour;
+  if (cap == null) return null;
+  const live = store.attempts.billingSince(now - 86_400_000).reduce((sum, a) => sum + attemptPrice(a, a.run_ended_at), 0);
+  if (live + extraDph <= cap + 1e-9) return null;
+  return `budget.max_usd_per_hour ($${cap}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
+}
+
+/** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
+function orphanRetryMs(config: Config): number {
+  return Math.max(5 * config.polling.interval_s, 30) * 1000;
+}
+
+/**
+ * Builds the runs and what may be spent on them: the attempt journal, offer claims, machine
+ * quarantine, reconciler, account watch, create gate, money guard, failure logs, task logs, idle watch, the run machine
+ * with its actors, and the supervisor that drives them. Each pushes its releaser; the supervisor's
+ * goes last, so it stops its runs before the services they use stop.
+ */
+export function composeRuns(deps: RunsDeps, releasers: Releasers) {
+  const { store, client, clock, config, log, readyCallback } = deps;
+  // The one place the live runs' specs are kept: the supervisor fills it, the others read it (RunSpecs).
+  const specs = new Map<string, ResolvedJobSpec>();
+  const journal = new AttemptJournal(store);
+  const claims = new OfferClaims();
+  const quarantine = new MachineQuarantine(config.runs.machine_quarantine_s * 1000, clock);
+  const reconciler = new Reconciler({
+    store,
+    journal,
+    client,
+    clock,
+    log,
+    // From the store, not the drivers: the startup reconcile runs before any driver is resumed.
+    isLive: (runId) => store.runs.get(runId)?.ended_at === null,
+    sweptStores: new Set([...store.formerStoreIds, ...config.store.sweep_store_ids].filter((id) => id !== store.storeId)),
+    retryMs: orphanRetryMs(config),
+  });
+  releasers.push(() => reconciler.stop());
+  // The account's credit, read at a slow cadence (the create gate holds creates while it is low).
+  const account = new AccountWatch({
+    client,
+    clock,
+    log,
+    minCreditUsd: config.account.min_credit_usd,
+    intervalMs: config.account.check_interval_s * 1000,
+    heldIntervalMs: config.account.held_check_interval_s * 1000,
+    onChange: () => gate.wake(),
+  });
+  releasers.push(() => account.stop());
+  const gate = new CreateGate({
+    store,
+    clock,
+    log,
+    account,
+    maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
+    maxUsdPerDay: config.budget.max_usd_per_day ?? null,
+    recheckMs: config.polling.interval_s * 1000,
+    specs,
+    endRequested: (runId) => supervisor.endRequested(runId),
+  });
+  releasers.push(() => gate.stop());
+  const prices = new PriceIncreaseWatch({
+    client,
+    clock,
+    log,
+    policy: config.price_increases.policy,
+    intervalMs: config.price_increases.check_interval_s * 1000,
+    holders: () => supervisor.holders(),
+    daemonCapHold: (extra) => perHourHold(store, clock.now(), config, extra),
+    note: (runId, type, message, data) =>
+      store.transaction(() =>
+        store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
+      ),
+  });
+  releasers.push(() => prices.stop());
+  const guard: MoneyGuard = new MoneyGuard({
+    store,
+    clock,
+    log,
+    specs,
+    expire: (runId, reason) => supervisor.expire(runId, reason),
+    leadMs: config.polling.interval_s * 1000,
+    warn: (runId, message, data) => supervisor.warnBudget(runId, message, data),
+  });
+  releasers.push(() => guard.stop());
+  const failureLogs = new FailureLogs({
+    client,
+    clock,
+    journal,
+    log,
+    apiKey: deps.apiKey,
+    keys: store.instanceKeys,
+    specs,
+    ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
+  });
+  releasers.push(() => failureLogs.close());
+  const idle = new IdleWatch({
+    warnBeforeMs: config.runs.idle_warning_s * 1000,
+    warn: (runId, message, data) => supervisor.notice(runId, 'idle.warning', message, data),
+    expire: (runId, reason) => supervisor.expire(runId, reason),
+  });
+  const taskLogs = new TaskLogs({
+    client,
+    clock,
+    journal,
+    log,
+    apiKey: deps.apiKey,
+    specs,
+    ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
+  });
+  const machine = provideRunMachine({
+    failureLogs,
+    taskLogs,
+    serviceUrl: config.service.base_url,
+    ...(readyCallback ? { readyCallback } : {}),
+    money: { guard, gate },
+    quarantine,
+    client,
+    clock,
+    journal,
+    lists: deps.lists,
+    claims,
+    reconcileGraceMs: Math.max(2 * config.polling.interval_s * 1000, 2000),
+    specs,
+  });
+  const supervisor: Supervisor = new Supervisor({
+    store,
+    clock,
+    config,
+    log,
+    specs,
+    machine,
+    journal,
+    claims,
+    quarantine,
+    reconciler,
+    guard,
+    gate,
+    prices,
+    idle,
+    taskLogs,
+    ...(deps.hooks ? { hooks: deps.hooks } : {}),
+  });
+  releasers.push(() => supervisor.stop());
+  return { supervisor, account, gate, guard };
 }

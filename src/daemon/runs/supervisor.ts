@@ -1,7 +1,9 @@
-// Keeps one RunDriver per live run: resumes them at start, admits queued runs while fewer than
-// `daemon.max_active_runs` are active, and hands each its instance from the shared poller (it is the
-// poller's subscriber: it names the instances runs wait on, and hears what each list showed). Each
-// complete sweep of the account goes on to the reconciler (./reconciler.ts: adoption, orphans).
+// The registry of live runs: one RunDriver per live run, resumed at start; the admission queue
+// (queued runs are admitted while fewer than `daemon.max_active_runs` are active); and the poll
+// router (the shared poller's subscriber: it names the instances runs wait on, and hands each run
+// what the lists showed of its instance). Each complete sweep of the account goes on to the
+// reconciler (./reconciler.ts: adoption, orphans). It builds no service: the journal, the money
+// guard, the create gate, the reconciler and the run machine are handed to it by ../daemon.ts.
 //
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
@@ -11,7 +13,7 @@
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
 // both from the store.
-import type { Instance, MarketClient } from '../../client/types.js';
+import type { Instance } from '../../client/types.js';
 import type { Clock, Timer } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import { BerthError } from '../../errors.js';
@@ -20,48 +22,53 @@ import type { ResolvedJobSpec } from '../../job-spec/schema.js';
 import { checkJobSpecAgainstConfig, parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
 import type { RunRow, Store } from '../../store/index.js';
 import type { RunError } from '../../../machines/run-rules.js';
-import { AccountWatch } from '../money/account-watch.js';
-import { AttemptJournal } from './attempt-journal.js';
-import { CreateGate } from '../money/create-gate.js';
-import { PriceIncreaseWatch, type Holder } from '../money/price-increases.js';
-import { attemptPrice } from '../../store/spend.js';
-import { MoneyGuard } from '../money/money-guard.js';
-import { FailureLogs } from './failure-logs.js';
-import { TaskLogs } from './task-logs.js';
-import { IdleWatch } from './idle-watch.js';
-import { MachineQuarantine } from './machine-quarantine.js';
-import { OfferClaims } from './offer-claims.js';
-import type { InstanceLists, PollSubscriber } from '../fleet/poller.js';
-import { Reconciler } from './reconciler.js';
+import type { AttemptJournal } from './attempt-journal.js';
+import type { CreateGate } from '../money/create-gate.js';
+import type { MoneyGuard } from '../money/money-guard.js';
+import type { MachineQuarantine } from './machine-quarantine.js';
+import type { OfferClaims } from './offer-claims.js';
+import type { PollSubscriber } from '../fleet/poller.js';
+import type { Reconciler } from './reconciler.js';
+import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
+import type { IdleWatch } from './idle-watch.js';
+import type { TaskLogs } from './task-logs.js';
 import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
-import type { ReadyTokens } from '../inbound/ready-token.js';
-import { provideRunMachine, RunDriver, type ProvidedRunMachine } from './run-driver.js';
+import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import { toStatus } from './instance-status.js';
 import type { RunHooks } from './run-hooks.js';
 
+/** What the supervisor is handed, built by the composition root (../daemon.ts). */
 export interface SupervisorDeps {
   store: Store;
-  client: MarketClient;
   clock: Clock;
-  lists: InstanceLists;
   config: Config;
   log: Logger;
-  /** The marketplace key: scrubbed from the container logs berth keeps. */
-  apiKey: string;
-  /** Set when readiness.callback_url is: where onstarts post their attempt's token, and its tokens. */
-  readyCallback?: { url: string; tokens: ReadyTokens };
+  /** The resolved specs of the live runs: kept here, read by the actors and the money room through RunSpecs. */
+  specs: Map<string, ResolvedJobSpec>;
+  /** The run machine with the daemon's actors (./run-driver.ts provideRunMachine). */
+  machine: ProvidedRunMachine;
+  journal: AttemptJournal;
+  claims: OfferClaims;
+  quarantine: MachineQuarantine;
+  /** Hears every complete sweep of the account (adoption, orphans). */
+  reconciler: Pick<Reconciler, 'sweep'>;
+  /** Checks a run's limits again after it moved, and forgets it once it ended. */
+  guard: Pick<MoneyGuard, 'check' | 'forget'>;
+  /** Waiting creates look again when a run moved or ended. */
+  gate: Pick<CreateGate, 'wake'>;
+  /** Answers hosts' price increases on the runs' instances (never above a run's cap): started with the runs. */
+  prices: Pick<PriceIncreaseWatch, 'start'>;
+  /** Idle autostop: reads the same lists (gpu_util) for running runs. */
+  idle: Pick<IdleWatch, 'observe' | 'forget'>;
+  /** Reads a run's container log live (GET /v1/runs/{id}/logs). */
+  taskLogs: Pick<TaskLogs, 'readLog'>;
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
 }
 
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
 const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
-
-/** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
-function orphanRetryMs(config: Config): number {
-  return Math.max(5 * config.polling.interval_s, 30) * 1000;
-}
 
 /** Run states in which a run waits on the poller: for its instance to run (again, after a rebid), or to be gone. */
 const WAITING_STATES = new Set(['booting', 'rebidding', 'destroying']);
@@ -70,125 +77,18 @@ export class Supervisor implements PollSubscriber {
   private readonly drivers = new Map<string, RunDriver>();
   /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
   private readonly queued = new Set<string>();
-  private readonly claims = new OfferClaims();
-  private readonly quarantine: MachineQuarantine;
-  private readonly specs = new Map<string, ResolvedJobSpec>();
-  private readonly machine: ProvidedRunMachine;
-  private readonly journal: AttemptJournal;
-  private readonly reconciler: Reconciler;
-  private readonly failureLogs: FailureLogs;
-  private readonly idle: IdleWatch;
-  private readonly taskLogs: TaskLogs;
+  private readonly specs: Map<string, ResolvedJobSpec>;
   private stopping = false;
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
   private readonly paused = new Set<string>();
   private storeRetry: Timer | undefined;
   private storeRetryMs = STORE_RETRY_MS.min;
-  /** The account's credit, read at a slow cadence (the create gate holds creates while it is low). */
-  readonly account: AccountWatch;
-  readonly gate: CreateGate;
-  /** Answers hosts' price increases on the runs' instances (never above a run's cap). */
-  readonly prices: PriceIncreaseWatch;
-  private readonly guard: MoneyGuard;
   /** Runs that moved since the money guard last looked (checked once per turn). */
   private readonly moved = new Set<string>();
 
   constructor(private readonly deps: SupervisorDeps) {
-    this.quarantine = new MachineQuarantine(deps.config.runs.machine_quarantine_s * 1000, deps.clock);
-    this.journal = new AttemptJournal(deps.store);
-    this.reconciler = new Reconciler({
-      store: deps.store,
-      journal: this.journal,
-      client: deps.client,
-      clock: deps.clock,
-      log: deps.log,
-      isLive: (runId) => this.isLive(runId),
-      sweptStores: new Set([...deps.store.formerStoreIds, ...deps.config.store.sweep_store_ids].filter((id) => id !== deps.store.storeId)),
-      retryMs: orphanRetryMs(deps.config),
-    });
-    const { config } = deps;
-    this.account = new AccountWatch({
-      client: deps.client,
-      clock: deps.clock,
-      log: deps.log,
-      minCreditUsd: config.account.min_credit_usd,
-      intervalMs: config.account.check_interval_s * 1000,
-      heldIntervalMs: config.account.held_check_interval_s * 1000,
-      onChange: () => this.gate.wake(),
-    });
-    this.gate = new CreateGate({
-      store: deps.store,
-      clock: deps.clock,
-      log: deps.log,
-      account: this.account,
-      maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
-      maxUsdPerDay: config.budget.max_usd_per_day ?? null,
-      recheckMs: config.polling.interval_s * 1000,
-      specs: this.specs,
-      endRequested: (runId) => this.drivers.get(runId)?.endRequested() ?? true,
-    });
-    this.prices = new PriceIncreaseWatch({
-      client: deps.client,
-      clock: deps.clock,
-      log: deps.log,
-      policy: config.price_increases.policy,
-      intervalMs: config.price_increases.check_interval_s * 1000,
-      holders: () => this.holders(),
-      daemonCapHold: (extra) => this.perHourHold(extra),
-      note: (runId, type, message, data) =>
-        deps.store.transaction(() =>
-          deps.store.events.append({ runId, at: deps.clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
-        ),
-    });
-    this.guard = new MoneyGuard({
-      store: deps.store,
-      clock: deps.clock,
-      log: deps.log,
-      specs: this.specs,
-      expire: (runId, reason) => this.expire(runId, reason),
-      leadMs: config.polling.interval_s * 1000,
-      warn: (runId, message, data) => this.warnBudget(runId, message, data),
-    });
-    this.failureLogs = new FailureLogs({
-      client: deps.client,
-      clock: deps.clock,
-      journal: this.journal,
-      log: deps.log,
-      apiKey: deps.apiKey,
-      keys: deps.store.instanceKeys,
-      specs: this.specs,
-      ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
-    });
-    this.idle = new IdleWatch({
-      warnBeforeMs: config.runs.idle_warning_s * 1000,
-      warn: (runId, message, data) => this.notice(runId, 'idle.warning', message, data),
-      expire: (runId, reason) => this.expire(runId, reason),
-    });
-    this.taskLogs = new TaskLogs({
-      client: deps.client,
-      clock: deps.clock,
-      journal: this.journal,
-      log: deps.log,
-      apiKey: deps.apiKey,
-      specOf: (runId) => this.specs.get(runId),
-      ...(deps.readyCallback ? { tokenFor: (runId: string, n: number) => deps.readyCallback!.tokens.tokenFor(runId, n) } : {}),
-    });
-    this.machine = provideRunMachine({
-      failureLogs: this.failureLogs,
-      taskLogs: this.taskLogs,
-      serviceUrl: config.service.base_url,
-      ...(deps.readyCallback ? { readyCallback: deps.readyCallback } : {}),
-      money: { guard: this.guard, gate: this.gate },
-      quarantine: this.quarantine,
-      client: deps.client,
-      clock: deps.clock,
-      journal: this.journal,
-      lists: deps.lists,
-      claims: this.claims,
-      reconcileGraceMs: Math.max(2 * deps.config.polling.interval_s * 1000, 2000),
-      specs: this.specs,
-    });
+    this.specs = deps.specs;
   }
 
   /** Resumes every non-ended run of the store from its snapshot, except those held after a restore. */
@@ -230,7 +130,7 @@ export class Supervisor implements PollSubscriber {
       );
     }
     this.resumed = true;
-    this.prices.start();
+    this.deps.prices.start();
     this.admitQueued();
   }
 
@@ -314,7 +214,7 @@ export class Supervisor implements PollSubscriber {
    * does, so that its instance is destroyed and it ends `expired`. False when that could not be
    * stored (the guard tries again).
    */
-  private expire(runId: string, reason: RunError): boolean {
+  expire(runId: string, reason: RunError): boolean {
     const driver = this.drivers.get(runId);
     if (driver) {
       driver.expire(reason);
@@ -351,10 +251,9 @@ export class Supervisor implements PollSubscriber {
     return true;
   }
 
-  /** From the store, not the drivers: the startup reconcile runs before any driver is resumed. */
-  isLive(runId: string): boolean {
-    const row = this.deps.store.runs.get(runId);
-    return row !== undefined && row.ended_at === null;
+  /** The run was asked to end (cancel, expiry, deadline) while a step was in flight, or has no driver: a waiting create gives up. */
+  endRequested(runId: string): boolean {
+    return this.drivers.get(runId)?.endRequested() ?? true;
   }
 
   get activeCount(): number {
@@ -386,7 +285,7 @@ export class Supervisor implements PollSubscriber {
       driver.poll(toStatus(inst), listedAt);
       // Idle autostop reads the same lists (gpu_util): a run that is running, with its spec's limit.
       const spec = this.specs.get(driver.runId);
-      if (spec && driver.state === 'running' && !driver.isEnded) this.idle.observe(driver.runId, spec, inst, listedAt);
+      if (spec && driver.state === 'running' && !driver.isEnded) this.deps.idle.observe(driver.runId, spec, inst, listedAt);
     }
   }
 
@@ -405,7 +304,7 @@ export class Supervisor implements PollSubscriber {
   onSweep(instances: Instance[], startedAt: number): void {
     const listed = new Set(instances.map((inst) => inst.id));
     for (const [id, driver] of this.driversByInstance()) if (!listed.has(id)) driver.poll(null, startedAt);
-    this.reconciler.sweep(instances, startedAt);
+    this.deps.reconciler.sweep(instances, startedAt);
   }
 
   private driversByInstance(): Map<number, RunDriver> {
@@ -444,18 +343,8 @@ export class Supervisor implements PollSubscriber {
     return driver.serviceSays(instanceId, status, eventAt, why, note) ? driver.runId : null;
   }
 
-  /** Why `extraDph` more $/h would pass budget.max_usd_per_hour (what every live instance bills now), or null. */
-  private perHourHold(extraDph: number): string | null {
-    const cap = this.deps.config.budget.max_usd_per_hour;
-    if (cap == null) return null;
-    const { store, clock } = this.deps;
-    const live = store.attempts.billingSince(clock.now() - 86_400_000).reduce((sum, a) => sum + attemptPrice(a, a.run_ended_at), 0);
-    if (live + extraDph <= cap + 1e-9) return null;
-    return `budget.max_usd_per_hour ($${cap}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
-  }
-
   /** The instances runs hold now, with what each run may be billed (for the price increase watch). */
-  private holders(): Map<number, Holder> {
+  holders(): Map<number, Holder> {
     const out = new Map<number, Holder>();
     for (const driver of this.drivers.values()) {
       const id = driver.currentInstanceId();
@@ -480,13 +369,7 @@ export class Supervisor implements PollSubscriber {
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
   stop(): void {
     this.stopping = true;
-    this.guard.stop();
-    this.gate.stop();
-    this.account.stop();
-    this.prices.stop();
     this.storeRetry?.cancel();
-    this.reconciler.stop();
-    this.failureLogs.close();
     for (const d of this.drivers.values()) d.stop();
     this.drivers.clear();
   }
@@ -497,22 +380,22 @@ export class Supervisor implements PollSubscriber {
    */
   private startDriver(row: RunRow, spec = this.specs.get(row.id) ?? (JSON.parse(row.spec_json) as ResolvedJobSpec)): void {
     const latest = this.deps.store.attempts.latest(row.id);
-    if (latest && (latest.outcome === null || latest.outcome === 'running')) this.claims.claim(latest.offer_id, row.id);
+    if (latest && (latest.outcome === null || latest.outcome === 'running')) this.deps.claims.claim(latest.offer_id, row.id);
     const driver = new RunDriver(row, spec, {
-      machine: this.machine,
+      machine: this.deps.machine,
       store: this.deps.store,
-      journal: this.journal,
+      journal: this.deps.journal,
       clock: this.deps.clock,
-      claims: this.claims,
-      quarantine: this.quarantine,
+      claims: this.deps.claims,
+      quarantine: this.deps.quarantine,
       config: this.deps.config,
       log: this.deps.log,
       onProgress: (runId) => this.progressed(runId),
       ...(this.deps.hooks ? { hooks: this.deps.hooks } : {}),
       onEnded: (runId) => {
-        this.guard.forget(runId);
-        this.idle.forget(runId);
-        this.gate.wake();
+        this.deps.guard.forget(runId);
+        this.deps.idle.forget(runId);
+        this.deps.gate.wake();
         this.drivers.delete(runId);
         this.queued.delete(runId); // a queued run can be cancelled before it is admitted
         this.specs.delete(runId);
@@ -534,10 +417,6 @@ export class Supervisor implements PollSubscriber {
   }
 
   /**
-   * The money guard's one-time warning that a run's budget is nearly spent: an event in its log and,
-   * in the same transaction, its notification. Given once per run, across restarts (the log says).
-   */
-  /**
    * The container log of a run (`GET /v1/runs/{id}/logs`): live, through the service's logs
    * endpoint, while the run holds an instance; else the last lines kept with its latest attempt
    * that has some. Scrubbed of every secret either way. Null for an unknown run.
@@ -553,7 +432,7 @@ export class Supervisor implements PollSubscriber {
     const instanceId = this.drivers.get(runId)?.currentInstanceId() ?? null;
     const current = instanceId === null ? undefined : attempts.find((a) => a.instance_id === instanceId);
     if (current) {
-      const text = await this.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
+      const text = await this.deps.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
       if (text !== null) return { instance_id: instanceId, source: 'live', text };
     }
     const kept = [...attempts].reverse().find((a) => a.log_tail);
@@ -562,7 +441,7 @@ export class Supervisor implements PollSubscriber {
   }
 
   /** A notice of the daemon's own about a run (idle.warning): an event on the run and its notification, in one transaction. */
-  private notice(runId: string, type: 'idle.warning', message: string, data: Record<string, number>): void {
+  notice(runId: string, type: 'idle.warning', message: string, data: Record<string, number>): void {
     const { store, clock, hooks, log } = this.deps;
     const row = store.runs.get(runId);
     if (!row || row.ended_at !== null) return;
@@ -574,7 +453,11 @@ export class Supervisor implements PollSubscriber {
     log.warn({ runId }, `run ${runId}: ${message}`);
   }
 
-  private warnBudget(runId: string, message: string, data: Record<string, number>): boolean {
+  /**
+   * The money guard's one-time warning that a run's budget is nearly spent: an event in its log and,
+   * in the same transaction, its notification. Given once per run, across restarts (the log says).
+   */
+  warnBudget(runId: string, message: string, data: Record<string, number>): boolean {
     const { store, clock, hooks, log } = this.deps;
     const row = store.runs.get(runId);
     if (!row || row.ended_at !== null) return false;
@@ -597,8 +480,8 @@ export class Supervisor implements PollSubscriber {
         this.moved.clear();
         if (this.stopping) return;
         // Runs with a driver, and held runs (their spec is kept for the guard alone).
-        for (const id of ids) if (this.specs.has(id)) this.guard.check(id);
-        this.gate.wake();
+        for (const id of ids) if (this.specs.has(id)) this.deps.guard.check(id);
+        this.deps.gate.wake();
       });
     }
     this.moved.add(runId);

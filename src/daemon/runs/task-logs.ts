@@ -18,6 +18,7 @@ import { SecretScrubber } from '../../client/scrub.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { taskExitOf } from '../../job-spec/task-script.js';
 import type { Logger } from '../../logger.js';
 import type { AttemptJournal } from './attempt-journal.js';
@@ -37,7 +38,8 @@ export interface TaskLogsDeps {
   log: Logger;
   /** The marketplace API key: scrubbed from every log text. */
   apiKey: string;
-  specOf(runId: string): Pick<ResolvedJobSpec, 'env'> | undefined;
+  /** The live runs' specs: their env values are scrubbed too. */
+  specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
   /** The attempt's readiness callback token, when callbacks are on. */
   tokenFor?(runId: string, n: number): string;
   /** GET without credentials (replaced in tests). */
@@ -118,7 +120,7 @@ export class TaskLogs {
   }
 
   private scrubber({ runId, n, instanceId }: TaskEndInput): SecretScrubber {
-    const secrets = [this.deps.apiKey, ...Object.values(this.deps.specOf(runId)?.env ?? {})];
+    const secrets = [this.deps.apiKey, ...Object.values(this.deps.specs.get(runId)?.env ?? {})];
     const token = this.deps.tokenFor?.(runId, n);
     if (token) secrets.push(token);
     const key = this.instanceKeys.get(instanceId);

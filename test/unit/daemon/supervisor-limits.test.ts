@@ -9,7 +9,9 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Instance, MarketClient, Offer } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { Supervisor } from '../../../src/daemon/runs/supervisor.js';
+import { composeRuns } from '../../../src/daemon/daemon.js';
+import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
+import { Releasers } from '../../../src/releasers.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
@@ -18,6 +20,8 @@ let dir: string;
 let store: Store;
 let clock: FakeClock;
 let supervisor: Supervisor;
+/** What superviseWith built: released as a stopping daemon releases it. */
+let releasers: Releasers;
 let destroyed: Array<{ id: number; at: number }>;
 let created: number;
 beforeEach(() => {
@@ -30,9 +34,9 @@ beforeEach(() => {
   created = 0;
   supervisor = superviseWith(store);
 });
-afterEach(() => {
+afterEach(async () => {
   vi.restoreAllMocks();
-  supervisor.stop();
+  await releasers.release();
   store.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -48,15 +52,19 @@ function superviseWith(s: Store): Supervisor {
       destroyed.push({ id, at: clock.now() });
     },
   } as unknown as MarketClient;
-  return new Supervisor({
-    store: s,
-    client,
-    clock,
-    lists: { findLabel: async () => null, lookAt: async () => null },
-    config: loadConfig({}, {}).config,
-    log: silentLogger(),
-    apiKey: 'test-key',
-  });
+  releasers = new Releasers();
+  return composeRuns(
+    {
+      store: s,
+      client,
+      clock,
+      lists: { findLabel: async () => null, lookAt: async () => null },
+      config: loadConfig({}, {}).config,
+      log: silentLogger(),
+      apiKey: 'test-key',
+    },
+    releasers,
+  ).supervisor;
 }
 
 const instance = (id: number, actual_status: string): Instance =>
@@ -134,7 +142,7 @@ describe('a run held after a restored backup (issue #18 item 7)', () => {
   /** A running run, then the daemon stops and the store is found restored: the run is held. */
   async function heldRun(limits: Record<string, unknown>): Promise<string> {
     const runId = await runningRun(limits);
-    supervisor.stop();
+    await releasers.release(); // the daemon stops
     const other = new Database(join(dir, 'berth.db'));
     other.prepare('UPDATE runs SET held_at = ? WHERE id = ?').run(clock.now(), runId);
     other.close();

@@ -7,7 +7,9 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { MarketClient } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { Supervisor } from '../../../src/daemon/runs/supervisor.js';
+import { composeRuns } from '../../../src/daemon/daemon.js';
+import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
+import { Releasers } from '../../../src/releasers.js';
 import { BerthError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
@@ -17,6 +19,7 @@ let dir: string;
 let store: Store;
 let clock: FakeClock;
 let supervisor: Supervisor;
+let releasers: Releasers;
 /** Fails the searches in flight (as after the client's retries). */
 let failSearches: () => void;
 beforeEach(() => {
@@ -34,10 +37,14 @@ beforeEach(() => {
     });
   const client = { searchOffers: search } as unknown as MarketClient;
   const lists = { findLabel: async () => null, lookAt: async () => null };
-  supervisor = new Supervisor({ store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger(), apiKey: 'test-key' });
+  releasers = new Releasers();
+  supervisor = composeRuns(
+    { store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger(), apiKey: 'test-key' },
+    releasers,
+  ).supervisor;
 });
-afterEach(() => {
-  supervisor.stop();
+afterEach(async () => {
+  await releasers.release();
   store.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -99,20 +106,24 @@ describe('supervisor: runs it cannot resume', () => {
       at: clock.now(),
     });
     const told: Array<{ runId: string; type: string; message: string }> = [];
-    const hooked = new Supervisor({
-      store,
-      client: {} as MarketClient,
-      clock,
-      lists: { findLabel: async () => null, lookAt: async () => null },
-      config: loadConfig({}, {}).config,
-      log: silentLogger(),
-      apiKey: 'test-key',
-      hooks: {
-        stored: () => undefined,
-        committed: () => undefined,
-        noticed: (run, type, logged) => told.push({ runId: run.id, type, message: logged.message }),
+    const hookedReleasers = new Releasers();
+    const { supervisor: hooked } = composeRuns(
+      {
+        store,
+        client: {} as MarketClient,
+        clock,
+        lists: { findLabel: async () => null, lookAt: async () => null },
+        config: loadConfig({}, {}).config,
+        log: silentLogger(),
+        apiKey: 'test-key',
+        hooks: {
+          stored: () => undefined,
+          committed: () => undefined,
+          noticed: (run, type, logged) => told.push({ runId: run.id, type, message: logged.message }),
+        },
       },
-    });
+      hookedReleasers,
+    );
     try {
       hooked.resumeAll();
       const row = store.runs.get('newer1')!;
@@ -127,7 +138,7 @@ describe('supervisor: runs it cannot resume', () => {
         },
       ]);
     } finally {
-      hooked.stop();
+      void hookedReleasers.release(); // every releaser of composeRuns is synchronous
     }
   });
 });
