@@ -249,6 +249,7 @@ export const rebiddingState = runSetup.createStateConfig({
           n: context.current!.n,
           instanceId: context.current!.instanceId!,
           price: context.current!.bidPrice!,
+          dphTotal: context.current!.bidPrice! + context.current!.diskDph,
         }),
         onDone: 'waiting',
         onError: {

@@ -362,4 +362,6 @@ export interface ChangeBidInput {
   instanceId: number;
   /** New compute bid, $/h. */
   price: number;
+  /** What the instance bills at that bid, $/h (the bid plus the disk): the caps check this. */
+  dphTotal: number;
 }

@@ -27,6 +27,7 @@ const ERROR_CODES = [
   'daemon_stopping', // the daemon is shutting down and takes no new work (the control API answers 503)
   'control_rejected', // the control API refused a request: bad token, unknown run, idempotency conflict, ...
   'daemon_unreachable', // CLI could not reach the daemon
+  'over_cap', // a payment the caps refuse (a raised bid past budget.max_usd_per_hour/_per_day or the run's budget)
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 

@@ -199,6 +199,7 @@ export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
   daemon_stopping: TRANSIENT,
   control_rejected: TRANSIENT,
   daemon_unreachable: TRANSIENT,
+  over_cap: TRANSIENT,
   internal: TRANSIENT,
   not_confirmed: TRANSIENT,
   deadline: TRANSIENT,

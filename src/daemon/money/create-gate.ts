@@ -203,22 +203,39 @@ export class CreateGate {
     for (const w of [...this.waiting]) w.check(totals);
   }
 
+  /**
+   * Why a raised bid of attempt `n` may not be sent now, or null: the same caps as a create, with
+   * the attempt's own price in the totals replaced by the raised one. It never waits: an outbid
+   * instance is stopped, so a bid the caps refuse ends the attempt (the run fails over) instead.
+   */
+  bidHold(input: { runId: string; n: number; dphTotal: number }): Hold | null {
+    const stored = this.deps.store.attempts.get(input.runId, input.n);
+    const own = stored ? attemptPrice(stored, null) : 0;
+    return this.capsHold({ runId: input.runId, dphTotal: input.dphTotal }, this.totals(), own, 'this raised bid');
+  }
+
   /** Why this create may not start now, or null. */
   private holdFor(input: CreateInput, totals: Totals): Hold | null {
-    const { account, maxUsdPerHour, maxUsdPerDay } = this.deps;
+    const { account } = this.deps;
     if (account.low) {
       return {
         key: 'low_credit',
         message: `the account credit ($${account.credit!.toFixed(2)}) is below account.min_credit_usd ($${account.minCreditUsd.toFixed(2)}): no create starts until it is back`,
       };
     }
+    return this.capsHold(input, totals, 0, 'this offer');
+  }
+
+  /** The daemon-wide caps: `replacing` is $/h already counted in the totals that `input` takes the place of. */
+  private capsHold(input: { runId: string; dphTotal: number }, totals: Totals, replacing: number, what: string): Hold | null {
+    const { maxUsdPerHour, maxUsdPerDay } = this.deps;
     if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
     if (maxUsdPerHour != null) {
-      const { live } = totals.get();
+      const live = totals.get().live - replacing;
       if (live + input.dphTotal > maxUsdPerHour + 1e-9) {
         return {
           key: 'per_hour',
-          message: `budget.max_usd_per_hour ($${maxUsdPerHour}/h) would be passed: live instances and creates in flight bill $${live.toFixed(3)}/h, and this offer $${input.dphTotal.toFixed(3)}/h`,
+          message: `budget.max_usd_per_hour ($${maxUsdPerHour}/h) would be passed: live instances and creates in flight bill $${live.toFixed(3)}/h, and ${what} $${input.dphTotal.toFixed(3)}/h`,
         };
       }
     }
@@ -229,7 +246,7 @@ export class CreateGate {
       if (day + boot > maxUsdPerDay + 1e-9) {
         return {
           key: 'per_day',
-          message: `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)} (what instances still booting may cost included), and booting this offer (${bootS} s at $${input.dphTotal.toFixed(3)}/h) ${usdText(boot)}`,
+          message: `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)} (what instances still booting may cost included), and booting ${what} (${bootS} s at $${input.dphTotal.toFixed(3)}/h) ${usdText(boot)}`,
         };
       }
     }

@@ -156,6 +156,19 @@ export class MoneyGuard {
     };
   }
 
+  /**
+   * Why the run's remaining budget refuses a raised bid billing `dphTotal`, or null: as for a
+   * create, what is left must pay for boot_timeout_s at that price (the instance boots again).
+   */
+  bidRefusal(runId: string, dphTotal: number): string | null {
+    const spec = this.deps.specs.get(runId);
+    if (!spec || spec.budget_usd === undefined) return null;
+    const left = spec.budget_usd - runMoney(this.deps.store.attempts.forRun(runId), null, this.deps.clock.now()).usd;
+    const boot = (dphTotal * spec.boot_timeout_s * 1000) / HOUR_MS;
+    if (boot <= left) return null;
+    return `the ${usdText(Math.max(0, left))} left of budget_usd (${usdText(spec.budget_usd)}) cannot pay for it to boot again: ${usdText(boot)} over boot_timeout_s (${spec.boot_timeout_s} s) at $${dphTotal.toFixed(3)}/h`;
+  }
+
   /** The run ended (or the daemon stops driving it). */
   forget(runId: string): void {
     this.timers.get(runId)?.cancel();

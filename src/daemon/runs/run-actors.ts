@@ -29,7 +29,7 @@ import type {
 import { runPolicyOf } from '../../client/retry-policy.js';
 import type { Instance, MarketClient } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
-import { toRunError } from '../../errors.js';
+import { BerthError, toRunError } from '../../errors.js';
 import { encodeOnstart, encodeOnstartWith } from '../../job-spec/onstart.js';
 import { taskScript } from '../../job-spec/task-script.js';
 import type { TaskLogs } from './task-logs.js';
@@ -89,9 +89,21 @@ const BACKSTOP_GRACE_S = 600;
 /** The money room's two checks, as the actors use them. */
 interface MoneyPort {
   /** The candidates the run's remaining budget can pay to boot (../money/money-guard.ts). */
-  guard: Pick<MoneyGuard, 'affordable'>;
+  guard: Pick<MoneyGuard, 'affordable' | 'bidRefusal'>;
   /** The daemon-wide caps and the credit floor a create waits for, its intent journaled in the same step (../money/create-gate.ts). */
-  gate: Pick<CreateGate, 'admit'>;
+  gate: Pick<CreateGate, 'admit' | 'bidHold'>;
+}
+
+/**
+ * A raised bid is a path to money like a create: it passes the same caps (max_usd_per_hour,
+ * max_usd_per_day, the run's budget) or is not sent. Refused, the actor fails, and the machine
+ * ends the attempt as outbid with this reason (the run fails over: ../../../machines/run-instance-states.ts).
+ */
+function bidRefusal(money: MoneyPort, input: ChangeBidInput): BerthError | null {
+  const why = money.gate.bidHold(input)?.message ?? money.guard.bidRefusal(input.runId, input.dphTotal);
+  return why === null
+    ? null
+    : new BerthError('over_cap', `a bid of $${input.price.toFixed(3)}/h would bill $${input.dphTotal.toFixed(3)}/h: ${why}`);
 }
 
 /** The spec of a run whose actor is running: a driver exists for every live run, so it is there. */
@@ -367,7 +379,11 @@ export function makeRunActors(deps: RunActorDeps) {
       deps.taskLogs ? deps.taskLogs.readEnd(input, signal) : Promise.resolve({ exitCode: null }),
     ),
 
-    changeBid: actor<void, ChangeBidInput>(({ input, signal }) => client.changeBid(input.instanceId, input.price, { signal })),
+    changeBid: actor<void, ChangeBidInput>(async ({ input, signal }) => {
+      const refused = deps.money ? bidRefusal(deps.money, input) : null;
+      if (refused) throw refused;
+      await client.changeBid(input.instanceId, input.price, { signal });
+    }),
 
     bootDeadline: actor<BootDeadlineOutput, BootDeadlineInput>(({ input, signal }) => bootDeadline(deps, input, signal)),
 

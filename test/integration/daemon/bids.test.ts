@@ -63,6 +63,24 @@ describe('interruptible runs that are outbid', () => {
     await onlyCurrentBillsThenNothing(world, again);
   });
 
+  it('a raised bid passes budget.max_usd_per_hour like a create: refused, the run fails over instead of billing past the cap', async () => {
+    world = await startWorld({ config: { runs: { rebid_wait_s: 1 }, budget: { max_usd_per_hour: 0.06 } } });
+    const running = await start(world, bidSpec({ bid_step_pct: 100, on_outbid: 'rebid' }));
+    const first = running.instance!.id;
+    const billed = world.sim.history().find((h) => h.id === first)!;
+    expect(billed.compute_dph + billed.disk_dph).toBeLessThan(0.06);
+    world.sim.raiseMinBid(machineOf(world, first), 20);
+    // Doubling the bid would bill past $0.06/h: the bid is not sent, and the run fails over.
+    const next = await world.waitFor(running.id, (r) => isRunning(r) && r.instance?.id !== first, 20_000);
+    expect(next.attempts[0]).toMatchObject({ outcome: 'outbid' });
+    expect(next.attempts[0]!.detail).toMatch(
+      /bid could not be raised \(a bid of \$[\d.]+\/h would bill \$[\d.]+\/h: budget\.max_usd_per_hour/,
+    );
+    for (const h of world.sim.history()) expect(h.compute_dph + h.disk_dph).toBeLessThanOrEqual(0.06 + 1e-9);
+    expect(world.sim.history().find((h) => h.id === first)!.compute_dph).toBeCloseTo(billed.compute_dph, 9);
+    await onlyCurrentBillsThenNothing(world, next);
+  });
+
   it('on_outbid "failover": destroys the outbid instance and runs on the next offer', async () => {
     world = await startWorld();
     const running = await start(world, bidSpec({ on_outbid: 'failover' }));

@@ -307,8 +307,18 @@ describe('affordability of offers', () => {
     expect(guard.affordable('r1', [])).toEqual({ candidates: [] });
   });
 
+  it('refuses a raised bid the rest of the budget cannot pay to boot again, and passes one it can', async () => {
+    const guard = guardFor(specWith({ budget_usd: 0.01 }));
+    created(1, MILLI_PER_S);
+    await clock.advance(4_000);
+    // $0.006 left; boot_timeout_s 10: $3.6/h costs 0.01, $1.8/h 0.005.
+    expect(guard.bidRefusal('r1', MILLI_PER_S / 2)).toBeNull();
+    expect(guard.bidRefusal('r1', MILLI_PER_S)).toMatch(/\$0\.0060 left of budget_usd .* cannot pay for it to boot again/);
+  });
+
   it('passes every offer of a run without a budget', () => {
     const guard = guardFor(specWith({}));
     expect(guard.affordable('r1', [c(1, 100)])).toEqual({ candidates: [c(1, 100)] });
+    expect(guard.bidRefusal('r1', 100)).toBeNull();
   });
 });

@@ -217,7 +217,7 @@ describe('interruptible runs that are outbid', () => {
     expect(stateOf(actor)).toBe('running');
     await poll(actor, outbid(100));
     expect(stateOf(actor)).toBe('rebidding');
-    expect(world.bids).toEqual([{ runId: 'r1', n: 1, instanceId: 100, price: 0.3 }]);
+    expect(world.bids).toEqual([{ runId: 'r1', n: 1, instanceId: 100, price: 0.3, dphTotal: 0.35 }]);
     // What the instance bills from now on (the money guard's new price): the bid plus the disk.
     expect(emitted.find((e) => e.type === 'bid.raised')).toMatchObject({ price: 0.3, dphTotal: 0.35 });
     await poll(actor, status(100, 'loading'));
