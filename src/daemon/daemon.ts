@@ -50,6 +50,7 @@ import { OfferClaims } from './runs/offer-claims.js';
 import { MachineQuarantine } from './runs/machine-quarantine.js';
 import { Reconciler } from './runs/reconciler.js';
 import { FailureLogs } from './runs/failure-logs.js';
+import { LogSecrets } from './runs/log-secrets.js';
 import { TaskLogs } from './runs/task-logs.js';
 import { IdleWatch } from './runs/idle-watch.js';
 import { provideRunMachine } from './runs/run-driver.js';
@@ -562,34 +563,25 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     warn: (runId, message, data) => supervisor.warnBudget(runId, message, data),
   });
   releasers.push(() => guard.stop());
-  const failureLogs = new FailureLogs({
-    client,
-    clock,
-    journal,
+  const logSecrets = new LogSecrets({
     log,
     apiKey: deps.apiKey,
     keys: store.instanceKeys,
     specs,
     ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
   });
+  const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });
   releasers.push(() => failureLogs.close());
   const idle = new IdleWatch({
     warnBeforeMs: config.runs.idle_warning_s * 1000,
     warn: (runId, message, data) => supervisor.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
-  const taskLogs = new TaskLogs({
-    client,
-    clock,
-    journal,
-    log,
-    apiKey: deps.apiKey,
-    specs,
-    ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
-  });
+  const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
   const machine = provideRunMachine({
     failureLogs,
     taskLogs,
+    logSecrets,
     serviceUrl: config.service.base_url,
     ...(readyCallback ? { readyCallback } : {}),
     money: { guard, gate },

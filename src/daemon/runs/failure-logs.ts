@@ -15,13 +15,11 @@ import { request } from 'undici';
 import type { AttemptOutcome } from '../../../machines/run-rules.js';
 import type { DestroyInput } from '../../../machines/run-types.js';
 import type { MarketClient } from '../../client/types.js';
-import { scrubKeyShapes, SecretScrubber } from '../../client/scrub.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
-import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import type { AttemptJournal } from './attempt-journal.js';
+import type { LogSecrets, Scrubber } from './log-secrets.js';
 
 /** Outcomes whose container may say why: not a cancel or an expiry, nor a host gone offline (it cannot upload). */
 const WANTS_LOGS: ReadonlySet<AttemptOutcome> = new Set(['exited', 'unreachable', 'boot_timeout', 'lost']);
@@ -51,23 +49,10 @@ export interface FailureLogsDeps {
   clock: Clock;
   journal: Pick<AttemptJournal, 'logTail'>;
   log: Logger;
-  /** The marketplace API key: scrubbed from every log text (a script may print it). */
-  apiKey: string;
-  /**
-   * Where the instance keys are kept across restarts (the store's instance_keys table): a create's
-   * key is written there, and read back for an instance this process did not create.
-   */
-  keys?: { put(instanceId: number, key: string): void; get(instanceId: number): string | undefined };
-  /** The live runs' specs: their env values are scrubbed too. */
-  specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
-  /** The attempt's readiness callback token, when callbacks are on. */
-  tokenFor?(runId: string, n: number): string;
+  /** Every secret the log may show, scrubbed from it (./log-secrets.ts). */
+  secrets: Pick<LogSecrets, 'scrubberFor'>;
   /** GET without credentials (replaced in tests). */
   fetchText?(url: string, signal: AbortSignal): Promise<FetchedText>;
-}
-
-interface Scrubber {
-  scrub(text: string): string;
 }
 
 function wantsLogs(outcome: AttemptOutcome | null): boolean {
@@ -77,24 +62,9 @@ function wantsLogs(outcome: AttemptOutcome | null): boolean {
 export class FailureLogs {
   /** Instances whose logs were asked for already (a destroy is retried; the logs are asked once). */
   private readonly asked = new Set<number>();
-  /** Per-instance keys (CONTAINER_API_KEY) seen at create, scrubbed from that instance's log. */
-  private readonly instanceKeys = new Map<number, string>();
   private readonly fetches = new Set<AbortController>();
 
   constructor(private readonly deps: FailureLogsDeps) {}
-
-  /** The create answered with the instance's own key: its log must not show it either. */
-  noteInstanceKey(instanceId: number, key: string | undefined): void {
-    if (!key) return;
-    this.instanceKeys.set(instanceId, key);
-    try {
-      this.deps.keys?.put(instanceId, key);
-    } catch (err) {
-      // A store that refuses writes: this process still knows the key; a restart would fall back
-      // to scrubbing whatever looks like a key.
-      this.deps.log.warn({ instanceId, err: toRunError(err) }, `the key of instance ${instanceId} could not be stored`);
-    }
-  }
 
   /**
    * Called by the destroy actor before every destroy: for a failed attempt, asks for the container's
@@ -107,8 +77,7 @@ export class FailureLogs {
     this.asked.add(instanceId);
     if (this.asked.size > ASKED_KEPT) this.asked.delete(this.asked.values().next().value!);
     // Taken now, while the run is live: the fetch may finish after the run has ended.
-    const scrubber = this.scrubber(input.runId, input.n, instanceId);
-    this.instanceKeys.delete(instanceId);
+    const scrubber = this.deps.secrets.scrubberFor(input.runId, input.n, instanceId);
     if (!wantsLogs(input.outcome)) return;
     const bounded = new AbortController();
     const timer = this.deps.clock.setTimer(() => bounded.abort(), REQUEST_WAIT_MS);
@@ -179,27 +148,6 @@ export class FailureLogs {
       if (got?.status === 403 || this.deps.clock.now() + pause > until) return null;
       await this.deps.clock.sleep(pause, signal);
       pause = Math.min(MAX_PAUSE_MS, pause * 2);
-    }
-  }
-
-  private scrubber(runId: string, n: number, instanceId: number): Scrubber {
-    const env = this.deps.specs.get(runId)?.env ?? {};
-    const secrets = [this.deps.apiKey, ...Object.values(env)];
-    const token = this.deps.tokenFor?.(runId, n);
-    if (token) secrets.push(token);
-    const instanceKey = this.instanceKeys.get(instanceId) ?? this.storedKey(instanceId);
-    if (instanceKey) secrets.push(instanceKey);
-    const scrubber = new SecretScrubber(secrets);
-    // A key berth never saw (an instance found by its label after a create whose answer was lost:
-    // the key came only in that answer, and the instance list does not show it) is sought by shape.
-    return { scrub: (text) => scrubKeyShapes(scrubber.scrub(text), instanceKey === undefined) };
-  }
-
-  private storedKey(instanceId: number): string | undefined {
-    try {
-      return this.deps.keys?.get(instanceId);
-    } catch {
-      return undefined; // unreadable now: scrubbed by shape instead
     }
   }
 }

@@ -41,6 +41,7 @@ import type { AttemptJournal } from './attempt-journal.js';
 import { CreateAbandoned, type CreateGate } from '../money/create-gate.js';
 import type { MoneyGuard } from '../money/money-guard.js';
 import type { FailureLogs } from './failure-logs.js';
+import type { LogSecrets } from './log-secrets.js';
 import { callbackLine, type ReadyTokens } from '../inbound/ready-token.js';
 import { probeOnce, probeUntilReachable } from './ssh-probe.js';
 import { asRunActor } from './actor-failure.js';
@@ -74,6 +75,8 @@ export interface RunActorDeps {
   money?: MoneyPort;
   /** Reads a stopped task's end marker from its log (runs with `run`). */
   taskLogs?: TaskLogs;
+  /** Where an instance's own key goes once a create answers with it, so its logs are scrubbed of it. */
+  logSecrets?: Pick<LogSecrets, 'noteInstanceKey' | 'forget'>;
   /** The service's base URL (service.base_url): where a task's wrapper stops its own instance. */
   serviceUrl?: string;
 }
@@ -223,8 +226,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
         throw err;
     }
   }
-  deps.failureLogs?.noteInstanceKey(instanceId, instanceApiKey);
-  deps.taskLogs?.noteInstanceKey(instanceId, instanceApiKey);
+  deps.logSecrets?.noteInstanceKey(instanceId, instanceApiKey);
   return adopted(deps, input, instanceId, sentAt);
 }
 
@@ -366,7 +368,7 @@ export function makeRunActors(deps: RunActorDeps) {
     destroyInstance: actor<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
       // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
       await deps.failureLogs?.beforeDestroy(input, signal);
-      deps.taskLogs?.forget(input.instanceId);
+      deps.logSecrets?.forget(input.instanceId);
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
     }),

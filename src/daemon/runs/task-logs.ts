@@ -14,14 +14,12 @@
 // which costs a restart of the task, never an instance left billing.
 import type { TaskEndInput, TaskEndOutput } from '../../../machines/run-types.js';
 import type { MarketClient } from '../../client/types.js';
-import { SecretScrubber } from '../../client/scrub.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
-import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { taskExitOf } from '../../job-spec/task-script.js';
 import type { Logger } from '../../logger.js';
 import type { AttemptJournal } from './attempt-journal.js';
+import type { LogSecrets } from './log-secrets.js';
 import { fetchWithoutCredentials, lastBytes, MAX_TAIL_BYTES, type FetchedText } from './failure-logs.js';
 
 /** Lines asked for: the marker is the last line the wrapper writes, but a stop may log after it. */
@@ -36,30 +34,14 @@ export interface TaskLogsDeps {
   clock: Clock;
   journal: Pick<AttemptJournal, 'logTail'>;
   log: Logger;
-  /** The marketplace API key: scrubbed from every log text. */
-  apiKey: string;
-  /** The live runs' specs: their env values are scrubbed too. */
-  specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
-  /** The attempt's readiness callback token, when callbacks are on. */
-  tokenFor?(runId: string, n: number): string;
+  /** Every secret the log may show, scrubbed from it (./log-secrets.ts). */
+  secrets: Pick<LogSecrets, 'scrubberFor'>;
   /** GET without credentials (replaced in tests). */
   fetchText?(url: string, signal: AbortSignal): Promise<FetchedText>;
 }
 
 export class TaskLogs {
-  /** Per-instance keys (CONTAINER_API_KEY) seen at create: a task may print its env. */
-  private readonly instanceKeys = new Map<number, string>();
-
   constructor(private readonly deps: TaskLogsDeps) {}
-
-  noteInstanceKey(instanceId: number, key: string | undefined): void {
-    if (key) this.instanceKeys.set(instanceId, key);
-  }
-
-  /** The instance is being destroyed: its key is not needed any more. */
-  forget(instanceId: number): void {
-    this.instanceKeys.delete(instanceId);
-  }
 
   /** The exit code in the end marker of attempt n's task, or null when its log shows none. */
   async readEnd(input: TaskEndInput, signal: AbortSignal): Promise<TaskEndOutput> {
@@ -72,7 +54,11 @@ export class TaskLogs {
         const exitCode = taskExitOf(text, runId, n);
         // The tail kept is scrubbed; the marker is read from the text as served (a secret such as
         // an env value "0" would otherwise blot out the exit code).
-        this.deps.journal.logTail(runId, n, lastBytes(this.scrubber(input).scrub(text), MAX_TAIL_BYTES));
+        this.deps.journal.logTail(
+          runId,
+          n,
+          lastBytes(this.deps.secrets.scrubberFor(input.runId, input.n, input.instanceId).scrub(text), MAX_TAIL_BYTES),
+        );
         return { exitCode };
       }
       if (this.deps.clock.now() + pause > until) break;
@@ -92,7 +78,7 @@ export class TaskLogs {
    */
   async readLog(input: TaskEndInput, tail: number, signal: AbortSignal): Promise<string | null> {
     const text = await this.readOnce(input, this.deps.clock.now() + READ_WINDOW_MS, signal, tail);
-    return text === null ? null : this.scrubber(input).scrub(text);
+    return text === null ? null : this.deps.secrets.scrubberFor(input.runId, input.n, input.instanceId).scrub(text);
   }
 
   /** One logs request and the GETs of its URL until the upload is there; null when it never came. */
@@ -117,14 +103,5 @@ export class TaskLogs {
       await this.deps.clock.sleep(pause, signal);
       pause = Math.min(MAX_PAUSE_MS, pause * 2);
     }
-  }
-
-  private scrubber({ runId, n, instanceId }: TaskEndInput): SecretScrubber {
-    const secrets = [this.deps.apiKey, ...Object.values(this.deps.specs.get(runId)?.env ?? {})];
-    const token = this.deps.tokenFor?.(runId, n);
-    if (token) secrets.push(token);
-    const key = this.instanceKeys.get(instanceId);
-    if (key) secrets.push(key);
-    return new SecretScrubber(secrets);
   }
 }

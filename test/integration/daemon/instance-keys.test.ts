@@ -81,4 +81,21 @@ describe('instance keys in attempts[].logs', { timeout: 60_000 }, () => {
     expect(logs).toMatch(/Digest: sha256:[0-9a-f]{64}/);
     await cancelAndCheckNothingBills(world, run.id);
   });
+
+  it('berth logs after a daemon restart: the live log of a running instance is scrubbed of its key too', async () => {
+    world = await startWorld({ sim: { onstart_exec: { enabled: true, timeout_s: 10 } } });
+    const run = await submit(world, jobSpec({ ready_when: 'status', onstart: SPEC.onstart }));
+    const running = await world.waitFor(run.id, (r) => r.state === 'running', 20_000);
+    const key = await printedKey(world, running.instance!.id);
+    await world.restartDaemon();
+    type Logs = { source: string; text: string };
+    let live: Logs | undefined;
+    await expect
+      .poll(async () => (live = (await world!.api<Logs>('GET', `/v1/runs/${run.id}/logs?tail=50`)).body).text, { timeout: 15_000 })
+      .toContain('started with CONTAINER_API_KEY=');
+    expect(live!.source).toBe('live');
+    expect(live!.text).toContain('started with CONTAINER_API_KEY=[redacted]');
+    expect(live!.text.toLowerCase()).not.toContain(key.slice(0, 12));
+    await cancelAndCheckNothingBills(world, run.id);
+  });
 });

@@ -11,6 +11,7 @@ import {
   REQUEST_WAIT_MS,
   type FetchedText,
 } from '../../../src/daemon/runs/failure-logs.js';
+import { LogSecrets } from '../../../src/daemon/runs/log-secrets.js';
 import { silentLogger } from '../../../src/logger.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
@@ -26,14 +27,18 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
   const kept: Array<{ runId: string; n: number; text: string }> = [];
   const fetched: string[] = [];
   const fetches = [...(opts.fetches ?? [])];
-  const logs = new FailureLogs({
-    clock,
+  const secrets = new LogSecrets({
     log: silentLogger(),
     apiKey: API_KEY,
     keys: { put: (id, key) => opts.keys?.set(id, key), get: (id) => opts.keys?.get(id) },
     // The run's spec is known while it is live; it may end before the upload is fetched.
     specs: { get: () => (live ? { env: { HF_TOKEN: ENV_VALUE } } : undefined) },
     tokenFor: () => TOKEN,
+  });
+  const logs = new FailureLogs({
+    clock,
+    log: silentLogger(),
+    secrets,
     journal: { logTail: (runId, n, text) => kept.push({ runId, n, text }) },
     client: {
       requestLogs: (id, req, options) => {
@@ -52,7 +57,7 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
       return next;
     },
   });
-  return { clock, logs, requested, kept, fetched, endRun: () => (live = false) };
+  return { clock, logs, secrets, requested, kept, fetched, endRun: () => (live = false) };
 }
 
 const failed = (outcome: DestroyInput['outcome'], instanceId = 100): DestroyInput => ({ runId: 'runaaaaaaaaa', n: 1, instanceId, outcome });
@@ -68,7 +73,7 @@ describe('failure logs', () => {
       'Container C.100 exited with code 1',
     ].join('\r\n');
     const t = setup({ fetches: [{ status: 404, text: '' }, 'throw', { status: 200, text: `${log}\n` }] });
-    t.logs.noteInstanceKey(100, INSTANCE_KEY);
+    t.secrets.noteInstanceKey(100, INSTANCE_KEY);
     await t.logs.beforeDestroy(failed('exited'), new AbortController().signal);
     expect(t.requested).toEqual([{ id: 100, tail: 200 }]);
     // The destroy goes now; the text is fetched afterwards, while the upload lands.
@@ -142,7 +147,7 @@ describe('instance keys in the kept log (issue #18 item 2)', () => {
   it('a restarted daemon scrubs the key a create answered before the restart (read back from the store)', async () => {
     const store = new Map<number, string>();
     const before = setup({ keys: store });
-    before.logs.noteInstanceKey(100, INSTANCE_KEY);
+    before.secrets.noteInstanceKey(100, INSTANCE_KEY);
     expect(store.get(100)).toBe(INSTANCE_KEY);
     // A new process: nothing in memory, the same store.
     const after = setup({ keys: store, fetches: [{ status: 200, text: logWith(INSTANCE_KEY) }] });

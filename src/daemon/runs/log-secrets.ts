@@ -1,0 +1,75 @@
+// Every secret a container's log may show, known whatever path found the instance: the API key,
+// the run's env values, the attempt's readiness token, and the instance's own key
+// (CONTAINER_API_KEY). That key comes only in the create's answer (the lists do not show it), so it
+// is kept in memory and in the store (instance_keys), where a restarted daemon finds it; a key berth
+// never saw (an instance adopted by its label after a lost create answer) is sought by its shape.
+// Failure logs and task logs (`berth logs`) scrub through this one place.
+import { scrubKeyShapes, SecretScrubber } from '../../client/scrub.js';
+import { toRunError } from '../../errors.js';
+import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunSpecs } from '../../job-spec/run-specs.js';
+import type { Logger } from '../../logger.js';
+
+export interface LogSecretsDeps {
+  log: Logger;
+  /** The marketplace API key: scrubbed from every log text (a script may print it). */
+  apiKey: string;
+  /**
+   * Where the instance keys are kept across restarts (the store's instance_keys table): a create's
+   * key is written there, and read back for an instance this process did not create.
+   */
+  keys?: { put(instanceId: number, key: string): void; get(instanceId: number): string | undefined };
+  /** The live runs' specs: their env values are scrubbed too. */
+  specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
+  /** The attempt's readiness callback token, when callbacks are on. */
+  tokenFor?(runId: string, n: number): string;
+}
+
+export interface Scrubber {
+  scrub(text: string): string;
+}
+
+export class LogSecrets {
+  /** Per-instance keys (CONTAINER_API_KEY) seen at create in this process. */
+  private readonly instanceKeys = new Map<number, string>();
+
+  constructor(private readonly deps: LogSecretsDeps) {}
+
+  /** The create answered with the instance's own key: its log must not show it either. */
+  noteInstanceKey(instanceId: number, key: string | undefined): void {
+    if (!key) return;
+    this.instanceKeys.set(instanceId, key);
+    try {
+      this.deps.keys?.put(instanceId, key);
+    } catch (err) {
+      // A store that refuses writes: this process still knows the key; a restart would fall back
+      // to scrubbing whatever looks like a key.
+      this.deps.log.warn({ instanceId, err: toRunError(err) }, `the key of instance ${instanceId} could not be stored`);
+    }
+  }
+
+  /** The instance is being destroyed: this process lets go of its key (the store keeps it until the destroy is confirmed). */
+  forget(instanceId: number): void {
+    this.instanceKeys.delete(instanceId);
+  }
+
+  /** What scrubs attempt n's log on `instanceId`: taken while the run is live (its spec is needed). */
+  scrubberFor(runId: string, n: number, instanceId: number): Scrubber {
+    const env = this.deps.specs.get(runId)?.env ?? {};
+    const secrets = [this.deps.apiKey, ...Object.values(env)];
+    const token = this.deps.tokenFor?.(runId, n);
+    if (token) secrets.push(token);
+    const instanceKey = this.instanceKeys.get(instanceId) ?? this.storedKey(instanceId);
+    if (instanceKey) secrets.push(instanceKey);
+    const scrubber = new SecretScrubber(secrets);
+    return { scrub: (text) => scrubKeyShapes(scrubber.scrub(text), instanceKey === undefined) };
+  }
+
+  private storedKey(instanceId: number): string | undefined {
+    try {
+      return this.deps.keys?.get(instanceId);
+    } catch {
+      return undefined; // unreadable now: scrubbed by shape instead
+    }
+  }
+}
