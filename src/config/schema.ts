@@ -129,6 +129,11 @@ export const configSchema = z.strictObject({
     relax: z.array(relaxStepSchema),
     /** Default max_runtime_s for specs that leave it out: total seconds `running` before the run expires (default none, at most 365 days). */
     max_runtime_s: positiveSeconds(MAX_RUN_DURATION_S).nullish(),
+    /**
+     * How long one offer search serves the daemon's runs that make the same query, seconds (default
+     * 30, at most 600); 0: every run searches for itself (the switch the bench compares against).
+     */
+    search_share_s: seconds(600),
     /** How long an outbid instance may stay stopped after its bid was raised before it is raised again, seconds (default 30, at most 3600). */
     rebid_wait_s: positiveSeconds(HOUR),
     /** How long before an idle instance is destroyed (idle_timeout_s) the idle.warning is given, seconds (default 300, at most 1 day). */

@@ -593,6 +593,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     claims,
     reconcileGraceMs: Math.max(2 * config.polling.interval_s * 1000, 2000),
     specs,
+    searchShareMs: config.runs.search_share_s * 1000,
   });
   const supervisor: Supervisor = new Supervisor({
     store,

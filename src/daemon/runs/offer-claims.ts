@@ -34,6 +34,11 @@ export class OfferClaims {
     return out;
   }
 
+  /** Every offer held by a run: left out of shared searches (./search-pool.ts). */
+  held(): number[] {
+    return [...this.holderOf.keys()];
+  }
+
   /** The run holding the offer, if it is not `runId`. */
   heldByOther(offerId: number, runId: string): string | undefined {
     const holder = this.holderOf.get(offerId);

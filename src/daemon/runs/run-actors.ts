@@ -27,7 +27,7 @@ import type {
   TaskEndOutput,
 } from '../../../machines/run-machine.js';
 import { runPolicyOf } from '../../client/retry-policy.js';
-import type { Instance, MarketClient } from '../../client/types.js';
+import type { Instance, MarketClient, Offer } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import { BerthError, toRunError } from '../../errors.js';
 import { encodeOnstart, encodeOnstartWith } from '../../job-spec/onstart.js';
@@ -47,6 +47,7 @@ import { probeOnce, probeUntilReachable } from './ssh-probe.js';
 import { asRunActor } from './actor-failure.js';
 import { toStatus } from './instance-status.js';
 import type { OfferClaims } from './offer-claims.js';
+import { SearchPool } from './search-pool.js';
 import type { InstanceLists } from '../fleet/poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
 
@@ -71,6 +72,8 @@ export interface RunActorDeps {
   failureLogs?: FailureLogs;
   /** Set when readiness.callback_url is: each attempt's onstart ends with a line posting its token there. */
   readyCallback?: { url: string; tokens: ReadyTokens };
+  /** How long one search answer serves runs making the same query, ms (`runs.search_share_s`); 0: each run searches alone. */
+  searchShareMs?: number;
   /** The money checks every search and create passes; none in tests that do not need them. */
   money?: MoneyPort;
   /** Reads a stopped task's end marker from its log (runs with `run`). */
@@ -108,6 +111,9 @@ function bidRefusal(money: MoneyPort, input: ChangeBidInput): BerthError | null 
     ? null
     : new BerthError('over_cap', `a bid of $${input.price.toFixed(3)}/h would bill $${input.dphTotal.toFixed(3)}/h: ${why}`);
 }
+
+/** `runs.search_share_s` when the caller gives none (tests). */
+const DEFAULT_SEARCH_SHARE_MS = 30_000;
 
 /** The spec of a run whose actor is running: a driver exists for every live run, so it is there. */
 function specOf(deps: RunActorDeps, runId: string): ResolvedJobSpec {
@@ -325,6 +331,11 @@ function backstopOf(spec: ResolvedJobSpec, dphTotal: number): number | null {
 
 export function makeRunActors(deps: RunActorDeps) {
   const { client } = deps;
+  const shareMs = deps.searchShareMs ?? DEFAULT_SEARCH_SHARE_MS;
+  const pool =
+    shareMs > 0
+      ? new SearchPool({ search: (query) => client.searchOffers(query), clock: deps.clock, claims: deps.claims, maxAgeMs: shareMs })
+      : undefined;
   const now = () => deps.clock.now();
   /** An actor whose rejection reaches the machine with its verdict and its time (./actor-failure.ts). */
   const actor = <O, I>(work: (args: { input: I; signal: AbortSignal }) => Promise<O>) =>
@@ -343,24 +354,45 @@ export function makeRunActors(deps: RunActorDeps) {
           ? stored
           : { ...stored, search: { ...stored.search, type: input.searchType }, bid_price: undefined };
       const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
-      // Offers sibling runs are trying are left out of the query, so the search returns others.
-      const query = buildSearchQuery(spec, input.relaxLevel, {
-        offerIds: [...input.blockedOffers, ...deps.claims.heldByOthers(input.runId)],
-        machineIds: input.blockedMachines,
-      });
-      const offers = await client.searchOffers(query, { signal });
-      const usable = usableOffers(offers, spec, blocked).filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined);
-      const candidates: Candidate[] = deps.quarantine
-        .lastIfQuarantined(usable, (o) => o.machine_id)
-        .map((o) => ({
-          offerId: o.id,
-          machineId: o.machine_id,
-          // What the instance will be billed (its disk included), not the search's quote.
-          dphTotal: billedPriceFor(o, spec) ?? o.dph_total,
-          minBid: typeof o['min_bid'] === 'number' ? o['min_bid'] : null,
-          diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
-        }));
-      return deps.money ? deps.money.guard.affordable(input.runId, candidates) : { candidates };
+      /** The run's candidates from the offers it may use, in order: quarantined machines last, then what its budget pays. */
+      const choose = (usable: Offer[]): SearchOutput => {
+        const candidates: Candidate[] = deps.quarantine
+          .lastIfQuarantined(usable, (o) => o.machine_id)
+          .map((o) => ({
+            offerId: o.id,
+            machineId: o.machine_id,
+            // What the instance will be billed (its disk included), not the search's quote.
+            dphTotal: billedPriceFor(o, spec) ?? o.dph_total,
+            minBid: typeof o['min_bid'] === 'number' ? o['min_bid'] : null,
+            diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
+          }));
+        return deps.money ? deps.money.guard.affordable(input.runId, candidates) : { candidates };
+      };
+      if (!pool) {
+        // runs.search_share_s 0: the run searches for itself, offers sibling runs are trying left out.
+        const query = buildSearchQuery(spec, input.relaxLevel, {
+          offerIds: [...input.blockedOffers, ...deps.claims.heldByOthers(input.runId)],
+          machineIds: input.blockedMachines,
+        });
+        const offers = await client.searchOffers(query, { signal });
+        return choose(usableOffers(offers, spec, blocked).filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined));
+      }
+      // One shared answer (./search-pool.ts); the run is handed one offer at a time, so that no
+      // other run tries it, and asks again for the next one.
+      return pool.offersFor(
+        {
+          runId: input.runId,
+          spec,
+          relaxLevel: input.relaxLevel,
+          blocked,
+          choose: (usable) => {
+            const out = choose(usable);
+            const first = out.candidates.slice(0, 1);
+            return { take: first.map((c) => c.offerId), result: { ...out, candidates: first } };
+          },
+        },
+        signal,
+      );
     }),
 
     createInstance: actor<CreateOutput, CreateInput>(async ({ input, signal }) => ({ ...(await create(deps, input, signal)), at: now() })),

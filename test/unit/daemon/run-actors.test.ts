@@ -50,6 +50,7 @@ const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_pe
   machine_quarantine_s: 0,
   rebid_wait_s: 30,
   idle_warning_s: 300,
+  search_share_s: 30,
   relax: [],
 });
 

@@ -22,6 +22,7 @@ const runs: Config['runs'] = {
   gone_offers_per_search: 3,
   rebid_wait_s: 30,
   idle_warning_s: 300,
+  search_share_s: 30,
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };

@@ -1,0 +1,54 @@
+// Issue #20: 30 runs of one spec submitted at once against the simulator at the service's documented
+// limits (search 10 a minute, create 4.5/s, v1 list 1/s with 25 a page: the simulator's defaults,
+// not raised) and berth's default client limits all reach `running` within a deadline a user would
+// set, on a handful of shared searches, with no offer tried by two runs.
+import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../src/config/load.js';
+import type { Run as RunView } from '../../../src/wire/control-api.js';
+import { isRunning, jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
+
+let world: World | undefined;
+afterEach(async () => {
+  await world?.close();
+  world = undefined;
+});
+
+const RUNS = 30;
+
+describe('shared searches (#20)', () => {
+  it('30 runs of one spec reach running at the documented limits on <= 5 searches, never two runs on one offer', async () => {
+    const defaults = loadConfig({}, {}).config;
+    world = await startWorld({
+      seed: 20,
+      // The documented limits: the simulator's own defaults, with 20% of the machines faulty.
+      sim: { rate_limits: {}, profile_rates: { exited: 0.1, stuck_loading: 0.1 } },
+      config: { rate_limits: defaults.rate_limits, polling: { interval_s: 1 } },
+    });
+    const spec = jobSpec({ deadline_s: 120, boot_timeout_s: 5, search: { ...(jobSpec().search as object), limit: 64 } });
+    const runs = await Promise.all(Array.from({ length: RUNS }, () => submit(world!, spec)));
+    const started = Date.now();
+    const done: RunView[] = [];
+    for (const run of runs) done.push(await world.waitFor(run.id, (r) => isRunning(r) || r.state === 'failed', 120_000));
+    const seconds = (Date.now() - started) / 1000;
+
+    expect(done.map((r) => r.state)).toEqual(Array(RUNS).fill('running'));
+    const stats = world.sim.stats();
+    const searches = stats.requests['POST /api/v0/bundles/'] ?? 0;
+    expect(searches).toBeLessThanOrEqual(5);
+    expect(stats.rate_limited).toEqual({});
+    // No offer tried by two runs: every create of every run on its own offer.
+    const tried = done.flatMap((r) => r.attempts.map((a) => a.offer_id));
+    expect(new Set(tried).size).toBe(tried.length);
+    // The ledger: every billing instance is a running run's, and no run holds two.
+    const billing = world.sim.billingNow();
+    const byRun = new Map<string, number>();
+    for (const h of billing) {
+      const owner = done.find((r) => h.label?.includes(r.id));
+      expect(owner, `instance ${h.id} (${h.label}) belongs to no run`).toBeDefined();
+      byRun.set(owner!.id, (byRun.get(owner!.id) ?? 0) + 1);
+    }
+    expect([...byRun.values()].every((n) => n === 1)).toBe(true);
+    expect(byRun.size).toBe(RUNS);
+    console.log(`30 runs running in ${seconds.toFixed(1)} s on ${searches} searches, ${tried.length} attempts`);
+  }, 180_000);
+});
