@@ -594,6 +594,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     reconcileGraceMs: Math.max(2 * config.polling.interval_s * 1000, 2000),
     specs,
     searchShareMs: config.runs.search_share_s * 1000,
+    offersPerSearch: config.runs.gone_offers_per_search,
   });
   const supervisor: Supervisor = new Supervisor({
     store,

@@ -74,6 +74,8 @@ export interface RunActorDeps {
   readyCallback?: { url: string; tokens: ReadyTokens };
   /** How long one search answer serves runs making the same query, ms (`runs.search_share_s`); 0: each run searches alone. */
   searchShareMs?: number;
+  /** Offers a run is handed from one shared answer before it waits for the next search (`runs.gone_offers_per_search`). */
+  offersPerSearch?: number;
   /** The money checks every search and create passes; none in tests that do not need them. */
   money?: MoneyPort;
   /** Reads a stopped task's end marker from its log (runs with `run`). */
@@ -114,6 +116,8 @@ function bidRefusal(money: MoneyPort, input: ChangeBidInput): BerthError | null 
 
 /** `runs.search_share_s` when the caller gives none (tests). */
 const DEFAULT_SEARCH_SHARE_MS = 30_000;
+/** `runs.gone_offers_per_search` when the caller gives none (tests). */
+const DEFAULT_OFFERS_PER_SEARCH = 3;
 
 /** The spec of a run whose actor is running: a driver exists for every live run, so it is there. */
 function specOf(deps: RunActorDeps, runId: string): ResolvedJobSpec {
@@ -334,7 +338,13 @@ export function makeRunActors(deps: RunActorDeps) {
   const shareMs = deps.searchShareMs ?? DEFAULT_SEARCH_SHARE_MS;
   const pool =
     shareMs > 0
-      ? new SearchPool({ search: (query) => client.searchOffers(query), clock: deps.clock, claims: deps.claims, maxAgeMs: shareMs })
+      ? new SearchPool({
+          search: (query) => client.searchOffers(query),
+          clock: deps.clock,
+          claims: deps.claims,
+          maxAgeMs: shareMs,
+          perAnswer: deps.offersPerSearch ?? DEFAULT_OFFERS_PER_SEARCH,
+        })
       : undefined;
   const now = () => deps.clock.now();
   /** An actor whose rejection reaches the machine with its verdict and its time (./actor-failure.ts). */

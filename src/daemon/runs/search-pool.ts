@@ -15,6 +15,8 @@
 //   goes to the group whose run has waited longest, counted from the run's first unanswered request
 //   (relax steps and fail-overs keep the count going), so a burst of new runs of another spec does
 //   not starve runs already failing over.
+// - Gone offers stay bounded: one run is handed at most `perAnswer` (runs.gone_offers_per_search)
+//   offers from one answer, then waits for its group's next search, as it would search again.
 // - Never stuck on a stale answer: an answer made after a run joined is final for that run, even
 //   empty (the run then relaxes, as it would on its own search), so a service that ignored
 //   `notin` cannot make runs search forever.
@@ -33,6 +35,11 @@ export interface SearchPoolDeps {
   claims: Pick<OfferClaims, 'held'>;
   /** How long an answer serves new requests (`runs.search_share_s`). */
   maxAgeMs: number;
+  /**
+   * Offers one run may be handed from one answer (`runs.gone_offers_per_search`); then it waits for
+   * its group's next search, so a run whose offers keep vanishing makes that many creates a search.
+   */
+  perAnswer: number;
 }
 
 export interface PoolRequest<T> {
@@ -57,6 +64,8 @@ interface Entry {
   offers: Offer[];
   cap: number;
   gpus: Gpus;
+  /** Offers handed to each run from this answer. */
+  handedTo: Map<string, number>;
 }
 
 interface Waiter {
@@ -185,6 +194,7 @@ export class SearchPool {
     const entry = group.entry;
     if (!entry || !(entry.cap >= shape.cap) || !covers(entry.gpus, shape.gpus)) return undefined;
     if (!final && now - entry.sentAt > this.deps.maxAgeMs) return undefined;
+    if (!final && (entry.handedTo.get(req.runId) ?? 0) >= this.deps.perAnswer) return undefined;
     const forRun = this.forRun(entry.offers, req, shape);
     const taken = new Set([...this.deps.claims.held(), ...this.heldByOthers(req.runId, now)]);
     const usable = forRun.filter((o) => !taken.has(o.id));
@@ -192,6 +202,7 @@ export class SearchPool {
     if (usable.length === 0 && forRun.length > 0 && !final) return undefined;
     const { take, result } = req.choose(usable);
     for (const id of take) this.handed.set(id, { runId: req.runId, at: now });
+    entry.handedTo.set(req.runId, (entry.handedTo.get(req.runId) ?? 0) + take.length);
     if (take.length > 0) this.since.delete(req.runId);
     return { result };
   }
@@ -263,7 +274,7 @@ export class SearchPool {
       for (const w of [...group.waiters]) this.settle(group, w, () => w.reject(err));
       return;
     }
-    group.entry = { sentAt, offers, cap, gpus };
+    group.entry = { sentAt, offers, cap, gpus, handedTo: new Map() };
     const now = this.deps.clock.now();
     // Runs that waited longest choose first; those that joined during the search are served too.
     const all = [...group.waiters].sort((a, b) => a.since - b.since);

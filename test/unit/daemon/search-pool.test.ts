@@ -69,7 +69,7 @@ beforeEach(() => {
   clock = new FakeClock(0);
   claims = new OfferClaims();
   fake = new FakeSearch();
-  pool = new SearchPool({ search: fake.search, clock, claims, maxAgeMs: 30_000 });
+  pool = new SearchPool({ search: fake.search, clock, claims, maxAgeMs: 30_000, perAnswer: 3 });
 });
 
 /** A request that takes the first usable offer, as the run actor does, and answers its id (or null). */
@@ -122,6 +122,14 @@ describe('search pool', () => {
     const a2 = await ask('a', specOf(), [a1!]);
     expect(a2).not.toBe(a1);
     expect(fake.queries).toHaveLength(1);
+  });
+
+  it('a run is handed at most perAnswer offers from one answer, then waits for the next search (gone offers stay bounded)', async () => {
+    const tried: number[] = [];
+    for (let i = 0; i < 4; i++) tried.push((await ask('a', specOf(), tried))!);
+    expect(new Set(tried).size).toBe(4);
+    // Three from the first answer, the fourth from a second search.
+    expect(fake.queries).toHaveLength(2);
   });
 
   it('a tighter price cap and a subset of GPU names share a wider search, and each run is handed only what its own spec allows', async () => {
@@ -193,6 +201,7 @@ describe('search pool', () => {
       clock,
       claims,
       maxAgeMs: 30_000,
+      perAnswer: 3,
     });
     const req = (runId: string): PoolRequest<null> => ({
       runId,
