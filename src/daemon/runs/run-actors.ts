@@ -339,7 +339,7 @@ export function makeRunActors(deps: RunActorDeps) {
   const pool =
     shareMs > 0
       ? new SearchPool({
-          search: (query) => client.searchOffers(query),
+          search: (query, signal) => client.searchOffers(query, { signal }),
           clock: deps.clock,
           claims: deps.claims,
           maxAgeMs: shareMs,

@@ -28,8 +28,8 @@ import type { OfferClaims } from './offer-claims.js';
 import { abortedError } from '../../client/abort.js';
 
 export interface SearchPoolDeps {
-  /** The rate-limited service search (the client's). */
-  search(query: SearchQuery): Promise<Offer[]>;
+  /** The rate-limited service search (the client's); `signal` fires once no run waits for it. */
+  search(query: SearchQuery, signal: AbortSignal): Promise<Offer[]>;
   clock: Pick<Clock, 'now'>;
   /** Offers runs of this daemon are creating on or hold: never handed out, left out of searches. */
   claims: Pick<OfferClaims, 'held'>;
@@ -82,6 +82,8 @@ interface Group {
   base: SearchQuery;
   entry: Entry | undefined;
   waiters: Waiter[];
+  /** The group's search in flight: aborted when its last waiting run stops waiting (a stop, a cancel). */
+  inflight: AbortController | undefined;
 }
 
 export interface SearchPoolStats {
@@ -160,7 +162,7 @@ export class SearchPool {
     if (!this.since.has(req.runId)) this.since.set(req.runId, now);
     const shape = shapeOf(req.spec, req.relaxLevel);
     let group = this.groups.get(shape.key);
-    if (!group) this.groups.set(shape.key, (group = { base: shape.base, entry: undefined, waiters: [] }));
+    if (!group) this.groups.set(shape.key, (group = { base: shape.base, entry: undefined, waiters: [], inflight: undefined }));
     const served = this.tryServe(group, req, shape, now, false);
     if (served) {
       this.counters.shared++;
@@ -170,6 +172,8 @@ export class SearchPool {
       const onAbort = () => {
         group.waiters = group.waiters.filter((w) => w !== waiter);
         this.since.delete(req.runId);
+        // Nobody left to serve: the call must not hold the client (and a stopping daemon) up.
+        if (group.waiters.length === 0) group.inflight?.abort();
         reject(abortedError(signal?.reason));
       };
       const waiter: Waiter = {
@@ -267,12 +271,16 @@ export class SearchPool {
     const query = this.queryFor(group.base, cap, gpus, limit, [...exclude]);
     this.counters.searches++;
     let offers: Offer[];
+    const inflight = new AbortController();
+    group.inflight = inflight;
     try {
-      offers = await this.deps.search(query);
+      offers = await this.deps.search(query, inflight.signal);
     } catch (err) {
       // Each run backs off on its own, as after its own failed search (those that joined meanwhile too).
       for (const w of [...group.waiters]) this.settle(group, w, () => w.reject(err));
       return;
+    } finally {
+      group.inflight = undefined;
     }
     group.entry = { sentAt, offers, cap, gpus, handedTo: new Map() };
     const now = this.deps.clock.now();

@@ -233,4 +233,33 @@ describe('search pool', () => {
     await expect(waiting).rejects.toMatchObject({ code: 'aborted' });
     fake.release();
   });
+
+  it('a search nobody waits for any more is aborted, so that a stopping daemon is not held up by it', async () => {
+    let aborted = false;
+    const hanging = new SearchPool({
+      search: (_q, signal) =>
+        new Promise((_resolve, reject) =>
+          signal.addEventListener('abort', () => {
+            aborted = true;
+            reject(new Error('aborted'));
+          }),
+        ),
+      clock,
+      claims,
+      maxAgeMs: 30_000,
+      perAnswer: 3,
+    });
+    const ac = new AbortController();
+    const req: PoolRequest<null> = {
+      runId: 'a',
+      spec: specOf(),
+      relaxLevel: 0,
+      blocked: { offerIds: [], machineIds: [] },
+      choose: () => ({ take: [], result: null }),
+    };
+    const waiting = hanging.offersFor(req, ac.signal);
+    ac.abort();
+    await expect(waiting).rejects.toMatchObject({ code: 'aborted' });
+    expect(aborted).toBe(true);
+  });
 });
