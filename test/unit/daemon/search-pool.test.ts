@@ -17,6 +17,7 @@ const RUNS = {
   gone_offers_per_search: 4,
   machine_quarantine_s: 0,
   rebid_wait_s: 30,
+  idle_warning_s: 300,
   search_share_s: 30,
   relax: [],
 };
