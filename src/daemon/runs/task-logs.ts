@@ -13,14 +13,9 @@
 // answers "no marker" after READ_WINDOW_MS, and the stop is then judged as an outbid or a loss,
 // which costs a restart of the task, never an instance left billing.
 import type { TaskEndInput, TaskEndOutput } from '../../../machines/run-types.js';
-import type { MarketClient } from '../../client/types.js';
-import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import { taskExitOf } from '../../job-spec/task-script.js';
-import type { Logger } from '../../logger.js';
-import type { AttemptJournal } from './attempt-journal.js';
-import type { LogSecrets } from './log-secrets.js';
-import { fetchWithoutCredentials, lastBytes, MAX_TAIL_BYTES, type FetchedText } from './failure-logs.js';
+import { fetchWithoutCredentials, lastBytes, MAX_TAIL_BYTES, type FailureLogsDeps } from './failure-logs.js';
 
 /** Lines asked for: the marker is the last line the wrapper writes, but a stop may log after it. */
 const TAIL_LINES = 200;
@@ -29,16 +24,8 @@ const READ_WINDOW_MS = 60_000;
 const FIRST_PAUSE_MS = 250;
 const MAX_PAUSE_MS = 3_000;
 
-export interface TaskLogsDeps {
-  client: Pick<MarketClient, 'requestLogs'>;
-  clock: Clock;
-  journal: Pick<AttemptJournal, 'logTail'>;
-  log: Logger;
-  /** Every secret the log may show, scrubbed from it (./log-secrets.ts). */
-  secrets: Pick<LogSecrets, 'scrubberFor'>;
-  /** GET without credentials (replaced in tests). */
-  fetchText?(url: string, signal: AbortSignal): Promise<FetchedText>;
-}
+/** What reading a log needs: the same as for failure logs. */
+export type TaskLogsDeps = FailureLogsDeps;
 
 export class TaskLogs {
   constructor(private readonly deps: TaskLogsDeps) {}
