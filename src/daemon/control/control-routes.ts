@@ -25,7 +25,7 @@ import {
   type RunEvent,
 } from '../../wire/control-api.js';
 import { openApiDocument } from './control-openapi.js';
-import { HttpProblem, type Answer, type ControlRoute, type Request } from './route-types.js';
+import { HttpProblem, wholeNumber, type Answer, type ControlRoute, type Request } from './route-types.js';
 import { controlProof } from '../../wire/control-proof.js';
 import { parseSince } from '../money/costs.js';
 import type { EventStreams } from './event-stream.js';
@@ -77,15 +77,8 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-/** A query number: absent or empty gives the default; anything else must be a whole number ≥ 0. */
-function queryInt(url: URL, name: string, fallback: number): number {
-  const raw = url.searchParams.get(name);
-  if (raw === null || raw === '') return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new HttpProblem(400, 'bad_request', `${name} must be a whole number ≥ 0, got "${raw.slice(0, 40)}".`);
-  return n;
-}
+/** A query number: absent or empty gives the default. */
+const queryInt = (url: URL, name: string, fallback: number): number => wholeNumber(url.searchParams.get(name), name) ?? fallback;
 
 /** `?limit`: the default when absent or 0, at most `max`. */
 const pageLimit = (url: URL, page: { default: number; max: number }) =>

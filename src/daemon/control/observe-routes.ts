@@ -5,7 +5,7 @@ import type { Store } from '../../store/index.js';
 import type { OutboxRow } from '../../store/outbox.js';
 import { NotificationListSchema, NOTIFICATIONS_PAGE, StreamEventSchema, type Notification } from '../../wire/control-api.js';
 import { DELIVERY_STATES, type DeliveryState, type NotifyEvent } from '../../wire/notify-events.js';
-import { HttpProblem, type ControlRoute, type Request } from './route-types.js';
+import { HttpProblem, wholeNumber, type ControlRoute, type Request } from './route-types.js';
 import type { EventStreams } from './event-stream.js';
 import type { DaemonMetrics } from '../notify/metrics.js';
 
@@ -32,15 +32,6 @@ function toNotification(row: OutboxRow): Notification {
     delivered_at: row.state === 'delivered' ? iso(row.finished_at) : null,
     last_error: row.last_error,
   };
-}
-
-/** A query id: absent gives undefined; anything else must be a whole number ≥ 0. */
-function queryId(raw: string | null | undefined, name: string): number | undefined {
-  if (raw === null || raw === undefined || raw === '') return undefined;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 0)
-    throw new HttpProblem(400, 'bad_request', `${name} must be a whole number ≥ 0, got "${raw.slice(0, 40)}".`);
-  return n;
 }
 
 export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
@@ -77,8 +68,8 @@ export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
         if (state !== undefined && !(DELIVERY_STATES as readonly string[]).includes(state)) {
           throw new HttpProblem(400, 'bad_request', `state must be one of ${DELIVERY_STATES.join(', ')}.`);
         }
-        const limit = Math.min(queryId(url.searchParams.get('limit'), 'limit') || NOTIFICATIONS_PAGE.default, NOTIFICATIONS_PAGE.max);
-        const before = queryId(url.searchParams.get('before'), 'before');
+        const limit = Math.min(wholeNumber(url.searchParams.get('limit'), 'limit') || NOTIFICATIONS_PAGE.default, NOTIFICATIONS_PAGE.max);
+        const before = wholeNumber(url.searchParams.get('before'), 'before');
         return { status: 200, body: store.outbox.list(limit, before, state as DeliveryState | undefined).map(toNotification) };
       },
     },
@@ -112,8 +103,8 @@ export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
         if (runId !== undefined && !store.runs.get(runId)) throw new HttpProblem(404, 'not_found', `No run ${runId}.`);
         const header = r.req.headers['last-event-id'];
         const after =
-          queryId(Array.isArray(header) ? header[0] : header, 'Last-Event-ID') ??
-          queryId(r.url.searchParams.get('after'), 'after') ??
+          wholeNumber(Array.isArray(header) ? header[0] : header, 'Last-Event-ID') ??
+          wholeNumber(r.url.searchParams.get('after'), 'after') ??
           streams.startOf(runId);
         streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after });
         return { streamed: true };

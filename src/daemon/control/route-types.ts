@@ -18,6 +18,18 @@ export class HttpProblem extends Error {
   }
 }
 
+/**
+ * The one reading of a whole number from a request (a query parameter, Last-Event-ID): absent or
+ * empty gives undefined; anything else must be a whole number ≥ 0, or the request is refused (400).
+ */
+export function wholeNumber(raw: string | null | undefined, name: string): number | undefined {
+  if (raw === null || raw === undefined || raw === '') return undefined;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new HttpProblem(400, 'bad_request', `${name} must be a whole number ≥ 0, got "${raw.slice(0, 40)}".`);
+  return n;
+}
+
 export interface Request {
   req: IncomingMessage;
   /** For a route that writes its answer itself (a stream); the others return an Answer. */

@@ -23,6 +23,7 @@ import { DestroyFailures } from './destroy-alerts.js';
 import { recordEmitted, type LoggedEvent } from './event-log.js';
 import type { OfferClaims } from './offer-claims.js';
 import { runStateOf } from './run-state.js';
+import { toStatus } from './instance-status.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
 import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, sameStatus, type RunError } from '../../../machines/run-rules.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../../machines/run-migrations.js';
@@ -255,16 +256,8 @@ export class RunDriver {
     const current = this.actor?.getSnapshot().context.current;
     if (this.paused || !current || current.instanceId !== instanceId || current.ending !== null) return false;
     if (status === 'stopped' && (current.bidPrice === null || eventAt < (current.rebidAt ?? current.createdAt ?? 0))) return false;
-    const last = current.status ?? {
-      id: instanceId,
-      actual_status: null,
-      intended_status: null,
-      cur_state: null,
-      status_msg: null,
-      ssh_host: null,
-      ssh_port: null,
-      dph_total: null,
-    };
+    // Not listed yet: a record of which berth knows only the id.
+    const last = current.status ?? toStatus({ id: instanceId, label: null, machine_id: null, actual_status: null });
     // An outbid instance is stopped by the market while berth still wants it running.
     const told = status === 'stopped' ? { actual_status: 'stopped', intended_status: 'running' } : { actual_status: 'offline' };
     note();
