@@ -1,5 +1,6 @@
 // Reading request bodies and writing answers on node:http, with the limits that keep a bad client
-// from hanging or crashing a server (the control API and the simulator).
+// from hanging or crashing a server (the control API, the readiness-callback and webhook listeners,
+// and the simulator).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** A body past the server's limit; the server answers 413 in its own words. */
@@ -10,7 +11,12 @@ export class BodyTooLargeError extends Error {
 }
 
 /** The raw body as text; rejects with BodyTooLargeError as soon as it passes `maxBytes`, and when the client goes away. */
-export function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
+export async function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
+  return (await readRawBody(req, maxBytes)).toString('utf8');
+}
+
+/** The raw body's bytes (a signature is checked over them), with the same limit as `readBody`. */
+export function readRawBody(req: IncomingMessage, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -25,7 +31,7 @@ export function readBody(req: IncomingMessage, maxBytes: number): Promise<string
       }
       chunks.push(chunk);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }

@@ -11,6 +11,7 @@
 //   403 not a token of this daemon; 400 no token in the body; 405 not a POST; 413 a body over 1 KB.
 // A request that is slow to arrive is cut off after 10 s. The token is never logged.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { BodyTooLargeError, readBody } from '../../http/body.js';
 import type { Logger } from '../../logger.js';
 import type { ReadyTokens } from './ready-token.js';
 
@@ -33,15 +34,14 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 
 const problem = (kind: string, message: string) => ({ error: { kind, message } });
 
-async function readBody(req: IncomingMessage): Promise<string | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) return null;
-    chunks.push(chunk as Buffer);
+/** The body, or null past MAX_BODY_BYTES (answered 413). */
+async function bodyWithin(req: IncomingMessage): Promise<string | null> {
+  try {
+    return await readBody(req, MAX_BODY_BYTES);
+  } catch (err) {
+    if (err instanceof BodyTooLargeError) return null;
+    throw err;
   }
-  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** The token of `{"token": "..."}`, or of a plain-text body holding the token alone. */
@@ -65,7 +65,7 @@ export function createReadyCallbackServer(deps: ReadyCallbackDeps): Server {
   let refusedLoggedAt = -Infinity;
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method !== 'POST') return send(res, 405, problem('method_not_allowed', 'POST the attempt token as {"token": "..."}.'));
-    const body = await readBody(req);
+    const body = await bodyWithin(req);
     if (body === null) return send(res, 413, problem('too_large', `The body is larger than ${MAX_BODY_BYTES} bytes.`));
     const token = tokenIn(body);
     if (token === null) return send(res, 400, problem('bad_request', 'The body must be {"token": "..."}.'));

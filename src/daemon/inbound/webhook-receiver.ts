@@ -21,6 +21,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Clock } from '../../clock.js';
+import { BodyTooLargeError, readRawBody } from '../../http/body.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
@@ -108,14 +109,12 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 }
 
 async function readRaw(req: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > MAX_BODY_BYTES) throw new Refusal(413, 'too_large', `A delivery is at most ${MAX_BODY_BYTES / 1024} KiB.`);
-    chunks.push(chunk as Buffer);
+  try {
+    return await readRawBody(req, MAX_BODY_BYTES);
+  } catch (err) {
+    if (err instanceof BodyTooLargeError) throw new Refusal(413, 'too_large', `A delivery is at most ${MAX_BODY_BYTES / 1024} KiB.`);
+    throw err;
   }
-  return Buffer.concat(chunks);
 }
 
 const header = (req: IncomingMessage, name: string) => {
