@@ -108,7 +108,12 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .description("the run's container log (a task's output), scrubbed of secrets")
     .argument('<run>', 'run id')
     .option('--tail <n>', 'lines from the end (1-5000)', '200')
-    .action(run(async (runId: string, opts: { tail: string }) => (await import('./commands/logs.js')).logsCommand(runId, opts, io, env)));
+    .option('--follow', 'print new lines as they come (every 5 s) until the run ends')
+    .action(
+      run(async (runId: string, opts: { tail: string; follow?: boolean }) =>
+        (await import('./commands/logs.js')).logsCommand(runId, opts, io, env),
+      ),
+    );
 
   program
     .command('cancel')

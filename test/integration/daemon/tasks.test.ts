@@ -4,6 +4,7 @@
 // end and destroys the instance. The simulator's ledger shows nothing billing after.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../../src/wire/control-api.js';
+import { berth, userEnv } from '../../helpers/berth-cli.js';
 import { isEnded, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
@@ -67,6 +68,18 @@ describe('tasks', () => {
     expect(done.attempts.map((a) => a.outcome)).toEqual(['lost', 'succeeded']);
     expect(done.attempts[0]!.offer_id).toBe(first!.id);
     expect(world.sim.billingNow()).toEqual([]);
+  });
+
+  it('berth logs --follow prints the task output as it comes, once each line, and exits when the run ends', async () => {
+    world = await taskWorld();
+    const run = await submit(world, jobSpec({ ready_when: 'status', run: 'echo "step one"; sleep 6; echo "step two"' }));
+    await world.waitFor(run.id, (r) => r.state === 'running', 20_000);
+    const follow = await berth(['logs', run.id, '--follow', '--tail', '50'], userEnv(world.home), 60_000);
+    expect(follow.code).toBe(0);
+    expect(follow.stdout.match(/step one/g)).toHaveLength(1);
+    expect(follow.stdout.match(/step two/g)).toHaveLength(1);
+    expect(follow.stdout.indexOf('step one')).toBeLessThan(follow.stdout.indexOf('step two'));
+    expect((await world.api<Run>('GET', `/v1/runs/${run.id}`)).body.state).toBe('succeeded');
   });
 
   it('GET /v1/runs/{id}/logs serves the task output live, secrets scrubbed, and the kept lines once it ended', async () => {
