@@ -137,18 +137,29 @@ export class FailureLogs {
     }
   }
 
-  /** GETs the URL until it serves the text (404 while the upload is on its way), or gives up at `until`. */
-  private async poll(url: string, until: number, signal: AbortSignal): Promise<string | null> {
-    const get = this.deps.fetchText ?? fetchWithoutCredentials;
-    let pause = FIRST_PAUSE_MS;
-    for (;;) {
-      const got = await get(url, signal).catch(() => null);
-      if (got?.status === 200) return got.text;
-      // 403: the URL expired or is refused; nothing will come.
-      if (got?.status === 403 || this.deps.clock.now() + pause > until) return null;
-      await this.deps.clock.sleep(pause, signal);
-      pause = Math.min(MAX_PAUSE_MS, pause * 2);
-    }
+  private poll(url: string, until: number, signal: AbortSignal): Promise<string | null> {
+    return pollUpload(this.deps, url, until, signal);
+  }
+}
+
+/**
+ * GETs a logs upload URL until it serves the text (404 while the upload is on its way), or gives up
+ * at `until`; 403 (the URL expired or is refused) ends it at once. Failure logs and task logs both read so.
+ */
+export async function pollUpload(
+  deps: Pick<FailureLogsDeps, 'clock' | 'fetchText'>,
+  url: string,
+  until: number,
+  signal: AbortSignal,
+): Promise<string | null> {
+  const get = deps.fetchText ?? fetchWithoutCredentials;
+  let pause = FIRST_PAUSE_MS;
+  for (;;) {
+    const got = await get(url, signal).catch(() => null);
+    if (got?.status === 200) return got.text;
+    if (got?.status === 403 || deps.clock.now() + pause > until) return null;
+    await deps.clock.sleep(pause, signal);
+    pause = Math.min(MAX_PAUSE_MS, pause * 2);
   }
 }
 
@@ -184,7 +195,7 @@ function endOf(line: string, max: number): string {
 }
 
 /** A plain GET: no Authorization header, no redirects, a time limit, and at most MAX_FETCH_BYTES read. */
-export async function fetchWithoutCredentials(url: string, signal: AbortSignal): Promise<FetchedText> {
+async function fetchWithoutCredentials(url: string, signal: AbortSignal): Promise<FetchedText> {
   const parsed = new URL(url);
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error(`not an http(s) URL: ${parsed.protocol}`);
   const res = await request(parsed, { method: 'GET', signal, headersTimeout: GET_TIMEOUT_MS, bodyTimeout: GET_TIMEOUT_MS });

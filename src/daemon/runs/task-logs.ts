@@ -15,7 +15,7 @@
 import type { TaskEndInput, TaskEndOutput } from '../../../machines/run-types.js';
 import { toRunError } from '../../errors.js';
 import { taskExitOf } from '../../job-spec/task-script.js';
-import { fetchWithoutCredentials, lastBytes, MAX_TAIL_BYTES, type FailureLogsDeps } from './failure-logs.js';
+import { lastBytes, pollUpload, MAX_TAIL_BYTES, type FailureLogsDeps } from './failure-logs.js';
 
 /** Lines asked for: the marker is the last line the wrapper writes, but a stop may log after it. */
 const TAIL_LINES = 200;
@@ -81,14 +81,6 @@ export class TaskLogs {
       );
       return null;
     }
-    const get = this.deps.fetchText ?? fetchWithoutCredentials;
-    let pause = FIRST_PAUSE_MS;
-    for (;;) {
-      const got = await get(url, signal).catch(() => null);
-      if (got?.status === 200) return got.text;
-      if (got?.status === 403 || this.deps.clock.now() + pause > until) return null;
-      await this.deps.clock.sleep(pause, signal);
-      pause = Math.min(MAX_PAUSE_MS, pause * 2);
-    }
+    return pollUpload(this.deps, url, until, signal);
   }
 }
