@@ -61,7 +61,6 @@ import { PriceIncreaseWatch } from './money/price-increases.js';
 import type { MarketClient } from '../client/types.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { type Releasers, withReleasers } from '../releasers.js';
-import { attemptPrice } from '../store/spend.js';
 
 export interface DaemonOptions {
   configFile?: string;
@@ -477,15 +476,6 @@ export interface RunsDeps {
   hooks?: RunHooks;
 }
 
-/** Why `extraDph` more $/h would pass budget.max_usd_per_hour (what every live instance bills now), or null. */
-function perHourHold(store: Store, now: number, config: Config, extraDph: number): string | null {
-  const cap = config.budget.max_usd_per_hour;
-  if (cap == null) return null;
-  const live = store.attempts.billingSince(now - 86_400_000).reduce((sum, a) => sum + attemptPrice(a, a.run_ended_at), 0);
-  if (live + extraDph <= cap + 1e-9) return null;
-  return `budget.max_usd_per_hour ($${cap}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
-}
-
 /** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
 function orphanRetryMs(config: Config): number {
   return Math.max(5 * config.polling.interval_s, 30) * 1000;
@@ -546,7 +536,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     policy: config.price_increases.policy,
     intervalMs: config.price_increases.check_interval_s * 1000,
     holders: () => supervisor.holders(),
-    daemonCapHold: (extra) => perHourHold(store, clock.now(), config, extra),
+    daemonCapHold: (extra) => gate.perHourHold(extra),
     note: (runId, type, message, data) =>
       store.transaction(() =>
         store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),

@@ -214,6 +214,15 @@ export class CreateGate {
     return this.capsHold({ runId: input.runId, dphTotal: input.dphTotal }, this.totals(), own, 'this raised bid');
   }
 
+  /** Why budget.max_usd_per_hour refuses `extraDph` more $/h billed now (a host's price increase), or null. */
+  perHourHold(extraDph: number): string | null {
+    const cap = this.deps.maxUsdPerHour;
+    if (cap == null) return null;
+    const live = this.totals().get().live;
+    if (live + extraDph <= cap + 1e-9) return null;
+    return `budget.max_usd_per_hour ($${cap}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
+  }
+
   /** Why this create may not start now, or null. */
   private holdFor(input: CreateInput, totals: Totals): Hold | null {
     const { account } = this.deps;
