@@ -63,14 +63,14 @@ import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { type Releasers, withReleasers } from '../releasers.js';
 
 export interface DaemonOptions {
-  configFile?: string;
-  listen?: string;
-  pretty?: boolean;
+  configFile?: string | undefined;
+  listen?: string | undefined;
+  pretty?: boolean | undefined;
   env?: NodeJS.ProcessEnv;
   overrides?: DeepPartial<Config>;
   logger?: Logger;
   /** `--replace-store`: start a new store where berth.db is missing, empty or another store's. */
-  replaceStore?: boolean;
+  replaceStore?: boolean | undefined;
   /** Time for everything the daemon schedules (tests pass a fake one); the wall clock by default. */
   clock?: Clock;
   /** Time between heartbeats of GET /v1/events/stream, ms (default 15 s). */
