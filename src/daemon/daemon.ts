@@ -45,6 +45,9 @@ import { notifyEventOf } from './notify/notify-events.js';
 import { InstancePoller, type InstanceLists } from './fleet/poller.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import { Supervisor } from './runs/supervisor.js';
+import { Submissions } from './runs/submission.js';
+import { RunLogs } from './runs/run-logs.js';
+import { RunNotices } from './runs/run-notices.js';
 import { AttemptJournal } from './runs/attempt-journal.js';
 import { OfferClaims } from './runs/offer-claims.js';
 import { MachineQuarantine } from './runs/machine-quarantine.js';
@@ -237,7 +240,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     });
     const readyCallback =
       config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
-    const { supervisor, account } = composeRuns(
+    const { supervisor, submissions, logs, notices, account } = composeRuns(
       { store, client, clock, lists: poller, config, log, apiKey, ...(readyCallback ? { readyCallback } : {}), hooks },
       releasers,
     );
@@ -250,6 +253,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const server = createControlApi({
       store,
       supervisor,
+      submissions,
+      logs,
       log,
       clock,
       startedAt,
@@ -403,7 +408,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         // run; a run meets the refusal itself when it calls (a permission error fails it at once).
         const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
         for (const c of failing)
-          supervisor.noteOnLiveRuns('account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
+          notices.noteOn(supervisor.liveRunIds(), 'account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
       } catch (err) {
         if (!stopping) log.warn({ err: toRunError(err) }, 'the account checks could not run');
       } finally {
@@ -484,8 +489,9 @@ function orphanRetryMs(config: Config): number {
 /**
  * Builds the runs and what may be spent on them: the attempt journal, offer claims, machine
  * quarantine, reconciler, account watch, create gate, money guard, failure logs, task logs, idle watch, the run machine
- * with its actors, and the supervisor that drives them. Each pushes its releaser; the supervisor's
- * goes last, so it stops its runs before the services they use stop.
+ * with its actors, the supervisor that drives them, and beside it the submissions, the run logs and the
+ * daemon's notices. Each pushes its releaser; the supervisor's goes last, so it stops its runs before
+ * the services they use stop.
  */
 export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const { store, client, clock, config, log, readyCallback } = deps;
@@ -543,6 +549,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
       ),
   });
   releasers.push(() => prices.stop());
+  const notices = new RunNotices({ store, clock, log, hooks: deps.hooks });
   const guard: MoneyGuard = new MoneyGuard({
     store,
     clock,
@@ -550,7 +557,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     specs,
     expire: (runId, reason) => supervisor.expire(runId, reason),
     leadMs: config.polling.interval_s * 1000,
-    warn: (runId, message, data) => supervisor.warnBudget(runId, message, data),
+    warn: (runId, message, data) => notices.warnBudget(runId, message, data),
   });
   releasers.push(() => guard.stop());
   const logSecrets = new LogSecrets({
@@ -564,7 +571,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   releasers.push(() => failureLogs.close());
   const idle = new IdleWatch({
     warnBeforeMs: config.runs.idle_warning_s * 1000,
-    warn: (runId, message, data) => supervisor.notice(runId, 'idle.warning', message, data),
+    warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
   const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
@@ -601,9 +608,10 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     gate,
     prices,
     idle,
-    taskLogs,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   });
   releasers.push(() => supervisor.stop());
-  return { supervisor, account, gate, guard };
+  const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
+  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => supervisor.instanceOf(runId) });
+  return { supervisor, submissions, logs, notices, account, gate, guard };
 }

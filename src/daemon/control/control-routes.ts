@@ -33,6 +33,8 @@ import type { DaemonMetrics } from '../notify/metrics.js';
 import { observeRoutes } from './observe-routes.js';
 import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js';
 import type { Supervisor } from '../runs/supervisor.js';
+import type { Submissions } from '../runs/submission.js';
+import type { RunLogs } from '../runs/run-logs.js';
 
 interface ControlTokens {
   current(): string;
@@ -43,6 +45,8 @@ interface ControlTokens {
 export interface ControlApiDeps {
   store: Store;
   supervisor: Supervisor;
+  submissions: Pick<Submissions, 'submit'>;
+  logs: Pick<RunLogs, 'logsOf'>;
   tokens: ControlTokens;
   log: Logger;
   clock: Pick<Clock, 'now'>;
@@ -167,7 +171,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
           );
         const body = await readJson(req);
         const key = req.headers['idempotency-key'];
-        const { row, created } = supervisor.submit(body, typeof key === 'string' && key ? key : undefined);
+        const { row, created } = deps.submissions.submit(body, typeof key === 'string' && key ? key : undefined);
         return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
       },
     },
@@ -245,7 +249,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       handle: async (r) => {
         const { id } = runOf(r);
         const tail = Math.min(Math.max(1, queryInt(r.url, 'tail', 200) || 200), 5000);
-        const logs = await supervisor.logsOf(id, tail, AbortSignal.timeout(90_000));
+        const logs = await deps.logs.logsOf(id, tail, AbortSignal.timeout(90_000));
         return { status: 200, body: { run_id: id, ...logs! } };
       },
     },
