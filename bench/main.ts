@@ -1,7 +1,7 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,cli] [-- --notify]`: runs each
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,cli] [-- --notify]`: runs each
 // benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
-// CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20), run only when named; `--notify` turns a notification
+// CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19), run only when named; `--notify` turns a notification
 // target on in it (a receiver in the bench process) and writes latest-notify.md/json instead.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -14,11 +14,12 @@ import { runPollerBench } from './poller.js';
 import { runReadinessBench } from './readiness.js';
 import { runSimBench } from './sim.js';
 import { runSweepBench } from './sweep.js';
+import { runTasksBench } from './tasks.js';
 import type { BenchRow, BenchSection } from './types.js';
 
 const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli'] as const;
 /** Parts run only when named in --only. */
-const EXTRA_PARTS = ['scale', 'sweep'] as const;
+const EXTRA_PARTS = ['scale', 'sweep', 'tasks'] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
 
 interface Options {
@@ -82,6 +83,8 @@ async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
         return [await runCliBench()];
       case 'sweep':
         return [await runSweepBench({ quick: opts.quick })];
+      case 'tasks':
+        return [await runTasksBench({ quick: opts.quick })];
     }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
@@ -144,8 +147,9 @@ async function main(): Promise<number> {
   const seconds = (Date.now() - startedAt.getTime()) / 1000;
   const dir = packagePath('bench', 'results');
   mkdirSync(dir, { recursive: true });
-  // The sweeps alone go to their own file, so that they do not replace the full report.
-  const name = opts.notify ? 'latest-notify' : opts.only.join(',') === 'sweep' ? 'latest-sweep' : 'latest';
+  // A part run only when named (the sweeps, the tasks) goes to a file of its own, so that it does not replace the full report.
+  const alone = opts.only.length === 1 && (EXTRA_PARTS as readonly string[]).includes(opts.only[0]!) ? opts.only[0] : undefined;
+  const name = opts.notify ? 'latest-notify' : alone ? `latest-${alone}` : 'latest';
   writeFileSync(join(dir, `${name}.json`), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
   writeFileSync(join(dir, `${name}.md`), markdown(env, sections, seconds));
   const targets = sections.flatMap((s) => s.rows).filter((r) => r.met !== undefined);

@@ -224,7 +224,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         const type = notifyEventOf(e);
         if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
       },
-      committed: (_runId, events, _at, detectionMs) => metrics.runCommitted(events, detectionMs),
+      committed: (runId, events, at, detectionMs) => metrics.runCommitted(runId, events, at, detectionMs),
       noticed(run, type, logged, at) {
         notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
       },
