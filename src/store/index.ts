@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { StoreError, StoreWriteError } from '../errors.js';
 import { openDatabase, type OpenOptions } from './database.js';
+import { prepareHome } from './home.js';
 import { openPgDatabase, type PgOpenOptions } from './pg/open.js';
 import { PgCallError } from './pg/bridge.js';
 import { createAttemptsRepo } from './attempts.js';
@@ -31,7 +32,9 @@ export function openStore(options: StoreOptions) {
       '--replace-store is for a SQLite store (its berth.db and store.json); a Postgres store keeps its id in its database.',
     );
   }
-  const opened = options.pg ? openPgDatabase(options.pg) : openDatabase(options);
+  // The daemon's open of a Postgres store: BERTH_HOME still holds the control token and daemon.json.
+  if (options.pg && options.lock) prepareHome(options.home);
+  const opened = options.pg ? openPgDatabase({ exclusive: options.lock, ...options.pg }) : openDatabase(options);
   const { db } = opened;
   const repos = {
     runs: createRunsRepo(db),

@@ -3,6 +3,20 @@
 // URL carries is never shown: `describePgUrl` names the server and database only, for every
 // message and log line that has to say which store.
 
+import { resolve } from 'node:path';
+
+export type StoreLocation = { kind: 'sqlite'; file: string | undefined } | { kind: 'postgres'; url: string };
+
+export function isPgUrl(url: string): boolean {
+  return /^postgres(ql)?:\/\//i.test(url);
+}
+
+/** What `store.url` names: a SQLite file (BERTH_HOME's berth.db when absent) or a Postgres database. */
+export function storeLocation(url: string | null | undefined): StoreLocation {
+  if (!url) return { kind: 'sqlite', file: undefined };
+  return isPgUrl(url) ? { kind: 'postgres', url } : { kind: 'sqlite', file: resolve(url) };
+}
+
 /** `host:port/database` (and the user): what a message may say of a Postgres URL. */
 export function describePgUrl(url: string): string {
   try {

@@ -1,12 +1,15 @@
 // A database of its own on the run's Postgres server (./pg-server.ts), for one test file or one
-// test: made empty, dropped at the end.
+// test: made empty, owned by a role of its own with a random password (a store's user is not a
+// superuser), both dropped at the end.
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { inject } from 'vitest';
 
-/** The run's superuser URL with another database in it. */
-function urlOf(database: string): string {
+/** The run's server, with another user and database. */
+function urlOf(database: string, user: string, password: string): string {
   const u = new URL(inject('pgAdminUrl'));
+  u.username = user;
+  u.password = password;
   u.pathname = `/${database}`;
   return u.href;
 }
@@ -24,17 +27,28 @@ async function admin<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
 export interface PgDatabase {
   url: string;
   name: string;
+  /** The password in `url` (a test checks that nothing shows it). */
+  password: string;
   drop(): Promise<void>;
 }
 
-/** Makes an empty database; `drop()` ends its connections and removes it. */
+/** Makes an empty database and its owner; `drop()` ends their connections and removes both. */
 export async function createPgDatabase(): Promise<PgDatabase> {
   const name = `berth_test_${randomBytes(6).toString('hex')}`;
-  await admin((c) => c.query(`CREATE DATABASE ${name}`));
+  const password = `pw-${randomBytes(9).toString('base64url')}`;
+  await admin(async (c) => {
+    await c.query(`CREATE ROLE ${name} LOGIN PASSWORD '${password}'`);
+    await c.query(`CREATE DATABASE ${name} OWNER ${name}`);
+  });
   return {
-    url: urlOf(name),
+    url: urlOf(name, name, password),
     name,
-    drop: () => admin((c) => c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)).then(() => undefined),
+    password,
+    drop: () =>
+      admin(async (c) => {
+        await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+        await c.query(`DROP ROLE IF EXISTS ${name}`);
+      }),
   };
 }
 

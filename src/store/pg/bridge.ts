@@ -26,6 +26,8 @@ export interface BridgeOptions {
   connectTimeoutMs: number;
   /** Longest this thread is blocked for one call, ms; past it the worker is ended. */
   waitMs: number;
+  /** See WorkerSettings.exclusiveLock. */
+  exclusiveLock?: number | null;
 }
 
 /** A call that failed: Postgres's SQLSTATE, a Node error code, or PG_BRIDGE_TIMEOUT. */
@@ -68,6 +70,7 @@ export class SyncBridge {
       url: this.options.url,
       statementTimeoutMs: this.options.statementTimeoutMs,
       connectTimeoutMs: this.options.connectTimeoutMs,
+      exclusiveLock: this.options.exclusiveLock ?? null,
       signal: shared,
     };
     const worker = new Worker(workerPath(), { workerData: settings });

@@ -23,6 +23,8 @@ const CONNECT_TIMEOUT_MS = 3_000;
 const WAIT_MS = CONNECT_TIMEOUT_MS + STATEMENT_TIMEOUT_MS + 2_000;
 /** The advisory lock key that serialises migrations of one database (any constant; "berth" in ASCII). */
 const MIGRATION_LOCK = 0x6265727468;
+/** The advisory lock a daemon holds on every connection to its store (see WorkerSettings.exclusiveLock). */
+const DAEMON_LOCK = 0x6265727469;
 
 function migrate(db: PgDb, where: string): void {
   db.transaction(() => {
@@ -56,6 +58,12 @@ function openFailure(where: string, err: unknown): StoreError {
   if (err instanceof StoreError && !(err.cause instanceof PgCallError)) return err;
   const call = err instanceof PgCallError ? err : err instanceof StoreError && err.cause instanceof PgCallError ? err.cause : undefined;
   const what = call ? `${call.code}: ${call.message}` : String((err as Error).message ?? err);
+  if (call?.code === 'BERTH_STORE_IN_USE') {
+    return new StoreError(
+      `Another berth daemon is already using the ${where} store. Stop it first, or set store.url to another database.`,
+      call,
+    );
+  }
   if (call && isPgAuthCode(call.code)) {
     return new StoreError(`Cannot open the ${where} store (${what}): check the user, password and database in store.url.`, call);
   }
@@ -64,6 +72,8 @@ function openFailure(where: string, err: unknown): StoreError {
 
 export interface PgOpenOptions {
   url: string;
+  /** The daemon's open: one daemon per store (an advisory lock held by each of its connections). */
+  exclusive?: boolean;
   /** Shorter bounds for tests of a server that is gone, ms. */
   timeouts?: { statementMs: number; connectMs: number };
 }
@@ -79,6 +89,7 @@ export function openPgDatabase(options: PgOpenOptions): OpenedDatabase {
     statementTimeoutMs: statementMs,
     connectTimeoutMs: connectMs,
     waitMs: options.timeouts ? connectMs + statementMs + 2_000 : WAIT_MS,
+    exclusiveLock: options.exclusive ? DAEMON_LOCK : null,
   });
   const db = pgDb(bridge);
   try {

@@ -27,6 +27,9 @@ const TRANSIENT_CODES = new Set([
   'PG_CONNECTION',
   // No answer within the bridge's bound (./bridge.ts).
   'PG_BRIDGE_TIMEOUT',
+  // A connection made again after a loss found another daemon holding the store: no write until
+  // this one holds it again (./worker.ts).
+  'BERTH_STORE_IN_USE',
 ]);
 
 export function isTransientPgCode(code: string): boolean {

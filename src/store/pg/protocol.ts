@@ -9,6 +9,12 @@ export interface WorkerSettings {
   statementTimeoutMs: number;
   /** Longest a connection may take to be made, ms. */
   connectTimeoutMs: number;
+  /**
+   * An advisory lock every connection takes before its first statement, or null: while berth has
+   * no leases (issue #21 item 2), one daemon per Postgres store, and a connection made again after
+   * a loss writes only if this daemon still holds the store.
+   */
+  exclusiveLock: number | null;
   /** The Int32 the worker sets and notifies once an answer is posted. */
   signal: SharedArrayBuffer;
 }

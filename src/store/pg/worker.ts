@@ -61,6 +61,10 @@ async function connection(): Promise<pg.Client> {
   });
   try {
     await c.connect();
+    if (settings.exclusiveLock !== null) {
+      const r = await c.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [settings.exclusiveLock]);
+      if (!r.rows[0]?.ok) throw Object.assign(new Error('another berth daemon is using this store'), { code: 'BERTH_STORE_IN_USE' });
+    }
   } catch (err) {
     c.end().catch(() => undefined);
     throw err;
