@@ -31,6 +31,9 @@ const REDACT_PATHS = [
   'req.headers.authorization',
   'spec.env',
   'run.spec.env',
+  // store.url may carry a Postgres password
+  'store.url',
+  'config.store.url',
 ];
 
 export interface LoggerOptions {

@@ -108,6 +108,7 @@ export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEn
   if (flags.configFile) merged = deepMerge(merged, readJsonFile(flags.configFile, 'config file'));
   if (flags.overrides) merged = deepMerge(merged, flags.overrides as Json);
   if (processEnv.BERTH_API_URL) merged = deepMerge(merged, { service: { base_url: processEnv.BERTH_API_URL } });
+  if (processEnv.BERTH_STORE_URL) merged = deepMerge(merged, { store: { url: processEnv.BERTH_STORE_URL } });
   if (processEnv.BERTH_LISTEN) merged = deepMerge(merged, { daemon: { listen: processEnv.BERTH_LISTEN } });
   if (flags.listen) merged = deepMerge(merged, { daemon: { listen: flags.listen } });
   const config = parseConfig(merged);

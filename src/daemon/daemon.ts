@@ -29,6 +29,7 @@ import { ConfigError, toRunError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { isStoreDamaged } from '../store/busy.js';
 import { openStore, type Store } from '../store/index.js';
+import { describePgUrl, storeLocation, type StoreLocation } from '../store/store-url.js';
 import { whileStoreBusy } from './store-wait.js';
 import { checkAccount, checkLines } from '../account/account-checks.js';
 import { packageVersion } from '../package-path.js';
@@ -152,6 +153,19 @@ function logStoreFindings(log: Logger, store: Store): void {
   }
 }
 
+/** openStore's options for where the config puts the store. */
+function storeAt(location: StoreLocation): { file?: string; pg?: { url: string } } {
+  if (location.kind === 'postgres') return { pg: { url: location.url } };
+  return location.file ? { file: location.file } : {};
+}
+
+/** Which store, for the log: never a Postgres URL's password. */
+function describeStore(url: string | null | undefined): string {
+  const location = storeLocation(url);
+  if (location.kind === 'postgres') return describePgUrl(location.url);
+  return location.file ?? 'berth.db in BERTH_HOME';
+}
+
 export async function startDaemon(options: DaemonOptions = {}): Promise<RunningDaemon> {
   const { config, env } = loadConfig(
     { configFile: options.configFile, listen: options.listen, overrides: options.overrides },
@@ -173,7 +187,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const storeWait = { clock, log, ...(options.signal ? { signal: options.signal } : {}) };
     const store = await whileStoreBusy(
       'open the store',
-      () => openStore({ home: env.home, lock: true, replaceStore: options.replaceStore }),
+      () => openStore({ home: env.home, lock: true, replaceStore: options.replaceStore, ...storeAt(storeLocation(config.store.url)) }),
       storeWait,
     );
     releasers.push(() => store.close());
@@ -185,7 +199,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const readyKey = config.readiness.callback_url
       ? await whileStoreBusy('make the readiness key', () => store.secretKey(READY_KEY_NAME), storeWait)
       : undefined;
-    log.info({ home: env.home, storeId: store.storeId, baseUrl: config.service.base_url }, 'berth daemon starting');
+    log.info(
+      { home: env.home, storeId: store.storeId, store: describeStore(config.store.url), baseUrl: config.service.base_url },
+      'berth daemon starting',
+    );
     logStoreFindings(log, store);
     const listEveryS = 1 / config.rate_limits.list.per_s;
     if (config.polling.interval_s < listEveryS) {

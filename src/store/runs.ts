@@ -3,7 +3,7 @@ import { isEndState, type RunState } from '../wire/run-states.js';
 import type { RunError } from '../errors.js';
 import type { AttemptRow } from './attempts.js';
 import { attemptSpend } from './spend.js';
-import type { Db } from './database.js';
+import type { SqlDb } from './sql-db.js';
 
 export { isEndState, type RunState };
 
@@ -47,7 +47,7 @@ export interface RunProgress {
   at: number;
 }
 
-export function createRunsRepo(db: Db) {
+export function createRunsRepo(db: SqlDb) {
   const insert = db.prepare(
     `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, idempotency_key, request_hash)
      VALUES (@id, @name, @specJson, 'queued', @createdAt, @createdAt, @idempotencyKey, @requestHash)
@@ -65,7 +65,7 @@ export function createRunsRepo(db: Db) {
   const progress = db.prepare(
     `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
        snapshot_json = @snapshotJson, machine_version = @machineVersion, updated_at = @at,
-       ended_at = CASE WHEN @ended THEN @at ELSE NULL END
+       ended_at = CASE WHEN @ended = 1 THEN CAST(@at AS BIGINT) ELSE NULL END
      WHERE id = @id`,
   );
   const cancelRequest = db.prepare(
@@ -77,12 +77,12 @@ export function createRunsRepo(db: Db) {
   const deleteAttempts = db.prepare(`DELETE FROM attempts WHERE run_id = ?`);
   // The spend of what is deleted is kept in one sum, so that total spend never goes down.
   const attemptsOf = db.prepare(`SELECT * FROM attempts WHERE run_id = ?`);
-  const keepSpend = db.prepare(`UPDATE meta SET value = CAST(value AS REAL) + ? WHERE key = 'purged_spend_usd'`);
+  const keepSpend = db.prepare(`UPDATE meta SET value = CAST(CAST(value AS DOUBLE PRECISION) + ? AS TEXT) WHERE key = 'purged_spend_usd'`);
   const deleteEvents = db.prepare(`DELETE FROM events WHERE run_id = ?`);
   const deleteRun = db.prepare(`DELETE FROM runs WHERE id = ?`);
   const setState = db.prepare(
     `UPDATE runs SET state = @state, error_json = @errorJson, updated_at = @at,
-       ended_at = CASE WHEN @ended THEN @at ELSE ended_at END WHERE id = @id`,
+       ended_at = CASE WHEN @ended = 1 THEN @at ELSE ended_at END WHERE id = @id`,
   );
 
   return {
