@@ -147,9 +147,10 @@ async function main(): Promise<number> {
   const seconds = (Date.now() - startedAt.getTime()) / 1000;
   const dir = packagePath('bench', 'results');
   mkdirSync(dir, { recursive: true });
-  // A part run only when named (the sweeps, the tasks) goes to a file of its own, so that it does not replace the full report.
-  const alone = opts.only.length === 1 && (EXTRA_PARTS as readonly string[]).includes(opts.only[0]!) ? opts.only[0] : undefined;
-  const name = opts.notify ? 'latest-notify' : alone ? `latest-${alone}` : 'latest';
+  // Only the full run (every part of PARTS) is `latest`; a run of some parts goes to a file named
+  // after them (latest-sweep, latest-tasks, latest-client...), so that it never replaces the full report.
+  const full = opts.only.join(',') === PARTS.join(',');
+  const name = opts.notify ? 'latest-notify' : full ? 'latest' : `latest-${opts.only.join('-')}`;
   writeFileSync(join(dir, `${name}.json`), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
   writeFileSync(join(dir, `${name}.md`), markdown(env, sections, seconds));
   const targets = sections.flatMap((s) => s.rows).filter((r) => r.met !== undefined);
