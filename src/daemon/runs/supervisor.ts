@@ -232,16 +232,20 @@ export class Supervisor implements PollSubscriber {
     return this.drivers.size;
   }
 
-  /** The instances runs wait on: the poller lists these by id every interval. */
-  waited(): { forStatus: number[]; forAbsence: number[] } {
+  /** The instances runs wait on: the poller lists these by id (running tasks' by status) every interval. */
+  waited(): { forStatus: number[]; forAbsence: number[]; forEnd: number[] } {
     const forStatus: number[] = [];
     const forAbsence: number[] = [];
+    const forEnd: number[] = [];
     for (const driver of this.drivers.values()) {
       const id = driver.currentInstanceId();
-      if (id === null || !WAITING_STATES.has(driver.state)) continue;
+      if (id === null) continue;
+      // A running task ends by stopping its own instance: watched for that every interval.
+      if (driver.state === 'running' && this.specs.get(driver.runId)?.run !== undefined) forEnd.push(id);
+      if (!WAITING_STATES.has(driver.state)) continue;
       (driver.state === 'booting' ? forStatus : forAbsence).push(id);
     }
-    return { forStatus, forAbsence };
+    return { forStatus, forAbsence, forEnd };
   }
 
   /** A list showed these instances: each run holding one hears its status. */
