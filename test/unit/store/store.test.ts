@@ -405,6 +405,14 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.spendUsd(3 * H)).toBeCloseTo(2, 9);
   });
 
+  it('stores text with a NUL character from outside (a container log, a status message): as is on SQLite, as U+FFFD on Postgres', () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 1 });
+    s.transaction(() => s.attempts.setLogTail('r1', 1, 'before\u0000after'));
+    expect(s.attempts.get('r1', 1)!.log_tail).toBe(backend === 'sqlite' ? 'before\u0000after' : 'before\ufffdafter');
+  });
+
   it('reads events of every run after an id, and tells whether a run had an event of a type', () => {
     const s = fresh();
     expect(s.events.latestId()).toBe(0);
