@@ -151,4 +151,22 @@ describe('berth store migrate', () => {
     // The SQLite store was never marked as moved: a daemon may still open it.
     openStore({ home, lock: true }).close();
   });
+
+  it('a daemon whose Postgres store cannot be reached or refuses the login exits 2 with one sentence, never the password', async () => {
+    const home = tempDir();
+    const wrong = new URL(database.url);
+    wrong.password = 'Sekr3t-never-shown';
+    const gone = new URL(wrong.href);
+    gone.port = '1';
+    for (const [url, why] of [
+      [wrong.href, /\(28P01: password authentication failed .*\): check the user, password and database in store\.url\.\n$/],
+      [gone.href, /\(ECONNREFUSED: .*\): check that the server is up and store\.url is right\.\n$/],
+    ] as const) {
+      const r = await berth(['daemon'], userEnv(home, { BERTH_STORE_URL: url, BERTH_API_KEY: 'k' }));
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(/^Cannot open the postgres 127\.0\.0\.1:\d+\/berth_test_\w+ as berth_test_\w+ store /);
+      expect(r.stderr).toMatch(why);
+      expect(r.stdout + r.stderr).not.toContain('Sekr3t');
+    }
+  });
 });
