@@ -47,6 +47,17 @@ export interface RunProgress {
   at: number;
 }
 
+/** Which runs a list shows (the dashboard's filters). */
+export interface RunFilter {
+  states?: readonly RunState[];
+  name?: string;
+}
+
+const filterParams = (f: RunFilter) => ({
+  states: f.states && f.states.length > 0 ? JSON.stringify(f.states) : null,
+  name: f.name ? f.name.toLowerCase() : null,
+});
+
 export function createRunsRepo(db: Db) {
   const insert = db.prepare(
     `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, idempotency_key, request_hash)
@@ -61,6 +72,15 @@ export function createRunsRepo(db: Db) {
   const allAfter = db.prepare(
     `SELECT * FROM runs WHERE created_at < @createdAt OR (created_at = @createdAt AND id > @id) ORDER BY created_at DESC, id LIMIT @limit`,
   );
+  // The dashboard's filters: states as a JSON array, a name part (lower case); null for no filter.
+  const FILTER = `(@states IS NULL OR state IN (SELECT value FROM json_each(@states)))
+     AND (@name IS NULL OR instr(lower(name), @name) > 0)`;
+  const filtered = db.prepare(
+    `SELECT * FROM runs WHERE ${FILTER}
+       AND (@createdAt IS NULL OR created_at < @createdAt OR (created_at = @createdAt AND id > @id))
+     ORDER BY created_at DESC, id LIMIT @limit`,
+  );
+  const filteredCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE ${FILTER}`);
   const live = db.prepare(`SELECT * FROM runs WHERE ended_at IS NULL ORDER BY created_at, id`);
   const progress = db.prepare(
     `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
@@ -99,6 +119,14 @@ export function createRunsRepo(db: Db) {
     list(limit = 1000, after?: Pick<RunRow, 'id' | 'created_at'>): RunRow[] {
       if (after) return allAfter.all({ createdAt: after.created_at, id: after.id, limit }) as RunRow[];
       return all.all(limit) as RunRow[];
+    },
+    /** As `list`, only the runs in one of `states` (when given) whose name holds `name` (any case, when given). */
+    listFiltered(filter: RunFilter, limit: number, after?: Pick<RunRow, 'id' | 'created_at'>): RunRow[] {
+      return filtered.all({ ...filterParams(filter), createdAt: after?.created_at ?? null, id: after?.id ?? null, limit }) as RunRow[];
+    },
+    /** How many runs `listFiltered` pages through. */
+    count(filter: RunFilter = {}): number {
+      return (filteredCount.get(filterParams(filter)) as { n: number }).n;
     },
     live(): RunRow[] {
       return live.all() as RunRow[];
