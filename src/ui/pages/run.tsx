@@ -214,7 +214,7 @@ export function RunPage({ id }: { id: string }) {
       <Section title="Event log" id="events">
         <ol class="events" aria-live="polite" aria-label="Events, oldest first">
           {events.map((e) => (
-            <li data-type={e.type}>
+            <li data-type={e.type} data-id={e.id}>
               <time dateTime={e.at} title={localTime(e.at)}>
                 {new Date(e.at).toLocaleTimeString()}
               </time>{' '}
