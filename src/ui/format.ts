@@ -2,7 +2,8 @@
 // in the reader's own zone with how long ago, states in words (colour only repeats them).
 import type { RunState } from '../wire/run-states.js';
 
-export const usd = (n: number | null | undefined, digits = 2): string => (n === null || n === undefined ? '—' : `$${n.toFixed(digits)}`);
+export const usd = (n: number | null | undefined, digits = 2): string =>
+  n === null || n === undefined ? '—' : `${n < 0 ? '−' : ''}$${Math.abs(n).toFixed(digits)}`;
 export const usdPerHour = (n: number | null | undefined): string => (n === null || n === undefined ? '—' : `$${n.toFixed(3)}/h`);
 
 /** "3 min", "2 h 5 min", "4 d 1 h". */

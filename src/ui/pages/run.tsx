@@ -20,11 +20,11 @@ async function allEvents(id: string): Promise<RunEvent[]> {
 }
 
 /** One SSH line per endpoint that answered, else the listed proxy's (as `berth status` prints them). */
-function sshLines(run: Run): string[] {
+function sshLines(run: Run): Array<{ line: string; kind: string }> {
   const i = run.instance;
   if (!i) return [];
-  if (i.ssh.length > 0) return i.ssh.map((e) => `ssh -p ${e.port} root@${e.host}`);
-  return i.ssh_host && i.ssh_port ? [`ssh -p ${i.ssh_port} root@${i.ssh_host}`] : [];
+  if (i.ssh.length > 0) return i.ssh.map((e) => ({ line: `ssh -p ${e.port} root@${e.host}`, kind: e.kind }));
+  return i.ssh_host && i.ssh_port ? [{ line: `ssh -p ${i.ssh_port} root@${i.ssh_host}`, kind: 'proxy' }] : [];
 }
 
 export function RunPage({ id }: { id: string }) {
@@ -171,9 +171,10 @@ export function RunPage({ id }: { id: string }) {
             <p class="muted">No SSH endpoint yet.</p>
           ) : (
             <ul class="ssh">
-              {sshLines(run).map((line) => (
+              {sshLines(run).map(({ line, kind }) => (
                 <li>
-                  <code>{line}</code> <CopyButton text={line} label={line} />
+                  <code>{line}</code> <span class="muted">({kind === 'proxy' ? "the service's proxy" : 'direct to the host'})</span>{' '}
+                  <CopyButton text={line} label={line} />
                 </li>
               ))}
             </ul>

@@ -129,7 +129,7 @@ export function RunsPage() {
               <tr>
                 <th scope="col">Run</th>
                 <th scope="col">State</th>
-                <th scope="col">GPU</th>
+                <th scope="col">GPU asked</th>
                 <th scope="col" class="num">
                   $/h now
                 </th>
@@ -153,15 +153,21 @@ export function RunsPage() {
                     <StateBadge state={r.state} />
                     {r.held && <span class="badge tone-warn">held</span>}
                   </td>
-                  <td>{r.gpu ?? <span class="muted">any</span>}</td>
-                  <td class="num">{usdPerHour(r.cost.usd_per_hour)}</td>
-                  <td class="num">{usd(r.cost.usd, 4)}</td>
-                  <td>
+                  <td data-label="GPU asked">{r.gpu ?? <span class="muted">any</span>}</td>
+                  <td class="num" data-label="Now">
+                    {usdPerHour(r.cost.usd_per_hour)}
+                  </td>
+                  <td class="num" data-label="Spend">
+                    {usd(r.cost.usd, 4)}
+                  </td>
+                  <td data-label="Age">
                     <time dateTime={r.created_at} title={localTime(r.created_at)}>
                       {ago(r.created_at, now)}
                     </time>
                   </td>
-                  <td class="num">{r.attempts.length}</td>
+                  <td class="num" data-label="Attempts">
+                    {r.attempts.length}
+                  </td>
                 </tr>
               ))}
             </tbody>

@@ -19,7 +19,7 @@ export function BarChart({ bars, title, id }: { bars: Bar[]; title: string; id: 
           <li data-label={b.label}>
             <span class="bar-label">{b.href ? <a href={b.href}>{b.label}</a> : b.label}</span>
             <span class="bar-track" aria-hidden="true">
-              <span class="bar-fill" style={{ width: `${Math.max(0.5, (100 * b.value) / max)}%` }} />
+              <span class="bar-fill" style={{ width: `${b.value > 0 ? Math.max(0.5, (100 * b.value) / max) : 0}%` }} />
             </span>
             <span class="bar-value num">{b.text}</span>
           </li>
