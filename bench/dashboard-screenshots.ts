@@ -7,17 +7,13 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import chromium from '@sparticuz/chromium';
-import puppeteer, { type Page } from 'puppeteer-core';
-import { request } from 'undici';
-import type { Offer } from '../src/client/types.js';
-import { loadConfig } from '../src/config/load.js';
-import { buildSearchQuery, usableOffers } from '../src/job-spec/search-query.js';
-import { parseJobSpec, resolveJobSpec } from '../src/job-spec/validate.js';
+import type { Page } from 'puppeteer-core';
 import { packagePath } from '../src/package-path.js';
-import { startSimulator, type RunningSimulator } from '../src/sim/index.js';
+import { startSimulator } from '../src/sim/index.js';
 import type { Run } from '../src/wire/control-api.js';
+import { launchBrowser } from './browser.js';
 import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';
+import { tryOrder } from './offer-order.js';
 
 const OUT = packagePath('docs', 'dashboard');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -40,21 +36,6 @@ function spec(name: string, changes: Record<string, unknown> = {}): Record<strin
     relax: [],
     ...changes,
   };
-}
-
-/** The offers the daemon will try for `s`, in its order (one per machine). */
-async function tryOrder(sim: RunningSimulator, s: Record<string, unknown>): Promise<Offer[]> {
-  const resolved = resolveJobSpec(parseJobSpec(s), loadConfig({}, {}).config.runs);
-  const res = await request(`${sim.url}/api/v0/bundles/`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${sim.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify(buildSearchQuery(resolved, 0, { offerIds: [], machineIds: [] })),
-  });
-  const { offers } = (await res.body.json()) as { offers: Offer[] };
-  const machines = new Set<number>();
-  return usableOffers(offers, resolved, { offerIds: [], machineIds: [] }).filter(
-    (o) => !machines.has(o.machine_id) && machines.add(o.machine_id),
-  );
 }
 
 async function waitFor(d: DaemonHandle, id: string, states: string[]): Promise<Run> {
@@ -90,12 +71,7 @@ async function main(): Promise<void> {
   });
   const home = mkdtempSync(join(tmpdir(), 'berth-shots-'));
   let daemon: DaemonHandle | undefined;
-  const browser = await puppeteer.launch({
-    executablePath: await chromium.executablePath(),
-    headless: 'shell',
-    // Not the package's own arguments: they switch off web security.
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--font-render-hinting=none'],
-  });
+  const { browser, close } = await launchBrowser();
   try {
     daemon = await spawnDaemon(home, sim.url, sim.apiKey, {
       daemon: { listen: '127.0.0.1:0' },
@@ -164,7 +140,7 @@ async function main(): Promise<void> {
     await Promise.all([waitFor(d, main.id, ['cancelled']), waitFor(d, sweep.id, ['cancelled'])]);
     console.log(`screenshots written to ${OUT}`);
   } finally {
-    await browser.close();
+    await close();
     await daemon?.stop();
     await sim.close();
     rmSync(home, { recursive: true, force: true });

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,cli] [-- --notify]`: runs each
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,cli,dashboard] [-- --notify]`: runs each
 // benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
 // CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20), run only when named; `--notify` turns a notification
@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { packagePath } from '../src/package-path.js';
 import { runBerthBench, runScaleBench } from './berth.js';
 import { runCliBench } from './cli.js';
+import { runDashboardBench } from './dashboard.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
 import { runReadinessBench } from './readiness.js';
@@ -16,7 +17,7 @@ import { runSimBench } from './sim.js';
 import { runSweepBench } from './sweep.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard'] as const;
 /** Parts run only when named in --only. */
 const EXTRA_PARTS = ['scale', 'sweep'] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
@@ -80,6 +81,8 @@ async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
         return [await runReadinessBench({ quick: opts.quick })];
       case 'cli':
         return [await runCliBench()];
+      case 'dashboard':
+        return [await runDashboardBench({ quick: opts.quick })];
       case 'sweep':
         return [await runSweepBench({ quick: opts.quick })];
     }
@@ -145,7 +148,9 @@ async function main(): Promise<number> {
   const dir = packagePath('bench', 'results');
   mkdirSync(dir, { recursive: true });
   // The sweeps alone go to their own file, so that they do not replace the full report.
-  const name = opts.notify ? 'latest-notify' : opts.only.join(',') === 'sweep' ? 'latest-sweep' : 'latest';
+  // A part run alone that has a results file of its own keeps latest.md (the full run's) as it is.
+  const alone = opts.only.join(',');
+  const name = opts.notify ? 'latest-notify' : alone === 'sweep' ? 'latest-sweep' : alone === 'dashboard' ? 'latest-dashboard' : 'latest';
   writeFileSync(join(dir, `${name}.json`), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
   writeFileSync(join(dir, `${name}.md`), markdown(env, sections, seconds));
   const targets = sections.flatMap((s) => s.rows).filter((r) => r.met !== undefined);

@@ -1,8 +1,8 @@
-// A real headless Chromium for the dashboard's tests, driven by puppeteer-core. The browser comes
+// A real headless Chromium for the dashboard's tests, its benchmark and its screenshots, driven by puppeteer-core. The browser comes
 // from the npm package @sparticuz/chromium (a Chromium build shipped inside the registry package,
 // brotli-packed), so `npm ci` is the whole install: nothing is downloaded at run time. It unpacks
-// into os.tmpdir() (the test file's own TMPDIR, see ./leak-check.ts); `close()` removes what it
-// unpacked.
+// into os.tmpdir() (in a test, the file's own TMPDIR: test/helpers/leak-check.ts); `close()`
+// removes what it unpacked.
 //
 // The package's own launch arguments are not used: they include --disable-web-security, which would
 // switch off the very same-origin rules the dashboard's tests check.
@@ -25,7 +25,7 @@ export async function launchBrowser(): Promise<TestBrowser> {
   const browser = await puppeteer.launch({
     executablePath,
     headless: 'shell',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--font-render-hinting=none'],
   });
   return {
     browser,
