@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,cli] [-- --notify]`: runs each
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,cli,dashboard] [-- --notify]`: runs each
 // benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
 // CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19), run only when named; `--notify` turns a notification
@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { packagePath } from '../src/package-path.js';
 import { runBerthBench, runScaleBench } from './berth.js';
 import { runCliBench } from './cli.js';
+import { runDashboardBench } from './dashboard.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
 import { runReadinessBench } from './readiness.js';
@@ -17,7 +18,7 @@ import { runSweepBench } from './sweep.js';
 import { runTasksBench } from './tasks.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard'] as const;
 /** Parts run only when named in --only. */
 const EXTRA_PARTS = ['scale', 'sweep', 'tasks'] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
@@ -81,6 +82,8 @@ async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
         return [await runReadinessBench({ quick: opts.quick })];
       case 'cli':
         return [await runCliBench()];
+      case 'dashboard':
+        return [await runDashboardBench({ quick: opts.quick })];
       case 'sweep':
         return [await runSweepBench({ quick: opts.quick })];
       case 'tasks':

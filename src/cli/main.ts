@@ -149,6 +149,23 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .action(run(async () => (await import('./commands/token.js')).tokenRotateCommand(io, env)));
 
   program
+    .command('store')
+    .description('manage the store')
+    .command('migrate')
+    .description('copy the SQLite store (BERTH_HOME, or --from FILE) into an empty Postgres database; stop the daemon first')
+    .option('--to <url>', 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: BERTH_STORE_URL, which keeps the password out of ps)')
+    .option('--from <file>', "the SQLite file, when not BERTH_HOME's berth.db")
+    .action(
+      run(async (opts: { to?: string; from?: string }) => (await import('./commands/store-migrate.js')).storeMigrateCommand(opts, io, env)),
+    );
+
+  program
+    .command('ui')
+    .description('print (and open, where a browser is at hand) a one-time sign-in link of the web dashboard')
+    .option('--no-open', 'only print the link')
+    .action(run(async (opts: { open: boolean }) => (await import('./commands/ui.js')).uiCommand(opts, io, env)));
+
+  program
     .command('doctor')
     .description('check the account: service, key, permissions, SSH key, credit (one line each; exit 0 when all pass)')
     .option('--config <file>', 'config file overlaid on the defaults, as for `berth daemon`')

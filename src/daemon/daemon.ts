@@ -34,7 +34,9 @@ import { whileStoreBusy } from './store-wait.js';
 import { checkAccount, checkLines } from '../account/account-checks.js';
 import { packageVersion } from '../package-path.js';
 import { createControlApi, listen } from './control/control-api.js';
+import { DashboardSessions } from './control/dashboard/sessions.js';
 import { costsReport } from './money/costs.js';
+import { accountView } from './money/account-view.js';
 import { createWebhookReceiver } from './inbound/webhook-receiver.js';
 import { ensureControlToken, writeNewControlToken } from '../config/control-token.js';
 import { createReadyCallbackServer } from './inbound/ready-callback.js';
@@ -269,6 +271,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
     const server = createControlApi({
       store,
+      sessions: new DashboardSessions(clock),
       supervisor,
       submissions,
       logs,
@@ -277,6 +280,13 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       startedAt,
       ready: () => ready,
       costs: (since) => costsReport(store, clock.now(), since, (range) => client.charges(range)),
+      account: {
+        view: () => accountView({ store, now: clock.now(), account, config, stats: client.stats() }),
+        checks: async (signal) => {
+          const report = await checkAccount(client, config, clock.now(), { signal });
+          return { ok: report.ok, checks: report.checks, missing: report.missing };
+        },
+      },
       metrics,
       streams,
       tokens: {

@@ -73,6 +73,15 @@ async function connection(): Promise<pg.Client> {
   return c;
 }
 
+/** The connection itself is gone (ended by the server, or the socket closed): not the statement's fault. */
+function isConnectionLoss(err: unknown): boolean {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === 'string' && code)
+    return code.startsWith('08') || code === '57P01' || code === '57P02' || code === 'ECONNRESET' || code === 'EPIPE';
+  // The pg client's own errors carry no code: "Connection terminated", "Client has encountered a connection error".
+  return /connection/i.test((err as Error).message ?? '');
+}
+
 async function answer(req: Request): Promise<Answer> {
   try {
     if (req.kind === 'close') {
@@ -91,8 +100,25 @@ async function answer(req: Request): Promise<Answer> {
         return { id: req.id, ok: false, error: { code: 'PG_CONNECTION', message: 'the connection was lost inside a transaction' } };
       }
     }
+    if (req.kind === 'query' && req.txn === 'begin') {
+      // A BEGIN changes nothing, so it may be sent again: on a connection that was ended while idle
+      // (a Postgres restart, an administrator, a network cut the client had not noticed yet) it is
+      // sent once more on a new one, instead of failing the transaction it opens.
+      txnClient = undefined;
+      let c = await connection();
+      try {
+        await c.query(req.sql);
+      } catch (err) {
+        if (!isConnectionLoss(err)) throw err;
+        if (client === c) client = undefined;
+        c.end().catch(() => undefined);
+        c = await connection();
+        await c.query(req.sql);
+      }
+      txnClient = c;
+      return { id: req.id, ok: true, result: { rows: [], rowCount: 0 } };
+    }
     const c = await connection();
-    if (req.kind === 'query' && req.txn === 'begin') txnClient = c;
     if (req.kind === 'exec') {
       await c.query(req.sql);
       return { id: req.id, ok: true, result: { rows: [], rowCount: 0 } };
