@@ -188,6 +188,19 @@ export class StoreWriteError extends StoreError {
 }
 
 /**
+ * A fenced write (src/store/leases.ts) found that this daemon no longer holds the run's lease: it
+ * expired or another daemon took the run over. Nothing was written; the run is no longer this
+ * daemon's to act for. Not retryable: retrying cannot make the lease this daemon's again.
+ */
+export class LeaseLostError extends StoreError {
+  readonly runId: string;
+  constructor(runId: string) {
+    super(`This daemon no longer holds the lease of run ${runId}: another daemon owns it now; nothing was written.`);
+    this.runId = runId;
+  }
+}
+
+/**
  * JSON has no Infinity: `1e309` parses to it, and a schema then sees "a number that is not a
  * number". Both the spec and the config word that case with this sentence.
  */

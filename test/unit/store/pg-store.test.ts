@@ -100,6 +100,32 @@ describe('postgres store', () => {
     expect(s.runs.get('r1')).toBeDefined();
   });
 
+  it("makes a take-over wait for a fenced intent in progress, then sees it: the old owner's intent is never lost", () => {
+    const s = open();
+    const home = mkdtempSync(join(tmpdir(), 'berth-pg-'));
+    dirs.push(home);
+    // Another daemon's store: its own connection, a short statement timeout to see it wait.
+    const other = openStore({ home, pg: { url: database.url, timeouts: { statementMs: 300, connectMs: 2_000 } } });
+    closers.push(() => other.close());
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 }));
+    const lease = s.leases.acquire('r1', 'daemon-a', 0, 100)!;
+    let during: unknown;
+    s.fenced(lease, 50, () => {
+      s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 50 });
+      // The lease has expired by the other daemon's clock, but the fenced transaction holds its row.
+      try {
+        other.leases.acquire('r1', 'daemon-b', 200, 100);
+      } catch (err) {
+        during = err;
+      }
+    });
+    expect(during).toBeInstanceOf(StoreWriteError);
+    expect((during as StoreWriteError).sqliteCode).toBe('57014');
+    // Once it committed, the take-over goes through and finds the intent to reconcile.
+    expect(other.leases.acquire('r1', 'daemon-b', 200, 100)).toMatchObject({ owner: 'daemon-b', epoch: 2 });
+    expect(other.attempts.get('r1', 1)).toMatchObject({ create_state: 'intent', label: 'berth:x:r1:1' });
+  });
+
   it('ends a statement that outlasts the statement timeout with a StoreWriteError, and goes on', () => {
     const opened = openPgDatabase({ url: database.url, timeouts: { statementMs: 200, connectMs: 2_000 } });
     closers.push(() => opened.close());
