@@ -51,6 +51,16 @@ async function connection(): Promise<pg.Client> {
     query_timeout: settings.statementTimeoutMs + 1_000,
     keepAlive: true,
     application_name: 'berth',
+    // The server's side of a dead connection (a daemon's machine gone, a partition) must end within
+    // a minute or two, not the OS's two hours: until it does, its transaction's locks and the
+    // daemon's advisory lock stay taken. A transaction is never left open for long by berth (each
+    // runs to its end at once), so one idle for a minute belongs to a frozen daemon.
+    options: [
+      '-c tcp_keepalives_idle=30',
+      '-c tcp_keepalives_interval=10',
+      '-c tcp_keepalives_count=3',
+      '-c idle_in_transaction_session_timeout=60000',
+    ].join(' '),
   });
   // Without a listener an error event would end the thread; the request in flight fails on its own.
   c.on('error', () => {

@@ -60,6 +60,15 @@ describe('postgres store', () => {
     expect(await queryPg(database.url, 'SELECT count(*)::int AS n FROM schema_migrations')).toEqual([{ n: PG_MIGRATIONS.length + 1 }]);
   });
 
+  it("bounds its sessions on the server: a dead client's connection and an idle transaction end within minutes", () => {
+    const opened = openPgDatabase({ url: database.url });
+    closers.push(() => opened.close());
+    const show = (name: string) => Object.values(opened.db.prepare(`SHOW ${name}`).get() as Record<string, string>)[0];
+    expect(show('tcp_keepalives_idle')).toBe('30');
+    expect(show('tcp_keepalives_count')).toBe('3');
+    expect(show('idle_in_transaction_session_timeout')).toBe('1min');
+  });
+
   it('returns numbers for BIGINT and DOUBLE PRECISION columns and counts, as SQLite does', () => {
     const s = open();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1_700_000_000_123 });
