@@ -173,13 +173,18 @@ export class StoreError extends BerthError {
   }
 }
 
-/** A write the store refused (disk full, the database locked by another program): retried later. */
+/**
+ * A write the store refused (disk full, the database locked by another program, a Postgres server
+ * gone or cut off): retried later.
+ */
 export class StoreWriteError extends StoreError {
-  /** SQLite's code, e.g. SQLITE_FULL or SQLITE_BUSY. */
+  /** The database's code: SQLite's (SQLITE_FULL, SQLITE_BUSY) or, on Postgres, its SQLSTATE or the connection's (ECONNREFUSED). */
   readonly sqliteCode: string;
   constructor(sqliteCode: string, cause?: unknown) {
     super(
-      `The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`,
+      sqliteCode.startsWith('SQLITE_')
+        ? `The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`
+        : `The store cannot be written now (${sqliteCode}): the Postgres server may be down, restarting or out of reach; try again soon.`,
       cause,
       true,
     );

@@ -147,6 +147,9 @@ describe('postgres store', () => {
     }
     expect(thrown).toBeInstanceOf(StoreWriteError);
     expect((thrown as StoreWriteError).sqliteCode).toBe('57014');
+    expect((thrown as StoreWriteError).message).toBe(
+      'The store cannot be written now (57014): the Postgres server may be down, restarting or out of reach; try again soon.',
+    );
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(opened.db.prepare('SELECT 1 AS one').get()).toEqual({ one: 1 });
   });
