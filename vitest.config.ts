@@ -5,6 +5,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Fails a test file that leaves a server, a child process, a timer or a temp dir behind.
     setupFiles: ['test/helpers/leak-check.ts'],
+    // One real Postgres server for the run (the Postgres store's tests); each file makes its own database.
+    globalSetup: ['test/helpers/pg-server.ts'],
     // better-sqlite3 is a native addon: stay on child processes, not worker threads.
     pool: 'forks',
     testTimeout: 30_000,

@@ -31,12 +31,15 @@ const REDACT_PATHS = [
   'req.headers.authorization',
   'spec.env',
   'run.spec.env',
+  // store.url may carry a Postgres password
+  'store.url',
+  'config.store.url',
 ];
 
 export interface LoggerOptions {
   level?: string;
   /** Human-readable output (pino-pretty) instead of JSON lines. */
-  pretty?: boolean;
+  pretty?: boolean | undefined;
   /** Where lines go; default stdout. Tests pass a capturing stream. */
   destination?: DestinationStream;
 }

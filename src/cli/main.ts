@@ -196,7 +196,8 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
   program
     .command('demo')
     .description('simulator + daemon + the example job, shown live until running, then cleaned up')
-    .action(run(async () => (await import('./commands/demo.js')).demoCommand(io)));
+    .option('--task', 'the example task instead: followed to its end, which destroys its instance, and its output shown')
+    .action(run(async (opts: { task?: boolean }) => (await import('./commands/demo.js')).demoCommand(io, opts)));
 
   return program;
 }

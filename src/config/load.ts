@@ -9,11 +9,11 @@ import { configSchema, RESERVED_KEYS, type Config } from './schema.js';
 
 export interface ConfigFlags {
   /** --config FILE */
-  configFile?: string;
+  configFile?: string | undefined;
   /** --listen HOST:PORT */
-  listen?: string;
+  listen?: string | undefined;
   /** Values set programmatically (tests, demo); applied after the file, before the environment. */
-  overrides?: DeepPartial<Config>;
+  overrides?: DeepPartial<Config> | undefined;
 }
 
 export type DeepPartial<T> = T extends readonly unknown[] ? T : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;
@@ -108,6 +108,7 @@ export function loadConfig(flags: ConfigFlags = {}, processEnv: NodeJS.ProcessEn
   if (flags.configFile) merged = deepMerge(merged, readJsonFile(flags.configFile, 'config file'));
   if (flags.overrides) merged = deepMerge(merged, flags.overrides as Json);
   if (processEnv.BERTH_API_URL) merged = deepMerge(merged, { service: { base_url: processEnv.BERTH_API_URL } });
+  if (processEnv.BERTH_STORE_URL) merged = deepMerge(merged, { store: { url: processEnv.BERTH_STORE_URL } });
   if (processEnv.BERTH_LISTEN) merged = deepMerge(merged, { daemon: { listen: processEnv.BERTH_LISTEN } });
   if (flags.listen) merged = deepMerge(merged, { daemon: { listen: flags.listen } });
   const config = parseConfig(merged);

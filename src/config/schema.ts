@@ -2,6 +2,7 @@
 // config/default.json; this schema checks whatever the merge produced).
 import { z } from 'zod';
 import { NOTIFY_EVENTS } from '../wire/notify-events.js';
+import { isPgUrl, pgUrlProblem } from '../store/store-url.js';
 
 // Every duration has a documented maximum. Timers past setTimeout's limit (2^31-1 ms, 24.8 days)
 // fire at once, and a deadline past the Date range is not a time at all, so each bound is far
@@ -206,6 +207,20 @@ export const configSchema = z.strictObject({
     })
     .prefault({}),
   store: z.strictObject({
+    /**
+     * Where the store lives (default none: berth.db in BERTH_HOME; BERTH_STORE_URL overrides): a
+     * path is a SQLite file, postgres://USER:PASSWORD@HOST:PORT/DATABASE a Postgres database. Its
+     * password is never shown.
+     */
+    url: z
+      .string()
+      .min(1, 'must be a path or a postgres:// URL')
+      .superRefine((url, ctx) => {
+        // The message never repeats the URL: it may hold a password.
+        const problem = isPgUrl(url) ? pgUrlProblem(url) : null;
+        if (problem) ctx.addIssue({ code: 'custom', message: problem });
+      })
+      .nullish(),
     /** Days an ended run, and any event, is kept before it is deleted (default 30, at least 1). */
     retention_days: z.number().min(1).max(36500),
     /**

@@ -12,7 +12,7 @@
 // `dph_since` marks when the new price applies. Spend and runtime are computed from these
 // (src/store/spend.ts).
 import type { AttemptRow } from './attempt-row.js';
-import type { Db } from './database.js';
+import type { SqlDb } from './sql-db.js';
 import { attemptPrice, attemptSpend } from './spend.js';
 
 export type { AttemptRow } from './attempt-row.js';
@@ -40,7 +40,7 @@ export interface ObservedStatus {
   dph_total?: number | null;
 }
 
-export function createAttemptsRepo(db: Db) {
+export function createAttemptsRepo(db: SqlDb) {
   const get = db.prepare(`SELECT * FROM attempts WHERE run_id = ? AND n = ?`);
   const insertIntent = db.prepare(
     `INSERT INTO attempts (run_id, n, offer_id, machine_id, dph_total, label, create_state, started_at)
@@ -58,12 +58,14 @@ export function createAttemptsRepo(db: Db) {
     `UPDATE attempts SET create_state = ?, create_detail = ? WHERE run_id = ? AND n = ? AND create_state = 'intent'`,
   );
   // A new price: what accrued at the old one since it applied moves into usd_before (SQLite reads
-  // every column of the row before any is set, so these see the old dph_total and dph_since).
-  const NEW_PRICE = `@dph_total IS NOT NULL AND dph_total IS NOT NULL AND @dph_total != dph_total AND instance_created_at IS NOT NULL`;
+  // every column of the row before any is set, so these see the old dph_total and dph_since; so
+  // does Postgres). The cast tells Postgres the parameter's type, which `IS NULL` does not.
+  const NEW_PRICE = `CAST(@dph_total AS DOUBLE PRECISION) IS NOT NULL AND dph_total IS NOT NULL AND @dph_total != dph_total AND instance_created_at IS NOT NULL`;
+  const { greatest, jsonTextValues } = db.dialect;
   const priceColumns = `
        usd_before = CASE WHEN ${NEW_PRICE}
-         THEN usd_before + dph_total * MAX(0, @at - COALESCE(dph_since, instance_created_at)) / 3600000.0 ELSE usd_before END,
-       dph_since = CASE WHEN ${NEW_PRICE} THEN MAX(@at, COALESCE(dph_since, instance_created_at)) ELSE dph_since END,
+         THEN usd_before + dph_total * ${greatest('0', '@at - COALESCE(dph_since, instance_created_at)')} / 3600000.0 ELSE usd_before END,
+       dph_since = CASE WHEN ${NEW_PRICE} THEN ${greatest('@at', 'COALESCE(dph_since, instance_created_at)')} ELSE dph_since END,
        dph_total = COALESCE(@dph_total, dph_total)`;
   const status = db.prepare(
     `UPDATE attempts SET actual_status = @actual_status, status_msg = @status_msg, ssh_host = @ssh_host, ssh_port = @ssh_port,
@@ -93,16 +95,16 @@ export function createAttemptsRepo(db: Db) {
   const logTail = db.prepare(`UPDATE attempts SET log_tail = @text WHERE run_id = @runId AND n = @n`);
   const forRun = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n`);
   // Any number of runs in one statement: their ids as one JSON array parameter.
-  const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN (SELECT value FROM json_each(?)) ORDER BY run_id, n`);
+  const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN ${jsonTextValues('?')} ORDER BY run_id, n`);
   const latest = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n DESC LIMIT 1`);
   const everyAttempt = db.prepare(`SELECT a.*, r.ended_at AS run_ended_at FROM attempts a JOIN runs r ON r.id = a.run_id`);
 
-  const begin = db.transaction((a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
+  const begin = (a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
     const before = get.get(a.runId, a.n) as AttemptRow | undefined;
     if (before) return { row: before, fresh: false };
     insertIntent.run(a);
     return { row: get.get(a.runId, a.n) as AttemptRow, fresh: true };
-  });
+  };
 
   return {
     get(runId: string, n: number): AttemptRow | undefined {
@@ -113,7 +115,7 @@ export function createAttemptsRepo(db: Db) {
      * 'intent' when this is the first try, or what an earlier process already recorded.
      */
     beginCreate(a: AttemptIntent): { row: AttemptRow; fresh: boolean } {
-      return begin.immediate(a);
+      return db.transaction(() => begin(a));
     },
     /** The attempt owns this instance (its create answered, or a list showed its label); false when it holds another or gave up. */
     adopt(runId: string, n: number, instanceId: number, createdAt: number): boolean {
@@ -174,7 +176,7 @@ export function createAttemptsRepo(db: Db) {
     /** What every attempt in the table has cost up to `now`, USD, counted as the money guard counts (./spend.ts). */
     spendUsd(now: number): number {
       let usd = 0;
-      for (const a of everyAttempt.iterate() as Iterable<BillingRow>) usd += attemptSpend(a, a.run_ended_at, now);
+      for (const a of everyAttempt.all() as BillingRow[]) usd += attemptSpend(a, a.run_ended_at, now);
       return usd;
     },
     /** Instances made and not confirmed gone, and their summed billed $/h (as the money guard prices them, ./spend.ts). */

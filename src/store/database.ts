@@ -16,8 +16,10 @@ import { prepareHome } from './home.js';
 import { MarkWriter, readMark, type MarkReading } from './identity.js';
 import { acquireLock, type StoreLock } from './lock.js';
 import { MIGRATIONS } from './migrations.js';
+import type { SqlDb } from './sql-db.js';
+import { sqliteDb } from './sqlite-db.js';
 
-export type Db = Database.Database;
+type Db = Database.Database;
 
 /**
  * How long one statement waits for a write lock another program holds, ms. The wait is a
@@ -42,7 +44,7 @@ interface RestoreFound {
 }
 
 export interface OpenedDatabase {
-  db: Db;
+  db: SqlDb;
   storeId: string;
   /** Store ids whose instances this store destroys as orphans (stores it replaced). */
   formerStoreIds: string[];
@@ -58,15 +60,17 @@ export interface OpenedDatabase {
 }
 
 export interface OpenOptions {
-  /** Directory holding berth.db (BERTH_HOME). */
+  /** BERTH_HOME: holds berth.db (unless `file` names another), the lock and store.json. */
   home: string;
+  /** The SQLite file, when not BERTH_HOME's berth.db (store.url set to a path). */
+  file?: string | undefined;
   /** The daemon's open: private home, the one-daemon lock and the store.json checks. Tests may leave it out. */
   lock?: boolean;
   /**
    * Start even though berth.db is missing, empty or another store's while store.json names a
    * previous store: that store's instances are then destroyed as orphans (`berth daemon --replace-store`).
    */
-  replaceStore?: boolean;
+  replaceStore?: boolean | undefined;
 }
 
 function migrate(db: Db): void {
@@ -123,7 +127,7 @@ function openFailure(dbPath: string, err: unknown): StoreError {
 
 export function openDatabase(options: OpenOptions): OpenedDatabase {
   const { home } = options;
-  const dbPath = join(home, 'berth.db');
+  const dbPath = options.file ?? join(home, 'berth.db');
   let lock: StoreLock | undefined;
   let db: Db | undefined;
   let writer: MarkWriter | undefined;
@@ -199,7 +203,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     const setGeneration = opened.prepare(`UPDATE meta SET value = ? WHERE key = 'generation'`);
     let closed = false;
     return {
-      db: opened,
+      db: sqliteDb(opened),
       storeId,
       formerStoreIds,
       restore,

@@ -3,7 +3,7 @@
 // outage alternates "searching" and "search failed") replaces that row with a count, so an outage
 // of any length costs a few rows per run, not one per try. The repeat gets a new id, so that
 // `berth events --follow` (which reads after the last id it saw) still shows it.
-import type { Db } from './database.js';
+import type { SqlDb } from './sql-db.js';
 
 export interface EventRow {
   id: number;
@@ -29,10 +29,10 @@ export interface NewEvent {
   foldKey?: string;
 }
 
-export function createEventsRepo(db: Db) {
+export function createEventsRepo(db: SqlDb) {
   const insert = db.prepare(
     `INSERT INTO events (run_id, at, type, message, data_json, count, first_at, fold_key)
-     VALUES (@runId, @at, @type, @message, @dataJson, @count, @firstAt, @foldKey)`,
+     VALUES (@runId, @at, @type, @message, @dataJson, @count, @firstAt, @foldKey) RETURNING id`,
   );
   const lastTwo = db.prepare(`SELECT id, at, count, first_at, fold_key FROM events WHERE run_id = ? ORDER BY id DESC LIMIT 2`);
   const remove = db.prepare(`DELETE FROM events WHERE id = ?`);
@@ -54,7 +54,7 @@ export function createEventsRepo(db: Db) {
           firstAt = same.first_at ?? same.at;
         }
       }
-      const info = insert.run({
+      const row = insert.get({
         runId: e.runId,
         at: e.at,
         type: e.type,
@@ -64,7 +64,7 @@ export function createEventsRepo(db: Db) {
         firstAt,
         foldKey: e.foldKey ?? null,
       });
-      return Number(info.lastInsertRowid);
+      return (row as { id: number }).id;
     },
     list(runId: string, afterId = 0, limit = 10_000): EventRow[] {
       return after.all(runId, afterId, limit) as EventRow[];

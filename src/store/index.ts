@@ -1,7 +1,10 @@
 // The store: berth.db opened, migrated and locked, with one repository per table.
 import { randomBytes } from 'node:crypto';
-import { StoreWriteError } from '../errors.js';
+import { StoreError, StoreWriteError } from '../errors.js';
 import { openDatabase, type OpenOptions } from './database.js';
+import { prepareHome } from './home.js';
+import { openPgDatabase, type PgOpenOptions } from './pg/open.js';
+import { PgCallError } from './pg/bridge.js';
 import { createAttemptsRepo } from './attempts.js';
 import { createEventsRepo } from './events.js';
 import { createOutboxRepo } from './outbox.js';
@@ -9,14 +12,29 @@ import { createRunsRepo } from './runs.js';
 import { createWebhookEventsRepo } from './webhook-events.js';
 import { createInstanceKeysRepo } from './instance-keys.js';
 
-/** A SQLite failure of a write becomes a StoreWriteError (retryable); anything else is rethrown. */
+/**
+ * A database's failure of a write becomes a StoreWriteError (retryable); anything else is rethrown.
+ * Postgres's transient failures are StoreWriteErrors already (./pg/pg-db.ts); its others are
+ * treated as SQLite's are.
+ */
 function asWriteError(err: unknown): unknown {
+  if (err instanceof PgCallError) return new StoreWriteError(err.code, err);
   const code = (err as { code?: unknown }).code;
   return typeof code === 'string' && code.startsWith('SQLITE_') ? new StoreWriteError(code, err) : err;
 }
 
-export function openStore(options: OpenOptions) {
-  const opened = openDatabase(options);
+/** A SQLite store (BERTH_HOME's berth.db, or `file`), or with `pg` a Postgres one. */
+export type StoreOptions = OpenOptions & { pg?: PgOpenOptions | undefined };
+
+export function openStore(options: StoreOptions) {
+  if (options.pg && options.replaceStore) {
+    throw new StoreError(
+      '--replace-store is for a SQLite store (its berth.db and store.json); a Postgres store keeps its id in its database.',
+    );
+  }
+  // The daemon's open of a Postgres store: BERTH_HOME still holds the control token and daemon.json.
+  if (options.pg && options.lock) prepareHome(options.home);
+  const opened = options.pg ? openPgDatabase({ exclusive: options.lock, ...options.pg }) : openDatabase(options);
   const { db } = opened;
   const repos = {
     runs: createRunsRepo(db),
@@ -26,7 +44,7 @@ export function openStore(options: OpenOptions) {
     instanceKeys: createInstanceKeysRepo(db),
     outbox: createOutboxRepo(db),
   };
-  const purgedSpend = db.prepare(`SELECT CAST(value AS REAL) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
+  const purgedSpend = db.prepare(`SELECT CAST(value AS DOUBLE PRECISION) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
   const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);
   const commitListeners = new Set<() => void>();
   const probe = db.prepare(
@@ -36,6 +54,8 @@ export function openStore(options: OpenOptions) {
   const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
   return {
     storeId: opened.storeId,
+    /** Which backend holds the store. */
+    backend: db.dialect.name,
     /** Store ids whose labelled instances this store destroys (stores it replaced, see --replace-store). */
     formerStoreIds: opened.formerStoreIds,
     /** What this open found of a restored database, if anything (see ./identity.ts). */
@@ -51,13 +71,11 @@ export function openStore(options: OpenOptions) {
       let generation = 0;
       let result: T;
       try {
-        result = db
-          .transaction(() => {
-            const value = fn();
-            generation = opened.bumpGeneration();
-            return value;
-          })
-          .immediate();
+        result = db.transaction(() => {
+          const value = fn();
+          generation = opened.bumpGeneration();
+          return value;
+        });
       } catch (err) {
         throw asWriteError(err);
       }
@@ -88,9 +106,9 @@ export function openStore(options: OpenOptions) {
      */
     purge(before: number, now: number): { runs: number; events: number; notifications: number } {
       let runs = 0;
-      for (let n = -1; n !== 0; runs += n) n = db.transaction(() => repos.runs.purgeEnded(before, now)).immediate();
-      const events = db.transaction(() => repos.events.purgeBefore(before)).immediate();
-      const notifications = db.transaction(() => repos.outbox.purgeFinished(before)).immediate();
+      for (let n = -1; n !== 0; runs += n) n = db.transaction(() => repos.runs.purgeEnded(before, now));
+      const events = db.transaction(() => repos.events.purgeBefore(before));
+      const notifications = db.transaction(() => repos.outbox.purgeFinished(before));
       return { runs, events, notifications };
     },
     /**

@@ -2,9 +2,9 @@
 // CONTAINER_API_KEY) each create answered with. A secret: only the failure logs' scrubber reads it,
 // and nothing renders it. Kept so that a restarted daemon still knows which values to remove from a
 // container's log; deleted when the instance's destroy is confirmed.
-import type { Db } from './database.js';
+import type { SqlDb } from './sql-db.js';
 
-export function createInstanceKeysRepo(db: Db) {
+export function createInstanceKeysRepo(db: SqlDb) {
   const put = db.prepare(
     `INSERT INTO instance_keys (instance_id, key) VALUES (?, ?) ON CONFLICT (instance_id) DO UPDATE SET key = excluded.key`,
   );

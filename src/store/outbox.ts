@@ -6,7 +6,7 @@
 //   target left the config). A POST in flight has its next_at pushed past its timeout first (a
 //   claim), so a killed daemon's POSTs go again after a restart: at least once.
 import type { DeliveryState } from '../wire/notify-events.js';
-import type { Db } from './database.js';
+import type { SqlDb } from './sql-db.js';
 
 export interface OutboxRow {
   seq: number;
@@ -42,14 +42,14 @@ export type DeliveryOutcome =
   | { seq: number; kind: 'failed'; nextAt: number; error: string }
   | { seq: number; kind: 'dead'; at: number; error: string };
 
-export function createOutboxRepo(db: Db) {
+export function createOutboxRepo(db: SqlDb) {
   const insert = db.prepare(
     `INSERT INTO outbox (id, type, run_id, log_id, target, target_url, body, created_at, next_at)
      VALUES (@id, @type, @runId, @logId, @target, @targetUrl, @body, @at, @at)`,
   );
   const due = db.prepare(`SELECT * FROM outbox WHERE state = 'pending' AND target_url = ? AND next_at <= ? ORDER BY next_at, seq LIMIT ?`);
   const nextDue = db.prepare(
-    `SELECT min(next_at) AS at FROM outbox WHERE state = 'pending' AND target_url IN (SELECT value FROM json_each(?))`,
+    `SELECT min(next_at) AS at FROM outbox WHERE state = 'pending' AND target_url IN ${db.dialect.jsonTextValues('?')}`,
   );
   const claim = db.prepare(`UPDATE outbox SET attempts = attempts + 1, next_at = ? WHERE seq = ? AND state = 'pending'`);
   const delivered = db.prepare(`UPDATE outbox SET state = 'delivered', finished_at = ?, next_at = NULL, last_error = NULL WHERE seq = ?`);
@@ -59,27 +59,26 @@ export function createOutboxRepo(db: Db) {
   );
   const orphaned = db.prepare(
     `UPDATE outbox SET state = 'dead', finished_at = ?, next_at = NULL, last_error = ?
-     WHERE state = 'pending' AND target_url NOT IN (SELECT value FROM json_each(?))`,
+     WHERE state = 'pending' AND target_url NOT IN ${db.dialect.jsonTextValues('?')}`,
   );
-  const newest = db.prepare(`SELECT * FROM outbox WHERE (@state IS NULL OR state = @state) ORDER BY seq DESC LIMIT @limit`);
+  // The cast tells Postgres the parameter's type, which `IS NULL` does not.
+  const newest = db.prepare(`SELECT * FROM outbox WHERE (CAST(@state AS TEXT) IS NULL OR state = @state) ORDER BY seq DESC LIMIT @limit`);
   const newestBefore = db.prepare(
-    `SELECT * FROM outbox WHERE seq < @before AND (@state IS NULL OR state = @state) ORDER BY seq DESC LIMIT @limit`,
+    `SELECT * FROM outbox WHERE seq < @before AND (CAST(@state AS TEXT) IS NULL OR state = @state) ORDER BY seq DESC LIMIT @limit`,
   );
   const counts = db.prepare(`SELECT state, count(*) AS n FROM outbox GROUP BY state`);
   const finishedBefore = db.prepare(`DELETE FROM outbox WHERE state <> 'pending' AND finished_at < ?`);
 
   // A burst of a thousand notifications is a handful of commits, not two thousand (each commit
   // waits for the disk: synchronous=FULL).
-  const claimAll = db.transaction((seqs: readonly number[], retryAt: number) =>
-    seqs.filter((seq) => claim.run(retryAt, seq).changes === 1),
-  );
-  const settleAll = db.transaction((outcomes: readonly DeliveryOutcome[]) => {
+  const claimAll = (seqs: readonly number[], retryAt: number) => seqs.filter((seq) => claim.run(retryAt, seq).changes === 1);
+  const settleAll = (outcomes: readonly DeliveryOutcome[]) => {
     for (const o of outcomes) {
       if (o.kind === 'delivered') delivered.run(o.at, o.seq);
       else if (o.kind === 'failed') failed.run(o.nextAt, o.error, o.seq);
       else dead.run(o.at, o.error, o.seq);
     }
-  });
+  };
 
   return {
     /** Call inside the transaction that stores the event. */
@@ -99,11 +98,11 @@ export function createOutboxRepo(db: Db) {
      * die meanwhile). Returns the seqs claimed (those still pending), in one transaction.
      */
     claim(seqs: readonly number[], retryAt: number): number[] {
-      return claimAll.immediate(seqs, retryAt);
+      return db.transaction(() => claimAll(seqs, retryAt));
     },
     /** Records what became of POSTs, in one transaction. */
     settle(outcomes: readonly DeliveryOutcome[]): void {
-      settleAll.immediate(outcomes);
+      db.transaction(() => settleAll(outcomes));
     },
     /** Pending deliveries to a URL no longer configured are dead; returns how many. */
     orphaned(configured: readonly string[], at: number): number {

@@ -3,7 +3,7 @@ import { isEndState, type RunState } from '../wire/run-states.js';
 import type { RunError } from '../errors.js';
 import type { AttemptRow } from './attempts.js';
 import { attemptSpend } from './spend.js';
-import type { Db } from './database.js';
+import type { SqlDb } from './sql-db.js';
 
 export { isEndState, type RunState };
 
@@ -50,15 +50,11 @@ export interface RunProgress {
 /** Which runs a list shows (the dashboard's filters). */
 export interface RunFilter {
   states?: readonly RunState[];
+  /** A part of the name, in any case. */
   name?: string;
 }
 
-const filterParams = (f: RunFilter) => ({
-  states: f.states && f.states.length > 0 ? JSON.stringify(f.states) : null,
-  name: f.name ? f.name.toLowerCase() : null,
-});
-
-export function createRunsRepo(db: Db) {
+export function createRunsRepo(db: SqlDb) {
   const insert = db.prepare(
     `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, idempotency_key, request_hash)
      VALUES (@id, @name, @specJson, 'queued', @createdAt, @createdAt, @idempotencyKey, @requestHash)
@@ -72,20 +68,39 @@ export function createRunsRepo(db: Db) {
   const allAfter = db.prepare(
     `SELECT * FROM runs WHERE created_at < @createdAt OR (created_at = @createdAt AND id > @id) ORDER BY created_at DESC, id LIMIT @limit`,
   );
-  // The dashboard's filters: states as a JSON array, a name part (lower case); null for no filter.
-  const FILTER = `(@states IS NULL OR state IN (SELECT value FROM json_each(@states)))
-     AND (@name IS NULL OR instr(lower(name), @name) > 0)`;
-  const filtered = db.prepare(
-    `SELECT * FROM runs WHERE ${FILTER}
-       AND (@createdAt IS NULL OR created_at < @createdAt OR (created_at = @createdAt AND id > @id))
-     ORDER BY created_at DESC, id LIMIT @limit`,
-  );
-  const filteredCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE ${FILTER}`);
+  // The dashboard's filters: one statement per shape of filter (states or not, a name or not, a
+  // page after a run or not), made when first asked for, so that each is plain SQL both backends plan well.
+  const filteredBy = new Map<string, ReturnType<SqlDb['prepare']>>();
+  const filterStatement = (f: RunFilter, what: 'rows' | 'count', after: boolean) => {
+    const states = (f.states?.length ?? 0) > 0;
+    const key = `${what}:${states}:${Boolean(f.name)}:${after}`;
+    let statement = filteredBy.get(key);
+    if (!statement) {
+      const where = [
+        states ? `state IN ${db.dialect.jsonTextValues('@states')}` : '',
+        f.name ? `lower(name) LIKE @name ESCAPE '\\'` : '',
+        after ? '(created_at < @createdAt OR (created_at = @createdAt AND id > @id))' : '',
+      ].filter(Boolean);
+      const clause = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
+      statement = db.prepare(
+        what === 'count'
+          ? `SELECT count(*) AS n FROM runs ${clause}`
+          : `SELECT * FROM runs ${clause} ORDER BY created_at DESC, id LIMIT @limit`,
+      );
+      filteredBy.set(key, statement);
+    }
+    return statement;
+  };
+  const filterParams = (f: RunFilter): Record<string, unknown> => ({
+    ...((f.states?.length ?? 0) > 0 ? { states: JSON.stringify(f.states) } : {}),
+    // LIKE's own wildcards in the name are matched as themselves.
+    ...(f.name ? { name: `%${f.name.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%` } : {}),
+  });
   const live = db.prepare(`SELECT * FROM runs WHERE ended_at IS NULL ORDER BY created_at, id`);
   const progress = db.prepare(
     `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
        snapshot_json = @snapshotJson, machine_version = @machineVersion, updated_at = @at,
-       ended_at = CASE WHEN @ended THEN @at ELSE NULL END
+       ended_at = CASE WHEN @ended = 1 THEN CAST(@at AS BIGINT) ELSE NULL END
      WHERE id = @id`,
   );
   const cancelRequest = db.prepare(
@@ -97,12 +112,12 @@ export function createRunsRepo(db: Db) {
   const deleteAttempts = db.prepare(`DELETE FROM attempts WHERE run_id = ?`);
   // The spend of what is deleted is kept in one sum, so that total spend never goes down.
   const attemptsOf = db.prepare(`SELECT * FROM attempts WHERE run_id = ?`);
-  const keepSpend = db.prepare(`UPDATE meta SET value = CAST(value AS REAL) + ? WHERE key = 'purged_spend_usd'`);
+  const keepSpend = db.prepare(`UPDATE meta SET value = CAST(CAST(value AS DOUBLE PRECISION) + ? AS TEXT) WHERE key = 'purged_spend_usd'`);
   const deleteEvents = db.prepare(`DELETE FROM events WHERE run_id = ?`);
   const deleteRun = db.prepare(`DELETE FROM runs WHERE id = ?`);
   const setState = db.prepare(
     `UPDATE runs SET state = @state, error_json = @errorJson, updated_at = @at,
-       ended_at = CASE WHEN @ended THEN @at ELSE ended_at END WHERE id = @id`,
+       ended_at = CASE WHEN @ended = 1 THEN @at ELSE ended_at END WHERE id = @id`,
   );
 
   return {
@@ -122,11 +137,16 @@ export function createRunsRepo(db: Db) {
     },
     /** As `list`, only the runs in one of `states` (when given) whose name holds `name` (any case, when given). */
     listFiltered(filter: RunFilter, limit: number, after?: Pick<RunRow, 'id' | 'created_at'>): RunRow[] {
-      return filtered.all({ ...filterParams(filter), createdAt: after?.created_at ?? null, id: after?.id ?? null, limit }) as RunRow[];
+      const page = after ? { createdAt: after.created_at, id: after.id } : {};
+      return filterStatement(filter, 'rows', after !== undefined).all({ ...filterParams(filter), ...page, limit }) as RunRow[];
     },
     /** How many runs `listFiltered` pages through. */
     count(filter: RunFilter = {}): number {
-      return (filteredCount.get(filterParams(filter)) as { n: number }).n;
+      const params = filterParams(filter);
+      // A statement without placeholders takes no parameter object (Postgres refuses one).
+      const statement = filterStatement(filter, 'count', false);
+      const row = (Object.keys(params).length > 0 ? statement.get(params) : statement.get()) as { n: number | string };
+      return Number(row.n);
     },
     live(): RunRow[] {
       return live.all() as RunRow[];

@@ -1,8 +1,8 @@
 // The service's webhook deliveries berth has acted on, by event id: a replay is refused, also
 // after a restart. Kept only as long as a replay could still pass the timestamp check.
-import type { Db } from './database.js';
+import type { SqlDb } from './sql-db.js';
 
-export function createWebhookEventsRepo(db: Db) {
+export function createWebhookEventsRepo(db: SqlDb) {
   const insert = db.prepare(
     `INSERT INTO webhook_events (event_id, received_at, notif_type) VALUES (?, ?, ?) ON CONFLICT (event_id) DO NOTHING`,
   );

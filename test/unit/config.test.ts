@@ -104,6 +104,35 @@ describe('config', () => {
     expect(() => loadConfig({ listen: '0.0.0.0:80' }, {})).toThrow(/daemon\.listen.*loopback/);
   });
 
+  it('puts the store in BERTH_HOME by default, or where store.url or BERTH_STORE_URL says', () => {
+    expect(loadConfig({}, {}).config.store.url).toBeNull();
+    const dir = tempDir();
+    const file = join(dir, 'c.json');
+    writeFileSync(file, JSON.stringify({ store: { url: '/var/lib/berth/berth.db' } }));
+    expect(loadConfig({ configFile: file }, {}).config.store.url).toBe('/var/lib/berth/berth.db');
+    const pg = 'postgresql://berth:pw@db.internal:5433/berth';
+    expect(loadConfig({ configFile: file }, { BERTH_STORE_URL: pg }).config.store.url).toBe(pg);
+  });
+
+  it('refuses a Postgres store.url without a server or a database, naming the field and never the password', () => {
+    for (const url of [
+      'postgres://berth:Sekr3t@/berth',
+      'postgres://berth:Sekr3t@db.internal:5432',
+      'postgres://berth:Sekr3t@db.internal:99999/x',
+    ]) {
+      let thrown: unknown;
+      try {
+        loadConfig({}, { BERTH_STORE_URL: url });
+      } catch (err) {
+        thrown = err;
+      }
+      expect(thrown, url).toBeInstanceOf(ConfigError);
+      expect((thrown as ConfigError).field).toBe('store.url');
+      expect((thrown as ConfigError).message).toMatch(/^Invalid configuration: store\.url: /);
+      expect((thrown as ConfigError).message).not.toContain('Sekr3t');
+    }
+  });
+
   it('has the money guard off by default but for a $1 minimum credit, and the webhook listener off', () => {
     const { config, env } = loadConfig({}, {});
     expect(config.runs.max_runtime_s).toBeNull();

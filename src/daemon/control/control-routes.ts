@@ -38,6 +38,8 @@ import { accountRoutes, type AccountPort } from './account-routes.js';
 import type { DashboardSessions } from './dashboard/sessions.js';
 import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js';
 import type { Supervisor } from '../runs/supervisor.js';
+import type { Submissions } from '../runs/submission.js';
+import type { RunLogs } from '../runs/run-logs.js';
 
 interface ControlTokens {
   current(): string;
@@ -48,6 +50,8 @@ interface ControlTokens {
 export interface ControlApiDeps {
   store: Store;
   supervisor: Supervisor;
+  submissions: Pick<Submissions, 'submit'>;
+  logs: Pick<RunLogs, 'logsOf'>;
   tokens: ControlTokens;
   log: Logger;
   clock: Pick<Clock, 'now'>;
@@ -189,7 +193,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
           );
         const body = await readJson(req);
         const key = req.headers['idempotency-key'];
-        const { row, created } = supervisor.submit(body, typeof key === 'string' && key ? key : undefined);
+        const { row, created } = deps.submissions.submit(body, typeof key === 'string' && key ? key : undefined);
         return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
       },
     },
@@ -283,7 +287,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       handle: async (r) => {
         const { id } = runOf(r);
         const tail = Math.min(Math.max(1, queryInt(r.url, 'tail', 200) || 200), 5000);
-        const logs = await supervisor.logsOf(id, tail, AbortSignal.timeout(90_000));
+        const logs = await deps.logs.logsOf(id, tail, AbortSignal.timeout(90_000));
         return { status: 200, body: { run_id: id, ...logs! } };
       },
     },

@@ -3,10 +3,11 @@ import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { StoreError, StoreWriteError } from '../../../src/errors.js';
 import { MIGRATIONS } from '../../../src/store/migrations.js';
+import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
 const dirs: string[] = [];
 const stores: Store[] = [];
@@ -15,10 +16,12 @@ function home(): string {
   dirs.push(d);
   return d;
 }
-function open(dir: string, lock = false): Store {
-  const s = openStore({ home: dir, lock });
+function track(s: Store): Store {
   stores.push(s);
   return s;
+}
+function open(dir: string, lock = false): Store {
+  return track(openStore({ home: dir, lock }));
 }
 afterEach(() => {
   stores.splice(0).forEach((s) => s.close());
@@ -77,100 +80,6 @@ describe('store', () => {
     ]);
   });
 
-  it('returns the earlier run for a reused idempotency key', () => {
-    const s = open(home());
-    const first = s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });
-    const again = s.runs.insert({ id: 'r2', name: 'a', specJson: '{}', createdAt: 2, idempotencyKey: 'k' });
-    expect(first.created).toBe(true);
-    expect(again).toMatchObject({ created: false, row: { id: 'r1' } });
-    expect(s.runs.list()).toHaveLength(1);
-  });
-
-  it('journals a create intent once and reports what an earlier process recorded', () => {
-    const s = open(home());
-    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
-    const start = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, label: 'berth:x:r1:1', at: 5 };
-    expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: true, row: { create_state: 'intent', machine_id: 70, dph_total: 0.4 } });
-    expect(s.attempts.adopt('r1', 1, 555, 6)).toBe(true);
-    expect(s.attempts.beginCreate(start)).toMatchObject({
-      fresh: false,
-      row: { create_state: 'created', instance_id: 555, instance_created_at: 6 },
-    });
-    // Adopting the same instance again (the create's answer and a sweep both found it) changes nothing;
-    // a second instance for the attempt is refused (it is an orphan).
-    expect(s.attempts.adopt('r1', 1, 555, 9)).toBe(true);
-    expect(s.attempts.adopt('r1', 1, 556, 9)).toBe(false);
-    expect(s.attempts.get('r1', 1)).toMatchObject({ create_state: 'created', instance_id: 555, instance_created_at: 6 });
-  });
-
-  it('records what an instance costs: billed price as listed, first running, destroy confirmed', () => {
-    const s = open(home());
-    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
-    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, label: 'berth:x:r1:1', at: 5 });
-    s.attempts.adopt('r1', 1, 555, 6);
-    s.attempts.setStatus('r1', 1, { actual_status: 'loading', dph_total: 0.41 }, 10);
-    expect(s.attempts.get('r1', 1)).toMatchObject({ dph_total: 0.41, first_running_at: null });
-    s.attempts.setStatus('r1', 1, { actual_status: 'running' }, 20);
-    s.attempts.setStatus('r1', 1, { actual_status: 'running' }, 30);
-    expect(s.attempts.get('r1', 1)).toMatchObject({ dph_total: 0.41, first_running_at: 20, destroy_confirmed_at: null });
-    s.attempts.destroyConfirmed('r1', 1, 999, 40); // not this attempt's instance
-    expect(s.attempts.get('r1', 1)!.destroy_confirmed_at).toBeNull();
-    s.attempts.destroyConfirmed('r1', 1, 555, 50);
-    expect(s.attempts.get('r1', 1)!.destroy_confirmed_at).toBe(50);
-  });
-
-  it('pages runs newest first after a given run, and reads the attempts of many runs in one query', () => {
-    const s = open(home());
-    // Two runs share a millisecond: ordered by id among themselves.
-    for (const [id, at] of [
-      ['a', 1],
-      ['c', 2],
-      ['b', 2],
-      ['d', 3],
-    ] as const)
-      s.runs.insert({ id, name: id, specJson: '{}', createdAt: at });
-    expect(s.runs.list().map((r) => r.id)).toEqual(['d', 'b', 'c', 'a']);
-    const pages: string[][] = [];
-    for (let after: string | undefined; ;) {
-      const page = s.runs.list(2, after ? s.runs.get(after) : undefined);
-      if (page.length === 0) break;
-      pages.push(page.map((r) => r.id));
-      after = page.at(-1)!.id;
-    }
-    expect(pages).toEqual([
-      ['d', 'b'],
-      ['c', 'a'],
-    ]);
-    for (const [runId, n] of [
-      ['a', 1],
-      ['a', 2],
-      ['c', 1],
-    ] as const) {
-      s.attempts.beginCreate({ runId, n, offerId: n, machineId: 1, dphTotal: 1, label: `berth:x:${runId}:${n}`, at: 1 });
-    }
-    expect(s.attempts.forRuns(['a', 'b', 'c']).map((a) => `${a.run_id}${a.n}`)).toEqual(['a1', 'a2', 'c1']);
-    expect(s.attempts.forRuns([])).toEqual([]);
-  });
-
-  it('marks live and ended runs from saved progress', () => {
-    const s = open(home());
-    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
-    s.runs.insert({ id: 'r2', name: 'b', specJson: '{}', createdAt: 2 });
-    const p = { relaxLevel: 0, attempt: 0, error: null, snapshotJson: '{}', machineVersion: 1, at: 9 };
-    s.runs.saveProgress('r1', { ...p, state: 'failed', error: { kind: 'deadline', message: 'late' } });
-    s.runs.saveProgress('r2', { ...p, state: 'booting' });
-    expect(s.runs.live().map((r) => r.id)).toEqual(['r2']);
-    expect(s.runs.get('r1')).toMatchObject({ state: 'failed', ended_at: 9, error_json: '{"kind":"deadline","message":"late"}' });
-  });
-
-  it('appends events oldest first and pages after an id', () => {
-    const s = open(home());
-    const a = s.events.append({ runId: 'r1', at: 1, type: 'x', message: 'one' });
-    s.events.append({ runId: 'r1', at: 2, type: 'y', message: 'two', data: { n: 1 } });
-    expect(s.events.list('r1').map((e) => e.message)).toEqual(['one', 'two']);
-    expect(s.events.list('r1', a).map((e) => e.data_json)).toEqual(['{"n":1}']);
-  });
-
   it('refuses a second daemon on the same store while the first holds the lock, whatever the lock file holds', () => {
     const dir = home();
     const first = open(dir, true);
@@ -212,38 +121,6 @@ describe('store', () => {
     expect(s.runs.get('r1')).toBeDefined();
   });
 
-  it('folds a repeat of one of the last two events into one row with a count, and keeps others apart', () => {
-    const s = open(home());
-    for (let i = 0; i < 50; i++) {
-      s.events.append({ runId: 'r1', at: 10 + 2 * i, type: 'search.started', message: 'searching', foldKey: 'search.started:0' });
-      s.events.append({ runId: 'r1', at: 11 + 2 * i, type: 'search.retry', message: `failed ${i}`, foldKey: 'search.retry:network' });
-    }
-    s.events.append({ runId: 'r1', at: 200, type: 'search.retry', message: 'other', foldKey: 'search.retry:server_error' });
-    const rows = s.events.list('r1');
-    expect(rows.map((e) => [e.type, e.count, e.first_at, e.at])).toEqual([
-      ['search.started', 50, 10, 108],
-      ['search.retry', 50, 11, 109],
-      ['search.retry', 1, null, 200],
-    ]);
-    expect(rows[1]!.message).toBe('failed 49');
-  });
-
-  it('deletes ended runs and events older than the retention, and keeps live runs', () => {
-    const s = open(home());
-    s.runs.insert({ id: 'old', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });
-    s.runs.insert({ id: 'live', name: 'b', specJson: '{}', createdAt: 1 });
-    s.runs.setState('old', 'cancelled', null, 5);
-    s.events.append({ runId: 'old', at: 5, type: 'x', message: 'x' });
-    s.events.append({ runId: 'live', at: 5, type: 'x', message: 'old event' });
-    s.events.append({ runId: 'live', at: 50, type: 'x', message: 'new event' });
-    expect(s.purge(10, 100)).toEqual({ runs: 1, events: 1, notifications: 0 });
-    expect(s.runs.get('old')).toBeUndefined();
-    expect(s.runs.get('live')).toBeDefined();
-    expect(s.events.list('live').map((e) => e.message)).toEqual(['new event']);
-    // The key went with its run.
-    expect(s.runs.insert({ id: 'again', name: 'a', specJson: '{}', createdAt: 60, idempotencyKey: 'k' }).created).toBe(true);
-  });
-
   it('creates BERTH_HOME 0700 and the database 0600, and repairs a home and files that others could read', () => {
     const parent = home();
     const dir = join(parent, 'new-home');
@@ -269,11 +146,186 @@ describe('store', () => {
   });
 });
 
-describe('store: money records', () => {
+// The same behaviour from both backends: every repository, on SQLite and on a real Postgres
+// (test/helpers/pg-server.ts), one empty database per test.
+describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
   const H = 3_600_000;
+  let pgDatabase: PgDatabase | undefined;
+  let fresh: () => Store;
+  beforeEach(async () => {
+    if (backend === 'postgres') {
+      const { url } = (pgDatabase = await createPgDatabase());
+      fresh = () => track(openStore({ home: home(), pg: { url } }));
+    } else {
+      fresh = () => open(home());
+    }
+  });
+  afterEach(async () => {
+    stores.splice(0).forEach((s) => s.close());
+    await pgDatabase?.drop();
+    pgDatabase = undefined;
+  });
+
+  it('returns the earlier run for a reused idempotency key', () => {
+    const s = fresh();
+    const first = s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });
+    const again = s.runs.insert({ id: 'r2', name: 'a', specJson: '{}', createdAt: 2, idempotencyKey: 'k' });
+    expect(first.created).toBe(true);
+    expect(again).toMatchObject({ created: false, row: { id: 'r1' } });
+    expect(s.runs.list()).toHaveLength(1);
+  });
+
+  it("lists runs by state and by a part of the name (the dashboard's filters), newest first, a page at a time, and counts them", () => {
+    const s = fresh();
+    const runs = [
+      ['r1', 'Train-A', 'failed'],
+      ['r2', 'train-b', 'running'],
+      ['r3', 'eval_1', 'failed'],
+      ['r4', 'evalx1', 'cancelled'],
+      ['r5', '100%-done', 'failed'],
+    ] as const;
+    s.transaction(() =>
+      runs.forEach(([id, name, state], i) => {
+        s.runs.insert({ id, name, specJson: '{}', createdAt: 10 + i });
+        if (state !== 'running') s.runs.setState(id, state, null, 20 + i);
+      }),
+    );
+    const ids = (rows: { id: string }[]) => rows.map((r) => r.id);
+    expect(ids(s.runs.listFiltered({}, 10))).toEqual(['r5', 'r4', 'r3', 'r2', 'r1']);
+    expect(ids(s.runs.listFiltered({ name: 'TRAIN' }, 10))).toEqual(['r2', 'r1']);
+    expect(ids(s.runs.listFiltered({ states: ['failed'] }, 10))).toEqual(['r5', 'r3', 'r1']);
+    expect(ids(s.runs.listFiltered({ states: ['failed', 'cancelled'], name: 'eval' }, 10))).toEqual(['r4', 'r3']);
+    // LIKE's wildcards in the name are only themselves.
+    expect(ids(s.runs.listFiltered({ name: 'eval_' }, 10))).toEqual(['r3']);
+    expect(ids(s.runs.listFiltered({ name: '%' }, 10))).toEqual(['r5']);
+    // Pages: after the last run of the previous page.
+    const first = s.runs.listFiltered({ states: ['failed'] }, 2);
+    expect(ids(first)).toEqual(['r5', 'r3']);
+    expect(ids(s.runs.listFiltered({ states: ['failed'] }, 2, first.at(-1)))).toEqual(['r1']);
+    expect(s.runs.count()).toBe(5);
+    expect(s.runs.count({ states: ['failed'] })).toBe(3);
+    expect(s.runs.count({ states: ['failed'], name: 'train' })).toBe(1);
+  });
+
+  it('journals a create intent once and reports what an earlier process recorded', () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    const start = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, label: 'berth:x:r1:1', at: 5 };
+    expect(s.attempts.beginCreate(start)).toMatchObject({ fresh: true, row: { create_state: 'intent', machine_id: 70, dph_total: 0.4 } });
+    expect(s.attempts.adopt('r1', 1, 555, 6)).toBe(true);
+    expect(s.attempts.beginCreate(start)).toMatchObject({
+      fresh: false,
+      row: { create_state: 'created', instance_id: 555, instance_created_at: 6 },
+    });
+    // Adopting the same instance again (the create's answer and a sweep both found it) changes nothing;
+    // a second instance for the attempt is refused (it is an orphan).
+    expect(s.attempts.adopt('r1', 1, 555, 9)).toBe(true);
+    expect(s.attempts.adopt('r1', 1, 556, 9)).toBe(false);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ create_state: 'created', instance_id: 555, instance_created_at: 6 });
+  });
+
+  it('records what an instance costs: billed price as listed, first running, destroy confirmed', () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, label: 'berth:x:r1:1', at: 5 });
+    s.attempts.adopt('r1', 1, 555, 6);
+    s.attempts.setStatus('r1', 1, { actual_status: 'loading', dph_total: 0.41 }, 10);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ dph_total: 0.41, first_running_at: null });
+    s.attempts.setStatus('r1', 1, { actual_status: 'running' }, 20);
+    s.attempts.setStatus('r1', 1, { actual_status: 'running' }, 30);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ dph_total: 0.41, first_running_at: 20, destroy_confirmed_at: null });
+    s.attempts.destroyConfirmed('r1', 1, 999, 40); // not this attempt's instance
+    expect(s.attempts.get('r1', 1)!.destroy_confirmed_at).toBeNull();
+    s.attempts.destroyConfirmed('r1', 1, 555, 50);
+    expect(s.attempts.get('r1', 1)!.destroy_confirmed_at).toBe(50);
+  });
+
+  it('pages runs newest first after a given run, and reads the attempts of many runs in one query', () => {
+    const s = fresh();
+    // Two runs share a millisecond: ordered by id among themselves.
+    for (const [id, at] of [
+      ['a', 1],
+      ['c', 2],
+      ['b', 2],
+      ['d', 3],
+    ] as const)
+      s.runs.insert({ id, name: id, specJson: '{}', createdAt: at });
+    expect(s.runs.list().map((r) => r.id)).toEqual(['d', 'b', 'c', 'a']);
+    const pages: string[][] = [];
+    for (let after: string | undefined; ;) {
+      const page = s.runs.list(2, after ? s.runs.get(after) : undefined);
+      if (page.length === 0) break;
+      pages.push(page.map((r) => r.id));
+      after = page.at(-1)!.id;
+    }
+    expect(pages).toEqual([
+      ['d', 'b'],
+      ['c', 'a'],
+    ]);
+    for (const [runId, n] of [
+      ['a', 1],
+      ['a', 2],
+      ['c', 1],
+    ] as const) {
+      s.attempts.beginCreate({ runId, n, offerId: n, machineId: 1, dphTotal: 1, label: `berth:x:${runId}:${n}`, at: 1 });
+    }
+    expect(s.attempts.forRuns(['a', 'b', 'c']).map((a) => `${a.run_id}${a.n}`)).toEqual(['a1', 'a2', 'c1']);
+    expect(s.attempts.forRuns([])).toEqual([]);
+  });
+
+  it('marks live and ended runs from saved progress', () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    s.runs.insert({ id: 'r2', name: 'b', specJson: '{}', createdAt: 2 });
+    const p = { relaxLevel: 0, attempt: 0, error: null, snapshotJson: '{}', machineVersion: 1, at: 9 };
+    s.runs.saveProgress('r1', { ...p, state: 'failed', error: { kind: 'deadline', message: 'late' } });
+    s.runs.saveProgress('r2', { ...p, state: 'booting' });
+    expect(s.runs.live().map((r) => r.id)).toEqual(['r2']);
+    expect(s.runs.get('r1')).toMatchObject({ state: 'failed', ended_at: 9, error_json: '{"kind":"deadline","message":"late"}' });
+  });
+
+  it('appends events oldest first and pages after an id', () => {
+    const s = fresh();
+    const a = s.events.append({ runId: 'r1', at: 1, type: 'x', message: 'one' });
+    s.events.append({ runId: 'r1', at: 2, type: 'y', message: 'two', data: { n: 1 } });
+    expect(s.events.list('r1').map((e) => e.message)).toEqual(['one', 'two']);
+    expect(s.events.list('r1', a).map((e) => e.data_json)).toEqual(['{"n":1}']);
+  });
+
+  it('folds a repeat of one of the last two events into one row with a count, and keeps others apart', () => {
+    const s = fresh();
+    for (let i = 0; i < 50; i++) {
+      s.events.append({ runId: 'r1', at: 10 + 2 * i, type: 'search.started', message: 'searching', foldKey: 'search.started:0' });
+      s.events.append({ runId: 'r1', at: 11 + 2 * i, type: 'search.retry', message: `failed ${i}`, foldKey: 'search.retry:network' });
+    }
+    s.events.append({ runId: 'r1', at: 200, type: 'search.retry', message: 'other', foldKey: 'search.retry:server_error' });
+    const rows = s.events.list('r1');
+    expect(rows.map((e) => [e.type, e.count, e.first_at, e.at])).toEqual([
+      ['search.started', 50, 10, 108],
+      ['search.retry', 50, 11, 109],
+      ['search.retry', 1, null, 200],
+    ]);
+    expect(rows[1]!.message).toBe('failed 49');
+  });
+
+  it('deletes ended runs and events older than the retention, and keeps live runs', () => {
+    const s = fresh();
+    s.runs.insert({ id: 'old', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });
+    s.runs.insert({ id: 'live', name: 'b', specJson: '{}', createdAt: 1 });
+    s.runs.setState('old', 'cancelled', null, 5);
+    s.events.append({ runId: 'old', at: 5, type: 'x', message: 'x' });
+    s.events.append({ runId: 'live', at: 5, type: 'x', message: 'old event' });
+    s.events.append({ runId: 'live', at: 50, type: 'x', message: 'new event' });
+    expect(s.purge(10, 100)).toEqual({ runs: 1, events: 1, notifications: 0 });
+    expect(s.runs.get('old')).toBeUndefined();
+    expect(s.runs.get('live')).toBeDefined();
+    expect(s.events.list('live').map((e) => e.message)).toEqual(['new event']);
+    // The key went with its run.
+    expect(s.runs.insert({ id: 'again', name: 'a', specJson: '{}', createdAt: 60, idempotencyKey: 'k' }).created).toBe(true);
+  });
 
   it('keeps what an instance accrued at each price: a bid raised and a list showing another price move it into usd_before', () => {
-    const s = open(home());
+    const s = fresh();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 });
     s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 0 });
     s.attempts.adopt('r1', 1, 501, 0);
@@ -289,7 +341,7 @@ describe('store: money records', () => {
   });
 
   it('lists the attempts that may bill (creates in flight included) and those confirmed destroyed since a time', () => {
-    const s = open(home());
+    const s = fresh();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 });
     const begin = (n: number, at: number) =>
       s.attempts.beginCreate({ runId: 'r1', n, offerId: n, machineId: n, dphTotal: 1, label: `berth:x:r1:${n}`, at });
@@ -317,7 +369,7 @@ describe('store: money records', () => {
   });
 
   it('records a webhook event once: a second delivery of the same id is told apart, until it is purged', () => {
-    const s = open(home());
+    const s = fresh();
     expect(s.webhookEvents.firstTime('ev1', 100, 'low_credit')).toBe(true);
     expect(s.webhookEvents.firstTime('ev1', 200, 'low_credit')).toBe(false);
     expect(s.webhookEvents.purgeBefore(150)).toBe(1);

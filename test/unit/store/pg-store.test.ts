@@ -1,0 +1,188 @@
+// What only the Postgres store does: its own migration history, the synchronous bridge's bounds
+// (a statement or a server that never answers is an error, never a hung daemon), transactions that
+// stay whole when the connection is lost, and a URL's password that no error repeats. On a real
+// Postgres server (test/helpers/pg-server.ts), one database per test.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { StoreError, StoreWriteError } from '../../../src/errors.js';
+import { openStore, type Store } from '../../../src/store/index.js';
+import { SyncBridge } from '../../../src/store/pg/bridge.js';
+import { PG_MIGRATIONS } from '../../../src/store/pg/migrations.js';
+import { openPgDatabase } from '../../../src/store/pg/open.js';
+import { createPgDatabase, queryPg, terminateConnections, type PgDatabase } from '../../helpers/pg-database.js';
+
+let database: PgDatabase;
+const closers: Array<() => void> = [];
+const dirs: string[] = [];
+beforeEach(async () => {
+  database = await createPgDatabase();
+});
+afterEach(async () => {
+  closers.splice(0).forEach((close) => close());
+  dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true }));
+  await database.drop();
+});
+
+function open(url = database.url): Store {
+  const home = mkdtempSync(join(tmpdir(), 'berth-pg-'));
+  dirs.push(home);
+  const s = openStore({ home, pg: { url } });
+  closers.push(() => s.close());
+  return s;
+}
+
+/** The test database's URL with another password, or another port. */
+function withUrl(change: (u: URL) => void): string {
+  const u = new URL(database.url);
+  change(u);
+  return u.href;
+}
+
+describe('postgres store', () => {
+  it('migrates a new database once, in its own history, and keeps its store id across reopen', async () => {
+    const first = open();
+    expect(first.storeId).toMatch(/^[0-9a-f]{8}$/);
+    expect(first.backend).toBe('postgres');
+    first.close();
+    expect(open().storeId).toBe(first.storeId);
+    const versions = await queryPg<{ version: number }>(database.url, 'SELECT version FROM schema_migrations ORDER BY version');
+    expect(versions.map((v) => v.version)).toEqual(PG_MIGRATIONS.map((_, i) => i + 1));
+  });
+
+  it('refuses a database that a newer berth migrated further, changing nothing', async () => {
+    open().close();
+    await queryPg(database.url, 'INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)', [PG_MIGRATIONS.length + 1]);
+    expect(() => open()).toThrow(StoreError);
+    expect(() => open()).toThrow(/has schema version \d+, newer than this berth/);
+    expect(await queryPg(database.url, 'SELECT count(*)::int AS n FROM schema_migrations')).toEqual([{ n: PG_MIGRATIONS.length + 1 }]);
+  });
+
+  it('returns numbers for BIGINT and DOUBLE PRECISION columns and counts, as SQLite does', () => {
+    const s = open();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1_700_000_000_123 });
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 9_000_000_001, machineId: 70, dphTotal: 0.4125, label: 'l', at: 5 });
+    expect(s.runs.get('r1')).toMatchObject({ created_at: 1_700_000_000_123, relax_level: 0, ended_at: null });
+    expect(s.attempts.get('r1', 1)).toMatchObject({ offer_id: 9_000_000_001, dph_total: 0.4125, usd_before: 0, n: 1 });
+    expect(s.runsByState()).toEqual([{ state: 'queued', n: 1 }]);
+    expect(s.events.latestId()).toBe(0);
+  });
+
+  it('keeps a transaction whole when its connection is lost: nothing of it is stored, and the next one goes through', async () => {
+    const s = open();
+    const opened = openPgDatabase({ url: database.url });
+    closers.push(() => opened.close());
+    const { db } = opened;
+    const insert = db.prepare(`INSERT INTO webhook_events (event_id, received_at, notif_type) VALUES (?, 1, 't')`);
+    // The server ends the connection between two statements of one transaction (a restart, as the
+    // client sees it): the second statement must fail, not run alone on a new connection.
+    expect(() =>
+      db.transaction(() => {
+        insert.run('a');
+        try {
+          db.prepare('SELECT pg_terminate_backend(pg_backend_pid())').get();
+        } catch {
+          // the connection is gone; the transaction goes on as a caller that ignores it would
+        }
+        // Time for the worker to see the connection end, so that a new one would be at hand.
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+        insert.run('b');
+      }),
+    ).toThrow(StoreWriteError);
+    expect(await queryPg(database.url, 'SELECT event_id FROM webhook_events')).toEqual([]);
+    db.transaction(() => insert.run('c'));
+    expect(await queryPg(database.url, 'SELECT event_id FROM webhook_events')).toEqual([{ event_id: 'c' }]);
+    // The store's own connection, ended from outside, is made again at its next write.
+    expect(await terminateConnections(database.name)).toBeGreaterThan(0);
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 }));
+    expect(s.runs.get('r1')).toBeDefined();
+  });
+
+  it('ends a statement that outlasts the statement timeout with a StoreWriteError, and goes on', () => {
+    const opened = openPgDatabase({ url: database.url, timeouts: { statementMs: 200, connectMs: 2_000 } });
+    closers.push(() => opened.close());
+    const started = Date.now();
+    let thrown: unknown;
+    try {
+      opened.db.prepare('SELECT pg_sleep(5)').get();
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(StoreWriteError);
+    expect((thrown as StoreWriteError).sqliteCode).toBe('57014');
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(opened.db.prepare('SELECT 1 AS one').get()).toEqual({ one: 1 });
+  });
+
+  it('blocks its caller no longer than its bound: a call past it ends the worker, and the next call gets a new one', () => {
+    const bridge = new SyncBridge({ url: database.url, statementTimeoutMs: 10_000, connectTimeoutMs: 2_000, waitMs: 300 });
+    closers.push(() => bridge.close());
+    const started = Date.now();
+    expect(() => bridge.call({ kind: 'query', sql: 'SELECT pg_sleep(3)', params: [] })).toThrow(
+      expect.objectContaining({ code: 'PG_BRIDGE_TIMEOUT' }),
+    );
+    expect(Date.now() - started).toBeLessThan(1_500);
+    expect(bridge.call({ kind: 'query', sql: 'SELECT 2 AS two', params: [] }).rows).toEqual([{ two: 2 }]);
+  });
+});
+
+describe('postgres store: a bad store.url', () => {
+  const silent: Socket[] = [];
+  let server: Server | undefined;
+  afterEach(async () => {
+    silent.splice(0).forEach((s) => s.destroy());
+    await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
+    server = undefined;
+  });
+
+  it('names the server and database, never the password, for a wrong password', () => {
+    const url = withUrl((u) => (u.password = 'Sekr3t-pw-never-shown'));
+    let thrown: unknown;
+    try {
+      open(url);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(StoreError);
+    const err = thrown as StoreError;
+    expect(err.retryable).toBe(false);
+    expect(err.message).toMatch(new RegExp(`127\\.0\\.0\\.1:\\d+/${database.name}`));
+    expect(err.message).toMatch(/28P01.*check the user, password and database in store\.url/);
+    expect(JSON.stringify({ message: err.message, cause: err.cause, stack: err.stack })).not.toContain('Sekr3t');
+  });
+
+  it('names the server and database, never the password, for a server that is not there', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as { port: number }).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const url = withUrl((u) => {
+      u.password = 'Sekr3t-pw-never-shown';
+      u.port = String(port);
+    });
+    expect(() => open(url)).toThrow(new RegExp(`Cannot open the postgres 127\\.0\\.0\\.1:${port}/${database.name} .*ECONNREFUSED`));
+    try {
+      open(url);
+    } catch (err) {
+      expect(JSON.stringify({ m: (err as Error).message, c: (err as Error).cause })).not.toContain('Sekr3t');
+    }
+  });
+
+  it('gives up on a server that accepts and never answers within the connect timeout', async () => {
+    server = createServer((socket) => silent.push(socket));
+    const port = await new Promise<number>((resolve) =>
+      server!.listen(0, '127.0.0.1', () => resolve((server!.address() as { port: number }).port)),
+    );
+    const home = mkdtempSync(join(tmpdir(), 'berth-pg-'));
+    dirs.push(home);
+    const started = Date.now();
+    expect(() =>
+      openStore({ home, pg: { url: withUrl((u) => (u.port = String(port))), timeouts: { statementMs: 500, connectMs: 500 } } }),
+    ).toThrow(StoreError);
+    expect(Date.now() - started).toBeLessThan(3_000);
+  });
+});
