@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../../src/store/index.js';
-import { StoreError, StoreWriteError } from '../../../src/errors.js';
+import { LeaseLostError, StoreError, StoreWriteError } from '../../../src/errors.js';
 import { MIGRATIONS } from '../../../src/store/migrations.js';
 import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
@@ -183,6 +183,38 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(first.created).toBe(true);
     expect(again).toMatchObject({ created: false, row: { id: 'r1' } });
     expect(s.runs.list()).toHaveLength(1);
+  });
+
+  it("lists runs by state and by a part of the name (the dashboard's filters), newest first, a page at a time, and counts them", () => {
+    const s = fresh();
+    const runs = [
+      ['r1', 'Train-A', 'failed'],
+      ['r2', 'train-b', 'running'],
+      ['r3', 'eval_1', 'failed'],
+      ['r4', 'evalx1', 'cancelled'],
+      ['r5', '100%-done', 'failed'],
+    ] as const;
+    s.transaction(() =>
+      runs.forEach(([id, name, state], i) => {
+        s.runs.insert({ id, name, specJson: '{}', createdAt: 10 + i });
+        if (state !== 'running') s.runs.setState(id, state, null, 20 + i);
+      }),
+    );
+    const ids = (rows: { id: string }[]) => rows.map((r) => r.id);
+    expect(ids(s.runs.listFiltered({}, 10))).toEqual(['r5', 'r4', 'r3', 'r2', 'r1']);
+    expect(ids(s.runs.listFiltered({ name: 'TRAIN' }, 10))).toEqual(['r2', 'r1']);
+    expect(ids(s.runs.listFiltered({ states: ['failed'] }, 10))).toEqual(['r5', 'r3', 'r1']);
+    expect(ids(s.runs.listFiltered({ states: ['failed', 'cancelled'], name: 'eval' }, 10))).toEqual(['r4', 'r3']);
+    // LIKE's wildcards in the name are only themselves.
+    expect(ids(s.runs.listFiltered({ name: 'eval_' }, 10))).toEqual(['r3']);
+    expect(ids(s.runs.listFiltered({ name: '%' }, 10))).toEqual(['r5']);
+    // Pages: after the last run of the previous page.
+    const first = s.runs.listFiltered({ states: ['failed'] }, 2);
+    expect(ids(first)).toEqual(['r5', 'r3']);
+    expect(ids(s.runs.listFiltered({ states: ['failed'] }, 2, first.at(-1)))).toEqual(['r1']);
+    expect(s.runs.count()).toBe(5);
+    expect(s.runs.count({ states: ['failed'] })).toBe(3);
+    expect(s.runs.count({ states: ['failed'], name: 'train' })).toBe(1);
   });
 
   it('journals a create intent once and reports what an earlier process recorded', () => {
@@ -437,6 +469,48 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 1 });
     s.transaction(() => s.attempts.setLogTail('r1', 1, 'before\u0000after'));
     expect(s.attempts.get('r1', 1)!.log_tail).toBe(backend === 'sqlite' ? 'before\u0000after' : 'before\ufffdafter');
+  });
+
+  it('leases a run to one daemon at a time: renewed while held, taken over with a new epoch once expired, released', () => {
+    const s = fresh();
+    const ttl = 15_000;
+    const a = s.leases.acquire('r1', 'daemon-a', 1_000, ttl)!;
+    expect(a).toEqual({ run_id: 'r1', owner: 'daemon-a', epoch: 1, expires_at: 16_000 });
+    // Held: another daemon cannot take it; its owner extends it, same epoch.
+    expect(s.leases.acquire('r1', 'daemon-b', 10_000, ttl)).toBeUndefined();
+    expect(s.leases.acquire('r1', 'daemon-a', 10_000, ttl)).toEqual({ ...a, expires_at: 25_000 });
+    expect(s.leases.renew('daemon-a', 20_000, ttl)).toEqual([{ ...a, expires_at: 35_000 }]);
+    expect(s.leases.holds(a, 34_999)).toBe(true);
+    // Not renewed in time: expired, and any daemon may take it, with the next epoch.
+    expect(s.leases.holds(a, 35_000)).toBe(false);
+    expect(s.leases.expired(35_000)).toEqual(['r1']);
+    const b = s.leases.acquire('r1', 'daemon-b', 36_000, ttl)!;
+    expect(b).toEqual({ run_id: 'r1', owner: 'daemon-b', epoch: 2, expires_at: 51_000 });
+    // The old owner's lease is gone for good: no renewal, no fence, even before b's expiry.
+    expect(s.leases.renew('daemon-a', 37_000, ttl)).toEqual([]);
+    expect(s.leases.holds(a, 37_000)).toBe(false);
+    expect(s.leases.holds(b, 37_000)).toBe(true);
+    // Releasing is the owner's alone.
+    s.leases.release('r1', 'daemon-a');
+    expect(s.leases.get('r1')).toEqual(b);
+    s.leases.release('r1', 'daemon-b');
+    expect(s.leases.get('r1')).toBeUndefined();
+  });
+
+  it("writes a side effect's intent only while the run's lease holds: a daemon that lost it writes nothing", () => {
+    const s = fresh();
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 }));
+    const intent = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 5 };
+    const a = s.leases.acquire('r1', 'daemon-a', 0, 100)!;
+    expect(s.fenced(a, 50, () => s.attempts.beginCreate(intent).fresh)).toBe(true);
+    // Daemon a paused past its expiry; daemon b took the run over.
+    s.leases.acquire('r1', 'daemon-b', 200, 100);
+    expect(() => s.fenced(a, 210, () => s.attempts.beginCreate({ ...intent, n: 2, label: 'berth:x:r1:2' }))).toThrow(LeaseLostError);
+    expect(s.attempts.forRun('r1').map((r) => r.n)).toEqual([1]);
+    // Retention takes an ended run's lease with it.
+    s.runs.setState('r1', 'cancelled', null, 300);
+    s.purge(400, 400);
+    expect(s.leases.get('r1')).toBeUndefined();
   });
 
   it('reads events of every run after an id, and tells whether a run had an event of a type', () => {
