@@ -233,11 +233,16 @@ describe('the web dashboard', () => {
     await daemon.api('POST', `/v1/runs/${(JSON.parse(ok.text) as Run).id}/cancel`);
   });
 
-  it('ends every session on `berth token rotate`', async () => {
+  it('ends every session on `berth token rotate`: the open page says so without a reload', async () => {
     await page.goto(`${daemon.url}/#/`);
     await waitForText(page, 'h1', 'Runs');
+    await waitForText(page, '.filters', 'live');
+    await page.evaluate(() => (window.notReloaded = true));
     const r = await berth(['token', 'rotate'], userEnv(home));
     expect(r.code, r.stderr).toBe(0);
+    // Its event stream ended with the session; the page's next read is refused.
+    await waitForText(page, 'h1', 'Not signed in', 10_000);
+    expect(await page.evaluate(() => window.notReloaded)).toBe(true);
     await page.reload();
     await waitForText(page, 'h1', 'Not signed in');
   });

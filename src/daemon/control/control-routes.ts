@@ -168,6 +168,8 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       handle: () => {
         tokens.rotate();
         deps.sessions.endAll();
+        // The dashboard's open event streams end now, not at their next event.
+        deps.streams.recheck();
         log.info('control token rotated; every dashboard session ended');
         return { status: 200, body: { rotated: true } };
       },
