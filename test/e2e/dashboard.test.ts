@@ -141,7 +141,17 @@ describe('the web dashboard', () => {
     expect(await page.content()).not.toContain(SECRET);
   });
 
-  it('cancels the run from the page, after a confirmation', async () => {
+  it('cancels the run from the page, after a confirmation; a Runs page showing live runs drops it', async () => {
+    // Another tab of the same browser, on the Runs page filtered to live runs.
+    const runsTab = await page.browserContext().newPage();
+    await runsTab.goto(`${daemon.url}/#/`);
+    await runsTab.waitForSelector('table.runs');
+    const live = await runsTab.$$eval('select option', (options) => options.find((o: any) => o.textContent.startsWith('live'))!.value);
+    await runsTab.select('select', live);
+    await runsTab.waitForSelector(`tr[data-run="${runId}"]`);
+    await waitForText(runsTab, '.filters', 'live ·');
+
+    await page.bringToFront();
     await page.click('.actions button.danger');
     await page.waitForSelector('dialog[open]');
     await page.click('dialog[open] button.danger');
@@ -149,6 +159,8 @@ describe('the web dashboard', () => {
     const run = (await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body;
     expect(run.state).toBe('cancelled');
     expect(sim.billingNow().filter((h) => h.label?.includes(runId))).toEqual([]);
+    await runsTab.waitForFunction((id: string) => !document.querySelector(`tr[data-run="${id}"]`), { timeout: 10_000 }, runId);
+    await runsTab.close();
   });
 
   it("shows the run's spend in the money chart", async () => {
