@@ -173,17 +173,35 @@ export class StoreError extends BerthError {
   }
 }
 
-/** A write the store refused (disk full, the database locked by another program): retried later. */
+/**
+ * A write the store refused (disk full, the database locked by another program, a Postgres server
+ * gone or cut off): retried later.
+ */
 export class StoreWriteError extends StoreError {
-  /** SQLite's code, e.g. SQLITE_FULL or SQLITE_BUSY. */
+  /** The database's code: SQLite's (SQLITE_FULL, SQLITE_BUSY) or, on Postgres, its SQLSTATE or the connection's (ECONNREFUSED). */
   readonly sqliteCode: string;
   constructor(sqliteCode: string, cause?: unknown) {
     super(
-      `The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`,
+      sqliteCode.startsWith('SQLITE_')
+        ? `The store cannot be written now (${sqliteCode}): the disk may be full or another program holds berth.db; try again soon.`
+        : `The store cannot be written now (${sqliteCode}): the Postgres server may be down, restarting or out of reach; try again soon.`,
       cause,
       true,
     );
     this.sqliteCode = sqliteCode;
+  }
+}
+
+/**
+ * A fenced write (src/store/leases.ts) found that this daemon no longer holds the run's lease: it
+ * expired or another daemon took the run over. Nothing was written; the run is no longer this
+ * daemon's to act for. Not retryable: retrying cannot make the lease this daemon's again.
+ */
+export class LeaseLostError extends StoreError {
+  readonly runId: string;
+  constructor(runId: string) {
+    super(`This daemon no longer holds the lease of run ${runId}: another daemon owns it now; nothing was written.`);
+    this.runId = runId;
   }
 }
 

@@ -149,6 +149,17 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .action(run(async () => (await import('./commands/token.js')).tokenRotateCommand(io, env)));
 
   program
+    .command('store')
+    .description('manage the store')
+    .command('migrate')
+    .description('copy the SQLite store (BERTH_HOME, or --from FILE) into an empty Postgres database; stop the daemon first')
+    .option('--to <url>', 'postgres://USER:PASSWORD@HOST:PORT/DATABASE (default: BERTH_STORE_URL, which keeps the password out of ps)')
+    .option('--from <file>', "the SQLite file, when not BERTH_HOME's berth.db")
+    .action(
+      run(async (opts: { to?: string; from?: string }) => (await import('./commands/store-migrate.js')).storeMigrateCommand(opts, io, env)),
+    );
+
+  program
     .command('ui')
     .description('print (and open, where a browser is at hand) a one-time sign-in link of the web dashboard')
     .option('--no-open', 'only print the link')

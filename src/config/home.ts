@@ -3,6 +3,11 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 
+/** BERTH_STORE_URL: where the store lives (overrides store.url), for commands that take no config. */
+export function storeUrlFromEnv(processEnv: NodeJS.ProcessEnv = process.env): string | undefined {
+  return processEnv.BERTH_STORE_URL || undefined;
+}
+
 export function berthHome(processEnv: NodeJS.ProcessEnv = process.env): string {
   return processEnv.BERTH_HOME || join(homedir(), '.berth');
 }

@@ -569,7 +569,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     policy: config.price_increases.policy,
     intervalMs: config.price_increases.check_interval_s * 1000,
     holders: () => supervisor.holders(),
-    daemonCapHold: (extra) => gate.perHourHold(extra),
+    daemonCapHold: (extra) => gate.increaseHold(extra),
     note: (runId, type, message, data) =>
       store.transaction(() =>
         store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),

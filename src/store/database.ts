@@ -153,6 +153,8 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     const check = db.pragma('quick_check(1)', { simple: true });
     if (check !== 'ok') throw Object.assign(new Error(String(check)), { code: 'SQLITE_CORRUPT' });
     migrate(db);
+    const moved = meta(db, MOVED_KEY);
+    if (options.lock && moved) throw movedStore(dbPath, moved);
     const storeId = ensureStoreId(db);
     let generation = Number(meta(db, 'generation') ?? 0);
     let formerStoreIds = JSON.parse(meta(db, 'former_store_ids') ?? '[]') as string[];
@@ -237,6 +239,25 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
     lock?.release();
     throw openFailure(dbPath, err);
   }
+}
+
+/** The meta key that marks a SQLite store `berth store migrate` copied to Postgres (./migrate-to-pg.ts). */
+export const MOVED_KEY = 'moved_to';
+
+/** A store `berth store migrate` copied to Postgres: running on both would act twice on the same instances. */
+function movedStore(dbPath: string, moved: string): StoreError {
+  let to = 'Postgres';
+  let at = '';
+  try {
+    const m = JSON.parse(moved) as { to?: string; at?: string };
+    to = m.to ?? to;
+    at = m.at ? ` on ${m.at}` : '';
+  } catch {
+    // an older or hand-written mark: say less
+  }
+  return new StoreError(
+    `${dbPath} was copied to the ${to} store${at} (berth store migrate), which now owns its runs and instances: set store.url (or BERTH_STORE_URL) to that database, and keep this file only as a backup.`,
+  );
 }
 
 function missingStore(home: string, state: 'missing' | 'empty', reading: MarkReading): StoreError {

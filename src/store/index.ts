@@ -1,6 +1,6 @@
 // The store: berth.db opened, migrated and locked, with one repository per table.
 import { randomBytes } from 'node:crypto';
-import { StoreError, StoreWriteError } from '../errors.js';
+import { LeaseLostError, StoreError, StoreWriteError } from '../errors.js';
 import { openDatabase, type OpenOptions } from './database.js';
 import { prepareHome } from './home.js';
 import { openPgDatabase, type PgOpenOptions } from './pg/open.js';
@@ -11,6 +11,7 @@ import { createOutboxRepo } from './outbox.js';
 import { createRunsRepo } from './runs.js';
 import { createWebhookEventsRepo } from './webhook-events.js';
 import { createInstanceKeysRepo } from './instance-keys.js';
+import { createLeasesRepo, type Lease } from './leases.js';
 
 /**
  * A database's failure of a write becomes a StoreWriteError (retryable); anything else is rethrown.
@@ -43,6 +44,7 @@ export function openStore(options: StoreOptions) {
     webhookEvents: createWebhookEventsRepo(db),
     instanceKeys: createInstanceKeysRepo(db),
     outbox: createOutboxRepo(db),
+    leases: createLeasesRepo(db),
   };
   const purgedSpend = db.prepare(`SELECT CAST(value AS DOUBLE PRECISION) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
   const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);
@@ -52,6 +54,23 @@ export function openStore(options: StoreOptions) {
   );
   const keepKey = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`);
   const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
+  /** See `transaction` below. */
+  function transaction<T>(fn: () => T): T {
+    let generation = 0;
+    let result: T;
+    try {
+      result = db.transaction(() => {
+        const value = fn();
+        generation = opened.bumpGeneration();
+        return value;
+      });
+    } catch (err) {
+      throw asWriteError(err);
+    }
+    opened.committed(generation);
+    for (const listener of commitListeners) listener();
+    return result;
+  }
   return {
     storeId: opened.storeId,
     /** Which backend holds the store. */
@@ -67,21 +86,17 @@ export function openStore(options: StoreOptions) {
      * it bumps the generation store.json mirrors once it has committed. A write SQLite refuses
      * throws StoreWriteError.
      */
-    transaction<T>(fn: () => T): T {
-      let generation = 0;
-      let result: T;
-      try {
-        result = db.transaction(() => {
-          const value = fn();
-          generation = opened.bumpGeneration();
-          return value;
-        });
-      } catch (err) {
-        throw asWriteError(err);
-      }
-      opened.committed(generation);
-      for (const listener of commitListeners) listener();
-      return result;
+    transaction,
+    /**
+     * A side effect's intent, fenced: runs fn in one transaction (as `transaction`) only if `lease`
+     * still holds its run at `now`, so a daemon that lost the run (paused, cut off, its lease taken
+     * over) writes no intent and so sends no call. Throws LeaseLostError, having written nothing.
+     */
+    fenced<T>(lease: Pick<Lease, 'run_id' | 'owner' | 'epoch'>, now: number, fn: () => T): T {
+      return transaction(() => {
+        if (!repos.leases.holds(lease, now)) throw new LeaseLostError(lease.run_id);
+        return fn();
+      });
     },
     /**
      * Calls `listener` after every transaction above has committed (the event stream reads what it
@@ -148,6 +163,7 @@ export function openStore(options: StoreOptions) {
 
 export type Store = ReturnType<typeof openStore>;
 export type { RunRow, RunState } from './runs.js';
+export type { Lease } from './leases.js';
 export type { AttemptRow } from './attempts.js';
 export type { EventRow } from './events.js';
 export type { DeliveryOutcome, OutboxRow } from './outbox.js';

@@ -165,4 +165,15 @@ export const MIGRATIONS: string[] = [
     key         TEXT NOT NULL
   );
   `,
+  // Version 8 (issue #21 item 2): a lease per live run, held by the daemon that acts for it
+  // (src/store/leases.ts). Postgres's migration 2 makes the same table.
+  `
+  CREATE TABLE run_leases (
+    run_id     TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,     -- the daemon's id
+    epoch      INTEGER NOT NULL,  -- grows each time the run changes hands: fences an old owner's writes
+    expires_at INTEGER NOT NULL   -- ms since epoch; past it, any daemon may take the run
+  );
+  CREATE INDEX run_leases_expiry ON run_leases(expires_at);
+  `,
 ];

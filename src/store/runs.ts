@@ -115,6 +115,7 @@ export function createRunsRepo(db: SqlDb) {
   const keepSpend = db.prepare(`UPDATE meta SET value = CAST(CAST(value AS DOUBLE PRECISION) + ? AS TEXT) WHERE key = 'purged_spend_usd'`);
   const deleteEvents = db.prepare(`DELETE FROM events WHERE run_id = ?`);
   const deleteRun = db.prepare(`DELETE FROM runs WHERE id = ?`);
+  const deleteLease = db.prepare(`DELETE FROM run_leases WHERE run_id = ?`);
   const setState = db.prepare(
     `UPDATE runs SET state = @state, error_json = @errorJson, updated_at = @at,
        ended_at = CASE WHEN @ended = 1 THEN @at ELSE ended_at END WHERE id = @id`,
@@ -187,6 +188,7 @@ export function createRunsRepo(db: SqlDb) {
         keepSpend.run((attemptsOf.all(id) as AttemptRow[]).reduce((usd, a) => usd + attemptSpend(a, endedAt, now), 0));
         deleteAttempts.run(id);
         deleteEvents.run(id);
+        deleteLease.run(id);
         deleteRun.run(id);
       }
       return ids.length;

@@ -112,4 +112,14 @@ export const PG_MIGRATIONS: string[] = [
 
   INSERT INTO meta (key, value) VALUES ('generation', '0'), ('purged_spend_usd', '0') ON CONFLICT (key) DO NOTHING;
   `,
+  // Version 2 (issue #21 item 2): a lease per live run (SQLite's migration 8, src/store/leases.ts).
+  `
+  CREATE TABLE run_leases (
+    run_id     TEXT COLLATE "C" PRIMARY KEY,
+    owner      TEXT COLLATE "C" NOT NULL,
+    epoch      BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+  );
+  CREATE INDEX run_leases_expiry ON run_leases(expires_at);
+  `,
 ];

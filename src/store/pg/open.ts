@@ -11,6 +11,7 @@ import { PgCallError, SyncBridge } from './bridge.js';
 import { PG_MIGRATIONS } from './migrations.js';
 import { isPgAuthCode } from './pg-errors.js';
 import { pgDb, type PgDb } from './pg-db.js';
+import type { SqlDb } from '../sql-db.js';
 
 /** Longest one statement may run on the server, ms: a store call never takes longer than this. */
 const STATEMENT_TIMEOUT_MS = 5_000;
@@ -26,7 +27,8 @@ const MIGRATION_LOCK = 0x6265727468;
 /** The advisory lock a daemon holds on every connection to its store (see WorkerSettings.exclusiveLock). */
 const DAEMON_LOCK = 0x6265727469;
 
-function migrate(db: PgDb, where: string): void {
+/** Brings the database's schema up to this berth's, in one transaction (a savepoint inside another). */
+export function migratePg(db: SqlDb, where: string): void {
   db.transaction(() => {
     db.prepare(`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK})`).get();
     db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at BIGINT NOT NULL)`);
@@ -54,7 +56,7 @@ function ensureStoreId(db: PgDb): string {
 }
 
 /** One sentence for a failure to open, by its code. */
-function openFailure(where: string, err: unknown): StoreError {
+export function openFailure(where: string, err: unknown): StoreError {
   if (err instanceof StoreError && !(err.cause instanceof PgCallError)) return err;
   const call = err instanceof PgCallError ? err : err instanceof StoreError && err.cause instanceof PgCallError ? err.cause : undefined;
   const what = call ? `${call.code}: ${call.message}` : String((err as Error).message ?? err);
@@ -78,8 +80,8 @@ export interface PgOpenOptions {
   timeouts?: { statementMs: number; connectMs: number };
 }
 
-export function openPgDatabase(options: PgOpenOptions): OpenedDatabase {
-  const where = describePgUrl(options.url);
+/** A connection to the database, not yet checked nor migrated (every call may throw). */
+export function connectPg(options: PgOpenOptions): PgDb {
   const problem = pgUrlProblem(options.url);
   if (problem) throw new StoreError(`store.url ${problem}.`);
   const statementMs = options.timeouts?.statementMs ?? STATEMENT_TIMEOUT_MS;
@@ -91,9 +93,14 @@ export function openPgDatabase(options: PgOpenOptions): OpenedDatabase {
     waitMs: options.timeouts ? connectMs + statementMs + 2_000 : WAIT_MS,
     exclusiveLock: options.exclusive ? DAEMON_LOCK : null,
   });
-  const db = pgDb(bridge);
+  return pgDb(bridge);
+}
+
+export function openPgDatabase(options: PgOpenOptions): OpenedDatabase {
+  const where = describePgUrl(options.url);
+  const db = connectPg(options);
   try {
-    migrate(db, where);
+    migratePg(db, where);
     const storeId = ensureStoreId(db);
     const former = db.prepare(`SELECT value FROM meta WHERE key = 'former_store_ids'`).get() as { value: string } | undefined;
     return {

@@ -14,6 +14,15 @@ const pgDialect: Dialect = {
   jsonTextValues: (param) => `(SELECT json_array_elements_text(CAST(${param} AS json)))`,
 };
 
+/**
+ * Postgres's TEXT cannot hold a NUL character (SQLite's can), and berth keeps text it does not
+ * control: container log tails, the service's status messages and error details. A NUL becomes
+ * U+FFFD, so such a write is stored instead of failing again at every retry.
+ */
+function storable(values: unknown[]): unknown[] {
+  return values.map((v) => (typeof v === 'string' && v.includes('\u0000') ? v.replaceAll('\u0000', '\ufffd') : v));
+}
+
 /** A failed call: transient ones become StoreWriteError (retryable); the rest are thrown as they are. */
 function failure(err: unknown): unknown {
   if (err instanceof PgCallError && isTransientPgCode(err.code)) return new StoreWriteError(err.code, err);
@@ -28,7 +37,7 @@ export function pgDb(bridge: SyncBridge): PgDb {
   let depth = 0;
   const query = (text: string, params: unknown[], txn?: 'begin' | 'end') => {
     try {
-      return bridge.call({ kind: 'query', sql: text, params, txn: txn ?? (depth > 0 ? 'in' : undefined) });
+      return bridge.call({ kind: 'query', sql: text, params: storable(params), txn: txn ?? (depth > 0 ? 'in' : undefined) });
     } catch (err) {
       throw failure(err);
     }

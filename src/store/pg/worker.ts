@@ -51,6 +51,16 @@ async function connection(): Promise<pg.Client> {
     query_timeout: settings.statementTimeoutMs + 1_000,
     keepAlive: true,
     application_name: 'berth',
+    // The server's side of a dead connection (a daemon's machine gone, a partition) must end within
+    // a minute or two, not the OS's two hours: until it does, its transaction's locks and the
+    // daemon's advisory lock stay taken. A transaction is never left open for long by berth (each
+    // runs to its end at once), so one idle for a minute belongs to a frozen daemon.
+    options: [
+      '-c tcp_keepalives_idle=30',
+      '-c tcp_keepalives_interval=10',
+      '-c tcp_keepalives_count=3',
+      '-c idle_in_transaction_session_timeout=60000',
+    ].join(' '),
   });
   // Without a listener an error event would end the thread; the request in flight fails on its own.
   c.on('error', () => {
@@ -73,7 +83,21 @@ async function connection(): Promise<pg.Client> {
   return c;
 }
 
+/** The pg client's own errors (no SQLSTATE), a connection exception (08) or the server ending it (57P0x). */
+function connectionLost(code: string): boolean {
+  return !/^[0-9A-Z]{5}$/.test(code) || code.startsWith('08') || code.startsWith('57P');
+}
+
 async function answer(req: Request): Promise<Answer> {
+  const stale = client !== undefined;
+  const first = await attempt(req);
+  // A BEGIN sent on a connection the server had already ended (a restart the worker had not seen
+  // yet) did nothing: it goes once more, on a new connection. Nothing else is sent twice.
+  if (stale && !first.ok && req.kind === 'query' && req.txn === 'begin' && connectionLost(first.error.code)) return attempt(req);
+  return first;
+}
+
+async function attempt(req: Request): Promise<Answer> {
   try {
     if (req.kind === 'close') {
       const c = client;
@@ -100,12 +124,14 @@ async function answer(req: Request): Promise<Answer> {
     const r = await c.query({ text: req.sql, values: req.params });
     return { id: req.id, ok: true, result: { rows: r.rows as Record<string, unknown>[], rowCount: r.rowCount ?? 0 } };
   } catch (err) {
-    // A client that timed out a query is unusable for the next one: start afresh.
-    if (client && (err as Error).message?.includes('Query read timeout')) {
+    // A connection that failed (lost, timed out, ended by the server) is not used again, whether
+    // or not its error or end event has come yet: the next request makes a new one.
+    const failure = wire(err);
+    if (client && connectionLost(failure.code)) {
       client.end().catch(() => undefined);
       client = undefined;
     }
-    return { id: req.id, ok: false, error: wire(err) };
+    return { id: req.id, ok: false, error: failure };
   }
 }
 

@@ -1,7 +1,7 @@
 // The database stays bounded under a long outage (issue #14 item 24): every search fails, each run
 // retries after its backoff, and the repeats fold into a few rows per run instead of one row per
-// try. Real RunDrivers and a real SQLite file; the service is a stub that always fails, and the
-// backoff waits are skipped so that a day of retries takes seconds.
+// try. Real RunDrivers on a real SQLite file and on a real Postgres database; the service is a stub
+// that always fails, and the backoff waits are skipped so that a day of retries takes seconds.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,16 +19,28 @@ import { BerthError } from '../../../src/errors.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
+import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
 let dir: string | undefined;
 let store: Store | undefined;
+let database: PgDatabase | undefined;
 const drivers: RunDriver[] = [];
-afterEach(() => {
+afterEach(async () => {
   drivers.splice(0).forEach((d) => d.stop());
   store?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
   store = dir = undefined;
+  await database?.drop();
+  database = undefined;
 });
+
+/** A new store on `backend`: a SQLite file, or an empty Postgres database. */
+async function newStore(backend: 'sqlite' | 'postgres'): Promise<Store> {
+  dir = mkdtempSync(join(tmpdir(), 'berth-bounded-'));
+  if (backend === 'sqlite') return openStore({ home: dir });
+  database = await createPgDatabase();
+  return openStore({ home: dir, pg: { url: database.url } });
+}
 
 const DAY_S = 86_400;
 
@@ -96,10 +108,9 @@ async function until(done: () => boolean, timeoutMs: number): Promise<void> {
   }
 }
 
-describe('the store under an outage', () => {
+describe.each(['sqlite', 'postgres'] as const)('the store (%s) under an outage', (backend) => {
   it('keeps a run that retries its search for 24 h (2,880 tries at 30 s) to a handful of event rows', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'berth-bounded-'));
-    store = openStore({ home: dir });
+    store = await newStore(backend);
     const cycles = 2880;
     const { machine, searches } = outage({ value: cycles });
     const [id] = startRuns(1, machine);
@@ -110,11 +121,10 @@ describe('the store under an outage', () => {
     expect(total('search.retry')).toBe(cycles);
     expect(total('search.started')).toBe(cycles + 1);
     expect(drivers[0]!.state).toBe('searching');
-  });
+  }, 120_000);
 
   it('with 200 runs, the event rows stop growing however long the outage lasts', async () => {
-    dir = mkdtempSync(join(tmpdir(), 'berth-bounded-'));
-    store = openStore({ home: dir });
+    store = await newStore(backend);
     const limit = { value: 10 };
     const { machine, searches, release } = outage(limit);
     const ids = startRuns(200, machine);

@@ -8,7 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../../../src/errors.js';
 import { createLogger } from '../../../src/logger.js';
 import { startDaemon } from '../../../src/daemon/daemon.js';
-import { createPgDatabase, queryPg, type PgDatabase } from '../../helpers/pg-database.js';
+import { createPgDatabase, queryPg, terminateConnections, type PgDatabase } from '../../helpers/pg-database.js';
 import { cancelAndCheckNothingBills, isRunning, jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
 
 let database: PgDatabase;
@@ -73,5 +73,35 @@ describe('daemon on a Postgres store', () => {
     expect(log.text()).toContain('berth daemon starting');
     expect(log.text()).toContain(`/${database.name}`);
     expect(log.text()).not.toContain(database.password);
+  });
+
+  it('goes on when Postgres ends its connections mid-run: the run still gets to running on one instance, the daemon never stops', async () => {
+    world = await startWorld({ config: { store: { url: database.url } } });
+    const run = await submit(world, jobSpec());
+    // A Postgres restart, as its clients see it, several times while the run searches, creates and boots.
+    let cuts = 0;
+    for (let i = 0; i < 5; i++) {
+      await new Promise((r) => setTimeout(r, 150));
+      cuts += await terminateConnections(database.name);
+    }
+    expect(cuts).toBeGreaterThan(0);
+    const running = await world.waitFor(run.id, isRunning, 30_000);
+    expect(world.sim.history().filter((h) => h.label?.split(':')[2] === run.id)).toHaveLength(running.attempts.length);
+    expect(world.sim.billingNow().map((h) => h.id)).toEqual([running.instance!.id]);
+    // The daemon made its connection again, with its advisory lock: a second daemon is still refused.
+    expect((await world.api('GET', '/healthz')).status).toBe(200);
+    const second = `${world.home}-second`;
+    try {
+      await expect(
+        startDaemon({
+          env: { BERTH_HOME: second, BERTH_API_URL: world.sim.url, BERTH_API_KEY: world.sim.apiKey },
+          overrides: { store: { url: database.url }, daemon: { listen: '127.0.0.1:0' } },
+          logger: capturedLogger().logger,
+        }),
+      ).rejects.toThrow(/Another berth daemon is already using the postgres/);
+    } finally {
+      rmSync(second, { recursive: true, force: true });
+    }
+    await cancelAndCheckNothingBills(world, run.id);
   });
 });

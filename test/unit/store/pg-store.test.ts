@@ -60,6 +60,15 @@ describe('postgres store', () => {
     expect(await queryPg(database.url, 'SELECT count(*)::int AS n FROM schema_migrations')).toEqual([{ n: PG_MIGRATIONS.length + 1 }]);
   });
 
+  it("bounds its sessions on the server: a dead client's connection and an idle transaction end within minutes", () => {
+    const opened = openPgDatabase({ url: database.url });
+    closers.push(() => opened.close());
+    const show = (name: string) => Object.values(opened.db.prepare(`SHOW ${name}`).get() as Record<string, string>)[0];
+    expect(show('tcp_keepalives_idle')).toBe('30');
+    expect(show('tcp_keepalives_count')).toBe('3');
+    expect(show('idle_in_transaction_session_timeout')).toBe('1min');
+  });
+
   it('returns numbers for BIGINT and DOUBLE PRECISION columns and counts, as SQLite does', () => {
     const s = open();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1_700_000_000_123 });
@@ -100,6 +109,32 @@ describe('postgres store', () => {
     expect(s.runs.get('r1')).toBeDefined();
   });
 
+  it("makes a take-over wait for a fenced intent in progress, then sees it: the old owner's intent is never lost", () => {
+    const s = open();
+    const home = mkdtempSync(join(tmpdir(), 'berth-pg-'));
+    dirs.push(home);
+    // Another daemon's store: its own connection, a short statement timeout to see it wait.
+    const other = openStore({ home, pg: { url: database.url, timeouts: { statementMs: 300, connectMs: 2_000 } } });
+    closers.push(() => other.close());
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 }));
+    const lease = s.leases.acquire('r1', 'daemon-a', 0, 100)!;
+    let during: unknown;
+    s.fenced(lease, 50, () => {
+      s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 50 });
+      // The lease has expired by the other daemon's clock, but the fenced transaction holds its row.
+      try {
+        other.leases.acquire('r1', 'daemon-b', 200, 100);
+      } catch (err) {
+        during = err;
+      }
+    });
+    expect(during).toBeInstanceOf(StoreWriteError);
+    expect((during as StoreWriteError).sqliteCode).toBe('57014');
+    // Once it committed, the take-over goes through and finds the intent to reconcile.
+    expect(other.leases.acquire('r1', 'daemon-b', 200, 100)).toMatchObject({ owner: 'daemon-b', epoch: 2 });
+    expect(other.attempts.get('r1', 1)).toMatchObject({ create_state: 'intent', label: 'berth:x:r1:1' });
+  });
+
   it('ends a statement that outlasts the statement timeout with a StoreWriteError, and goes on', () => {
     const opened = openPgDatabase({ url: database.url, timeouts: { statementMs: 200, connectMs: 2_000 } });
     closers.push(() => opened.close());
@@ -112,6 +147,9 @@ describe('postgres store', () => {
     }
     expect(thrown).toBeInstanceOf(StoreWriteError);
     expect((thrown as StoreWriteError).sqliteCode).toBe('57014');
+    expect((thrown as StoreWriteError).message).toBe(
+      'The store cannot be written now (57014): the Postgres server may be down, restarting or out of reach; try again soon.',
+    );
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(opened.db.prepare('SELECT 1 AS one').get()).toEqual({ one: 1 });
   });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../../src/store/index.js';
-import { StoreError, StoreWriteError } from '../../../src/errors.js';
+import { LeaseLostError, StoreError, StoreWriteError } from '../../../src/errors.js';
 import { MIGRATIONS } from '../../../src/store/migrations.js';
 import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
@@ -136,6 +136,16 @@ describe('store', () => {
     open(dir, true).close();
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(statSync(join(dir, 'berth.db')).mode & 0o777).toBe(0o600);
+  });
+
+  it('keeps the database where store.url names a path, and the lock and store.json in BERTH_HOME', () => {
+    const dir = home();
+    const file = join(home(), 'elsewhere.db');
+    const s = track(openStore({ home: dir, lock: true, file }));
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 }));
+    expect(statSync(file).size).toBeGreaterThan(0);
+    expect(readdirSync(dir)).toEqual(expect.arrayContaining(['daemon.lock', 'store.json']));
+    expect(readdirSync(dir).filter((f) => f.startsWith('berth.db'))).toEqual([]);
   });
 
   it('refuses a BERTH_HOME that other users can write, and changes nothing in it', () => {
@@ -273,6 +283,32 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.attempts.forRuns([])).toEqual([]);
   });
 
+  it('lists and counts runs by state and by a part of their name (any case, % and _ taken literally), paged newest first', () => {
+    const s = fresh();
+    for (const [id, name, at] of [
+      ['a', 'Train-LLM', 1],
+      ['b', 'eval 50%_done', 2],
+      ['c', 'train-vision', 3],
+      ['d', 'other', 4],
+    ] as const)
+      s.runs.insert({ id, name, specJson: '{}', createdAt: at });
+    s.transaction(() =>
+      s.runs.saveProgress('c', { state: 'running', relaxLevel: 0, attempt: 1, error: null, snapshotJson: '{}', machineVersion: 1, at: 5 }),
+    );
+    const ids = (rows: Array<{ id: string }>) => rows.map((r) => r.id);
+    expect(ids(s.runs.listFiltered({}, 10))).toEqual(['d', 'c', 'b', 'a']);
+    expect(ids(s.runs.listFiltered({ name: 'TRAIN' }, 10))).toEqual(['c', 'a']);
+    expect(ids(s.runs.listFiltered({ states: ['running'] }, 10))).toEqual(['c']);
+    expect(ids(s.runs.listFiltered({ states: ['queued', 'running'], name: 'train' }, 10))).toEqual(['c', 'a']);
+    expect(ids(s.runs.listFiltered({ name: '%' }, 10))).toEqual(['b']);
+    expect(ids(s.runs.listFiltered({ name: '0%_' }, 10))).toEqual(['b']);
+    expect(ids(s.runs.listFiltered({ name: 'a_n' }, 10))).toEqual([]);
+    expect(ids(s.runs.listFiltered({}, 2, s.runs.get('c')))).toEqual(['b', 'a']);
+    expect(s.runs.count({})).toBe(4);
+    expect(s.runs.count({ name: 'train' })).toBe(2);
+    expect(s.runs.count({ states: ['failed'] })).toBe(0);
+  });
+
   it('marks live and ended runs from saved progress', () => {
     const s = fresh();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
@@ -366,6 +402,127 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
         .sort(),
     ).toEqual([3, 4]);
     expect(s.attempts.billingSince(0)[0]).toHaveProperty('run_ended_at', null);
+  });
+
+  it('keeps notifications in the outbox: due by target and time, claimed once, settled, listed newest first, counted and purged', () => {
+    const s = fresh();
+    const add = (id: string, url: string, at: number) =>
+      s.transaction(() => s.outbox.add({ id, type: 'run.running', runId: 'r1', logId: 1, target: 0, targetUrl: url, body: '{}', at }));
+    add('n1', 'http://a', 10);
+    add('n2', 'http://a', 20);
+    add('n3', 'http://b', 30);
+    expect(s.outbox.due('http://a', 15, 10).map((r) => r.id)).toEqual(['n1']);
+    expect(s.outbox.nextDueAt(['http://b'])).toBe(30);
+    expect(s.outbox.nextDueAt(['http://c'])).toBeNull();
+    const [first, second] = s.outbox.due('http://a', 100, 10);
+    expect(s.outbox.claim([first!.seq, second!.seq], 500)).toEqual([first!.seq, second!.seq]);
+    expect(s.outbox.due('http://a', 100, 10)).toEqual([]);
+    s.outbox.settle([
+      { seq: first!.seq, kind: 'delivered', at: 110 },
+      { seq: second!.seq, kind: 'failed', nextAt: 600, error: 'HTTP 500' },
+    ]);
+    expect(s.outbox.orphaned(['http://a'], 120)).toBe(1); // http://b left the config
+    expect(s.outbox.counts()).toEqual({ pending: 1, delivered: 1, dead: 1 });
+    expect(s.outbox.list(10).map((r) => [r.id, r.state, r.attempts])).toEqual([
+      ['n3', 'dead', 0],
+      ['n2', 'pending', 1],
+      ['n1', 'delivered', 1],
+    ]);
+    expect(s.outbox.list(10, second!.seq).map((r) => r.id)).toEqual(['n1']);
+    expect(s.outbox.list(10, undefined, 'pending')).toMatchObject([{ id: 'n2', next_at: 600, last_error: 'HTTP 500' }]);
+    expect(s.outbox.purgeFinished(200)).toBe(2);
+  });
+
+  it('keeps instance keys, a secret key, holds and cancels, and sums what the attempts cost', () => {
+    const s = fresh();
+    s.instanceKeys.put(501, 'k1');
+    s.instanceKeys.put(501, 'k2');
+    expect(s.instanceKeys.get(501)).toBe('k2');
+    s.instanceKeys.forget(501);
+    expect(s.instanceKeys.get(501)).toBeUndefined();
+    const key = s.secretKey('ready');
+    expect(key).toHaveLength(32);
+    expect(s.secretKey('ready').equals(key)).toBe(true);
+    expect(s.canWrite()).toBe(true);
+
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 }));
+    s.runs.requestCancel('r1', 5);
+    s.runs.requestCancel('r1', 9);
+    expect(s.runs.get('r1')).toMatchObject({ cancel_requested_at: 5, held_at: null });
+    expect(s.runs.heldCount()).toBe(0);
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 2, label: 'berth:x:r1:1', at: 0 });
+    s.attempts.adopt('r1', 1, 501, 0);
+    expect(s.attempts.liveInstances()).toEqual({ n: 1, usdPerHour: 2 });
+    expect(s.spendUsd(H / 2)).toBeCloseTo(1, 9);
+    expect(s.runsByState()).toEqual([{ state: 'queued', n: 1 }]);
+    s.runs.setState('r1', 'cancelled', null, H);
+    s.attempts.destroyConfirmed('r1', 1, 501, H);
+    expect(s.attempts.liveInstances()).toEqual({ n: 0, usdPerHour: 0 });
+    // Retention keeps what the deleted run spent.
+    expect(s.purge(2 * H, 3 * H).runs).toBe(1);
+    expect(s.spendUsd(3 * H)).toBeCloseTo(2, 9);
+  });
+
+  it('stores text with a NUL character from outside (a container log, a status message): as is on SQLite, as U+FFFD on Postgres', () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 1 });
+    s.transaction(() => s.attempts.setLogTail('r1', 1, 'before\u0000after'));
+    expect(s.attempts.get('r1', 1)!.log_tail).toBe(backend === 'sqlite' ? 'before\u0000after' : 'before\ufffdafter');
+  });
+
+  it('leases a run to one daemon at a time: renewed while held, taken over with a new epoch once expired, released', () => {
+    const s = fresh();
+    const ttl = 15_000;
+    const a = s.leases.acquire('r1', 'daemon-a', 1_000, ttl)!;
+    expect(a).toEqual({ run_id: 'r1', owner: 'daemon-a', epoch: 1, expires_at: 16_000 });
+    // Held: another daemon cannot take it; its owner extends it, same epoch.
+    expect(s.leases.acquire('r1', 'daemon-b', 10_000, ttl)).toBeUndefined();
+    expect(s.leases.acquire('r1', 'daemon-a', 10_000, ttl)).toEqual({ ...a, expires_at: 25_000 });
+    expect(s.leases.renew('daemon-a', 20_000, ttl)).toEqual([{ ...a, expires_at: 35_000 }]);
+    expect(s.leases.holds(a, 34_999)).toBe(true);
+    // Not renewed in time: expired, and any daemon may take it, with the next epoch.
+    expect(s.leases.holds(a, 35_000)).toBe(false);
+    expect(s.leases.expired(35_000)).toEqual(['r1']);
+    const b = s.leases.acquire('r1', 'daemon-b', 36_000, ttl)!;
+    expect(b).toEqual({ run_id: 'r1', owner: 'daemon-b', epoch: 2, expires_at: 51_000 });
+    // The old owner's lease is gone for good: no renewal, no fence, even before b's expiry.
+    expect(s.leases.renew('daemon-a', 37_000, ttl)).toEqual([]);
+    expect(s.leases.holds(a, 37_000)).toBe(false);
+    expect(s.leases.holds(b, 37_000)).toBe(true);
+    // Releasing is the owner's alone.
+    s.leases.release('r1', 'daemon-a');
+    expect(s.leases.get('r1')).toEqual(b);
+    s.leases.release('r1', 'daemon-b');
+    expect(s.leases.get('r1')).toBeUndefined();
+  });
+
+  it("writes a side effect's intent only while the run's lease holds: a daemon that lost it writes nothing", () => {
+    const s = fresh();
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 }));
+    const intent = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 1, label: 'berth:x:r1:1', at: 5 };
+    const a = s.leases.acquire('r1', 'daemon-a', 0, 100)!;
+    expect(s.fenced(a, 50, () => s.attempts.beginCreate(intent).fresh)).toBe(true);
+    // Daemon a paused past its expiry; daemon b took the run over.
+    s.leases.acquire('r1', 'daemon-b', 200, 100);
+    expect(() => s.fenced(a, 210, () => s.attempts.beginCreate({ ...intent, n: 2, label: 'berth:x:r1:2' }))).toThrow(LeaseLostError);
+    expect(s.attempts.forRun('r1').map((r) => r.n)).toEqual([1]);
+    // Retention takes an ended run's lease with it.
+    s.runs.setState('r1', 'cancelled', null, 300);
+    s.purge(400, 400);
+    expect(s.leases.get('r1')).toBeUndefined();
+  });
+
+  it('reads events of every run after an id, and tells whether a run had an event of a type', () => {
+    const s = fresh();
+    expect(s.events.latestId()).toBe(0);
+    const a = s.events.append({ runId: 'r1', at: 1, type: 'x', message: 'one' });
+    const b = s.events.append({ runId: 'r2', at: 2, type: 'y', message: 'two' });
+    expect(b).toBeGreaterThan(a);
+    expect(s.events.latestId()).toBe(b);
+    expect(s.events.since(a, 10).map((e) => e.id)).toEqual([b]);
+    expect(s.events.has('r2', 'y')).toBe(true);
+    expect(s.events.has('r1', 'y')).toBe(false);
   });
 
   it('records a webhook event once: a second delivery of the same id is told apart, until it is purged', () => {

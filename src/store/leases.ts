@@ -1,0 +1,78 @@
+// The run_leases table (issue #21 item 2, its start): each live run is owned by one daemon through a
+// lease with an expiry, renewed while that daemon lives. A lease's epoch grows each time the run
+// changes hands (or its owner takes it back after letting it expire), so a write fenced with an
+// old epoch is refused even if its daemon still believes it owns the run.
+//
+// A lease's states: none → held (acquire) → held again (renew, before expires_at) → expired (no
+// renewal; acquire by anyone moves it to held with epoch + 1) → none (release, at the run's end).
+//
+// The fence (`holds`) is an UPDATE of the lease row, not a read: on Postgres it keeps the row
+// locked until the fenced transaction commits, so a take-over waits for it and then sees its
+// writes (the new owner finds the intent in the journal and reconciles it). On SQLite a write
+// transaction already excludes every other.
+//
+// Times are the caller's clock (ms since epoch), as everywhere in the store.
+import type { SqlDb } from './sql-db.js';
+
+export interface Lease {
+  run_id: string;
+  owner: string;
+  epoch: number;
+  expires_at: number;
+}
+
+export function createLeasesRepo(db: SqlDb) {
+  const acquire = db.prepare(
+    `INSERT INTO run_leases (run_id, owner, epoch, expires_at) VALUES (@runId, @owner, 1, @expiresAt)
+     ON CONFLICT (run_id) DO UPDATE SET
+       owner = excluded.owner,
+       epoch = CASE WHEN run_leases.owner = excluded.owner AND run_leases.expires_at > @now
+                 THEN run_leases.epoch ELSE run_leases.epoch + 1 END,
+       expires_at = excluded.expires_at
+     WHERE run_leases.owner = excluded.owner OR run_leases.expires_at <= @now
+     RETURNING run_id, owner, epoch, expires_at`,
+  );
+  const renew = db.prepare(
+    `UPDATE run_leases SET expires_at = @expiresAt WHERE owner = @owner AND expires_at > @now RETURNING run_id, owner, epoch, expires_at`,
+  );
+  const fence = db.prepare(
+    `UPDATE run_leases SET expires_at = expires_at
+     WHERE run_id = @runId AND owner = @owner AND epoch = @epoch AND expires_at > @now RETURNING run_id`,
+  );
+  const release = db.prepare(`DELETE FROM run_leases WHERE run_id = ? AND owner = ?`);
+  const get = db.prepare(`SELECT run_id, owner, epoch, expires_at FROM run_leases WHERE run_id = ?`);
+  const expired = db.prepare(`SELECT run_leases.run_id FROM run_leases WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`);
+
+  return {
+    /**
+     * Takes the run's lease for `owner` until now + ttlMs: when nobody holds it, when it expired,
+     * or when `owner` holds it already (then it is extended, same epoch). Undefined while another
+     * daemon holds it.
+     */
+    acquire(runId: string, owner: string, now: number, ttlMs: number): Lease | undefined {
+      return acquire.get({ runId, owner, now, expiresAt: now + ttlMs }) as Lease | undefined;
+    },
+    /** Extends every lease `owner` still holds to now + ttlMs; returns them (an expired one is not renewed). */
+    renew(owner: string, now: number, ttlMs: number): Lease[] {
+      return renew.all({ owner, now, expiresAt: now + ttlMs }) as Lease[];
+    },
+    /**
+     * The fence: true when `lease` (owner and epoch) still holds its run at `now`. Call inside the
+     * transaction that writes a side effect's intent; the row stays locked until it commits.
+     */
+    holds(lease: Pick<Lease, 'run_id' | 'owner' | 'epoch'>, now: number): boolean {
+      return fence.get({ runId: lease.run_id, owner: lease.owner, epoch: lease.epoch, now }) !== undefined;
+    },
+    /** Gives the run up (it ended): only `owner`'s lease goes. */
+    release(runId: string, owner: string): void {
+      release.run(runId, owner);
+    },
+    get(runId: string): Lease | undefined {
+      return get.get(runId) as Lease | undefined;
+    },
+    /** Runs whose lease expired by `now`, longest expired first: to be taken over. */
+    expired(now: number, limit = 100): string[] {
+      return (expired.all(now, limit) as { run_id: string }[]).map((r) => r.run_id);
+    },
+  };
+}
