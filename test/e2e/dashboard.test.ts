@@ -152,6 +152,15 @@ describe('the web dashboard', () => {
     await waitForText(runsTab, '.filters', 'live ·');
 
     await page.bringToFront();
+    // From the keyboard: Enter on the button opens the dialog on its safe choice; Escape keeps the run.
+    await page.focus('.actions button.danger');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('dialog[open]');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Keep it');
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('dialog[open]', { hidden: true });
+    expect((await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body.state).toBe('running');
+
     await page.click('.actions button.danger');
     await page.waitForSelector('dialog[open]');
     await page.click('dialog[open] button.danger');
