@@ -183,6 +183,18 @@ describe('the web dashboard', () => {
     expect(shown).toBe(`$${usd.toFixed(4)}`);
   });
 
+  it("shows the account: the daemon, the credit, the doctor's checks made by the daemon, the rate limits met", async () => {
+    await page.goto(`${daemon.url}/#/account`);
+    await waitForText(page, '.summary', 'serving');
+    await waitForText(page, '.summary', '$');
+    await page.click('section[aria-labelledby="doctor"] button');
+    await page.waitForSelector('.checks li', { timeout: 20_000 });
+    const checks = await page.$$eval('.checks li', (items) => items.map((i: any) => i.textContent as string));
+    expect(checks.find((c) => c.includes('service'))).toMatch(/^ok/);
+    expect(checks.find((c) => c.includes('key'))).toMatch(/^ok/);
+    await waitForText(page, 'section[aria-labelledby="rate-limits"] td', 'create');
+  });
+
   it('lets no page of another origin act, and no request without the CSRF token', async () => {
     const runs = async () => (await daemon.api<Run[]>('GET', '/v1/runs')).body.length;
     const before = await runs();
