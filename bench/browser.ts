@@ -4,7 +4,8 @@
 // into os.tmpdir() (in a test, the file's own TMPDIR: test/helpers/leak-check.ts); `close()`
 // removes what it unpacked.
 //
-// The package's own launch arguments are not used: they include --disable-web-security, which would
+// Chromium links the system's NSS (Debian's libnss3, on this machine kind's image; .ci/run installs
+// it where it is missing). The package's own launch arguments are not used: they include --disable-web-security, which would
 // switch off the very same-origin rules the dashboard's tests check.
 import { readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -25,7 +26,18 @@ export async function launchBrowser(): Promise<TestBrowser> {
   const browser = await puppeteer.launch({
     executablePath,
     headless: 'shell',
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run', '--font-render-hinting=none'],
+    // No background traffic: this machine's network is closed, and a test needs none of it.
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-dev-shm-usage',
+      '--no-first-run',
+      '--font-render-hinting=none',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-quic',
+    ],
   });
   return {
     browser,

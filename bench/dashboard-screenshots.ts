@@ -116,7 +116,9 @@ async function main(): Promise<void> {
       .catch(() => undefined);
     await shoot(page, 'run', '.attempt[data-attempt="3"]');
     await page.goto(`${d.url}/#/money`);
-    await shoot(page, 'money', '#chart-runs li');
+    await page.waitForSelector('section[aria-labelledby="service"] button');
+    await page.click('section[aria-labelledby="service"] button');
+    await shoot(page, 'money', 'section[aria-labelledby="service"] table');
     await page.goto(`${d.url}/#/account`);
     await page.waitForSelector('#doctor ~ p + button, section[aria-labelledby="doctor"] button');
     await page.click('section[aria-labelledby="doctor"] button');

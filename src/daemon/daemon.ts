@@ -279,7 +279,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       clock,
       startedAt,
       ready: () => ready,
-      costs: (since) => costsReport(store, clock.now(), since, (range) => client.charges(range)),
+      costs: (since, service) => costsReport(store, clock.now(), since, service ? (range) => client.charges(range) : undefined),
       account: {
         view: () => accountView({ store, now: clock.now(), account, config, stats: client.stats() }),
         checks: async (signal) => {

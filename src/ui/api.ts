@@ -17,6 +17,9 @@ export class ApiError extends Error {
 
 let csrf: string | undefined;
 
+/** Fired on window when the daemon answers 401: the page shows how to sign in again. */
+export const SIGNED_OUT = 'berth:signed-out';
+
 /** Reads the session's CSRF token; an ApiError 401 when the page is not signed in. */
 export async function startSession(): Promise<UiSession> {
   const session = await call<UiSession>('GET', '/v1/ui/session');
@@ -56,6 +59,8 @@ export async function callWithHeaders<T>(
   }
   if (res.ok) return { body: parsed as T, headers: res.headers };
   const error = (parsed as { error?: { kind?: string; message?: string; issues?: SpecIssue[] } } | undefined)?.error;
+  // The session ended (idle time, sign-out elsewhere, a token rotation, a daemon restart): the page says so.
+  if (res.status === 401) dispatchEvent(new Event(SIGNED_OUT));
   throw new ApiError(res.status, error?.kind ?? `http_${res.status}`, error?.message ?? `HTTP ${res.status}`, error?.issues ?? []);
 }
 
@@ -78,7 +83,12 @@ export function followEvents(
   const source = new EventSource(`/v1/events/stream${q.size > 0 ? `?${q}` : ''}`);
   source.onmessage = (m: MessageEvent<string>) => onEvent(JSON.parse(m.data) as StreamEvent);
   source.onopen = () => onState?.(true);
-  source.onerror = () => onState?.(false);
+  source.onerror = () => {
+    onState?.(false);
+    // EventSource gives up on an answer that is not a stream (a 401 once the session ended); a
+    // read tells the page why.
+    if (source.readyState === EventSource.CLOSED) void call('GET', '/v1/ui/session').catch(() => undefined);
+  };
   // A run's stream ends with `end` once the run has ended: no reconnect then.
   source.addEventListener('end', () => source.close());
   return () => source.close();

@@ -3,7 +3,7 @@
 // reload or a shared link lands where it was.
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, call, startSession } from './api.js';
+import { ApiError, call, SIGNED_OUT, startSession } from './api.js';
 import { AccountPage } from './pages/account.js';
 import { MoneyPage } from './pages/money.js';
 import { RunPage } from './pages/run.js';
@@ -46,6 +46,10 @@ function Shell({ route }: { route: Route }) {
   };
   return (
     <>
+      {/* A button, not a #main link: the hash is the page's route. */}
+      <button type="button" class="skip" onClick={() => document.getElementById('main')?.focus()}>
+        Skip to the page
+      </button>
       <header class="top">
         <a class="brand" href="#/">
           berth
@@ -61,7 +65,7 @@ function Shell({ route }: { route: Route }) {
           Sign out
         </button>
       </header>
-      <main id="main">
+      <main id="main" tabIndex={-1}>
         {route.page === 'runs' && <RunsPage />}
         {route.page === 'run' && <RunPage id={route.id} key={route.id} />}
         {route.page === 'money' && <MoneyPage />}
@@ -80,6 +84,9 @@ function App() {
       () => setSignedIn('yes'),
       (err: unknown) => setSignedIn(err instanceof ApiError && err.status === 401 ? 'no' : 'yes'),
     );
+    const signedOut = () => setSignedIn('no');
+    addEventListener(SIGNED_OUT, signedOut);
+    return () => removeEventListener(SIGNED_OUT, signedOut);
   }, []);
   if (signedIn === 'checking') return <p class="notice">Signing in…</p>;
   if (signedIn === 'no')

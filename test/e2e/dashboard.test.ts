@@ -141,7 +141,26 @@ describe('the web dashboard', () => {
     expect(await page.content()).not.toContain(SECRET);
   });
 
-  it('cancels the run from the page, after a confirmation', async () => {
+  it('cancels the run from the page, after a confirmation; a Runs page showing live runs drops it', async () => {
+    // Another tab of the same browser, on the Runs page filtered to live runs.
+    const runsTab = await page.browserContext().newPage();
+    await runsTab.goto(`${daemon.url}/#/`);
+    await runsTab.waitForSelector('table.runs');
+    const live = await runsTab.$$eval('select option', (options) => options.find((o: any) => o.textContent.startsWith('live'))!.value);
+    await runsTab.select('select', live);
+    await runsTab.waitForSelector(`tr[data-run="${runId}"]`);
+    await waitForText(runsTab, '.filters', 'live ·');
+
+    await page.bringToFront();
+    // From the keyboard: Enter on the button opens the dialog on its safe choice; Escape keeps the run.
+    await page.focus('.actions button.danger');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('dialog[open]');
+    expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Keep it');
+    await page.keyboard.press('Escape');
+    await page.waitForSelector('dialog[open]', { hidden: true });
+    expect((await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body.state).toBe('running');
+
     await page.click('.actions button.danger');
     await page.waitForSelector('dialog[open]');
     await page.click('dialog[open] button.danger');
@@ -149,6 +168,8 @@ describe('the web dashboard', () => {
     const run = (await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body;
     expect(run.state).toBe('cancelled');
     expect(sim.billingNow().filter((h) => h.label?.includes(runId))).toEqual([]);
+    await runsTab.waitForFunction((id: string) => !document.querySelector(`tr[data-run="${id}"]`), { timeout: 10_000 }, runId);
+    await runsTab.close();
   });
 
   it("shows the run's spend in the money chart", async () => {
@@ -160,6 +181,18 @@ describe('the web dashboard', () => {
     const usd = report.runs.find((r) => r.id === runId)!.usd;
     expect(usd).toBeGreaterThan(0);
     expect(shown).toBe(`$${usd.toFixed(4)}`);
+  });
+
+  it("shows the account: the daemon, the credit, the doctor's checks made by the daemon, the rate limits met", async () => {
+    await page.goto(`${daemon.url}/#/account`);
+    await waitForText(page, '.summary', 'serving');
+    await waitForText(page, '.summary', '$');
+    await page.click('section[aria-labelledby="doctor"] button');
+    await page.waitForSelector('.checks li', { timeout: 20_000 });
+    const checks = await page.$$eval('.checks li', (items) => items.map((i: any) => i.textContent as string));
+    expect(checks.find((c) => c.includes('service'))).toMatch(/^ok/);
+    expect(checks.find((c) => c.includes('key'))).toMatch(/^ok/);
+    await waitForText(page, 'section[aria-labelledby="rate-limits"] td', 'create');
   });
 
   it('lets no page of another origin act, and no request without the CSRF token', async () => {
@@ -233,11 +266,16 @@ describe('the web dashboard', () => {
     await daemon.api('POST', `/v1/runs/${(JSON.parse(ok.text) as Run).id}/cancel`);
   });
 
-  it('ends every session on `berth token rotate`', async () => {
+  it('ends every session on `berth token rotate`: the open page says so without a reload', async () => {
     await page.goto(`${daemon.url}/#/`);
     await waitForText(page, 'h1', 'Runs');
+    await waitForText(page, '.filters', 'live');
+    await page.evaluate(() => (window.notReloaded = true));
     const r = await berth(['token', 'rotate'], userEnv(home));
     expect(r.code, r.stderr).toBe(0);
+    // Its event stream ended with the session; the page's next read is refused.
+    await waitForText(page, 'h1', 'Not signed in', 10_000);
+    expect(await page.evaluate(() => window.notReloaded)).toBe(true);
     await page.reload();
     await waitForText(page, 'h1', 'Not signed in');
   });

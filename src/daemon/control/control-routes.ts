@@ -58,8 +58,11 @@ export interface ControlApiDeps {
   startedAt: number;
   /** False while the runs resume after a start: status works, submits are stored and wait. */
   ready(): boolean;
-  /** GET /v1/costs (`berth costs`): spend per run and instance since the given time (./costs.ts). */
-  costs?(sinceMs: number | undefined): Promise<CostsReport>;
+  /**
+   * GET /v1/costs (`berth costs`): spend per run and instance since the given time (./costs.ts),
+   * beside the service's charges when `service` (a call to the service).
+   */
+  costs?(sinceMs: number | undefined, service: boolean): Promise<CostsReport>;
   metrics: DaemonMetrics;
   streams: EventStreams;
   /** GET /v1/account and its checks (./account-routes.ts). */
@@ -165,6 +168,8 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       handle: () => {
         tokens.rotate();
         deps.sessions.endAll();
+        // The dashboard's open event streams end now, not at their next event.
+        deps.streams.recheck();
         log.info('control token rotated; every dashboard session ended');
         return { status: 200, body: { rotated: true } };
       },
@@ -316,6 +321,12 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
             description: 'from 00:00 UTC of this day (YYYY-MM-DD, or an ISO time); default: every record kept',
             schema: { type: 'string' },
           },
+          {
+            name: 'service',
+            description:
+              "false: berth's own figures only, without reading the service's charges (the dashboard's refreshes: no call to the service); default true",
+            schema: { type: 'string', enum: ['true', 'false'] },
+          },
         ],
         responses: { 200: { description: 'the report', schema: CostsReportSchema } },
         errors: [400, 404],
@@ -328,7 +339,9 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
         } catch (err) {
           throw new HttpProblem(400, 'bad_request', (err as Error).message);
         }
-        return { status: 200, body: await deps.costs(since) };
+        const service = url.searchParams.get('service') ?? 'true';
+        if (service !== 'true' && service !== 'false') throw new HttpProblem(400, 'bad_request', 'service must be true or false.');
+        return { status: 200, body: await deps.costs(since, service === 'true') };
       },
     },
     {

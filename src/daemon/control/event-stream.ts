@@ -8,8 +8,8 @@
 // A stream's states: sending (reads a page, writes it) → waiting for `drain` when the client reads
 // slower than events come (nothing more is read meanwhile, so a slow client costs no memory) → idle
 // until the next commit or heartbeat. It ends when the client goes, when the daemon stops (cleanly:
-// the response is ended), or, for one run (`?run=ID`), once that run has ended and its last event
-// was sent (an `end` message first).
+// the response is ended), for one run (`?run=ID`) once that run has ended and its last event was
+// sent (an `end` message first), and for a dashboard session's stream once the session has ended.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock, Timer } from '../../clock.js';
 import type { EventRow, Store } from '../../store/index.js';
@@ -26,6 +26,11 @@ export interface StreamOptions {
   runId?: string;
   /** Send the events stored after this id. */
   after: number;
+  /**
+   * For a stream opened with a dashboard session: false once the session has ended (sign-out,
+   * token rotation, idle time). Asked before every send and at every heartbeat; the stream then ends.
+   */
+  alive?: () => boolean;
 }
 
 class Stream {
@@ -63,6 +68,7 @@ class Stream {
   /** Sends what was stored since the cursor, as far as the client takes it. */
   flush(): void {
     if (this.ended || this.draining) return;
+    if (this.options.alive && !this.options.alive()) return this.end();
     try {
       this.send();
     } catch {
@@ -160,6 +166,11 @@ export class EventStreams {
 
   get size(): number {
     return this.open.size;
+  }
+
+  /** Sends what is new to every stream now; a stream whose session has ended ends instead. */
+  recheck(): void {
+    for (const s of [...this.open]) s.flush();
   }
 
   /** Ends every stream cleanly: the daemon is stopping. */

@@ -8,11 +8,14 @@ import { DELIVERY_STATES, type DeliveryState, type NotifyEvent } from '../../wir
 import { HttpProblem, wholeNumber, type ControlRoute, type Request } from './route-types.js';
 import type { EventStreams } from './event-stream.js';
 import type { DaemonMetrics } from '../notify/metrics.js';
+import type { DashboardSessions } from './dashboard/sessions.js';
 
 export interface ObserveDeps {
   store: Store;
   metrics: DaemonMetrics;
   streams: EventStreams;
+  /** A dashboard session's stream lives as long as the session. */
+  sessions: Pick<DashboardSessions, 'isLive'>;
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -35,7 +38,7 @@ function toNotification(row: OutboxRow): Notification {
 }
 
 export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
-  const { store, metrics, streams } = deps;
+  const { store, metrics, streams, sessions } = deps;
   return [
     {
       method: 'GET',
@@ -106,7 +109,9 @@ export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
           wholeNumber(Array.isArray(header) ? header[0] : header, 'Last-Event-ID') ??
           wholeNumber(r.url.searchParams.get('after'), 'after') ??
           streams.startOf(runId);
-        streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after });
+        const session = r.session;
+        const alive = session ? { alive: () => sessions.isLive(session.sessionId) } : {};
+        streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after, ...alive });
         return { streamed: true };
       },
     },

@@ -1,6 +1,8 @@
 // Money: where it went (spend per day and per run over the last 7 days, from GET /v1/costs), what
 // bills now, how close the daemon-wide caps are (GET /v1/account), and the service's own charges
-// beside berth's figures where the key may read them.
+// beside berth's figures where the key may read them. berth's figures follow the runs' events
+// (service=false: no call to the service); the service's charges are read when asked, since each
+// read is a call against the account's rate limit.
 import { useEffect, useState } from 'preact/hooks';
 import type { AccountView, CostsReport } from '../../wire/control-api.js';
 import { call, followEvents } from '../api.js';
@@ -34,13 +36,23 @@ export function MoneyPage() {
   const [report, setReport] = useState<CostsReport | undefined>(undefined);
   const [account, setAccount] = useState<AccountView | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
+  const [compared, setCompared] = useState<{ report: CostsReport; at: number } | 'reading' | undefined>(undefined);
+  const readService = async () => {
+    setCompared('reading');
+    try {
+      setCompared({ report: await call<CostsReport>('GET', `/v1/costs?since=${sinceDay()}`), at: Date.now() });
+    } catch (err) {
+      setCompared(undefined);
+      setError(err);
+    }
+  };
 
   useEffect(() => {
     let gone = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const load = () => {
       timer = undefined;
-      call<CostsReport>('GET', `/v1/costs?since=${sinceDay()}`).then(
+      call<CostsReport>('GET', `/v1/costs?since=${sinceDay()}&service=false`).then(
         (r) => !gone && setReport(r),
         (err: unknown) => !gone && setError(err),
       );
@@ -78,10 +90,10 @@ export function MoneyPage() {
               <span class="label">Billing now</span>
               <strong>{usdPerHour(report.total_usd_per_hour)}</strong>
             </div>
-            {report.service.compared && (
+            {compared && compared !== 'reading' && compared.report.service.compared && (
               <div>
                 <span class="label">The service's charges</span>
-                <strong>{usd(report.service.total_usd, 4)}</strong>
+                <strong>{usd(compared.report.service.total_usd, 4)}</strong>
               </div>
             )}
           </div>
@@ -127,45 +139,61 @@ export function MoneyPage() {
             )}
           </Section>
           <Section title="berth's figures and the service's" id="service">
-            <p>{report.service.note}.</p>
-            {report.service.compared && (
-              <div class="table-wrap">
-                <table>
-                  <thead>
-                    <tr>
-                      <th scope="col">Run</th>
-                      <th scope="col">Attempt</th>
-                      <th scope="col">Instance</th>
-                      <th scope="col" class="num">
-                        berth
-                      </th>
-                      <th scope="col" class="num">
-                        service
-                      </th>
-                      <th scope="col" class="num">
-                        difference
-                      </th>
-                    </tr>
-                  </thead>
-                  <tbody>
-                    {report.runs.flatMap((r) =>
-                      r.instances.map((i) => (
-                        <tr>
-                          <td>{r.name}</td>
-                          <td>#{i.attempt}</td>
-                          <td>{i.instance_id ?? '—'}</td>
-                          <td class="num">{usd(i.usd, 4)}</td>
-                          <td class="num">{usd(i.service_usd, 4)}</td>
-                          <td class="num">{usd(i.difference_usd, 4)}</td>
-                        </tr>
-                      )),
-                    )}
-                  </tbody>
-                </table>
-              </div>
-            )}
+            <p class="muted">
+              Reading the service's charges is a call to the service (against the account's rate limit), so it is made when asked.
+            </p>
+            <button type="button" onClick={() => void readService()} disabled={compared === 'reading'}>
+              {compared === 'reading' ? 'Reading…' : compared ? "Read the service's charges again" : "Read the service's charges"}
+            </button>
+            {compared && compared !== 'reading' && <ServiceComparison report={compared.report} at={compared.at} />}
           </Section>
         </>
+      )}
+    </>
+  );
+}
+
+function ServiceComparison({ report, at }: { report: CostsReport; at: number }) {
+  return (
+    <>
+      <p>
+        {report.service.note} (read at {new Date(at).toLocaleTimeString()}).
+      </p>
+      {report.service.compared && (
+        <div class="table-wrap">
+          <table>
+            <thead>
+              <tr>
+                <th scope="col">Run</th>
+                <th scope="col">Attempt</th>
+                <th scope="col">Instance</th>
+                <th scope="col" class="num">
+                  berth
+                </th>
+                <th scope="col" class="num">
+                  service
+                </th>
+                <th scope="col" class="num">
+                  difference
+                </th>
+              </tr>
+            </thead>
+            <tbody>
+              {report.runs.flatMap((r) =>
+                r.instances.map((i) => (
+                  <tr>
+                    <td>{r.name}</td>
+                    <td>#{i.attempt}</td>
+                    <td>{i.instance_id ?? '—'}</td>
+                    <td class="num">{usd(i.usd, 4)}</td>
+                    <td class="num">{usd(i.service_usd, 4)}</td>
+                    <td class="num">{usd(i.difference_usd, 4)}</td>
+                  </tr>
+                )),
+              )}
+            </tbody>
+          </table>
+        </div>
       )}
     </>
   );

@@ -78,6 +78,8 @@ export function RunsPage() {
       stale.clear();
       const fresh = await Promise.all(ids.map((id) => call<Run>('GET', `/v1/runs/${encodeURIComponent(id)}`).catch(() => undefined)));
       if (queryRef.current !== q) return;
+      // A run that left the state filter (a live run that ended) leaves the page: it is read again.
+      if (q.state && fresh.some((f) => f && !q.state.split(',').includes(f.state))) return load(q);
       setRuns((rs) => rs?.map((r) => fresh.find((f) => f?.id === r.id) ?? r));
     };
     return followEvents(

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Run, SignInCode, UiSession } from '../../../src/wire/control-api.js';
 import { rawRequest, type RawOptions } from '../../helpers/control-api.js';
+import { openSse } from '../../helpers/sse.js';
 import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
 let world: World;
@@ -101,21 +102,31 @@ describe('a dashboard session', () => {
     expect((await req('GET', '/v1/runs', { token: 'wrong', headers: { cookie } })).status).toBe(401);
   });
 
-  it('ends on sign-out, and every session ends on a token rotation', async () => {
+  it('ends on sign-out, and every session ends on a token rotation, its open event streams with it', async () => {
     const a = await signIn();
     const b = await signIn();
+    const streamA = await openSse(`${world.daemon.url}/v1/events/stream`, { cookie: a.cookie });
+    const streamB = await openSse(`${world.daemon.url}/v1/events/stream`, { cookie: b.cookie });
+    const byToken = await openSse(`${world.daemon.url}/v1/events/stream`, { authorization: `Bearer ${world.daemon.token}` });
+    expect([streamA.status, streamB.status, byToken.status]).toEqual([200, 200, 200]);
     const origin = world.daemon.url;
     const out = await req('POST', '/v1/ui/sign-out', { token: null, headers: { cookie: a.cookie, origin, 'x-csrf-token': a.csrf } });
     expect(out.status).toBe(200);
     expect(String(out.headers['set-cookie'])).toContain('Max-Age=0');
     expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: a.cookie } })).status).toBe(401);
+    expect(await streamA.ended).toBe(true);
     expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie } })).status).toBe(200);
     const pending = JSON.parse((await req('POST', '/v1/ui/codes')).text) as SignInCode;
 
     const rotated = await req('POST', '/v1/token/rotate');
     expect(rotated.status).toBe(200);
     expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie } })).status).toBe(401);
+    expect(await streamB.ended).toBe(true);
     expect((await req('GET', `/${new URL(pending.url).search}`, { token: null })).status).toBe(401);
+    // A stream opened with the token is the token holder's: a rotation does not cut it.
+    const made = await req('POST', '/v1/runs', { headers: { 'content-type': 'application/json' }, body: spec('after-rotation') });
+    await byToken.until((m) => m.some((x) => x.data.includes((JSON.parse(made.text) as Run).id)));
+    byToken.close();
   });
 
   it('ends when the daemon restarts: sessions are kept in memory only', async () => {

@@ -157,6 +157,10 @@ describe('GET /v1/openapi.json', () => {
     expect((await call('GET', '/v1/events/stream?run=nosuch', '/v1/events/stream')).status).toBe(404);
     expect((await call('GET', '/v1/costs', '/v1/costs')).status).toBe(200);
     expect((await call('GET', '/v1/costs?since=someday', '/v1/costs')).status).toBe(400);
+    const own = await call('GET', '/v1/costs?service=false', '/v1/costs');
+    expect(own.status).toBe(200);
+    expect(JSON.parse(own.text)).toMatchObject({ service: { compared: false, note: 'not asked' } });
+    expect((await call('GET', '/v1/costs?service=maybe', '/v1/costs')).status).toBe(400);
 
     // The stream: its media type is documented, and every message's data is a StreamEvent.
     const stream = await openSse(`${world.daemon.url}/v1/events/stream?run=${run.id}`, { authorization: `Bearer ${world.daemon.token}` });

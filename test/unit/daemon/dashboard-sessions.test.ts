@@ -60,6 +60,17 @@ describe('dashboard sessions', () => {
     expect(sessions.liveSessions).toBe(0);
   });
 
+  it('tells whether a session lives without renewing it (an open event stream asks)', async () => {
+    const { clock, sessions } = setup();
+    const { sessionId } = sessions.redeem(sessions.issueCode().code)!;
+    expect(sessions.isLive(sessionId)).toBe(true);
+    await clock.advance(SESSION_IDLE_MS - 1);
+    expect(sessions.isLive(sessionId)).toBe(true);
+    await clock.advance(1);
+    expect(sessions.isLive(sessionId)).toBe(false);
+    expect(sessions.isLive('nosuch')).toBe(false);
+  });
+
   it("accepts only the session's own CSRF token", () => {
     const { sessions } = setup();
     const a = sessions.redeem(sessions.issueCode().code)!;

@@ -7,9 +7,12 @@ import { HttpProblem, type Answer, type ControlRoute } from '../route-types.js';
 import { DashboardAssets } from './assets.js';
 import { clearedCookie, cookieName, sessionCookie } from './cookies.js';
 import type { DashboardSessions } from './sessions.js';
+import type { EventStreams } from '../event-stream.js';
 
 export interface DashboardDeps {
   sessions: DashboardSessions;
+  /** Its open event streams end with a session. */
+  streams: Pick<EventStreams, 'recheck'>;
   assets?: DashboardAssets;
 }
 
@@ -129,6 +132,7 @@ export function dashboardRoutes(deps: DashboardDeps): ControlRoute[] {
       handle: ({ req, session }) => {
         if (!session) throw new HttpProblem(400, 'bad_request', 'No dashboard session to end.');
         sessions.end(session.sessionId);
+        deps.streams.recheck();
         return { status: 200, body: { signed_out: true }, headers: { 'set-cookie': clearedCookie(cookieName(portOf(req))) } };
       },
     },

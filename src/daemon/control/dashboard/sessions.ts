@@ -81,6 +81,12 @@ export class DashboardSessions {
     return session;
   }
 
+  /** True while the session lives (its idle time not renewed: an open event stream asks this). */
+  isLive(sessionId: string): boolean {
+    const session = this.sessions.get(digest(sessionId));
+    return session !== undefined && this.clock.now() < session.expiresAt;
+  }
+
   /** True when `given` is the session's CSRF token (compared in constant time). */
   csrfMatches(session: Session, given: string | undefined): boolean {
     const a = Buffer.from(given ?? '');
