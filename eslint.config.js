@@ -8,7 +8,7 @@ export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'bench/results/**'] },
   js.configs.recommended,
   {
-    files: ['**/*.ts'],
+    files: ['**/*.{ts,tsx}'],
     extends: [...tseslint.configs.recommended],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
@@ -38,6 +38,24 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         { patterns: [{ group: ['**/daemon/**', '**/cli/**'], message: 'a lower layer never imports the daemon or the CLI' }] },
+      ],
+    },
+  },
+  {
+    // The dashboard's page code (src/ui/) runs in a browser: it reads the wire contract's types and
+    // the run states, never the daemon, the CLI, the store or anything that needs Node.
+    files: ['src/ui/**/*.{ts,tsx}'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/daemon/**', '**/cli/**', '**/store/**', '**/client/**', '**/sim/**', '**/config/**', 'node:*'],
+              message: 'the dashboard page runs in a browser: the wire contract only',
+            },
+          ],
+        },
       ],
     },
   },

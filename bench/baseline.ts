@@ -56,7 +56,7 @@ export async function runBaseline(opts: BaselineOptions): Promise<BaselineRun[]>
         const res = await request(opts.url + path, {
           method,
           headers,
-          body: body === undefined ? undefined : JSON.stringify(body),
+          body: body === undefined ? null : JSON.stringify(body),
           dispatcher: agent,
         });
         const text = await res.body.text();

@@ -1,7 +1,7 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,cli] [-- --notify]`: runs each
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,cli,dashboard] [-- --notify]`: runs each
 // benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
-// CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20), run only when named; `--notify` turns a notification
+// CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19), run only when named; `--notify` turns a notification
 // target on in it (a receiver in the bench process) and writes latest-notify.md/json instead.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
@@ -9,16 +9,18 @@ import { join } from 'node:path';
 import { packagePath } from '../src/package-path.js';
 import { runBerthBench, runScaleBench } from './berth.js';
 import { runCliBench } from './cli.js';
+import { runDashboardBench } from './dashboard.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
 import { runReadinessBench } from './readiness.js';
 import { runSimBench } from './sim.js';
 import { runSweepBench } from './sweep.js';
+import { runTasksBench } from './tasks.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard'] as const;
 /** Parts run only when named in --only. */
-const EXTRA_PARTS = ['scale', 'sweep'] as const;
+const EXTRA_PARTS = ['scale', 'sweep', 'tasks'] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
 
 interface Options {
@@ -80,8 +82,12 @@ async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
         return [await runReadinessBench({ quick: opts.quick })];
       case 'cli':
         return [await runCliBench()];
+      case 'dashboard':
+        return [await runDashboardBench({ quick: opts.quick })];
       case 'sweep':
         return [await runSweepBench({ quick: opts.quick })];
+      case 'tasks':
+        return [await runTasksBench({ quick: opts.quick })];
     }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
@@ -144,8 +150,10 @@ async function main(): Promise<number> {
   const seconds = (Date.now() - startedAt.getTime()) / 1000;
   const dir = packagePath('bench', 'results');
   mkdirSync(dir, { recursive: true });
-  // The sweeps alone go to their own file, so that they do not replace the full report.
-  const name = opts.notify ? 'latest-notify' : opts.only.join(',') === 'sweep' ? 'latest-sweep' : 'latest';
+  // Only the full run (every part of PARTS) is `latest`; a run of some parts goes to a file named
+  // after them (latest-sweep, latest-tasks, latest-client...), so that it never replaces the full report.
+  const full = opts.only.join(',') === PARTS.join(',');
+  const name = opts.notify ? 'latest-notify' : full ? 'latest' : `latest-${opts.only.join('-')}`;
   writeFileSync(join(dir, `${name}.json`), JSON.stringify({ ...env, duration_s: Math.round(seconds), sections }, null, 2) + '\n');
   writeFileSync(join(dir, `${name}.md`), markdown(env, sections, seconds));
   const targets = sections.flatMap((s) => s.rows).filter((r) => r.met !== undefined);

@@ -82,7 +82,7 @@ export async function spawnDaemon(
         method,
         path,
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? null : JSON.stringify(body),
       });
       return { status: res.statusCode, body: (await res.body.json()) as never };
     },

@@ -87,12 +87,39 @@ function unwantedPolls(wasRunning: boolean) {
 /**
  * A task's instance listed stopped or exited: its log is read for the end marker before anything
  * else is judged (an outbid or a failed host leaves no marker; the task's wrapper always does).
+ * While booting the log is read without the run becoming `running`: a short task may end between two
+ * lists, but an instance that exits while booting with no marker is a boot failure, judged as one.
  */
-const taskEndPoll = {
-  guard: { type: 'taskMayHaveEnded', params: poll },
-  target: '#run.running.checkingTask',
-  actions: { type: 'notePoll', params: poll },
-} as const;
+const taskEndPoll = (from: 'booting' | 'running') =>
+  ({
+    guard: { type: 'taskMayHaveEnded', params: poll },
+    target: `#run.${from}.checkingTask`,
+    actions: { type: 'notePoll', params: poll },
+  }) as const;
+
+/** Reads the log of a task's stopped instance; without an end marker, goes back to `returnTo` and judges the last list there. */
+const checkingTaskState = (returnTo: 'starting' | 'watching') =>
+  runSetup.createStateConfig({
+    description:
+      "A list showed the task's instance stopped or exited: its log is read for the end marker. With one, the task ended and the instance goes; without, the stop is judged as it would be without a task (a boot failure, an outbid or a loss).",
+    invoke: {
+      src: 'readTaskEnd',
+      input: ({ context }) => ({ runId: context.runId, n: context.current!.n, instanceId: context.current!.instanceId! }),
+      onDone: [
+        {
+          guard: ({ event }) => event.output.exitCode !== null,
+          target: '#run.destroying',
+          actions: [{ type: 'markEndingTask', params: ({ event }) => ({ exitCode: event.output.exitCode! }) }, 'reportTaskEnded'],
+        },
+        { target: returnTo, actions: ['markTaskChecked', 'replayStatus'] },
+      ],
+      onError: { target: returnTo, actions: ['markTaskChecked', 'replayStatus'] },
+    },
+    on: {
+      // Lists keep coming while the log is read: noted, and judged once it has been.
+      POLL: { actions: { type: 'notePoll', params: poll } },
+    },
+  });
 
 /** Cancel and expiry while an instance is wanted: it is destroyed first. */
 const endedByRun = {
@@ -134,7 +161,7 @@ export const bootingState = runSetup.createStateConfig({
   },
   on: {
     ...endedByRun,
-    POLL: [taskEndPoll, ...unwantedPolls(false), { actions: { type: 'notePoll', params: poll } } as const],
+    POLL: [taskEndPoll('booting'), ...unwantedPolls(false), { actions: { type: 'notePoll', params: poll } } as const],
     /** The onstart callback: the script ran, so the instance is up (the list still confirms it). */
     READY: {
       guard: { type: 'readyForCurrent', params: ({ event }) => ({ n: event.n }) },
@@ -209,6 +236,7 @@ export const bootingState = runSetup.createStateConfig({
         ],
       },
     },
+    checkingTask: checkingTaskState('starting'),
   },
 });
 
@@ -219,7 +247,7 @@ export const rebiddingState = runSetup.createStateConfig({
   on: {
     ...endedByRun,
     POLL: [
-      taskEndPoll,
+      taskEndPoll('running'),
       // Still stopped by the market (its record changes as the bid does): wait for the raised bid.
       { guard: { type: 'isOutbid', params: poll }, actions: { type: 'notePoll', params: poll } },
       {
@@ -288,33 +316,13 @@ export const runningState = runSetup.createStateConfig({
   initial: 'watching',
   on: {
     ...endedByRun,
-    POLL: [taskEndPoll, ...unwantedPolls(true), { actions: { type: 'notePoll', params: poll } } as const],
+    POLL: [taskEndPoll('running'), ...unwantedPolls(true), { actions: { type: 'notePoll', params: poll } } as const],
   },
   states: {
     watching: {
       description: 'Each list is judged: a task that may have ended, an outbid, a failure, a loss, or nothing new.',
     },
-    checkingTask: {
-      description:
-        "A list showed the task's instance stopped or exited: its log is read for the end marker. With one, the task ended and the instance goes; without, the stop is judged as an outbid or a loss.",
-      invoke: {
-        src: 'readTaskEnd',
-        input: ({ context }) => ({ runId: context.runId, n: context.current!.n, instanceId: context.current!.instanceId! }),
-        onDone: [
-          {
-            guard: ({ event }) => event.output.exitCode !== null,
-            target: '#run.destroying',
-            actions: [{ type: 'markEndingTask', params: ({ event }) => ({ exitCode: event.output.exitCode! }) }, 'reportTaskEnded'],
-          },
-          { target: 'watching', actions: ['markTaskChecked', 'replayStatus'] },
-        ],
-        onError: { target: 'watching', actions: ['markTaskChecked', 'replayStatus'] },
-      },
-      on: {
-        // Lists keep coming while the log is read: noted, and judged once it has been.
-        POLL: { actions: { type: 'notePoll', params: poll } },
-      },
-    },
+    checkingTask: checkingTaskState('watching'),
   },
 });
 

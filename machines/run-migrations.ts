@@ -62,6 +62,9 @@ const STEPS: Record<number, Step> = {
       context: { ...context, taskRestarts: 0, taskExit: null, current: current && { taskChecked: false, ...current } },
     };
   },
+  // v5 → v6: a task's instance that stops while booting has its log read in `booting.checkingTask`
+  // (before, in `running.checkingTask`). A state was added, none removed or reshaped: nothing to change.
+  5: (s) => s,
 };
 
 /**

@@ -292,7 +292,7 @@ export const runSetup = setup({
     failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),
     failDeadline: assign(({ context }) => ({ error: deadlineError(context) })),
     failNoOffers: assign(({ context }) => ({ error: noOffersError(context) })),
-    failExpired: assign(({ context }, params: { reason?: RunError }) => ({
+    failExpired: assign(({ context }, params: { reason?: RunError | undefined }) => ({
       error: params.reason ?? context.expire,
       expire: params.reason ?? context.expire,
     })),

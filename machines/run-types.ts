@@ -20,7 +20,7 @@ export interface InstanceStatus {
   dph_total?: number | null;
   public_ipaddr?: string | null;
   /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
-  ports?: Record<string, Array<{ HostIp?: string; HostPort?: string }> | null> | null;
+  ports?: Record<string, Array<{ HostIp?: string | undefined; HostPort?: string | undefined }> | null> | null;
 }
 
 /**

@@ -39,7 +39,7 @@ const REDACT_PATHS = [
 export interface LoggerOptions {
   level?: string;
   /** Human-readable output (pino-pretty) instead of JSON lines. */
-  pretty?: boolean;
+  pretty?: boolean | undefined;
   /** Where lines go; default stdout. Tests pass a capturing stream. */
   destination?: DestinationStream;
 }

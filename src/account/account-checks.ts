@@ -49,8 +49,8 @@ export interface AccountReport {
 }
 
 export interface CheckClient extends Pick<MarketClient, 'currentUser' | 'searchOffers' | 'listInstancePage' | 'destroyInstance'> {
-  countSshKeys(options?: { signal?: AbortSignal }): Promise<number>;
-  charges(range: { fromS: number; toS: number }, options?: { signal?: AbortSignal }): Promise<Charge[]>;
+  countSshKeys(options?: { signal?: AbortSignal | undefined }): Promise<number>;
+  charges(range: { fromS: number; toS: number }, options?: { signal?: AbortSignal | undefined }): Promise<Charge[]>;
 }
 
 type Probe = 'ok' | 'missing' | 'rejected' | { error: string; unreachable: boolean };

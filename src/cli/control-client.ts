@@ -15,7 +15,7 @@ import { berthHome } from '../config/home.js';
 import { readControlToken } from '../config/control-token.js';
 import { proofMatches } from '../wire/control-proof.js';
 import { BerthError, type SpecIssue } from '../errors.js';
-import type { CostsReport, Notification, Run, RunEvent, RunLogs, StreamEvent } from '../wire/control-api.js';
+import type { CostsReport, Notification, Run, RunEvent, RunLogs, SignInCode, StreamEvent } from '../wire/control-api.js';
 import { SseParser } from './sse.js';
 
 const START_HINT = 'start it with `berth daemon`';
@@ -121,6 +121,11 @@ export class ControlClient {
   /** Switches the daemon to a new control token (it writes control.token itself). */
   rotateToken(): Promise<{ rotated: boolean }> {
     return this.call('POST', '/v1/token/rotate');
+  }
+
+  /** A one-time sign-in URL of the web dashboard (`berth ui`). */
+  signInCode(): Promise<SignInCode> {
+    return this.call<SignInCode>('POST', '/v1/ui/codes');
   }
 
   /** Lets a run held after a restore go on. */

@@ -18,9 +18,9 @@ export const POLL_MS = 250;
 export interface FollowOptions {
   until(run: Run): boolean;
   /** Called with every fetched run (the live display, or nothing for --json). */
-  onRun?(run: Run): void;
+  onRun?: ((run: Run) => void) | undefined;
   /** Aborting stops following (the run itself carries on in the daemon). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** Resolves with the first fetched run that satisfies `until`; throws `aborted` when the signal fires. */
@@ -67,7 +67,7 @@ function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): v
 
 export interface WatchOptions {
   /** --json: follow without showing anything. */
-  quiet?: boolean;
+  quiet?: boolean | undefined;
   /** The caller's own stop signal; without one, the first SIGINT/SIGTERM stops following (exit 130). */
   signal?: AbortSignal;
 }

@@ -160,6 +160,12 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     );
 
   program
+    .command('ui')
+    .description('print (and open, where a browser is at hand) a one-time sign-in link of the web dashboard')
+    .option('--no-open', 'only print the link')
+    .action(run(async (opts: { open: boolean }) => (await import('./commands/ui.js')).uiCommand(opts, io, env)));
+
+  program
     .command('doctor')
     .description('check the account: service, key, permissions, SSH key, credit (one line each; exit 0 when all pass)')
     .option('--config <file>', 'config file overlaid on the defaults, as for `berth daemon`')
@@ -201,7 +207,8 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
   program
     .command('demo')
     .description('simulator + daemon + the example job, shown live until running, then cleaned up')
-    .action(run(async () => (await import('./commands/demo.js')).demoCommand(io)));
+    .option('--task', 'the example task instead: followed to its end, which destroys its instance, and its output shown')
+    .action(run(async (opts: { task?: boolean }) => (await import('./commands/demo.js')).demoCommand(io, opts)));
 
   return program;
 }

@@ -23,7 +23,7 @@ export interface ResponseContext {
   /** Path without query (ids only, never secrets). */
   path: string;
   /** The offer a create was aimed at, to name it in OfferGoneError. */
-  offerId?: number;
+  offerId?: number | undefined;
   /** Secrets to scrub from any service text copied into a message (the API key, env values). */
   secrets?: readonly string[] | SecretScrubber;
 }

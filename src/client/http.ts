@@ -59,8 +59,8 @@ export function createHttp(options: HttpOptions): Http {
         path: prefix + path,
         method: method as 'GET',
         headers,
-        body: body === undefined ? undefined : JSON.stringify(body),
-        signal,
+        body: body === undefined ? null : JSON.stringify(body),
+        signal: signal ?? null,
       });
       const text = await res.body.text();
       const ct = res.headers['content-type'];

@@ -56,7 +56,7 @@ export interface LimiterOptions {
   /** Time and timers; default the wall clock. */
   clock?: Clock;
   /** Longest pause after repeated 429s, ms (default 15000); the jitter stays within it. */
-  maxPauseMs?: number;
+  maxPauseMs?: number | undefined;
   onPause?: (info: PauseInfo) => void;
   onResume?: (group: RateGroup) => void;
   /** Random source in [0, 1) for the pause jitter; tests pass a fixed one. */

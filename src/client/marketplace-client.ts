@@ -95,9 +95,9 @@ export interface Charge {
 }
 
 interface ApiKeyCreated {
-  id?: number;
+  id?: number | undefined;
   /** The key value, shown once: a secret. */
-  key?: string;
+  key?: string | undefined;
   [field: string]: unknown;
 }
 
@@ -131,10 +131,10 @@ interface CallSpec {
   body?: unknown;
   /** What to throw instead of retrying when a non-idempotent request may have reached the service. */
   onUnknownOutcome?: (cause: unknown) => BerthError;
-  offerId?: number;
+  offerId?: number | undefined;
   /** Values sent in this call that must not appear in an error message (env values). */
   secrets?: readonly string[];
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** The v1 list's largest page (show_instances.yaml: default 25, max 25). */

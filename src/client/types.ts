@@ -10,8 +10,8 @@ export interface Offer {
   num_gpus: number;
   gpu_ram: number;
   dph_total: number;
-  verified?: boolean;
-  direct_port_count?: number;
+  verified?: boolean | undefined;
+  direct_port_count?: number | undefined;
   [field: string]: unknown;
 }
 
@@ -21,18 +21,18 @@ export interface Instance {
   label: string | null;
   machine_id: number | null;
   actual_status: string | null;
-  intended_status?: string | null;
-  cur_state?: string | null;
-  status_msg?: string | null;
-  ssh_host?: string | null;
-  ssh_port?: number | null;
-  dph_total?: number | null;
+  intended_status?: string | null | undefined;
+  cur_state?: string | null | undefined;
+  status_msg?: string | null | undefined;
+  ssh_host?: string | null | undefined;
+  ssh_port?: number | null | undefined;
+  dph_total?: number | null | undefined;
   /** The host's address: with `ports["22/tcp"]`, the direct SSH endpoint. */
-  public_ipaddr?: string | null;
+  public_ipaddr?: string | null | undefined;
   /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
-  ports?: Record<string, Array<{ HostIp?: string; HostPort?: string }> | null> | null;
+  ports?: Record<string, Array<{ HostIp?: string | undefined; HostPort?: string | undefined }> | null> | null | undefined;
   /** GPU utilisation, percent (show_instances.yaml); absent or null where the host reports none. */
-  gpu_util?: number | null;
+  gpu_util?: number | null | undefined;
   [field: string]: unknown;
 }
 
@@ -86,14 +86,14 @@ export interface CreatedInstance {
 
 export interface CurrentUser {
   id: number;
-  email?: string;
-  credit?: number;
+  email?: string | undefined;
+  credit?: number | undefined;
   [field: string]: unknown;
 }
 
 export interface CallOptions {
   /** Aborts the call and its retries (actor stopped, daemon shutting down). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /**

@@ -9,11 +9,11 @@ import { configSchema, RESERVED_KEYS, type Config } from './schema.js';
 
 export interface ConfigFlags {
   /** --config FILE */
-  configFile?: string;
+  configFile?: string | undefined;
   /** --listen HOST:PORT */
-  listen?: string;
+  listen?: string | undefined;
   /** Values set programmatically (tests, demo); applied after the file, before the environment. */
-  overrides?: DeepPartial<Config>;
+  overrides?: DeepPartial<Config> | undefined;
 }
 
 export type DeepPartial<T> = T extends readonly unknown[] ? T : T extends object ? { [K in keyof T]?: DeepPartial<T[K]> } : T;

@@ -34,7 +34,9 @@ import { whileStoreBusy } from './store-wait.js';
 import { checkAccount, checkLines } from '../account/account-checks.js';
 import { packageVersion } from '../package-path.js';
 import { createControlApi, listen } from './control/control-api.js';
+import { DashboardSessions } from './control/dashboard/sessions.js';
 import { costsReport } from './money/costs.js';
+import { accountView } from './money/account-view.js';
 import { createWebhookReceiver } from './inbound/webhook-receiver.js';
 import { ensureControlToken, writeNewControlToken } from '../config/control-token.js';
 import { createReadyCallbackServer } from './inbound/ready-callback.js';
@@ -46,6 +48,9 @@ import { notifyEventOf } from './notify/notify-events.js';
 import { InstancePoller, type InstanceLists } from './fleet/poller.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import { Supervisor } from './runs/supervisor.js';
+import { Submissions } from './runs/submission.js';
+import { RunLogs } from './runs/run-logs.js';
+import { RunNotices } from './runs/run-notices.js';
 import { AttemptJournal } from './runs/attempt-journal.js';
 import { OfferClaims } from './runs/offer-claims.js';
 import { MachineQuarantine } from './runs/machine-quarantine.js';
@@ -64,14 +69,14 @@ import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { type Releasers, withReleasers } from '../releasers.js';
 
 export interface DaemonOptions {
-  configFile?: string;
-  listen?: string;
-  pretty?: boolean;
+  configFile?: string | undefined;
+  listen?: string | undefined;
+  pretty?: boolean | undefined;
   env?: NodeJS.ProcessEnv;
   overrides?: DeepPartial<Config>;
   logger?: Logger;
   /** `--replace-store`: start a new store where berth.db is missing, empty or another store's. */
-  replaceStore?: boolean;
+  replaceStore?: boolean | undefined;
   /** Time for everything the daemon schedules (tests pass a fake one); the wall clock by default. */
   clock?: Clock;
   /** Time between heartbeats of GET /v1/events/stream, ms (default 15 s). */
@@ -238,7 +243,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         const type = notifyEventOf(e);
         if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
       },
-      committed: (_runId, events, _at, detectionMs) => metrics.runCommitted(events, detectionMs),
+      committed: (runId, events, at, detectionMs) => metrics.runCommitted(runId, events, at, detectionMs),
       noticed(run, type, logged, at) {
         notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
       },
@@ -254,7 +259,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     });
     const readyCallback =
       config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
-    const { supervisor, account } = composeRuns(
+    const { supervisor, submissions, logs, notices, account } = composeRuns(
       { store, client, clock, lists: poller, config, log, apiKey, ...(readyCallback ? { readyCallback } : {}), hooks },
       releasers,
     );
@@ -266,12 +271,22 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
     const server = createControlApi({
       store,
+      sessions: new DashboardSessions(clock),
       supervisor,
+      submissions,
+      logs,
       log,
       clock,
       startedAt,
       ready: () => ready,
       costs: (since) => costsReport(store, clock.now(), since, (range) => client.charges(range)),
+      account: {
+        view: () => accountView({ store, now: clock.now(), account, config, stats: client.stats() }),
+        checks: async (signal) => {
+          const report = await checkAccount(client, config, clock.now(), { signal });
+          return { ok: report.ok, checks: report.checks, missing: report.missing };
+        },
+      },
       metrics,
       streams,
       tokens: {
@@ -420,7 +435,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         // run; a run meets the refusal itself when it calls (a permission error fails it at once).
         const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
         for (const c of failing)
-          supervisor.noteOnLiveRuns('account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
+          notices.noteOn(supervisor.liveRunIds(), 'account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
       } catch (err) {
         if (!stopping) log.warn({ err: toRunError(err) }, 'the account checks could not run');
       } finally {
@@ -501,8 +516,9 @@ function orphanRetryMs(config: Config): number {
 /**
  * Builds the runs and what may be spent on them: the attempt journal, offer claims, machine
  * quarantine, reconciler, account watch, create gate, money guard, failure logs, task logs, idle watch, the run machine
- * with its actors, and the supervisor that drives them. Each pushes its releaser; the supervisor's
- * goes last, so it stops its runs before the services they use stop.
+ * with its actors, the supervisor that drives them, and beside it the submissions, the run logs and the
+ * daemon's notices. Each pushes its releaser; the supervisor's goes last, so it stops its runs before
+ * the services they use stop.
  */
 export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const { store, client, clock, config, log, readyCallback } = deps;
@@ -553,13 +569,14 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     policy: config.price_increases.policy,
     intervalMs: config.price_increases.check_interval_s * 1000,
     holders: () => supervisor.holders(),
-    daemonCapHold: (extra) => gate.perHourHold(extra),
+    daemonCapHold: (extra) => gate.increaseHold(extra),
     note: (runId, type, message, data) =>
       store.transaction(() =>
         store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
       ),
   });
   releasers.push(() => prices.stop());
+  const notices = new RunNotices({ store, clock, log, hooks: deps.hooks });
   const guard: MoneyGuard = new MoneyGuard({
     store,
     clock,
@@ -567,7 +584,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     specs,
     expire: (runId, reason) => supervisor.expire(runId, reason),
     leadMs: config.polling.interval_s * 1000,
-    warn: (runId, message, data) => supervisor.warnBudget(runId, message, data),
+    warn: (runId, message, data) => notices.warnBudget(runId, message, data),
   });
   releasers.push(() => guard.stop());
   const logSecrets = new LogSecrets({
@@ -581,7 +598,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   releasers.push(() => failureLogs.close());
   const idle = new IdleWatch({
     warnBeforeMs: config.runs.idle_warning_s * 1000,
-    warn: (runId, message, data) => supervisor.notice(runId, 'idle.warning', message, data),
+    warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
   const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
@@ -618,9 +635,10 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     gate,
     prices,
     idle,
-    taskLogs,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
   });
   releasers.push(() => supervisor.stop());
-  return { supervisor, account, gate, guard };
+  const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
+  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => supervisor.instanceOf(runId) });
+  return { supervisor, submissions, logs, notices, account, gate, guard };
 }

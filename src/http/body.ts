@@ -52,7 +52,13 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(text);
 }
 
-export function sendText(res: ServerResponse, status: number, text: string, contentType = 'text/plain; charset=utf-8'): void {
-  res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
+export function sendText(
+  res: ServerResponse,
+  status: number,
+  text: string | Buffer,
+  contentType = 'text/plain; charset=utf-8',
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { ...headers, 'content-type': contentType, 'content-length': Buffer.byteLength(text) });
   res.end(text);
 }

@@ -19,7 +19,7 @@ export class FaultInjector {
   }
 
   /** Merges a partial update; values are validated like the config file's. */
-  update(partial: Partial<FaultConfig>): FaultConfig {
+  update(partial: { [K in keyof FaultConfig]?: FaultConfig[K] | undefined }): FaultConfig {
     this.config = faultConfigSchema.parse({ ...this.config, ...partial });
     return this.current();
   }

@@ -41,11 +41,11 @@ export interface SimulatorOptions {
   /** Default 127.0.0.1. */
   host?: string;
   /** Overrides config.seed (default 1). */
-  seed?: number;
+  seed?: number | undefined;
   /** Sim seconds per wall second; overrides config.time_scale (default 1). */
-  timeScale?: number;
+  timeScale?: number | undefined;
   /** The full-access key; default: generated. */
-  apiKey?: string;
+  apiKey?: string | undefined;
   /** Partial sim config; every field has a default. */
   config?: SimConfigInput;
   /** Wall clock in ms; tests may inject one. Default Date.now. */

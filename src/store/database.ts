@@ -70,7 +70,7 @@ export interface OpenOptions {
    * Start even though berth.db is missing, empty or another store's while store.json names a
    * previous store: that store's instances are then destroyed as orphans (`berth daemon --replace-store`).
    */
-  replaceStore?: boolean;
+  replaceStore?: boolean | undefined;
 }
 
 function migrate(db: Db): void {

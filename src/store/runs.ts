@@ -47,6 +47,36 @@ export interface RunProgress {
   at: number;
 }
 
+/** Which runs a list shows (the dashboard's filters). */
+export interface RunFilter {
+  states?: readonly RunState[];
+  name?: string;
+}
+
+/** The most states one filter names (there are fewer run states): each its own parameter. */
+const MAX_FILTER_STATES = 16;
+
+/** `%`, `_` and the escape character itself match only themselves in a LIKE pattern. */
+const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
+
+/**
+ * The filter's parameters. Portable SQL for SQLite and Postgres alike: the states as a fixed list of
+ * parameters (null where unused, which matches nothing), the name part as a LIKE pattern; every
+ * parameter that may be null is cast, so that Postgres knows its type.
+ */
+function filterParams(f: RunFilter): Record<string, unknown> {
+  const states = [...new Set(f.states ?? [])].slice(0, MAX_FILTER_STATES);
+  const params: Record<string, unknown> = {
+    anyState: states.length === 0 ? 1 : 0,
+    name: f.name ? `%${likeLiteral(f.name.toLowerCase())}%` : null,
+  };
+  for (let i = 0; i < MAX_FILTER_STATES; i++) params[`s${i}`] = states[i] ?? null;
+  return params;
+}
+
+const FILTER = `(CAST(@anyState AS INTEGER) = 1 OR state IN (${Array.from({ length: MAX_FILTER_STATES }, (_, i) => `CAST(@s${i} AS TEXT)`).join(', ')}))
+     AND (CAST(@name AS TEXT) IS NULL OR lower(name) LIKE CAST(@name AS TEXT) ESCAPE '\\')`;
+
 export function createRunsRepo(db: SqlDb) {
   const insert = db.prepare(
     `INSERT INTO runs (id, name, spec_json, state, created_at, updated_at, idempotency_key, request_hash)
@@ -61,6 +91,14 @@ export function createRunsRepo(db: SqlDb) {
   const allAfter = db.prepare(
     `SELECT * FROM runs WHERE created_at < @createdAt OR (created_at = @createdAt AND id > @id) ORDER BY created_at DESC, id LIMIT @limit`,
   );
+  // The dashboard's filters (FILTER above), paged like `allAfter`.
+  const filtered = db.prepare(
+    `SELECT * FROM runs WHERE ${FILTER}
+       AND (CAST(@createdAt AS BIGINT) IS NULL OR created_at < CAST(@createdAt AS BIGINT)
+            OR (created_at = CAST(@createdAt AS BIGINT) AND id > CAST(@id AS TEXT)))
+     ORDER BY created_at DESC, id LIMIT @limit`,
+  );
+  const filteredCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE ${FILTER}`);
   const live = db.prepare(`SELECT * FROM runs WHERE ended_at IS NULL ORDER BY created_at, id`);
   const progress = db.prepare(
     `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
@@ -100,6 +138,14 @@ export function createRunsRepo(db: SqlDb) {
     list(limit = 1000, after?: Pick<RunRow, 'id' | 'created_at'>): RunRow[] {
       if (after) return allAfter.all({ createdAt: after.created_at, id: after.id, limit }) as RunRow[];
       return all.all(limit) as RunRow[];
+    },
+    /** As `list`, only the runs in one of `states` (when given) whose name holds `name` (any case, when given). */
+    listFiltered(filter: RunFilter, limit: number, after?: Pick<RunRow, 'id' | 'created_at'>): RunRow[] {
+      return filtered.all({ ...filterParams(filter), createdAt: after?.created_at ?? null, id: after?.id ?? null, limit }) as RunRow[];
+    },
+    /** How many runs `listFiltered` pages through. */
+    count(filter: RunFilter = {}): number {
+      return Number((filteredCount.get(filterParams(filter)) as { n: number | string }).n);
     },
     live(): RunRow[] {
       return live.all() as RunRow[];

@@ -53,6 +53,8 @@ const RunAttemptSchema = z.object({
   started_at: isoTime,
   ended_at: isoTime.nullable(),
   detail: z.string().nullable(),
+  /** Billed $/h, disk included: the offer's until the instance was listed, then the list's own; null when never known. */
+  dph_total: z.number().nullable(),
   /** A failed attempt's last container log lines (≤ 4 KB, secrets removed); null when none were fetched. */
   logs: z.string().nullable(),
 });
@@ -62,6 +64,8 @@ export const RunSchema = z.object({
   id: z.string(),
   name: z.string(),
   state: RunStateSchema,
+  /** The GPU models the spec asks for (its search.filters.gpu_name: eq or in, joined by " | "); null when it names none. */
+  gpu: z.string().nullable(),
   created_at: isoTime,
   updated_at: isoTime,
   attempt: z.number().int().min(0),
@@ -101,6 +105,8 @@ export const CostsReportSchema = z.object({
       instances: z.array(InstanceCostsSchema),
     }),
   ),
+  /** Spend per UTC day from `since` to today, oldest first; the days add up to total_usd. */
+  days: z.array(z.object({ day: z.string(), usd: z.number() })),
   total_usd: z.number(),
   total_usd_per_hour: z.number(),
   service: z.object({
@@ -168,6 +174,58 @@ export const HealthSchema = z.object({
 });
 
 export const ProofSchema = z.object({ proof: z.string() });
+
+/** GET /v1/account: the account and the daemon's money as they stand (the dashboard's Account and Money pages). */
+export const AccountViewSchema = z.object({
+  credit: z.object({
+    /** The last credit read (users/current), $; null until one was read. */
+    usd: z.number().nullable(),
+    /** account.min_credit_usd: below it no create starts. */
+    min_usd: z.number(),
+    low: z.boolean(),
+  }),
+  money: z.object({
+    /** What the live instances of berth's runs bill now, $/h. */
+    usd_per_hour: z.number(),
+    /** What those instances cost in the last 24 h, $. */
+    usd_last_24h: z.number(),
+    max_usd_per_hour: z.number().nullable(),
+    max_usd_per_day: z.number().nullable(),
+  }),
+  /** Per endpoint group of the service's API: the configured rate, and the 429 answers and pauses since the daemon started. */
+  rate_limits: z.array(
+    z.object({
+      group: z.string(),
+      per_s: z.number(),
+      rate_limited: z.number().int(),
+      pauses: z.number().int(),
+      paused: z.boolean(),
+      paused_ms: z.number(),
+    }),
+  ),
+});
+export type AccountView = z.infer<typeof AccountViewSchema>;
+
+/** GET /v1/account/checks: `berth doctor`'s checks, made by the daemon with its own key. */
+export const AccountChecksSchema = z.object({
+  ok: z.boolean(),
+  checks: z.array(z.object({ name: z.string(), ok: z.boolean(), message: z.string() })),
+  /** Permission categories the key lacks. */
+  missing: z.array(z.string()),
+});
+export type AccountChecks = z.infer<typeof AccountChecksSchema>;
+
+/** POST /v1/ui/codes (`berth ui`): a one-time sign-in code of the dashboard and the URL that uses it. */
+export const SignInCodeSchema = z.object({ url: z.string(), expires_at: isoTime });
+export type SignInCode = z.infer<typeof SignInCodeSchema>;
+
+/** GET /v1/ui/session: what the dashboard page needs of its session (never the control token). */
+export const UiSessionSchema = z.object({
+  /** Sent back in X-CSRF-Token with every state-changing request. */
+  csrf_token: z.string(),
+  expires_at: isoTime,
+});
+export type UiSession = z.infer<typeof UiSessionSchema>;
 export const RotatedSchema = z.object({ rotated: z.literal(true) });
 
 /**

@@ -5,10 +5,10 @@ import { existsSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/package-path.js';
 
-function demo(): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function demo(...args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BERTH_')));
-    const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'demo'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'demo', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -39,6 +39,23 @@ describe('berth demo', () => {
     expect(r.stdout).toContain('nothing left billing');
     const home = /BERTH_HOME (\S+)\)/.exec(r.stdout)?.[1];
     expect(home).toBeDefined();
+    expect(existsSync(home!)).toBe(false);
+  }, 60_000);
+
+  it('--task: fails over, runs the task to its end, shows its output and exit code, leaves nothing billing', async () => {
+    const r = await demo('--task');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe('');
+    expect(r.stdout).toMatch(/Fail-over: attempt 1 on offer \d+ ended exited/);
+    // The instance that exited while booting never made the run `running`: its attempt is a boot failure.
+    expect(r.stdout).toMatch(/attempt 1 on offer \d+ \(machine \d+\): exited/);
+    expect(r.stdout).toMatch(/attempt 2 on offer \d+ \(machine \d+\): succeeded \(the task exited with code 0\)/);
+    expect(r.stdout).toMatch(
+      /\| epoch 1\/3: loss 0\.7\n {2}\| epoch 2\/3: loss 0\.5\n {2}\| epoch 3\/3: loss 0\.3\n {2}\| saved the model/,
+    );
+    expect(r.stdout).toMatch(/\| berth-task-end run=\S+ attempt=2 exit=0/);
+    expect(r.stdout).toMatch(/Run \S+ is succeeded; the simulator's ledger shows nothing left billing/);
+    const home = /BERTH_HOME (\S+)\)/.exec(r.stdout)?.[1];
     expect(existsSync(home!)).toBe(false);
   }, 60_000);
 });

@@ -44,6 +44,7 @@ const RUN_KEYS = [
   'cost',
   'created_at',
   'error',
+  'gpu',
   'held',
   'id',
   'instance',

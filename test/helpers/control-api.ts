@@ -17,7 +17,7 @@ export function controlApi(target: () => { url: string; token: string }): Contro
       const res = await request(url + path, {
         method: method as 'GET',
         headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers },
-        body: body === undefined ? undefined : JSON.stringify(body),
+        body: body === undefined ? null : JSON.stringify(body),
       });
       return { status: res.statusCode, body: (await res.body.json()) as never };
     },

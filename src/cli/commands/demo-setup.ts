@@ -14,6 +14,8 @@ import { buildSearchQuery, usableOffers } from '../../job-spec/search-query.js';
 import { parseJobSpecText, resolveJobSpec } from '../../job-spec/validate.js';
 
 export const DEMO_JOB_FILE = packagePath('examples', 'demo-job.json');
+/** `berth demo --task`: a job whose task prints three epochs and exits 0. */
+export const DEMO_TASK_FILE = packagePath('examples', 'demo-task.json');
 
 /** 40 simulated seconds per wall second: a 20-40 s boot takes about a second. */
 export const DEMO_TIME_SCALE = 40;
@@ -26,6 +28,13 @@ export const DEMO_SIM_CONFIG: SimConfigInput = {
   rate_limits: { groups: { search: { per_s: 2, burst: 10 }, list_v0: { per_s: 10 }, list_v1: { per_s: 10 }, show: { per_s: 10 } } },
   // Real SSH banners on loopback; an `ssh_late` instance answers 40 sim s (1 s) after it runs.
   ssh_listeners: { enabled: true, late_s: 40 },
+};
+
+/** `--task`: the simulator also runs each instance's onstart (berth's task wrapper) as a local `sh`, and serves its log at once. */
+export const DEMO_TASK_SIM_CONFIG: SimConfigInput = {
+  ...DEMO_SIM_CONFIG,
+  onstart_exec: { enabled: true, timeout_s: 60 },
+  logs: { upload_delay_s: 0 },
 };
 
 /** How many of the daemon's next choices after the doomed one answer SSH late (it tries them in order). */
@@ -51,8 +60,8 @@ export interface DemoJob {
   maxPrice: number;
 }
 
-export function readDemoJob(): DemoJob {
-  const text = readFileSync(DEMO_JOB_FILE, 'utf8');
+export function readDemoJob(file: string): DemoJob {
+  const text = readFileSync(file, 'utf8');
   const spec = parseJobSpecText(text);
   return { body: JSON.parse(text) as unknown, name: spec.name, maxPrice: spec.max_price_per_hour };
 }
@@ -66,9 +75,9 @@ export function demoEnv(home: string, sim: { url: string; apiKey: string }): Nod
  * The offers the daemon will try first, in order: the same search, with the same config, that its
  * first attempt makes (relax level 0, nothing blocked), and its usable results.
  */
-export async function firstChoices(env: NodeJS.ProcessEnv): Promise<Offer[]> {
+export async function firstChoices(env: NodeJS.ProcessEnv, file: string): Promise<Offer[]> {
   const { config, env: resolved } = loadConfig({ overrides: DEMO_DAEMON_OVERRIDES }, env);
-  const spec = resolveJobSpec(parseJobSpecText(readFileSync(DEMO_JOB_FILE, 'utf8')), config.runs);
+  const spec = resolveJobSpec(parseJobSpecText(readFileSync(file, 'utf8')), config.runs);
   const nothing = { offerIds: [], machineIds: [] };
   const client = createMarketClient({ baseUrl: config.service.base_url, apiKey: resolved.apiKey!, config });
   try {

@@ -2,7 +2,9 @@
 // and a real daemon (in a temporary BERTH_HOME), the example job submitted through the control API
 // as the CLI does, shown live until it runs, then cancelled and checked against the simulator's
 // billing ledger. The offer the daemon tries first is forced to exit while booting, so the demo
-// always shows a fail-over. Everything it started is stopped and removed, whatever happens.
+// always shows a fail-over. With --task the job is a task instead: once it runs, the demo follows it
+// to its end (the task stops its own instance, berth reads its exit code and destroys the instance)
+// and shows its output. Everything it started is stopped and removed, whatever happens.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -25,6 +27,8 @@ import {
   DEMO_LATE_SSH_OFFERS,
   DEMO_SEED,
   DEMO_SIM_CONFIG,
+  DEMO_TASK_FILE,
+  DEMO_TASK_SIM_CONFIG,
   DEMO_TIME_SCALE,
   demoEnv,
   firstChoices,
@@ -37,26 +41,33 @@ const BILLING_SETTLE_MS = 3_000;
 /** A step of the demo that did not go as it should: the demo exits 1 with this sentence. */
 class DemoFailure extends Error {}
 
-export async function demoCommand(io: Io): Promise<number> {
+export interface DemoOptions {
+  /** `--task`: the example task instead of the example job. */
+  task?: boolean | undefined;
+}
+
+export async function demoCommand(io: Io, options: DemoOptions = {}): Promise<number> {
+  const task = options.task === true;
+  const jobFile = task ? DEMO_TASK_FILE : DEMO_JOB_FILE;
   const startedAt = Date.now();
   const home = mkdtempSync(join(tmpdir(), 'berth-demo-'));
   const { signal, dispose } = abortOnSignals();
   let sim: RunningSimulator | undefined;
   let daemon: RunningDaemon | undefined;
   try {
-    io.out('berth demo: a simulated marketplace, a real daemon, the example job.');
+    io.out(`berth demo: a simulated marketplace, a real daemon, the example ${task ? 'task' : 'job'}.`);
     io.out('');
-    sim = await startSimulator({ seed: DEMO_SEED, timeScale: DEMO_TIME_SCALE, config: DEMO_SIM_CONFIG });
+    sim = await startSimulator({ seed: DEMO_SEED, timeScale: DEMO_TIME_SCALE, config: task ? DEMO_TASK_SIM_CONFIG : DEMO_SIM_CONFIG });
     const env = demoEnv(home, sim);
-    const job = readDemoJob();
-    const [doomed, ...next] = await firstChoices(env);
+    const job = readDemoJob(jobFile);
+    const [doomed, ...next] = await firstChoices(env, jobFile);
     sim.setOfferProfile(doomed!.id, 'exited');
     for (const o of next.slice(0, DEMO_LATE_SSH_OFFERS)) sim.setOfferProfile(o.id, 'ssh_late');
     daemon = await startDaemon({ env, listen: '127.0.0.1:0', overrides: DEMO_DAEMON_OVERRIDES, logger: silentLogger() });
 
     io.out(`  simulator  ${sim.url} (${DEMO_TIME_SCALE}x time, no random faults)`);
     io.out(`  daemon     ${daemon.url} (BERTH_HOME ${home})`);
-    io.out(`  job        ${relative(process.cwd(), DEMO_JOB_FILE)} (${job.name}, at most $${job.maxPrice.toFixed(2)}/h)`);
+    io.out(`  job        ${relative(process.cwd(), jobFile)} (${job.name}, at most $${job.maxPrice.toFixed(2)}/h)`);
     io.out(
       `  fault      offer ${doomed!.id} (${doomed!.gpu_name}, machine ${doomed!.machine_id}), the daemon's first choice, will exit while booting`,
     );
@@ -83,14 +94,11 @@ export async function demoCommand(io: Io): Promise<number> {
     io.out(failoverSummary(running, doomed!.id));
 
     io.out('');
-    io.out(`Cancelling run ${running.id}.`);
-    await client.cancel(running.id);
-    const ended = await watchRun(client, running, io, (r) => isEndState(r.state), { signal });
-    if (ended.state !== 'cancelled') throw new DemoFailure(`run ${ended.id} ended ${ended.state} instead of cancelled`);
+    const ended = task ? await followTask(client, running, io, signal) : await cancelRun(client, running, io, signal);
     await checkNothingBilling(sim);
     const ledger = sim.ledger();
     io.out(
-      `Run ${ended.id} is cancelled; the simulator's ledger shows nothing left billing ` +
+      `Run ${ended.id} is ${ended.state}; the simulator's ledger shows nothing left billing ` +
         `(${ledger.instances.length} instances created, all destroyed, $${ledger.total_usd.toFixed(4)} charged in simulated time).`,
     );
     io.out(`Demo finished in ${formatDuration(Date.now() - startedAt)}.`);
@@ -108,6 +116,34 @@ export async function demoCommand(io: Io): Promise<number> {
     rmSync(home, { recursive: true, force: true });
     dispose();
   }
+}
+
+/** The plain job: cancelled once it runs, which destroys its instance. */
+async function cancelRun(client: ControlClient, running: Run, io: Io, signal: AbortSignal): Promise<Run> {
+  io.out(`Cancelling run ${running.id}.`);
+  await client.cancel(running.id);
+  const ended = await watchRun(client, running, io, (r) => isEndState(r.state), { signal });
+  if (ended.state !== 'cancelled') throw new DemoFailure(`run ${ended.id} ended ${ended.state} instead of cancelled`);
+  return ended;
+}
+
+/** The task: followed to its end (the task stops its own instance; berth reads its exit code and destroys it), then its output. */
+async function followTask(client: ControlClient, running: Run, io: Io, signal: AbortSignal): Promise<Run> {
+  io.out(`Run ${running.id}'s task is under way; following it to its end (nobody cancels it).`);
+  const ended = await watchRun(client, running, io, (r) => isEndState(r.state), { signal });
+  if (ended.state !== 'succeeded') {
+    throw new DemoFailure(`run ${ended.id} ended ${ended.state} instead of succeeded: ${ended.error?.message ?? 'no error recorded'}`);
+  }
+  const last = ended.attempts.at(-1);
+  io.out('');
+  io.out(`The task's output (attempt ${last?.n ?? '?'}, as \`berth logs ${ended.id}\` shows it):`);
+  for (const line of (last?.logs ?? '').split('\n').filter((l) => l.trim() !== '')) io.out(`  | ${line}`);
+  io.out('');
+  io.out(
+    `The task exited with code 0: berth saw its instance stop itself, read the exit code from its log, ` +
+      `destroyed the instance and ended the run succeeded.`,
+  );
+  return ended;
 }
 
 /** One sentence on what the attempts show: the forced failure, then the healthy offer. */

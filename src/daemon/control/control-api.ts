@@ -8,8 +8,14 @@
 //   own host), or it carries an Origin other than that address (any web page): 403;
 // - its target cannot be parsed: 400;
 // - it has a body that is not `application/json` (a no-preflight `text/plain` POST from a page): 415.
-// Then: an unknown path 404 and a known path with another method 405 (after the token check, so
-// nothing but the two open routes answers without the token), a body over 1 MiB 413.
+// Then the caller is authenticated: by the bearer control token (the CLI, scripts), or by a
+// dashboard session cookie (./dashboard/). A request with an Authorization header is judged by it
+// alone. With a session, a route that takes the token only refuses (403), and a request that
+// changes state (any method but GET) must carry the session's CSRF token in X-CSRF-Token and an
+// Origin of this daemon's own (403 otherwise): the cookie alone proves nothing of who made the page
+// that sent it (SameSite sees every port of 127.0.0.1 as one site).
+// Then: an unknown path 404 and a known path with another method 405 (after the authentication,
+// so nothing but the open routes answers a stranger), a body over 1 MiB 413.
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -19,6 +25,8 @@ import { BadPathError, Router } from '../../http/router.js';
 import type { Logger } from '../../logger.js';
 import { controlRoutes, type ControlApiDeps } from './control-routes.js';
 import { HttpProblem, type Answer, type ControlRoute } from './route-types.js';
+import { cookieName, readCookie } from './dashboard/cookies.js';
+import type { DashboardSessions, SignIn } from './dashboard/sessions.js';
 import { isUsableToken } from '../../config/control-token.js';
 import { IdempotencyConflictError } from '../runs/submission.js';
 
@@ -56,8 +64,41 @@ function checkOrigin(req: IncomingMessage): string {
   return host;
 }
 
+const UNAUTHORIZED = 'Missing or wrong control token: send "Authorization: Bearer <BERTH_HOME/control.token>".';
+
+/**
+ * Who sent the request: the token holder ('token') or a dashboard session. Throws 401/403 for
+ * anyone else, and for a session doing what only the token may or changing state without its
+ * CSRF token.
+ */
+function authenticate(
+  req: IncomingMessage,
+  route: ControlRoute | undefined,
+  tokens: ControlApiDeps['tokens'],
+  sessions: DashboardSessions,
+): 'token' | SignIn {
+  if (req.headers.authorization !== undefined) {
+    if (tokenMatches(req.headers.authorization, tokens.current())) return 'token';
+    throw new HttpProblem(401, 'unauthorized', UNAUTHORIZED);
+  }
+  const sessionId = readCookie(req, cookieName(req.socket.localPort ?? 0));
+  const session = sessionId === undefined ? undefined : sessions.use(sessionId);
+  if (!session) {
+    const why = sessionId === undefined ? UNAUTHORIZED : 'The dashboard session has ended: run `berth ui` to sign in again.';
+    throw new HttpProblem(401, 'unauthorized', why);
+  }
+  if (route?.auth === 'token') throw new HttpProblem(403, 'forbidden', 'This route takes the control token, not a dashboard session.');
+  if (req.method !== 'GET') {
+    const csrf = req.headers['x-csrf-token'];
+    // checkOrigin has refused a foreign Origin; a state change must also say it has one.
+    if (req.headers.origin === undefined || !sessions.csrfMatches(session, typeof csrf === 'string' ? csrf : undefined))
+      throw new HttpProblem(403, 'forbidden', 'A dashboard request that changes state must come from the page, with its X-CSRF-Token.');
+  }
+  return { sessionId: sessionId!, session };
+}
+
 export function createControlApi(deps: ControlApiDeps): Server {
-  const { tokens, log } = deps;
+  const { tokens, log, sessions } = deps;
   const router = new Router<ControlRoute>(controlRoutes(deps));
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<Answer> {
@@ -79,28 +120,23 @@ export function createControlApi(deps: ControlApiDeps): Server {
       if (err instanceof BadPathError) throw new HttpProblem(400, 'bad_request', err.message);
       throw err;
     }
-    const open = match.kind === 'found' && match.route.auth === 'open';
-    if (!open && !tokenMatches(req.headers.authorization, tokens.current())) {
-      throw new HttpProblem(
-        401,
-        'unauthorized',
-        'Missing or wrong control token: send "Authorization: Bearer <BERTH_HOME/control.token>".',
-      );
-    }
+    const route = match.kind === 'found' ? match.route : undefined;
+    const caller = route?.auth === 'open' ? undefined : authenticate(req, route, tokens, sessions);
     if (match.kind === 'none') throw new HttpProblem(404, 'not_found', `No route ${method} ${url.pathname}.`);
     if (match.kind === 'method') {
       const allow = match.allow.join(', ');
       throw new HttpProblem(405, 'method_not_allowed', `${method} is not allowed on ${url.pathname} (allowed: ${allow}).`, {}, { allow });
     }
-    return match.route.handle({ req, res, url, host, params: match.params });
+    const session = caller === undefined || caller === 'token' ? undefined : caller;
+    return match.route.handle({ req, res, url, host, params: match.params, ...(session ? { session } : {}) });
   }
 
   return createServer((req, res) => {
     handle(req, res)
       .then((answer) => {
         if ('streamed' in answer) return;
-        if ('text' in answer) sendText(res, answer.status, answer.text, answer.contentType);
-        else sendJson(res, answer.status, answer.body);
+        if ('text' in answer) sendText(res, answer.status, answer.text, answer.contentType, answer.headers);
+        else sendJson(res, answer.status, answer.body, answer.headers);
       })
       .catch((err: unknown) => (res.headersSent ? res.destroy() : answerError(res, err, log)));
   });

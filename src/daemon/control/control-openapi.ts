@@ -8,6 +8,8 @@ import { jobSpecSchema } from '../../job-spec/schema.js';
 import { jobSpecJsonSchema } from '../../job-spec/validate.js';
 import { packageVersion } from '../../package-path.js';
 import {
+  AccountChecksSchema,
+  AccountViewSchema,
   CostsReportSchema,
   ErrorEnvelopeSchema,
   HealthSchema,
@@ -20,7 +22,9 @@ import {
   RunListSchema,
   RunLogsSchema,
   RunSchema,
+  SignInCodeSchema,
   StreamEventSchema,
+  UiSessionSchema,
 } from '../../wire/control-api.js';
 import type { ControlRoute } from './route-types.js';
 
@@ -37,6 +41,10 @@ const COMPONENTS: Record<string, z.ZodType> = {
   Health: HealthSchema,
   Proof: ProofSchema,
   Rotated: RotatedSchema,
+  SignInCode: SignInCodeSchema,
+  AccountView: AccountViewSchema,
+  AccountChecks: AccountChecksSchema,
+  UiSession: UiSessionSchema,
   CostsReport: CostsReportSchema,
   ErrorEnvelope: ErrorEnvelopeSchema,
 };
@@ -44,8 +52,8 @@ const COMPONENTS: Record<string, z.ZodType> = {
 /** Error statuses in words; every route may answer 400, 403 and 500, and every guarded one 401. */
 const ERROR_TEXT: Record<number, string> = {
   400: 'bad_request (a target, query or nonce that cannot be read) or spec (an invalid job spec, with issues)',
-  401: 'unauthorized: no or wrong control token',
-  403: "forbidden: the Host is not the daemon's own address, or an Origin was sent",
+  401: 'unauthorized: no or wrong control token, or an ended dashboard session',
+  403: "forbidden: the Host is not the daemon's own address, an Origin not the daemon's own was sent, or a dashboard session changed state without its X-CSRF-Token (or called a token-only route)",
   404: 'not_found: no such run',
   405: 'method_not_allowed (with an Allow header)',
   409: 'idempotency_conflict (with run_id) or not_held',
@@ -98,13 +106,16 @@ export function openApiDocument(routes: readonly ControlRoute[], serverUrl?: str
     ];
     const responses: Record<string, unknown> = {};
     for (const [status, answer] of Object.entries(doc.responses)) {
-      const contentType = answer.contentType ?? 'application/json';
-      const media: Record<string, unknown> = {
-        schema: answer.schema ? named(answer.schema, where) : { type: contentType === 'application/json' ? 'object' : 'string' },
-      };
-      // OpenAPI 3.1 has no schema for the items of a stream; 3.2's `itemSchema` says it, as an extension here.
-      if (answer.itemSchema) media['x-item-schema'] = named(answer.itemSchema, where);
-      responses[status] = { description: answer.description, content: { [contentType]: media } };
+      const content: Record<string, unknown> = {};
+      for (const contentType of (answer.contentType ?? 'application/json').split(',').map((t) => t.trim())) {
+        const media: Record<string, unknown> = {
+          schema: answer.schema ? named(answer.schema, where) : { type: contentType === 'application/json' ? 'object' : 'string' },
+        };
+        // OpenAPI 3.1 has no schema for the items of a stream; 3.2's `itemSchema` says it, as an extension here.
+        if (answer.itemSchema) media['x-item-schema'] = named(answer.itemSchema, where);
+        content[contentType] = media;
+      }
+      responses[status] = { description: answer.description, content };
     }
     const errors = new Set([400, 403, 500, ...(route.auth === 'open' ? [] : [401]), ...(doc.errors ?? [])]);
     for (const status of [...errors].sort()) responses[String(status)] = errorAnswer(status);
@@ -115,8 +126,8 @@ export function openApiDocument(routes: readonly ControlRoute[], serverUrl?: str
       ...(parameters.length > 0 ? { parameters } : {}),
       ...(doc.body ? { requestBody: { required: true, content: { 'application/json': { schema: named(doc.body, where) } } } } : {}),
       responses,
-      // An open route needs no token.
-      ...(route.auth === 'open' ? { security: [] } : {}),
+      // An open route needs no token; a token-only one takes no dashboard session.
+      ...(route.auth === 'open' ? { security: [] } : route.auth === 'token' ? { security: [{ controlToken: [] }] } : {}),
     };
     (paths[route.path] ??= {})[route.method.toLowerCase()] = operation;
   }
@@ -127,15 +138,24 @@ export function openApiDocument(routes: readonly ControlRoute[], serverUrl?: str
       title: 'berth control API',
       version: packageVersion(),
       description:
-        'The local HTTP API of the berth daemon: loopback only. Every route but the open ones needs `Authorization: Bearer <BERTH_HOME/control.token>`. A request whose Host is not the daemon\'s own address, or that carries an Origin, is refused (403); a body that is not application/json gets 415. Errors are `{"error": {"kind", "message"}}`.',
+        'The local HTTP API of the berth daemon: loopback only. Every route but the open ones needs `Authorization: Bearer <BERTH_HOME/control.token>`, or the web dashboard\'s session cookie (signed in with a one-time code from `berth ui`); with the cookie, every request but a GET must carry the session\'s `X-CSRF-Token` (GET /v1/ui/session) and the daemon\'s own Origin. A request whose Host is not the daemon\'s own address, or that carries another Origin, is refused (403); a body that is not application/json gets 415. Errors are `{"error": {"kind", "message"}}`.',
     },
     jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
     ...(serverUrl ? { servers: [{ url: serverUrl }] } : {}),
-    security: [{ controlToken: [] }],
+    security: [{ controlToken: [] }, { dashboardSession: [] }],
     paths,
     components: {
       schemas,
-      securitySchemes: { controlToken: { type: 'http', scheme: 'bearer', description: 'the content of BERTH_HOME/control.token' } },
+      securitySchemes: {
+        controlToken: { type: 'http', scheme: 'bearer', description: 'the content of BERTH_HOME/control.token' },
+        dashboardSession: {
+          type: 'apiKey',
+          in: 'cookie',
+          name: 'berth_session_PORT',
+          description:
+            "the web dashboard: set by GET /?code= (a code from POST /v1/ui/codes), PORT being the daemon's; HttpOnly, SameSite=Strict",
+        },
+      },
     },
   };
 }

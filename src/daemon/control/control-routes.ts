@@ -25,14 +25,21 @@ import {
   type RunEvent,
 } from '../../wire/control-api.js';
 import { openApiDocument } from './control-openapi.js';
+import type { RunFilter } from '../../store/runs.js';
+import { RUN_STATES, type RunState } from '../../wire/run-states.js';
 import { HttpProblem, wholeNumber, type Answer, type ControlRoute, type Request } from './route-types.js';
 import { controlProof } from '../../wire/control-proof.js';
 import { parseSince } from '../money/costs.js';
 import type { EventStreams } from './event-stream.js';
 import type { DaemonMetrics } from '../notify/metrics.js';
 import { observeRoutes } from './observe-routes.js';
+import { dashboardRoutes } from './dashboard/dashboard-routes.js';
+import { accountRoutes, type AccountPort } from './account-routes.js';
+import type { DashboardSessions } from './dashboard/sessions.js';
 import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js';
 import type { Supervisor } from '../runs/supervisor.js';
+import type { Submissions } from '../runs/submission.js';
+import type { RunLogs } from '../runs/run-logs.js';
 
 interface ControlTokens {
   current(): string;
@@ -43,6 +50,8 @@ interface ControlTokens {
 export interface ControlApiDeps {
   store: Store;
   supervisor: Supervisor;
+  submissions: Pick<Submissions, 'submit'>;
+  logs: Pick<RunLogs, 'logsOf'>;
   tokens: ControlTokens;
   log: Logger;
   clock: Pick<Clock, 'now'>;
@@ -53,6 +62,10 @@ export interface ControlApiDeps {
   costs?(sinceMs: number | undefined): Promise<CostsReport>;
   metrics: DaemonMetrics;
   streams: EventStreams;
+  /** GET /v1/account and its checks (./account-routes.ts). */
+  account?: AccountPort;
+  /** The dashboard's sign-in codes and sessions; a token rotation ends them all. */
+  sessions: DashboardSessions;
 }
 
 const limitParam = (page: { default: number; max: number }) => ({
@@ -83,6 +96,17 @@ const queryInt = (url: URL, name: string, fallback: number): number => wholeNumb
 /** `?limit`: the default when absent or 0, at most `max`. */
 const pageLimit = (url: URL, page: { default: number; max: number }) =>
   Math.min(queryInt(url, 'limit', page.default) || page.default, page.max);
+
+/** GET /v1/runs's `state` (comma-separated) and `name` filters. */
+function runFilter(url: URL): RunFilter {
+  const states = (url.searchParams.get('state') ?? '').split(',').filter((s) => s !== '');
+  const unknown = states.find((s) => !(RUN_STATES as readonly string[]).includes(s));
+  if (unknown !== undefined)
+    throw new HttpProblem(400, 'bad_request', `state: "${unknown.slice(0, 40)}" is not a run state (${RUN_STATES.join(', ')}).`);
+  const name = url.searchParams.get('name') ?? '';
+  if (name.length > 200) throw new HttpProblem(400, 'bad_request', 'name: at most 200 characters.');
+  return { states: states as RunState[], ...(name ? { name } : {}) };
+}
 
 export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
   const { store, supervisor, tokens, log } = deps;
@@ -133,13 +157,15 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
     {
       method: 'POST',
       path: '/v1/token/rotate',
+      auth: 'token',
       doc: {
-        summary: 'Makes a new control token; the old one stops working at once',
+        summary: 'Makes a new control token; the old one stops working at once, and every dashboard session ends',
         responses: { 200: { description: 'rotated', schema: RotatedSchema } },
       },
       handle: () => {
         tokens.rotate();
-        log.info('control token rotated');
+        deps.sessions.endAll();
+        log.info('control token rotated; every dashboard session ended');
         return { status: 200, body: { rotated: true } };
       },
     },
@@ -167,7 +193,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
           );
         const body = await readJson(req);
         const key = req.headers['idempotency-key'];
-        const { row, created } = supervisor.submit(body, typeof key === 'string' && key ? key : undefined);
+        const { row, created } = deps.submissions.submit(body, typeof key === 'string' && key ? key : undefined);
         return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
       },
     },
@@ -176,8 +202,22 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       path: '/v1/runs',
       doc: {
         summary: 'Runs, newest first, a page at a time',
-        query: [limitParam(RUNS_PAGE), { name: 'after', description: 'the last run id of the previous page', schema: { type: 'string' } }],
-        responses: { 200: { description: 'a page of runs; an empty one ends the list', schema: RunListSchema } },
+        query: [
+          limitParam(RUNS_PAGE),
+          { name: 'after', description: 'the last run id of the previous page', schema: { type: 'string' } },
+          {
+            name: 'state',
+            description: 'only runs in one of these states (comma-separated)',
+            schema: { type: 'string', pattern: `^(${RUN_STATES.join('|')})(,(${RUN_STATES.join('|')}))*$` },
+          },
+          { name: 'name', description: 'only runs whose name holds this text (any case)', schema: { type: 'string', maxLength: 200 } },
+        ],
+        responses: {
+          200: {
+            description: 'a page of runs; an empty one ends the list. The X-Total-Count header says how many runs the filters match.',
+            schema: RunListSchema,
+          },
+        },
       },
       // Newest first; `after=RUN_ID` (the last of the previous page) pages on.
       handle: ({ url }) => {
@@ -189,9 +229,11 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
             'bad_request',
             `after: no run ${afterId.slice(0, 40)} to page on from (it may have been deleted by retention); start again without after.`,
           );
+        const filter = runFilter(url);
         return {
           status: 200,
-          body: loadRunViews(store, { limit: pageLimit(url, RUNS_PAGE), ...(after ? { after } : {}) }, deps.clock.now()),
+          body: loadRunViews(store, { limit: pageLimit(url, RUNS_PAGE), filter, ...(after ? { after } : {}) }, deps.clock.now()),
+          headers: { 'x-total-count': String(store.runs.count(filter)) },
         };
       },
     },
@@ -245,7 +287,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       handle: async (r) => {
         const { id } = runOf(r);
         const tail = Math.min(Math.max(1, queryInt(r.url, 'tail', 200) || 200), 5000);
-        const logs = await supervisor.logsOf(id, tail, AbortSignal.timeout(90_000));
+        const logs = await deps.logs.logsOf(id, tail, AbortSignal.timeout(90_000));
         return { status: 200, body: { run_id: id, ...logs! } };
       },
     },
@@ -311,6 +353,8 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
       },
     },
     ...observeRoutes(deps),
+    ...accountRoutes(deps.account),
+    ...dashboardRoutes(deps),
   ];
   let document: Record<string, unknown> | undefined;
   routes.push({

@@ -4,6 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
 import type { ErrorKind } from '../../wire/control-api.js';
+import type { SignIn } from './dashboard/sessions.js';
 
 /** An answer other than 2xx, in the envelope's words. */
 export class HttpProblem extends Error {
@@ -38,13 +39,15 @@ export interface Request {
   /** The Host it was sent to (one of the daemon's own). */
   host: string;
   params: Record<string, string>;
+  /** The dashboard session the request came with, when it came with one and not the token. */
+  session?: SignIn;
 }
 
 export type Answer =
   /** JSON. */
-  | { status: number; body: unknown }
-  /** Text of another type (the Prometheus exposition). */
-  | { status: number; text: string; contentType: string }
+  | { status: number; body: unknown; headers?: Record<string, string> }
+  /** Text of another type (the Prometheus exposition, the dashboard's page and assets). */
+  | { status: number; text: string | Buffer; contentType: string; headers?: Record<string, string> }
   /** The route wrote the answer itself (Server-Sent Events). */
   | { streamed: true };
 
@@ -60,6 +63,7 @@ interface RouteDoc {
   /** A JSON request body. */
   body?: z.ZodType;
   /** Answers other than errors: a JSON schema, or another content type described in words. */
+  /** `contentType` may list several, comma-separated (the dashboard's assets). */
   responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string; itemSchema?: z.ZodType }>;
   /** Error statuses this route answers besides those of every route (all in the error envelope). */
   errors?: number[];
@@ -68,8 +72,12 @@ interface RouteDoc {
 export interface ControlRoute {
   method: 'GET' | 'POST';
   path: string;
-  /** 'open': answered without the token (health, and the proof a client checks before sending it). */
-  auth?: 'open';
+  /**
+   * 'open': answered without the token (health, the proof a client checks before sending it, the
+   * dashboard's page). 'token': the control token only, never a dashboard session (making sign-in
+   * codes, rotating the token). Otherwise: the token or a dashboard session (./control-api.ts).
+   */
+  auth?: 'open' | 'token';
   doc: RouteDoc;
   handle(r: Request): Answer | Promise<Answer>;
 }

@@ -2,6 +2,7 @@
 // it holds no API key, no instance key and no env value.
 import type { RunError } from '../../errors.js';
 import type { AttemptRow, EventRow, RunRow, Store } from '../../store/index.js';
+import type { RunFilter } from '../../store/runs.js';
 import type { Run, RunEvent } from '../../wire/control-api.js';
 import { costView } from '../../store/spend.js';
 import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
@@ -16,12 +17,30 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   return last.outcome === null || last.outcome === 'running' ? last : undefined;
 }
 
+/**
+ * The GPU models a spec's gpu_name filter names (`eq` or `in`), for a list of runs. Only that one
+ * field of the spec is read: the rest (env values) never reaches the view.
+ */
+function gpuAskedFor(specJson: string): string | null {
+  let filter: unknown;
+  try {
+    filter = (JSON.parse(specJson) as { search?: { filters?: { gpu_name?: unknown } } }).search?.filters?.gpu_name;
+  } catch {
+    return null;
+  }
+  if (typeof filter !== 'object' || filter === null) return null;
+  const { eq, in: list } = filter as { eq?: unknown; in?: unknown };
+  const names = typeof eq === 'string' ? [eq] : Array.isArray(list) ? list.filter((n): n is string => typeof n === 'string') : [];
+  return names.length > 0 ? names.join(' | ') : null;
+}
+
 export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run {
   const held = heldAttempt(run, attempts);
   return {
     id: run.id,
     name: run.name,
     state: run.state,
+    gpu: gpuAskedFor(run.spec_json),
     created_at: iso(run.created_at),
     updated_at: iso(run.updated_at),
     attempt: run.attempt,
@@ -48,6 +67,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run
       started_at: iso(a.started_at),
       ended_at: a.ended_at === null ? null : iso(a.ended_at),
       detail: a.detail,
+      dph_total: a.dph_total,
       logs: logsOf(a),
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as RunError) : null,
@@ -62,8 +82,8 @@ export function loadRunView(store: Store, runId: string, now: number): Run | und
 }
 
 /** A page of runs, newest first, in two queries (runs, then all their attempts), whatever its size. */
-export function loadRunViews(store: Store, page: { limit: number; after?: RunRow }, now: number): Run[] {
-  const rows = store.runs.list(page.limit, page.after);
+export function loadRunViews(store: Store, page: { limit: number; after?: RunRow; filter?: RunFilter }, now: number): Run[] {
+  const rows = page.filter ? store.runs.listFiltered(page.filter, page.limit, page.after) : store.runs.list(page.limit, page.after);
   const byRun = new Map<string, AttemptRow[]>(rows.map((r) => [r.id, []]));
   for (const a of store.attempts.forRuns(rows.map((r) => r.id))) byRun.get(a.run_id)?.push(a);
   return rows.map((r) => toRunView(r, byRun.get(r.id)!, now));

@@ -8,7 +8,10 @@
 //   (booting: waiting for running; destroying: waiting for absence), by `select_filters` on `id`,
 //   25 ids per call; plus, as soon as asked, look-ups by label of creates whose outcome is unknown
 //   and by id of instances at their boot deadline (the last list seen may be older than the deadline).
-//   An id a filtered list asked for and did not get IS absent. When more than a page of instances
+//   An id a filtered list asked for and did not get IS absent. Running instances of tasks are asked
+//   for 200 ids a call with `actual_status in` every status that is not running nor on its way up,
+//   so that a task that stopped its own instance is seen one interval later however large the
+//   account (an empty answer costs one call; it is never read as absence). When more than a page of instances
 //   are booting at once (many runs started together), reading each of them every interval would
 //   take one call per 25 of them; instead they are asked for 200 ids at a time together with
 //   `actual_status in` every stored status but `loading` (and null), so a call returns only the
@@ -44,6 +47,8 @@ const MOVED_ON_CHUNK = 200;
  * not stored in DB", so no filter matches it (such an instance shows up in the sweeps).
  */
 const MOVED_ON = ['running', 'exited', 'unknown', 'stopped', 'created', 'frozen', 'rebooting'];
+/** The statuses of an instance that is no longer running: what a task that stopped its own instance looks like (and an outbid or a failure). */
+const LEFT_RUNNING = MOVED_ON.filter((s) => s !== 'running');
 /** A sweep that has not ended after this many pages (250,000 instances) is abandoned. */
 const MAX_SWEEP_PAGES = 10_000;
 
@@ -51,9 +56,10 @@ const MAX_SWEEP_PAGES = 10_000;
 export interface PollSubscriber {
   /**
    * Instance ids runs are waiting on now: `forStatus`, booting ones, for a status other than
-   * `loading`; `forAbsence`, ones being destroyed (or waiting to start again), for any change or absence.
+   * `loading`; `forAbsence`, ones being destroyed (or waiting to start again), for any change or absence;
+   * `forEnd`, running instances of tasks, for a status that is no longer running (the task's end).
    */
-  waited(): { forStatus: number[]; forAbsence: number[] };
+  waited(): { forStatus: number[]; forAbsence: number[]; forEnd?: number[] };
   /** Instances a list showed; `listedAt` is when that call started. */
   onSeen(instances: Instance[], listedAt: number): void;
   /** Ids a filtered list asked for and did not get: absent as of `listedAt`. */
@@ -261,7 +267,8 @@ export class InstancePoller implements InstanceLists {
 
   private async targeted(): Promise<void> {
     const waited = this.subscriber?.waited() ?? { forStatus: [], forAbsence: [] };
-    const many = !this.movedOnRefused && waited.forStatus.length > PAGE_SIZE && (await this.movedOn(waited.forStatus));
+    if (!this.movedOnRefused && waited.forEnd?.length) await this.movedOn(waited.forEnd, LEFT_RUNNING);
+    const many = !this.movedOnRefused && waited.forStatus.length > PAGE_SIZE && (await this.movedOn(waited.forStatus, MOVED_ON));
     const ids = [...new Set(many ? waited.forAbsence : [...waited.forStatus, ...waited.forAbsence])];
     for (const chunk of chunks(ids, PAGE_SIZE)) {
       if (this.stopped) return;
@@ -275,22 +282,23 @@ export class InstancePoller implements InstanceLists {
   }
 
   /**
-   * Reads the booting instances that left `loading`, 200 ids a call. Their absence is not inferred:
-   * the others are still loading, or gone (the sweep tells). False when the service refuses the
-   * query, which then is not asked again.
+   * Reads the instances among `ids` whose status is one of `statuses`, 200 ids a call: booting ones
+   * that left `loading`, running tasks' that stopped. Absence is not inferred: the others have not
+   * moved, or are gone (the sweep tells). False when the service refuses the query, which then is
+   * not asked again.
    */
-  private async movedOn(forStatus: number[]): Promise<boolean> {
-    for (const chunk of chunks([...new Set(forStatus)], MOVED_ON_CHUNK)) {
+  private async movedOn(ids: number[], statuses: string[]): Promise<boolean> {
+    for (const chunk of chunks([...new Set(ids)], MOVED_ON_CHUNK)) {
       if (this.stopped) return true;
       try {
-        const { instances: moved, listedAt } = await this.filtered({ id: { in: chunk }, actual_status: { in: MOVED_ON } });
+        const { instances: moved, listedAt } = await this.filtered({ id: { in: chunk }, actual_status: { in: statuses } });
         this.subscriber?.onSeen(moved, listedAt);
       } catch (err) {
         if (!(err instanceof BerthError && err.code === 'bad_request')) throw err;
         this.movedOnRefused = true;
         this.options.log.warn(
           { err: toRunError(err) },
-          'the service refused a list of booting instances by status; reading them 25 ids at a time from now on',
+          "the service refused a list of instances by status; booting ones are read 25 ids at a time from now on, and a task's end is seen in the sweeps",
         );
         return false;
       }

@@ -58,10 +58,22 @@ export async function costsReport(
     run.instances.push({ attempt: a.n, instance_id: a.instance_id, usd: round6(usd), service_usd: null, difference_usd: null });
   }
   const runs = [...byRun.values()].map((r) => ({ ...r, usd: round6(r.usd), usd_per_hour: round6(r.usd_per_hour) }));
+  // Spend per UTC day (the dashboard's chart): what was spent since a day's start less what was
+  // spent since the next day's, so the days add up to the total.
+  const days: CostsReport['days'] = [];
+  const billed = rows.filter((a) => a.create_state === 'created' || a.create_state === 'intent');
+  for (let day = from; day <= now; day += DAY_MS) {
+    const usd = billed.reduce(
+      (sum, a) => sum + attemptSpend(a, a.run_ended_at, now, day) - attemptSpend(a, a.run_ended_at, now, day + DAY_MS),
+      0,
+    );
+    days.push({ day: new Date(day).toISOString().slice(0, 10), usd: round6(usd) });
+  }
   const report: CostsReport = {
     since: new Date(from).toISOString(),
     until: new Date(now).toISOString(),
     runs,
+    days,
     total_usd: round6(runs.reduce((s, r) => s + r.usd, 0)),
     total_usd_per_hour: round6(runs.reduce((s, r) => s + r.usd_per_hour, 0)),
     service: { compared: false, note: 'not asked', total_usd: null },

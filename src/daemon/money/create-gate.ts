@@ -214,13 +214,24 @@ export class CreateGate {
     return this.capsHold({ runId: input.runId, dphTotal: input.dphTotal }, this.totals(), own, 'this raised bid');
   }
 
-  /** Why budget.max_usd_per_hour refuses `extraDph` more $/h billed now (a host's price increase), or null. */
-  perHourHold(extraDph: number): string | null {
-    const cap = this.deps.maxUsdPerHour;
-    if (cap == null) return null;
-    const live = this.totals().get().live;
-    if (live + extraDph <= cap + 1e-9) return null;
-    return `budget.max_usd_per_hour ($${cap}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
+  /**
+   * Why the daemon-wide caps refuse `extraDph` more $/h billed from now on (a host's price increase,
+   * which once accepted holds for the instance's life), or null: budget.max_usd_per_hour with the
+   * increase added to what bills now, and budget.max_usd_per_day with what the increase adds over the
+   * next 24 h added to what the last 24 h cost.
+   */
+  increaseHold(extraDph: number): string | null {
+    const { maxUsdPerHour, maxUsdPerDay } = this.deps;
+    if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
+    const { live, day } = this.totals().get();
+    if (maxUsdPerHour != null && live + extraDph > maxUsdPerHour + 1e-9) {
+      return `budget.max_usd_per_hour ($${maxUsdPerHour}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
+    }
+    const added = extraDph * 24;
+    if (maxUsdPerDay != null && day + added > maxUsdPerDay + 1e-9) {
+      return `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)}, and this increase adds ${usdText(added)} over the next 24 h ($${extraDph.toFixed(3)}/h)`;
+    }
+    return null;
   }
 
   /** Why this create may not start now, or null. */

@@ -36,7 +36,7 @@ export interface PriceIncreaseWatchDeps {
   intervalMs: number;
   /** Instances runs hold now, with their runs. */
   holders(): Map<number, Holder>;
-  /** Why raising the daemon's billed $/h by `extraDph` would pass budget.max_usd_per_hour, or null when it fits. */
+  /** Why raising the daemon's billed $/h by `extraDph` would pass budget.max_usd_per_hour or max_usd_per_day, or null when it fits. */
   daemonCapHold(extraDph: number): string | null;
   /** Writes the run's event; throws when the store refuses it (nothing is sent then). */
   note(runId: string, type: 'price_increase.accepted' | 'price_increase.rejected', message: string, data: Record<string, unknown>): void;

@@ -28,6 +28,8 @@ export interface MetricsDeps {
 const DETECTION_BUCKETS = [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300];
 const CALL_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const SWEEP_BUCKETS = [0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600];
+/** Seconds: a task runs from a minute to days. */
+const TASK_BUCKETS = [10, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 24 * 3600, 72 * 3600];
 
 export class DaemonMetrics {
   readonly registry = new Registry();
@@ -37,12 +39,15 @@ export class DaemonMetrics {
   private readonly sweepSeconds: Histogram;
   private readonly sweepPages: Gauge;
   private readonly detection: Histogram<'via'>;
+  private readonly taskSeconds: Histogram<'result'>;
+  private readonly store: Store;
   private readonly posts: Counter<'result'>;
   private readonly malformed: Counter<'group' | 'outcome'>;
 
   constructor(deps: MetricsDeps) {
     const registers = [this.registry];
     const { store, clock } = deps;
+    this.store = store;
     collectDefaultMetrics({ register: this.registry });
 
     new Gauge({
@@ -67,6 +72,14 @@ export class DaemonMetrics {
       help: "From the start of the instance list that first showed a run's instance running to the run being stored running (via: status, ssh, callback readiness).",
       labelNames: ['via'],
       buckets: DETECTION_BUCKETS,
+      registers,
+    });
+
+    this.taskSeconds = new Histogram({
+      name: 'berth_task_duration_seconds',
+      help: "Tasks that ended, by result (succeeded: exit 0; failed: any other exit code): from the list that first showed the task's instance running to the daemon recording its end (the onstart and the detection, at most a poll interval and a log read, included).",
+      labelNames: ['result'],
+      buckets: TASK_BUCKETS,
       registers,
     });
 
@@ -192,9 +205,14 @@ export class DaemonMetrics {
   }
 
   /** A run's transition committed (./run-hooks.ts). */
-  runCommitted(events: readonly RunEmitted[], detectionMs: number | undefined): void {
+  runCommitted(runId: string, events: readonly RunEmitted[], at: number, detectionMs: number | undefined): void {
     for (const e of events) {
       if (e.type === 'attempt.ended') this.attempts.inc({ outcome: e.outcome });
+      if (e.type === 'task.ended') {
+        const ranFrom = this.store.attempts.get(runId, e.n)?.first_running_at;
+        if (ranFrom != null)
+          this.taskSeconds.observe({ result: e.exitCode === 0 ? 'succeeded' : 'failed' }, Math.max(0, at - ranFrom) / 1000);
+      }
       if (e.type === 'attempt.running' && detectionMs !== undefined) this.detection.observe({ via: e.via }, detectionMs / 1000);
     }
   }

@@ -58,7 +58,11 @@ export class AttemptJournal {
 
   /** An orphan's destroy is confirmed (a complete sweep no longer lists it): its attempt bills no more. */
   orphanGone(runId: string, n: number, instanceId: number, at: number): void {
-    this.store.attempts.destroyConfirmed(runId, n, instanceId, at);
+    this.store.transaction(() => {
+      // Its key can do nothing any more, as after a run's own destroy.
+      this.store.instanceKeys.forget(instanceId);
+      this.store.attempts.destroyConfirmed(runId, n, instanceId, at);
+    });
   }
 
   /** The last lines of a failed attempt's container log (already cut to size and scrubbed of secrets). */

@@ -244,7 +244,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
  * The onstart to send: the spec's script, followed (with readiness.callback_url) by the line that
  * posts this attempt's token once it has run. `secret`: the token, which service text must not show.
  */
-function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { script?: string; secret?: string } {
+function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { script?: string | undefined; secret?: string } {
   const { runId, n } = input;
   if (spec.run !== undefined) return taskOnstartFor(deps, spec, input);
   const user = spec.onstart ? encodeOnstart(spec.onstart) : undefined;

@@ -1,7 +1,14 @@
-// What a submission is given: its run id, and the hash that tells a repeated submission (same
-// Idempotency-Key, same spec: the same run) from a key reused for another spec (a conflict).
+// A submission: the job spec validated and resolved once, stored with its run id and the hash that
+// tells a repeated submission (same Idempotency-Key, same spec: the same run) from a key reused for
+// another spec (a conflict), then handed with its resolved spec to the registry of live runs.
 import { createHash, randomBytes } from 'node:crypto';
+import type { Clock } from '../../clock.js';
+import type { Config } from '../../config/schema.js';
 import { BerthError } from '../../errors.js';
+import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import { checkJobSpecAgainstConfig, parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
+import type { Logger } from '../../logger.js';
+import type { RunRow, Store } from '../../store/index.js';
 
 /** The same Idempotency-Key sent with another spec: nothing is stored. */
 export class IdempotencyConflictError extends BerthError {
@@ -30,15 +37,75 @@ function canonicalJson(v: unknown): string {
 }
 
 /** sha256 of the spec as submitted, in canonical JSON: one spec always hashes alike. */
-export function specHash(parsed: unknown): string {
+function specHash(parsed: unknown): string {
   return createHash('sha256').update(canonicalJson(parsed)).digest('hex');
 }
 
-export function newRunId(): string {
+function newRunId(): string {
   // 12 characters of base32: short enough for labels and typing, 60 bits of randomness.
   const alphabet = 'abcdefghijklmnopqrstuvwxyz234567';
   const bytes = randomBytes(12);
   let id = '';
   for (const b of bytes) id += alphabet[b & 31];
   return id;
+}
+
+/** The registry a submission hands its new run to (the supervisor). */
+interface RunIntake {
+  /** Throws daemon_stopping while the daemon shuts down: nothing new is stored then. */
+  assertAccepting(): void;
+  /** A run just stored, with the spec it was resolved to: started at once when the runs are resumed. */
+  started(row: RunRow, spec: ResolvedJobSpec): void;
+}
+
+export interface SubmissionsDeps {
+  store: Store;
+  clock: Pick<Clock, 'now'>;
+  config: Config;
+  log: Logger;
+  intake: RunIntake;
+}
+
+/** `POST /v1/runs`: a job spec validated, resolved and stored with its `submitted` event, then handed to the registry. */
+export class Submissions {
+  constructor(private readonly deps: SubmissionsDeps) {}
+
+  /** Validates and stores a job spec; with an idempotency key already used, returns that run. */
+  submit(specInput: unknown, idempotencyKey?: string): { row: RunRow; created: boolean } {
+    const { store, config, intake } = this.deps;
+    intake.assertAccepting();
+    const parsed = parseJobSpec(specInput);
+    checkJobSpecAgainstConfig(parsed, config);
+    const spec = resolveJobSpec(parsed, config.runs);
+    const requestHash = specHash(parsed);
+    const now = this.deps.clock.now();
+    const result = store.transaction(() => {
+      const inserted = store.runs.insert({
+        id: newRunId(),
+        name: spec.name,
+        specJson: JSON.stringify(spec),
+        createdAt: now,
+        idempotencyKey,
+        requestHash,
+      });
+      if (!inserted.created && inserted.row.request_hash !== null && inserted.row.request_hash !== requestHash) {
+        throw new IdempotencyConflictError(idempotencyKey!, inserted.row.id);
+      }
+      if (inserted.created) {
+        store.events.append({
+          runId: inserted.row.id,
+          at: now,
+          type: 'submitted',
+          message: `submitted "${spec.name}" (image ${spec.image}, max $${spec.max_price_per_hour}/h)`,
+        });
+      }
+      return inserted;
+    });
+    if (result.created) {
+      this.deps.log.info({ runId: result.row.id, name: spec.name }, 'run submitted');
+      // The spec just resolved goes to the driver as it is: not read back from spec_json.
+      intake.started(result.row, spec);
+    }
+    return { row: store.runs.get(result.row.id)!, created: result.created };
+  }
 }

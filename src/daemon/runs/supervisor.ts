@@ -2,8 +2,11 @@
 // (queued runs are admitted while fewer than `daemon.max_active_runs` are active); and the poll
 // router (the shared poller's subscriber: it names the instances runs wait on, and hands each run
 // what the lists showed of its instance). Each complete sweep of the account goes on to the
-// reconciler (./reconciler.ts: adoption, orphans). It builds no service: the journal, the money
-// guard, the create gate, the reconciler and the run machine are handed to it by ../daemon.ts.
+// reconciler (./reconciler.ts: adoption, orphans). What is said to one run goes through it to that
+// run's driver (cancel, resume after a restore, expiry, readiness, a webhook's word). It builds no
+// service: the journal, the money guard, the create gate, the reconciler and the run machine are
+// handed to it by ../daemon.ts. Submissions (./submission.ts), a run's log (./run-logs.ts) and the
+// daemon's notices (./run-notices.ts) live beside it and ask it only which runs it drives.
 //
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
@@ -19,7 +22,6 @@ import type { Config } from '../../config/schema.js';
 import { BerthError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
-import { checkJobSpecAgainstConfig, parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
 import type { RunRow, Store } from '../../store/index.js';
 import type { RunError } from '../../../machines/run-rules.js';
 import type { AttemptJournal } from './attempt-journal.js';
@@ -31,8 +33,6 @@ import type { PollSubscriber } from '../fleet/poller.js';
 import type { Reconciler } from './reconciler.js';
 import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { IdleWatch } from './idle-watch.js';
-import type { TaskLogs } from './task-logs.js';
-import { IdempotencyConflictError, newRunId, specHash } from './submission.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import { toStatus } from './instance-status.js';
@@ -61,8 +61,6 @@ export interface SupervisorDeps {
   prices: Pick<PriceIncreaseWatch, 'start'>;
   /** Idle autostop: reads the same lists (gpu_util) for running runs. */
   idle: Pick<IdleWatch, 'observe' | 'forget'>;
-  /** Reads a run's container log live (GET /v1/runs/{id}/logs). */
-  taskLogs: Pick<TaskLogs, 'readLog'>;
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
 }
@@ -147,46 +145,16 @@ export class Supervisor implements PollSubscriber {
     }
   }
 
-  /** Validates and stores a job spec; with an idempotency key already used, returns that run. */
-  submit(specInput: unknown, idempotencyKey?: string): { row: RunRow; created: boolean } {
+  /** Throws daemon_stopping while the daemon shuts down (a submission stores nothing then). */
+  assertAccepting(): void {
     if (this.stopping) throw new BerthError('daemon_stopping', 'The daemon is shutting down and takes no new runs.');
-    const parsed = parseJobSpec(specInput);
-    checkJobSpecAgainstConfig(parsed, this.deps.config);
-    const spec = resolveJobSpec(parsed, this.deps.config.runs);
-    const requestHash = specHash(parsed);
-    const { store } = this.deps;
-    const now = this.deps.clock.now();
-    const result = store.transaction(() => {
-      const inserted = store.runs.insert({
-        id: newRunId(),
-        name: spec.name,
-        specJson: JSON.stringify(spec),
-        createdAt: now,
-        idempotencyKey,
-        requestHash,
-      });
-      if (!inserted.created && inserted.row.request_hash !== null && inserted.row.request_hash !== requestHash) {
-        throw new IdempotencyConflictError(idempotencyKey!, inserted.row.id);
-      }
-      if (inserted.created) {
-        store.events.append({
-          runId: inserted.row.id,
-          at: now,
-          type: 'submitted',
-          message: `submitted "${spec.name}" (image ${spec.image}, max $${spec.max_price_per_hour}/h)`,
-        });
-      }
-      return inserted;
-    });
-    if (result.created) {
-      this.deps.log.info({ runId: result.row.id, name: spec.name }, 'run submitted');
-      if (this.resumed) {
-        // The spec just resolved goes to the driver as it is: not read back from spec_json.
-        this.startDriver(result.row, spec);
-        this.admitQueued();
-      }
-    }
-    return { row: store.runs.get(result.row.id)!, created: result.created };
+  }
+
+  /** A run just submitted (./submission.ts), with its resolved spec: driven at once once the runs are resumed. */
+  started(row: RunRow, spec: ResolvedJobSpec): void {
+    if (!this.resumed || this.stopping) return; // resumeAll starts it from the store
+    this.startDriver(row, spec);
+    this.admitQueued();
   }
 
   /**
@@ -264,16 +232,20 @@ export class Supervisor implements PollSubscriber {
     return this.drivers.size;
   }
 
-  /** The instances runs wait on: the poller lists these by id every interval. */
-  waited(): { forStatus: number[]; forAbsence: number[] } {
+  /** The instances runs wait on: the poller lists these by id (running tasks' by status) every interval. */
+  waited(): { forStatus: number[]; forAbsence: number[]; forEnd: number[] } {
     const forStatus: number[] = [];
     const forAbsence: number[] = [];
+    const forEnd: number[] = [];
     for (const driver of this.drivers.values()) {
       const id = driver.currentInstanceId();
-      if (id === null || !WAITING_STATES.has(driver.state)) continue;
+      if (id === null) continue;
+      // A running task ends by stopping its own instance: watched for that every interval.
+      if (driver.state === 'running' && this.specs.get(driver.runId)?.run !== undefined) forEnd.push(id);
+      if (!WAITING_STATES.has(driver.state)) continue;
       (driver.state === 'booting' ? forStatus : forAbsence).push(id);
     }
-    return { forStatus, forAbsence };
+    return { forStatus, forAbsence, forEnd };
   }
 
   /** A list showed these instances: each run holding one hears its status. */
@@ -356,14 +328,9 @@ export class Supervisor implements PollSubscriber {
     return out;
   }
 
-  /** One event on every live run (an account check that failed at start: it stops them all). */
-  noteOnLiveRuns(type: string, message: string): void {
-    const { store, clock } = this.deps;
-    const ids = [...this.drivers.keys()];
-    if (ids.length === 0) return;
-    store.transaction(() => {
-      for (const runId of ids) store.events.append({ runId, at: clock.now(), type, message, foldKey: `${type}:${message}` });
-    });
+  /** The runs driven here now. */
+  liveRunIds(): string[] {
+    return [...this.drivers.keys()];
   }
 
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
@@ -416,60 +383,9 @@ export class Supervisor implements PollSubscriber {
     this.progressed(row.id);
   }
 
-  /**
-   * The container log of a run (`GET /v1/runs/{id}/logs`): live, through the service's logs
-   * endpoint, while the run holds an instance; else the last lines kept with its latest attempt
-   * that has some. Scrubbed of every secret either way. Null for an unknown run.
-   */
-  async logsOf(
-    runId: string,
-    tail: number,
-    signal: AbortSignal,
-  ): Promise<{ instance_id: number | null; source: 'live' | 'kept'; text: string } | null> {
-    const { store } = this.deps;
-    if (!store.runs.get(runId)) return null;
-    const attempts = store.attempts.forRun(runId);
-    const instanceId = this.drivers.get(runId)?.currentInstanceId() ?? null;
-    const current = instanceId === null ? undefined : attempts.find((a) => a.instance_id === instanceId);
-    if (current) {
-      const text = await this.deps.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
-      if (text !== null) return { instance_id: instanceId, source: 'live', text };
-    }
-    const kept = [...attempts].reverse().find((a) => a.log_tail);
-    const lines = kept?.log_tail ? kept.log_tail.split('\n').slice(-tail).join('\n') : '';
-    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: lines };
-  }
-
-  /** A notice of the daemon's own about a run (idle.warning): an event on the run and its notification, in one transaction. */
-  notice(runId: string, type: 'idle.warning', message: string, data: Record<string, number>): void {
-    const { store, clock, hooks, log } = this.deps;
-    const row = store.runs.get(runId);
-    if (!row || row.ended_at !== null) return;
-    const at = clock.now();
-    store.transaction(() => {
-      const id = store.events.append({ runId, at, type, message, data });
-      hooks?.noticed({ id: runId, name: row.name, state: row.state }, type, { id, message, data }, at);
-    });
-    log.warn({ runId }, `run ${runId}: ${message}`);
-  }
-
-  /**
-   * The money guard's one-time warning that a run's budget is nearly spent: an event in its log and,
-   * in the same transaction, its notification. Given once per run, across restarts (the log says).
-   */
-  warnBudget(runId: string, message: string, data: Record<string, number>): boolean {
-    const { store, clock, hooks, log } = this.deps;
-    const row = store.runs.get(runId);
-    if (!row || row.ended_at !== null) return false;
-    const at = clock.now();
-    const given = store.transaction(() => {
-      if (store.events.has(runId, 'budget.warning')) return false;
-      const id = store.events.append({ runId, at, type: 'budget.warning', message, data });
-      hooks?.noticed({ id: runId, name: row.name, state: row.state }, 'budget.warning', { id, message, data }, at);
-      return true;
-    });
-    if (given) log.warn({ runId }, `run ${runId}: ${message}`);
-    return given;
+  /** The instance a live run holds now, or null (the run's log is read live from it). */
+  instanceOf(runId: string): number | null {
+    return this.drivers.get(runId)?.currentInstanceId() ?? null;
   }
 
   /** A run moved: its limits are checked again and waiting creates look again, once per turn however many moved. */

@@ -75,7 +75,7 @@ export function openFailure(where: string, err: unknown): StoreError {
 export interface PgOpenOptions {
   url: string;
   /** The daemon's open: one daemon per store (an advisory lock held by each of its connections). */
-  exclusive?: boolean;
+  exclusive?: boolean | undefined;
   /** Shorter bounds for tests of a server that is gone, ms. */
   timeouts?: { statementMs: number; connectMs: number };
 }

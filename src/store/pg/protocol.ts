@@ -30,7 +30,7 @@ export type Request =
        * ROLLBACK). A statement inside a transaction whose connection was lost must fail, never run
        * on a new connection outside it.
        */
-      txn?: 'begin' | 'in' | 'end';
+      txn?: 'begin' | 'in' | 'end' | undefined;
     }
   /** Several statements in one round trip, no parameters (migrations). */
   | { id: number; kind: 'exec'; sql: string }

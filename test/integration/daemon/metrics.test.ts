@@ -41,6 +41,7 @@ const EXPECTED: Record<string, string> = {
   berth_runs: 'gauge',
   berth_attempts_total: 'counter',
   berth_detection_seconds: 'histogram',
+  berth_task_duration_seconds: 'histogram',
   berth_service_requests_total: 'counter',
   berth_service_request_duration_seconds: 'histogram',
   berth_service_rate_limited_total: 'counter',

@@ -90,8 +90,15 @@ describe('GET /v1/openapi.json', () => {
     expect(doc.components.schemas.JobSpec).toEqual(jobSpec);
     expect(Object.keys(doc.paths).sort()).toEqual(
       [
+        '/',
+        '/assets/{file}',
         '/healthz',
         '/metrics',
+        '/v1/account',
+        '/v1/account/checks',
+        '/v1/ui/codes',
+        '/v1/ui/session',
+        '/v1/ui/sign-out',
         '/v1/costs',
         '/v1/events/stream',
         '/v1/notifications',
@@ -161,6 +168,41 @@ describe('GET /v1/openapi.json', () => {
     const data = stream.messages.filter((m) => m.event === 'message').map((m) => JSON.parse(m.data) as unknown);
     expect(data.length).toBeGreaterThan(3);
     for (const d of data) expect(item(d), ajv.errorsText(item.errors)).toBe(true);
+
+    expect((await call('GET', '/v1/runs?state=running,cancelled&name=OPENAPI', '/v1/runs')).status).toBe(200);
+    expect((await call('GET', '/v1/runs?state=bogus', '/v1/runs')).status).toBe(400);
+    expect((await call('GET', '/v1/account', '/v1/account')).status).toBe(200);
+    expect((await call('GET', '/v1/account/checks', '/v1/account/checks')).status).toBe(200);
+
+    // The dashboard: its page and assets, a sign-in code, the session it is traded for.
+    expect((await call('GET', '/', '/', { token: null })).status).toBe(200);
+    expect((await call('GET', '/assets/app.js', '/assets/{file}', { token: null })).status).toBe(200);
+    expect((await call('GET', '/assets/nosuch.js', '/assets/{file}', { token: null })).status).toBe(404);
+    const code = await post('/v1/ui/codes', '/v1/ui/codes', {});
+    expect(code.status).toBe(201);
+    const signInPath = new URL((JSON.parse(code.text) as { url: string }).url).search;
+    const signedIn = await rawRequest(world.daemon, 'GET', `/${signInPath}`, { token: null });
+    answers.push({
+      method: 'GET',
+      route: '/',
+      status: signedIn.status,
+      contentType: String(signedIn.headers['content-type']),
+      text: signedIn.text,
+    });
+    expect(signedIn.status).toBe(303);
+    expect((await call('GET', `/${signInPath}`, '/', { token: null })).status).toBe(401);
+    const cookie = String(signedIn.headers['set-cookie']).split(';')[0]!;
+    const session = await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie } });
+    expect(session.status).toBe(200);
+    expect((await call('GET', '/v1/ui/session', '/v1/ui/session')).status).toBe(400);
+    const csrf = (JSON.parse(session.text) as { csrf_token: string }).csrf_token;
+    const origin = world.daemon.url;
+    expect((await call('POST', '/v1/ui/sign-out', '/v1/ui/sign-out', { token: null, headers: { cookie, origin } })).status).toBe(403);
+    expect((await call('POST', '/v1/ui/sign-out', '/v1/ui/sign-out')).status).toBe(400);
+    expect(
+      (await call('POST', '/v1/ui/sign-out', '/v1/ui/sign-out', { token: null, headers: { cookie, origin, 'x-csrf-token': csrf } })).status,
+    ).toBe(200);
+    expect((await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie } })).status).toBe(401);
 
     expect((await call('POST', '/v1/token/rotate', '/v1/token/rotate')).status).toBe(200);
 

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../../src/wire/control-api.js';
 import { berth, userEnv } from '../../helpers/berth-cli.js';
+import { parsePrometheus, sampleValue } from '../../helpers/prometheus.js';
 import { isEnded, jobSpec, offersInTryOrder, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
@@ -105,5 +106,24 @@ describe('tasks', () => {
     expect(kept.text).toMatch(/finished\n\nberth-task-end/);
     expect(kept.text).not.toContain(secret);
     expect((await world.api('GET', '/v1/runs/nosuchrun/logs')).status).toBe(404);
+  });
+
+  it("a finished task's spend stops at its destroy, and /metrics counts the task by result", async () => {
+    world = await taskWorld();
+    const run = await submit(world, jobSpec({ ready_when: 'status', run: 'echo working; sleep 1; echo done' }));
+    const done: Run = await world.waitFor(run.id, isEnded, 30_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.cost.usd).toBeGreaterThan(0);
+    expect(done.cost.usd_per_hour).toBe(0);
+    // Time goes on; what the run cost does not.
+    await new Promise((r) => setTimeout(r, 1500));
+    const later = (await world.api<Run>('GET', `/v1/runs/${run.id}`)).body;
+    expect(later.cost).toEqual(done.cost);
+    expect(world.sim.billingNow()).toEqual([]);
+    const text = await (await fetch(`${world.daemon.url}/metrics`)).text();
+    const families = parsePrometheus(text);
+    expect(families.get('berth_task_duration_seconds')?.type).toBe('histogram');
+    expect(sampleValue(families, 'berth_task_duration_seconds_count', { result: 'succeeded' })).toBe(1);
+    expect(sampleValue(families, 'berth_task_duration_seconds_sum', { result: 'succeeded' })).toBeGreaterThan(0.5);
   });
 });

@@ -32,7 +32,7 @@ export async function call<T = any>(
       'content-type': 'application/json',
       ...(key === null ? {} : { authorization: `Bearer ${key}` }),
     },
-    body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
+    body: body === undefined ? null : typeof body === 'string' ? body : JSON.stringify(body),
   });
   const text = await res.text();
   let parsed: unknown = text;

@@ -11,6 +11,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
     id: 'r1',
     name: 'job',
     state: 'running',
+    gpu: null,
     created_at: at,
     updated_at: at,
     attempt: 2,
@@ -40,6 +41,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
         started_at: at,
         ended_at: at,
         detail: 'no banner',
+        dph_total: 0.25,
         logs: 'Container C.800 started\nsshd: no hostkeys available -- exiting.',
       },
       {
@@ -51,6 +53,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
         started_at: at,
         ended_at: null,
         detail: null,
+        dph_total: 0.3,
         logs: null,
       },
     ],

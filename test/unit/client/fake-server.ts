@@ -65,7 +65,7 @@ export async function startFakeServer(initial: FakeHandler = (_q, res) => json(r
 /** A client config with fast retries and generous limits; override what a test is about. */
 export function testConfig(
   overrides: {
-    rate?: Partial<Record<keyof Config['rate_limits'], Partial<Config['rate_limits']['search']>>>;
+    rate?: Partial<Record<keyof Config['rate_limits'], Partial<Config['rate_limits']['search']>>> | undefined;
     retry?: Partial<Config['retry']>;
     service?: Partial<Config['service']>;
   } = {},

@@ -134,6 +134,25 @@ describe('budget.max_usd_per_day', () => {
   });
 });
 
+describe("a host's price increase (accept_within_cap)", () => {
+  it('is refused when what bills now plus the increase passes budget.max_usd_per_hour, or the last 24 h plus a day of it passes max_usd_per_day', async () => {
+    const t0 = clock.now();
+    journal.begin(input('old', 1, 0.5), t0);
+    journal.adopt('old', 1, 900, t0);
+    await clock.advance(2 * H); // $1 spent so far, $0.5/h billing now
+    expect(gate({ maxUsdPerHour: 1 }).increaseHold(0.5)).toBeNull();
+    expect(gate({ maxUsdPerHour: 1 }).increaseHold(0.6)).toMatch(
+      /budget\.max_usd_per_hour \(\$1\/h\) would be passed: live instances bill \$0\.500\/h, and this increase adds \$0\.600\/h/,
+    );
+    // $1 in the last 24 h; $0.1/h more for a day is $2.40.
+    expect(gate({ maxUsdPerDay: 3.4 }).increaseHold(0.1)).toBeNull();
+    expect(gate({ maxUsdPerDay: 3.3 }).increaseHold(0.1)).toMatch(
+      /budget\.max_usd_per_day \(\$3\.30\) would be passed: the last 24 h cost \$1\.00, and this increase adds \$2\.40 over the next 24 h \(\$0\.100\/h\)/,
+    );
+    expect(gate().increaseHold(100)).toBeNull();
+  });
+});
+
 describe('budget.max_usd_per_day, creates one after another', () => {
   it('counts the boots under way: of two creates whose boots each fit the cap alone, the second waits', async () => {
     const g = gate({ maxUsdPerDay: 1.5, recheckMs: 60_000 });

@@ -61,13 +61,16 @@ function fakeAccount(clock: FakeClock, count: number) {
   return { client, instances, calls, failNextCalls: (n: number) => (failNext = n), refuseStatusFilter: () => (refuseStatusFilter = true) };
 }
 
-/** `waited`: ids waited on for any change or absence; `booting`: ids waited on for a status other than loading. */
-function recorder(waited: () => number[] = () => [], booting: () => number[] = () => []) {
+/**
+ * `waited`: ids waited on for any change or absence; `booting`: ids waited on for a status other than
+ * loading; `tasks`: running tasks' ids, waited on for a status other than running.
+ */
+function recorder(waited: () => number[] = () => [], booting: () => number[] = () => [], tasks: () => number[] = () => []) {
   const seen: Array<{ at: number; ids: number[] }> = [];
   const absent: Array<{ at: number; ids: number[] }> = [];
   const sweeps: Array<{ startedAt: number; count: number }> = [];
   const subscriber: PollSubscriber = {
-    waited: () => ({ forStatus: booting(), forAbsence: waited() }),
+    waited: () => ({ forStatus: booting(), forAbsence: waited(), forEnd: tasks() }),
     onSeen: (instances, at) => void seen.push({ at, ids: instances.map((i) => i.id) }),
     onAbsent: (ids, at) => void absent.push({ at, ids }),
     onSweep: (instances, startedAt) => void sweeps.push({ startedAt, count: instances.length }),
@@ -203,6 +206,30 @@ describe('the poller, 1,000 instances (40 pages)', () => {
     expect(firstRound.map((c) => c.at)).toEqual(Array.from({ length: 12 }, (_, i) => 2_000 + i * 1_000));
     expect(firstRound.flatMap((c) => c.ids)).toEqual(booting.map((b) => b.id));
     expect(rec.seen.some((x) => x.at >= 12_000 && x.ids.includes(booting[250]!.id))).toBe(true);
+    expect(rec.absent).toEqual([]);
+  });
+
+  it("sees a task's instance stop itself at the next interval, however large the account: one call for all running tasks, none read as absent", async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const tasks = account.instances.slice(500, 800);
+    const rec = recorder(
+      () => [],
+      () => [],
+      () => [...tasks.map((t) => t.id), 999_999],
+    );
+    start(clock, account.client, rec.subscriber);
+    await clock.advance(12_000);
+    tasks[290]!.actual_status = 'stopped';
+    tasks[3]!.actual_status = 'exited';
+    await clock.advance(9_000);
+    // Every round asks for the 301 running tasks by status: two calls (200 ids each), answered with
+    // only the instances that stopped, never read as absent (999,999 is nowhere).
+    const moved = account.calls.filter((c) => c.kind === 'moved');
+    expect(moved.map((c) => c.at)).toEqual([1_000, 2_000, 10_000, 11_000, 20_000, 21_000]);
+    // Both calls of a round are dated from when the round asked (the second waited at the limiter).
+    expect(rec.seen.filter((x) => x.at === 10_000).flatMap((x) => x.ids)).toEqual([]);
+    expect(rec.seen.filter((x) => x.at === 20_000).flatMap((x) => x.ids)).toEqual([tasks[3]!.id, tasks[290]!.id]);
     expect(rec.absent).toEqual([]);
   });
 

@@ -94,6 +94,7 @@ describe('reconciler', () => {
   it('destroys an orphan once per retry period while it stays listed, then confirms it gone and journals that', async () => {
     journaled('r1', 1);
     store.attempts.adopt('r1', 1, 500, clock.now());
+    store.instanceKeys.put(500, 'its-own-instance-key');
     store.runs.setState('r1', 'failed', { kind: 'internal', message: 'bug' }, clock.now()); // its run ended holding it
     await sweep(inst(500, label('r1', 1)));
     expect(destroys).toEqual([500]);
@@ -107,6 +108,8 @@ describe('reconciler', () => {
     await clock.advance(1_000);
     await sweep();
     expect(store.attempts.get('r1', 1)!.destroy_confirmed_at).toBe(clock.now());
+    // Its key can do nothing any more: it is not kept.
+    expect(store.instanceKeys.get(500)).toBeUndefined();
     await clock.advance(RETRY_MS);
     await sweep();
     expect(destroys).toEqual([500, 500]);

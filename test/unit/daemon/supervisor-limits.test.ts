@@ -11,6 +11,7 @@ import type { Instance, MarketClient, Offer } from '../../../src/client/types.js
 import { loadConfig } from '../../../src/config/load.js';
 import { composeRuns } from '../../../src/daemon/daemon.js';
 import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
+import type { Submissions } from '../../../src/daemon/runs/submission.js';
 import { Releasers } from '../../../src/releasers.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
@@ -20,6 +21,7 @@ let dir: string;
 let store: Store;
 let clock: FakeClock;
 let supervisor: Supervisor;
+let submissions: Submissions;
 /** What superviseWith built: released as a stopping daemon releases it. */
 let releasers: Releasers;
 let destroyed: Array<{ id: number; at: number }>;
@@ -32,7 +34,7 @@ beforeEach(() => {
   vi.spyOn(Date, 'now').mockImplementation(() => clock.now());
   destroyed = [];
   created = 0;
-  supervisor = superviseWith(store);
+  ({ supervisor, submissions } = superviseWith(store));
 });
 afterEach(async () => {
   vi.restoreAllMocks();
@@ -44,7 +46,7 @@ afterEach(async () => {
 const offer = (id: number) =>
   ({ id, machine_id: id * 10, dph_total: 3.6, dph_base: 3.6, direct_port_count: 1, gpu_ram: 24_000 }) as unknown as Offer;
 
-function superviseWith(s: Store): Supervisor {
+function superviseWith(s: Store): { supervisor: Supervisor; submissions: Submissions } {
   const client = {
     searchOffers: async () => [offer(7), offer(8)],
     createInstance: async () => ({ instanceId: 500 + created++ }),
@@ -64,7 +66,7 @@ function superviseWith(s: Store): Supervisor {
       apiKey: 'test-key',
     },
     releasers,
-  ).supervisor;
+  );
 }
 
 const instance = (id: number, actual_status: string): Instance =>
@@ -73,7 +75,7 @@ const instance = (id: number, actual_status: string): Instance =>
 /** Submits `limits`, and shows its instance running (ready by status). */
 async function runningRun(limits: Record<string, unknown>): Promise<string> {
   supervisor.resumeAll();
-  const { row } = supervisor.submit({ name: 'l', image: 'img', max_price_per_hour: 5, ready_when: 'status', ...limits });
+  const { row } = submissions.submit({ name: 'l', image: 'img', max_price_per_hour: 5, ready_when: 'status', ...limits });
   await clock.settle();
   expect(store.runs.get(row.id)!.state).toBe('booting');
   supervisor.onSeen([instance(500, 'running')], clock.now());
@@ -146,7 +148,7 @@ describe('a run held after a restored backup (issue #18 item 7)', () => {
     const other = new Database(join(dir, 'berth.db'));
     other.prepare('UPDATE runs SET held_at = ? WHERE id = ?').run(clock.now(), runId);
     other.close();
-    supervisor = superviseWith(store);
+    ({ supervisor, submissions } = superviseWith(store));
     supervisor.resumeAll();
     await clock.settle();
     expect(store.runs.get(runId)!.held_at).not.toBeNull();

@@ -9,6 +9,7 @@ import type { MarketClient } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { composeRuns } from '../../../src/daemon/daemon.js';
 import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
+import type { Submissions } from '../../../src/daemon/runs/submission.js';
 import { Releasers } from '../../../src/releasers.js';
 import { BerthError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/logger.js';
@@ -19,6 +20,7 @@ let dir: string;
 let store: Store;
 let clock: FakeClock;
 let supervisor: Supervisor;
+let submissions: Submissions;
 let releasers: Releasers;
 /** Fails the searches in flight (as after the client's retries). */
 let failSearches: () => void;
@@ -38,10 +40,10 @@ beforeEach(() => {
   const client = { searchOffers: search } as unknown as MarketClient;
   const lists = { findLabel: async () => null, lookAt: async () => null };
   releasers = new Releasers();
-  supervisor = composeRuns(
+  ({ supervisor, submissions } = composeRuns(
     { store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger(), apiKey: 'test-key' },
     releasers,
-  ).supervisor;
+  ));
 });
 afterEach(async () => {
   await releasers.release();
@@ -54,7 +56,7 @@ const spec = { name: 's', image: 'img', max_price_per_hour: 1 };
 describe('supervisor', () => {
   it('retries a store that refuses writes from a timer: 1 s, then doubling up to 30 s, and resumes the paused run once it writes', async () => {
     supervisor.resumeAll();
-    const { row } = supervisor.submit(spec);
+    const { row } = submissions.submit(spec);
     await clock.settle();
     expect(store.runs.get(row.id)!.state).toBe('searching');
 

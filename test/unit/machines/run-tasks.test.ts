@@ -122,6 +122,25 @@ describe('run machine: tasks', () => {
     expect(stateOf(actor)).toBe('succeeded');
   });
 
+  it('an instance that exits while booting, with no end marker in its log, fails over as exited and the run is never running', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    const states: string[] = [];
+    actor.subscribe((s) => states.push(typeof s.value === 'string' ? s.value : Object.keys(s.value)[0]!));
+    await poll(actor, status(id, 'loading'));
+    await poll(actor, status(id, 'exited', { intended_status: 'running' }));
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id }]);
+    expect(stateOf(actor)).toBe('destroying');
+    expect(states).not.toContain('running');
+    expect(emitted.some((e) => e.type === 'attempt.running')).toBe(false);
+    await confirmGone(actor);
+    // A boot failure: the machine is blocked and the attempt spent, as for a run without a task.
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['exited']);
+    expect(actor.getSnapshot().context.blockedMachines).toHaveLength(1);
+    expect(stateOf(actor)).toBe('booting');
+  });
+
   it('resumes a version 4 snapshot stored running as watching its instance', async () => {
     const world = new FakeWorld();
     const { actor } = startRun(world, { limits: { ...TASK } });

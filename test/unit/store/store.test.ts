@@ -251,6 +251,32 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.attempts.forRuns([])).toEqual([]);
   });
 
+  it('lists and counts runs by state and by a part of their name (any case, % and _ taken literally), paged newest first', () => {
+    const s = fresh();
+    for (const [id, name, at] of [
+      ['a', 'Train-LLM', 1],
+      ['b', 'eval 50%_done', 2],
+      ['c', 'train-vision', 3],
+      ['d', 'other', 4],
+    ] as const)
+      s.runs.insert({ id, name, specJson: '{}', createdAt: at });
+    s.transaction(() =>
+      s.runs.saveProgress('c', { state: 'running', relaxLevel: 0, attempt: 1, error: null, snapshotJson: '{}', machineVersion: 1, at: 5 }),
+    );
+    const ids = (rows: Array<{ id: string }>) => rows.map((r) => r.id);
+    expect(ids(s.runs.listFiltered({}, 10))).toEqual(['d', 'c', 'b', 'a']);
+    expect(ids(s.runs.listFiltered({ name: 'TRAIN' }, 10))).toEqual(['c', 'a']);
+    expect(ids(s.runs.listFiltered({ states: ['running'] }, 10))).toEqual(['c']);
+    expect(ids(s.runs.listFiltered({ states: ['queued', 'running'], name: 'train' }, 10))).toEqual(['c', 'a']);
+    expect(ids(s.runs.listFiltered({ name: '%' }, 10))).toEqual(['b']);
+    expect(ids(s.runs.listFiltered({ name: '0%_' }, 10))).toEqual(['b']);
+    expect(ids(s.runs.listFiltered({ name: 'a_n' }, 10))).toEqual([]);
+    expect(ids(s.runs.listFiltered({}, 2, s.runs.get('c')))).toEqual(['b', 'a']);
+    expect(s.runs.count({})).toBe(4);
+    expect(s.runs.count({ name: 'train' })).toBe(2);
+    expect(s.runs.count({ states: ['failed'] })).toBe(0);
+  });
+
   it('marks live and ended runs from saved progress', () => {
     const s = fresh();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });

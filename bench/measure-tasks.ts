@@ -1,0 +1,107 @@
+// Tasks that end (issue #19): N runs with a task, all running, whose tasks end together; per
+// instance, the wall time from the container stopping itself (the wrapper's own stop, after it wrote
+// the end marker) to berth's destroy reaching the simulator, read from the simulator's history. A real
+// `berth daemon` process against the simulator, which runs each task as a local `sh` (onstart_exec).
+// The tasks wait for a file that the bench creates once every run is running, so they end within a
+// few hundred ms of each other. `documented`: the simulator's own rate limits (v1 list 1/s, destroy
+// 3/s, logs 1/s) and berth's defaults; else both raised, so that berth's own path is what is timed.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { DeepPartial } from '../src/config/load.js';
+import type { Config } from '../src/config/schema.js';
+import type { Run as RunView } from '../src/wire/control-api.js';
+import { startSimulator } from '../src/sim/index.js';
+import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';
+
+export interface TasksPlan {
+  tasks: number;
+  documented: boolean;
+  pollS: number;
+  timeoutMs: number;
+}
+
+export interface TasksResult {
+  plan: TasksPlan;
+  succeeded: number;
+  /** Wall ms from each instance's own stop to its destroy, for the tasks that succeeded. */
+  stopToDestroyMs: number[];
+  /** Instances still billing once every run ended (must be none). */
+  billingAfter: number;
+}
+
+const RAISED = { per_s: 50, burst: 50 };
+
+function daemonConfig(plan: TasksPlan): DeepPartial<Config> {
+  return {
+    daemon: { listen: '127.0.0.1:0', max_active_runs: 1000 },
+    polling: { interval_s: plan.pollS },
+    ...(plan.documented
+      ? {}
+      : { rate_limits: { search: RAISED, create: RAISED, list: { per_s: 20, burst: 20 }, destroy: RAISED, other: RAISED } }),
+  };
+}
+
+export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
+  const sim = await startSimulator({
+    config: {
+      seed: 19,
+      time_scale: 30,
+      tick_ms: 20,
+      catalog: { size: 2000 },
+      onstart_exec: { enabled: true, timeout_s: Math.ceil(plan.timeoutMs / 1000) },
+      logs: { upload_delay_s: 0 },
+      rate_limits: { enabled: plan.documented },
+    },
+  });
+  const home = mkdtempSync(join(tmpdir(), 'berth-tasks-'));
+  const go = join(home, 'go');
+  let daemon: DaemonHandle | undefined;
+  try {
+    daemon = await spawnDaemon(home, sim.url, sim.apiKey, daemonConfig(plan));
+    const d = daemon;
+    const spec = (i: number) => ({
+      name: `task-${i}`,
+      image: 'pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime',
+      disk_gb: 20,
+      search: { filters: { num_gpus: { gte: 1 } }, order: [['dph_total', 'asc']], limit: 64 },
+      max_price_per_hour: 5,
+      ready_when: 'status',
+      boot_timeout_s: 60,
+      deadline_s: Math.ceil(plan.timeoutMs / 1000),
+      // One sleep at a time (not a busy loop): 100 of these on 2 cores must not be what is measured.
+      run: `while [ ! -e ${go} ]; do sleep 0.2; done; echo "task ${i} done"`,
+    });
+    const t0 = Date.now();
+    const ids: string[] = [];
+    for (let i = 0; i < plan.tasks; i++) {
+      const res = await d.api<RunView>('POST', '/v1/runs', spec(i));
+      if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${JSON.stringify(res.body)}`);
+      ids.push(res.body.id);
+    }
+    const all = async () => (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+    const ended = (v: RunView) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(v.state);
+    // Every task under way first, then all of them told to end at once.
+    while (!(await all()).every((v) => v.state === 'running' || ended(v))) {
+      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every run was running after ${plan.timeoutMs} ms`);
+      await sleep(250);
+    }
+    writeFileSync(go, '');
+    let views: RunView[] = [];
+    while (!(views = await all()).every(ended)) {
+      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every task had ended after ${plan.timeoutMs} ms`);
+      await sleep(250);
+    }
+    const succeededInstances = new Set(views.filter((v) => v.state === 'succeeded').map((v) => v.attempts.at(-1)!.instance_id));
+    const stopToDestroyMs = sim
+      .history()
+      .filter((h) => succeededInstances.has(h.id))
+      .map((h) => h.destroyed_at!.wall_ms - h.statuses.find((s) => s.status === 'stopped')!.at.wall_ms);
+    return { plan, succeeded: succeededInstances.size, stopToDestroyMs, billingAfter: sim.billingNow().length };
+  } finally {
+    await daemon?.stop();
+    await sim.close();
+    rmSync(home, { recursive: true, force: true });
+  }
+}

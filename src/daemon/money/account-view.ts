@@ -1,0 +1,41 @@
+// GET /v1/account (the dashboard's Account and Money pages): the credit as the account watch last
+// read it, what the daemon's instances bill now and cost in the last 24 h beside the daemon-wide
+// caps (budget.max_usd_per_hour, budget.max_usd_per_day), and the rate limits met per endpoint
+// group. The create gate's own check adds what booting instances may yet cost; this shows what
+// was spent.
+import type { ClientStats } from '../../client/events.js';
+import { RATE_GROUPS, type Config } from '../../config/schema.js';
+import type { Store } from '../../store/index.js';
+import { attemptPrice, attemptSpend, round6 } from '../../store/spend.js';
+import type { AccountView } from '../../wire/control-api.js';
+
+const DAY_MS = 86_400_000;
+
+export interface AccountViewDeps {
+  store: Store;
+  now: number;
+  account: { readonly credit: number | null; readonly low: boolean };
+  config: Pick<Config, 'account' | 'budget' | 'rate_limits'>;
+  stats: ClientStats;
+}
+
+export function accountView({ store, now, account, config, stats }: AccountViewDeps): AccountView {
+  const rows = store.attempts.billingSince(now - DAY_MS);
+  return {
+    credit: { usd: account.credit, min_usd: config.account.min_credit_usd, low: account.low },
+    money: {
+      usd_per_hour: round6(rows.reduce((s, a) => s + attemptPrice(a, a.run_ended_at), 0)),
+      usd_last_24h: round6(rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, now, now - DAY_MS), 0)),
+      max_usd_per_hour: config.budget.max_usd_per_hour ?? null,
+      max_usd_per_day: config.budget.max_usd_per_day ?? null,
+    },
+    rate_limits: RATE_GROUPS.map((group) => ({
+      group,
+      per_s: config.rate_limits[group].per_s,
+      rate_limited: stats.groups[group].rateLimited,
+      pauses: stats.groups[group].pauses,
+      paused: stats.groups[group].paused,
+      paused_ms: stats.groups[group].pausedMs,
+    })),
+  };
+}

@@ -1,0 +1,38 @@
+// A run's container log as `berth logs` and GET /v1/runs/{id}/logs show it: live, through the
+// service's logs endpoint, while the run holds an instance; else the last lines kept with its latest
+// attempt that has some. Scrubbed of every secret either way (the task logs and the journal scrub).
+import type { Store } from '../../store/index.js';
+import type { TaskLogs } from './task-logs.js';
+
+export interface RunLog {
+  instance_id: number | null;
+  source: 'live' | 'kept';
+  text: string;
+}
+
+export interface RunLogsDeps {
+  store: Store;
+  taskLogs: Pick<TaskLogs, 'readLog'>;
+  /** The instance a live run holds now (the registry's word), or null. */
+  instanceOf(runId: string): number | null;
+}
+
+export class RunLogs {
+  constructor(private readonly deps: RunLogsDeps) {}
+
+  /** The last `tail` lines of a run's log; null for an unknown run. */
+  async logsOf(runId: string, tail: number, signal: AbortSignal): Promise<RunLog | null> {
+    const { store } = this.deps;
+    if (!store.runs.get(runId)) return null;
+    const attempts = store.attempts.forRun(runId);
+    const instanceId = this.deps.instanceOf(runId);
+    const current = instanceId === null ? undefined : attempts.find((a) => a.instance_id === instanceId);
+    if (current) {
+      const text = await this.deps.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
+      if (text !== null) return { instance_id: instanceId, source: 'live', text };
+    }
+    const kept = [...attempts].reverse().find((a) => a.log_tail);
+    const lines = kept?.log_tail ? kept.log_tail.split('\n').slice(-tail).join('\n') : '';
+    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: lines };
+  }
+}

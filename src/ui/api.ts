@@ -1,0 +1,85 @@
+// The page's one way to the control API: same-origin fetch with the session cookie (the browser
+// sends it; no script can read it), the session's CSRF token on every state-changing request, and
+// every failure as an ApiError with the envelope's kind. The page never holds the control token.
+import type { SpecIssue } from '../errors.js';
+import type { StreamEvent, UiSession } from '../wire/control-api.js';
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly kind: string,
+    message: string,
+    readonly issues: SpecIssue[] = [],
+  ) {
+    super(message);
+  }
+}
+
+let csrf: string | undefined;
+
+/** Reads the session's CSRF token; an ApiError 401 when the page is not signed in. */
+export async function startSession(): Promise<UiSession> {
+  const session = await call<UiSession>('GET', '/v1/ui/session');
+  csrf = session.csrf_token;
+  return session;
+}
+
+export interface Answer<T> {
+  body: T;
+  headers: Headers;
+}
+
+export async function callWithHeaders<T>(
+  method: 'GET' | 'POST',
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Answer<T>> {
+  const init: RequestInit = { method, credentials: 'same-origin', headers: { ...headers } };
+  if (method !== 'GET') (init.headers as Record<string, string>)['x-csrf-token'] = csrf ?? '';
+  if (body !== undefined) {
+    (init.headers as Record<string, string>)['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res: Response;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    throw new ApiError(0, 'unreachable', `The daemon does not answer (${(err as Error).message}): is it still running?`);
+  }
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = text ? JSON.parse(text) : undefined;
+  } catch {
+    parsed = undefined;
+  }
+  if (res.ok) return { body: parsed as T, headers: res.headers };
+  const error = (parsed as { error?: { kind?: string; message?: string; issues?: SpecIssue[] } } | undefined)?.error;
+  throw new ApiError(res.status, error?.kind ?? `http_${res.status}`, error?.message ?? `HTTP ${res.status}`, error?.issues ?? []);
+}
+
+export async function call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers?: Record<string, string>): Promise<T> {
+  return (await callWithHeaders<T>(method, path, body, headers)).body;
+}
+
+/**
+ * Follows GET /v1/events/stream (one run's, or every run's from now on). EventSource reconnects by
+ * itself with Last-Event-ID, so a daemon restart loses no event. Returns the function that stops it.
+ */
+export function followEvents(
+  query: { run?: string; after?: number },
+  onEvent: (e: StreamEvent) => void,
+  onState?: (open: boolean) => void,
+): () => void {
+  const q = new URLSearchParams();
+  if (query.run) q.set('run', query.run);
+  if (query.after !== undefined) q.set('after', String(query.after));
+  const source = new EventSource(`/v1/events/stream${q.size > 0 ? `?${q}` : ''}`);
+  source.onmessage = (m: MessageEvent<string>) => onEvent(JSON.parse(m.data) as StreamEvent);
+  source.onopen = () => onState?.(true);
+  source.onerror = () => onState?.(false);
+  // A run's stream ends with `end` once the run has ended: no reconnect then.
+  source.addEventListener('end', () => source.close());
+  return () => source.close();
+}

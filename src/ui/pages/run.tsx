@@ -1,0 +1,230 @@
+// Run: the story of one run. Its attempts on a timeline, its event log live (the run's own event
+// stream, from the last event read), how to SSH in, the last log lines of failed attempts and the
+// container's output, its spend, and cancel or resume behind a confirmation.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { Run, RunEvent, RunLogs } from '../../wire/control-api.js';
+import { isEndState } from '../../wire/run-states.js';
+import { call, followEvents } from '../api.js';
+import { ago, localTime, usd, usdPerHour } from '../format.js';
+import { ConfirmButton, CopyButton, ErrorNote, Section, StateBadge, useNow } from '../parts/common.js';
+import { AttemptTimeline } from '../parts/timeline.js';
+
+async function allEvents(id: string): Promise<RunEvent[]> {
+  const all: RunEvent[] = [];
+  for (;;) {
+    const after = all.at(-1)?.id ?? 0;
+    const page = await call<RunEvent[]>('GET', `/v1/runs/${encodeURIComponent(id)}/events?after=${after}`);
+    if (page.length === 0) return all;
+    all.push(...page);
+  }
+}
+
+/** One SSH line per endpoint that answered, else the listed proxy's (as `berth status` prints them). */
+function sshLines(run: Run): Array<{ line: string; kind: string }> {
+  const i = run.instance;
+  if (!i) return [];
+  if (i.ssh.length > 0) return i.ssh.map((e) => ({ line: `ssh -p ${e.port} root@${e.host}`, kind: e.kind }));
+  return i.ssh_host && i.ssh_port ? [{ line: `ssh -p ${i.ssh_port} root@${i.ssh_host}`, kind: 'proxy' }] : [];
+}
+
+export function RunPage({ id }: { id: string }) {
+  const [run, setRun] = useState<Run | undefined>(undefined);
+  const [events, setEvents] = useState<RunEvent[]>([]);
+  const [error, setError] = useState<unknown>(undefined);
+  const [logs, setLogs] = useState<RunLogs | 'loading' | undefined>(undefined);
+  const [logError, setLogError] = useState<unknown>(undefined);
+  const now = useNow(1000);
+  const path = `/v1/runs/${encodeURIComponent(id)}`;
+  const refresh = useRef<() => void>(() => undefined);
+
+  useEffect(() => {
+    let stop: (() => void) | undefined;
+    let gone = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const reread = () => {
+      timer ??= setTimeout(() => {
+        timer = undefined;
+        call<Run>('GET', path).then(
+          (r) => !gone && setRun(r),
+          (err: unknown) => !gone && setError(err),
+        );
+      }, 100);
+    };
+    refresh.current = reread;
+    (async () => {
+      const [r, evs] = await Promise.all([call<Run>('GET', path), allEvents(id)]);
+      if (gone) return;
+      setRun(r);
+      setEvents(evs);
+      stop = followEvents({ run: id, after: evs.at(-1)?.id ?? 0 }, (e) => {
+        setEvents((list) => (list.some((x) => x.id === e.id) ? list.map((x) => (x.id === e.id ? e : x)) : [...list, e]));
+        reread();
+      });
+    })().catch((err: unknown) => !gone && setError(err));
+    return () => {
+      gone = true;
+      stop?.();
+      if (timer) clearTimeout(timer);
+    };
+  }, [id]);
+
+  if (!run)
+    return (
+      <>
+        <p>
+          <a href="#/">← Runs</a>
+        </p>
+        {error ? <ErrorNote error={error} /> : <p class="notice">Loading…</p>}
+      </>
+    );
+
+  const ended = isEndState(run.state);
+  const failedLogs = run.attempts.filter((a) => a.logs);
+  const loadLogs = async () => {
+    setLogs('loading');
+    setLogError(undefined);
+    try {
+      setLogs(await call<RunLogs>('GET', `${path}/logs?tail=200`));
+    } catch (err) {
+      setLogs(undefined);
+      setLogError(err);
+    }
+  };
+  return (
+    <>
+      <p>
+        <a href="#/">← Runs</a>
+      </p>
+      <h1>
+        {run.name} <StateBadge state={run.state} />
+        {run.held && <span class="badge tone-warn">held</span>}
+      </h1>
+      <p class="muted mono">{run.id}</p>
+      <ErrorNote error={error} />
+      <div class="summary">
+        <div>
+          <span class="label">Spend</span>
+          <strong data-testid="run-spend">{usd(run.cost.usd, 4)}</strong>
+        </div>
+        <div>
+          <span class="label">Billed now</span>
+          <strong>{usdPerHour(run.cost.usd_per_hour)}</strong>
+        </div>
+        <div>
+          <span class="label">Attempts</span>
+          <strong>{run.attempts.length}</strong>
+        </div>
+        <div>
+          <span class="label">Relax level</span>
+          <strong>{run.relax_level}</strong>
+        </div>
+        <div>
+          <span class="label">Submitted</span>
+          <time dateTime={run.created_at} title={localTime(run.created_at)}>
+            {ago(run.created_at, now)}
+          </time>
+        </div>
+      </div>
+      {run.error && (
+        <p class="error" role="status">
+          Ended by {run.error.kind}: {run.error.message}
+        </p>
+      )}
+      <div class="row actions">
+        {!ended && (
+          <ConfirmButton
+            label="Cancel run"
+            question={`Cancel ${run.name}? Every instance it holds is destroyed; this cannot be undone.`}
+            confirm="Cancel the run"
+            danger
+            onConfirm={async () => {
+              setRun(await call<Run>('POST', `${path}/cancel`));
+              refresh.current();
+            }}
+          />
+        )}
+        {run.held && !ended && (
+          <ConfirmButton
+            label="Resume run"
+            question={`Let ${run.name} go on? It was held after a restored backup; it rents again if it needs to.`}
+            confirm="Resume"
+            onConfirm={async () => {
+              setRun(await call<Run>('POST', `${path}/resume`));
+              refresh.current();
+            }}
+          />
+        )}
+      </div>
+
+      <Section title="Attempts" id="attempts">
+        <AttemptTimeline run={run} events={events} now={now} />
+      </Section>
+
+      {run.instance && (
+        <Section title="Instance" id="instance">
+          <p>
+            Instance {run.instance.id} on machine {run.instance.machine_id ?? '—'}, {run.instance.actual_status ?? 'not listed yet'},{' '}
+            {usdPerHour(run.instance.dph_total)}
+            {run.instance.ready && ` · ready by ${run.instance.ready.via} ${ago(run.instance.ready.at, now)}`}
+          </p>
+          {sshLines(run).length === 0 ? (
+            <p class="muted">No SSH endpoint yet.</p>
+          ) : (
+            <ul class="ssh">
+              {sshLines(run).map(({ line, kind }) => (
+                <li>
+                  <code>{line}</code> <span class="muted">({kind === 'proxy' ? "the service's proxy" : 'direct to the host'})</span>{' '}
+                  <CopyButton text={line} label={line} />
+                </li>
+              ))}
+            </ul>
+          )}
+        </Section>
+      )}
+
+      {failedLogs.length > 0 && (
+        <Section title="Last log lines of failed attempts" id="failed-logs">
+          {failedLogs.map((a) => (
+            <details>
+              <summary>
+                Attempt #{a.n} ({a.outcome ?? 'in progress'})
+              </summary>
+              <pre class="log">{a.logs}</pre>
+            </details>
+          ))}
+        </Section>
+      )}
+
+      <Section title="Container output" id="output">
+        <p class="muted">The last 200 lines of the run's container log (a task's output), every secret scrubbed.</p>
+        <button type="button" onClick={() => void loadLogs()} disabled={logs === 'loading'}>
+          {logs === 'loading' ? 'Reading…' : logs ? 'Read again' : 'Show the log'}
+        </button>
+        <ErrorNote error={logError} />
+        {logs && logs !== 'loading' && (
+          <>
+            <p class="muted">
+              {logs.source === 'live' ? `Live from instance ${logs.instance_id}` : 'Kept with the last attempt'}
+              {logs.text === '' && ': empty'}
+            </p>
+            {logs.text && <pre class="log">{logs.text}</pre>}
+          </>
+        )}
+      </Section>
+
+      <Section title="Event log" id="events">
+        <ol class="events" aria-live="polite" aria-label="Events, oldest first">
+          {events.map((e) => (
+            <li data-type={e.type} data-id={e.id}>
+              <time dateTime={e.at} title={localTime(e.at)}>
+                {new Date(e.at).toLocaleTimeString()}
+              </time>{' '}
+              <span class="mono muted">{e.type}</span> {e.message}
+              {e.count > 1 && <span class="muted"> (×{e.count})</span>}
+            </li>
+          ))}
+        </ol>
+      </Section>
+    </>
+  );
+}

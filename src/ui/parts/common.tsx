@@ -1,0 +1,98 @@
+// Small pieces every page uses: a state told in words, a copy button, a confirmation, a ticking
+// clock for relative times, and an error line.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import type { ComponentChildren } from 'preact';
+import type { RunState } from '../../wire/run-states.js';
+import { ApiError } from '../api.js';
+import { stateTone } from '../format.js';
+
+export function StateBadge({ state }: { state: RunState }) {
+  return <span class={`badge tone-${stateTone(state)}`}>{state}</span>;
+}
+
+/** The time now, moved on every `everyMs`: relative times ("5 min ago") stay true without a reload. */
+export function useNow(everyMs = 5000): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    const t = setInterval(() => setNow(Date.now()), everyMs);
+    return () => clearInterval(t);
+  }, [everyMs]);
+  return now;
+}
+
+export function CopyButton({ text, label }: { text: string; label: string }) {
+  const [done, setDone] = useState<'' | 'copied' | 'failed'>('');
+  const copy = () =>
+    navigator.clipboard.writeText(text).then(
+      () => setDone('copied'),
+      () => setDone('failed'),
+    );
+  return (
+    <button type="button" class="small" onClick={() => void copy()} aria-label={`Copy ${label}`}>
+      {done === 'copied' ? 'Copied' : done === 'failed' ? 'Copy failed: select the text' : 'Copy'}
+    </button>
+  );
+}
+
+/** A button that asks first, in a modal dialog (Escape or "Keep it" closes it). */
+export function ConfirmButton(props: {
+  label: string;
+  question: string;
+  confirm: string;
+  onConfirm: () => Promise<void>;
+  danger?: boolean;
+}) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(undefined);
+  const go = async () => {
+    setBusy(true);
+    setError(undefined);
+    try {
+      await props.onConfirm();
+      dialog.current?.close();
+    } catch (err) {
+      setError(err);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <>
+      <button type="button" class={props.danger ? 'danger' : ''} onClick={() => dialog.current?.showModal()}>
+        {props.label}
+      </button>
+      <dialog ref={dialog} aria-label={props.label}>
+        <p>{props.question}</p>
+        <ErrorNote error={error} />
+        <div class="row">
+          <button type="button" class={props.danger ? 'danger' : ''} disabled={busy} onClick={() => void go()}>
+            {busy ? 'Working…' : props.confirm}
+          </button>
+          <button type="button" onClick={() => dialog.current?.close()}>
+            Keep it
+          </button>
+        </div>
+      </dialog>
+    </>
+  );
+}
+
+export function ErrorNote({ error }: { error: unknown }) {
+  if (error === undefined || error === null) return null;
+  const message = error instanceof ApiError ? `${error.message} (${error.kind})` : String((error as Error).message ?? error);
+  return (
+    <p class="error" role="alert">
+      {message}
+    </p>
+  );
+}
+
+export function Section({ title, children, id }: { title: string; children: ComponentChildren; id?: string }) {
+  return (
+    <section class="card" aria-labelledby={id}>
+      <h2 id={id}>{title}</h2>
+      {children}
+    </section>
+  );
+}

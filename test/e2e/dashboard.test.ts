@@ -1,0 +1,296 @@
+// The web dashboard in a real headless Chromium (issue #22) against a real daemon process and the
+// simulator: sign-in with `berth ui`'s one-time code (and refusal of a used or wrong one), a run
+// submitted from the page that fails over once and reaches running while the page follows it
+// without a reload, a cancel from the page, the money chart showing the run's spend, a page of
+// another origin that cannot act, and `berth token rotate` ending the session.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'puppeteer-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import type { CostsReport, Run, RunEvent } from '../../src/wire/control-api.js';
+import { berth, userEnv } from '../helpers/berth-cli.js';
+import { launchBrowser, type TestBrowser } from '../../bench/browser.js';
+import { eventLagsMs, runsFirstRenderMs, seedEndedRuns } from '../../bench/dashboard.js';
+import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { FAST_CONFIG, FAST_SIM, jobSpec, offersInTryOrder } from '../helpers/world.js';
+
+// The page's globals, in the functions evaluated in the browser (the test itself compiles without the DOM library).
+declare const document: any, window: any, location: any;
+
+const SECRET = 'env-secret-value-5b1f0c2e';
+
+let sim: RunningSimulator;
+let daemon: DaemonProcess;
+let home: string;
+let tb: TestBrowser;
+let page: Page;
+let runId: string;
+
+beforeAll(async () => {
+  sim = await startSimulator({ seed: 22, config: FAST_SIM });
+  home = mkdtempSync(join(tmpdir(), 'berth-dash-'));
+  [daemon, tb] = await Promise.all([spawnDaemon({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG }), launchBrowser()]);
+  page = await tb.browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+}, 60_000);
+
+afterAll(async () => {
+  await tb?.close();
+  if (daemon && daemon.proc.exitCode === null) await daemon.stop();
+  await sim?.close();
+  if (home) rmSync(home, { recursive: true, force: true });
+});
+
+/** `berth ui` as a user runs it: the sign-in URL it prints. */
+async function signInUrl(): Promise<string> {
+  const r = await berth(['ui', '--no-open'], userEnv(home));
+  expect(r.code, r.stderr).toBe(0);
+  const url = r.stdout.trim();
+  expect(url).toMatch(new RegExp(`^${daemon.url}/\\?code=[A-Za-z0-9_-]{43}$`));
+  return url;
+}
+
+/** Waits until the page's text holds `text` (the page updates itself; nothing reloads it). */
+const waitForText = (p: Page, selector: string, text: string, timeout = 30_000) =>
+  p.waitForFunction(
+    (sel: string, want: string) => [...document.querySelectorAll(sel)].some((e: any) => e.textContent?.includes(want)),
+    { timeout, polling: 50 },
+    selector,
+    text,
+  );
+
+describe('the web dashboard', () => {
+  it('signs in with the one-time code of `berth ui` and refuses it used again, or a wrong one', async () => {
+    const url = await signInUrl();
+    const first = await page.goto(url);
+    // Redirected to drop the code from the URL.
+    expect(page.url()).toBe(`${daemon.url}/`);
+    expect(first?.status()).toBe(200);
+    await waitForText(page, 'h1', 'Runs');
+    const [cookie] = await page.cookies();
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', path: '/' });
+    // No script of the page can read it.
+    expect(await page.evaluate(() => document.cookie)).toBe('');
+
+    // The same link again, in a browser context of its own: refused.
+    const other = await tb.browser.createBrowserContext();
+    try {
+      const p2 = await other.newPage();
+      const again = await p2.goto(url);
+      expect(again?.status()).toBe(401);
+      expect(await p2.content()).toContain('cannot be used');
+      const wrong = await p2.goto(`${daemon.url}/?code=${'x'.repeat(43)}`);
+      expect(wrong?.status()).toBe(401);
+      expect(await p2.cookies()).toEqual([]);
+      // Without a session the page says how to sign in, and the API answers nothing.
+      await p2.goto(`${daemon.url}/`);
+      await waitForText(p2, 'h1', 'Not signed in');
+      const status = await p2.evaluate(async () => (await fetch('/v1/runs')).status);
+      expect(status).toBe(401);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('submits a run that fails over once and reaches running, the page following it without a reload', async () => {
+    const spec = jobSpec({ name: 'dash-failover', env: { API_SECRET: SECRET } });
+    const [first] = await offersInTryOrder({ sim }, spec);
+    sim.setOfferProfile(first!.id, 'exited');
+
+    await page.goto(`${daemon.url}/#/submit`);
+    await page.waitForSelector('textarea#spec');
+    const typeSpec = (text: string) =>
+      page.$eval(
+        'textarea#spec',
+        (el, t) => {
+          (el as any).value = t;
+          el.dispatchEvent(new Event('input', { bubbles: true }));
+        },
+        text,
+      );
+    // Checked as it is typed, every issue at its path.
+    await typeSpec(JSON.stringify({ ...spec, disk_gb: 'twenty', surprise: true }));
+    await waitForText(page, '.issues li', '$.disk_gb');
+    await waitForText(page, '.issues li', '$.surprise');
+    expect(await page.$eval('button.primary', (b) => (b as any).disabled)).toBe(true);
+    await typeSpec(JSON.stringify(spec, null, 2));
+    await waitForText(page, '#spec-issues', 'The spec is valid.');
+    await page.evaluate(() => (window.notReloaded = true));
+    await page.click('button.primary');
+
+    await page.waitForFunction(() => location.hash.startsWith('#/runs/'), { timeout: 10_000 });
+    runId = decodeURIComponent(await page.evaluate(() => location.hash.slice('#/runs/'.length)));
+    // The first attempt's bar says how it ended, in words; the second runs.
+    await page.waitForSelector('.attempt[data-attempt="1"][data-outcome="exited"]', { timeout: 30_000 });
+    await waitForText(page, 'h1 .badge', 'running');
+    await page.waitForSelector('.attempt[data-attempt="2"][data-outcome="running"]', { timeout: 30_000 });
+    await waitForText(page, '.events li', 'attempt #2');
+    expect(await page.evaluate(() => window.notReloaded)).toBe(true);
+
+    const run = (await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body;
+    expect(run.state).toBe('running');
+    expect(run.attempts.map((a) => a.outcome)).toEqual(['exited', 'running']);
+    // The SSH line to copy is the run's own.
+    const ssh = run.instance!.ssh[0]!;
+    await waitForText(page, '.ssh code', `ssh -p ${ssh.port} root@${ssh.host}`);
+    // No env value in the page.
+    expect(await page.content()).not.toContain(SECRET);
+  });
+
+  it('cancels the run from the page, after a confirmation', async () => {
+    await page.click('.actions button.danger');
+    await page.waitForSelector('dialog[open]');
+    await page.click('dialog[open] button.danger');
+    await waitForText(page, 'h1 .badge', 'cancelled');
+    const run = (await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body;
+    expect(run.state).toBe('cancelled');
+    expect(sim.billingNow().filter((h) => h.label?.includes(runId))).toEqual([]);
+  });
+
+  it("shows the run's spend in the money chart", async () => {
+    await page.goto(`${daemon.url}/#/money`);
+    await page.waitForSelector('#chart-runs li[data-label="dash-failover"]', { timeout: 10_000 });
+    const shown = await page.$eval('#chart-runs li[data-label="dash-failover"] .bar-value', (e) => e.textContent);
+    const since = new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10);
+    const report = (await daemon.api<CostsReport>('GET', `/v1/costs?since=${since}`)).body;
+    const usd = report.runs.find((r) => r.id === runId)!.usd;
+    expect(usd).toBeGreaterThan(0);
+    expect(shown).toBe(`$${usd.toFixed(4)}`);
+  });
+
+  it('lets no page of another origin act, and no request without the CSRF token', async () => {
+    const runs = async () => (await daemon.api<Run[]>('GET', '/v1/runs')).body.length;
+    const before = await runs();
+    const body = JSON.stringify(jobSpec({ name: 'csrf' }));
+    // A page on another port of 127.0.0.1: the same site to SameSite, so the cookie goes with its requests.
+    const evil: Server = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(
+        `<!doctype html><form id="f" method="POST" action="${daemon.url}/v1/runs" enctype="text/plain"><input name='${body.slice(0, -1)}, "x": "' value='"}'></form>`,
+      );
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', r));
+    try {
+      const evilUrl = `http://127.0.0.1:${(evil.address() as AddressInfo).port}/`;
+      await page.goto(evilUrl);
+      const tries = await page.evaluate(
+        async (target: string, spec: string) => {
+          const outcome = async (p: Promise<Response>) =>
+            p.then(
+              (r) => `answered ${r.type} ${r.status}`,
+              (e: Error) => `failed: ${e.name}`,
+            );
+          return [
+            // Preflighted (JSON): the daemon never lets it through.
+            await outcome(
+              fetch(`${target}/v1/runs`, {
+                method: 'POST',
+                credentials: 'include',
+                headers: { 'content-type': 'application/json' },
+                body: spec,
+              }),
+            ),
+            // Simple (no preflight): sent with the cookie, its answer unreadable; refused by its Origin.
+            await outcome(fetch(`${target}/v1/runs`, { method: 'POST', credentials: 'include', mode: 'no-cors', body: spec })),
+            await outcome(fetch(`${target}/v1/runs/x/cancel`, { method: 'POST', credentials: 'include', mode: 'no-cors' })),
+            // Reading: no CORS header, so the page gets nothing.
+            await outcome(fetch(`${target}/v1/runs`, { credentials: 'include' })),
+          ];
+        },
+        daemon.url,
+        body,
+      );
+      expect(tries[0]).toBe('failed: TypeError');
+      expect(tries[1]).toBe('answered opaque 0');
+      expect(tries[2]).toBe('answered opaque 0');
+      expect(tries[3]).toBe('failed: TypeError');
+      // A plain form post, navigating the page to the daemon: refused for its Origin.
+      const [answer] = await Promise.all([page.waitForNavigation(), page.evaluate(() => (document.getElementById('f') as any).submit())]);
+      expect(answer?.status()).toBe(403);
+    } finally {
+      await new Promise((r) => evil.close(r));
+    }
+    expect(await runs()).toBe(before);
+
+    // The session cookie itself, sent by hand with the daemon's own Origin: without the CSRF token
+    // refused, with it accepted (so the refusals above are not for want of a session).
+    const cookie = (await page.cookies(daemon.url)).map((c) => `${c.name}=${c.value}`).join('; ');
+    const post = (headers: Record<string, string>) =>
+      raw('POST', '/v1/runs', { cookie, origin: daemon.url, 'content-type': 'application/json', ...headers }, body);
+    expect((await post({})).status).toBe(403);
+    expect((await post({ 'x-csrf-token': 'not-the-token' })).status).toBe(403);
+    const session = JSON.parse((await raw('GET', '/v1/ui/session', { cookie })).text) as { csrf_token: string };
+    const { origin: _o, ...withoutOrigin } = { cookie, origin: '', 'content-type': 'application/json', 'x-csrf-token': session.csrf_token };
+    expect((await raw('POST', '/v1/runs', withoutOrigin, body)).status).toBe(403);
+    // A session may not do what only the token may.
+    expect((await raw('POST', '/v1/ui/codes', { cookie, origin: daemon.url, 'x-csrf-token': session.csrf_token })).status).toBe(403);
+    const ok = await post({ 'x-csrf-token': session.csrf_token });
+    expect(ok.status).toBe(201);
+    await daemon.api('POST', `/v1/runs/${(JSON.parse(ok.text) as Run).id}/cancel`);
+  });
+
+  it('ends every session on `berth token rotate`', async () => {
+    await page.goto(`${daemon.url}/#/`);
+    await waitForText(page, 'h1', 'Runs');
+    const r = await berth(['token', 'rotate'], userEnv(home));
+    expect(r.code, r.stderr).toBe(0);
+    await page.reload();
+    await waitForText(page, 'h1', 'Not signed in');
+  });
+});
+
+describe('the web dashboard at scale', () => {
+  let big: DaemonProcess | undefined;
+  let bigHome: string | undefined;
+  afterAll(async () => {
+    if (big && big.proc.exitCode === null) await big.stop();
+    if (bigHome) rmSync(bigHome, { recursive: true, force: true });
+  });
+
+  it('opens the runs page with 10,000 runs in the store in under a second, and shows a stored event on a run page within 250 ms (p99)', async () => {
+    bigHome = mkdtempSync(join(tmpdir(), 'berth-dash-big-'));
+    seedEndedRuns(bigHome, 10_000, jobSpec());
+    big = await spawnDaemon({ home: bigHome, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
+    const d = big;
+    const signIn = async () => (await d.api<{ url: string }>('POST', '/v1/ui/codes')).body.url;
+    const render = await runsFirstRenderMs(tb.browser, await signIn());
+    console.log(`dashboard: runs page first render with 10,000 runs in the store: ${render.ms.toFixed(0)} ms`);
+    expect(render.rows).toBe(50);
+    expect(render.total).toBe('10000 runs');
+    expect(render.ms).toBeLessThan(1000);
+
+    const spec = jobSpec({ name: 'latency' });
+    const [first] = await offersInTryOrder({ sim }, spec);
+    sim.setOfferProfile(first!.id, 'exited');
+    const run = (await d.api<Run>('POST', '/v1/runs', spec)).body;
+    const read = async (id: string) => ({
+      run: (await d.api<Run>('GET', `/v1/runs/${id}`)).body,
+      events: (await d.api<RunEvent[]>('GET', `/v1/runs/${id}/events`)).body,
+    });
+    const lags = (await eventLagsMs(tb.browser, await signIn(), run.id, read, (r) => r.state === 'running')).sort((a, b) => a - b);
+    expect(lags.length).toBeGreaterThanOrEqual(3);
+    const p99 = lags[Math.ceil(lags.length * 0.99) - 1]!;
+    console.log(
+      `dashboard: stored event to run page: ${lags.length} events, median ${lags[Math.floor(lags.length / 2)]} ms, p99 ${p99} ms`,
+    );
+    expect(p99).toBeLessThanOrEqual(250);
+    await d.api('POST', `/v1/runs/${run.id}/cancel`);
+    await d.waitFor(run.id, (x) => x.state === 'cancelled');
+  });
+});
+
+function raw(method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${daemon.url}${path}`, { method, headers }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
