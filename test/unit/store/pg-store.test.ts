@@ -155,13 +155,16 @@ describe('postgres store', () => {
   });
 
   it('blocks its caller no longer than its bound: a call past it ends the worker, and the next call gets a new one', () => {
-    const bridge = new SyncBridge({ url: database.url, statementTimeoutMs: 10_000, connectTimeoutMs: 2_000, waitMs: 300 });
+    // The bound also covers a new worker's start and connection (the second call), so it is not tiny.
+    const bridge = new SyncBridge({ url: database.url, statementTimeoutMs: 60_000, connectTimeoutMs: 2_000, waitMs: 2_000 });
     closers.push(() => bridge.close());
     const started = Date.now();
-    expect(() => bridge.call({ kind: 'query', sql: 'SELECT pg_sleep(3)', params: [] })).toThrow(
+    expect(() => bridge.call({ kind: 'query', sql: 'SELECT pg_sleep(30)', params: [] })).toThrow(
       expect.objectContaining({ code: 'PG_BRIDGE_TIMEOUT' }),
     );
-    expect(Date.now() - started).toBeLessThan(1_500);
+    const blocked = Date.now() - started;
+    expect(blocked).toBeGreaterThanOrEqual(2_000);
+    expect(blocked).toBeLessThan(5_000);
     expect(bridge.call({ kind: 'query', sql: 'SELECT 2 AS two', params: [] }).rows).toEqual([{ two: 2 }]);
   });
 });
