@@ -213,6 +213,40 @@ describe('postgres store: a bad store.url', () => {
     }
   });
 
+  it('fails at once for a while after the server could not be reached, instead of blocking every call for the connect timeout', async () => {
+    server = createServer((socket) => silent.push(socket));
+    const port = await new Promise<number>((resolve) =>
+      server!.listen(0, '127.0.0.1', () => resolve((server!.address() as { port: number }).port)),
+    );
+    const bridge = new SyncBridge({
+      url: withUrl((u) => (u.port = String(port))),
+      statementTimeoutMs: 1_000,
+      connectTimeoutMs: 400,
+      waitMs: 5_000,
+    });
+    closers.push(() => bridge.close());
+    const call = () => {
+      const started = Date.now();
+      try {
+        bridge.call({ kind: 'query', sql: 'SELECT 1', params: [] });
+        return { ms: Date.now() - started, code: 'answered' };
+      } catch (err) {
+        return { ms: Date.now() - started, code: (err as { code: string }).code };
+      }
+    };
+    const first = call();
+    expect(first).toMatchObject({ code: 'PG_CONNECTION' });
+    expect(first.ms).toBeGreaterThanOrEqual(350);
+    // Right after: the same failure at once, no connect tried.
+    const second = call();
+    expect(second.code).toBe('PG_CONNECTION');
+    expect(second.ms).toBeLessThan(150);
+    // Past the first wait (250 ms), one call tries again, and the wait after it is longer.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(call().ms).toBeGreaterThanOrEqual(350);
+    expect(call().ms).toBeLessThan(150);
+  });
+
   it('gives up on a server that accepts and never answers within the connect timeout', async () => {
     server = createServer((socket) => silent.push(socket));
     const port = await new Promise<number>((resolve) =>
