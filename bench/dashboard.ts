@@ -70,14 +70,14 @@ export async function runsFirstRenderMs(browser: Browser, signInUrl: string): Pr
 }
 
 /**
- * Signs in, opens run `runId`'s page as soon as it was submitted, and waits until `done` holds of
- * the run. Returns, for each event stored while the page was open, ms from its storing (`at`) to
+ * Signs in, then submits a run (`submit`, which answers its id) and opens its page at once, and
+ * waits until `done` holds of the run. Returns, for each event stored while the page was open, ms from its storing (`at`) to
  * its line on the page (a MutationObserver's clock: the browser and the daemon share the machine's).
  */
 export async function eventLagsMs(
   browser: Browser,
   signInUrl: string,
-  runId: string,
+  submit: () => Promise<string>,
   read: (id: string) => Promise<{ run: Run; events: RunEvent[] }>,
   done: (r: Run) => boolean,
 ): Promise<number[]> {
@@ -92,6 +92,7 @@ export async function eventLagsMs(
         for (const li of document.querySelectorAll('.events li[data-id]')) window.seenAt[li.getAttribute('data-id') ?? ''] ??= Date.now();
       }).observe(document.body, { childList: true, subtree: true });
     });
+    const runId = await submit();
     await page.evaluate((id: string) => (location.hash = `#/runs/${id}`), runId);
     let last: { run: Run; events: RunEvent[] } | undefined;
     for (const end = Date.now() + 60_000; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
@@ -158,13 +159,14 @@ export async function runDashboardBench(opts: { quick: boolean }): Promise<Bench
       const spec = benchSpec(`latency-${i}`);
       const [first] = await tryOrder(sim, spec);
       sim.setOfferProfile(first!.id, 'exited');
-      const run = (await d.api<Run>('POST', '/v1/runs', spec)).body;
+      let runId = '';
+      const submit = async () => (runId = (await d.api<Run>('POST', '/v1/runs', spec)).body.id);
       const read = async (id: string) => ({
         run: (await d.api<Run>('GET', `/v1/runs/${id}`)).body,
         events: (await d.api<RunEvent[]>('GET', `/v1/runs/${id}/events`)).body,
       });
-      lags.push(...(await eventLagsMs(browser, await signIn(), run.id, read, (r) => r.state === 'running')));
-      await d.api('POST', `/v1/runs/${run.id}/cancel`);
+      lags.push(...(await eventLagsMs(browser, await signIn(), submit, read, (r) => r.state === 'running')));
+      await d.api('POST', `/v1/runs/${runId}/cancel`);
     }
     const p99 = quantile(lags, 0.99);
     return {

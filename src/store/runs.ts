@@ -50,32 +50,9 @@ export interface RunProgress {
 /** Which runs a list shows (the dashboard's filters). */
 export interface RunFilter {
   states?: readonly RunState[];
+  /** A part of the name, in any case. */
   name?: string;
 }
-
-/** The most states one filter names (there are fewer run states): each its own parameter. */
-const MAX_FILTER_STATES = 16;
-
-/** `%`, `_` and the escape character itself match only themselves in a LIKE pattern. */
-const likeLiteral = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
-
-/**
- * The filter's parameters. Portable SQL for SQLite and Postgres alike: the states as a fixed list of
- * parameters (null where unused, which matches nothing), the name part as a LIKE pattern; every
- * parameter that may be null is cast, so that Postgres knows its type.
- */
-function filterParams(f: RunFilter): Record<string, unknown> {
-  const states = [...new Set(f.states ?? [])].slice(0, MAX_FILTER_STATES);
-  const params: Record<string, unknown> = {
-    anyState: states.length === 0 ? 1 : 0,
-    name: f.name ? `%${likeLiteral(f.name.toLowerCase())}%` : null,
-  };
-  for (let i = 0; i < MAX_FILTER_STATES; i++) params[`s${i}`] = states[i] ?? null;
-  return params;
-}
-
-const FILTER = `(CAST(@anyState AS INTEGER) = 1 OR state IN (${Array.from({ length: MAX_FILTER_STATES }, (_, i) => `CAST(@s${i} AS TEXT)`).join(', ')}))
-     AND (CAST(@name AS TEXT) IS NULL OR lower(name) LIKE CAST(@name AS TEXT) ESCAPE '\\')`;
 
 export function createRunsRepo(db: SqlDb) {
   const insert = db.prepare(
@@ -91,14 +68,34 @@ export function createRunsRepo(db: SqlDb) {
   const allAfter = db.prepare(
     `SELECT * FROM runs WHERE created_at < @createdAt OR (created_at = @createdAt AND id > @id) ORDER BY created_at DESC, id LIMIT @limit`,
   );
-  // The dashboard's filters (FILTER above), paged like `allAfter`.
-  const filtered = db.prepare(
-    `SELECT * FROM runs WHERE ${FILTER}
-       AND (CAST(@createdAt AS BIGINT) IS NULL OR created_at < CAST(@createdAt AS BIGINT)
-            OR (created_at = CAST(@createdAt AS BIGINT) AND id > CAST(@id AS TEXT)))
-     ORDER BY created_at DESC, id LIMIT @limit`,
-  );
-  const filteredCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE ${FILTER}`);
+  // The dashboard's filters: one statement per shape of filter (states or not, a name or not, a
+  // page after a run or not), made when first asked for, so that each is plain SQL both backends plan well.
+  const filteredBy = new Map<string, ReturnType<SqlDb['prepare']>>();
+  const filterStatement = (f: RunFilter, what: 'rows' | 'count', after: boolean) => {
+    const states = (f.states?.length ?? 0) > 0;
+    const key = `${what}:${states}:${Boolean(f.name)}:${after}`;
+    let statement = filteredBy.get(key);
+    if (!statement) {
+      const where = [
+        states ? `state IN ${db.dialect.jsonTextValues('@states')}` : '',
+        f.name ? `lower(name) LIKE @name ESCAPE '\\'` : '',
+        after ? '(created_at < @createdAt OR (created_at = @createdAt AND id > @id))' : '',
+      ].filter(Boolean);
+      const clause = where.length > 0 ? `WHERE ${where.join(' AND ')}` : '';
+      statement = db.prepare(
+        what === 'count'
+          ? `SELECT count(*) AS n FROM runs ${clause}`
+          : `SELECT * FROM runs ${clause} ORDER BY created_at DESC, id LIMIT @limit`,
+      );
+      filteredBy.set(key, statement);
+    }
+    return statement;
+  };
+  const filterParams = (f: RunFilter): Record<string, unknown> => ({
+    ...((f.states?.length ?? 0) > 0 ? { states: JSON.stringify(f.states) } : {}),
+    // LIKE's own wildcards in the name are matched as themselves.
+    ...(f.name ? { name: `%${f.name.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%` } : {}),
+  });
   const live = db.prepare(`SELECT * FROM runs WHERE ended_at IS NULL ORDER BY created_at, id`);
   const progress = db.prepare(
     `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
@@ -141,11 +138,16 @@ export function createRunsRepo(db: SqlDb) {
     },
     /** As `list`, only the runs in one of `states` (when given) whose name holds `name` (any case, when given). */
     listFiltered(filter: RunFilter, limit: number, after?: Pick<RunRow, 'id' | 'created_at'>): RunRow[] {
-      return filtered.all({ ...filterParams(filter), createdAt: after?.created_at ?? null, id: after?.id ?? null, limit }) as RunRow[];
+      const page = after ? { createdAt: after.created_at, id: after.id } : {};
+      return filterStatement(filter, 'rows', after !== undefined).all({ ...filterParams(filter), ...page, limit }) as RunRow[];
     },
     /** How many runs `listFiltered` pages through. */
     count(filter: RunFilter = {}): number {
-      return Number((filteredCount.get(filterParams(filter)) as { n: number | string }).n);
+      const params = filterParams(filter);
+      // A statement without placeholders takes no parameter object (Postgres refuses one).
+      const statement = filterStatement(filter, 'count', false);
+      const row = (Object.keys(params).length > 0 ? statement.get(params) : statement.get()) as { n: number | string };
+      return Number(row.n);
     },
     live(): RunRow[] {
       return live.all() as RunRow[];

@@ -266,20 +266,21 @@ describe('the web dashboard at scale', () => {
     const spec = jobSpec({ name: 'latency' });
     const [first] = await offersInTryOrder({ sim }, spec);
     sim.setOfferProfile(first!.id, 'exited');
-    const run = (await d.api<Run>('POST', '/v1/runs', spec)).body;
+    let runId = '';
+    const submit = async () => (runId = (await d.api<Run>('POST', '/v1/runs', spec)).body.id);
     const read = async (id: string) => ({
       run: (await d.api<Run>('GET', `/v1/runs/${id}`)).body,
       events: (await d.api<RunEvent[]>('GET', `/v1/runs/${id}/events`)).body,
     });
-    const lags = (await eventLagsMs(tb.browser, await signIn(), run.id, read, (r) => r.state === 'running')).sort((a, b) => a - b);
+    const lags = (await eventLagsMs(tb.browser, await signIn(), submit, read, (r) => r.state === 'running')).sort((a, b) => a - b);
     expect(lags.length).toBeGreaterThanOrEqual(3);
     const p99 = lags[Math.ceil(lags.length * 0.99) - 1]!;
     console.log(
       `dashboard: stored event to run page: ${lags.length} events, median ${lags[Math.floor(lags.length / 2)]} ms, p99 ${p99} ms`,
     );
     expect(p99).toBeLessThanOrEqual(250);
-    await d.api('POST', `/v1/runs/${run.id}/cancel`);
-    await d.waitFor(run.id, (x) => x.state === 'cancelled');
+    await d.api('POST', `/v1/runs/${runId}/cancel`);
+    await d.waitFor(runId, (x) => x.state === 'cancelled');
   });
 });
 

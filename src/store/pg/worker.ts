@@ -109,25 +109,21 @@ async function connect(): Promise<pg.Client> {
   return c;
 }
 
-/** The connection itself is gone (ended by the server, or the socket closed): not the statement's fault. */
-function isConnectionLoss(err: unknown): boolean {
-  const code = (err as { code?: unknown }).code;
-  if (typeof code === 'string' && code)
-    return code.startsWith('08') || code === '57P01' || code === '57P02' || code === 'ECONNRESET' || code === 'EPIPE';
-  // The pg client's own errors carry no code: "Connection terminated", "Client has encountered a connection error".
-  return /connection/i.test((err as Error).message ?? '');
-}
-
-/**
- * After a failure with this code the connection is not used again: the pg client's own errors (no
- * SQLSTATE: lost, or a query that timed out, whose late answer must not be read as the next one's),
- * a connection exception (08), or the server ending it (57P0x).
- */
-function unusableAfter(code: string): boolean {
+/** The pg client's own errors (no SQLSTATE), a connection exception (08) or the server ending it (57P0x). */
+function connectionLost(code: string): boolean {
   return !/^[0-9A-Z]{5}$/.test(code) || code.startsWith('08') || code.startsWith('57P');
 }
 
 async function answer(req: Request): Promise<Answer> {
+  const stale = client !== undefined;
+  const first = await attempt(req);
+  // A BEGIN sent on a connection the server had already ended (a restart the worker had not seen
+  // yet) did nothing: it goes once more, on a new connection. Nothing else is sent twice.
+  if (stale && !first.ok && req.kind === 'query' && req.txn === 'begin' && connectionLost(first.error.code)) return attempt(req);
+  return first;
+}
+
+async function attempt(req: Request): Promise<Answer> {
   try {
     if (req.kind === 'close') {
       const c = client;
@@ -145,25 +141,8 @@ async function answer(req: Request): Promise<Answer> {
         return { id: req.id, ok: false, error: { code: 'PG_CONNECTION', message: 'the connection was lost inside a transaction' } };
       }
     }
-    if (req.kind === 'query' && req.txn === 'begin') {
-      // A BEGIN changes nothing, so it may be sent again: on a connection that was ended while idle
-      // (a Postgres restart, an administrator, a network cut the client had not noticed yet) it is
-      // sent once more on a new one, instead of failing the transaction it opens.
-      txnClient = undefined;
-      let c = await connection();
-      try {
-        await c.query(req.sql);
-      } catch (err) {
-        if (!isConnectionLoss(err)) throw err;
-        if (client === c) client = undefined;
-        c.end().catch(() => undefined);
-        c = await connection();
-        await c.query(req.sql);
-      }
-      txnClient = c;
-      return { id: req.id, ok: true, result: { rows: [], rowCount: 0 } };
-    }
     const c = await connection();
+    if (req.kind === 'query' && req.txn === 'begin') txnClient = c;
     if (req.kind === 'exec') {
       await c.query(req.sql);
       return { id: req.id, ok: true, result: { rows: [], rowCount: 0 } };
@@ -174,7 +153,7 @@ async function answer(req: Request): Promise<Answer> {
     // A connection that failed (lost, timed out, ended by the server) is not used again, whether
     // or not its error or end event has come yet: the next request makes a new one.
     const failure = wire(err);
-    if (client && unusableAfter(failure.code)) {
+    if (client && connectionLost(failure.code)) {
       client.end().catch(() => undefined);
       client = undefined;
     }

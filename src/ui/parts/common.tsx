@@ -69,7 +69,8 @@ export function ConfirmButton(props: {
           <button type="button" class={props.danger ? 'danger' : ''} disabled={busy} onClick={() => void go()}>
             {busy ? 'Working…' : props.confirm}
           </button>
-          <button type="button" onClick={() => dialog.current?.close()}>
+          {/* The safe choice has the focus when the dialog opens: Enter does not destroy anything. */}
+          <button type="button" autofocus onClick={() => dialog.current?.close()}>
             Keep it
           </button>
         </div>

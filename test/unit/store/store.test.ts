@@ -185,6 +185,38 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.runs.list()).toHaveLength(1);
   });
 
+  it("lists runs by state and by a part of the name (the dashboard's filters), newest first, a page at a time, and counts them", () => {
+    const s = fresh();
+    const runs = [
+      ['r1', 'Train-A', 'failed'],
+      ['r2', 'train-b', 'running'],
+      ['r3', 'eval_1', 'failed'],
+      ['r4', 'evalx1', 'cancelled'],
+      ['r5', '100%-done', 'failed'],
+    ] as const;
+    s.transaction(() =>
+      runs.forEach(([id, name, state], i) => {
+        s.runs.insert({ id, name, specJson: '{}', createdAt: 10 + i });
+        if (state !== 'running') s.runs.setState(id, state, null, 20 + i);
+      }),
+    );
+    const ids = (rows: { id: string }[]) => rows.map((r) => r.id);
+    expect(ids(s.runs.listFiltered({}, 10))).toEqual(['r5', 'r4', 'r3', 'r2', 'r1']);
+    expect(ids(s.runs.listFiltered({ name: 'TRAIN' }, 10))).toEqual(['r2', 'r1']);
+    expect(ids(s.runs.listFiltered({ states: ['failed'] }, 10))).toEqual(['r5', 'r3', 'r1']);
+    expect(ids(s.runs.listFiltered({ states: ['failed', 'cancelled'], name: 'eval' }, 10))).toEqual(['r4', 'r3']);
+    // LIKE's wildcards in the name are only themselves.
+    expect(ids(s.runs.listFiltered({ name: 'eval_' }, 10))).toEqual(['r3']);
+    expect(ids(s.runs.listFiltered({ name: '%' }, 10))).toEqual(['r5']);
+    // Pages: after the last run of the previous page.
+    const first = s.runs.listFiltered({ states: ['failed'] }, 2);
+    expect(ids(first)).toEqual(['r5', 'r3']);
+    expect(ids(s.runs.listFiltered({ states: ['failed'] }, 2, first.at(-1)))).toEqual(['r1']);
+    expect(s.runs.count()).toBe(5);
+    expect(s.runs.count({ states: ['failed'] })).toBe(3);
+    expect(s.runs.count({ states: ['failed'], name: 'train' })).toBe(1);
+  });
+
   it('journals a create intent once and reports what an earlier process recorded', () => {
     const s = fresh();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });

@@ -1,0 +1,170 @@
+// The dashboard's way in, over raw HTTP against a real daemon (in process) and the simulator: the
+// one-time code, the session cookie, the CSRF token and Origin on state changes, the routes a
+// session may not call, the runs list's filters the Runs page uses, and the ends of a session
+// (sign-out, token rotation, daemon restart). The browser's side is test/e2e/dashboard.test.ts.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Run, SignInCode, UiSession } from '../../../src/wire/control-api.js';
+import { rawRequest, type RawOptions } from '../../helpers/control-api.js';
+import { jobSpec, startWorld, type World } from '../../helpers/world.js';
+
+let world: World;
+beforeAll(async () => {
+  world = await startWorld();
+  await world.daemon.ready;
+});
+afterAll(async () => {
+  await world?.close();
+});
+
+const req = (method: string, path: string, opts: RawOptions = {}) => rawRequest(world.daemon, method, path, opts);
+
+/** Signs in as the page does: a code with the token, then GET /?code= for the cookie and the CSRF token. */
+async function signIn(): Promise<{ cookie: string; csrf: string; setCookie: string }> {
+  const code = await req('POST', '/v1/ui/codes');
+  expect(code.status).toBe(201);
+  const { url } = JSON.parse(code.text) as SignInCode;
+  const answer = await req('GET', `/${new URL(url).search}`, { token: null });
+  expect(answer.status).toBe(303);
+  expect(answer.headers.location).toBe('/');
+  const setCookie = String(answer.headers['set-cookie']);
+  const cookie = setCookie.split(';')[0]!;
+  const session = await req('GET', '/v1/ui/session', { token: null, headers: { cookie } });
+  expect(session.status).toBe(200);
+  return { cookie, csrf: (JSON.parse(session.text) as UiSession).csrf_token, setCookie };
+}
+
+const spec = (name: string) => JSON.stringify(jobSpec({ name, max_price_per_hour: 0.001 }));
+
+describe('dashboard sign-in', () => {
+  it('sets an HttpOnly, SameSite=Strict session cookie named for the port, from a code that works once', async () => {
+    const code = JSON.parse((await req('POST', '/v1/ui/codes')).text) as SignInCode;
+    expect(code.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?code=[A-Za-z0-9_-]{43}$/);
+    const first = await req('GET', `/${new URL(code.url).search}`, { token: null });
+    expect(first.status).toBe(303);
+    const port = new URL(world.daemon.url).port;
+    expect(String(first.headers['set-cookie'])).toMatch(
+      new RegExp(`^berth_session_${port}=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=/$`),
+    );
+    const again = await req('GET', `/${new URL(code.url).search}`, { token: null });
+    expect(again.status).toBe(401);
+    expect(again.headers['set-cookie']).toBeUndefined();
+    expect(again.text).toContain('berth ui');
+  });
+
+  it('serves the page with a policy that allows only its own scripts, and no data without a session', async () => {
+    const page = await req('GET', '/', { token: null });
+    expect(page.status).toBe(200);
+    expect(page.headers['content-security-policy']).toContain("script-src 'self'");
+    expect(page.headers['content-security-policy']).toContain("frame-ancestors 'none'");
+    expect(page.headers['referrer-policy']).toBe('no-referrer');
+    expect((await req('GET', '/v1/runs', { token: null })).status).toBe(401);
+    expect(
+      (await req('GET', '/v1/runs', { token: null, headers: { cookie: `berth_session_${new URL(world.daemon.url).port}=forged` } })).status,
+    ).toBe(401);
+  });
+});
+
+describe('a dashboard session', () => {
+  it('reads with the cookie alone, and changes state only with its CSRF token and the daemon’s Origin', async () => {
+    const { cookie, csrf } = await signIn();
+    const origin = world.daemon.url;
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie } })).status).toBe(200);
+    const post = (headers: Record<string, string>) =>
+      req('POST', '/v1/runs', {
+        token: null,
+        headers: { cookie, 'content-type': 'application/json', ...headers },
+        body: spec('dash-auth'),
+      });
+    expect((await post({ origin })).status).toBe(403);
+    expect((await post({ origin, 'x-csrf-token': `${csrf}x` })).status).toBe(403);
+    expect((await post({ 'x-csrf-token': csrf })).status).toBe(403); // no Origin
+    expect((await post({ origin: 'http://127.0.0.1:1', 'x-csrf-token': csrf })).status).toBe(403);
+    const made = await post({ origin, 'x-csrf-token': csrf });
+    expect(made.status).toBe(201);
+    const run = JSON.parse(made.text) as Run;
+    // The content type guard stays for sessions too.
+    const plain = await req('POST', '/v1/runs', {
+      token: null,
+      headers: { cookie, origin, 'x-csrf-token': csrf, 'content-type': 'text/plain' },
+      body: spec('plain'),
+    });
+    expect(plain.status).toBe(415);
+    await world.waitFor(run.id, (r) => r.state === 'failed');
+  });
+
+  it('may not make sign-in codes or rotate the token, and a wrong bearer token is not saved by a good cookie', async () => {
+    const { cookie, csrf } = await signIn();
+    const origin = world.daemon.url;
+    const headers = { cookie, origin, 'x-csrf-token': csrf };
+    expect((await req('POST', '/v1/ui/codes', { token: null, headers })).status).toBe(403);
+    expect((await req('POST', '/v1/token/rotate', { token: null, headers })).status).toBe(403);
+    expect((await req('GET', '/v1/runs', { token: 'wrong', headers: { cookie } })).status).toBe(401);
+  });
+
+  it('ends on sign-out, and every session ends on a token rotation', async () => {
+    const a = await signIn();
+    const b = await signIn();
+    const origin = world.daemon.url;
+    const out = await req('POST', '/v1/ui/sign-out', { token: null, headers: { cookie: a.cookie, origin, 'x-csrf-token': a.csrf } });
+    expect(out.status).toBe(200);
+    expect(String(out.headers['set-cookie'])).toContain('Max-Age=0');
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: a.cookie } })).status).toBe(401);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie } })).status).toBe(200);
+    const pending = JSON.parse((await req('POST', '/v1/ui/codes')).text) as SignInCode;
+
+    const rotated = await req('POST', '/v1/token/rotate');
+    expect(rotated.status).toBe(200);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie } })).status).toBe(401);
+    expect((await req('GET', `/${new URL(pending.url).search}`, { token: null })).status).toBe(401);
+  });
+
+  it('ends when the daemon restarts: sessions are kept in memory only', async () => {
+    const { cookie } = await signIn();
+    await world.restartDaemon();
+    await world.daemon.ready;
+    const port = new URL(world.daemon.url).port;
+    const renamed = cookie.replace(/^berth_session_\d+/, `berth_session_${port}`);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: renamed } })).status).toBe(401);
+  });
+});
+
+describe('GET /v1/runs filters (the Runs page)', () => {
+  it('keeps runs by state and by a part of the name, pages within them, and counts them in X-Total-Count', async () => {
+    const names = ['filter-alpha-1', 'filter-alpha-2', 'filter-beta-1'];
+    const made: Run[] = [];
+    for (const name of names)
+      made.push(
+        JSON.parse((await req('POST', '/v1/runs', { headers: { 'content-type': 'application/json' }, body: spec(name) })).text) as Run,
+      );
+    for (const r of made) await world.waitFor(r.id, (x) => x.state === 'failed');
+    const list = async (q: string) => {
+      const a = await req('GET', `/v1/runs?${q}`);
+      expect(a.status).toBe(200);
+      return { names: (JSON.parse(a.text) as Run[]).map((r) => r.name), total: Number(a.headers['x-total-count']) };
+    };
+    expect(await list('name=ALPHA')).toEqual({ names: ['filter-alpha-2', 'filter-alpha-1'], total: 2 });
+    expect(await list('name=filter-&state=failed&limit=2')).toEqual({ names: ['filter-beta-1', 'filter-alpha-2'], total: 3 });
+    expect(await list(`name=filter-&state=failed&limit=2&after=${made[1]!.id}`)).toEqual({ names: ['filter-alpha-1'], total: 3 });
+    expect(await list('name=filter-&state=running,cancelled')).toEqual({ names: [], total: 0 });
+    expect((await req('GET', '/v1/runs?state=nope')).status).toBe(400);
+    // The GPU the spec asks for, and nothing else of it (no env value).
+    const withGpu = JSON.parse(
+      (
+        await req('POST', '/v1/runs', {
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(
+            jobSpec({
+              name: 'gpu',
+              max_price_per_hour: 0.001,
+              env: { TOKEN: 'sekrit-123' },
+              search: { filters: { gpu_name: { in: ['RTX 4090', 'A100'] } }, order: [['dph_total', 'asc']], limit: 4 },
+            }),
+          ),
+        })
+      ).text,
+    ) as Run;
+    expect(withGpu.gpu).toBe('RTX 4090 | A100');
+    expect(JSON.stringify(withGpu)).not.toContain('sekrit-123');
+    await world.waitFor(withGpu.id, (x) => x.state === 'failed');
+  });
+});
