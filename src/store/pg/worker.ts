@@ -41,8 +41,34 @@ let client: pg.Client | undefined;
 /** The connection the open transaction began on; a statement of it runs there or nowhere. */
 let txnClient: pg.Client | undefined;
 
+/** First wait after a failed connect before the next try, ms; it doubles up to RETRY_MAX_MS. */
+const RETRY_FIRST_MS = 250;
+const RETRY_MAX_MS = 5_000;
+/**
+ * A server that cannot be reached: until `until`, requests fail at once with its last error
+ * instead of each trying to connect. A connect to a server that does not answer takes the whole
+ * connect timeout, and the store's thread is blocked meanwhile; without this every store call of
+ * the daemon would cost that much while the server is away.
+ */
+let down: { until: number; waitMs: number; error: WireError } | undefined;
+
 async function connection(): Promise<pg.Client> {
   if (client) return client;
+  if (down && Date.now() < down.until) {
+    throw Object.assign(new Error(`${down.error.message} (tried again in ${down.until - Date.now()} ms)`), { code: down.error.code });
+  }
+  try {
+    const c = await connect();
+    down = undefined;
+    return c;
+  } catch (err) {
+    const waitMs = down ? Math.min(down.waitMs * 2, RETRY_MAX_MS) : RETRY_FIRST_MS;
+    down = { until: Date.now() + waitMs, waitMs, error: wire(err) };
+    throw err;
+  }
+}
+
+async function connect(): Promise<pg.Client> {
   const c = new pg.Client({
     connectionString: settings.url,
     connectionTimeoutMillis: settings.connectTimeoutMs,

@@ -155,13 +155,16 @@ describe('postgres store', () => {
   });
 
   it('blocks its caller no longer than its bound: a call past it ends the worker, and the next call gets a new one', () => {
-    const bridge = new SyncBridge({ url: database.url, statementTimeoutMs: 10_000, connectTimeoutMs: 2_000, waitMs: 300 });
+    // The bound also covers a new worker's start and connection (the second call), so it is not tiny.
+    const bridge = new SyncBridge({ url: database.url, statementTimeoutMs: 60_000, connectTimeoutMs: 2_000, waitMs: 2_000 });
     closers.push(() => bridge.close());
     const started = Date.now();
-    expect(() => bridge.call({ kind: 'query', sql: 'SELECT pg_sleep(3)', params: [] })).toThrow(
+    expect(() => bridge.call({ kind: 'query', sql: 'SELECT pg_sleep(30)', params: [] })).toThrow(
       expect.objectContaining({ code: 'PG_BRIDGE_TIMEOUT' }),
     );
-    expect(Date.now() - started).toBeLessThan(1_500);
+    const blocked = Date.now() - started;
+    expect(blocked).toBeGreaterThanOrEqual(2_000);
+    expect(blocked).toBeLessThan(5_000);
     expect(bridge.call({ kind: 'query', sql: 'SELECT 2 AS two', params: [] }).rows).toEqual([{ two: 2 }]);
   });
 });
@@ -208,6 +211,40 @@ describe('postgres store: a bad store.url', () => {
     } catch (err) {
       expect(JSON.stringify({ m: (err as Error).message, c: (err as Error).cause })).not.toContain('Sekr3t');
     }
+  });
+
+  it('fails at once for a while after the server could not be reached, instead of blocking every call for the connect timeout', async () => {
+    server = createServer((socket) => silent.push(socket));
+    const port = await new Promise<number>((resolve) =>
+      server!.listen(0, '127.0.0.1', () => resolve((server!.address() as { port: number }).port)),
+    );
+    const bridge = new SyncBridge({
+      url: withUrl((u) => (u.port = String(port))),
+      statementTimeoutMs: 1_000,
+      connectTimeoutMs: 400,
+      waitMs: 5_000,
+    });
+    closers.push(() => bridge.close());
+    const call = () => {
+      const started = Date.now();
+      try {
+        bridge.call({ kind: 'query', sql: 'SELECT 1', params: [] });
+        return { ms: Date.now() - started, code: 'answered' };
+      } catch (err) {
+        return { ms: Date.now() - started, code: (err as { code: string }).code };
+      }
+    };
+    const first = call();
+    expect(first).toMatchObject({ code: 'PG_CONNECTION' });
+    expect(first.ms).toBeGreaterThanOrEqual(350);
+    // Right after: the same failure at once, no connect tried.
+    const second = call();
+    expect(second.code).toBe('PG_CONNECTION');
+    expect(second.ms).toBeLessThan(150);
+    // Past the first wait (250 ms), one call tries again, and the wait after it is longer.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(call().ms).toBeGreaterThanOrEqual(350);
+    expect(call().ms).toBeLessThan(150);
   });
 
   it('gives up on a server that accepts and never answers within the connect timeout', async () => {
