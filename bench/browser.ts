@@ -2,7 +2,8 @@
 // from the npm package @sparticuz/chromium (a Chromium build shipped inside the registry package,
 // brotli-packed), so `npm ci` is the whole install: nothing is downloaded at run time. It unpacks
 // into os.tmpdir() (in a test, the file's own TMPDIR: test/helpers/leak-check.ts); `close()`
-// removes what it unpacked.
+// removes what it and Chromium made there, by name: never anything else that appeared in the
+// directory meanwhile (a bench's tmpdir is the machine's /tmp, shared with every other process).
 //
 // Chromium links the system's NSS (Debian's libnss3, on this machine kind's image; .ci/run installs
 // it where it is missing). The package's own launch arguments are not used: they include --disable-web-security, which would
@@ -17,6 +18,12 @@ export interface TestBrowser {
   browser: Browser;
   close(): Promise<void>;
 }
+
+/**
+ * What the package unpacks into tmpdir() (the browser, its libraries and fonts) and the profile
+ * directories puppeteer makes for Chromium: the only entries close() may remove.
+ */
+const BROWSER_LEFTOVERS = /^(?:chromium|chromium-pack|al2023|fonts|swiftshader|puppeteer_dev_(?:chrome_)?profile-.+)$/;
 
 export async function launchBrowser(): Promise<TestBrowser> {
   const dir = tmpdir();
@@ -43,7 +50,9 @@ export async function launchBrowser(): Promise<TestBrowser> {
     browser,
     async close() {
       await browser.close();
-      for (const name of readdirSync(dir)) if (!before.has(name)) rmSync(join(dir, name), { recursive: true, force: true });
+      for (const name of readdirSync(dir)) {
+        if (!before.has(name) && BROWSER_LEFTOVERS.test(name)) rmSync(join(dir, name), { recursive: true, force: true });
+      }
     },
   };
 }
