@@ -61,6 +61,9 @@ export class OnstartRunner {
       env: {
         PATH: this.cfg.path,
         HOME: dir,
+        // A container's /tmp is its own: the script's temp files (berth's decoded onstart among them)
+        // stay in the scratch directory, which goes with the script, not in the machine's /tmp.
+        TMPDIR: dir,
         ...inst.params.env,
         CONTAINER_API_KEY: inst.apiKey,
         CONTAINER_ID: String(id),
