@@ -143,7 +143,7 @@ export interface Candidate {
 }
 
 /** The GPUs an offer rents: its gpu_name and num_gpus, as the search listed them. */
-export interface OfferGpu {
+interface OfferGpu {
   name: string;
   count: number;
 }
