@@ -43,6 +43,7 @@ export function startAttempt(context: RunContext): Change {
     machineId: next.machineId,
     dphTotal: next.dphTotal,
     diskDph: next.diskDph,
+    ...(next.gpu ? { gpu: next.gpu } : {}),
     instanceId: null,
     createdAt: null,
     bootDeadlineAt: null,

@@ -200,6 +200,7 @@ export const runMachine = runSetup.createMachine({
             machineId: context.current!.machineId,
             dphTotal: context.current!.dphTotal,
             bidPrice: context.current!.bidPrice,
+            gpu: context.current!.gpu ?? null,
           }),
           onDone: [
             {

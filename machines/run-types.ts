@@ -138,6 +138,14 @@ export interface Candidate {
   minBid: number | null;
   /** The disk's part of dphTotal, $/h: a bid plus this is what the instance is billed. */
   diskDph: number;
+  /** The GPUs the offer rents; absent in runs stored before berth kept it (journaled as unknown). */
+  gpu?: OfferGpu;
+}
+
+/** The GPUs an offer rents: its gpu_name and num_gpus, as the search listed them. */
+interface OfferGpu {
+  name: string;
+  count: number;
 }
 
 export interface CurrentAttempt {
@@ -147,6 +155,8 @@ export interface CurrentAttempt {
   dphTotal: number;
   /** The disk's part of the billed price, $/h (a rebid keeps bid + this under the cap). */
   diskDph: number;
+  /** The GPUs its offer rents (journaled with the attempt); absent as in Candidate. */
+  gpu?: OfferGpu;
   instanceId: number | null;
   createdAt: number | null;
   bootDeadlineAt: number | null;
@@ -283,6 +293,8 @@ export interface CreateInput {
   dphTotal: number;
   /** $/h compute bid for an interruptible instance; null on-demand. */
   bidPrice: number | null;
+  /** The GPUs the offer rents; null when unknown. */
+  gpu: OfferGpu | null;
 }
 /** What a create came to. */
 export type CreateResult =

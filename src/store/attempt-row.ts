@@ -39,4 +39,8 @@ export interface AttemptRow {
   ssh_endpoints: string | null;
   /** The container's last log lines (≤ 4 KB, secrets removed), for a failed attempt. */
   log_tail: string | null;
+  /** The GPU model the attempt's offer rents, as the search listed it; null for attempts journaled before berth kept it. */
+  gpu_name: string | null;
+  /** How many of them the offer rents; null when gpu_name is. */
+  num_gpus: number | null;
 }

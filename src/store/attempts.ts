@@ -29,6 +29,8 @@ export interface AttemptIntent {
   dphTotal: number;
   label: string;
   at: number;
+  /** The GPUs the offer rents (its gpu_name and num_gpus); absent or null when unknown. */
+  gpu?: { name: string; count: number } | null;
 }
 
 export interface ObservedStatus {
@@ -43,8 +45,8 @@ export interface ObservedStatus {
 export function createAttemptsRepo(db: SqlDb) {
   const get = db.prepare(`SELECT * FROM attempts WHERE run_id = ? AND n = ?`);
   const insertIntent = db.prepare(
-    `INSERT INTO attempts (run_id, n, offer_id, machine_id, dph_total, label, create_state, started_at)
-     VALUES (@runId, @n, @offerId, @machineId, @dphTotal, @label, 'intent', @at)
+    `INSERT INTO attempts (run_id, n, offer_id, machine_id, dph_total, label, create_state, started_at, gpu_name, num_gpus)
+     VALUES (@runId, @n, @offerId, @machineId, @dphTotal, @label, 'intent', @at, @gpuName, @numGpus)
      ON CONFLICT (run_id, n) DO NOTHING`,
   );
   // Idempotent: the create's answer, the attempt's own label look-up and the reconciler's sweep may
@@ -102,7 +104,8 @@ export function createAttemptsRepo(db: SqlDb) {
   const begin = (a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
     const before = get.get(a.runId, a.n) as AttemptRow | undefined;
     if (before) return { row: before, fresh: false };
-    insertIntent.run(a);
+    const { gpu, ...row } = a;
+    insertIntent.run({ ...row, gpuName: gpu?.name ?? null, numGpus: gpu?.count ?? null });
     return { row: get.get(a.runId, a.n) as AttemptRow, fresh: true };
   };
 

@@ -176,4 +176,11 @@ export const MIGRATIONS: string[] = [
   );
   CREATE INDEX run_leases_expiry ON run_leases(expires_at);
   `,
+  // Version 9 (issue #22): the GPU the attempt's offer rents, as the search listed it, so that the
+  // run shows the model rented rather than the one asked for. NULL for attempts journaled before.
+  // Postgres's migration 3 adds the same columns.
+  `
+  ALTER TABLE attempts ADD COLUMN gpu_name TEXT;   -- the offer's gpu_name, e.g. 'RTX 4090'
+  ALTER TABLE attempts ADD COLUMN num_gpus INTEGER; -- how many of them the offer rents
+  `,
 ];

@@ -6,6 +6,9 @@ export const usd = (n: number | null | undefined, digits = 2): string =>
   n === null || n === undefined ? '—' : `${n < 0 ? '−' : ''}$${Math.abs(n).toFixed(digits)}`;
 export const usdPerHour = (n: number | null | undefined): string => (n === null || n === undefined ? '—' : `$${n.toFixed(3)}/h`);
 
+/** An offer's GPUs as the run object writes them: "RTX 4090", or "2× RTX 4090" for more than one. */
+export const gpuText = (name: string, count: number | null): string => (count !== null && count > 1 ? `${count}× ${name}` : name);
+
 /** "3 min", "2 h 5 min", "4 d 1 h". */
 export function duration(ms: number): string {
   const s = Math.max(0, Math.round(ms / 1000));

@@ -55,6 +55,10 @@ const RunAttemptSchema = z.object({
   detail: z.string().nullable(),
   /** Billed $/h, disk included: the offer's until the instance was listed, then the list's own; null when never known. */
   dph_total: z.number().nullable(),
+  /** The GPU model its offer rents (the offer's gpu_name); null for attempts journaled before berth kept it. */
+  gpu_name: z.string().nullable(),
+  /** How many of them the offer rents; null when gpu_name is. */
+  num_gpus: z.number().int().nullable(),
   /** A failed attempt's last container log lines (≤ 4 KB, secrets removed); null when none were fetched. */
   logs: z.string().nullable(),
 });
@@ -64,8 +68,14 @@ export const RunSchema = z.object({
   id: z.string(),
   name: z.string(),
   state: RunStateSchema,
-  /** The GPU models the spec asks for (its search.filters.gpu_name: eq or in, joined by " | "); null when it names none. */
+  /**
+   * The GPUs the run rents (those of its latest attempt whose create was sent: `RTX 4090`, or
+   * `2× RTX 4090`); until it rents one, the models the spec asks for (its search.filters.gpu_name:
+   * eq or in, joined by " | "); null when neither is known.
+   */
   gpu: z.string().nullable(),
+  /** True when `gpu` is what the run rents, false when it is what the spec asks for. */
+  gpu_rented: z.boolean(),
   created_at: isoTime,
   updated_at: isoTime,
   attempt: z.number().int().min(0),

@@ -45,6 +45,7 @@ const RUN_KEYS = [
   'created_at',
   'error',
   'gpu',
+  'gpu_rented',
   'held',
   'id',
   'instance',

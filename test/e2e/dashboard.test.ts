@@ -134,6 +134,14 @@ describe('the web dashboard', () => {
     const run = (await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body;
     expect(run.state).toBe('running');
     expect(run.attempts.map((a) => a.outcome)).toEqual(['exited', 'running']);
+    // The GPU rented (the spec asks for one per offer): the second attempt's offer's, and each
+    // attempt's own on the timeline.
+    const [firstTried, running] = run.attempts;
+    expect(firstTried!.gpu_name).toBe(first!.gpu_name);
+    expect(running).toMatchObject({ gpu_name: expect.any(String), num_gpus: 1 });
+    expect(run).toMatchObject({ gpu: running!.gpu_name, gpu_rented: true });
+    await waitForText(page, '.attempt[data-attempt="1"] .facts', first!.gpu_name);
+    await waitForText(page, '.attempt[data-attempt="2"] .facts', running!.gpu_name!);
     // The SSH line to copy is the run's own.
     const ssh = run.instance!.ssh[0]!;
     await waitForText(page, '.ssh code', `ssh -p ${ssh.port} root@${ssh.host}`);
@@ -150,6 +158,9 @@ describe('the web dashboard', () => {
     await runsTab.select('select', live);
     await runsTab.waitForSelector(`tr[data-run="${runId}"]`);
     await waitForText(runsTab, '.filters', 'live ·');
+    // The GPU column shows the model the running run rents, not what its spec asks for.
+    const { gpu } = (await daemon.api<Run>('GET', `/v1/runs/${runId}`)).body;
+    expect(await runsTab.$eval(`tr[data-run="${runId}"] td[data-label="GPU"]`, (td) => td.textContent)).toBe(gpu);
 
     await page.bringToFront();
     // From the keyboard: Enter on the button opens the dialog on its safe choice; Escape keeps the run.

@@ -34,13 +34,29 @@ function gpuAskedFor(specJson: string): string | null {
   return names.length > 0 ? names.join(' | ') : null;
 }
 
+/** An offer's GPUs as people write them: `RTX 4090`, or `2× RTX 4090` for more than one. */
+function gpuText(name: string, count: number | null): string {
+  return count !== null && count > 1 ? `${count}× ${name}` : name;
+}
+
+/**
+ * The GPUs the run rents: those of the latest attempt whose create was sent (being made, or made)
+ * and whose offer's GPU is recorded. Attempts whose offer was gone or whose create failed rented nothing.
+ */
+function gpuRented(attempts: AttemptRow[]): string | null {
+  const a = attempts.findLast((x) => x.gpu_name !== null && (x.create_state === 'intent' || x.create_state === 'created'));
+  return a ? gpuText(a.gpu_name!, a.num_gpus) : null;
+}
+
 export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run {
   const held = heldAttempt(run, attempts);
+  const rented = gpuRented(attempts);
   return {
     id: run.id,
     name: run.name,
     state: run.state,
-    gpu: gpuAskedFor(run.spec_json),
+    gpu: rented ?? gpuAskedFor(run.spec_json),
+    gpu_rented: rented !== null,
     created_at: iso(run.created_at),
     updated_at: iso(run.updated_at),
     attempt: run.attempt,
@@ -68,6 +84,8 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run
       ended_at: a.ended_at === null ? null : iso(a.ended_at),
       detail: a.detail,
       dph_total: a.dph_total,
+      gpu_name: a.gpu_name,
+      num_gpus: a.num_gpus,
       logs: logsOf(a),
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as RunError) : null,

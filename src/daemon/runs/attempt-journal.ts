@@ -19,6 +19,8 @@ interface AttemptStart {
   machineId: number;
   /** The offer's billed price, disk included. */
   dphTotal: number;
+  /** The GPUs the offer rents; absent or null when unknown. */
+  gpu?: { name: string; count: number } | null;
 }
 
 export class AttemptJournal {

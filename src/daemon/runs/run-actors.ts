@@ -375,6 +375,7 @@ export function makeRunActors(deps: RunActorDeps) {
             dphTotal: billedPriceFor(o, spec) ?? o.dph_total,
             minBid: typeof o['min_bid'] === 'number' ? o['min_bid'] : null,
             diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
+            gpu: { name: o.gpu_name, count: o.num_gpus },
           }));
         return deps.money ? deps.money.guard.affordable(input.runId, candidates) : { candidates };
       };

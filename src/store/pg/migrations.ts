@@ -122,4 +122,10 @@ export const PG_MIGRATIONS: string[] = [
   );
   CREATE INDEX run_leases_expiry ON run_leases(expires_at);
   `,
+  // Version 3 (issue #22): the GPU the attempt's offer rents (SQLite's migration 9), appended as
+  // SQLite appends it, so that \`SELECT *\` rows keep SQLite's column order.
+  `
+  ALTER TABLE attempts ADD COLUMN gpu_name TEXT;
+  ALTER TABLE attempts ADD COLUMN num_gpus INTEGER;
+  `,
 ];

@@ -131,7 +131,7 @@ export function RunsPage() {
               <tr>
                 <th scope="col">Run</th>
                 <th scope="col">State</th>
-                <th scope="col">GPU asked</th>
+                <th scope="col">GPU</th>
                 <th scope="col" class="num">
                   $/h now
                 </th>
@@ -155,7 +155,7 @@ export function RunsPage() {
                     <StateBadge state={r.state} />
                     {r.held && <span class="badge tone-warn">held</span>}
                   </td>
-                  <td data-label="GPU asked">{r.gpu ?? <span class="muted">any</span>}</td>
+                  <td data-label="GPU">{r.gpu_rented ? r.gpu : <span class="muted">asked: {r.gpu ?? 'any'}</span>}</td>
                   <td class="num" data-label="Now">
                     {usdPerHour(r.cost.usd_per_hour)}
                   </td>

@@ -1,8 +1,8 @@
 // The attempt timeline: one bar per attempt from its create to its end (now, while it goes on),
 // placed on one time axis, coloured by its outcome and labelled with it in words, with the offer,
-// machine, price, why it ended and the relax level the offer was found at.
+// its GPU, machine, price, why it ended and the relax level the offer was found at.
 import type { Run, RunEvent } from '../../wire/control-api.js';
-import { duration, localTime, outcomeTone, usdPerHour } from '../format.js';
+import { duration, gpuText, localTime, outcomeTone, usdPerHour } from '../format.js';
 
 /** Each attempt's relax level: that of the last search before it started (the event log's). */
 function relaxLevels(events: RunEvent[]): Map<number, number> {
@@ -48,6 +48,8 @@ export function AttemptTimeline({ run, events, now }: { run: Run; events: RunEve
             <dl class="facts">
               <dt>Offer</dt>
               <dd>{a.offer_id}</dd>
+              <dt>GPU</dt>
+              <dd>{a.gpu_name === null ? '—' : gpuText(a.gpu_name, a.num_gpus)}</dd>
               <dt>Machine</dt>
               <dd>{a.machine_id ?? '—'}</dd>
               <dt>Instance</dt>

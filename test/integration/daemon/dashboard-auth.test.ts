@@ -174,7 +174,7 @@ describe('GET /v1/runs filters (the Runs page)', () => {
         })
       ).text,
     ) as Run;
-    expect(withGpu.gpu).toBe('RTX 4090 | A100');
+    expect(withGpu).toMatchObject({ gpu: 'RTX 4090 | A100', gpu_rented: false });
     expect(JSON.stringify(withGpu)).not.toContain('sekrit-123');
     await world.waitFor(withGpu.id, (x) => x.state === 'failed');
   });

@@ -57,6 +57,7 @@ const input = (runId: string, n: number, dphTotal: number): CreateInput => ({
   machineId: n,
   dphTotal,
   bidPrice: null,
+  gpu: null,
 });
 /** Admits a create whose start journals its intent; records when it started. */
 function admit(g: CreateGate, i: CreateInput, signal = new AbortController().signal) {

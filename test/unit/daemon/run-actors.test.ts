@@ -54,7 +54,15 @@ const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_pe
   relax: [],
 });
 
-const INPUT: CreateInput = { runId: 'run1', n: 1, offerId: 31, machineId: 310, dphTotal: 0.25, bidPrice: null };
+const INPUT: CreateInput = {
+  runId: 'run1',
+  n: 1,
+  offerId: 31,
+  machineId: 310,
+  dphTotal: 0.25,
+  bidPrice: null,
+  gpu: { name: 'RTX 4090', count: 2 },
+};
 const GRACE_MS = 10_000;
 
 /** A client whose createInstance is `create`, recording every call and its signal. */
@@ -123,6 +131,8 @@ describe('create actor: a fresh attempt', () => {
       dph_total: 0.25,
       label: label(),
       started_at: sentAt,
+      gpu_name: 'RTX 4090',
+      num_gpus: 2,
     });
     expect(calls.map((c) => [c.offerId, c.request.label])).toEqual([[31, label()]]);
     expect(row()).toMatchObject({ create_state: 'created', instance_id: 900, instance_created_at: sentAt });

@@ -48,7 +48,14 @@ export const LIMITS: RunLimits = {
 };
 
 export function offers(...ids: number[]): Candidate[] {
-  return ids.map((id) => ({ offerId: id, machineId: id * 10, dphTotal: 0.5, minBid: 0.2, diskDph: 0.05 }));
+  return ids.map((id) => ({
+    offerId: id,
+    machineId: id * 10,
+    dphTotal: 0.5,
+    minBid: 0.2,
+    diskDph: 0.05,
+    gpu: { name: 'RTX 4090', count: 1 },
+  }));
 }
 
 type SearchResult = Candidate[] | SearchOutput | Error;

@@ -42,7 +42,9 @@ describe('run machine: the happy path', () => {
     const world = new FakeWorld();
     const { actor, emitted } = await admitted(world);
     expect(stateOf(actor)).toBe('booting');
-    expect(world.serviceCreates).toEqual([{ runId: 'r1', n: 1, offerId: 1, machineId: 10, dphTotal: 0.5, bidPrice: null }]);
+    expect(world.serviceCreates).toEqual([
+      { runId: 'r1', n: 1, offerId: 1, machineId: 10, dphTotal: 0.5, bidPrice: null, gpu: { name: 'RTX 4090', count: 1 } },
+    ]);
     await bootToRunning(actor);
     expect(stateOf(actor)).toBe('running');
     const ctx = actor.getSnapshot().context;

@@ -80,6 +80,23 @@ describe('store', () => {
     ]);
   });
 
+  it('migrates a version 8 database: the attempts journaled before have no GPU', () => {
+    const dir = home();
+    const old = new Database(join(dir, 'berth.db'));
+    MIGRATIONS.slice(0, 8).forEach((m) => old.exec(m));
+    old.pragma('user_version = 8');
+    old.exec(`INSERT INTO meta (key, value) VALUES ('store_id', 'abcd0123')`);
+    old.exec(`INSERT INTO runs (id, name, spec_json, state, created_at, updated_at) VALUES ('r1', 'a', '{}', 'running', 1, 1)`);
+    old.exec(
+      `INSERT INTO attempts (run_id, n, offer_id, machine_id, dph_total, label, create_state, started_at)
+       VALUES ('r1', 1, 7, 70, 0.5, 'berth:abcd0123:r1:1', 'intent', 100)`,
+    );
+    old.close();
+
+    const s = open(dir);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ offer_id: 7, gpu_name: null, num_gpus: null });
+  });
+
   it('refuses a second daemon on the same store while the first holds the lock, whatever the lock file holds', () => {
     const dir = home();
     const first = open(dir, true);
@@ -232,6 +249,23 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.attempts.adopt('r1', 1, 555, 9)).toBe(true);
     expect(s.attempts.adopt('r1', 1, 556, 9)).toBe(false);
     expect(s.attempts.get('r1', 1)).toMatchObject({ create_state: 'created', instance_id: 555, instance_created_at: 6 });
+  });
+
+  it("keeps the GPU the attempt's offer rents with its intent, null when unknown, in SQLite's column order", () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    const start = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, at: 5 };
+    s.attempts.beginCreate({ ...start, label: 'berth:x:r1:1', gpu: { name: 'RTX 4090', count: 2 } });
+    s.attempts.beginCreate({ ...start, n: 2, label: 'berth:x:r1:2', gpu: null });
+    s.attempts.beginCreate({ ...start, n: 3, label: 'berth:x:r1:3' });
+    expect(s.attempts.forRun('r1').map((a) => [a.gpu_name, a.num_gpus])).toEqual([
+      ['RTX 4090', 2],
+      [null, null],
+      [null, null],
+    ]);
+    // `berth store migrate` copies rows column by column and the repositories read `SELECT *`: the
+    // new columns come last on both backends.
+    expect(Object.keys(s.attempts.get('r1', 1)!).slice(-3)).toEqual(['log_tail', 'gpu_name', 'num_gpus']);
   });
 
   it('records what an instance costs: billed price as listed, first running, destroy confirmed', () => {
