@@ -1,16 +1,17 @@
 // A real headless Chromium for the dashboard's tests, its benchmark and its screenshots, driven by puppeteer-core. The browser comes
 // from the npm package @sparticuz/chromium (a Chromium build shipped inside the registry package,
 // brotli-packed), so `npm ci` is the whole install: nothing is downloaded at run time. It unpacks
-// into os.tmpdir() (in a test, the file's own TMPDIR: test/helpers/leak-check.ts); `close()`
-// removes what it and Chromium made there, by name: never anything else that appeared in the
-// directory meanwhile (a bench's tmpdir is the machine's /tmp, shared with every other process).
+// into os.tmpdir(), which must be a temp dir of the caller's own (a test file's, made by
+// test/helpers/leak-check.ts; a bench's, by ./private-tmp.ts): `close()` removes everything that
+// appeared there since the launch, which in the machine's shared /tmp would take other processes'
+// files too, so a launch in a temp dir that is not berth's own is refused.
 //
 // Chromium links the system's NSS (Debian's libnss3, on this machine kind's image; .ci/run installs
 // it where it is missing). The package's own launch arguments are not used: they include --disable-web-security, which would
 // switch off the very same-origin rules the dashboard's tests check.
 import { readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import chromium from '@sparticuz/chromium';
 import puppeteer, { type Browser } from 'puppeteer-core';
 
@@ -19,14 +20,11 @@ export interface TestBrowser {
   close(): Promise<void>;
 }
 
-/**
- * What the package unpacks into tmpdir() (the browser, its libraries and fonts) and the profile
- * directories puppeteer makes for Chromium: the only entries close() may remove.
- */
-const BROWSER_LEFTOVERS = /^(?:chromium|chromium-pack|al2023|fonts|swiftshader|puppeteer_dev_(?:chrome_)?profile-.+)$/;
-
 export async function launchBrowser(): Promise<TestBrowser> {
   const dir = tmpdir();
+  if (!basename(dir).startsWith('berth-')) {
+    throw new Error(`launchBrowser needs a temp dir of its own (TMPDIR is ${dir}): import bench/private-tmp.ts first`);
+  }
   const before = new Set(readdirSync(dir));
   const executablePath = await chromium.executablePath();
   // As root in a container there is no user namespace for Chromium's sandbox.
@@ -50,9 +48,7 @@ export async function launchBrowser(): Promise<TestBrowser> {
     browser,
     async close() {
       await browser.close();
-      for (const name of readdirSync(dir)) {
-        if (!before.has(name) && BROWSER_LEFTOVERS.test(name)) rmSync(join(dir, name), { recursive: true, force: true });
-      }
+      for (const name of readdirSync(dir)) if (!before.has(name)) rmSync(join(dir, name), { recursive: true, force: true });
     },
   };
 }

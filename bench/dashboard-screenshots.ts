@@ -4,6 +4,8 @@
 // does, shot in headless Chromium from @sparticuz/chromium.
 //
 //   npm run build && node dist/bench/dashboard-screenshots.js
+// First, for its side effect: a temp dir of the script's own (./private-tmp.ts).
+import './private-tmp.js';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

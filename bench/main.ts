@@ -3,6 +3,8 @@
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
 // CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19), run only when named; `--notify` turns a notification
 // target on in it (a receiver in the bench process) and writes latest-notify.md/json instead.
+// First, for its side effect: a temp dir of the bench's own (./private-tmp.ts).
+import './private-tmp.js';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';

@@ -1,0 +1,13 @@
+// Imported first by the bench's entry points, for its side effect: the process (and the daemons,
+// simulators and browsers it starts, which inherit the environment) gets a temp dir of its own,
+// removed when it exits. What a bench makes in a temp dir is then never mixed with the machine's
+// /tmp, and a cleanup of what appeared there can never take another process's files
+// (bench/browser.ts removes what Chromium unpacked). It must come before any import that reads
+// os.tmpdir() when it loads (@sparticuz/chromium does).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const dir = mkdtempSync(join(tmpdir(), 'berth-bench-'));
+process.env['TMPDIR'] = dir;
+process.on('exit', () => rmSync(dir, { recursive: true, force: true }));
