@@ -19,7 +19,8 @@
 //   offers from one answer, then waits for its group's next search, as it would search again.
 // - Never stuck on a stale answer: an answer made after a run joined is final for that run, even
 //   empty (the run then relaxes, as it would on its own search), so a service that ignored
-//   `notin` cannot make runs search forever.
+//   `notin` cannot make runs search forever; but not when the answer's offers went to other runs
+//   from that same answer (more runs waited than it held): those wait for the group's next search.
 import type { Offer, SearchQuery } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import { buildSearchQuery, usableOffers, type Blocked } from '../../job-spec/search-query.js';
@@ -202,13 +203,21 @@ export class SearchPool {
     const forRun = this.forRun(entry.offers, req, shape);
     const taken = new Set([...this.deps.claims.held(), ...this.heldByOthers(req.runId, now)]);
     const usable = forRun.filter((o) => !taken.has(o.id));
-    // Every offer it could use is someone else's: one new search for the group, not this answer's "none".
-    if (usable.length === 0 && forRun.length > 0 && !final) return undefined;
+    // Every offer it could use is someone else's: one new search for the group, not this answer's
+    // "none". Even from an answer made after the run asked, when other runs were handed those offers
+    // from this very answer (more runs than it held: the next search has more); only an answer whose
+    // offers were all taken before it was made (a service that ignored `notin`) is final.
+    if (usable.length === 0 && forRun.length > 0 && (!final || this.handedFrom(entry, forRun))) return undefined;
     const { take, result } = req.choose(usable);
     for (const id of take) this.handed.set(id, { runId: req.runId, at: now });
     entry.handedTo.set(req.runId, (entry.handedTo.get(req.runId) ?? 0) + take.length);
     if (take.length > 0) this.since.delete(req.runId);
     return { result };
+  }
+
+  /** Whether any of these offers was handed to a run from this answer (since it was made). */
+  private handedFrom(entry: Entry, offers: Offer[]): boolean {
+    return offers.some((o) => (this.handed.get(o.id)?.at ?? Number.NEGATIVE_INFINITY) >= entry.sentAt);
   }
 
   /** The answer's offers this run may try: its own price cap, GPU names and blocks. */

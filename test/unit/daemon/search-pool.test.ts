@@ -190,6 +190,14 @@ describe('search pool', () => {
     expect(fake.queries).toHaveLength(4);
   });
 
+  it('more runs at once than one answer holds: the runs the answer could not serve wait for the next search, none is answered "no offer"', async () => {
+    const small = specOf({ search: { limit: 10 } });
+    const got = await Promise.all(runs(30).map((id) => ask(id, small)));
+    expect(got.filter((id) => id === null)).toEqual([]);
+    expect(new Set(got).size).toBe(30);
+    expect(fake.queries).toHaveLength(3);
+  });
+
   it('an answer made after the run asked is final even when empty: the run relaxes instead of searching again', async () => {
     const none = await ask('a', specOf({ max_price_per_hour: 0.05 }));
     expect(none).toBeNull();
