@@ -133,7 +133,9 @@ describe('notifications (real daemon process)', () => {
 
     const events = (await Promise.all(ids.map(async (id) => (await daemon!.api<RunEvent[]>('GET', `/v1/runs/${id}/events`)).body))).flat();
     const expected = expectedFrom(events).sort();
-    expect(expected.filter((e) => e.endsWith('run.running'))).toHaveLength(6);
+    // The six ok-* runs; a slow-* run whose instance the boot deadline's last look (#18) finds running
+    // is kept and runs too, which a loaded machine makes likelier: the deliveries below must match either way.
+    expect(expected.filter((e) => e.endsWith('run.running')).length).toBeGreaterThanOrEqual(6);
     expect(expected.filter((e) => e.endsWith('attempt.failed')).length).toBeGreaterThanOrEqual(4);
     // Every POST was signed; repeats of an id carry the same body.
     expect(rx.got.every((d) => d.signed)).toBe(true);
