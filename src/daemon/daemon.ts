@@ -67,6 +67,10 @@ import { PriceIncreaseWatch } from './money/price-increases.js';
 import type { MarketClient } from '../client/types.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { type Releasers, withReleasers } from '../releasers.js';
+import { ClusterLoop } from './cluster/cluster-loop.js';
+import { daemonId } from './cluster/daemon-id.js';
+import { LeaseOwner } from './cluster/lease-owner.js';
+import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;
@@ -193,6 +197,14 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       storeWait,
     );
     releasers.push(() => store.close());
+    // A Postgres store may be shared by several daemons: runs are this daemon's through leases.
+    const owner =
+      store.backend === 'postgres'
+        ? new LeaseOwner({ store, clock, daemonId: daemonId(env.home), leaseMs: config.cluster.lease_s * 1000 })
+        : undefined;
+    const ownership: RunOwnership = owner ?? new SoleOwner(store);
+    /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
+    const leads = () => owner === undefined || owner.leader;
     const startedAt = clock.now();
     const ensured = ensureControlToken(env.home);
     let token = ensured.token;
@@ -235,6 +247,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       settings: config.notifications,
       userAgent: `berth/${packageVersion()}`,
       onResult: (r) => metrics.notificationPosted(r),
+      ...(owner ? { delivers: leads } : {}),
     });
     releasers.push(() => notifier.stop());
     // A run's notifications are written with its event; its metrics counted once that has committed.
@@ -259,11 +272,39 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     });
     const readyCallback =
       config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
+    // Released after the runs have stopped (pushed before them): the leases go once nothing acts for them.
+    let cluster: ClusterLoop | undefined;
+    releasers.push(() => {
+      cluster?.stop();
+      owner?.releaseAll();
+    });
     const { supervisor, submissions, logs, notices, account } = composeRuns(
-      { store, client, clock, lists: poller, config, log, apiKey, ...(readyCallback ? { readyCallback } : {}), hooks },
+      {
+        store,
+        client,
+        clock,
+        lists: poller,
+        config,
+        log,
+        apiKey,
+        ...(readyCallback ? { readyCallback } : {}),
+        hooks,
+        ownership,
+        leads,
+      },
       releasers,
     );
     poller.subscribe(supervisor);
+    if (owner) {
+      cluster = new ClusterLoop({
+        owner,
+        runs: supervisor,
+        clock,
+        log,
+        onLeader: () => undefined,
+        onDaemons: (n) => log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits`),
+      });
+    }
     // Stopped before the runs: a list in flight is handed over while they still listen.
     releasers.push(() => poller.stop());
 
@@ -381,6 +422,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const checksAbort = new AbortController();
     releasers.push(() => checksAbort.abort());
     const purge = () => {
+      if (!leads()) {
+        retention = clock.setTimer(purge, RETENTION_EVERY_MS);
+        return;
+      }
       const before = clock.now() - config.store.retention_days * 86_400_000;
       try {
         const { runs, events, notifications } = store.purge(before, clock.now());
@@ -405,6 +450,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         'resume the runs',
         () => {
           if (stopping) return;
+          // The first renewal: the database's clock, this daemon's heartbeat, the leader's lease.
+          cluster?.start();
           supervisor.resumeAll();
           poller.start();
           notifier.start();
@@ -422,6 +469,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     checked = (async () => {
       await started.catch(() => undefined);
       if (stopping) return;
+      if (!leads()) {
+        // Several daemons on one store: the leading one checks the account.
+        account.start();
+        return;
+      }
       try {
         const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
         if (report.user) account.accept(report.user);
@@ -506,6 +558,10 @@ export interface RunsDeps {
   readyCallback?: { url: string; tokens: ReadyTokens };
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
+  /** Which runs this daemon may act for (a SQLite store: all; a shared Postgres store: those it holds). */
+  ownership?: RunOwnership;
+  /** Whether this daemon does the account-wide duties now (sweep's reconcile, credit reads). */
+  leads?: () => boolean;
 }
 
 /** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
@@ -522,9 +578,11 @@ function orphanRetryMs(config: Config): number {
  */
 export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const { store, client, clock, config, log, readyCallback } = deps;
+  const ownership = deps.ownership ?? new SoleOwner(store);
+  const leads = deps.leads ?? (() => true);
   // The one place the live runs' specs are kept: the supervisor fills it, the others read it (RunSpecs).
   const specs = new Map<string, ResolvedJobSpec>();
-  const journal = new AttemptJournal(store);
+  const journal = new AttemptJournal(store, ownership);
   const claims = new OfferClaims();
   const quarantine = new MachineQuarantine(config.runs.machine_quarantine_s * 1000, clock);
   const reconciler = new Reconciler({
@@ -548,6 +606,11 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     intervalMs: config.account.check_interval_s * 1000,
     heldIntervalMs: config.account.held_check_interval_s * 1000,
     onChange: () => gate.wake(),
+    ...(ownership.shared
+      ? {
+          shared: { leads, save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()), load: () => store.sharedCredit.load() },
+        }
+      : {}),
   });
   releasers.push(() => account.stop());
   const gate = new CreateGate({
@@ -560,6 +623,15 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     recheckMs: config.polling.interval_s * 1000,
     specs,
     endRequested: (runId) => supervisor.endRequested(runId),
+    ...(ownership.shared
+      ? {
+          serialize: <T>(fn: () => T): T =>
+            store.transaction(() => {
+              store.serializeCaps();
+              return fn();
+            }),
+        }
+      : {}),
   });
   releasers.push(() => gate.stop());
   const prices = new PriceIncreaseWatch({
@@ -619,6 +691,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     specs,
     searchShareMs: config.runs.search_share_s * 1000,
     offersPerSearch: config.runs.gone_offers_per_search,
+    ownership,
   });
   const supervisor: Supervisor = new Supervisor({
     store,
@@ -630,12 +703,14 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     journal,
     claims,
     quarantine,
-    reconciler,
+    // The adoption and the orphans are the leading daemon's (every daemon's sweeps still tell its runs of losses).
+    reconciler: { sweep: (instances, startedAt) => (leads() ? reconciler.sweep(instances, startedAt) : undefined) },
     guard,
     gate,
     prices,
     idle,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
+    ownership,
   });
   releasers.push(() => supervisor.stop());
   const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
