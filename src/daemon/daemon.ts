@@ -226,7 +226,15 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       );
     }
 
-    const metrics = new DaemonMetrics({ store, clock, clientStats: () => client.stats() });
+    const clusterState = owner
+      ? () => ({ daemon_id: owner.daemonId, leader: owner.leader, owned_runs: owner.ownedCount, daemons: cluster?.daemonCount ?? 1 })
+      : undefined;
+    const metrics = new DaemonMetrics({
+      store,
+      clock,
+      clientStats: () => client.stats(),
+      ...(clusterState ? { cluster: clusterState } : {}),
+    });
     const client = createMarketClient({
       baseUrl: config.service.base_url,
       apiKey,
@@ -330,6 +338,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       },
       metrics,
       streams,
+      ...(clusterState ? { cluster: clusterState } : {}),
       tokens: {
         current: () => token,
         rotate: () => (token = writeNewControlToken(env.home)),

@@ -79,6 +79,11 @@ export class ClusterLoop {
     return this.leading;
   }
 
+  /** Daemons sharing the store at the last renewal, this one included. */
+  get daemonCount(): number {
+    return Math.max(1, this.daemons);
+  }
+
   private schedule(): void {
     if (this.stopped) return;
     this.timer = this.deps.clock.setTimer(() => this.tick(), this.deps.tickMs ?? CLUSTER_TICK_MS);

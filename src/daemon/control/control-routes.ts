@@ -31,7 +31,7 @@ import { HttpProblem, wholeNumber, type Answer, type ControlRoute, type Request 
 import { controlProof } from '../../wire/control-proof.js';
 import { parseSince } from '../money/costs.js';
 import type { EventStreams } from './event-stream.js';
-import type { DaemonMetrics } from '../notify/metrics.js';
+import type { ClusterState, DaemonMetrics } from '../notify/metrics.js';
 import { observeRoutes } from './observe-routes.js';
 import { dashboardRoutes } from './dashboard/dashboard-routes.js';
 import { accountRoutes, type AccountPort } from './account-routes.js';
@@ -69,6 +69,8 @@ export interface ControlApiDeps {
   account?: AccountPort;
   /** The dashboard's sign-in codes and sessions; a token rotation ends them all. */
   sessions: DashboardSessions;
+  /** Several daemons on one store: this daemon's part, shown by /healthz. */
+  cluster?: () => ClusterState;
 }
 
 const limitParam = (page: { default: number; max: number }) => ({
@@ -136,6 +138,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
           active_runs: supervisor.activeCount,
           ready: deps.ready(),
           held_runs: store.runs.heldCount(),
+          ...(deps.cluster ? { cluster: deps.cluster() } : {}),
         };
         return { status: 200, body };
       },

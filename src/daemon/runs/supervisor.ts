@@ -230,6 +230,8 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     if (!row || row.held_at === null || row.ended_at !== null) return;
     store.transaction(() => store.runs.release(runId));
     log.info({ runId }, 'a run held after a restore was resumed by the user');
+    // Shared store: whichever daemon has room takes it, as any run nobody holds.
+    if (this.ownership.shared) return this.queueTakeOver();
     if (this.resumed && !this.stopping) {
       this.startDriver(store.runs.get(runId)!);
       this.admitQueued();

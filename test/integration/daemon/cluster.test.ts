@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startDaemon, type RunningDaemon } from '../../../src/daemon/daemon.js';
 import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
-import type { Run } from '../../../src/wire/control-api.js';
+import type { Health, Run } from '../../../src/wire/control-api.js';
 import { controlApi, type ControlApi } from '../../helpers/control-api.js';
 import { createPgDatabase, queryPg, type PgDatabase } from '../../helpers/pg-database.js';
 import { silentLogger } from '../../../src/logger.js';
@@ -81,6 +81,15 @@ describe('several daemons on one Postgres store', () => {
     const byOwner = new Map<string, number>();
     for (const l of await owners()) byOwner.set(l.owner, (byOwner.get(l.owner) ?? 0) + 1);
     expect([...byOwner.values()].sort()).toEqual([2, 2]);
+    const health = [
+      (await a.control.api<Health>('GET', '/healthz')).body.cluster,
+      (await b.control.api<Health>('GET', '/healthz')).body.cluster,
+    ];
+    expect(health.map((h) => [h?.owned_runs, h?.daemons])).toEqual([
+      [2, 2],
+      [2, 2],
+    ]);
+    expect(health.filter((h) => h?.leader)).toHaveLength(1);
 
     // A run a drives, cancelled through b: a hears it through the store.
     const ofA = a.supervisor.liveRunIds()[0]!;
