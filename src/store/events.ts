@@ -36,9 +36,10 @@ export function createEventsRepo(db: SqlDb) {
   );
   const lastTwo = db.prepare(`SELECT id, at, count, first_at, fold_key FROM events WHERE run_id = ? ORDER BY id DESC LIMIT 2`);
   const remove = db.prepare(`DELETE FROM events WHERE id = ?`);
-  const after = db.prepare(`SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?`);
+  const after = db.prepare(`SELECT * FROM events WHERE run_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`);
   const olderThan = db.prepare(`DELETE FROM events WHERE at < ?`);
-  const anyAfter = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?`);
+  const anyAfter = db.prepare(`SELECT * FROM events WHERE id > ? AND id <= ? ORDER BY id LIMIT ?`);
+  const idsAfter = db.prepare(`SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?`);
   const newest = db.prepare(`SELECT max(id) AS id FROM events`);
   const ofType = db.prepare(`SELECT 1 FROM events WHERE run_id = ? AND type = ? LIMIT 1`);
   return {
@@ -66,12 +67,17 @@ export function createEventsRepo(db: SqlDb) {
       });
       return (row as { id: number }).id;
     },
-    list(runId: string, afterId = 0, limit = 10_000): EventRow[] {
-      return after.all(runId, afterId, limit) as EventRow[];
+    /** The run's events after `afterId` (and up to `upTo`), oldest first. */
+    list(runId: string, afterId = 0, limit = 10_000, upTo = Number.MAX_SAFE_INTEGER): EventRow[] {
+      return after.all(runId, afterId, upTo, limit) as EventRow[];
     },
-    /** Events of every run after `afterId`, oldest first. */
-    since(afterId: number, limit: number): EventRow[] {
-      return anyAfter.all(afterId, limit) as EventRow[];
+    /** Events of every run after `afterId` (and up to `upTo`), oldest first. */
+    since(afterId: number, limit: number, upTo = Number.MAX_SAFE_INTEGER): EventRow[] {
+      return anyAfter.all(afterId, upTo, limit) as EventRow[];
+    },
+    /** The ids of the events after `afterId`, ascending (an index-only read: the stream's frontier). */
+    idsAfter(afterId: number, limit: number): number[] {
+      return (idsAfter.all(afterId, limit) as Array<{ id: number }>).map((r) => r.id);
     },
     /** Whether the run's log holds an event of this type (a one-time notice already given). */
     has(runId: string, type: string): boolean {
