@@ -12,7 +12,8 @@
 // (berth's transactions are synchronous and short; a statement is bounded at 5 s on Postgres).
 //
 // One read per advance for all streams: the ids (an index-only scan) above the frontier, which are
-// only the new ones unless a gap is settling.
+// only the new ones unless a gap is settling. While one settles, events above it wait anyway, so a
+// commit of this daemon's reads nothing (`advanceIfClear`): only the poll reads the ids again.
 import type { Clock } from '../../clock.js';
 
 /** Ids read per query (a frontier far behind catches up in pages). */
@@ -52,6 +53,14 @@ export class EventFrontier {
   /** Every event with an id up to this one that will ever be stored is stored. */
   get value(): number {
     return this.frontier;
+  }
+
+  /**
+   * advance(), unless a gap holds the frontier: then nothing above it can be sent before the next
+   * poll looks at the gap again, and a commit of this daemon costs no read.
+   */
+  advanceIfClear(): boolean {
+    return this.frontier < this.top ? false : this.advance();
   }
 
   /** Reads the ids above the frontier and moves it on; true when it moved. */

@@ -233,7 +233,7 @@ export class EventStreams {
   /** Reads the new ids (shared store); false when the store cannot be read now (the next tick tries again). */
   private moveFrontier(): boolean {
     try {
-      this.frontier?.advance();
+      this.frontier?.advanceIfClear();
       return true;
     } catch {
       return false;

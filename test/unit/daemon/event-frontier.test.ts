@@ -60,4 +60,23 @@ describe('event frontier', () => {
     f.advance();
     expect(f.value).toBe(5);
   });
+
+  it('reads nothing on a commit while a gap holds it (the poll looks again), and reads on when clear', () => {
+    const clock = new FakeClock();
+    const log = ids([1]);
+    let reads = 0;
+    const counted = { ...log, idsAfter: (after: number, limit: number) => (reads++, log.idsAfter(after, limit)) };
+    const f = new EventFrontier(counted, clock, 1000);
+    log.present.add(3);
+    f.advance();
+    reads = 0;
+    expect(f.advanceIfClear()).toBe(false);
+    expect(reads).toBe(0);
+    log.present.add(2);
+    expect(f.advance()).toBe(true);
+    expect(f.value).toBe(3);
+    log.present.add(4);
+    expect(f.advanceIfClear()).toBe(true);
+    expect(f.value).toBe(4);
+  });
 });
