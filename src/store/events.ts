@@ -42,6 +42,14 @@ export function createEventsRepo(db: SqlDb) {
   const idsAfter = db.prepare(`SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?`);
   const newest = db.prepare(`SELECT max(id) AS id FROM events`);
   const ofType = db.prepare(`SELECT 1 FROM events WHERE run_id = ? AND type = ? LIMIT 1`);
+  // A transaction that drew an event id (INSERT) or removes events holds this lock until it ends.
+  const writers =
+    db.dialect.name === 'postgres'
+      ? db.prepare(
+          `SELECT count(*) AS n FROM pg_locks
+           WHERE relation = CAST('events' AS regclass) AND mode = 'RowExclusiveLock' AND granted AND pid <> pg_backend_pid()`,
+        )
+      : undefined;
   return {
     append(e: NewEvent): number {
       let count = 1;
@@ -78,6 +86,13 @@ export function createEventsRepo(db: SqlDb) {
     /** The ids of the events after `afterId`, ascending (an index-only read: the stream's frontier). */
     idsAfter(afterId: number, limit: number): number[] {
       return (idsAfter.all(afterId, limit) as Array<{ id: number }>).map((r) => r.id);
+    },
+    /**
+     * Whether another connection is in a transaction that writes events now (Postgres). On SQLite
+     * never: its writers take turns, so no reader sees an id while a lower one is still in flight.
+     */
+    othersWriting(): boolean {
+      return writers !== undefined && Number((writers.get() as { n: number | string }).n) > 0;
     },
     /** Whether the run's log holds an event of this type (a one-time notice already given). */
     has(runId: string, type: string): boolean {

@@ -5,11 +5,16 @@
 // id is either present or missing for good.
 //
 // A missing id (a gap) is either in flight (its transaction has not committed yet) or gone (rolled
-// back, or deleted: a folded repeat, retention). The two look alike from outside, so a gap counts
-// as gone once it has been a gap for `settleMs`: from the first read that saw an id above it. Ids
-// present without a gap below them are final at once, so the frontier lags only while a gap
-// settles. The bound this rests on: no transaction holds an event id for longer than `settleMs`
-// (berth's transactions are synchronous and short; a statement is bounded at 5 s on Postgres).
+// back, or deleted: a folded repeat, retention). A transaction that draws an id holds a write lock
+// on the events table until it ends, so a gap already seen counts as gone
+// - once no other connection holds that lock (`othersWriting`, asked only while a gap is there):
+//   whatever drew it has ended, and the read that follows shows it if it was committed; usually
+//   at the next poll;
+// - else once it has been a gap for `settleMs`, from the first read that saw an id above it: the
+//   bound for a store written to without a pause (no transaction of berth's holds an id that long;
+//   Postgres ends one left idle for 60 s).
+// Ids present without a gap below them are final at once, so the frontier lags only while a gap
+// settles.
 //
 // One read per advance for all streams: the ids (an index-only scan) above the frontier, which are
 // only the new ones unless a gap is settling. While one settles, events above it wait anyway, so a
@@ -23,6 +28,8 @@ const LOOK_BACK = 100;
 
 /** What the frontier reads of the events table. */
 export interface EventIds {
+  /** Whether another connection is in a transaction that writes events now. */
+  othersWriting(): boolean;
   /** The ids after `afterId`, ascending, at most `limit`. */
   idsAfter(afterId: number, limit: number): number[];
   /** The newest id (0 when there is none). */
@@ -69,6 +76,9 @@ export class EventFrontier {
     while (this.highs.length > 0 && this.highs[0]!.at <= now - this.settleMs) {
       this.settledTop = Math.max(this.settledTop, this.highs.shift()!.id);
     }
+    // Asked before the ids are read: every gap below the highest id seen so far was drawn before
+    // now, and with no writer left, the read below shows it if it was ever committed.
+    if (this.frontier < this.top && !this.events.othersWriting()) this.settledTop = Math.max(this.settledTop, this.top);
     const start = this.frontier;
     let f = this.frontier;
     let seen = this.top;

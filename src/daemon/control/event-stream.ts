@@ -26,8 +26,12 @@ import { toRunEvent } from './run-view.js';
 const PAGE = 500;
 /** How long a client waits before it reconnects, ms (the SSE `retry:` field). */
 const RETRY_MS = 1000;
-/** A shared store's default `storeSettleMs`: how long an event id may be missing before it counts as gone. */
-const SETTLE_MS = 5_000;
+/**
+ * A shared store's default `storeSettleMs`: how long an event id may be missing, while other
+ * connections write events all along, before it counts as gone. Long, because an id counted gone
+ * too early is never sent if its transaction commits after all; a quiet moment ends the wait sooner.
+ */
+const SETTLE_MS = 30_000;
 
 export interface StreamOptions {
   /** Only this run's events; the stream ends once the run has ended. */
@@ -152,7 +156,10 @@ export interface EventStreamsDeps {
    * for (one query for all open streams), and streams read only up to the settled frontier.
    */
   storePollMs?: number | undefined;
-  /** With storePollMs: how long a missing event id may still be a transaction in flight, ms (default 5000). */
+  /**
+   * With storePollMs: how long a missing event id may still be a transaction in flight while other
+   * connections keep writing events, ms (default 30000; see ./event-frontier.ts).
+   */
   storeSettleMs?: number | undefined;
 }
 

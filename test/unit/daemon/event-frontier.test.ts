@@ -1,13 +1,18 @@
 // The event frontier of a shared store (src/daemon/control/event-frontier.ts) over a list of ids:
-// present ids pass at once, a missing id holds it until it has been missing for the settle time.
+// present ids pass at once, a missing id holds it until no other transaction writes events or it
+// has been missing for the settle time.
 import { describe, expect, it } from 'vitest';
 import { EventFrontier } from '../../../src/daemon/control/event-frontier.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
+/** The events table's ids; `writing`: another connection holds a write transaction (true unless a test ends it). */
 function ids(initial: number[]) {
   const present = new Set(initial);
+  const state = { writing: true };
   return {
     present,
+    state,
+    othersWriting: () => state.writing,
     idsAfter: (after: number, limit: number) =>
       [...present]
         .filter((id) => id > after)
@@ -78,5 +83,21 @@ describe('event frontier', () => {
     log.present.add(4);
     expect(f.advanceIfClear()).toBe(true);
     expect(f.value).toBe(4);
+  });
+
+  it('passes a gap it has seen once no other transaction writes events, without waiting for the settle time', () => {
+    const clock = new FakeClock();
+    const log = ids([1]);
+    const f = new EventFrontier(log, clock, 60_000);
+    log.present.add(3);
+    f.advance();
+    expect(f.value).toBe(1);
+    log.state.writing = false;
+    // 2 was drawn before 3 was seen; with no writer left, it is gone. 5's gap (4) is new: it waits.
+    log.present.add(5);
+    f.advance();
+    expect(f.value).toBe(3);
+    f.advance();
+    expect(f.value).toBe(5);
   });
 });

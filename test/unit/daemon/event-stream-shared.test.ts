@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { EventStreams } from '../../../src/daemon/control/event-stream.js';
 import { openStore, type Store } from '../../../src/store/index.js';
@@ -13,7 +14,7 @@ import { FakeClock } from '../../helpers/fake-clock.js';
 import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
 const POLL_MS = 200;
-const SETTLE_MS = 2_000;
+const SETTLE_MS = 10_000;
 
 let database: PgDatabase;
 const closers: Array<() => void> = [];
@@ -107,7 +108,31 @@ describe('event stream on a shared Postgres store', () => {
     expect(all.ids()).toEqual([held, later]);
   });
 
-  it('passes an id whose transaction rolled back once it has been missing for the settle time, not before', async () => {
+  /** Another program's connection to the store's database, for a transaction held across awaits. */
+  async function connection(): Promise<pg.Client> {
+    const c = new pg.Client({ connectionString: database.url });
+    await c.connect();
+    closers.unshift(() => void c.end());
+    return c;
+  }
+
+  it('holds a higher id back while a lower one is in flight across polls, then sends both in order', async () => {
+    const c = response();
+    streams.serve({} as never, c.res, { after: streams.startOf(undefined) });
+    const slow = await connection();
+    await slow.query('BEGIN');
+    const held = Number(
+      (await slow.query(`INSERT INTO events (run_id, at, type, message) VALUES ('r1', 1, 'note', 'slow') RETURNING id`)).rows[0].id,
+    );
+    const later = mine.transaction(() => mine.events.append(event('r1', 'fast')));
+    await clock.advance(SETTLE_MS / 2);
+    expect(c.ids()).toEqual([]);
+    await slow.query('COMMIT');
+    await clock.advance(POLL_MS);
+    expect(c.ids()).toEqual([held, later]);
+  });
+
+  it('passes an id whose transaction rolled back at the next poll once no other transaction writes events', async () => {
     const c = response();
     streams.serve({} as never, c.res, { after: streams.startOf(undefined) });
     expect(() =>
@@ -117,14 +142,32 @@ describe('event stream on a shared Postgres store', () => {
       }),
     ).toThrow('no');
     const id = mine.transaction(() => mine.events.append(event('r1', 'after the gap')));
-    await clock.advance(POLL_MS);
-    expect(c.ids()).toEqual([]);
-    await clock.advance(SETTLE_MS);
+    await clock.advance(POLL_MS * 2);
     expect(c.ids()).toEqual([id]);
     // Without a gap below, an event goes at once (this daemon's commit) or within a poll (another's).
     const next = mine.transaction(() => mine.events.append(event('r2', 'no gap')));
     await new Promise((r) => setImmediate(r));
     expect(c.ids()).toEqual([id, next]);
+  });
+
+  it('while another transaction writes events all along, passes a missing id only after the settle time', async () => {
+    const c = response();
+    streams.serve({} as never, c.res, { after: streams.startOf(undefined) });
+    const busy = await connection();
+    await busy.query('BEGIN');
+    await busy.query('LOCK TABLE events IN ROW EXCLUSIVE MODE'); // as an INSERT in flight holds it
+    expect(() =>
+      other.transaction(() => {
+        other.events.append(event('r1', 'rolled back'));
+        throw new Error('no');
+      }),
+    ).toThrow('no');
+    const id = mine.transaction(() => mine.events.append(event('r1', 'after the gap')));
+    await clock.advance(SETTLE_MS - POLL_MS);
+    expect(c.ids()).toEqual([]);
+    await clock.advance(POLL_MS * 2);
+    expect(c.ids()).toEqual([id]);
+    await busy.query('ROLLBACK');
   });
 
   it("ends a run's stream only after the run's last event, which may lie past the frontier", async () => {
