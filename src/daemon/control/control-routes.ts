@@ -40,6 +40,7 @@ import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js'
 import type { Supervisor } from '../runs/supervisor.js';
 import type { Submissions } from '../runs/submission.js';
 import type { RunLogs } from '../runs/run-logs.js';
+import type { RunCounts } from '../runs/shared-runs.js';
 
 interface ControlTokens {
   current(): string;
@@ -47,9 +48,16 @@ interface ControlTokens {
   rotate(): string;
 }
 
+/**
+ * What the routes ask of the runs being driven: the counts of /healthz, and a cancel or a resume.
+ * The Supervisor for the runs of this daemon alone; on a store several daemons share, an object
+ * that answers for every daemon's runs (../runs/shared-runs.ts).
+ */
+type ControlRuns = RunCounts & Pick<Supervisor, 'cancel' | 'resumeHeld'>;
+
 export interface ControlApiDeps {
   store: Store;
-  supervisor: Supervisor;
+  supervisor: ControlRuns;
   submissions: Pick<Submissions, 'submit'>;
   logs: Pick<RunLogs, 'logsOf'>;
   tokens: ControlTokens;
