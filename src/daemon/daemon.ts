@@ -50,6 +50,7 @@ import type { RunHooks } from './runs/run-hooks.js';
 import { Supervisor } from './runs/supervisor.js';
 import { Submissions } from './runs/submission.js';
 import { RunLogs } from './runs/run-logs.js';
+import { sharedRuns } from './runs/shared-runs.js';
 import { RunNotices } from './runs/run-notices.js';
 import { AttemptJournal } from './runs/attempt-journal.js';
 import { OfferClaims } from './runs/offer-claims.js';
@@ -113,6 +114,8 @@ export interface RunningDaemon {
 const RETENTION_EVERY_MS = 60 * 60 * 1000;
 /** A comment line on every event stream this often keeps proxies and clients from closing it. */
 const STREAM_HEARTBEAT_MS = 15_000;
+/** How often event streams look for events other daemons stored (a shared store), ms. */
+const STORE_POLL_MS = 250;
 
 function logClientEvent(log: Logger, e: ClientEvent): void {
   switch (e.type) {
@@ -286,7 +289,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       cluster?.stop();
       owner?.releaseAll();
     });
-    const { supervisor, submissions, logs, notices, account } = composeRuns(
+    const { supervisor, submissions, logs, notices, account, runsEverywhere } = composeRuns(
       {
         store,
         client,
@@ -310,18 +313,40 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         clock,
         log,
         onLeader: () => undefined,
-        onDaemons: (n) => log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits`),
+        onDaemons: (n) => {
+          // Daemons sharing one key share its limits: each takes its part of every group's rate.
+          client.setRateShare(1 / n);
+          log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits: this one uses 1/${n} of them`);
+        },
       });
     }
     // Stopped before the runs: a list in flight is handed over while they still listen.
     releasers.push(() => poller.stop());
 
     let ready = false;
-    const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
+    const streams = new EventStreams({
+      store,
+      clock,
+      heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS,
+      // Other daemons' events reach the streams from the store, not from this daemon's commits.
+      ...(owner ? { storePollMs: STORE_POLL_MS } : {}),
+    });
     const server = createControlApi({
       store,
       sessions: new DashboardSessions(clock),
-      supervisor,
+      // On a shared store /healthz counts every daemon's runs (this daemon's are in its `cluster` part).
+      supervisor: runsEverywhere
+        ? {
+            get liveCount() {
+              return runsEverywhere.liveCount;
+            },
+            get activeCount() {
+              return runsEverywhere.activeCount;
+            },
+            cancel: (runId) => supervisor.cancel(runId),
+            resumeHeld: (runId) => supervisor.resumeHeld(runId),
+          }
+        : supervisor,
       submissions,
       logs,
       log,
@@ -723,6 +748,8 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   });
   releasers.push(() => supervisor.stop());
   const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
-  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => supervisor.instanceOf(runId) });
-  return { supervisor, submissions, logs, notices, account, gate, guard };
+  // A run another daemon drives: its instance is read from the store.
+  const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
+  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId) });
+  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
 }

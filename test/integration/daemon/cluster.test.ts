@@ -11,6 +11,7 @@ import { startDaemon, type RunningDaemon } from '../../../src/daemon/daemon.js';
 import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
 import type { Health, Run } from '../../../src/wire/control-api.js';
 import { controlApi, type ControlApi } from '../../helpers/control-api.js';
+import { openSse } from '../../helpers/sse.js';
 import { createPgDatabase, queryPg, type PgDatabase } from '../../helpers/pg-database.js';
 import { silentLogger } from '../../../src/logger.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../../helpers/world.js';
@@ -91,11 +92,23 @@ describe('several daemons on one Postgres store', () => {
     ]);
     expect(health.filter((h) => h?.leader)).toHaveLength(1);
 
-    // A run a drives, cancelled through b: a hears it through the store.
+    // Two daemons share the key: each keeps to half of every group's rate (FAST_CONFIG: 50/s).
+    const account = await b.control.api<{ rate_limits: Array<{ group: string; per_s: number }> }>('GET', '/v1/account');
+    expect(account.body.rate_limits.every((g) => g.per_s === 25)).toBe(true);
+
+    // A run a drives, cancelled through b: a hears it through the store, and b's event stream sees
+    // the events a writes for it.
     const ofA = a.supervisor.liveRunIds()[0]!;
+    const stream = await openSse(`${b.url}/v1/events/stream?run=${ofA}`, { authorization: `Bearer ${b.token}` });
+    expect(stream.status).toBe(200);
     expect((await b.control.api('POST', `/v1/runs/${ofA}/cancel`)).status).toBe(202);
     const cancelled = await a.control.waitFor(ofA, isEnded, 20_000);
     expect(cancelled.state).toBe('cancelled');
+    await stream.until((messages) => messages.some((m) => m.event === 'end'));
+    const seen = stream.messages.filter((m) => m.event !== 'end').map((m) => (JSON.parse(m.data) as { type: string }).type);
+    expect(seen).toContain('submitted');
+    expect(seen).toContain('run.cancelled');
+    stream.close();
 
     // a stops: its other run goes on under b, on the same instance.
     const keptByA = a.supervisor.liveRunIds()[0]!;
