@@ -89,14 +89,19 @@ describe('ClusterLoop', () => {
     store.leases.serverNow = () => {
       throw new StoreWriteError('SQLITE_BUSY', new Error('locked'));
     };
-    await clock.advance(LEASE_MS);
-    store.leases.serverNow = fakeServerNow;
-    loop.stop();
+    await clock.advance(LEASE_MS - 2000);
     expect(runs.lostRuns).toEqual(['r1']);
     // Given up with a margin left: before any other daemon could take the run.
     expect(runs.lostAt[0]! - lastRenewal).toBeLessThan(LEASE_MS);
     expect(runs.lostAt[0]!).toBeLessThan(expiresAt);
     expect(() => a.write('r1', () => undefined)).toThrow(LeaseLostError);
+    // The store answers again before the lease ended: the lease given up is released, not renewed
+    // for a run nobody here drives (any daemon may take it at once, this one included).
+    store.leases.serverNow = fakeServerNow;
+    await clock.advance(1000);
+    expect(clock.now()).toBeLessThan(expiresAt);
+    expect(store.leases.get('r1')).toBeUndefined();
+    loop.stop();
   });
 
   it('has one leader at a time, and the lead passes on when the leader stops renewing', async () => {
