@@ -29,7 +29,11 @@ export default tseslint.config(
   ...roomRules([
     ['src/daemon/control/**', ['daemon.js']],
     ['src/daemon/runs/**', ['daemon.js', 'control']],
-    ['src/daemon/{money,fleet,notify,inbound}/**', ['daemon.js', 'control', 'runs', 'money', 'fleet', 'notify', 'inbound'], true],
+    [
+      'src/daemon/{money,fleet,notify,inbound,cluster}/**',
+      ['daemon.js', 'control', 'runs', 'money', 'fleet', 'notify', 'inbound', 'cluster'],
+      true,
+    ],
   ]),
   {
     // Everything below the daemon is used by it and never reaches back up into it or the CLI.

@@ -54,4 +54,6 @@ export interface ClientStats {
   rateLimited: number;
   /** Creates reported ambiguous. */
   ambiguousCreates: number;
+  /** This daemon's share of the account's rate limits (1 alone; 1/N among N daemons on one key). */
+  rateShare: number;
 }

@@ -17,6 +17,9 @@
 // further 429 after a resume without a success in between, jittered, capped at `maxPauseMs`
 // (`retry.max_delay_s`) and never shorter than the group's `penalty_s` (create: the service's
 // `penalty: 12`).
+//
+// Daemons that share one API key share its limits (issue #21): `setShare(1/N)` gives every group
+// 1/N of its configured rate and burst, for the calls not yet let through; queued calls stay queued.
 import Bottleneck from 'bottleneck';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { RATE_GROUPS, type Config, type RateGroup } from '../config/schema.js';
@@ -36,8 +39,10 @@ export interface GroupStats {
   paused: boolean;
   /** Milliseconds spent paused in total. */
   pausedMs: number;
-  /** Configured steady rate, per second. */
+  /** Steady rate now, per second: the configured one times the share (see Limiter.setShare). */
   perS: number;
+  /** Tokens the group may save up now: the configured burst times the share, at least 1. */
+  burst: number;
   /** Waiting for a token or a slot. */
   queued: number;
   /** A timer is armed for the next token or the end of a pause (never while the bucket is full). */
@@ -72,6 +77,14 @@ export interface Limiter {
   waitUntilResumed(group: RateGroup, signal?: AbortSignal): Promise<void>;
   /** A call of the group succeeded: the next 429 starts the backoff from its base again. */
   succeeded(group: RateGroup): void;
+  /**
+   * This process's share of the account's limits, in (0, 1]: every group's rate and burst become
+   * that fraction of the configured ones (a burst stays at least 1), for calls not yet let through.
+   * 1 restores the configured limits.
+   */
+  setShare(fraction: number): void;
+  /** The share set last (1 unless setShare changed it). */
+  share(): number;
   stats(): Record<RateGroup, GroupStats>;
   close(): Promise<void>;
 }
@@ -141,6 +154,16 @@ class Group {
     // Fast calls took tokens the reservoir never saw: the first queued call sets it from the bucket
     // (bottleneck applies settings in call order, so this lands before the job reaches the gate).
     if (this.waiting++ === 0 && this.bucket.mode !== 'paused') void this.bottleneck.updateSettings({ reservoir: this.bucket.tokens });
+    this.arm();
+  }
+
+  /** A new rate and burst, from now on (see Limiter.setShare). */
+  setRate(perS: number, burst: number): void {
+    const before = this.bucket.tokens;
+    this.bucket.setRate(perS, burst, this.clock.now());
+    // Queued calls read the reservoir: it follows the bucket (fewer tokens with a smaller burst).
+    const delta = this.bucket.tokens - before;
+    if (delta !== 0 && this.waiting > 0 && this.bucket.mode !== 'paused') void this.bottleneck.incrementReservoir(delta);
     this.arm();
   }
 
@@ -224,6 +247,7 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
   const maxPauseMs = options.maxPauseMs ?? 15_000;
   const random = options.random ?? Math.random;
   const onResume = options.onResume ?? (() => {});
+  let share = 1;
   const groups = Object.fromEntries(RATE_GROUPS.map((name) => [name, new Group(name, rateLimits[name], clock, onResume)])) as Record<
     RateGroup,
     Group
@@ -292,6 +316,19 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
       groups[group].consecutive = 0;
     },
 
+    setShare(fraction) {
+      if (!(fraction > 0 && fraction <= 1)) throw new RangeError(`a rate share is in (0, 1], got ${fraction}`);
+      share = fraction;
+      for (const name of RATE_GROUPS) {
+        const cfg = rateLimits[name];
+        groups[name].setRate(cfg.per_s * fraction, Math.max(1, Math.floor(cfg.burst * fraction)));
+      }
+    },
+
+    share() {
+      return share;
+    },
+
     stats() {
       return Object.fromEntries(
         RATE_GROUPS.map((name) => {
@@ -303,6 +340,7 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
               mode: g.bucket.mode,
               paused: g.bucket.mode === 'paused',
               perS: g.bucket.perS,
+              burst: g.bucket.burst,
               queued: g.bottleneck.queued(),
               refilling: g.armed,
             },

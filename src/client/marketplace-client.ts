@@ -119,6 +119,12 @@ export interface MarketplaceClient extends MarketClient {
    */
   charges(range: { fromS: number; toS: number }, options?: CallOptions): Promise<Charge[]>;
   stats(): ClientStats;
+  /**
+   * Daemons sharing this API key share its rate limits: with `fraction` = 1/N, every endpoint
+   * group's rate and burst are that fraction of `rate_limits`, for calls not yet sent (queued ones
+   * wait at the new rate, none is dropped). 1 restores the configured limits.
+   */
+  setRateShare(fraction: number): void;
   /** Stops the limiters (queued calls fail) and closes the connections. */
   close(): Promise<void>;
 }
@@ -651,7 +657,10 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     },
 
     stats(): ClientStats {
-      return { groups: limiter.stats(), ...counters };
+      return { groups: limiter.stats(), ...counters, rateShare: limiter.share() };
+    },
+    setRateShare(fraction: number): void {
+      limiter.setShare(fraction);
     },
 
     async close(): Promise<void> {

@@ -20,15 +20,42 @@ export class TokenBucket {
   nextAt = 0;
   /** paused: when the pause ends. */
   pausedUntil = 0;
-  private readonly intervalMs: number;
+  private intervalMs: number;
+  private rate: { perS: number; burst: number };
 
-  constructor(
-    readonly perS: number,
-    readonly burst: number,
-  ) {
-    if (!(perS > 0) || !(burst >= 1)) throw new RangeError(`a token bucket needs per_s > 0 and burst >= 1, got ${perS} and ${burst}`);
+  constructor(perS: number, burst: number) {
+    checkRate(perS, burst);
+    this.rate = { perS, burst };
     this.tokens = burst;
     this.intervalMs = 1000 / perS;
+  }
+
+  get perS(): number {
+    return this.rate.perS;
+  }
+
+  get burst(): number {
+    return this.rate.burst;
+  }
+
+  /**
+   * A new rate from `now` on (a daemon's share of an account's limit changed). The next token is
+   * timed from the last one at the new interval, so a slower rate never lets a call go sooner than
+   * it would have; tokens above a smaller burst are dropped. A pause is kept as it is.
+   */
+  setRate(perS: number, burst: number, now: number): void {
+    checkRate(perS, burst);
+    const interval = 1000 / perS;
+    if (this.mode === 'flowing' && this.nextAt !== Number.POSITIVE_INFINITY) this.nextAt += interval - this.intervalMs;
+    this.intervalMs = interval;
+    this.rate = { perS, burst };
+    this.tokens = Math.min(this.tokens, burst);
+    if (this.mode === 'full' && this.tokens < burst) {
+      // The service counts its interval from the last request, which a full bucket did not keep.
+      this.mode = 'flowing';
+      this.nextAt = now + interval;
+    }
+    this.accrue(now);
   }
 
   /**
@@ -87,6 +114,10 @@ export class TokenBucket {
     // A flowing bucket after a resume counts its next token from the probe's take (see take()).
     this.nextAt = Number.POSITIVE_INFINITY;
   }
+}
+
+function checkRate(perS: number, burst: number): void {
+  if (!(perS > 0) || !(burst >= 1)) throw new RangeError(`a token bucket needs per_s > 0 and burst >= 1, got ${perS} and ${burst}`);
 }
 
 /** The pause after a 429: ~1/threshold s, doubled per 429 in a row, jittered up to +50%, then capped. */

@@ -229,6 +229,19 @@ export const configSchema = z.strictObject({
      */
     sweep_store_ids: z.array(z.string().regex(/^[0-9a-f]{8}$/, 'a store id is 8 hex digits')).default([]),
   }),
+  /**
+   * Several daemons on one Postgres store (README: Several daemons). Unused with a SQLite store,
+   * which one daemon holds alone.
+   */
+  cluster: z.strictObject({
+    /**
+     * How long a daemon's hold on its runs (its leases) lasts unless renewed, seconds (default 15,
+     * 3 to 600). Renewed every third of it; a daemon that cannot renew stops acting for its runs
+     * before it ends, and the other daemons take them over once it has: the longest a dead
+     * daemon's runs go unwatched is this plus one poll interval.
+     */
+    lease_s: z.number().min(3).max(600),
+  }),
   /** Receivers of run notifications (default none). */
   // One target per URL: the outbox keeps each notification under its target's URL.
   notify: z

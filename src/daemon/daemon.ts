@@ -50,6 +50,7 @@ import type { RunHooks } from './runs/run-hooks.js';
 import { Supervisor } from './runs/supervisor.js';
 import { Submissions } from './runs/submission.js';
 import { RunLogs } from './runs/run-logs.js';
+import { sharedRuns } from './runs/shared-runs.js';
 import { RunNotices } from './runs/run-notices.js';
 import { AttemptJournal } from './runs/attempt-journal.js';
 import { OfferClaims } from './runs/offer-claims.js';
@@ -67,6 +68,10 @@ import { PriceIncreaseWatch } from './money/price-increases.js';
 import type { MarketClient } from '../client/types.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { type Releasers, withReleasers } from '../releasers.js';
+import { ClusterLoop } from './cluster/cluster-loop.js';
+import { daemonId } from './cluster/daemon-id.js';
+import { LeaseOwner } from './cluster/lease-owner.js';
+import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;
@@ -109,6 +114,8 @@ export interface RunningDaemon {
 const RETENTION_EVERY_MS = 60 * 60 * 1000;
 /** A comment line on every event stream this often keeps proxies and clients from closing it. */
 const STREAM_HEARTBEAT_MS = 15_000;
+/** How often event streams look for events other daemons stored (a shared store), ms. */
+const STORE_POLL_MS = 250;
 
 function logClientEvent(log: Logger, e: ClientEvent): void {
   switch (e.type) {
@@ -193,6 +200,14 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       storeWait,
     );
     releasers.push(() => store.close());
+    // A Postgres store may be shared by several daemons: runs are this daemon's through leases.
+    const owner =
+      store.backend === 'postgres'
+        ? new LeaseOwner({ store, clock, daemonId: daemonId(env.home), leaseMs: config.cluster.lease_s * 1000 })
+        : undefined;
+    const ownership: RunOwnership = owner ?? new SoleOwner(store);
+    /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
+    const leads = () => owner === undefined || owner.leader;
     const startedAt = clock.now();
     const ensured = ensureControlToken(env.home);
     let token = ensured.token;
@@ -214,7 +229,15 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       );
     }
 
-    const metrics = new DaemonMetrics({ store, clock, clientStats: () => client.stats() });
+    const clusterState = owner
+      ? () => ({ daemon_id: owner.daemonId, leader: owner.leader, owned_runs: owner.ownedCount, daemons: cluster?.daemonCount ?? 1 })
+      : undefined;
+    const metrics = new DaemonMetrics({
+      store,
+      clock,
+      clientStats: () => client.stats(),
+      ...(clusterState ? { cluster: clusterState } : {}),
+    });
     const client = createMarketClient({
       baseUrl: config.service.base_url,
       apiKey,
@@ -235,6 +258,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       settings: config.notifications,
       userAgent: `berth/${packageVersion()}`,
       onResult: (r) => metrics.notificationPosted(r),
+      ...(owner ? { delivers: leads } : {}),
     });
     releasers.push(() => notifier.stop());
     // A run's notifications are written with its event; its metrics counted once that has committed.
@@ -259,20 +283,70 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     });
     const readyCallback =
       config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
-    const { supervisor, submissions, logs, notices, account } = composeRuns(
-      { store, client, clock, lists: poller, config, log, apiKey, ...(readyCallback ? { readyCallback } : {}), hooks },
+    // Released after the runs have stopped (pushed before them): the leases go once nothing acts for them.
+    let cluster: ClusterLoop | undefined;
+    releasers.push(() => {
+      cluster?.stop();
+      owner?.releaseAll();
+    });
+    const { supervisor, submissions, logs, notices, account, runsEverywhere } = composeRuns(
+      {
+        store,
+        client,
+        clock,
+        lists: poller,
+        config,
+        log,
+        apiKey,
+        ...(readyCallback ? { readyCallback } : {}),
+        hooks,
+        ownership,
+        leads,
+      },
       releasers,
     );
     poller.subscribe(supervisor);
+    if (owner) {
+      cluster = new ClusterLoop({
+        owner,
+        runs: supervisor,
+        clock,
+        log,
+        onLeader: () => undefined,
+        onDaemons: (n) => {
+          // Daemons sharing one key share its limits: each takes its part of every group's rate.
+          client.setRateShare(1 / n);
+          log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits: this one uses 1/${n} of them`);
+        },
+      });
+    }
     // Stopped before the runs: a list in flight is handed over while they still listen.
     releasers.push(() => poller.stop());
 
     let ready = false;
-    const streams = new EventStreams({ store, clock, heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS });
+    const streams = new EventStreams({
+      store,
+      clock,
+      heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS,
+      // Other daemons' events reach the streams from the store, not from this daemon's commits.
+      ...(owner ? { storePollMs: STORE_POLL_MS } : {}),
+    });
     const server = createControlApi({
       store,
       sessions: new DashboardSessions(clock),
-      supervisor,
+      // On a shared store /healthz counts every daemon's runs (this daemon's are in its `cluster` part).
+      supervisor: runsEverywhere
+        ? {
+            get liveCount() {
+              return runsEverywhere.liveCount;
+            },
+            get activeCount() {
+              return runsEverywhere.activeCount;
+            },
+            cancel: (runId) => supervisor.cancel(runId),
+            resumeHeld: (runId) => supervisor.resumeHeld(runId),
+          }
+        : supervisor,
       submissions,
       logs,
       log,
@@ -289,6 +363,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       },
       metrics,
       streams,
+      ...(clusterState ? { cluster: clusterState } : {}),
       tokens: {
         current: () => token,
         rotate: () => (token = writeNewControlToken(env.home)),
@@ -381,6 +456,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const checksAbort = new AbortController();
     releasers.push(() => checksAbort.abort());
     const purge = () => {
+      if (!leads()) {
+        retention = clock.setTimer(purge, RETENTION_EVERY_MS);
+        return;
+      }
       const before = clock.now() - config.store.retention_days * 86_400_000;
       try {
         const { runs, events, notifications } = store.purge(before, clock.now());
@@ -405,6 +484,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         'resume the runs',
         () => {
           if (stopping) return;
+          // The first renewal: the database's clock, this daemon's heartbeat, the leader's lease.
+          cluster?.start();
           supervisor.resumeAll();
           poller.start();
           notifier.start();
@@ -422,6 +503,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     checked = (async () => {
       await started.catch(() => undefined);
       if (stopping) return;
+      if (!leads()) {
+        // Several daemons on one store: the leading one checks the account.
+        account.start();
+        return;
+      }
       try {
         const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
         if (report.user) account.accept(report.user);
@@ -506,6 +592,10 @@ export interface RunsDeps {
   readyCallback?: { url: string; tokens: ReadyTokens };
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
+  /** Which runs this daemon may act for (a SQLite store: all; a shared Postgres store: those it holds). */
+  ownership?: RunOwnership;
+  /** Whether this daemon does the account-wide duties now (sweep's reconcile, credit reads). */
+  leads?: () => boolean;
 }
 
 /** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
@@ -522,9 +612,11 @@ function orphanRetryMs(config: Config): number {
  */
 export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const { store, client, clock, config, log, readyCallback } = deps;
+  const ownership = deps.ownership ?? new SoleOwner(store);
+  const leads = deps.leads ?? (() => true);
   // The one place the live runs' specs are kept: the supervisor fills it, the others read it (RunSpecs).
   const specs = new Map<string, ResolvedJobSpec>();
-  const journal = new AttemptJournal(store);
+  const journal = new AttemptJournal(store, ownership);
   const claims = new OfferClaims();
   const quarantine = new MachineQuarantine(config.runs.machine_quarantine_s * 1000, clock);
   const reconciler = new Reconciler({
@@ -548,6 +640,11 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     intervalMs: config.account.check_interval_s * 1000,
     heldIntervalMs: config.account.held_check_interval_s * 1000,
     onChange: () => gate.wake(),
+    ...(ownership.shared
+      ? {
+          shared: { leads, save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()), load: () => store.sharedCredit.load() },
+        }
+      : {}),
   });
   releasers.push(() => account.stop());
   const gate = new CreateGate({
@@ -560,6 +657,15 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     recheckMs: config.polling.interval_s * 1000,
     specs,
     endRequested: (runId) => supervisor.endRequested(runId),
+    ...(ownership.shared
+      ? {
+          serialize: <T>(fn: () => T): T =>
+            store.transaction(() => {
+              store.serializeCaps();
+              return fn();
+            }),
+        }
+      : {}),
   });
   releasers.push(() => gate.stop());
   const prices = new PriceIncreaseWatch({
@@ -619,6 +725,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     specs,
     searchShareMs: config.runs.search_share_s * 1000,
     offersPerSearch: config.runs.gone_offers_per_search,
+    ownership,
   });
   const supervisor: Supervisor = new Supervisor({
     store,
@@ -630,15 +737,19 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     journal,
     claims,
     quarantine,
-    reconciler,
+    // The adoption and the orphans are the leading daemon's (every daemon's sweeps still tell its runs of losses).
+    reconciler: { sweep: (instances, startedAt) => (leads() ? reconciler.sweep(instances, startedAt) : undefined) },
     guard,
     gate,
     prices,
     idle,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
+    ownership,
   });
   releasers.push(() => supervisor.stop());
   const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
-  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => supervisor.instanceOf(runId) });
-  return { supervisor, submissions, logs, notices, account, gate, guard };
+  // A run another daemon drives: its instance is read from the store.
+  const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
+  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId) });
+  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
 }

@@ -36,11 +36,20 @@ export function createEventsRepo(db: SqlDb) {
   );
   const lastTwo = db.prepare(`SELECT id, at, count, first_at, fold_key FROM events WHERE run_id = ? ORDER BY id DESC LIMIT 2`);
   const remove = db.prepare(`DELETE FROM events WHERE id = ?`);
-  const after = db.prepare(`SELECT * FROM events WHERE run_id = ? AND id > ? ORDER BY id LIMIT ?`);
+  const after = db.prepare(`SELECT * FROM events WHERE run_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`);
   const olderThan = db.prepare(`DELETE FROM events WHERE at < ?`);
-  const anyAfter = db.prepare(`SELECT * FROM events WHERE id > ? ORDER BY id LIMIT ?`);
+  const anyAfter = db.prepare(`SELECT * FROM events WHERE id > ? AND id <= ? ORDER BY id LIMIT ?`);
+  const idsAfter = db.prepare(`SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?`);
   const newest = db.prepare(`SELECT max(id) AS id FROM events`);
   const ofType = db.prepare(`SELECT 1 FROM events WHERE run_id = ? AND type = ? LIMIT 1`);
+  // A transaction that drew an event id (INSERT) or removes events holds this lock until it ends.
+  const writers =
+    db.dialect.name === 'postgres'
+      ? db.prepare(
+          `SELECT count(*) AS n FROM pg_locks
+           WHERE relation = CAST('events' AS regclass) AND mode = 'RowExclusiveLock' AND granted AND pid <> pg_backend_pid()`,
+        )
+      : undefined;
   return {
     append(e: NewEvent): number {
       let count = 1;
@@ -66,12 +75,24 @@ export function createEventsRepo(db: SqlDb) {
       });
       return (row as { id: number }).id;
     },
-    list(runId: string, afterId = 0, limit = 10_000): EventRow[] {
-      return after.all(runId, afterId, limit) as EventRow[];
+    /** The run's events after `afterId` (and up to `upTo`), oldest first. */
+    list(runId: string, afterId = 0, limit = 10_000, upTo = Number.MAX_SAFE_INTEGER): EventRow[] {
+      return after.all(runId, afterId, upTo, limit) as EventRow[];
     },
-    /** Events of every run after `afterId`, oldest first. */
-    since(afterId: number, limit: number): EventRow[] {
-      return anyAfter.all(afterId, limit) as EventRow[];
+    /** Events of every run after `afterId` (and up to `upTo`), oldest first. */
+    since(afterId: number, limit: number, upTo = Number.MAX_SAFE_INTEGER): EventRow[] {
+      return anyAfter.all(afterId, upTo, limit) as EventRow[];
+    },
+    /** The ids of the events after `afterId`, ascending (an index-only read: the stream's frontier). */
+    idsAfter(afterId: number, limit: number): number[] {
+      return (idsAfter.all(afterId, limit) as Array<{ id: number }>).map((r) => r.id);
+    },
+    /**
+     * Whether another connection is in a transaction that writes events now (Postgres). On SQLite
+     * never: its writers take turns, so no reader sees an id while a lower one is still in flight.
+     */
+    othersWriting(): boolean {
+      return writers !== undefined && Number((writers.get() as { n: number | string }).n) > 0;
     },
     /** Whether the run's log holds an event of this type (a one-time notice already given). */
     has(runId: string, type: string): boolean {

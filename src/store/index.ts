@@ -1,7 +1,9 @@
 // The store: berth.db opened, migrated and locked, with one repository per table.
 import { randomBytes } from 'node:crypto';
 import { LeaseLostError, StoreError, StoreWriteError } from '../errors.js';
-import { openDatabase, type OpenOptions } from './database.js';
+import { join } from 'node:path';
+import { openDatabase, type OpenedDatabase, type OpenOptions } from './database.js';
+import { acquireLock, type StoreLock } from './lock.js';
 import { prepareHome } from './home.js';
 import { openPgDatabase, type PgOpenOptions } from './pg/open.js';
 import { PgCallError } from './pg/bridge.js';
@@ -24,6 +26,9 @@ function asWriteError(err: unknown): unknown {
   return typeof code === 'string' && code.startsWith('SQLITE_') ? new StoreWriteError(code, err) : err;
 }
 
+/** The advisory lock of the money caps' check (any constant; "berthc" in ASCII). */
+const CAPS_LOCK = 0x626572746863;
+
 /** A SQLite store (BERTH_HOME's berth.db, or `file`), or with `pg` a Postgres one. */
 export type StoreOptions = OpenOptions & { pg?: PgOpenOptions | undefined };
 
@@ -33,9 +38,21 @@ export function openStore(options: StoreOptions) {
       '--replace-store is for a SQLite store (its berth.db and store.json); a Postgres store keeps its id in its database.',
     );
   }
-  // The daemon's open of a Postgres store: BERTH_HOME still holds the control token and daemon.json.
-  if (options.pg && options.lock) prepareHome(options.home);
-  const opened = options.pg ? openPgDatabase({ exclusive: options.lock, ...options.pg }) : openDatabase(options);
+  // The daemon's open of a Postgres store: BERTH_HOME still holds the control token and daemon.json,
+  // and its lock keeps this home to one daemon. Several daemons, each with its own home, may share
+  // the database (src/daemon/cluster/).
+  let homeLock: StoreLock | undefined;
+  if (options.pg && options.lock) {
+    prepareHome(options.home);
+    homeLock = acquireLock(join(options.home, 'daemon.lock'));
+  }
+  let opened: OpenedDatabase;
+  try {
+    opened = options.pg ? openPgDatabase(options.pg) : openDatabase(options);
+  } catch (err) {
+    homeLock?.release();
+    throw err;
+  }
   const { db } = opened;
   const repos = {
     runs: createRunsRepo(db),
@@ -53,7 +70,10 @@ export function openStore(options: StoreOptions) {
     `INSERT INTO meta (key, value) VALUES ('write_probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
   );
   const keepKey = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`);
+  const keepMeta = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
   const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
+  // Held until the transaction ends: daemons sharing a Postgres store check the money caps one at a time.
+  const capsLock = db.dialect.name === 'postgres' ? db.prepare(`SELECT pg_advisory_xact_lock(${CAPS_LOCK})`) : undefined;
   /** See `transaction` below. */
   function transaction<T>(fn: () => T): T {
     let generation = 0;
@@ -97,6 +117,23 @@ export function openStore(options: StoreOptions) {
         if (!repos.leases.holds(lease, now)) throw new LeaseLostError(lease.run_id);
         return fn();
       });
+    },
+    /** The account's credit as the leading daemon last read it (several daemons on one store). */
+    sharedCredit: {
+      save(usd: number | null, at: number): void {
+        keepMeta.run('account_credit', JSON.stringify({ usd, at }));
+      },
+      load(): number | null | undefined {
+        const value = (readKey.get('account_credit') as { value: string } | undefined)?.value;
+        return value === undefined ? undefined : (JSON.parse(value) as { usd: number | null }).usd;
+      },
+    },
+    /**
+     * Inside a transaction: waits until no other daemon is checking the money caps, and keeps them
+     * out until it commits (Postgres; one SQLite store has one daemon, whose write lock does it).
+     */
+    serializeCaps(): void {
+      capsLock?.get();
     },
     /**
      * Calls `listener` after every transaction above has committed (the event stream reads what it
@@ -157,7 +194,10 @@ export function openStore(options: StoreOptions) {
         throw asWriteError(err);
       }
     },
-    close: opened.close,
+    close: () => {
+      opened.close();
+      homeLock?.release();
+    },
   };
 }
 

@@ -11,7 +11,10 @@
 // writes (the new owner finds the intent in the journal and reconciles it). On SQLite a write
 // transaction already excludes every other.
 //
-// Times are the caller's clock (ms since epoch), as everywhere in the store.
+// Times are ms since epoch. The daemons measure them on the database's clock (`serverNow`), so that
+// machines whose clocks disagree still agree on when a lease ends. Rows whose run_id starts with
+// `~` are not runs: `~daemon:ID`, a daemon's heartbeat, and `~leader`, who does the account-wide
+// duties (src/daemon/cluster/).
 import type { SqlDb } from './sql-db.js';
 
 export interface Lease {
@@ -42,6 +45,29 @@ export function createLeasesRepo(db: SqlDb) {
   const release = db.prepare(`DELETE FROM run_leases WHERE run_id = ? AND owner = ?`);
   const get = db.prepare(`SELECT run_id, owner, epoch, expires_at FROM run_leases WHERE run_id = ?`);
   const expired = db.prepare(`SELECT run_leases.run_id FROM run_leases WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`);
+  // Live runs nobody holds (never leased, or the lease expired): what a daemon may take. Runs already under way first (they may hold an instance: owned before any queued run
+  // is admitted), then those asked to end, then the queued ones, oldest first.
+  const claimable = db.prepare(
+    `SELECT runs.id, runs.state, runs.cancel_requested_at FROM runs LEFT JOIN run_leases ON run_leases.run_id = runs.id
+     WHERE runs.ended_at IS NULL AND runs.held_at IS NULL
+       AND (run_leases.run_id IS NULL OR run_leases.expires_at <= @now)
+     ORDER BY CASE WHEN runs.state <> 'queued' THEN 0 WHEN runs.cancel_requested_at IS NOT NULL THEN 1 ELSE 2 END, runs.created_at
+     LIMIT @limit`,
+  );
+  const ownedBy = db.prepare(`SELECT run_id FROM run_leases WHERE owner = ? AND run_id NOT LIKE '~%' ORDER BY run_id`);
+  const cancelled = db.prepare(
+    `SELECT runs.id FROM runs JOIN run_leases ON run_leases.run_id = runs.id
+     WHERE run_leases.owner = ? AND runs.cancel_requested_at IS NOT NULL AND runs.ended_at IS NULL`,
+  );
+  const liveOwners = db.prepare(`SELECT count(*) AS n FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ?`);
+  const owners = db.prepare(
+    `SELECT owner, count(*) AS n FROM run_leases WHERE run_id NOT LIKE '~%' AND expires_at > ? GROUP BY owner ORDER BY owner`,
+  );
+  const serverNow = db.prepare(
+    db.dialect.name === 'postgres'
+      ? `SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT) AS now`
+      : `SELECT CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER) AS now`,
+  );
 
   return {
     /**
@@ -69,6 +95,33 @@ export function createLeasesRepo(db: SqlDb) {
     },
     get(runId: string): Lease | undefined {
       return get.get(runId) as Lease | undefined;
+    },
+    /**
+     * Up to `limit` live runs any daemon may take at `now`: nobody's, or their lease expired (see
+     * the query for the order). Each is then taken with `acquire`, which settles a race.
+     */
+    claimable(now: number, limit: number): Array<{ id: string; state: string; cancel_requested_at: number | null }> {
+      return claimable.all({ now, limit }) as Array<{ id: string; state: string; cancel_requested_at: number | null }>;
+    },
+    /** The runs `owner` holds a lease on, live or expired (a restarted daemon takes its own back first). */
+    ownedBy(owner: string): string[] {
+      return (ownedBy.all(owner) as { run_id: string }[]).map((r) => r.run_id);
+    },
+    /** Live runs `owner` holds that were asked to end (a cancel sent to another daemon). */
+    cancelRequested(owner: string): string[] {
+      return (cancelled.all(owner) as { id: string }[]).map((r) => r.id);
+    },
+    /** Daemons whose heartbeat lease (`~daemon:ID`) is live at `now`. */
+    liveDaemons(now: number): number {
+      return Number((liveOwners.get(now) as { n: number | string }).n);
+    },
+    /** How many live runs each daemon holds at `now`. */
+    owners(now: number): Array<{ owner: string; runs: number }> {
+      return (owners.all(now) as { owner: string; n: number | string }[]).map((r) => ({ owner: r.owner, runs: Number(r.n) }));
+    },
+    /** The database's clock, ms since epoch: every daemon measures leases with it, not with its own. */
+    serverNow(): number {
+      return Number((serverNow.get() as { now: number | string }).now);
     },
     /** Runs whose lease expired by `now`, longest expired first: to be taken over. */
     expired(now: number, limit = 100): string[] {

@@ -108,6 +108,10 @@ export function createRunsRepo(db: SqlDb) {
   );
   const release = db.prepare(`UPDATE runs SET held_at = NULL WHERE id = ?`);
   const heldCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE held_at IS NOT NULL AND ended_at IS NULL`);
+  const driven = db.prepare(
+    `SELECT count(*) AS live, COALESCE(sum(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0) AS queued
+     FROM runs WHERE ended_at IS NULL AND held_at IS NULL`,
+  );
   const endedBefore = db.prepare(`SELECT id FROM runs WHERE ended_at IS NOT NULL AND ended_at < ? LIMIT 500`);
   const deleteAttempts = db.prepare(`DELETE FROM attempts WHERE run_id = ?`);
   // The spend of what is deleted is kept in one sum, so that total spend never goes down.
@@ -175,6 +179,11 @@ export function createRunsRepo(db: SqlDb) {
     },
     heldCount(): number {
       return (heldCount.get() as { n: number }).n;
+    },
+    /** Runs some daemon drives (not ended, not held after a restore), and how many of them wait in the queue. */
+    drivenCount(): { live: number; queued: number } {
+      const row = driven.get() as { live: number | string; queued: number | string };
+      return { live: Number(row.live), queued: Number(row.queued) };
     },
     /**
      * Deletes up to 500 runs that ended before `before`, with their attempts and events (call in a

@@ -181,6 +181,18 @@ export const HealthSchema = z.object({
   /** False until the runs have resumed after a start. */
   ready: z.boolean(),
   held_runs: z.number().int().min(0),
+  /** With a Postgres store shared by several daemons: this daemon's part. */
+  cluster: z
+    .object({
+      daemon_id: z.string(),
+      /** This daemon does the account-wide duties now. */
+      leader: z.boolean(),
+      /** Live runs whose lease this daemon holds. */
+      owned_runs: z.number().int().min(0),
+      /** Daemons sharing the store, this one included. */
+      daemons: z.number().int().min(0),
+    })
+    .optional(),
 });
 
 export const ProofSchema = z.object({ proof: z.string() });

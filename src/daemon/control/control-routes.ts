@@ -31,7 +31,7 @@ import { HttpProblem, wholeNumber, type Answer, type ControlRoute, type Request 
 import { controlProof } from '../../wire/control-proof.js';
 import { parseSince } from '../money/costs.js';
 import type { EventStreams } from './event-stream.js';
-import type { DaemonMetrics } from '../notify/metrics.js';
+import type { ClusterState, DaemonMetrics } from '../notify/metrics.js';
 import { observeRoutes } from './observe-routes.js';
 import { dashboardRoutes } from './dashboard/dashboard-routes.js';
 import { accountRoutes, type AccountPort } from './account-routes.js';
@@ -40,6 +40,7 @@ import { loadRunView, loadRunViews, toRunEvent, toRunView } from './run-view.js'
 import type { Supervisor } from '../runs/supervisor.js';
 import type { Submissions } from '../runs/submission.js';
 import type { RunLogs } from '../runs/run-logs.js';
+import type { RunCounts } from '../runs/shared-runs.js';
 
 interface ControlTokens {
   current(): string;
@@ -47,9 +48,16 @@ interface ControlTokens {
   rotate(): string;
 }
 
+/**
+ * What the routes ask of the runs being driven: the counts of /healthz, and a cancel or a resume.
+ * The Supervisor for the runs of this daemon alone; on a store several daemons share, an object
+ * that answers for every daemon's runs (../runs/shared-runs.ts).
+ */
+type ControlRuns = RunCounts & Pick<Supervisor, 'cancel' | 'resumeHeld'>;
+
 export interface ControlApiDeps {
   store: Store;
-  supervisor: Supervisor;
+  supervisor: ControlRuns;
   submissions: Pick<Submissions, 'submit'>;
   logs: Pick<RunLogs, 'logsOf'>;
   tokens: ControlTokens;
@@ -69,6 +77,8 @@ export interface ControlApiDeps {
   account?: AccountPort;
   /** The dashboard's sign-in codes and sessions; a token rotation ends them all. */
   sessions: DashboardSessions;
+  /** Several daemons on one store: this daemon's part, shown by /healthz. */
+  cluster?: () => ClusterState;
 }
 
 const limitParam = (page: { default: number; max: number }) => ({
@@ -136,6 +146,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
           active_runs: supervisor.activeCount,
           ready: deps.ready(),
           held_runs: store.runs.heldCount(),
+          ...(deps.cluster ? { cluster: deps.cluster() } : {}),
         };
         return { status: 200, body };
       },

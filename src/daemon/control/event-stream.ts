@@ -5,6 +5,11 @@
 // table, moved on after every committed transaction (store.onCommit, coalesced to one read per
 // turn of the event loop) and at each heartbeat.
 //
+// A store that several daemons share (`storePollMs`): the others' events are found by a timer that
+// reads the new event ids once for all streams (./event-frontier.ts), and streams read only up to
+// that frontier, so an event whose transaction commits after one with a higher id is still sent,
+// in id order, and a reconnect's Last-Event-ID still misses nothing.
+//
 // A stream's states: sending (reads a page, writes it) → waiting for `drain` when the client reads
 // slower than events come (nothing more is read meanwhile, so a slow client costs no memory) → idle
 // until the next commit or heartbeat. It ends when the client goes, when the daemon stops (cleanly:
@@ -14,12 +19,19 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock, Timer } from '../../clock.js';
 import type { EventRow, Store } from '../../store/index.js';
 import type { StreamEvent } from '../../wire/control-api.js';
+import { EventFrontier } from './event-frontier.js';
 import { toRunEvent } from './run-view.js';
 
 /** Events read per query: a stream far behind catches up in pages. */
 const PAGE = 500;
 /** How long a client waits before it reconnects, ms (the SSE `retry:` field). */
 const RETRY_MS = 1000;
+/**
+ * A shared store's default `storeSettleMs`: how long an event id may be missing, while other
+ * connections write events all along, before it counts as gone. Long, because an id counted gone
+ * too early is never sent if its transaction commits after all; a quiet moment ends the wait sooner.
+ */
+const SETTLE_MS = 30_000;
 
 export interface StreamOptions {
   /** Only this run's events; the stream ends once the run has ended. */
@@ -81,19 +93,21 @@ class Stream {
   private send(): void {
     const { store } = this.hub.deps;
     const { runId } = this.options;
+    const upTo = this.hub.upTo();
     for (;;) {
       // Read before the events: once the run has ended (or retention deleted it), the page read
       // next holds its last event.
       const run = runId === undefined ? undefined : store.runs.get(runId);
       const ended = runId !== undefined && (run === undefined || run.ended_at !== null);
-      const rows = runId === undefined ? store.events.since(this.cursor, PAGE) : store.events.list(runId, this.cursor, PAGE);
+      const rows = runId === undefined ? store.events.since(this.cursor, PAGE, upTo) : store.events.list(runId, this.cursor, PAGE, upTo);
       for (const row of rows) {
         this.cursor = row.id;
         if (!this.res.write(message(row))) this.draining = true;
       }
       if (this.draining) return;
       if (rows.length === PAGE) continue;
-      if (ended) {
+      // The run's last events may lie past the frontier still: the end waits for them.
+      if (ended && (upTo === Number.MAX_SAFE_INTEGER || store.events.list(runId, this.cursor, 1).length === 0)) {
         this.res.write('event: end\ndata: {}\n\n');
         this.end();
       }
@@ -134,9 +148,19 @@ function message(row: EventRow): string {
 
 export interface EventStreamsDeps {
   store: Store;
-  clock: Pick<Clock, 'setTimer'>;
+  clock: Pick<Clock, 'setTimer' | 'now'>;
   /** Time between heartbeats, ms. */
   heartbeatMs: number;
+  /**
+   * Set when other daemons write to the same store: every so often (ms) the new events are looked
+   * for (one query for all open streams), and streams read only up to the settled frontier.
+   */
+  storePollMs?: number | undefined;
+  /**
+   * With storePollMs: how long a missing event id may still be a transaction in flight while other
+   * connections keep writing events, ms (default 30000; see ./event-frontier.ts).
+   */
+  storeSettleMs?: number | undefined;
 }
 
 /** Every open stream of the daemon. */
@@ -144,14 +168,27 @@ export class EventStreams {
   private readonly open = new Set<Stream>();
   private pending: NodeJS.Immediate | undefined;
   private readonly unsubscribe: () => void;
+  private frontier: EventFrontier | undefined;
+  private poll: Timer | undefined;
+  private closed = false;
 
   constructor(readonly deps: EventStreamsDeps) {
     this.unsubscribe = deps.store.onCommit(() => this.schedule());
+    this.watch();
   }
 
   /** Where a stream without Last-Event-ID starts: a run's from its first event, all runs' from now on. */
   startOf(runId: string | undefined): number {
-    return runId === undefined ? this.deps.store.events.latestId() : 0;
+    if (runId !== undefined) return 0;
+    if (this.deps.storePollMs === undefined) return this.deps.store.events.latestId();
+    const frontier = this.shared();
+    frontier.advance();
+    return frontier.value;
+  }
+
+  /** The highest event id a stream may read now. */
+  upTo(): number {
+    return this.deps.storePollMs === undefined ? Number.MAX_SAFE_INTEGER : this.shared().value;
   }
 
   serve(_req: IncomingMessage, res: ServerResponse, options: StreamOptions): void {
@@ -176,6 +213,9 @@ export class EventStreams {
   /** Ends every stream cleanly: the daemon is stopping. */
   closeAll(): void {
     this.unsubscribe();
+    this.closed = true;
+    this.poll?.cancel();
+    this.poll = undefined;
     if (this.pending) clearImmediate(this.pending);
     this.pending = undefined;
     for (const s of [...this.open]) s.end();
@@ -186,7 +226,42 @@ export class EventStreams {
     if (this.pending || this.open.size === 0) return;
     this.pending = setImmediate(() => {
       this.pending = undefined;
+      if (!this.moveFrontier()) return;
       for (const s of [...this.open]) s.flush();
     });
+  }
+
+  /** The frontier of a shared store, made on first use (it reads the store). */
+  private shared(): EventFrontier {
+    this.frontier ??= new EventFrontier(this.deps.store.events, this.deps.clock, this.deps.storeSettleMs ?? SETTLE_MS);
+    return this.frontier;
+  }
+
+  /** Reads the new ids (shared store); false when the store cannot be read now (the next tick tries again). */
+  private moveFrontier(): boolean {
+    try {
+      this.frontier?.advanceIfClear();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * A shared store: looks for other daemons' events until closeAll, with streams open or not, so
+   * that a gap is timed from when it appeared and a new stream does not wait for old gaps to settle.
+   */
+  private watch(): void {
+    const pollMs = this.deps.storePollMs;
+    if (pollMs === undefined) return;
+    const tick = () => {
+      try {
+        if (this.shared().advance()) for (const s of [...this.open]) s.flush();
+      } catch {
+        // The store cannot be read now: the next tick tries again; streams keep their cursors.
+      }
+      if (!this.closed) this.poll = this.deps.clock.setTimer(tick, pollMs);
+    };
+    this.poll = this.deps.clock.setTimer(tick, pollMs);
   }
 }

@@ -15,7 +15,7 @@ export interface AccountViewDeps {
   store: Store;
   now: number;
   account: { readonly credit: number | null; readonly low: boolean };
-  config: Pick<Config, 'account' | 'budget' | 'rate_limits'>;
+  config: Pick<Config, 'account' | 'budget'>;
   stats: ClientStats;
 }
 
@@ -31,7 +31,8 @@ export function accountView({ store, now, account, config, stats }: AccountViewD
     },
     rate_limits: RATE_GROUPS.map((group) => ({
       group,
-      per_s: config.rate_limits[group].per_s,
+      // The rate this daemon keeps to now: the configured one times its share of the key (#21).
+      per_s: stats.groups[group].perS,
       rate_limited: stats.groups[group].rateLimited,
       pauses: stats.groups[group].pauses,
       paused: stats.groups[group].paused,

@@ -4,6 +4,9 @@
 // waits for credit the gate says so (`setHeld`) and the credit is read every
 // `account.held_check_interval_s` instead, so a top-up lets the runs go on within that.
 //
+// With several daemons on one store only the leader calls users/current; the others read its figure
+// from the store at the same cadence.
+//
 // States: unknown (not read yet, or the key may not read it: creates are not held back for want of
 // a figure) → ok ⇄ low. Each change is logged once and wakes the gate.
 import { creditOf } from '../../account/credit.js';
@@ -22,6 +25,11 @@ export interface AccountWatchDeps {
   heldIntervalMs: number;
   /** Called when the credit crosses account.min_credit_usd either way. */
   onChange(): void;
+  /**
+   * Several daemons on one store: only the leader reads the credit from the service and keeps it
+   * in the store (`save`); the others read that (`load`: undefined while none is kept).
+   */
+  shared?: { leads(): boolean; save(credit: number | null): void; load(): number | null | undefined };
 }
 
 export class AccountWatch {
@@ -91,8 +99,17 @@ export class AccountWatch {
   }
 
   private async read(): Promise<void> {
+    const { shared } = this.deps;
     try {
-      this.set(creditOf(await this.deps.client.currentUser({ signal: this.abort.signal })));
+      if (shared && !shared.leads()) {
+        // Another daemon leads: its reading, from the store, costs the account no call.
+        const stored = shared.load();
+        if (stored !== undefined) this.set(stored);
+        return;
+      }
+      const credit = creditOf(await this.deps.client.currentUser({ signal: this.abort.signal }));
+      this.set(credit);
+      shared?.save(credit);
     } catch (err) {
       if (this.stopped) return;
       // The last figure stands: a failed read neither holds creates back nor lets them go.

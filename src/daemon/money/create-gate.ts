@@ -38,6 +38,8 @@ export interface CreateGateDeps {
   specs: RunSpecs;
   /** The run was cancelled, expired or passed its deadline while its create waited. */
   endRequested(runId: string): boolean;
+  /** Runs a cap check and its intent as one step across daemons (a shared store; see `serialized`). */
+  serialize?: <T>(fn: () => T) => T;
 }
 
 /** Why a create may not start now (the run's event says it), or null when it may. */
@@ -99,6 +101,8 @@ export class CreateAbandoned extends BerthError {
   }
 }
 
+type Serialized<T> = { go: true; value: T } | { go: false; hold: Hold };
+
 export class CreateGate {
   private readonly waiting = new Set<Waiter>();
   private recheck: Timer | undefined;
@@ -112,8 +116,9 @@ export class CreateGate {
    * CreateAbandoned when the run ended while waiting, or with the signal's reason.
    */
   admit<T>(input: CreateInput, signal: AbortSignal, start: () => T): Promise<T> {
-    const hold = this.holdFor(input, this.totals());
-    if (!hold) return Promise.resolve(start());
+    const first = this.serialized(input, start);
+    if (first.go) return Promise.resolve(first.value);
+    const hold = first.hold;
     return new Promise<T>((resolve, reject) => {
       const waiter: Waiter = {
         input,
@@ -125,16 +130,23 @@ export class CreateGate {
               new CreateAbandoned(`attempt #${input.n} did not start: the run ended while its create waited (${waiter.hold.message})`),
             );
           }
-          const now = this.holdFor(input, totals);
+          let now = this.holdFor(input, totals);
           if (now === null) {
-            done();
-            totals.started(input);
-            this.note(input, `the create of attempt #${input.n} goes ahead`, 'create.resumed', null);
+            let go: Serialized<T>;
             try {
-              return resolve(start());
+              // Checked again, in one step with the intent, against what other daemons started meanwhile.
+              go = this.serialized(input, start);
             } catch (err) {
+              done();
               return reject(err);
             }
+            if (go.go) {
+              done();
+              totals.started(input);
+              this.note(input, `the create of attempt #${input.n} goes ahead`, 'create.resumed', null);
+              return resolve(go.value);
+            }
+            now = go.hold;
           }
           if (now.key !== waiter.hold.key) this.note(input, now.message, 'create.waiting', now);
           waiter.hold = now;
@@ -161,6 +173,19 @@ export class CreateGate {
       this.armRecheck();
       this.tellAccount();
     });
+  }
+
+  /**
+   * The check and the intent in one step. With several daemons on one store, that step also holds
+   * the store's caps lock (`serialize`), so two daemons can never both fit a create under a cap only
+   * one fits under; one daemon's step is synchronous already.
+   */
+  private serialized<T>(input: CreateInput, start: () => T): Serialized<T> {
+    const step = (): Serialized<T> => {
+      const hold = this.holdFor(input, this.totals());
+      return hold ? { go: false, hold } : { go: true, value: start() };
+    };
+    return this.deps.serialize ? this.deps.serialize(step) : step();
   }
 
   /** A create waiting for credit has the credit read more often (a top-up is seen within a minute). */

@@ -22,6 +22,18 @@ export interface MetricsDeps {
   store: Store;
   clock: Pick<Clock, 'now'>;
   clientStats(): ClientStats;
+  /** Several daemons on one store: this daemon's part (see ../cluster/). */
+  cluster?: () => ClusterState;
+}
+
+/** What /metrics and /healthz say of a daemon sharing its store. */
+export interface ClusterState {
+  daemon_id: string;
+  leader: boolean;
+  /** Runs whose lease this daemon holds. */
+  owned_runs: number;
+  /** Daemons sharing the store (their heartbeats), this one included. */
+  daemons: number;
 }
 
 /** Seconds: from a local list's round trip to an SSH probe's few seconds. */
@@ -151,6 +163,33 @@ export class DaemonMetrics {
       registers,
     });
 
+    const { cluster } = deps;
+    if (cluster) {
+      new Gauge({
+        name: 'berth_cluster_daemons',
+        help: "Daemons sharing this store and the account's rate limits, this one included.",
+        registers,
+        collect() {
+          this.set(cluster().daemons);
+        },
+      });
+      new Gauge({
+        name: 'berth_cluster_leader',
+        help: '1 while this daemon does the account-wide duties (sweep reconcile, credit, notifications), else 0.',
+        registers,
+        collect() {
+          this.set(cluster().leader ? 1 : 0);
+        },
+      });
+      new Gauge({
+        name: 'berth_cluster_owned_runs',
+        help: 'Live runs whose lease this daemon holds (it drives them).',
+        registers,
+        collect() {
+          this.set(cluster().owned_runs);
+        },
+      });
+    }
     new Gauge({
       name: 'berth_live_instances',
       help: 'Instances berth made that are not confirmed destroyed (each may be billing).',

@@ -46,7 +46,15 @@ export interface NotifierOptions {
   onResult?: (result: DeliveryResult) => void;
   /** Random source in [0, 1) for the backoff jitter; tests pass a fixed one. */
   random?: () => number;
+  /**
+   * Several daemons on one store: whether this one delivers now (it leads). The others' rows wait
+   * in the shared outbox for the leader, so each is posted by one daemon at a time.
+   */
+  delivers?: () => boolean;
 }
+
+/** How often a daemon that does not lead looks whether it leads now, ms. */
+const FOLLOWER_LOOK_MS = 2000;
 
 /** What a notification tells: the event-log line it comes from. */
 export interface NotifiedEvent {
@@ -212,6 +220,8 @@ export class Notifier {
   /** Sends every due delivery a target has room for, then sleeps until the next one is due. */
   private pump(): void {
     if (this.stopped) return;
+    // Another daemon leads and delivers (several daemons on one store): look again later.
+    if (this.options.delivers && !this.options.delivers()) return this.armAt(this.options.clock.now() + FOLLOWER_LOOK_MS);
     const { store, clock, settings, log } = this.options;
     const now = clock.now();
     try {

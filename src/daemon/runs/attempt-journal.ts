@@ -11,6 +11,7 @@ import type { RunEmitted } from '../../../machines/run-machine.js';
 import { sshEndpoints } from '../../../machines/run-rules.js';
 import type { AttemptRow, Store } from '../../store/index.js';
 import { attemptLabel } from './labels.js';
+import type { RunOwnership } from '../cluster/run-ownership.js';
 
 interface AttemptStart {
   runId: string;
@@ -24,7 +25,14 @@ interface AttemptStart {
 }
 
 export class AttemptJournal {
-  constructor(private readonly store: Store) {}
+  /**
+   * `ownership`: whether this daemon still holds a run; a create's intent is written only while it
+   * does (several daemons on one store). Without it (tests), every run is this daemon's.
+   */
+  constructor(
+    private readonly store: Store,
+    private readonly ownership: Pick<RunOwnership, 'write'> = { write: (_runId, fn) => store.transaction(fn) },
+  ) {}
 
   /** The label the attempt's instance carries (store, run and attempt: found again after a crash). */
   labelOf(runId: string, n: number): string {
@@ -36,7 +44,7 @@ export class AttemptJournal {
    * process already recorded for this attempt, which the caller must honour instead of calling again.
    */
   begin(a: AttemptStart, at: number): { row: AttemptRow; fresh: boolean } {
-    return this.store.attempts.beginCreate({ ...a, label: this.labelOf(a.runId, a.n), at });
+    return this.ownership.write(a.runId, () => this.store.attempts.beginCreate({ ...a, label: this.labelOf(a.runId, a.n), at }));
   }
 
   /**

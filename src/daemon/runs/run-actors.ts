@@ -38,6 +38,7 @@ import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../../job-spec/search-query.js';
 import type { AttemptRow } from '../../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
+import type { RunOwnership } from '../cluster/run-ownership.js';
 import { CreateAbandoned, type CreateGate } from '../money/create-gate.js';
 import type { MoneyGuard } from '../money/money-guard.js';
 import type { FailureLogs } from './failure-logs.js';
@@ -84,6 +85,11 @@ export interface RunActorDeps {
   logSecrets?: Pick<LogSecrets, 'noteInstanceKey' | 'forget'>;
   /** The service's base URL (service.base_url): where a task's wrapper stops its own instance. */
   serviceUrl?: string;
+  /**
+   * Whether this daemon still holds the run (several daemons on one store): asked before a destroy
+   * or a bid change is sent. A create's fence is its journaled intent (the journal's write).
+   */
+  ownership?: Pick<RunOwnership, 'check'>;
 }
 
 /**
@@ -411,6 +417,7 @@ export function makeRunActors(deps: RunActorDeps) {
     destroyInstance: actor<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
       // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
       await deps.failureLogs?.beforeDestroy(input, signal);
+      deps.ownership?.check(input.runId);
       deps.logSecrets?.forget(input.instanceId);
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
@@ -427,6 +434,7 @@ export function makeRunActors(deps: RunActorDeps) {
     changeBid: actor<void, ChangeBidInput>(async ({ input, signal }) => {
       const refused = deps.money ? bidRefusal(deps.money, input) : null;
       if (refused) throw refused;
+      deps.ownership?.check(input.runId);
       await client.changeBid(input.instanceId, input.price, { signal });
     }),
 

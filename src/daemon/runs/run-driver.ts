@@ -13,7 +13,7 @@ import { RUN_MACHINE_VERSION, runMachine, type BidPolicy, type RunEmitted, type 
 import type { AttemptOutcome, InstanceStatus } from '../../../machines/run-rules.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { toRunError } from '../../errors.js';
+import { LeaseLostError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { JOB_SPEC_DEFAULTS, type ResolvedJobSpec } from '../../job-spec/schema.js';
 import type { AttemptRow, RunRow, RunState, Store } from '../../store/index.js';
@@ -30,6 +30,7 @@ import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../..
 import { makeRunActors, type RunActorDeps } from './run-actors.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import type { RunHooks } from './run-hooks.js';
+import type { RunOwnership } from '../cluster/run-ownership.js';
 
 type RunActor = ActorRefFrom<typeof runMachine>;
 type RunSnapshot = SnapshotFrom<typeof runMachine>;
@@ -57,6 +58,13 @@ export interface RunDriverDeps {
   onProgress?(runId: string): void;
   /** Notifications and metrics (./run-hooks.ts). */
   hooks?: RunHooks;
+  /**
+   * Whether this daemon still holds the run (several daemons on one store): every transition is
+   * written through it. Without it (tests), a plain transaction.
+   */
+  ownership?: Pick<RunOwnership, 'write'>;
+  /** Called once when another daemon holds the run now: the actor has stopped, nothing ended. */
+  onLost?(runId: string): void;
 }
 
 export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
@@ -122,6 +130,8 @@ export class RunDriver {
   private last: RunSnapshot | undefined;
   private lastState: RunState;
   private ended = false;
+  /** Another daemon holds the run now: this driver does nothing more. */
+  private lost = false;
   private lastPolled: InstanceStatus | undefined;
   /** When the list that first showed the current instance running was started (for /metrics). */
   private runningListedAt: number | undefined;
@@ -204,6 +214,7 @@ export class RunDriver {
   }
 
   cancel(): void {
+    if (this.cancelRequested && this.actor) return; // told already (a cancel carried from the store each tick)
     this.cancelRequested = true;
     if (!this.paused) this.started().send({ type: 'CANCEL' });
   }
@@ -302,8 +313,14 @@ export class RunDriver {
     this.actor?.stop();
   }
 
+  /** One transaction, written only while this daemon holds the run. */
+  private fenced<T>(fn: () => T): T {
+    const { ownership, store } = this.deps;
+    return ownership ? ownership.write(this.runId, fn) : store.transaction(fn);
+  }
+
   private persist(snapshot: RunSnapshot): void {
-    if (this.paused) return;
+    if (this.paused || this.lost) return;
     if (snapshot === this.last && this.pending.length === 0) return;
     this.last = snapshot;
     const events = this.pending;
@@ -314,6 +331,7 @@ export class RunDriver {
     try {
       logged = this.write(snapshot, events, state, now);
     } catch (err) {
+      if (err instanceof LeaseLostError) return this.handOver();
       return this.pause(err);
     }
     // An ended attempt frees its offer for the daemon's other runs (not the next attempt's offer).
@@ -344,7 +362,7 @@ export class RunDriver {
   private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number) {
     const ctx = snapshot.context;
     const run = { id: this.runId, name: this.spec.name, state };
-    return this.deps.store.transaction(() => {
+    return this.fenced(() => {
       const lines = events.map((e) => {
         this.deps.journal.record(this.runId, e, now);
         const line = recordEmitted(this.deps.store, this.spec, this.runId, e, now, state);
@@ -411,14 +429,32 @@ export class RunDriver {
     this.deps.onPaused(this.runId);
   }
 
+  /**
+   * Another daemon holds the run now (this one's lease ended: it was paused or cut off): the actor
+   * stops, as a killed daemon's would, and the run goes on there from its last stored snapshot.
+   */
+  private handOver(): void {
+    if (this.lost || this.ended) return;
+    this.lost = true;
+    const actor = this.actor;
+    this.actor = undefined;
+    this.pending = [];
+    this.log.warn(`run ${this.runId} is held by another daemon now; it stops here`);
+    queueMicrotask(() => actor?.stop());
+    this.deps.claims.release(this.runId);
+    this.deps.onLost?.(this.runId);
+  }
+
   private crashed(err: unknown): void {
+    if (err instanceof LeaseLostError) return this.handOver();
     // A machine fault is a bug; the run fails and, holding no live owner now, any instance it made
     // is destroyed by the orphan sweep.
     this.log.error({ err }, 'run machine stopped with an error');
     try {
       const error = { kind: 'internal' as const, message: `internal error: ${String((err as Error)?.message ?? err)}` };
-      failRunOutsideMachine(this.deps, { id: this.runId, name: this.spec.name }, error, this.deps.clock.now());
+      this.fenced(() => failRunOutsideMachine(this.deps, { id: this.runId, name: this.spec.name }, error, this.deps.clock.now()));
     } catch (writeErr) {
+      if (writeErr instanceof LeaseLostError) return this.handOver();
       return this.pause(writeErr);
     }
     this.lastState = 'failed';

@@ -19,7 +19,7 @@
 import type { Instance } from '../../client/types.js';
 import type { Clock, Timer } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { BerthError } from '../../errors.js';
+import { BerthError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
 import type { RunRow, Store } from '../../store/index.js';
@@ -37,6 +37,8 @@ import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import { toStatus } from './instance-status.js';
 import type { RunHooks } from './run-hooks.js';
+import { SoleOwner, type RunOwnership } from '../cluster/run-ownership.js';
+import type { ClusterRuns } from '../cluster/cluster-loop.js';
 
 /** What the supervisor is handed, built by the composition root (../daemon.ts). */
 export interface SupervisorDeps {
@@ -63,7 +65,15 @@ export interface SupervisorDeps {
   idle: Pick<IdleWatch, 'observe' | 'forget'>;
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
+  /**
+   * Which runs this daemon may act for (../cluster/run-ownership.ts): with several daemons on one
+   * store, a run is driven here only while this daemon holds its lease. Default: every run (SQLite).
+   */
+  ownership?: RunOwnership;
 }
+
+/** Runs looked at per take-over round (the rest wait for the next round, a tick later). */
+const TAKE_BATCH = 500;
 
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
 const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
@@ -71,7 +81,7 @@ const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
 /** Run states in which a run waits on the poller: for its instance to run (again, after a rebid), or to be gone. */
 const WAITING_STATES = new Set(['booting', 'rebidding', 'destroying']);
 
-export class Supervisor implements PollSubscriber {
+export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly drivers = new Map<string, RunDriver>();
   /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
   private readonly queued = new Set<string>();
@@ -84,14 +94,18 @@ export class Supervisor implements PollSubscriber {
   private storeRetryMs = STORE_RETRY_MS.min;
   /** Runs that moved since the money guard last looked (checked once per turn). */
   private readonly moved = new Set<string>();
+  private readonly ownership: RunOwnership;
+  private takeOverQueued = false;
 
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
+    this.ownership = deps.ownership ?? new SoleOwner(deps.store);
   }
 
   /** Resumes every non-ended run of the store from its snapshot, except those held after a restore. */
   resumeAll(): void {
     if (this.stopping || this.resumed) return;
+    if (this.ownership.shared) return this.resumeShared();
     const held: string[] = [];
     // May be called again after a store write failed part way (berth.db locked by another program):
     // runs already resumed are skipped, and the daemon counts as resumed only once all are.
@@ -132,6 +146,83 @@ export class Supervisor implements PollSubscriber {
     this.admitQueued();
   }
 
+  /**
+   * With several daemons on one store: this daemon's own runs from before it stopped first (its
+   * leases are its again at once), then what it has room for among the runs nobody holds; the
+   * cluster loop takes more every tick.
+   */
+  private resumeShared(): void {
+    for (const runId of this.ownership.heldBefore()) this.takeRun(runId);
+    this.resumed = true;
+    this.deps.prices.start();
+    this.takeOver();
+  }
+
+  /**
+   * Takes the runs nobody holds that this daemon has room for: runs under way always (one may hold
+   * an instance, which must have an owner), runs asked to end always (they end at once), queued
+   * ones while fewer than daemon.max_active_runs are driven here.
+   */
+  takeOver(): void {
+    if (!this.ownership.shared || !this.resumed || this.stopping) return;
+    const max = this.deps.config.daemon.max_active_runs;
+    for (const r of this.ownership.claimable(TAKE_BATCH)) {
+      const needsRoom = r.state === 'queued' && r.cancel_requested_at === null;
+      if (needsRoom && this.drivers.size >= max) break;
+      this.takeRun(r.id);
+    }
+    this.admitQueued();
+  }
+
+  /** Another daemon holds these runs now: their drivers stop here (nothing ends; the run goes on there). */
+  lost(runIds: string[]): void {
+    for (const runId of runIds) {
+      this.drivers.get(runId)?.stop();
+      this.deps.claims.release(runId);
+      this.drop(runId);
+    }
+  }
+
+  /** Cancels sent to another daemon for runs driven here (carried through the store). */
+  cancelRequested(runIds: string[]): void {
+    for (const runId of runIds) this.drivers.get(runId)?.cancel();
+  }
+
+  /** Takes one run for this daemon and drives it from its stored snapshot; false when it is not to be had. */
+  private takeRun(runId: string): boolean {
+    if (this.drivers.has(runId)) return true;
+    if (!this.ownership.take(runId)) return false;
+    const row = this.deps.store.runs.get(runId);
+    if (!row || row.ended_at !== null || row.held_at !== null) {
+      this.ownership.release(runId);
+      return false;
+    }
+    if (!RunDriver.canResume(row)) {
+      const error = {
+        kind: 'upgrade' as const,
+        message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
+      };
+      this.ownership.write(runId, () => failRunOutsideMachine(this.deps, row, error, this.deps.clock.now()));
+      this.ownership.release(runId);
+      return false;
+    }
+    this.deps.log.info({ runId, state: row.state }, `run ${runId} is driven by this daemon now`);
+    this.startDriver(row);
+    if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
+    return true;
+  }
+
+  /** Forgets a run driven here (ended, or held by another daemon now). */
+  private drop(runId: string): void {
+    this.deps.guard.forget(runId);
+    this.deps.idle.forget(runId);
+    this.deps.gate.wake();
+    this.drivers.delete(runId);
+    this.queued.delete(runId); // a queued run can be cancelled before it is admitted
+    this.specs.delete(runId);
+    this.paused.delete(runId);
+  }
+
   /** The user confirms that a run held after a restore may go on. */
   resumeHeld(runId: string): void {
     const { store, log } = this.deps;
@@ -139,6 +230,8 @@ export class Supervisor implements PollSubscriber {
     if (!row || row.held_at === null || row.ended_at !== null) return;
     store.transaction(() => store.runs.release(runId));
     log.info({ runId }, 'a run held after a restore was resumed by the user');
+    // Shared store: whichever daemon has room takes it, as any run nobody holds.
+    if (this.ownership.shared) return this.queueTakeOver();
     if (this.resumed && !this.stopping) {
       this.startDriver(store.runs.get(runId)!);
       this.admitQueued();
@@ -153,6 +246,8 @@ export class Supervisor implements PollSubscriber {
   /** A run just submitted (./submission.ts), with its resolved spec: driven at once once the runs are resumed. */
   started(row: RunRow, spec: ResolvedJobSpec): void {
     if (!this.resumed || this.stopping) return; // resumeAll starts it from the store
+    // Shared store: driven here if this daemon has room, else by whichever daemon has (take-over).
+    if (this.ownership.shared && (this.drivers.size >= this.deps.config.daemon.max_active_runs || !this.ownership.take(row.id))) return;
     this.startDriver(row, spec);
     this.admitQueued();
   }
@@ -171,6 +266,12 @@ export class Supervisor implements PollSubscriber {
       if (row.held_at !== null) store.runs.release(runId);
     });
     if (!this.resumed || this.stopping) return store.runs.get(runId);
+    if (this.ownership.shared) {
+      // Driven here, or nobody's (taken now, ending at once); another daemon's hears it from the store.
+      if (this.drivers.has(runId)) this.drivers.get(runId)?.cancel();
+      else this.takeRun(runId);
+      return store.runs.get(runId);
+    }
     if (row.held_at !== null) this.startDriver(store.runs.get(runId)!);
     this.drivers.get(runId)?.cancel();
     return store.runs.get(runId);
@@ -360,16 +461,14 @@ export class Supervisor implements PollSubscriber {
       onProgress: (runId) => this.progressed(runId),
       ...(this.deps.hooks ? { hooks: this.deps.hooks } : {}),
       onEnded: (runId) => {
-        this.deps.guard.forget(runId);
-        this.deps.idle.forget(runId);
-        this.deps.gate.wake();
-        this.drivers.delete(runId);
-        this.queued.delete(runId); // a queued run can be cancelled before it is admitted
-        this.specs.delete(runId);
-        this.paused.delete(runId);
+        this.drop(runId);
+        this.ownership.release(runId);
         // Admission may start other runs' actors: not from inside this run's transition.
         queueMicrotask(() => this.admitQueued());
+        this.queueTakeOver();
       },
+      onLost: (runId) => this.drop(runId),
+      ownership: this.ownership,
       onPaused: (runId) => {
         this.paused.add(runId);
         this.scheduleStoreRetry();
@@ -423,6 +522,20 @@ export class Supervisor implements PollSubscriber {
         if (row) this.drivers.get(id)?.resume(row);
       }
     }, this.storeRetryMs);
+  }
+
+  /** A run ended here: there is room for one nobody holds (once per turn however many ended). */
+  private queueTakeOver(): void {
+    if (!this.ownership.shared || this.takeOverQueued) return;
+    this.takeOverQueued = true;
+    queueMicrotask(() => {
+      this.takeOverQueued = false;
+      try {
+        this.takeOver();
+      } catch (err) {
+        this.deps.log.warn({ err: toRunError(err) }, 'could not look for runs to take; the next tick does');
+      }
+    });
   }
 
   private admitQueued(): void {

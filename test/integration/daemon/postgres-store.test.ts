@@ -1,11 +1,13 @@
 // The daemon on a Postgres store (store.url postgres://...): a run submitted through the control
 // API gets to running against the simulator, everything it did is in the database (its instance
 // labelled with the store id the database holds), a restarted daemon resumes it from there, a second
-// daemon on the same store is refused, and the URL's password is in no log line.
+// daemon on the same home is refused while one with its own home joins the store, and the URL's
+// password is in no log line.
 import { rmSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StoreError } from '../../../src/errors.js';
+import type { Run as RunView } from '../../../src/wire/control-api.js';
+import { controlApi } from '../../helpers/control-api.js';
 import { createLogger } from '../../../src/logger.js';
 import { startDaemon } from '../../../src/daemon/daemon.js';
 import { createPgDatabase, queryPg, terminateConnections, type PgDatabase } from '../../helpers/pg-database.js';
@@ -29,7 +31,7 @@ function capturedLogger() {
 }
 
 describe('daemon on a Postgres store', () => {
-  it('gets a run to running, keeps it in the database, resumes it after a restart, and refuses a second daemon', async () => {
+  it('gets a run to running, keeps it in the database, resumes it after a restart, and lets a second daemon join', async () => {
     const log = capturedLogger();
     world = await startWorld({ config: { store: { url: database.url } }, logger: log.logger });
     const run = await submit(world, jobSpec());
@@ -46,20 +48,31 @@ describe('daemon on a Postgres store', () => {
     const events = await queryPg<{ type: string }>(database.url, `SELECT type FROM events WHERE run_id = $1 ORDER BY id`, [run.id]);
     expect(events.map((e) => e.type)).toContain('attempt.running');
 
-    // One daemon per store: a second one is told so, and changes nothing.
+    // One daemon per home: a second one on this home is told so, and changes nothing.
+    await expect(
+      startDaemon({
+        env: { BERTH_HOME: world.home, BERTH_API_URL: world.sim.url, BERTH_API_KEY: world.sim.apiKey },
+        overrides: { store: { url: database.url }, daemon: { listen: '127.0.0.1:0' } },
+        logger: log.logger,
+      }),
+    ).rejects.toThrow(/Another berth daemon .*is already using this store/);
+    // A second daemon with a home of its own joins the store: it shows the run, driven by the first.
     const second = `${world.home}-second`;
     try {
-      await expect(
-        startDaemon({
-          env: { BERTH_HOME: second, BERTH_API_URL: world.sim.url, BERTH_API_KEY: world.sim.apiKey },
-          overrides: { store: { url: database.url }, daemon: { listen: '127.0.0.1:0' } },
-          logger: log.logger,
-        }),
-      ).rejects.toThrow(
-        new StoreError(
-          `Another berth daemon is already using the postgres 127.0.0.1:${new URL(database.url).port}/${database.name} as ${database.name} store. Stop it first, or set store.url to another database.`,
-        ),
-      );
+      const joined = await startDaemon({
+        env: { BERTH_HOME: second, BERTH_API_URL: world.sim.url, BERTH_API_KEY: world.sim.apiKey },
+        overrides: { store: { url: database.url }, daemon: { listen: '127.0.0.1:0' } },
+        logger: log.logger,
+      });
+      try {
+        await joined.ready;
+        const seen = await controlApi(() => joined).api<RunView>('GET', `/v1/runs/${run.id}`);
+        expect(seen.body.state).toBe('running');
+        expect(seen.body.instance?.id).toBe(running.instance!.id);
+        expect(joined.supervisor.liveCount).toBe(0);
+      } finally {
+        await joined.stop();
+      }
     } finally {
       rmSync(second, { recursive: true, force: true });
     }
@@ -88,20 +101,7 @@ describe('daemon on a Postgres store', () => {
     const running = await world.waitFor(run.id, isRunning, 30_000);
     expect(world.sim.history().filter((h) => h.label?.split(':')[2] === run.id)).toHaveLength(running.attempts.length);
     expect(world.sim.billingNow().map((h) => h.id)).toEqual([running.instance!.id]);
-    // The daemon made its connection again, with its advisory lock: a second daemon is still refused.
     expect((await world.api('GET', '/healthz')).status).toBe(200);
-    const second = `${world.home}-second`;
-    try {
-      await expect(
-        startDaemon({
-          env: { BERTH_HOME: second, BERTH_API_URL: world.sim.url, BERTH_API_KEY: world.sim.apiKey },
-          overrides: { store: { url: database.url }, daemon: { listen: '127.0.0.1:0' } },
-          logger: capturedLogger().logger,
-        }),
-      ).rejects.toThrow(/Another berth daemon is already using the postgres/);
-    } finally {
-      rmSync(second, { recursive: true, force: true });
-    }
     await cancelAndCheckNothingBills(world, run.id);
   });
 });

@@ -205,4 +205,62 @@ describe('limiter', () => {
     await clock.advance(3000);
     expect(ran).toBe(false);
   });
+
+  describe('rate share (daemons sharing one API key, #21)', () => {
+    it('lets through its fraction of the configured rate: with share 1/3 a group allowing 3/s lets through 1/s', async () => {
+      const { limiter: l } = make({ list: { per_s: 3, burst: 1 } });
+      l.setShare(1 / 3);
+      expect(l.stats().list).toMatchObject({ perS: 1, burst: 1 });
+      expect(l.share()).toBeCloseTo(1 / 3);
+      const { times, done } = burstOf(l, 'list', 4);
+      await clock.advance(3000);
+      await done;
+      expect(times).toEqual([0, 1000, 2000, 3000]);
+    });
+
+    it('slows queued calls without dropping any, and 1 restores the configured rate', async () => {
+      const { limiter: l } = make({ list: { per_s: 2, burst: 1 } });
+      const { times, done } = burstOf(l, 'list', 6);
+      await clock.advance(500);
+      expect(times).toEqual([0, 500]);
+      // Two daemons now: the next token comes a whole 1 s after the last call, not 500 ms.
+      l.setShare(1 / 2);
+      await clock.advance(2000);
+      expect(times).toEqual([0, 500, 1500, 2500]);
+      l.setShare(1);
+      await clock.advance(1000);
+      await done;
+      expect(times).toEqual([0, 500, 1500, 2500, 3000, 3500]);
+      expect(l.stats().list).toMatchObject({ perS: 2, burst: 1, scheduled: 6, sent: 6, queued: 0 });
+    });
+
+    it('scales the burst too, keeping at least one token', async () => {
+      const { limiter: l } = make({ show: { per_s: 4, burst: 3 }, list: { per_s: 1, burst: 1 } });
+      l.setShare(1 / 2);
+      expect(l.stats().show).toMatchObject({ perS: 2, burst: 1 });
+      expect(l.stats().list).toMatchObject({ perS: 0.5, burst: 1 });
+      const { times, done } = burstOf(l, 'show', 3);
+      await clock.advance(1000);
+      await done;
+      expect(times).toEqual([0, 500, 1000]);
+    });
+
+    it('takes tokens back from a full burst when the share shrinks', async () => {
+      const { limiter: l } = make({ show: { per_s: 4, burst: 4 } });
+      l.setShare(1 / 4);
+      const { times, done } = burstOf(l, 'show', 3);
+      await clock.advance(2000);
+      await done;
+      // One token left of four, then one a second.
+      expect(times).toEqual([0, 1000, 2000]);
+    });
+
+    it('refuses a share outside (0, 1]', () => {
+      const { limiter: l } = make({});
+      expect(() => l.setShare(0)).toThrow(RangeError);
+      expect(() => l.setShare(1.5)).toThrow(RangeError);
+      expect(() => l.setShare(Number.NaN)).toThrow(RangeError);
+      expect(l.share()).toBe(1);
+    });
+  });
 });

@@ -242,6 +242,20 @@ describe('retries', () => {
     expect(client.stats().groups.show.rateLimited).toBe(1);
   });
 
+  it('a share of the rate limits (daemons on one key) spaces the calls at that fraction, reported in stats', async () => {
+    await client.close();
+    client = makeClient(testConfig({ rate: { show: { per_s: 20, burst: 1 } } }));
+    server.setHandler((_q, res) => json(res, 200, { instances: instance(9) }));
+    client.setRateShare(1 / 4);
+    expect(client.stats()).toMatchObject({ rateShare: 0.25, groups: { show: { perS: 5, burst: 1 } } });
+    const start = performance.now();
+    await Promise.all([1, 2, 3].map(() => client.showInstance(9)));
+    // 200 ms between calls at 5/s (the configured 20/s would take 100 ms for all three).
+    expect(performance.now() - start).toBeGreaterThan(380);
+    client.setRateShare(1);
+    expect(client.stats()).toMatchObject({ rateShare: 1, groups: { show: { perS: 20 } } });
+  });
+
   it('a 429 on create pauses the create group for at least its penalty, whatever the threshold says', async () => {
     await client.close();
     client = makeClient(testConfig({ rate: { create: { per_s: 100, burst: 1, penalty_s: 0.4 } }, retry: { max_delay_s: 2 } }));

@@ -2,6 +2,37 @@ import { describe, expect, it } from 'vitest';
 import { pauseMs, TokenBucket } from '../../../src/client/token-bucket.js';
 
 describe('token bucket', () => {
+  it('times the next token from the last one at a new, slower rate', () => {
+    const b = new TokenBucket(2, 3);
+    for (let i = 0; i < 3; i++) b.take(0);
+    expect(b.nextChangeAt()).toBe(500);
+    b.setRate(1, 2, 100);
+    expect(b.nextChangeAt()).toBe(1000);
+    expect(b.accrue(999)).toBe(0);
+    expect(b.accrue(1000)).toBe(1);
+    expect(b.accrue(2000)).toBe(1);
+    expect(b.mode).toBe('full');
+    expect(b.tokens).toBe(2);
+  });
+
+  it('drops tokens above a smaller burst', () => {
+    const b = new TokenBucket(2, 3);
+    b.take(0);
+    b.setRate(1, 1, 100);
+    expect(b.tokens).toBe(1);
+    expect(b.mode).toBe('full');
+  });
+
+  it('a full bucket given a larger burst earns the new tokens at the rate, from now', () => {
+    const b = new TokenBucket(1, 1);
+    b.setRate(2, 2, 10_000);
+    expect(b.mode).toBe('flowing');
+    expect(b.tokens).toBe(1);
+    expect(b.nextChangeAt()).toBe(10_500);
+    expect(b.accrue(10_500)).toBe(1);
+    expect(b.mode).toBe('full');
+  });
+
   it('starts full, flows from the first take and is full again after one interval (burst 1)', () => {
     const b = new TokenBucket(2, 1);
     expect(b.mode).toBe('full');

@@ -30,6 +30,7 @@ function idleGroup(): GroupStats {
     paused: false,
     pausedMs: 0,
     perS: 1,
+    burst: 1,
     queued: 0,
     refilling: false,
   };
@@ -43,7 +44,7 @@ function setup(stats: Partial<Record<(typeof RATE_GROUPS)[number], Partial<Group
   const metrics = new DaemonMetrics({
     store,
     clock: { now: () => now },
-    clientStats: () => ({ groups, calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0 }),
+    clientStats: () => ({ groups, calls: 0, retries: 0, rateLimited: 0, ambiguousCreates: 0, rateShare: 1 }),
   });
   const scrape = async () => parsePrometheus(await metrics.text());
   return { store, metrics, scrape, at: (t: number) => (now = t) };

@@ -1,0 +1,178 @@
+// A daemon's leases on a shared (Postgres) store: the runs it drives, its heartbeat (`~daemon:ID`,
+// counted by the others to share the account's rate limits) and, when it leads, `~leader` (the
+// account-wide duties). All measured on the database's clock, so that daemons on machines whose
+// clocks disagree agree on when a lease ends.
+//
+// A lease's life here: taken (`take`, at start or in a take-over) → renewed every third of its
+// length with every other lease of this daemon in one statement (`renew`) → released when its run
+// ends. Renewals that keep failing (the database is unreachable) make the daemon give up every
+// lease *before* it can expire (`expiring`): its runs stop, and another daemon, or this one once the
+// database answers again, takes them over from their stored snapshots. A lease another daemon took
+// meanwhile is simply no longer this daemon's: the renewal does not return it.
+import type { Clock } from '../../clock.js';
+import { LeaseLostError } from '../../errors.js';
+import type { Lease, Store } from '../../store/index.js';
+import type { ClaimableRun, RunOwnership } from './run-ownership.js';
+
+/** The row of the leader's lease. */
+const LEADER = '~leader';
+/** Runs resumed from one start's own leases at most (the rest are taken over like anyone's). */
+const HELD_BEFORE_MAX = 100_000;
+
+export interface LeaseOwnerDeps {
+  store: Store;
+  clock: Clock;
+  daemonId: string;
+  /** How long a lease lasts unless renewed, ms (cluster.lease_s). */
+  leaseMs: number;
+}
+
+export interface RenewalRound {
+  /** Runs whose lease this daemon no longer holds (it expired and another daemon took it). */
+  lost: string[];
+  /** This daemon holds the leader's lease after this round. */
+  leader: boolean;
+  /** Daemons alive, this one included (their heartbeats). */
+  daemons: number;
+}
+
+export class LeaseOwner implements RunOwnership {
+  readonly shared = true;
+  readonly daemonId: string;
+  private readonly held = new Map<string, Lease>();
+  /** The database's clock less this daemon's, ms. */
+  private offset = 0;
+  /** This daemon's clock when the last renewal that reached the database was sent. */
+  private renewedAt: number | undefined;
+  private leading = false;
+
+  constructor(private readonly deps: LeaseOwnerDeps) {
+    this.daemonId = deps.daemonId;
+  }
+
+  /** Now on the database's clock (as last measured). */
+  now(): number {
+    return this.deps.clock.now() + this.offset;
+  }
+
+  get leaseMs(): number {
+    return this.deps.leaseMs;
+  }
+
+  get leader(): boolean {
+    return this.leading;
+  }
+
+  get ownedCount(): number {
+    return this.held.size;
+  }
+
+  /**
+   * The margin kept before a lease's end: a daemon whose last renewal is older than the lease less
+   * this stops acting (a fifth of the lease, at least 1 s), so that it has stopped before any other
+   * daemon may take its runs.
+   */
+  private get marginMs(): number {
+    return Math.max(this.deps.leaseMs / 5, 1000);
+  }
+
+  write<T>(runId: string, fn: () => T): T {
+    const lease = this.held.get(runId);
+    if (!lease || this.expiring()) throw new LeaseLostError(runId);
+    return this.deps.store.fenced(lease, this.now(), fn);
+  }
+
+  check(runId: string): void {
+    this.write(runId, () => undefined);
+  }
+
+  take(runId: string): boolean {
+    const lease = this.deps.store.leases.acquire(runId, this.daemonId, this.now(), this.deps.leaseMs);
+    if (!lease) return false;
+    this.held.set(runId, lease);
+    return true;
+  }
+
+  release(runId: string): void {
+    if (!this.held.delete(runId)) return;
+    try {
+      this.deps.store.leases.release(runId, this.daemonId);
+    } catch {
+      // The lease ends on its own; nobody takes an ended run.
+    }
+  }
+
+  heldBefore(): string[] {
+    return this.deps.store.leases.ownedBy(this.daemonId).slice(0, HELD_BEFORE_MAX);
+  }
+
+  claimable(limit: number): ClaimableRun[] {
+    return this.deps.store.leases.claimable(this.now(), limit);
+  }
+
+  cancelRequested(): string[] {
+    return this.deps.store.leases.cancelRequested(this.daemonId);
+  }
+
+  /**
+   * One renewal round: measures the database's clock, extends every lease this daemon still holds
+   * (its runs', its heartbeat's, the leader's), and takes the leader's lease when it is free.
+   * Throws when the database cannot be reached (see `expiring`).
+   */
+  renew(): RenewalRound {
+    const { store, clock, daemonId, leaseMs } = this.deps;
+    const sentAt = clock.now();
+    const server = store.leases.serverNow();
+    this.offset = server - Math.round((sentAt + clock.now()) / 2);
+    const now = this.now();
+    const round = store.transaction(() => {
+      const renewed = store.leases.renew(daemonId, now, leaseMs);
+      store.leases.acquire(`~daemon:${daemonId}`, daemonId, now, leaseMs);
+      const leader = store.leases.acquire(LEADER, daemonId, now, leaseMs);
+      return { renewed, leader: leader !== undefined, daemons: store.leases.liveDaemons(now) };
+    });
+    this.renewedAt = sentAt;
+    const still = new Map(round.renewed.map((l) => [l.run_id, l]));
+    const lost: string[] = [];
+    for (const runId of this.held.keys()) {
+      const lease = still.get(runId);
+      if (lease) this.held.set(runId, lease);
+      else lost.push(runId);
+    }
+    for (const runId of lost) this.held.delete(runId);
+    this.leading = round.leader;
+    return { lost, leader: round.leader, daemons: Math.max(1, round.daemons) };
+  }
+
+  /**
+   * True when the last renewal that reached the database is too old for this daemon to act on its
+   * leases any longer: they may end soon, and another daemon may then take its runs.
+   */
+  expiring(): boolean {
+    return this.renewedAt !== undefined && this.deps.clock.now() - this.renewedAt > this.deps.leaseMs - this.marginMs;
+  }
+
+  /** Gives up every lease in memory (they end on their own): the runs held, and the lead. */
+  relinquishAll(): string[] {
+    const runs = [...this.held.keys()];
+    this.held.clear();
+    this.leading = false;
+    this.renewedAt = undefined;
+    return runs;
+  }
+
+  /** Stops leading and holding runs, and says so in the store (a clean stop: the others take over at once). */
+  releaseAll(): void {
+    const { store, daemonId } = this.deps;
+    const runs = this.relinquishAll();
+    try {
+      store.transaction(() => {
+        for (const runId of runs) store.leases.release(runId, daemonId);
+        store.leases.release(LEADER, daemonId);
+        store.leases.release(`~daemon:${daemonId}`, daemonId);
+      });
+    } catch {
+      // Unreachable: the leases end on their own.
+    }
+  }
+}

@@ -1,0 +1,157 @@
+// Several daemons on one Postgres store (issue #21): runs are admitted by whichever daemon has room,
+// any daemon shows and cancels any run, a daemon that stops hands its runs to the others (same
+// instances, none made twice), and a daemon whose lease another took writes nothing and sends no
+// call for that run. In-process daemons against a real Postgres and the simulator; the SIGKILLs of
+// daemon processes are the chaos suite's (test/chaos/).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { startDaemon, type RunningDaemon } from '../../../src/daemon/daemon.js';
+import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
+import type { Health, Run } from '../../../src/wire/control-api.js';
+import { controlApi, type ControlApi } from '../../helpers/control-api.js';
+import { openSse } from '../../helpers/sse.js';
+import { createPgDatabase, queryPg, type PgDatabase } from '../../helpers/pg-database.js';
+import { silentLogger } from '../../../src/logger.js';
+import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../../helpers/world.js';
+
+let database: PgDatabase;
+let sim: RunningSimulator;
+const homes: string[] = [];
+const daemons: RunningDaemon[] = [];
+
+beforeEach(async () => {
+  database = await createPgDatabase();
+  sim = await startSimulator({ seed: 11, config: FAST_SIM });
+});
+afterEach(async () => {
+  for (const d of daemons.splice(0)) await d.stop();
+  await sim.close();
+  await database.drop();
+  for (const h of homes.splice(0)) rmSync(h, { recursive: true, force: true });
+});
+
+async function daemonOn(maxActive: number): Promise<RunningDaemon & { control: ControlApi }> {
+  const home = mkdtempSync(join(tmpdir(), 'berth-cluster-'));
+  homes.push(home);
+  const daemon = await startDaemon({
+    env: { BERTH_HOME: home, BERTH_API_URL: sim.url, BERTH_API_KEY: sim.apiKey },
+    overrides: {
+      ...FAST_CONFIG,
+      store: { url: database.url },
+      cluster: { lease_s: 3 },
+      daemon: { listen: '127.0.0.1:0', max_active_runs: maxActive },
+    },
+    logger: silentLogger(),
+  });
+  daemons.push(daemon);
+  await daemon.ready;
+  return Object.assign(daemon, { control: controlApi(() => daemon) });
+}
+
+async function submitTo(d: { control: ControlApi }, name: string): Promise<Run> {
+  const res = await d.control.api<Run>('POST', '/v1/runs', jobSpec({ name }));
+  expect(res.status).toBe(201);
+  return res.body;
+}
+
+/** Every create the simulator saw, per label: a label made twice is a duplicate create. */
+function createsPerLabel(): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const h of sim.history()) if (h.label) counts.set(h.label, (counts.get(h.label) ?? 0) + 1);
+  return counts;
+}
+
+const owners = async () =>
+  await queryPg<{ run_id: string; owner: string; epoch: string }>(
+    database.url,
+    `SELECT run_id, owner, epoch FROM run_leases WHERE run_id NOT LIKE '~%'`,
+  );
+
+describe('several daemons on one Postgres store', () => {
+  it('admits where there is room, cancels through any daemon, and hands runs over when a daemon stops', async () => {
+    const a = await daemonOn(2);
+    const b = await daemonOn(2);
+    const runs = [];
+    for (let i = 0; i < 4; i++) runs.push(await submitTo(a, `r${i}`));
+    // a has room for two; b takes the other two from the store.
+    for (const r of runs) await b.control.waitFor(r.id, isRunning, 30_000);
+    expect(a.supervisor.liveCount).toBe(2);
+    expect(b.supervisor.liveCount).toBe(2);
+    const byOwner = new Map<string, number>();
+    for (const l of await owners()) byOwner.set(l.owner, (byOwner.get(l.owner) ?? 0) + 1);
+    expect([...byOwner.values()].sort()).toEqual([2, 2]);
+    const health = [
+      (await a.control.api<Health>('GET', '/healthz')).body.cluster,
+      (await b.control.api<Health>('GET', '/healthz')).body.cluster,
+    ];
+    expect(health.map((h) => [h?.owned_runs, h?.daemons])).toEqual([
+      [2, 2],
+      [2, 2],
+    ]);
+    expect(health.filter((h) => h?.leader)).toHaveLength(1);
+
+    // Two daemons share the key: each keeps to half of every group's rate (FAST_CONFIG: 50/s).
+    const account = await b.control.api<{ rate_limits: Array<{ group: string; per_s: number }> }>('GET', '/v1/account');
+    expect(account.body.rate_limits.every((g) => g.per_s === 25)).toBe(true);
+
+    // A run a drives, cancelled through b: a hears it through the store, and b's event stream sees
+    // the events a writes for it.
+    const ofA = a.supervisor.liveRunIds()[0]!;
+    const stream = await openSse(`${b.url}/v1/events/stream?run=${ofA}`, { authorization: `Bearer ${b.token}` });
+    expect(stream.status).toBe(200);
+    expect((await b.control.api('POST', `/v1/runs/${ofA}/cancel`)).status).toBe(202);
+    const cancelled = await a.control.waitFor(ofA, isEnded, 20_000);
+    expect(cancelled.state).toBe('cancelled');
+    await stream.until((messages) => messages.some((m) => m.event === 'end'));
+    const seen = stream.messages.filter((m) => m.event !== 'end').map((m) => (JSON.parse(m.data) as { type: string }).type);
+    expect(seen).toContain('submitted');
+    expect(seen).toContain('run.cancelled');
+    stream.close();
+
+    // a stops: its other run goes on under b, on the same instance.
+    const keptByA = a.supervisor.liveRunIds()[0]!;
+    const before = (await b.control.api<Run>('GET', `/v1/runs/${keptByA}`)).body.instance!.id;
+    await a.stop();
+    daemons.splice(daemons.indexOf(a), 1);
+    await expect.poll(() => b.supervisor.liveRunIds().includes(keptByA), { timeout: 15_000 }).toBe(true);
+    const after = await b.control.waitFor(keptByA, isRunning, 15_000);
+    expect(after.instance!.id).toBe(before);
+    expect(after.attempts).toHaveLength(1);
+
+    for (const r of runs) {
+      await b.control.api('POST', `/v1/runs/${r.id}/cancel`);
+      await b.control.waitFor(r.id, isEnded, 20_000);
+    }
+    expect([...createsPerLabel().values()].every((n) => n === 1)).toBe(true);
+    expect(sim.billingNow()).toEqual([]);
+  });
+
+  it('a daemon whose lease another took writes nothing and sends nothing for that run, and takes it back once the lease ends', async () => {
+    const a = await daemonOn(10);
+    const run = await submitTo(a, 'fenced');
+    const running = await a.control.waitFor(run.id, isRunning, 30_000);
+    const instanceId = running.instance!.id;
+
+    // Another daemon took the run (a's lease ended while it was paused): a's writes are fenced off.
+    await queryPg(database.url, `UPDATE run_leases SET owner = 'thief', epoch = epoch + 1, expires_at = $2 WHERE run_id = $1`, [
+      run.id,
+      Date.now() + 60_000,
+    ]);
+    expect((await a.control.api('POST', `/v1/runs/${run.id}/cancel`)).status).toBe(202);
+    await expect.poll(() => a.supervisor.liveCount, { timeout: 10_000 }).toBe(0);
+    // Its cancel was refused at the fence: nothing stored, the instance never destroyed.
+    const [row] = await queryPg<{ state: string }>(database.url, `SELECT state FROM runs WHERE id = $1`, [run.id]);
+    expect(row!.state).toBe('running');
+    expect(sim.billingNow().map((h) => h.id)).toEqual([instanceId]);
+
+    // The thief's lease ends with nobody renewing it: a takes the run back and carries the cancel out.
+    await queryPg(database.url, `UPDATE run_leases SET expires_at = 0 WHERE run_id = $1`, [run.id]);
+    const done = await a.control.waitFor(run.id, isEnded, 20_000);
+    expect(done.state).toBe('cancelled');
+    const [lease] = await owners();
+    expect(lease).toBeUndefined();
+    expect(sim.billingNow()).toEqual([]);
+  });
+});

@@ -1,0 +1,127 @@
+// A daemon's leases and its cluster loop (src/daemon/cluster/), on a SQLite store with the fake
+// clock: a run another daemon took is reported lost and fenced off; renewals that keep failing make
+// the daemon give up its runs before their leases can end; one daemon leads at a time, and the
+// lead passes on once the leader stops renewing.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { LeaseLostError, StoreWriteError } from '../../../src/errors.js';
+import { silentLogger } from '../../../src/logger.js';
+import { ClusterLoop, type ClusterRuns } from '../../../src/daemon/cluster/cluster-loop.js';
+import { LeaseOwner } from '../../../src/daemon/cluster/lease-owner.js';
+import { openStore, type Store } from '../../../src/store/index.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
+
+const LEASE_MS = 15_000;
+let home: string;
+let store: Store;
+let clock: FakeClock;
+
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), 'berth-cluster-unit-'));
+  store = openStore({ home });
+  clock = new FakeClock(Date.now());
+  // The database's clock is the fake one here: leases end when the test moves time.
+  store.leases.serverNow = () => clock.now();
+});
+afterEach(() => {
+  store.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+function addRun(id: string): void {
+  store.transaction(() => store.runs.insert({ id, name: id, specJson: '{}', createdAt: clock.now() }));
+}
+
+const owner = (daemonId: string) => new LeaseOwner({ store, clock, daemonId, leaseMs: LEASE_MS });
+
+function recordingRuns(): ClusterRuns & { lostRuns: string[]; lostAt: number[] } {
+  const r = {
+    lostRuns: [] as string[],
+    lostAt: [] as number[],
+    takeOver: () => undefined,
+    lost(ids: string[]) {
+      r.lostRuns.push(...ids);
+      r.lostAt.push(clock.now());
+    },
+    cancelRequested: () => undefined,
+  };
+  return r;
+}
+
+describe('LeaseOwner', () => {
+  it('writes for a run only while it holds it: once another daemon took it, the renewal reports it lost and a write throws having written nothing', async () => {
+    addRun('r1');
+    const a = owner('a');
+    a.renew();
+    expect(a.take('r1')).toBe(true);
+    expect(owner('b').take('r1')).toBe(false);
+    a.write('r1', () => store.events.append({ runId: 'r1', at: clock.now(), type: 'note', message: 'by a', data: {} }));
+
+    // a stops renewing (paused): once its lease has ended, b takes the run.
+    await clock.advance(LEASE_MS + 1);
+    const b = owner('b');
+    b.renew();
+    expect(b.take('r1')).toBe(true);
+    expect(store.leases.get('r1')).toMatchObject({ owner: 'b', epoch: 2 });
+
+    expect(() =>
+      a.write('r1', () => store.events.append({ runId: 'r1', at: clock.now(), type: 'note', message: 'late', data: {} })),
+    ).toThrow(LeaseLostError);
+    expect(store.events.list('r1').map((e) => e.message)).toEqual(['by a']);
+    expect(a.renew().lost).toEqual(['r1']);
+  });
+});
+
+describe('ClusterLoop', () => {
+  it('gives up its runs before their leases can end when the store stops answering', async () => {
+    addRun('r1');
+    const a = owner('a');
+    const runs = recordingRuns();
+    const loop = new ClusterLoop({ owner: a, runs, clock, log: silentLogger(), onLeader: () => undefined, onDaemons: () => undefined });
+    loop.start();
+    a.take('r1');
+    const lastRenewal = clock.now();
+    const expiresAt = store.leases.get('r1')!.expires_at;
+    // The store refuses every renewal from now on.
+    const fakeServerNow = store.leases.serverNow;
+    store.leases.serverNow = () => {
+      throw new StoreWriteError('SQLITE_BUSY', new Error('locked'));
+    };
+    await clock.advance(LEASE_MS);
+    store.leases.serverNow = fakeServerNow;
+    loop.stop();
+    expect(runs.lostRuns).toEqual(['r1']);
+    // Given up with a margin left: before any other daemon could take the run.
+    expect(runs.lostAt[0]! - lastRenewal).toBeLessThan(LEASE_MS);
+    expect(runs.lostAt[0]!).toBeLessThan(expiresAt);
+    expect(() => a.write('r1', () => undefined)).toThrow(LeaseLostError);
+  });
+
+  it('has one leader at a time, and the lead passes on when the leader stops renewing', async () => {
+    const leads: Record<string, boolean[]> = { a: [], b: [] };
+    const loops = ['a', 'b'].map(
+      (id) =>
+        new ClusterLoop({
+          owner: owner(id),
+          runs: recordingRuns(),
+          clock,
+          log: silentLogger(),
+          onLeader: (l) => leads[id]!.push(l),
+          onDaemons: () => undefined,
+        }),
+    );
+    loops[0]!.start();
+    loops[1]!.start();
+    expect([loops[0]!.leader, loops[1]!.leader]).toEqual([true, false]);
+    await clock.advance(LEASE_MS);
+    expect([loops[0]!.leader, loops[1]!.leader]).toEqual([true, false]);
+    // a dies (its timer stops): b leads once a's lease has ended, within a renewal period.
+    loops[0]!.stop();
+    await clock.advance(LEASE_MS + LEASE_MS / 3 + 1000);
+    expect(loops[1]!.leader).toBe(true);
+    loops[1]!.stop();
+    expect(leads).toEqual({ a: [true], b: [true] });
+  });
+});
