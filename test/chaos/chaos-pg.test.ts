@@ -1,11 +1,13 @@
 // Chaos on Postgres (issue #21): three daemon processes (three BERTH_HOMEs) on one Postgres
 // database and one simulator with every fault at once, runs submitted to all three, the daemons
-// killed with SIGKILL in rotation (each started again after a while, sometimes after its leases have
-// expired and the others have taken its runs over), and the Postgres server itself killed with
-// SIGKILL and started again once, mid-run. At the end berth's promises are checked against the
-// simulator's ledger and full instance history, as in ./chaos.test.ts: no instance billing without
-// a live owner, no attempt creating two instances, no run holding two at once, no run lost (every
-// submitted run settles, and every daemon shows every run the same way). Replay a failure with
+// killed with SIGKILL in rotation (each started again at once, or after its leases have ended and
+// the others have taken its runs over), and the Postgres server itself killed with SIGKILL and
+// started again once, mid-run. At the end berth's promises are checked against the simulator's
+// ledger and full instance history, as in ./chaos.test.ts: no instance billing without a live
+// owner, no attempt creating two instances, no run holding two at once, no run lost (every
+// submitted run settles, and every daemon shows every run the same way); and against the store:
+// runs did change hands, every live run is held by a live daemon, one daemon leads, and no lease is
+// left once the runs have ended and the daemons stopped. Replay a failure with
 // CHAOS_SEED=<seed printed in the failure>; the seed is fixed per commit (../helpers/chaos.ts).
 //
 // The suite's shared Postgres server (../helpers/pg-server.ts) serves other files at the same time:
@@ -25,8 +27,7 @@ import { FAST_CONFIG, everyGroup, jobSpec } from '../helpers/world.js';
 
 const { seed: SEED, from: SEED_FROM } = chaosSeed();
 console.log(`chaos-pg seed ${SEED} (from ${SEED_FROM}); replay with CHAOS_SEED=${SEED}`);
-/** Daemons on the one store: one until a store takes several (the #21 core; a second one is refused today), then three. */
-const DAEMONS = 1;
+const DAEMONS = 3;
 const RUNS = 45;
 /** Two kills of each daemon, in rotation. */
 const KILLS = 6;
@@ -38,6 +39,8 @@ const SETTLED = new Set(['running', 'failed', 'cancelled', 'expired']);
 const ENDED = new Set(['failed', 'cancelled', 'expired']);
 const TIME_SCALE = 100;
 const POLL_S = 0.25;
+/** cluster.lease_s, its least: a killed daemon's runs are taken over within about 4 s, so that several kills fit. */
+const LEASE_S = 3;
 
 type Kind = 'normal' | 'impossible' | 'cancelled' | 'relaxed';
 
@@ -68,6 +71,27 @@ async function createDatabase(adminUrl: string): Promise<string> {
   u.password = 'chaos-pw';
   u.pathname = '/berth_chaos';
   return u.href;
+}
+
+/** Runs one query on the store (the test's own look at the leases). */
+async function query<T>(url: string, sql: string): Promise<T[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query(sql)).rows as T[];
+  } finally {
+    await c.end();
+  }
+}
+
+/** Who holds each run's lease (the daemons' own rows, run_id "~...", left out). */
+async function leaseOwners(url: string): Promise<Map<string, string>> {
+  const rows = await query<{ run_id: string; owner: string }>(url, `SELECT run_id, owner FROM run_leases WHERE run_id NOT LIKE '~%'`);
+  return new Map(rows.map((r) => [r.run_id, r.owner]));
+}
+
+interface ClusterHealth {
+  cluster?: { daemon_id: string; leader: boolean; owned_runs: number; daemons: number };
 }
 
 /** The runs as a daemon lists them, or null when it does not answer (it is down, or its store is). */
@@ -126,11 +150,16 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
           polling: { interval_s: POLL_S },
           rate_limits: { ...everyGroup(5, 5), search: { per_s: 4, burst: 4 } },
           store: { url: storeUrl },
+          cluster: { lease_s: LEASE_S },
         },
       });
     }
     for (let i = 0; i < DAEMONS; i++) daemons[i] = await spawnDaemon(setups[i]!, 30_000);
     const daemon = (i: number) => daemons[i % DAEMONS]!;
+    const health = async (i: number) => (await daemons[i]!.api<ClusterHealth>('GET', '/healthz')).body.cluster;
+    const ids: string[] = [];
+    for (let i = 0; i < DAEMONS; i++) ids.push((await health(i))!.daemon_id);
+    expect(new Set(ids).size, 'one id per daemon').toBe(DAEMONS);
 
     // ---- submit a mix of specs, to every daemon in turn ----
     const kinds = new Map<string, Kind>();
@@ -157,23 +186,35 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
     }
     const toCancel = [...kinds].filter(([, k]) => k === 'cancelled').map(([id]) => id);
     const cancelSentAt = new Map<string, number>();
-    /** A cancel sent to a daemon that may not own the run: it reaches the owner through the store. */
+    /**
+     * A cancel sent to a daemon that may not drive the run: it reaches the driver through the store.
+     * A daemon whose store does not answer yet (just after the Postgres restart) says 503: sent again.
+     */
     const cancel = async (id: string, via: DaemonProcess) => {
       cancelSentAt.set(id, Date.now());
-      const res = await via.api('POST', `/v1/runs/${id}/cancel`);
-      expect(res.status, `cancel ${id}: seed ${SEED}`).toBe(202);
+      let res = await via.api('POST', `/v1/runs/${id}/cancel`);
+      for (const until = Date.now() + 15_000; res.status === 503 && Date.now() < until;) {
+        await sleep(250);
+        res = await via.api('POST', `/v1/runs/${id}/cancel`);
+      }
+      expect(res.status, `cancel ${id}: ${JSON.stringify(res.body)}; seed ${SEED}`).toBe(202);
     };
     const why = (msg: string) => `${msg} (replay with CHAOS_SEED=${SEED}; homes and logs in ${dir} with CHAOS_KEEP=1)`;
 
     // ---- kill the daemons in rotation, and the Postgres server once; cancel some runs in between ----
+    let takenOver = 0;
     for (let k = 0; k < KILLS; k++) {
       await sleep(400 + rand() * 1600);
       const victim = k % DAEMONS;
       const batch = toCancel.splice(0, Math.ceil(toCancel.length / (KILLS - k)));
       for (const id of batch) await cancel(id, daemon(victim + 1));
+      const held = [...(await leaseOwners(storeUrl))].filter(([, owner]) => owner === ids[victim]).map(([runId]) => runId);
       await daemons[victim]!.kill9();
-      // Down for a moment, or for long enough that its runs are taken over by the others.
-      await sleep(rand() < 0.5 ? 200 : 1_000 + rand() * 4_000);
+      // Every other time down for a moment (restarted, it takes its own runs back at once), else
+      // past its leases' end and a take-over round, so that the others drive its runs.
+      await sleep(k % 2 === 0 ? 200 : (LEASE_S + 2) * 1000 + rand() * 2000);
+      const now = await leaseOwners(storeUrl);
+      takenOver += held.filter((runId) => now.has(runId) && now.get(runId) !== ids[victim]).length;
       daemons[victim] = await spawnDaemon(setups[victim]!, 30_000);
       if (k + 1 === PG_KILL_AFTER) {
         await sleep(500 + rand() * 1000);
@@ -227,7 +268,32 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
       expect(ended(seen).sort(), why(`daemon ${i} shows other ends`)).toEqual(ended(runs).sort());
     }
 
-    // ---- 3-6. the simulator's history and ledger against berth's record ----
+    // ---- 3. the runs changed hands, and now each live run is held by one live daemon, with one leader ----
+    console.log(`chaos-pg: ${takenOver} run(s) of killed daemons taken over by the others; ${running.length} of ${RUNS} running`);
+    expect(takenOver, why('no run of a killed daemon was taken over by another')).toBeGreaterThan(0);
+    let cluster: Array<ClusterHealth['cluster']> = [];
+    let owners = new Map<string, string>();
+    for (const until = Date.now() + 10_000; Date.now() < until; await sleep(250)) {
+      cluster = [];
+      for (let i = 0; i < DAEMONS; i++) cluster.push(await health(i));
+      owners = await leaseOwners(storeUrl);
+      if (cluster.filter((c) => c?.leader).length === 1 && cluster.reduce((n, c) => n + (c?.owned_runs ?? 0), 0) === running.length) break;
+    }
+    expect(
+      cluster.map((c) => c?.daemons),
+      why('daemons seen by each'),
+    ).toEqual(ids.map(() => DAEMONS));
+    expect(cluster.filter((c) => c?.leader).length, why('leaders')).toBe(1);
+    expect(
+      cluster.map((c) => c?.owned_runs).reduce((a, b) => a! + b!, 0),
+      why('live runs held by the daemons'),
+    ).toBe(running.length);
+    expect(
+      running.filter((r) => !ids.includes(owners.get(r.id) ?? '')).map((r) => r.id),
+      why('live runs whose lease no live daemon holds'),
+    ).toEqual([]);
+
+    // ---- 4-7. the simulator's history and ledger against berth's record ----
     checkAgainstLedger(sim, runs, new Set(kinds.keys()), why);
 
     // The faults really happened.
@@ -243,5 +309,7 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
     while (Date.now() < end && sim.billingNow().length > 0) await sleep(200);
     expect(sim.billingNow(), why('instances left billing after every run was cancelled')).toEqual([]);
     for (let i = 0; i < DAEMONS; i++) expect(await daemons[i]!.stop(), why(`graceful stop of daemon ${i}`)).toBe(0);
+    // Ended runs' leases are released, and a daemon stopped cleanly gives up its own rows.
+    expect(await query(storeUrl, 'SELECT run_id, owner FROM run_leases'), why('leases left behind')).toEqual([]);
   });
 });
