@@ -1,46 +1,18 @@
 // Chaos: every fault of the simulator at once, 60 runs with mixed specs (some impossible, some
-// Chaos: every fault of the simulator at once, 60 runs with mixed specs (some impossible, some
 // cancelled midway, some with a budget), and the daemon process killed with SIGKILL at a dozen
 // random moments. At the end berth's promises are checked against the simulator's ledger and full
 // instance history, not against berth's own view. Replay a failure with CHAOS_SEED=<seed printed in
-// the failure>.
-//
-// The seed is fixed per commit (every run of the suite on one commit, in CI or here, plays the same
-// schedule, so a failure reproduces), unless CHAOS_SEED names one; it is printed either way.
-import { execFileSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
+// the failure>. The seed is fixed per commit (../helpers/chaos.ts).
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator, type SimInstanceHistory } from '../../src/sim/index.js';
+import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { mulberry32 } from '../../src/sim/prng.js';
-import { packagePath } from '../../src/package-path.js';
+import { checkAgainstLedger, chaosSeed, instancesByRun } from '../helpers/chaos.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
 import { FAST_CONFIG, everyGroup, jobSpec } from '../helpers/world.js';
-
-/** CHAOS_SEED, or a hash of the commit under test (GITHUB_SHA, else git HEAD), or of the date without git. */
-function chaosSeed(): { seed: number; from: string } {
-  const given = process.env.CHAOS_SEED;
-  if (given !== undefined && given !== '') {
-    const seed = Number(given);
-    if (!Number.isSafeInteger(seed) || seed < 0) throw new Error(`CHAOS_SEED must be a whole number >= 0, got "${given}"`);
-    return { seed, from: 'CHAOS_SEED' };
-  }
-  let commit = process.env.GITHUB_SHA;
-  try {
-    commit ??= execFileSync('git', ['rev-parse', 'HEAD'], {
-      cwd: packagePath(),
-      encoding: 'utf8',
-      stdio: ['ignore', 'pipe', 'ignore'],
-    }).trim();
-  } catch {
-    // not a git checkout: the date keeps the seed fixed for the day
-  }
-  const basis = commit ? `commit ${commit}` : `date ${new Date().toISOString().slice(0, 10)}`;
-  return { seed: parseInt(createHash('sha256').update(basis).digest('hex').slice(0, 8), 16) % 1e9, from: basis };
-}
 
 const { seed: SEED, from: SEED_FROM } = chaosSeed();
 console.log(`chaos seed ${SEED} (from ${SEED_FROM}); replay with CHAOS_SEED=${SEED}`);
@@ -72,12 +44,6 @@ afterAll(async () => {
   await sim?.close();
   if (home && !process.env.CHAOS_KEEP) rmSync(home, { recursive: true, force: true });
 });
-
-/** The run and attempt a berth label names. */
-function labelParts(h: SimInstanceHistory): { runId: string; n: number } | null {
-  const p = h.label?.split(':');
-  return p && p.length === 4 && p[0] === 'berth' ? { runId: p[2]!, n: Number(p[3]) } : null;
-}
 
 describe(`chaos (seed ${SEED})`, () => {
   it('keeps every promise under every fault and a dozen SIGKILLs', { timeout: 240_000 }, async () => {
@@ -202,65 +168,8 @@ describe(`chaos (seed ${SEED})`, () => {
     expect(running.length, why('too few runs reached running')).toBeGreaterThan(RUNS / 3);
 
     // ---- 2-5. the simulator's history and ledger against berth's record ----
-    const history = sim.history();
-    const mine = history.filter((h) => labelParts(h) !== null);
-    const byRun = new Map<string, SimInstanceHistory[]>();
-    for (const h of mine) {
-      const { runId } = labelParts(h)!;
-      byRun.set(runId, [...(byRun.get(runId) ?? []), h]);
-    }
-    // Every instance berth made belongs to a submitted run.
-    expect(
-      [...byRun.keys()].filter((id) => !kinds.has(id)),
-      why('instances of unknown runs'),
-    ).toEqual([]);
-
-    // No instance billing without a live owner: what still bills is exactly the running runs' instances.
-    const billing = sim
-      .billingNow()
-      .map((h) => h.id)
-      .sort();
-    const owned = running.map((r) => r.instance!.id).sort();
-    expect(billing, why('instances billing without a live owner')).toEqual(owned);
-
-    for (const r of runs) {
-      const instances = (byRun.get(r.id) ?? []).sort((a, b) => a.created_at.wall_ms - b.created_at.wall_ms);
-      // No attempt created more than one instance.
-      const perAttempt = new Map<number, number>();
-      for (const h of instances) perAttempt.set(labelParts(h)!.n, (perAttempt.get(labelParts(h)!.n) ?? 0) + 1);
-      expect(
-        [...perAttempt.values()].every((c) => c === 1),
-        why(`run ${r.id}: an attempt made two instances`),
-      ).toBe(true);
-      // The number of creates never exceeds the attempts recorded.
-      expect(instances.length, why(`run ${r.id}: more instances than attempts`)).toBeLessThanOrEqual(r.attempts.length);
-      for (const n of perAttempt.keys())
-        expect(n, why(`run ${r.id}: instance for unrecorded attempt ${n}`)).toBeLessThanOrEqual(r.attempts.length);
-      // The run never held two live instances at once.
-      for (let i = 1; i < instances.length; i++) {
-        const prev = instances[i - 1]!;
-        expect(prev.destroyed_at, why(`run ${r.id}: instance ${prev.id} never destroyed before the next`)).not.toBeNull();
-        expect(prev.destroyed_at!.wall_ms, why(`run ${r.id}: instances ${prev.id} and ${instances[i]!.id} overlap`)).toBeLessThanOrEqual(
-          instances[i]!.created_at.wall_ms,
-        );
-      }
-      // The run's record tells the same story as the ledger: the same instances, and each one
-      // destroyed in the simulator is an ended attempt in berth, the one still alive its current one.
-      const recorded = r.attempts.filter((a) => a.instance_id !== null);
-      expect(recorded.map((a) => a.instance_id).sort(), why(`run ${r.id}: instances differ from the simulator's`)).toEqual(
-        instances.map((h) => h.id).sort(),
-      );
-      for (const h of instances) {
-        const attempt = r.attempts.find((a) => a.instance_id === h.id)!;
-        if (h.destroyed_at === null) {
-          expect(r.instance?.id, why(`run ${r.id}: live instance ${h.id} is not the run's current one`)).toBe(h.id);
-        } else {
-          expect(attempt.outcome, why(`run ${r.id}: destroyed instance ${h.id} has no ended attempt`)).not.toBeNull();
-          expect(attempt.outcome === 'running' && r.state === 'running' && r.instance?.id === h.id, why(`run ${r.id}`)).toBe(false);
-        }
-      }
-      if (ENDED.has(r.state)) expect(r.instance, why(`ended run ${r.id} still holds an instance`)).toBeNull();
-    }
+    checkAgainstLedger(sim, runs, new Set(kinds.keys()), why);
+    const byRun = instancesByRun(sim);
 
     // No run spent more than its budget plus one poll interval of its instance's price, by the
     // ledger (which bills TIME_SCALE times faster than the wall clock berth lives by).
