@@ -249,6 +249,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       clock,
       ...(pace ? { pace: (group: RateGroup, signal?: AbortSignal) => pace.wait(group, signal) } : {}),
       onEvent: (e) => {
+        // A 429 pauses the group for every daemon sharing the key, not only this one.
+        if (e.type === 'rate_limited') pace?.hold(e.group, e.pauseMs);
         logClientEvent(log, e);
         metrics.clientEvent(e);
       },

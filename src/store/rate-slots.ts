@@ -1,24 +1,38 @@
 // The rate_slots table (issue #21 item 4): daemons that share one API key share the service's
-// limits, which the service enforces as a minimum interval between two calls of one group. Each
-// daemon's own limiter spaces its own calls; this table spaces everyone's: a call claims the group's
-// next free moment and moves it on by the group's spacing, in one statement (the row's lock orders
-// concurrent claims), then waits for that moment before it is sent.
+// limits, which the service enforces as a minimum interval between two calls of one group (and,
+// after a refused create, a penalty for the whole key). Each daemon's own limiter spaces its own
+// calls; this table spaces everyone's. A call takes its group's slot only when the group's next
+// free moment has come, and sets the next one from that moment, in one statement (the row's lock
+// orders concurrent takers): spacing is counted from when calls are sent, as one daemon's limiter
+// counts it, so a call that went late never brings the next one closer. A 429's pause is written
+// here too (`hold`), so that no daemon's call renews the key's penalty meanwhile.
 import type { SqlDb } from './sql-db.js';
 
 export function createRateSlotsRepo(db: SqlDb) {
-  const claim = db.prepare(
-    `INSERT INTO rate_slots (grp, next_at) VALUES (@grp, @first)
-     ON CONFLICT (grp) DO UPDATE SET
-       next_at = (CASE WHEN rate_slots.next_at > @now THEN rate_slots.next_at ELSE @now END) + @spacing
-     RETURNING next_at - @spacing AS at`,
+  const take = db.prepare(
+    `INSERT INTO rate_slots (grp, next_at) VALUES (@grp, @next)
+     ON CONFLICT (grp) DO UPDATE SET next_at = excluded.next_at WHERE rate_slots.next_at <= @now
+     RETURNING next_at`,
+  );
+  const nextAt = db.prepare(`SELECT next_at FROM rate_slots WHERE grp = ?`);
+  const hold = db.prepare(
+    `INSERT INTO rate_slots (grp, next_at) VALUES (@grp, @until)
+     ON CONFLICT (grp) DO UPDATE SET next_at = excluded.next_at WHERE rate_slots.next_at < excluded.next_at`,
   );
   return {
     /**
-     * Claims the next moment a call of `group` may go, at least `now`, and moves the group's next
-     * free moment `spacingMs` past it. Times are on the database's clock, as the leases'.
+     * Takes `group`'s slot at `now` if its next free moment has come (then the next one is
+     * `now + spacingMs`) and returns null; else returns that moment, to wait for and try again.
+     * Times are on the database's clock, as the leases'.
      */
-    claim(group: string, now: number, spacingMs: number): number {
-      return Number((claim.get({ grp: group, now, spacing: spacingMs, first: now + spacingMs }) as { at: number | string }).at);
+    take(group: string, now: number, spacingMs: number): number | null {
+      if (take.get({ grp: group, now, next: now + spacingMs }) !== undefined) return null;
+      const row = nextAt.get(group) as { next_at: number | string } | undefined;
+      return row === undefined ? now : Number(row.next_at);
+    },
+    /** No call of `group` may go before `until` (a 429's pause, for every daemon). */
+    hold(group: string, until: number): void {
+      hold.run({ grp: group, until });
     },
   };
 }

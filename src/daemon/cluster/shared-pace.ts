@@ -4,8 +4,9 @@
 // client) keeps the sum under the threshold, but two daemons' calls may still land a moment apart
 // and draw a 429 (and for a create, a 12 s penalty for the whole key). So every call, once its own
 // daemon's limiter lets it go, claims the group's next free moment in the store (rate_slots, on
-// the database's clock) and waits for it. A store that does not answer costs the call no wait: the
-// daemon's own share still holds, and a 429 is retried as always.
+// the database's clock) and waits for it; a 429's pause is written there as well, so that the other
+// daemons wait it out too instead of renewing the key's penalty. A store that does not answer costs
+// the call no wait: the daemon's own share still holds, and a 429 is retried as always.
 import type { Clock } from '../../clock.js';
 import type { Config, RateGroup } from '../../config/schema.js';
 import { toRunError } from '../../errors.js';
@@ -29,18 +30,41 @@ export class SharedPace {
 
   /** Resolves when a call of `group` may go as far as every daemon on the store is concerned. */
   async wait(group: RateGroup, signal?: AbortSignal): Promise<void> {
-    const { store, owner, clock, log, rateLimits } = this.deps;
-    let at: number;
-    try {
-      at = store.rateSlots.claim(group, owner.now(), 1000 / rateLimits[group].per_s);
-      if (this.failing) log.info('the store answers again: calls are spaced with the other daemons again');
-      this.failing = false;
-    } catch (err) {
-      if (!this.failing) log.warn({ err: toRunError(err) }, 'cannot space calls with the other daemons now (the store does not answer)');
-      this.failing = true;
-      return;
+    const { store, owner, clock, rateLimits } = this.deps;
+    const spacingMs = 1000 / rateLimits[group].per_s;
+    for (;;) {
+      const now = owner.now();
+      let at: number | null;
+      try {
+        at = store.rateSlots.take(group, now, spacingMs);
+        this.answered();
+      } catch (err) {
+        this.refused(err);
+        return;
+      }
+      if (at === null) return;
+      await clock.sleep(Math.max(1, at - now), signal);
     }
-    const waitMs = at - owner.now();
-    if (waitMs > 0) await clock.sleep(waitMs, signal);
+  }
+
+  /** A 429 paused `group` here for `pauseMs`: every other daemon waits it out too. */
+  hold(group: RateGroup, pauseMs: number): void {
+    try {
+      this.deps.store.rateSlots.hold(group, this.deps.owner.now() + pauseMs);
+      this.answered();
+    } catch (err) {
+      this.refused(err);
+    }
+  }
+
+  private answered(): void {
+    if (this.failing) this.deps.log.info('the store answers again: calls are spaced with the other daemons again');
+    this.failing = false;
+  }
+
+  private refused(err: unknown): void {
+    if (!this.failing)
+      this.deps.log.warn({ err: toRunError(err) }, 'cannot space calls with the other daemons now (the store does not answer)');
+    this.failing = true;
   }
 }

@@ -154,5 +154,24 @@ describe('SharedPace', () => {
     const before = clock.now();
     await paces[0]![1].wait('list');
     expect(clock.now()).toBe(before);
+    // A 429 answered to one daemon pauses the group for all of them.
+    paces[1]![1].hold('list', 12_000);
+    const held = paces[2]![1].wait('list').then(() => clock.now() - before);
+    await clock.advance(20_000);
+    expect(await held).toBe(12_000);
+  });
+
+  it('counts the interval from when a call goes: one that went late never brings the next one closer', async () => {
+    const rateLimits = { ...defaultRates(), list: { per_s: 1, burst: 1 } };
+    const a = new SharedPace({ store, owner: { now: () => clock.now() }, clock, log: silentLogger(), rateLimits });
+    const b = new SharedPace({ store, owner: { now: () => clock.now() }, clock, log: silentLogger(), rateLimits });
+    const start = clock.now();
+    await a.wait('list');
+    // b's call comes 1.5 s later (its daemon was busy): it goes then, and the next one 1 s after it.
+    await clock.advance(1500);
+    await b.wait('list');
+    const next = a.wait('list').then(() => clock.now() - start);
+    await clock.advance(5000);
+    expect(await next).toBe(2500);
   });
 });

@@ -69,6 +69,18 @@ describe('postgres store', () => {
     expect(show('idle_in_transaction_session_timeout')).toBe('1min');
   });
 
+  it("spaces two connections' calls through rate_slots: a slot is taken once its moment has come, and a hold pushes it for both", () => {
+    const a = open();
+    const b = open();
+    expect(a.rateSlots.take('create', 1_000, 250)).toBeNull();
+    expect(b.rateSlots.take('create', 1_100, 250)).toBe(1_250);
+    expect(b.rateSlots.take('create', 1_300, 250)).toBeNull();
+    a.rateSlots.hold('create', 20_000);
+    a.rateSlots.hold('create', 5_000); // an earlier end never shortens a hold
+    expect(a.rateSlots.take('create', 10_000, 250)).toBe(20_000);
+    expect(b.rateSlots.take('create', 20_000, 250)).toBeNull();
+  });
+
   it('returns numbers for BIGINT and DOUBLE PRECISION columns and counts, as SQLite does', () => {
     const s = open();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1_700_000_000_123 });
