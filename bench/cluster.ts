@@ -23,8 +23,8 @@ interface Sizes {
   sharedTimeoutMs: number;
 }
 
-const FULL: Sizes = { takeoverRuns: 300, kills: 5, sharedRuns: 1000, sharedTimeoutMs: 900_000 };
-const QUICK: Sizes = { takeoverRuns: 60, kills: 3, sharedRuns: 60, sharedTimeoutMs: 180_000 };
+const FULL: Sizes = { takeoverRuns: 300, kills: 5, sharedRuns: 1000, sharedTimeoutMs: 600_000 };
+const QUICK: Sizes = { takeoverRuns: 60, kills: 3, sharedRuns: 60, sharedTimeoutMs: 90_000 };
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const dec = (n: number, d = 1) =>
@@ -124,7 +124,11 @@ function sharedRows(one: SharedKeyResult, three: SharedKeyResult): BenchRow[] {
       value: side(int(three.rateLimited), int(one.rateLimited)),
       target: '3 daemons <= 1 daemon',
       met: three.rateLimited <= one.rateLimited,
-      note: `the simulator's count of 429 answers until the last run was running: 3 daemons ${routes(three)}; 1 daemon ${routes(one)}`,
+      note:
+        `the simulator's count of 429 answers until the last run was running (or the wait ended): 3 daemons ${routes(three)}; 1 daemon ${routes(one)}` +
+        (three.rateLimited <= one.rateLimited
+          ? ''
+          : ". Missed: the service enforces each threshold as a minimum interval between two calls of one key (create: 1/4.5 s, list: 1 s), and after a refused create refuses every create of the key for 12 s, counting each refused one again. Each daemon keeping to 1/3 of the rate does not space its calls from the other daemons' calls: two creates of different daemons land within 222 ms, and then each daemon's next create after its own 12 s pause falls into the penalty another daemon's refused create has just renewed, so the creates of the three go on being refused. What it takes: the call times of a rate group coordinated across daemons (a token bucket kept in Postgres, as issue #21 item 4 says), at least for create"),
     },
     {
       metric: 'API calls per run that reached running',
