@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'puppeteer-core';
 import { openStore } from '../src/store/index.js';
-import { startSimulator } from '../src/sim/index.js';
+import { FAST_SIM, startSimulator } from '../src/sim/index.js';
 import type { Run, RunEvent } from '../src/wire/control-api.js';
 import { launchBrowser } from './browser.js';
 import { spawnDaemon } from './measure-daemon.js';
@@ -109,15 +109,6 @@ export async function eventLagsMs(
     await ctx.close();
   }
 }
-
-const FAST_SIM = {
-  admin: true,
-  time_scale: 100,
-  tick_ms: 10,
-  lifecycle: { provision_s: 5, boot_s: { min: 20, max: 40 }, fail_after_s: 20, lost_after_s: { min: 100, max: 200 } },
-  rate_limits: { enabled: false },
-  ssh_listeners: { enabled: true },
-};
 
 function benchSpec(name: string): Record<string, unknown> {
   return {

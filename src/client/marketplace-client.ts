@@ -79,6 +79,11 @@ export interface MarketClientOptions {
   maxRetries?: number;
   /** Time for the rate limiter; default the wall clock. */
   clock?: Clock;
+  /**
+   * Called once this client's limiter lets a call go, before it is sent: resolves when the call may
+   * go as far as the other daemons sharing the key are concerned (src/daemon/cluster/shared-pace.ts).
+   */
+  pace?: (group: RateGroup, signal?: AbortSignal) => Promise<void>;
 }
 
 interface Webhook {
@@ -223,6 +228,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
       res = await limiter.schedule(
         spec.group,
         async () => {
+          await options.pace?.(spec.group, spec.signal);
           inFlight = true;
           // Time on the wire only (the wait for a token is the limiter's), for /metrics.
           const t0 = performance.now();

@@ -24,7 +24,7 @@ import { createMarketClient } from '../client/marketplace-client.js';
 import type { ClientEvent } from '../client/events.js';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { loadConfig, type DeepPartial } from '../config/load.js';
-import type { Config } from '../config/schema.js';
+import type { Config, RateGroup } from '../config/schema.js';
 import { ConfigError, toRunError, StoreError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { isStoreDamaged } from '../store/busy.js';
@@ -72,6 +72,7 @@ import { ClusterLoop } from './cluster/cluster-loop.js';
 import { daemonId } from './cluster/daemon-id.js';
 import { LeaseOwner } from './cluster/lease-owner.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
+import { SharedPace } from './cluster/shared-pace.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;
@@ -238,11 +239,15 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       clientStats: () => client.stats(),
       ...(clusterState ? { cluster: clusterState } : {}),
     });
+    // Daemons sharing the store share the key's limits: each call also waits for the group's next
+    // moment free of every daemon's calls.
+    const pace = owner ? new SharedPace({ store, owner, clock, log, rateLimits: config.rate_limits }) : undefined;
     const client = createMarketClient({
       baseUrl: config.service.base_url,
       apiKey,
       config,
       clock,
+      ...(pace ? { pace: (group: RateGroup, signal?: AbortSignal) => pace.wait(group, signal) } : {}),
       onEvent: (e) => {
         logClientEvent(log, e);
         metrics.clientEvent(e);

@@ -27,6 +27,7 @@ import { SimWorld } from './world.js';
 
 export type { FaultProfile, SimConfigInput } from './config.js';
 export { parseSimConfig } from './config.js';
+export { FAST_SIM } from './presets.js';
 export type { SimInstanceHistory, OnstartResult } from './instances.js';
 
 export type { SimStats } from './stats.js';

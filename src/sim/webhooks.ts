@@ -237,6 +237,14 @@ export class WebhookStore {
       record.error = refused;
       retryable = false;
     } else {
+      // A timer of our own, not AbortSignal.timeout(): a timeout signal referenced only through
+      // AbortSignal.any() can be garbage-collected before it fires, and a receiver that never
+      // answers then holds the delivery for good (seen under load).
+      const timedOut = new AbortController();
+      const timer = setTimeout(
+        () => timedOut.abort(new DOMException('The delivery timed out', 'TimeoutError')),
+        this.cfg.delivery_timeout_ms,
+      );
       try {
         const res = await fetch(hook.webhook_url, {
           method: 'POST',
@@ -249,7 +257,7 @@ export class WebhookStore {
             'x-vast-signature-256': signWebhook(hook.webhook_secret, t, p.body),
           },
           body: p.body,
-          signal: AbortSignal.any([this.abort.signal, AbortSignal.timeout(this.cfg.delivery_timeout_ms)]),
+          signal: AbortSignal.any([this.abort.signal, timedOut.signal]),
         });
         record.status = res.status;
         await res.body?.cancel();
@@ -261,6 +269,8 @@ export class WebhookStore {
       } catch (err) {
         record.error = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
         retryable = !this.abort.signal.aborted;
+      } finally {
+        clearTimeout(timer);
       }
     }
     const delay = this.cfg.retry_delays_s[p.attempt - 1];

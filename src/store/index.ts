@@ -14,6 +14,7 @@ import { createRunsRepo } from './runs.js';
 import { createWebhookEventsRepo } from './webhook-events.js';
 import { createInstanceKeysRepo } from './instance-keys.js';
 import { createLeasesRepo, type Lease } from './leases.js';
+import { createRateSlotsRepo } from './rate-slots.js';
 
 /**
  * A database's failure of a write becomes a StoreWriteError (retryable); anything else is rethrown.
@@ -62,6 +63,7 @@ export function openStore(options: StoreOptions) {
     instanceKeys: createInstanceKeysRepo(db),
     outbox: createOutboxRepo(db),
     leases: createLeasesRepo(db),
+    rateSlots: createRateSlotsRepo(db),
   };
   const purgedSpend = db.prepare(`SELECT CAST(value AS DOUBLE PRECISION) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
   const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);

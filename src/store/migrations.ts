@@ -183,4 +183,12 @@ export const MIGRATIONS: string[] = [
   ALTER TABLE attempts ADD COLUMN gpu_name TEXT;   -- the offer's gpu_name, e.g. 'RTX 4090'
   ALTER TABLE attempts ADD COLUMN num_gpus INTEGER; -- how many of them the offer rents
   `,
+  // Version 10 (issue #21 item 4): the next free moment of each rate group, shared by the daemons of
+  // one store (src/store/rate-slots.ts). Postgres's migration 4 makes the same table.
+  `
+  CREATE TABLE rate_slots (
+    grp     TEXT PRIMARY KEY,  -- a rate group: search, create, list, ...
+    next_at INTEGER NOT NULL   -- ms since epoch (the database's clock): the earliest the group's next call may go
+  );
+  `,
 ];

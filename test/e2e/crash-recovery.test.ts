@@ -1,31 +1,39 @@
 // A real daemon process killed with SIGKILL at the worst moments, then restarted: every run must
 // carry on with exactly one instance per attempt, and nothing may be left billing without an owner.
-// Checked against the simulator's own history and ledger, not berth's view.
+// Checked against the simulator's own history and ledger, not berth's view. Every test runs on a
+// SQLite store and on a Postgres one.
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { createPgDatabase, type PgDatabase } from '../helpers/pg-database.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
 let home: string | undefined;
+let database: PgDatabase | undefined;
+/** The store the file's tests run on now (each test runs on both). */
+let backend: 'sqlite' | 'postgres' = 'sqlite';
 
 afterEach(async () => {
   if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
   await sim?.close();
   if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
+  await database?.drop();
+  sim = daemon = home = database = undefined;
 });
 
 async function setup(simOverrides = {}, configOverrides = {}) {
   sim = await startSimulator({ seed: 11, config: { ...FAST_SIM, ...simOverrides } });
   home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
-  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...configOverrides } };
+  if (backend === 'postgres') database = await createPgDatabase();
+  const store = database ? { store: { url: database.url } } : {};
+  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...store, ...configOverrides } };
   daemon = await spawnDaemon(s);
   return { restart: async () => (daemon = await spawnDaemon(s)) };
 }
@@ -54,7 +62,11 @@ async function cancelAndExpectNothingBilling(runId: string): Promise<void> {
   expect(sim!.billingNow()).toEqual([]);
 }
 
-describe('crash recovery (real daemon process, SIGKILL)', () => {
+describe.each(['sqlite', 'postgres'] as const)('crash recovery (real daemon process, SIGKILL), %s store', (store) => {
+  beforeEach(() => {
+    backend = store;
+  });
+
   it('SIGKILL while booting: the restarted daemon resumes the run with the same instance', async () => {
     const { restart } = await setup({ lifecycle: { provision_s: 5, boot_s: { min: 200, max: 200 } } });
     const runId = await submit();
@@ -202,6 +214,8 @@ describe('crash recovery (real daemon process, SIGKILL)', () => {
       expect(text).not.toContain(sim!.apiKey);
       expect(text).not.toContain(secret);
       for (const k of instanceKeys) expect(text).not.toContain(k);
+      // A Postgres store's password (in store.url) neither.
+      if (database) expect(text).not.toContain(database.password);
     }
   });
 

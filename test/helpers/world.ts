@@ -7,7 +7,7 @@ import type { DeepPartial } from '../../src/config/load.js';
 import { RATE_GROUPS, type Config } from '../../src/config/schema.js';
 import { startDaemon, type DaemonOptions, type RunningDaemon } from '../../src/daemon/daemon.js';
 import { silentLogger, type Logger } from '../../src/logger.js';
-import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { FAST_SIM, startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
 import { request } from 'undici';
 import type { Offer } from '../../src/client/types.js';
 import { loadConfig } from '../../src/config/load.js';
@@ -32,16 +32,8 @@ export const FAST_CONFIG: DeepPartial<Config> = {
   runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1 },
 };
 
-/** Simulator settings: 100× time, short boots, no rate limits unless a test asks. */
-export const FAST_SIM: SimConfigInput = {
-  admin: true,
-  time_scale: 100,
-  tick_ms: 10,
-  lifecycle: { provision_s: 5, boot_s: { min: 20, max: 40 }, fail_after_s: 20, lost_after_s: { min: 100, max: 200 } },
-  rate_limits: { enabled: false },
-  // Real SSH banners on loopback: berth's runs are ready only once SSH answers (ready_when "ssh").
-  ssh_listeners: { enabled: true },
-};
+/** Simulator settings: 100× time, short boots, no rate limits unless a test asks (src/sim/presets.ts). */
+export { FAST_SIM };
 
 export interface World extends ControlApi {
   sim: RunningSimulator;

@@ -45,6 +45,11 @@ export class LeaseOwner implements RunOwnership {
   /** This daemon's clock when the last renewal that reached the database was sent. */
   private renewedAt: number | undefined;
   private leading = false;
+  /**
+   * Runs given up by `relinquishAll` whose leases may still be this daemon's in the database (it
+   * came back before they ended): released at the next renewal, not renewed for nobody.
+   */
+  private readonly given = new Set<string>();
 
   constructor(private readonly deps: LeaseOwnerDeps) {
     this.daemonId = deps.daemonId;
@@ -126,12 +131,14 @@ export class LeaseOwner implements RunOwnership {
     this.offset = server - Math.round((sentAt + clock.now()) / 2);
     const now = this.now();
     const round = store.transaction(() => {
+      for (const runId of this.given) store.leases.release(runId, daemonId);
       const renewed = store.leases.renew(daemonId, now, leaseMs);
       store.leases.acquire(`~daemon:${daemonId}`, daemonId, now, leaseMs);
       const leader = store.leases.acquire(LEADER, daemonId, now, leaseMs);
       return { renewed, leader: leader !== undefined, daemons: store.leases.liveDaemons(now) };
     });
     this.renewedAt = sentAt;
+    this.given.clear();
     const still = new Map(round.renewed.map((l) => [l.run_id, l]));
     const lost: string[] = [];
     for (const runId of this.held.keys()) {
@@ -155,6 +162,7 @@ export class LeaseOwner implements RunOwnership {
   /** Gives up every lease in memory (they end on their own): the runs held, and the lead. */
   relinquishAll(): string[] {
     const runs = [...this.held.keys()];
+    for (const runId of runs) this.given.add(runId);
     this.held.clear();
     this.leading = false;
     this.renewedAt = undefined;

@@ -53,8 +53,11 @@ export interface NotifierOptions {
   delivers?: () => boolean;
 }
 
-/** How often a daemon that does not lead looks whether it leads now, ms. */
-const FOLLOWER_LOOK_MS = 2000;
+/**
+ * Several daemons on one store: how often a daemon that does not lead looks whether it leads now,
+ * and how often the leader looks for rows other daemons stored, ms.
+ */
+const SHARED_LOOK_MS = 2000;
 
 /** What a notification tells: the event-log line it comes from. */
 export interface NotifiedEvent {
@@ -221,7 +224,7 @@ export class Notifier {
   private pump(): void {
     if (this.stopped) return;
     // Another daemon leads and delivers (several daemons on one store): look again later.
-    if (this.options.delivers && !this.options.delivers()) return this.armAt(this.options.clock.now() + FOLLOWER_LOOK_MS);
+    if (this.options.delivers && !this.options.delivers()) return this.armAt(this.options.clock.now() + SHARED_LOOK_MS);
     const { store, clock, settings, log } = this.options;
     const now = clock.now();
     try {
@@ -242,7 +245,10 @@ export class Notifier {
       }
       const open = this.targets.filter((t) => t.inFlight < settings.max_concurrent).map((t) => t.url.href);
       const next = open.length > 0 ? store.outbox.nextDueAt(open) : null;
-      if (next !== null) this.armAt(next);
+      // On a shared store other daemons add rows without waking this one: it looks every while.
+      const look = this.options.delivers ? now + SHARED_LOOK_MS : null;
+      const at = next === null ? look : look === null ? next : Math.min(next, look);
+      if (at !== null) this.armAt(at);
     } catch (err) {
       // The store refuses writes or reads: nothing is lost (the rows stay pending); try again later.
       log.warn({ err: { message: (err as Error).message } }, 'cannot read or claim notifications now; trying again in 1 s');

@@ -188,6 +188,16 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     for (const runId of runIds) this.drivers.get(runId)?.cancel();
   }
 
+  /** Takes a run just stored; false when the store would not (it is stored: a take-over drives it later). */
+  private tookNew(runId: string): boolean {
+    try {
+      return this.ownership.take(runId);
+    } catch (err) {
+      this.deps.log.warn({ runId, err: toRunError(err) }, 'could not take a new run now; a take-over drives it later');
+      return false;
+    }
+  }
+
   /** Takes one run for this daemon and drives it from its stored snapshot; false when it is not to be had. */
   private takeRun(runId: string): boolean {
     if (this.drivers.has(runId)) return true;
@@ -247,7 +257,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   started(row: RunRow, spec: ResolvedJobSpec): void {
     if (!this.resumed || this.stopping) return; // resumeAll starts it from the store
     // Shared store: driven here if this daemon has room, else by whichever daemon has (take-over).
-    if (this.ownership.shared && (this.drivers.size >= this.deps.config.daemon.max_active_runs || !this.ownership.take(row.id))) return;
+    if (this.ownership.shared && (this.drivers.size >= this.deps.config.daemon.max_active_runs || !this.tookNew(row.id))) return;
     this.startDriver(row, spec);
     this.admitQueued();
   }

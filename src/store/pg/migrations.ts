@@ -128,4 +128,11 @@ export const PG_MIGRATIONS: string[] = [
   ALTER TABLE attempts ADD COLUMN gpu_name TEXT;
   ALTER TABLE attempts ADD COLUMN num_gpus INTEGER;
   `,
+  // Version 4 (issue #21 item 4): the next free moment of each rate group (SQLite's migration 10).
+  `
+  CREATE TABLE rate_slots (
+    grp     TEXT COLLATE "C" PRIMARY KEY,
+    next_at BIGINT NOT NULL
+  );
+  `,
 ];

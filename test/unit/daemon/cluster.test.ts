@@ -10,10 +10,14 @@ import { LeaseLostError, StoreWriteError } from '../../../src/errors.js';
 import { silentLogger } from '../../../src/logger.js';
 import { ClusterLoop, type ClusterRuns } from '../../../src/daemon/cluster/cluster-loop.js';
 import { LeaseOwner } from '../../../src/daemon/cluster/lease-owner.js';
+import { SharedPace } from '../../../src/daemon/cluster/shared-pace.js';
+import { loadConfig } from '../../../src/config/load.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
 const LEASE_MS = 15_000;
+/** The configured rate limits (config/default.json). */
+const defaultRates = () => loadConfig({}, { BERTH_HOME: '/nonexistent' }).config.rate_limits;
 let home: string;
 let store: Store;
 let clock: FakeClock;
@@ -89,14 +93,19 @@ describe('ClusterLoop', () => {
     store.leases.serverNow = () => {
       throw new StoreWriteError('SQLITE_BUSY', new Error('locked'));
     };
-    await clock.advance(LEASE_MS);
-    store.leases.serverNow = fakeServerNow;
-    loop.stop();
+    await clock.advance(LEASE_MS - 2000);
     expect(runs.lostRuns).toEqual(['r1']);
     // Given up with a margin left: before any other daemon could take the run.
     expect(runs.lostAt[0]! - lastRenewal).toBeLessThan(LEASE_MS);
     expect(runs.lostAt[0]!).toBeLessThan(expiresAt);
     expect(() => a.write('r1', () => undefined)).toThrow(LeaseLostError);
+    // The store answers again before the lease ended: the lease given up is released, not renewed
+    // for a run nobody here drives (any daemon may take it at once, this one included).
+    store.leases.serverNow = fakeServerNow;
+    await clock.advance(1000);
+    expect(clock.now()).toBeLessThan(expiresAt);
+    expect(store.leases.get('r1')).toBeUndefined();
+    loop.stop();
   });
 
   it('has one leader at a time, and the lead passes on when the leader stops renewing', async () => {
@@ -123,5 +132,27 @@ describe('ClusterLoop', () => {
     expect(loops[1]!.leader).toBe(true);
     loops[1]!.stop();
     expect(leads).toEqual({ a: [true], b: [true] });
+  });
+});
+
+describe('SharedPace', () => {
+  it("spaces the calls of every daemon on the store by the group's interval, whichever daemon makes them", async () => {
+    const rateLimits = { ...defaultRates(), list: { per_s: 1, burst: 1 } };
+    const sentAt: Array<[string, number]> = [];
+    const paces = ['a', 'b', 'c'].map(
+      (id) => [id, new SharedPace({ store, owner: { now: () => clock.now() }, clock, log: silentLogger(), rateLimits })] as const,
+    );
+    const start = clock.now();
+    // Three daemons, two calls each, all asked for at once.
+    const calls = paces.flatMap(([id, pace]) => [0, 1].map(() => pace.wait('list').then(() => sentAt.push([id, clock.now() - start]))));
+    await clock.advance(10_000);
+    await Promise.all(calls);
+    expect(sentAt.map(([, at]) => at)).toEqual([0, 1000, 2000, 3000, 4000, 5000]);
+    expect(new Set(sentAt.map(([id]) => id))).toEqual(new Set(['a', 'b', 'c']));
+    // Idle since: the next call goes at once, not at the end of a backlog.
+    await clock.advance(60_000);
+    const before = clock.now();
+    await paces[0]![1].wait('list');
+    expect(clock.now()).toBe(before);
   });
 });

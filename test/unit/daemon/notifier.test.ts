@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Config, NotifyTargetConfig } from '../../../src/config/schema.js';
-import { Notifier, type DeliveryResult } from '../../../src/daemon/notify/notifier.js';
+import { Notifier, type DeliveryResult, type NotifierOptions } from '../../../src/daemon/notify/notifier.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { NotificationBodySchema } from '../../../src/wire/control-api.js';
@@ -54,7 +54,7 @@ async function receiver(answer: (r: Received) => void): Promise<{ url: string; g
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks/secret-path`, got };
 }
 
-function setup(targets: NotifyTargetConfig[], settings = SETTINGS) {
+function setup(targets: NotifyTargetConfig[], settings = SETTINGS, more: Pick<NotifierOptions, 'delivers'> = {}) {
   dir = mkdtempSync(join(tmpdir(), 'berth-notify-'));
   store = openStore({ home: dir });
   const clock = new FakeClock();
@@ -69,6 +69,7 @@ function setup(targets: NotifyTargetConfig[], settings = SETTINGS) {
     userAgent: 'berth/test',
     onResult: (r) => results.push(r),
     random: () => 1, // no jitter: the backoff is exactly 1 s, 2 s, 4 s, ...
+    ...more,
   });
   notifier.start();
   const s = store;
@@ -78,7 +79,7 @@ function setup(targets: NotifyTargetConfig[], settings = SETTINGS) {
       const logId = s.events.append({ runId, at: clock.now(), type: 'run.failed', message });
       return n.enqueue({ id: runId, name: `job-${runId}`, state: 'failed' }, 'run.failed', { logId, message, data: { k: 1 } }, clock.now());
     });
-  return { store: s, clock, results, notify };
+  return { store: s, clock, results, notify, targets, settings };
 }
 
 const rows = (s: Store) => s.outbox.list(1000).reverse();
@@ -110,6 +111,29 @@ describe('Notifier', () => {
     expect(Number(m[1])).toBe(Math.floor(clock.now() / 1000));
     expect(m[2]).toBe(createHmac('sha256', SECRET).update(`${m[1]}.${body}`).digest('hex'));
     expect(results).toEqual(['delivered']);
+  });
+
+  it('on a shared store, posts only while it leads, and finds rows another daemon stored without being woken', async () => {
+    const rx = await receiver((r) => r.res.writeHead(200).end());
+    let leads = false;
+    const { store: s, clock, targets, settings } = setup([{ url: rx.url, format: 'json' }], SETTINGS, { delivers: () => leads });
+    // Another daemon on the same store: it stores notifications, and its wake reaches only itself.
+    const other = new Notifier({ store: s, clock, log: silentLogger(), targets, secrets: {}, settings, userAgent: 'berth/test' });
+    const byOther = (runId: string) =>
+      s.transaction(() =>
+        other.enqueue({ id: runId, name: runId, state: 'failed' }, 'run.failed', { logId: null, message: 'm', data: {} }, clock.now()),
+      );
+    byOther('r1');
+    await clock.advance(5000);
+    expect(rx.got).toHaveLength(0);
+    leads = true;
+    await clock.advance(2000);
+    await vi.waitFor(() => expect(rows(s)[0]!.state).toBe('delivered'));
+    // Idle now, with nothing due: a row the other daemon stores is still found within a couple of seconds.
+    byOther('r2');
+    await clock.advance(2000);
+    await vi.waitFor(() => expect(rows(s).map((r) => r.state)).toEqual(['delivered', 'delivered']));
+    await other.stop();
   });
 
   it('sends a Slack-compatible {text} body for format "slack", unsigned without secret_env', async () => {
