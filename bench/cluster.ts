@@ -131,7 +131,7 @@ function sharedRows(one: SharedKeyResult, three: SharedKeyResult): BenchRow[] {
         `the simulator's count of 429 answers until the last run was running (or the wait ended): 3 daemons ${routes(three)}; 1 daemon ${routes(one)}` +
         (three.rateLimited <= one.rateLimited
           ? ''
-          : ". Missed: the service enforces each threshold as a minimum interval between two calls of one key (create: 1/4.5 s, list: 1 s), and after a refused create refuses every create of the key for 12 s, counting each refused one again. Each daemon keeping to 1/3 of the rate does not space its calls from the other daemons' calls: two creates of different daemons land within 222 ms, and then each daemon's next create after its own 12 s pause falls into the penalty another daemon's refused create has just renewed, so the creates of the three go on being refused. What it takes: the call times of a rate group coordinated across daemons (a token bucket kept in Postgres, as issue #21 item 4 says), at least for create"),
+          : ". Missed: the service enforces each threshold as a minimum interval between two calls of one key (create: 1/4.5 s, list: 1 s), and after a refused create refuses every create of the key for 12 s, renewed by each refused one. The daemons' calls are spaced through the store (rate_slots), but a 429's pause is each daemon's own: the others' creates fall into the penalty and renew it, and each daemon's next create after its own 12 s pause falls into the penalty another daemon's refused create has just renewed. What it takes: a 429 moving its group's next free moment in the store to the end of the penalty, so that no daemon of the key sends into it"),
     },
     {
       metric: 'API calls per run that reached running',
