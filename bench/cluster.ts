@@ -23,8 +23,8 @@ interface Sizes {
   sharedTimeoutMs: number;
 }
 
-const FULL: Sizes = { takeoverRuns: 300, kills: 5, sharedRuns: 1000, sharedTimeoutMs: 900_000 };
-const QUICK: Sizes = { takeoverRuns: 60, kills: 3, sharedRuns: 60, sharedTimeoutMs: 180_000 };
+const FULL: Sizes = { takeoverRuns: 300, kills: 5, sharedRuns: 1000, sharedTimeoutMs: 600_000 };
+const QUICK: Sizes = { takeoverRuns: 60, kills: 3, sharedRuns: 60, sharedTimeoutMs: 90_000 };
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const dec = (n: number, d = 1) =>
@@ -86,7 +86,10 @@ function takeoverRows(r: TakeoverResult): BenchRow[] {
         r.kills
           .map((k) => `${int(k.victimRuns)}: ${ms(k.ownedMs)} / ${ms(k.polledMs)}${k.missed ? ` (${k.missed} not within the wait)` : ''}`)
           .join('; ') +
-        `. Per run, kill → owned and polled: median ${ms(median(perRun))}, p99 ${ms(quantile(perRun, 0.99))} (${perRun.length} runs)`,
+        `. Per run, kill → owned and polled: median ${ms(median(perRun))}, p99 ${ms(quantile(perRun, 0.99))} (${perRun.length} runs)` +
+        (p99 <= targetMs
+          ? ''
+          : `. Missed by the poll, not the lease: every run is owned again within the lease and a take-over round (the "all owned" times above), but a taken run that is running waits for its new owner's background sweep of the account to come to its instance, page by page (25 instances a page) at the daemon's share of the list budget (0.9 calls/s split over 3 daemons: ${int(r.runs)} instances take ~${int(Math.ceil(r.runs / 25) / 0.3)} s a sweep). What it would take: a targeted list of the taken runs' instances right after a take-over (one call for up to 25 of them), as a run waiting on its instance already gets`),
     },
     {
       metric: 'after the kills: runs running, duplicate creates, instances billing without a live run',
@@ -124,7 +127,11 @@ function sharedRows(one: SharedKeyResult, three: SharedKeyResult): BenchRow[] {
       value: side(int(three.rateLimited), int(one.rateLimited)),
       target: '3 daemons <= 1 daemon',
       met: three.rateLimited <= one.rateLimited,
-      note: `the simulator's count of 429 answers until the last run was running: 3 daemons ${routes(three)}; 1 daemon ${routes(one)}`,
+      note:
+        `the simulator's count of 429 answers until the last run was running (or the wait ended): 3 daemons ${routes(three)}; 1 daemon ${routes(one)}` +
+        (three.rateLimited <= one.rateLimited
+          ? ''
+          : ". Missed: the service enforces each threshold as a minimum interval between two calls of one key (create: 1/4.5 s, list: 1 s), and after a refused create refuses every create of the key for 12 s, renewed by each refused one. The daemons' calls are spaced through the store (rate_slots), but a 429's pause is each daemon's own: the others' creates fall into the penalty and renew it, and each daemon's next create after its own 12 s pause falls into the penalty another daemon's refused create has just renewed. What it takes: a 429 moving its group's next free moment in the store to the end of the penalty, so that no daemon of the key sends into it"),
     },
     {
       metric: 'API calls per run that reached running',
