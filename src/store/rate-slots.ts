@@ -26,13 +26,14 @@ export function createRateSlotsRepo(db: SqlDb) {
      * Times are on the database's clock, as the leases'.
      */
     take(group: string, now: number, spacingMs: number): number | null {
-      if (take.get({ grp: group, now, next: now + spacingMs }) !== undefined) return null;
+      // Whole ms: Postgres's BIGINT takes no fraction (1000 / 0.9 has one).
+      if (take.get({ grp: group, now: Math.floor(now), next: Math.ceil(now + spacingMs) }) !== undefined) return null;
       const row = nextAt.get(group) as { next_at: number | string } | undefined;
       return row === undefined ? now : Number(row.next_at);
     },
     /** No call of `group` may go before `until` (a 429's pause, for every daemon). */
     hold(group: string, until: number): void {
-      hold.run({ grp: group, until });
+      hold.run({ grp: group, until: Math.ceil(until) });
     },
   };
 }

@@ -96,6 +96,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly moved = new Set<string>();
   private readonly ownership: RunOwnership;
   private takeOverQueued = false;
+  /**
+   * Runs taken over (or back) whose instance no list has shown to this daemon yet: asked for in the
+   * next targeted list, with the booting ones, instead of waiting for this daemon's background sweep.
+   */
+  private readonly unconfirmed = new Set<string>();
 
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
@@ -218,6 +223,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     }
     this.deps.log.info({ runId, state: row.state }, `run ${runId} is driven by this daemon now`);
     this.startDriver(row);
+    this.unconfirmed.add(runId);
     if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
     return true;
   }
@@ -231,6 +237,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     this.queued.delete(runId); // a queued run can be cancelled before it is admitted
     this.specs.delete(runId);
     this.paused.delete(runId);
+    this.unconfirmed.delete(runId);
   }
 
   /** The user confirms that a run held after a restore may go on. */
@@ -353,7 +360,10 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       if (id === null) continue;
       // A running task ends by stopping its own instance: watched for that every interval.
       if (driver.state === 'running' && this.specs.get(driver.runId)?.run !== undefined) forEnd.push(id);
-      if (!WAITING_STATES.has(driver.state)) continue;
+      if (!WAITING_STATES.has(driver.state)) {
+        if (this.unconfirmed.has(driver.runId)) forStatus.push(id);
+        continue;
+      }
       (driver.state === 'booting' ? forStatus : forAbsence).push(id);
     }
     return { forStatus, forAbsence, forEnd };
@@ -365,6 +375,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     for (const inst of instances) {
       const driver = held.get(inst.id);
       if (!driver) continue;
+      this.unconfirmed.delete(driver.runId);
       driver.poll(toStatus(inst), listedAt);
       // Idle autostop reads the same lists (gpu_util): a run that is running, with its spec's limit.
       const spec = this.specs.get(driver.runId);
@@ -375,7 +386,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   /** A list filtered on these ids did not show them: their runs hear the absence (counted by the machine). */
   onAbsent(ids: number[], listedAt: number): void {
     const held = this.driversByInstance();
-    for (const id of ids) held.get(id)?.poll(null, listedAt);
+    for (const id of ids) {
+      const driver = held.get(id);
+      if (driver) this.unconfirmed.delete(driver.runId);
+      driver?.poll(null, listedAt);
+    }
   }
 
   /**
@@ -386,7 +401,10 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
    */
   onSweep(instances: Instance[], startedAt: number): void {
     const listed = new Set(instances.map((inst) => inst.id));
-    for (const [id, driver] of this.driversByInstance()) if (!listed.has(id)) driver.poll(null, startedAt);
+    for (const [id, driver] of this.driversByInstance()) {
+      this.unconfirmed.delete(driver.runId);
+      if (!listed.has(id)) driver.poll(null, startedAt);
+    }
     this.deps.reconciler.sweep(instances, startedAt);
   }
 

@@ -79,6 +79,11 @@ describe('postgres store', () => {
     a.rateSlots.hold('create', 5_000); // an earlier end never shortens a hold
     expect(a.rateSlots.take('create', 10_000, 250)).toBe(20_000);
     expect(b.rateSlots.take('create', 20_000, 250)).toBeNull();
+    // A rate's interval need not be whole ms (list: 1000 / 0.9): rounded up, never refused.
+    expect(a.rateSlots.take('list', 30_000.5, 1000 / 0.9)).toBeNull();
+    expect(b.rateSlots.take('list', 30_001, 1000 / 0.9)).toBe(31_112);
+    a.rateSlots.hold('list', 40_000.25);
+    expect(b.rateSlots.take('list', 40_000, 1000 / 0.9)).toBe(40_001);
   });
 
   it('returns numbers for BIGINT and DOUBLE PRECISION columns and counts, as SQLite does', () => {
