@@ -26,13 +26,15 @@ export function createRateSlotsRepo(db: SqlDb) {
      * Times are on the database's clock, as the leases'.
      */
     take(group: string, now: number, spacingMs: number): number | null {
-      if (take.get({ grp: group, now, next: now + spacingMs }) !== undefined) return null;
+      // next_at is a BIGINT of whole ms, and a spacing is seldom whole (1000 / 0.9 ms): Postgres
+      // refuses a fraction there, which left every call unspaced. Rounded up: never closer.
+      if (take.get({ grp: group, now: Math.floor(now), next: Math.ceil(now + spacingMs) }) !== undefined) return null;
       const row = nextAt.get(group) as { next_at: number | string } | undefined;
       return row === undefined ? now : Number(row.next_at);
     },
     /** No call of `group` may go before `until` (a 429's pause, for every daemon). */
     hold(group: string, until: number): void {
-      hold.run({ grp: group, until });
+      hold.run({ grp: group, until: Math.ceil(until) });
     },
   };
 }

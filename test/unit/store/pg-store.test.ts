@@ -79,6 +79,12 @@ describe('postgres store', () => {
     a.rateSlots.hold('create', 5_000); // an earlier end never shortens a hold
     expect(a.rateSlots.take('create', 10_000, 250)).toBe(20_000);
     expect(b.rateSlots.take('create', 20_000, 250)).toBeNull();
+    // A rate's spacing and the database's clock are seldom whole ms (1000 / 0.9, an offset): rounded
+    // up to whole ms for the BIGINT column, never down.
+    expect(a.rateSlots.take('list', 30_000.4, 1000 / 0.9)).toBeNull();
+    expect(b.rateSlots.take('list', 30_500.7, 1000 / 0.9)).toBe(31_112);
+    a.rateSlots.hold('list', 40_000.2);
+    expect(b.rateSlots.take('list', 40_000.5, 1000 / 0.9)).toBe(40_001);
   });
 
   it('returns numbers for BIGINT and DOUBLE PRECISION columns and counts, as SQLite does', () => {
