@@ -60,9 +60,6 @@ export function createLeasesRepo(db: SqlDb) {
      WHERE run_leases.owner = ? AND runs.cancel_requested_at IS NOT NULL AND runs.ended_at IS NULL`,
   );
   const liveOwners = db.prepare(`SELECT count(*) AS n FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ?`);
-  const owners = db.prepare(
-    `SELECT owner, count(*) AS n FROM run_leases WHERE run_id NOT LIKE '~%' AND expires_at > ? GROUP BY owner ORDER BY owner`,
-  );
   const serverNow = db.prepare(
     db.dialect.name === 'postgres'
       ? `SELECT CAST(floor(extract(epoch FROM clock_timestamp()) * 1000) AS BIGINT) AS now`
@@ -76,11 +73,12 @@ export function createLeasesRepo(db: SqlDb) {
      * daemon holds it.
      */
     acquire(runId: string, owner: string, now: number, ttlMs: number): Lease | undefined {
-      return acquire.get({ runId, owner, now, expiresAt: now + ttlMs }) as Lease | undefined;
+      // Whole ms: Postgres's BIGINT takes no fraction (cluster.lease_s may have one).
+      return acquire.get({ runId, owner, now, expiresAt: Math.ceil(now + ttlMs) }) as Lease | undefined;
     },
     /** Extends every lease `owner` still holds to now + ttlMs; returns them (an expired one is not renewed). */
     renew(owner: string, now: number, ttlMs: number): Lease[] {
-      return renew.all({ owner, now, expiresAt: now + ttlMs }) as Lease[];
+      return renew.all({ owner, now, expiresAt: Math.ceil(now + ttlMs) }) as Lease[];
     },
     /**
      * The fence: true when `lease` (owner and epoch) still holds its run at `now`. Call inside the
@@ -114,10 +112,6 @@ export function createLeasesRepo(db: SqlDb) {
     /** Daemons whose heartbeat lease (`~daemon:ID`) is live at `now`. */
     liveDaemons(now: number): number {
       return Number((liveOwners.get(now) as { n: number | string }).n);
-    },
-    /** How many live runs each daemon holds at `now`. */
-    owners(now: number): Array<{ owner: string; runs: number }> {
-      return (owners.all(now) as { owner: string; n: number | string }[]).map((r) => ({ owner: r.owner, runs: Number(r.n) }));
     },
     /** The database's clock, ms since epoch: every daemon measures leases with it, not with its own. */
     serverNow(): number {

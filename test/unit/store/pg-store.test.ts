@@ -86,6 +86,12 @@ describe('postgres store', () => {
     expect(b.rateSlots.take('list', 40_000, 1000 / 0.9)).toBe(40_001);
   });
 
+  it('takes and renews a lease whose length has a fraction of a ms (cluster.lease_s 3.3333)', () => {
+    const s = open();
+    expect(s.leases.acquire('r1', 'daemon-a', 1_000, 3_333.3)).toMatchObject({ owner: 'daemon-a', expires_at: 4_334 });
+    expect(s.leases.renew('daemon-a', 2_000, 3_333.3)).toEqual([expect.objectContaining({ run_id: 'r1', expires_at: 5_334 })]);
+  });
+
   it('returns numbers for BIGINT and DOUBLE PRECISION columns and counts, as SQLite does', () => {
     const s = open();
     s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1_700_000_000_123 });
