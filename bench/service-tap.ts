@@ -1,13 +1,15 @@
 // A pass-through in front of the simulator for one daemon (its BERTH_API_URL): every request goes
-// on unchanged, and the instances each answer reported (a list page's, or the one instance a show
-// answered) are noted with the time of the answer. The cluster bench reads from it when a daemon
-// last looked at an instance: the take-over of a run counts as done once its new owner has.
+// on unchanged, and the instances each answer answered for are noted with the time of the answer:
+// those it reported (a list page's, or the one instance a show answered), and those a list filtered
+// on their ids asked for and answered to its end (what it did not show is not in the filter's
+// statuses, or is gone). The cluster bench reads from it when a daemon last looked at an instance:
+// the take-over of a run counts as done once its new owner has.
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface ServiceTap {
   url: string;
-  /** Wall ms of the first answer at or after `since` that reported `instanceId`; undefined if none yet. */
+  /** Wall ms of the first answer at or after `since` that answered for `instanceId`; undefined if none yet. */
   seenAfter(instanceId: number, since: number): number | undefined;
   close(): Promise<void>;
 }
@@ -15,12 +17,22 @@ export interface ServiceTap {
 const LISTS = /^\/api\/v[01]\/instances\/(\?|$)/;
 const SHOW = /^\/api\/v0\/instances\/(\d+)\/?(\?|$)/;
 
-/** The instance ids an answer to `path` reports. */
+/** The ids a list's `select_filters` asks for (`id: {in: [...]}` or `{eq: n}`). */
+function askedFor(path: string): number[] {
+  const raw = new URL(path, 'http://tap').searchParams.get('select_filters');
+  if (!raw) return [];
+  const id = (JSON.parse(raw) as { id?: { in?: unknown; eq?: unknown } }).id;
+  const ids = Array.isArray(id?.in) ? id.in : id?.eq !== undefined ? [id.eq] : [];
+  return ids.filter((n): n is number => typeof n === 'number');
+}
+
+/** The instance ids an answer to `path` answers for. */
 function reported(path: string, body: string): number[] {
   try {
     if (LISTS.test(path)) {
-      const parsed = JSON.parse(body) as { instances?: Array<{ id?: unknown }> | null };
-      return (parsed.instances ?? []).map((i) => i.id).filter((id): id is number => typeof id === 'number');
+      const parsed = JSON.parse(body) as { instances?: Array<{ id?: unknown }> | null; next_token?: unknown };
+      const shown = (parsed.instances ?? []).map((i) => i.id).filter((id): id is number => typeof id === 'number');
+      return parsed.next_token == null ? [...shown, ...askedFor(path)] : shown;
     }
     if (SHOW.test(path)) {
       const parsed = JSON.parse(body) as { instances?: { id?: unknown } | null };

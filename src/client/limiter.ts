@@ -80,9 +80,10 @@ export interface Limiter {
   /**
    * This process's share of the account's limits, in (0, 1]: every group's rate and burst become
    * that fraction of the configured ones (a burst stays at least 1), for calls not yet let through.
-   * 1 restores the configured limits.
+   * 1 restores the configured limits. `overrides` gives some groups another share (the leader of
+   * several daemons sweeps the account: it takes the larger part of the list budget).
    */
-  setShare(fraction: number): void;
+  setShare(fraction: number, overrides?: Partial<Record<RateGroup, number>>): void;
   /** The share set last (1 unless setShare changed it). */
   share(): number;
   stats(): Record<RateGroup, GroupStats>;
@@ -316,12 +317,14 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
       groups[group].consecutive = 0;
     },
 
-    setShare(fraction) {
-      if (!(fraction > 0 && fraction <= 1)) throw new RangeError(`a rate share is in (0, 1], got ${fraction}`);
+    setShare(fraction, overrides = {}) {
+      for (const f of [fraction, ...Object.values(overrides)])
+        if (!(f > 0 && f <= 1)) throw new RangeError(`a rate share is in (0, 1], got ${f}`);
       share = fraction;
       for (const name of RATE_GROUPS) {
         const cfg = rateLimits[name];
-        groups[name].setRate(cfg.per_s * fraction, Math.max(1, Math.floor(cfg.burst * fraction)));
+        const part = overrides[name] ?? fraction;
+        groups[name].setRate(cfg.per_s * part, Math.max(1, Math.floor(cfg.burst * part)));
       }
     },
 

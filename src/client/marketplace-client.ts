@@ -127,9 +127,10 @@ export interface MarketplaceClient extends MarketClient {
   /**
    * Daemons sharing this API key share its rate limits: with `fraction` = 1/N, every endpoint
    * group's rate and burst are that fraction of `rate_limits`, for calls not yet sent (queued ones
-   * wait at the new rate, none is dropped). 1 restores the configured limits.
+   * wait at the new rate, none is dropped). 1 restores the configured limits. `overrides` gives
+   * some groups another share.
    */
-  setRateShare(fraction: number): void;
+  setRateShare(fraction: number, overrides?: Partial<Record<RateGroup, number>>): void;
   /** Stops the limiters (queued calls fail) and closes the connections. */
   close(): Promise<void>;
 }
@@ -665,8 +666,8 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     stats(): ClientStats {
       return { groups: limiter.stats(), ...counters, rateShare: limiter.share() };
     },
-    setRateShare(fraction: number): void {
-      limiter.setShare(fraction);
+    setRateShare(fraction: number, overrides?: Partial<Record<RateGroup, number>>): void {
+      limiter.setShare(fraction, overrides);
     },
 
     async close(): Promise<void> {

@@ -46,6 +46,7 @@ import { DaemonMetrics } from './notify/metrics.js';
 import { Notifier } from './notify/notifier.js';
 import { notifyEventOf } from './notify/notify-events.js';
 import { InstancePoller, type InstanceLists } from './fleet/poller.js';
+import { StoreSharedView } from './cluster/shared-view.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import { Supervisor } from './runs/supervisor.js';
 import { Submissions } from './runs/submission.js';
@@ -284,9 +285,12 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       client,
       clock,
       intervalMs: config.polling.interval_s * 1000,
-      listSpacingMs: listEveryS * 1000,
+      // The list budget as this daemon's share of it is now (several daemons on one store split it).
+      listSpacingMs: owner ? () => 1000 / client.stats().groups.list.perS : listEveryS * 1000,
       log,
       onSweepDone: (sweep) => metrics.sweepDone(sweep),
+      // Several daemons: only the leader sweeps the account; the others read its lists from the store.
+      ...(owner ? { shared: new StoreSharedView({ store, owner, clock }) } : {}),
     });
     const readyCallback =
       config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
@@ -313,16 +317,24 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       releasers,
     );
     poller.subscribe(supervisor);
+    /**
+     * Daemons sharing one key share its limits: each takes 1/N of every group's rate, except the
+     * list's, half of which is the leader's (it alone sweeps the account), the rest the others'.
+     */
+    const shareRates = () => {
+      const n = cluster?.daemonCount ?? 1;
+      const list = n === 1 ? 1 : cluster?.leader ? 1 / 2 : 1 / (2 * (n - 1));
+      client.setRateShare(1 / n, { list });
+    };
     if (owner) {
       cluster = new ClusterLoop({
         owner,
         runs: supervisor,
         clock,
         log,
-        onLeader: () => undefined,
+        onLeader: () => shareRates(),
         onDaemons: (n) => {
-          // Daemons sharing one key share its limits: each takes its part of every group's rate.
-          client.setRateShare(1 / n);
+          shareRates();
           log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits: this one uses 1/${n} of them`);
         },
       });

@@ -15,6 +15,7 @@ import { createWebhookEventsRepo } from './webhook-events.js';
 import { createInstanceKeysRepo } from './instance-keys.js';
 import { createLeasesRepo, type Lease } from './leases.js';
 import { createRateSlotsRepo } from './rate-slots.js';
+import { createSightingsRepo } from './sightings.js';
 
 /**
  * A database's failure of a write becomes a StoreWriteError (retryable); anything else is rethrown.
@@ -64,6 +65,7 @@ export function openStore(options: StoreOptions) {
     outbox: createOutboxRepo(db),
     leases: createLeasesRepo(db),
     rateSlots: createRateSlotsRepo(db),
+    sightings: createSightingsRepo(db),
   };
   const purgedSpend = db.prepare(`SELECT CAST(value AS DOUBLE PRECISION) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
   const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);

@@ -191,4 +191,17 @@ export const MIGRATIONS: string[] = [
     next_at INTEGER NOT NULL   -- ms since epoch (the database's clock): the earliest the group's next call may go
   );
   `,
+  // Version 11 (issue #21 item 4): the account's instances as the leading daemon's lists showed them,
+  // read by the other daemons of the store instead of listing the account themselves
+  // (src/store/sightings.ts). Postgres's migration 5 makes the same table.
+  `
+  CREATE TABLE instance_sightings (
+    instance_id   INTEGER PRIMARY KEY,
+    instance_json TEXT NOT NULL,    -- the fields berth reads of the instance's record
+    listed_at     INTEGER NOT NULL, -- ms (the database's clock): when the list that showed it was asked for
+    swept_at      INTEGER,          -- ms: the start of the latest sweep of the whole account that showed it
+    written_at    INTEGER NOT NULL  -- ms: when it was written (readers' mark)
+  );
+  CREATE INDEX instance_sightings_written ON instance_sightings(written_at);
+  `,
 ];

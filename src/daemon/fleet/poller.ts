@@ -28,6 +28,11 @@
 // When the whole account fits in one page, the sweep's single page serves the targets as well: one
 // call per interval, as before this poller existed.
 //
+// Daemons sharing a store (issue #21) share one key's list budget: only the leader sweeps, and
+// writes what its lists show to the store (`SharedView`); the others read it at the start of each
+// round instead of sweeping, and make only their own targeted lists and look-ups. A leader that
+// stops leading drops its sweep; a daemon that starts leading sweeps from its next round.
+//
 // A failed call is logged and skipped, never read as absence, and the poller waits for the next
 // interval instead of trying again at once. State: sleeping until the next interval or until a
 // look-up is asked for → listing → handing over → sleeping; stop() ends it.
@@ -66,6 +71,26 @@ export interface PollSubscriber {
   onAbsent(ids: number[], listedAt: number): void;
   /** A sweep went through every page: the account's instances as listed from `startedAt` on. */
   onSweep(instances: Instance[], startedAt: number): Promise<void> | void;
+  /**
+   * A list filtered on these ids (of `forEnd`) answered: those it did not show have not left
+   * running as of `listedAt`, or are gone (the sweeps tell).
+   */
+  onCovered?(ids: number[], listedAt: number): void;
+}
+
+/**
+ * The account's view shared by the daemons of one store (src/daemon/cluster/shared-view.ts). Times
+ * are this daemon's clock; the implementation turns them into the database's and back.
+ */
+export interface SharedView {
+  /** This daemon sweeps the account and publishes what its lists show; the others read it. */
+  leads(): boolean;
+  /** What one list of the leader showed (`sweepStartedAt`: the start of the sweep it was a page of). */
+  publish(instances: Instance[], listedAt: number, sweepStartedAt: number | null): void;
+  /** The leader's sweep that started at `startedAt` went through every page. */
+  sweepDone(startedAt: number): void;
+  /** What the leader's lists showed since the last read, and its last complete sweep if that is new. */
+  read(): { seen: Array<{ instances: Instance[]; listedAt: number }>; sweep?: { instances: Instance[]; startedAt: number } };
 }
 
 /** What the run actors need of the poller. */
@@ -86,11 +111,16 @@ export interface PollerOptions {
   client: MarketClient;
   clock: Clock;
   intervalMs: number;
-  /** 1000 / rate_limits.list.per_s: how long one list call holds the list budget. */
-  listSpacingMs: number;
+  /**
+   * How long one list call holds the list budget: 1000 / rate_limits.list.per_s, or, when this
+   * daemon has a share of the key's limits, a function that tells it as it is now.
+   */
+  listSpacingMs: number | (() => number);
   log: Logger;
   /** A sweep went through every page (for /metrics): how many, and how long since its first was asked for. */
   onSweepDone?: (sweep: { pages: number; durationMs: number; instances: number }) => void;
+  /** Several daemons on one store: the leader's lists are shared through it. */
+  shared?: SharedView;
 }
 
 /** A look-up: by label (a create whose outcome is unknown) or by id (an instance at its boot deadline). */
@@ -132,6 +162,8 @@ export class InstancePoller implements InstanceLists {
    * the docs' examples. From then on every booting instance is read 25 ids at a time, as below 25.
    */
   private movedOnRefused = false;
+  /** The shared view failed last time (logged once until it answers again). */
+  private sharedFailing = false;
 
   constructor(private readonly options: PollerOptions) {}
 
@@ -190,12 +222,13 @@ export class InstancePoller implements InstanceLists {
   }
 
   private async run(): Promise<void> {
-    const { clock, intervalMs, listSpacingMs } = this.options;
+    const { clock, intervalMs } = this.options;
     let nextRoundAt = clock.now();
     let failed = false;
     while (!this.stopped) {
       const now = clock.now();
-      const sweepWanted = this.sweep !== undefined || now - this.lastSweepStartedAt >= intervalMs;
+      if (!this.sweeps) this.sweep = undefined; // another daemon leads now: its sweeps are read instead
+      const sweepWanted = this.sweeps && (this.sweep !== undefined || now - this.lastSweepStartedAt >= intervalMs);
       // A round is due on the interval's grid; a round that ran late lets one sweep page go first.
       if (now >= nextRoundAt && (this.sweptSinceRound || !sweepWanted || failed)) {
         nextRoundAt = Math.max(nextRoundAt + intervalMs, now);
@@ -212,7 +245,7 @@ export class InstancePoller implements InstanceLists {
         continue;
       }
       // A sweep page goes when its call leaves the next round's slot free (or none went this round).
-      if (sweepWanted && (!this.sweptSinceRound || Math.max(now, this.nextSlotAt) + listSpacingMs <= nextRoundAt)) {
+      if (sweepWanted && (!this.sweptSinceRound || Math.max(now, this.nextSlotAt) + this.spacingMs() <= nextRoundAt)) {
         failed = !(await this.guard(() => this.sweepPage()));
         continue;
       }
@@ -228,16 +261,27 @@ export class InstancePoller implements InstanceLists {
    */
   private async list(query: InstancePageQuery): Promise<{ page: InstancePage; listedAt: number }> {
     const listedAt = this.options.clock.now();
-    this.nextSlotAt = Math.max(listedAt, this.nextSlotAt) + this.options.listSpacingMs;
+    this.nextSlotAt = Math.max(listedAt, this.nextSlotAt) + this.spacingMs();
     const page = await this.options.client.listInstancePage(query, { signal: this.abort.signal });
     return { page, listedAt };
+  }
+
+  private spacingMs(): number {
+    const spacing = this.options.listSpacingMs;
+    return typeof spacing === 'number' ? spacing : spacing();
+  }
+
+  /** This daemon sweeps the account: alone, or as the leader of the daemons sharing its store. */
+  private get sweeps(): boolean {
+    return this.options.shared?.leads() ?? true;
   }
 
   /** The start of an interval: the targeted list (or the one-page sweep that covers it too). */
   private async round(): Promise<boolean> {
     const now = this.options.clock.now();
+    if (!this.sweeps) await this.readShared();
     const smallAccount = this.lastSweepPages === undefined || this.lastSweepPages <= 1;
-    if (smallAccount && this.sweep === undefined && now - this.lastSweepStartedAt >= this.options.intervalMs) {
+    if (this.sweeps && smallAccount && this.sweep === undefined && now - this.lastSweepStartedAt >= this.options.intervalMs) {
       if (!(await this.guard(() => this.sweepPage()))) return false;
       if (this.sweep === undefined) return true; // one page was all: every target was in it
     }
@@ -274,7 +318,7 @@ export class InstancePoller implements InstanceLists {
       if (this.stopped) return;
       const { instances: found, listedAt } = await this.filtered({ id: { in: chunk } });
       const seen = new Set(found.map((i) => i.id));
-      this.subscriber?.onSeen(found, listedAt);
+      this.seen(found, listedAt, null);
       const absent = chunk.filter((id) => !seen.has(id));
       if (absent.length > 0) this.subscriber?.onAbsent(absent, listedAt);
       this.settleWaiters(found, listedAt, { ids: new Set(chunk) });
@@ -292,7 +336,8 @@ export class InstancePoller implements InstanceLists {
       if (this.stopped) return true;
       try {
         const { instances: moved, listedAt } = await this.filtered({ id: { in: chunk }, actual_status: { in: statuses } });
-        this.subscriber?.onSeen(moved, listedAt);
+        this.seen(moved, listedAt, null);
+        this.subscriber?.onCovered?.(chunk, listedAt);
       } catch (err) {
         if (!(err instanceof BerthError && err.code === 'bad_request')) throw err;
         this.movedOnRefused = true;
@@ -382,7 +427,7 @@ export class InstancePoller implements InstanceLists {
     const { page, listedAt } = await this.list({ afterToken: sweep.afterToken });
     sweep.pages++;
     for (const inst of page.instances) sweep.seen.set(inst.id, inst);
-    if (page.instances.length > 0) this.subscriber?.onSeen(page.instances, listedAt);
+    if (page.instances.length > 0) this.seen(page.instances, listedAt, sweep.startedAt);
     if (page.nextToken !== null) {
       if (page.nextToken === sweep.afterToken || sweep.pages >= MAX_SWEEP_PAGES) {
         // A list that does not move on must not end a sweep: what it never showed is not absent.
@@ -396,8 +441,43 @@ export class InstancePoller implements InstanceLists {
     this.lastSweepPages = sweep.pages;
     const instances = [...sweep.seen.values()];
     this.options.onSweepDone?.({ pages: sweep.pages, durationMs: this.options.clock.now() - sweep.startedAt, instances: instances.length });
+    this.share((view) => view.sweepDone(sweep.startedAt));
     await this.subscriber?.onSweep(instances, sweep.startedAt);
     this.settleWaiters(instances, sweep.startedAt);
+  }
+
+  /** Hands what a list showed to the runs, and to the other daemons when this one leads. */
+  private seen(instances: Instance[], listedAt: number, sweepStartedAt: number | null): void {
+    this.subscriber?.onSeen(instances, listedAt);
+    if (instances.length > 0 && this.options.shared && this.sweeps) this.share((view) => view.publish(instances, listedAt, sweepStartedAt));
+  }
+
+  /** A follower's round: what the leader's lists showed since the last one, and its last complete sweep. */
+  private async readShared(): Promise<void> {
+    const got = this.share((view) => view.read());
+    if (!got) return;
+    for (const { instances, listedAt } of got.seen) this.subscriber?.onSeen(instances, listedAt);
+    if (got.sweep) await this.subscriber?.onSweep(got.sweep.instances, got.sweep.startedAt);
+  }
+
+  /** A step on the shared view: a store that does not answer costs a warning, never the list. */
+  private share<T>(step: (view: SharedView) => T): T | undefined {
+    const view = this.options.shared;
+    if (!view) return undefined;
+    try {
+      const result = step(view);
+      if (this.sharedFailing) this.options.log.info('the shared view of the instances works again');
+      this.sharedFailing = false;
+      return result;
+    } catch (err) {
+      if (!this.sharedFailing)
+        this.options.log.warn(
+          { err: toRunError(err) },
+          'cannot share the view of the instances through the store now; trying again next round',
+        );
+      this.sharedFailing = true;
+      return undefined;
+    }
   }
 
   /** Sleeps until `at`; a look-up asked for meanwhile wakes it when `wakeForLookups`. */

@@ -97,8 +97,10 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly ownership: RunOwnership;
   private takeOverQueued = false;
   /**
-   * Runs taken over (or back) whose instance no list has shown to this daemon yet: asked for in the
-   * next targeted list, with the booting ones, instead of waiting for this daemon's background sweep.
+   * Runs taken over (or back) that no list of this daemon has answered for yet: asked for in the
+   * next targeted list instead of waiting for a sweep of the whole account. A running one is asked
+   * with the running tasks (200 ids a call, only those no longer running are shown: one call for a
+   * dead daemon's runs, not one page per 25 of them); any other with the booting ones.
    */
   private readonly unconfirmed = new Set<string>();
 
@@ -361,7 +363,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       // A running task ends by stopping its own instance: watched for that every interval.
       if (driver.state === 'running' && this.specs.get(driver.runId)?.run !== undefined) forEnd.push(id);
       if (!WAITING_STATES.has(driver.state)) {
-        if (this.unconfirmed.has(driver.runId)) forStatus.push(id);
+        if (this.unconfirmed.has(driver.runId)) (driver.state === 'running' ? forEnd : forStatus).push(id);
         continue;
       }
       (driver.state === 'booting' ? forStatus : forAbsence).push(id);
@@ -380,6 +382,15 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       // Idle autostop reads the same lists (gpu_util): a run that is running, with its spec's limit.
       const spec = this.specs.get(driver.runId);
       if (spec && driver.state === 'running' && !driver.isEnded) this.deps.idle.observe(driver.runId, spec, inst, listedAt);
+    }
+  }
+
+  /** A list asked for these running instances and showed those no longer running: the others are answered for. */
+  onCovered(ids: number[]): void {
+    const held = this.driversByInstance();
+    for (const id of ids) {
+      const driver = held.get(id);
+      if (driver) this.unconfirmed.delete(driver.runId);
     }
   }
 

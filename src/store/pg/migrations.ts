@@ -135,4 +135,15 @@ export const PG_MIGRATIONS: string[] = [
     next_at BIGINT NOT NULL
   );
   `,
+  // Version 5 (issue #21 item 4): the account's instances as the leader's lists showed them (SQLite's migration 11).
+  `
+  CREATE TABLE instance_sightings (
+    instance_id   BIGINT PRIMARY KEY,
+    instance_json TEXT NOT NULL,
+    listed_at     BIGINT NOT NULL,
+    swept_at      BIGINT,
+    written_at    BIGINT NOT NULL
+  );
+  CREATE INDEX instance_sightings_written ON instance_sightings(written_at);
+  `,
 ];

@@ -128,6 +128,35 @@ describe('several daemons on one Postgres store', () => {
     expect(sim.billingNow()).toEqual([]);
   });
 
+  it("only the leader sweeps the account: the other daemon's run hears that its instance is gone from the leader's sweeps, through the store", async () => {
+    const a = await daemonOn(1);
+    const b = await daemonOn(1);
+    const first = await submitTo(a, 'one');
+    const second = await submitTo(a, 'two');
+    await a.control.waitFor(first.id, isRunning, 30_000);
+    await a.control.waitFor(second.id, isRunning, 30_000);
+    const leaderOf = async (d: typeof a) => (await d.control.api<Health>('GET', '/healthz')).body.cluster?.leader === true;
+    const [leader, follower] = (await leaderOf(a)) ? [a, b] : [b, a];
+    expect(await leaderOf(follower)).toBe(false);
+    const sweepPages = async (d: typeof a) => /^berth_list_sweep_pages [1-9]/m.test(await (await fetch(`${d.url}/metrics`)).text());
+    await expect.poll(() => sweepPages(leader), { timeout: 10_000 }).toBe(true);
+    expect(await sweepPages(follower)).toBe(false);
+
+    // The follower's run: its instance is destroyed outside berth. Only a complete sweep tells a
+    // running instance is gone, and only the leader sweeps.
+    const runId = follower.supervisor.liveRunIds()[0]!;
+    const gone = (await follower.control.api<Run>('GET', `/v1/runs/${runId}`)).body.instance!.id;
+    const res = await fetch(`${sim.url}/api/v0/instances/${gone}/`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${sim.apiKey}` },
+    });
+    expect(res.status).toBe(200);
+    const after = await follower.control.waitFor(runId, (r) => isRunning(r) && r.instance?.id !== gone, 30_000);
+    expect(after.instance!.id).not.toBe(gone);
+    expect(follower.supervisor.liveRunIds()).toContain(runId);
+    expect(await sweepPages(follower)).toBe(false);
+  });
+
   it('a daemon whose lease another took writes nothing and sends nothing for that run, and takes it back once the lease ends', async () => {
     const a = await daemonOn(10);
     const run = await submitTo(a, 'fenced');

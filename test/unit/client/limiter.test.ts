@@ -255,6 +255,14 @@ describe('limiter', () => {
       expect(times).toEqual([0, 1000, 2000]);
     });
 
+    it('gives a group its own share when told (the leader takes the larger part of the list budget)', () => {
+      const { limiter: l } = make({ list: { per_s: 1, burst: 2 }, show: { per_s: 2, burst: 2 } });
+      l.setShare(1 / 3, { list: 1 / 2 });
+      expect(l.stats().list).toMatchObject({ perS: 0.5, burst: 1 });
+      expect(l.stats().show.perS).toBeCloseTo(2 / 3);
+      expect(() => l.setShare(1 / 3, { list: 2 })).toThrow(RangeError);
+    });
+
     it('refuses a share outside (0, 1]', () => {
       const { limiter: l } = make({});
       expect(() => l.setShare(0)).toThrow(RangeError);

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Instance, InstancePage, InstancePageQuery, MarketClient } from '../../../src/client/types.js';
 import { BerthError } from '../../../src/errors.js';
-import { InstancePoller, type PollSubscriber } from '../../../src/daemon/fleet/poller.js';
+import { InstancePoller, type PollSubscriber, type SharedView } from '../../../src/daemon/fleet/poller.js';
 import { silentLogger } from '../../../src/logger.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
@@ -84,8 +84,15 @@ afterEach(async () => {
   poller = undefined;
 });
 
-function start(clock: FakeClock, client: MarketClient, subscriber: PollSubscriber): InstancePoller {
-  poller = new InstancePoller({ client, clock, intervalMs: INTERVAL, listSpacingMs: SPACING, log: silentLogger() });
+function start(clock: FakeClock, client: MarketClient, subscriber: PollSubscriber, shared?: SharedView): InstancePoller {
+  poller = new InstancePoller({
+    client,
+    clock,
+    intervalMs: INTERVAL,
+    listSpacingMs: SPACING,
+    log: silentLogger(),
+    ...(shared ? { shared } : {}),
+  });
   poller.subscribe(subscriber);
   poller.start();
   return poller;
@@ -318,5 +325,101 @@ describe('failures and look-ups', () => {
     await clock.advance(5000);
     await p.stop();
     await expect(waiting).rejects.toMatchObject({ code: 'aborted' });
+  });
+});
+
+/** A store's shared view: what the leader published, and what a follower is handed when it reads. */
+function fakeView(leading: () => boolean) {
+  const published: Array<{ listedAt: number; ids: number[]; sweepStartedAt: number | null }> = [];
+  const sweepsDone: number[] = [];
+  let next: ReturnType<SharedView['read']> = { seen: [] };
+  let reads = 0;
+  const view: SharedView = {
+    leads: leading,
+    publish: (instances, listedAt, sweepStartedAt) => void published.push({ listedAt, ids: instances.map((i) => i.id), sweepStartedAt }),
+    sweepDone: (startedAt) => void sweepsDone.push(startedAt),
+    read: () => {
+      reads++;
+      const out = next;
+      next = { seen: [] };
+      return out;
+    },
+  };
+  return { view, published, sweepsDone, reads: () => reads, handNext: (r: ReturnType<SharedView['read']>) => (next = r) };
+}
+
+describe('the poller, several daemons on one store', () => {
+  it('leading, sweeps and publishes every list it makes, its pages with their sweep, and says when a sweep is complete', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 60);
+    const shared = fakeView(() => true);
+    start(clock, account.client, recorder(() => [1001]).subscriber, shared.view);
+    await clock.advance(INTERVAL - 1);
+    const sweepPages = shared.published.filter((p) => p.sweepStartedAt !== null);
+    expect(sweepPages.map((p) => p.ids.length)).toEqual([25, 25, 10]);
+    expect(sweepPages.every((p) => p.sweepStartedAt === 0)).toBe(true);
+    expect(shared.sweepsDone).toEqual([0]);
+    // The targeted list of the waited id is published too (no sweep of its own).
+    expect(shared.published.some((p) => p.sweepStartedAt === null && p.ids.includes(1001))).toBe(true);
+    expect(shared.reads()).toBe(0);
+  });
+
+  it("following, never sweeps: it reads the leader's lists each round and makes only its targeted ones", async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    const shared = fakeView(() => false);
+    const rec = recorder(() => [1500]);
+    shared.handNext({
+      seen: [{ instances: [{ id: 1700, label: null, machine_id: 1, actual_status: 'exited' }], listedAt: -500 }],
+      sweep: { instances: [{ id: 1700, label: null, machine_id: 1, actual_status: 'exited' }], startedAt: -3000 },
+    });
+    start(clock, account.client, rec.subscriber, shared.view);
+    await clock.advance(3 * INTERVAL - 1);
+    expect(account.calls.filter((c) => c.kind === 'sweep')).toEqual([]);
+    expect(account.calls.map((c) => c.at)).toEqual([0, 10_000, 20_000]);
+    expect(shared.reads()).toBe(3);
+    expect(shared.published).toEqual([]);
+    // What the leader listed is handed over dated as read, and its complete sweep as one.
+    expect(rec.seen[0]).toEqual({ at: -500, ids: [1700] });
+    expect(rec.sweeps).toEqual([{ startedAt: -3000, count: 1 }]);
+  });
+
+  it('a leader that stops leading drops its sweep; one that starts leading sweeps from its next round', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    let leads = true;
+    const shared = fakeView(() => leads);
+    start(clock, account.client, recorder().subscriber, shared.view);
+    await clock.advance(5 * SPACING - 1);
+    expect(account.calls.filter((c) => c.kind === 'sweep').length).toBe(5);
+    leads = false;
+    await clock.advance(3 * INTERVAL);
+    // The page already asked for (waiting at the limiter) goes; none after it.
+    expect(account.calls.filter((c) => c.kind === 'sweep').length).toBe(6);
+    expect(shared.sweepsDone).toEqual([]);
+    leads = true;
+    await clock.advance(INTERVAL + 60 * SPACING);
+    expect(account.calls.filter((c) => c.kind === 'sweep').length).toBeGreaterThanOrEqual(45);
+    expect(shared.sweepsDone.length).toBe(1);
+  });
+});
+
+describe('the poller: running instances asked for by id', () => {
+  it('tells which running instances a call answered for, those shown (no longer running) and those not', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 1000);
+    account.instances[10]!.actual_status = 'exited';
+    const covered: number[][] = [];
+    const rec = recorder(
+      () => [],
+      () => [],
+      () => [1010, 1011, 1012],
+    );
+    start(clock, account.client, { ...rec.subscriber, onCovered: (ids) => void covered.push(ids) });
+    await clock.advance(INTERVAL - 1);
+    const moved = account.calls.filter((c) => c.kind === 'moved');
+    expect(moved).toHaveLength(1);
+    expect(covered).toEqual([[1010, 1011, 1012]]);
+    expect(rec.seen.some((s) => s.ids.length === 1 && s.ids[0] === 1010)).toBe(true);
   });
 });
