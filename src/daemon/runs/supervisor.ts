@@ -100,9 +100,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
    * Runs taken over (or back) that no list of this daemon has answered for yet: asked for in the
    * next targeted list instead of waiting for a sweep of the whole account. A running one is asked
    * with the running tasks (200 ids a call, only those no longer running are shown: one call for a
-   * dead daemon's runs, not one page per 25 of them); any other with the booting ones.
+   * dead daemon's runs, not one page per 25 of them); any other with the booting ones. Kept with
+   * when the run was taken: only an answer listed since then confirms it (another daemon's older
+   * sighting, read from the store, does not).
    */
-  private readonly unconfirmed = new Set<string>();
+  private readonly unconfirmed = new Map<string, number>();
 
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
@@ -225,7 +227,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     }
     this.deps.log.info({ runId, state: row.state }, `run ${runId} is driven by this daemon now`);
     this.startDriver(row);
-    this.unconfirmed.add(runId);
+    this.unconfirmed.set(runId, this.deps.clock.now());
     if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
     return true;
   }
@@ -377,7 +379,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     for (const inst of instances) {
       const driver = held.get(inst.id);
       if (!driver) continue;
-      this.unconfirmed.delete(driver.runId);
+      this.confirmed(driver.runId, listedAt);
       driver.poll(toStatus(inst), listedAt);
       // Idle autostop reads the same lists (gpu_util): a run that is running, with its spec's limit.
       const spec = this.specs.get(driver.runId);
@@ -386,12 +388,17 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   }
 
   /** A list asked for these running instances and showed those no longer running: the others are answered for. */
-  onCovered(ids: number[]): void {
+  onCovered(ids: number[], listedAt: number): void {
     const held = this.driversByInstance();
     for (const id of ids) {
       const driver = held.get(id);
-      if (driver) this.unconfirmed.delete(driver.runId);
+      if (driver) this.confirmed(driver.runId, listedAt);
     }
+  }
+
+  /** A list made at `listedAt` answered for the run's instance: confirmed if that was since it was taken. */
+  private confirmed(runId: string, listedAt: number): void {
+    if ((this.unconfirmed.get(runId) ?? Number.POSITIVE_INFINITY) <= listedAt) this.unconfirmed.delete(runId);
   }
 
   /** A list filtered on these ids did not show them: their runs hear the absence (counted by the machine). */
@@ -399,7 +406,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     const held = this.driversByInstance();
     for (const id of ids) {
       const driver = held.get(id);
-      if (driver) this.unconfirmed.delete(driver.runId);
+      if (driver) this.confirmed(driver.runId, listedAt);
       driver?.poll(null, listedAt);
     }
   }
@@ -413,7 +420,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   onSweep(instances: Instance[], startedAt: number): void {
     const listed = new Set(instances.map((inst) => inst.id));
     for (const [id, driver] of this.driversByInstance()) {
-      this.unconfirmed.delete(driver.runId);
+      this.confirmed(driver.runId, startedAt);
       if (!listed.has(id)) driver.poll(null, startedAt);
     }
     this.deps.reconciler.sweep(instances, startedAt);

@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { startDaemon, type RunningDaemon } from '../../../src/daemon/daemon.js';
 import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
 import type { Health, Run } from '../../../src/wire/control-api.js';
@@ -155,6 +155,22 @@ describe('several daemons on one Postgres store', () => {
     expect(after.instance!.id).not.toBe(gone);
     expect(follower.supervisor.liveRunIds()).toContain(runId);
     expect(await sweepPages(follower)).toBe(false);
+  });
+
+  it('a run taken over while running has its instance asked for at the next round, with the running tasks (one call for 200), not left to a sweep', async () => {
+    // Three pages of instances: the run's, the newest, is on the last page of a sweep.
+    sim.addForeignInstances(60);
+    const leaving = await daemonOn(1);
+    const taker = await daemonOn(2);
+    const moved = await submitTo(leaving, 'moved');
+    const running = await leaving.control.waitFor(moved.id, isRunning, 30_000);
+    expect(leaving.supervisor.liveRunIds()).toEqual([moved.id]);
+    const covered = vi.spyOn(taker.supervisor, 'onCovered');
+    await leaving.stop();
+    daemons.splice(daemons.indexOf(leaving), 1);
+    await expect.poll(() => taker.supervisor.liveRunIds().includes(moved.id), { timeout: 15_000 }).toBe(true);
+    await expect.poll(() => covered.mock.calls.some(([ids]) => ids.includes(running.instance!.id)), { timeout: 5_000 }).toBe(true);
+    expect((await taker.control.api<Run>('GET', `/v1/runs/${moved.id}`)).body.instance!.id).toBe(running.instance!.id);
   });
 
   it('a daemon whose lease another took writes nothing and sends nothing for that run, and takes it back once the lease ends', async () => {
