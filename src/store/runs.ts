@@ -106,7 +106,7 @@ export function createRunsRepo(db: SqlDb) {
   const cancelRequest = db.prepare(
     `UPDATE runs SET cancel_requested_at = COALESCE(cancel_requested_at, ?) WHERE id = ? AND ended_at IS NULL`,
   );
-  const release = db.prepare(`UPDATE runs SET held_at = NULL WHERE id = ?`);
+  const release = db.prepare(`UPDATE runs SET held_at = NULL WHERE id = ? AND held_at IS NOT NULL`);
   const heldCount = db.prepare(`SELECT count(*) AS n FROM runs WHERE held_at IS NOT NULL AND ended_at IS NULL`);
   const driven = db.prepare(
     `SELECT count(*) AS live, COALESCE(sum(CASE WHEN state = 'queued' THEN 1 ELSE 0 END), 0) AS queued
@@ -173,9 +173,12 @@ export function createRunsRepo(db: SqlDb) {
     requestCancel(id: string, at: number): void {
       cancelRequest.run(at, id);
     },
-    /** Lifts a restore hold: the user confirmed the run may go on (or cancels it). */
-    release(id: string): void {
-      release.run(id);
+    /**
+     * Lifts a restore hold: the user confirmed the run may go on (or cancels it, or a limit ends it).
+     * False when it was not held (another daemon lifted it first).
+     */
+    release(id: string): boolean {
+      return release.run(id).changes > 0;
     },
     heldCount(): number {
       return (heldCount.get() as { n: number }).n;

@@ -122,9 +122,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       if (this.drivers.has(row.id)) continue;
       if (row.held_at !== null) {
         held.push(row.id);
-        // No driver, but its limits still apply: the money guard watches it from the attempts table.
-        this.specs.set(row.id, JSON.parse(row.spec_json) as ResolvedJobSpec);
-        this.progressed(row.id);
+        this.watchHeld(row);
         continue;
       }
       if (!RunDriver.canResume(row)) {
@@ -144,15 +142,25 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       this.startDriver(row);
       if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
     }
+    this.warnHeld(held);
+    this.resumed = true;
+    this.deps.prices.start();
+    this.admitQueued();
+  }
+
+  /** A run held after a restore has no driver, but its limits still apply: the money guard watches it from the attempts table. */
+  private watchHeld(row: RunRow): void {
+    this.specs.set(row.id, JSON.parse(row.spec_json) as ResolvedJobSpec);
+    this.progressed(row.id);
+  }
+
+  private warnHeld(held: string[]): void {
     if (held.length > 0) {
       this.deps.log.warn(
         { held },
         `${held.length} run(s) are held: this store was restored from a backup, and what became of them since is unknown. Nothing is rented for them until you run \`berth resume RUN\` (or \`berth cancel RUN\`) for each`,
       );
     }
-    this.resumed = true;
-    this.deps.prices.start();
-    this.admitQueued();
   }
 
   /**
@@ -161,6 +169,10 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
    * cluster loop takes more every tick.
    */
   private resumeShared(): void {
+    // Every daemon watches the held runs' limits; the first to see one reached ends it (expire).
+    const held = this.deps.store.runs.live().filter((row) => row.held_at !== null);
+    for (const row of held) this.watchHeld(row);
+    this.warnHeld(held.map((row) => row.id));
     for (const runId of this.ownership.heldBefore()) this.takeRun(runId);
     this.resumed = true;
     this.deps.prices.start();
@@ -313,9 +325,17 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     const { store, clock, log } = this.deps;
     const row = store.runs.get(runId);
     if (!row || row.ended_at !== null) return true; // nothing left to expire
+    if (this.ownership.shared && row.held_at === null) {
+      // Lifted by another daemon (or the user) and driven by whoever holds it: its guard ends it.
+      this.deps.guard.forget(runId);
+      this.specs.delete(runId);
+      return true;
+    }
     if (row.held_at === null || !this.resumed || this.stopping) return false;
-    store.transaction(() => {
-      store.runs.release(runId);
+    // Shared store: this daemon takes the run before lifting its hold, so no other takes it between.
+    if (this.ownership.shared && !this.ownership.take(runId)) return false;
+    const lifted = store.transaction(() => {
+      if (!store.runs.release(runId)) return false;
       store.events.append({
         runId,
         at: clock.now(),
@@ -323,7 +343,12 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
         message: `held after a restore, the run reached a limit: ${reason.message} Its instance is destroyed.`,
         data: { kind: reason.kind },
       });
+      return true;
     });
+    if (!lifted) {
+      this.ownership.release(runId);
+      return true;
+    }
     log.warn({ runId, kind: reason.kind }, `run ${runId}, held after a restore, reached a limit: its instance is destroyed`);
     this.startDriver(store.runs.get(runId)!);
     this.drivers.get(runId)?.expire(reason);

@@ -16,6 +16,8 @@ import { Releasers } from '../../../src/releasers.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
+import { LeaseOwner } from '../../../src/daemon/cluster/lease-owner.js';
+import type { RunOwnership } from '../../../src/daemon/cluster/run-ownership.js';
 
 let dir: string;
 let store: Store;
@@ -46,7 +48,7 @@ afterEach(async () => {
 const offer = (id: number) =>
   ({ id, machine_id: id * 10, dph_total: 3.6, dph_base: 3.6, direct_port_count: 1, gpu_ram: 24_000 }) as unknown as Offer;
 
-function superviseWith(s: Store): { supervisor: Supervisor; submissions: Submissions } {
+function superviseWith(s: Store, ownership?: RunOwnership): { supervisor: Supervisor; submissions: Submissions } {
   const client = {
     searchOffers: async () => [offer(7), offer(8)],
     createInstance: async () => ({ instanceId: 500 + created++ }),
@@ -64,6 +66,7 @@ function superviseWith(s: Store): { supervisor: Supervisor; submissions: Submiss
       config: loadConfig({}, {}).config,
       log: silentLogger(),
       apiKey: 'test-key',
+      ...(ownership ? { ownership } : {}),
     },
     releasers,
   );
@@ -192,6 +195,45 @@ describe('a run held after a restored backup (issue #18 item 7)', () => {
     expect(destroyed.map((d) => d.id)).toEqual([500]);
     await gone(500);
     expect(store.runs.get(runId)!.state).toBe('expired');
+  });
+});
+
+describe('a run held after a restore, on a store several daemons share (issue #21)', () => {
+  it('every daemon watches its limits: at max_runtime_s the one that sees it takes the run, destroys its instance, and the run ends expired', async () => {
+    // The leases' clock is the fake one.
+    store.leases.serverNow = () => clock.now();
+    const daemon = (id: string) => {
+      const owner = new LeaseOwner({ store, clock, daemonId: id, leaseMs: 15_000 });
+      owner.renew();
+      return owner;
+    };
+    const first = daemon('a');
+    await releasers.release();
+    ({ supervisor, submissions } = superviseWith(store, first));
+    const t0 = clock.now();
+    const runId = await runningRun({ max_runtime_s: 30 });
+    await releasers.release(); // daemon a stops and gives its leases up
+    first.releaseAll();
+    const other = new Database(join(dir, 'berth.db'));
+    other.prepare('UPDATE runs SET held_at = ? WHERE id = ?').run(clock.now(), runId);
+    other.close();
+
+    const second = daemon('b');
+    ({ supervisor, submissions } = superviseWith(store, second));
+    supervisor.resumeAll();
+    await clock.settle();
+    expect(store.leases.get(runId)).toBeUndefined(); // held: nobody drives it
+    await clock.advance(t0 + 29_000 - clock.now());
+    expect(destroyed).toEqual([]);
+    second.renew(); // as its cluster loop does
+    await clock.advance(1_000);
+    expect(destroyed.map((d) => [d.id, d.at - t0])).toEqual([[500, 30_000]]);
+    expect(store.runs.get(runId)!.held_at).toBeNull();
+    expect(store.leases.get(runId)).toMatchObject({ owner: 'b' });
+    await gone(500);
+    expect(store.runs.get(runId)!.state).toBe('expired');
+    expect(store.events.list(runId).filter((e) => e.type === 'held.expired')).toHaveLength(1);
+    expect(created).toBe(1);
   });
 });
 
