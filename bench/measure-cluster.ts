@@ -285,6 +285,8 @@ export interface SharedKeyResult {
   calls: number;
   rateLimited: number;
   rateLimitedByRoute: Record<string, number>;
+  /** The simulator's answers per route and status (where the calls went, and what came of them). */
+  answers: Record<string, Record<string, number>>;
   /** Peak resident memory of each daemon (VmHWM), MB. */
   peakMb: number[];
   duplicateCreates: number;
@@ -334,6 +336,7 @@ export async function measureSharedKey(server: BenchPg, plan: SharedKeyPlan): Pr
       calls: sum(stats.requests),
       rateLimited: sum(stats.rate_limited),
       rateLimitedByRoute: { ...stats.rate_limited },
+      answers: structuredClone(stats.answers),
       peakMb: cluster.members.map((m) => memoryMb(m.handle.pid).peak),
       ...ledgerFaults(sim, runs),
     };
