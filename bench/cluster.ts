@@ -138,7 +138,7 @@ function sharedRows(one: SharedKeyResult, three: SharedKeyResult): BenchRow[] {
         `the simulator's count of 429 answers until the last run was running (or the wait ended): 3 daemons ${routes(three)}; 1 daemon ${routes(one)}` +
         (three.rateLimited <= one.rateLimited
           ? ''
-          : ". Missed: the service enforces each threshold as a minimum interval between two calls of one key (create: 1/4.5 s, list: 1 s), and after a refused create refuses every create of the key for 12 s, renewed by each refused one. The daemons' calls are spaced through the store (rate_slots), but a 429's pause is each daemon's own: the others' creates fall into the penalty and renew it, and each daemon's next create after its own 12 s pause falls into the penalty another daemon's refused create has just renewed. What it takes: a 429 moving its group's next free moment in the store to the end of the penalty, so that no daemon of the key sends into it"),
+          : ". Missed: each 429 is a call that reached the service within the threshold of the key's previous call of its group (a refused create also starts the key's 12 s penalty). The daemons claim their calls' moments in the store (rate_slots) and write a 429's pause there; these few are left over, as a claimed moment is not the moment the request reaches the service"),
     },
     {
       metric: 'API calls per run that reached running',
