@@ -168,6 +168,8 @@ export interface TakeoverPlan {
 interface KillResult {
   /** Runs the victim held when it was killed. */
   victimRuns: number;
+  /** The victim held the leader's lease (it alone swept the account). */
+  victimLed: boolean;
   /** From the kill until its last run was leased by a live daemon, ms. */
   ownedMs: number;
   /** From the kill until its last run was owned again and polled by its new owner, ms. */
@@ -224,6 +226,7 @@ export async function measureTakeover(server: BenchPg, plan: TakeoverPlan, lease
         (await listRuns(victim.handle)).filter((r) => r.state === 'running' && r.instance).map((r) => [r.id, r.instance!.id]),
       );
       const theirs = [...owners].filter(([runId, owner]) => owner === victim.id && instanceOf.has(runId)).map(([runId]) => runId);
+      const [lead] = await query<{ owner: string }>(url, `SELECT owner FROM run_leases WHERE run_id = '~leader'`);
       const killedAt = Date.now();
       await cluster.kill(victim);
       const ownedAt = new Map<string, { at: number; by: Member }>();
@@ -255,6 +258,7 @@ export async function measureTakeover(server: BenchPg, plan: TakeoverPlan, lease
       const perRunMs = [...doneAt.values()].map((t) => t - killedAt);
       kills.push({
         victimRuns: theirs.length,
+        victimLed: lead?.owner === victim.id,
         ownedMs: Math.max(0, ...[...ownedAt.values()].map((o) => o.at - killedAt)),
         polledMs: Math.max(0, ...perRunMs),
         perRunMs,
@@ -298,6 +302,8 @@ export interface SharedKeyResult {
   calls: number;
   rateLimited: number;
   rateLimitedByRoute: Record<string, number>;
+  /** The simulator's answers per route and status (where the calls went, and what came of them). */
+  answers: Record<string, Record<string, number>>;
   /** Peak resident memory of each daemon (VmHWM), MB. */
   peakMb: number[];
   duplicateCreates: number;
@@ -347,6 +353,7 @@ export async function measureSharedKey(server: BenchPg, plan: SharedKeyPlan): Pr
       calls: sum(stats.requests),
       rateLimited: sum(stats.rate_limited),
       rateLimitedByRoute: { ...stats.rate_limited },
+      answers: structuredClone(stats.answers),
       peakMb: cluster.members.map((m) => memoryMb(m.handle.pid).peak),
       ...ledgerFaults(sim, runs),
     };

@@ -55,6 +55,7 @@ import { sharedRuns } from './runs/shared-runs.js';
 import { RunNotices } from './runs/run-notices.js';
 import { AttemptJournal } from './runs/attempt-journal.js';
 import { OfferClaims } from './runs/offer-claims.js';
+import { StoreClaims } from './runs/store-claims.js';
 import { MachineQuarantine } from './runs/machine-quarantine.js';
 import { Reconciler } from './runs/reconciler.js';
 import { FailureLogs } from './runs/failure-logs.js';
@@ -118,6 +119,11 @@ const RETENTION_EVERY_MS = 60 * 60 * 1000;
 const STREAM_HEARTBEAT_MS = 15_000;
 /** How often event streams look for events other daemons stored (a shared store), ms. */
 const STORE_POLL_MS = 250;
+/**
+ * How long one read of the offers other daemons' runs are on serves this daemon's searches: short
+ * next to a create's few seconds on an offer, and one query a second however many runs search.
+ */
+const STORE_CLAIMS_MAX_AGE_MS = 1000;
 
 function logClientEvent(log: Logger, e: ClientEvent): void {
   switch (e.type) {
@@ -636,7 +642,10 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   // The one place the live runs' specs are kept: the supervisor fills it, the others read it (RunSpecs).
   const specs = new Map<string, ResolvedJobSpec>();
   const journal = new AttemptJournal(store, ownership);
-  const claims = new OfferClaims();
+  // On a shared store, the offers other daemons' runs are on too (read from the attempts table).
+  const claims = new OfferClaims(
+    ownership.shared ? new StoreClaims({ attempts: store.attempts, clock, maxAgeMs: STORE_CLAIMS_MAX_AGE_MS }) : undefined,
+  );
   const quarantine = new MachineQuarantine(config.runs.machine_quarantine_s * 1000, clock);
   const reconciler = new Reconciler({
     store,

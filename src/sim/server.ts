@@ -15,7 +15,7 @@ import { LOGS_PATH } from './log-uploads.js';
 import { malformFirstRecord } from './malformed-records.js';
 import type { Route } from './route.js';
 import { AUTH_ERROR, invalidRequest, LOGIN_REQUIRED, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
-import { bump } from './stats.js';
+import { bump, countAnswer } from './stats.js';
 import type { SimWorld } from './world.js';
 
 export interface ServerDeps {
@@ -75,7 +75,7 @@ async function handle(
   const name = m.kind === 'none' ? 'unmatched' : m.name;
   bump(world.stats.requests, name);
   const send = (status: number, body: unknown) => {
-    bump(world.stats.statuses, String(status));
+    countAnswer(world.stats, name, status);
     sendJson(res, status, body);
   };
 
@@ -101,7 +101,7 @@ async function handle(
     const verdict = world.limiter.take(group, name, identityKey(req, url.searchParams));
     if (!verdict.ok) {
       bump(world.stats.rate_limited, name);
-      bump(world.stats.statuses, '429');
+      countAnswer(world.stats, name, 429);
       const plain = world.config.rate_limits.plain_text;
       return tooFrequent(res, plain ? 'plain' : (route.limited ?? 'plain'), plain ? null : verdict.threshold);
     }
@@ -119,7 +119,7 @@ async function handle(
       return;
     }
     if ('text' in result) {
-      bump(world.stats.statuses, String(result.status));
+      countAnswer(world.stats, name, result.status);
       return sendText(res, result.status, result.text);
     }
     if ((group === 'list_v0' || group === 'list_v1') && (result.status ?? 200) === 200 && world.faults.nullInstances()) {

@@ -7,6 +7,8 @@ export interface SimStats {
   rate_limited: Record<string, number>;
   /** Status codes answered, per code. */
   statuses: Record<string, number>;
+  /** Status codes answered per route: where a client's calls went and what came of them. */
+  answers: Record<string, Record<string, number>>;
   creates_received: number;
   /** Creates received per label ("" when none). */
   creates_by_label: Record<string, number>;
@@ -23,6 +25,7 @@ export function emptyStats(): SimStats {
     requests: {},
     rate_limited: {},
     statuses: {},
+    answers: {},
     creates_received: 0,
     creates_by_label: {},
     creates_answered: 0,
@@ -35,4 +38,10 @@ export function emptyStats(): SimStats {
 
 export function bump(map: Record<string, number>, key: string): void {
   map[key] = (map[key] ?? 0) + 1;
+}
+
+/** Counts one answer of `status` to the route, overall and per route. */
+export function countAnswer(stats: SimStats, route: string, status: number): void {
+  bump(stats.statuses, String(status));
+  bump((stats.answers[route] ??= {}), String(status));
 }

@@ -99,6 +99,17 @@ export function createAttemptsRepo(db: SqlDb) {
   // Any number of runs in one statement: their ids as one JSON array parameter.
   const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN ${jsonTextValues('?')} ORDER BY run_id, n`);
   const latest = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n DESC LIMIT 1`);
+  // An attempt still on its offer: its create may be in flight or its instance is booting on it
+  // (the local OfferClaims hold the same ones: from the intent until the attempt ends). The first
+  // three terms are the attempts_billing index's, so only attempts that may bill are looked at.
+  const ON_OFFER = `a.destroy_confirmed_at IS NULL AND a.create_state IN ('intent', 'created') AND a.outcome IS NULL`;
+  const onOffers = db.prepare(
+    `SELECT a.offer_id, a.run_id FROM attempts a JOIN runs r ON r.id = a.run_id WHERE ${ON_OFFER} AND r.ended_at IS NULL`,
+  );
+  const onOffer = db.prepare(
+    `SELECT a.run_id FROM attempts a JOIN runs r ON r.id = a.run_id
+     WHERE ${ON_OFFER} AND r.ended_at IS NULL AND a.offer_id = ? AND a.run_id <> ? LIMIT 1`,
+  );
   const everyAttempt = db.prepare(`SELECT a.*, r.ended_at AS run_ended_at FROM attempts a JOIN runs r ON r.id = a.run_id`);
 
   const begin = (a: AttemptIntent): { row: AttemptRow; fresh: boolean } => {
@@ -175,6 +186,14 @@ export function createAttemptsRepo(db: SqlDb) {
     },
     latest(runId: string): AttemptRow | undefined {
       return latest.get(runId) as AttemptRow | undefined;
+    },
+    /** The offer of every live run's attempt still on it (creating, or its instance booting), with its run. */
+    onOffers(): Array<{ offer_id: number; run_id: string }> {
+      return onOffers.all() as Array<{ offer_id: number; run_id: string }>;
+    },
+    /** A run other than `runId` whose attempt is still on the offer, if any. */
+    onOffer(offerId: number, runId: string): string | undefined {
+      return (onOffer.get(offerId, runId) as { run_id: string } | undefined)?.run_id;
     },
     /** What every attempt in the table has cost up to `now`, USD, counted as the money guard counts (./spend.ts). */
     spendUsd(now: number): number {

@@ -63,7 +63,7 @@ export interface RunActorDeps {
    * looked for by label this long, and the last look at a boot deadline waits this long at most.
    */
   reconcileGraceMs: number;
-  /** Offers other runs of this daemon are trying: skipped, not raced for. */
+  /** Offers other runs are trying (this daemon's, and on a shared store other daemons'): skipped, not raced for. */
   claims: OfferClaims;
   /** Instance lists from the shared poller. */
   lists: InstanceLists;
@@ -182,12 +182,22 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
   const { runId, n, offerId } = input;
   const before = journal.find(runId, n);
   if (before) return journaled(deps, input, before, signal);
-  let begun: ReturnType<AttemptJournal['begin']>;
+  /**
+   * The intent, and on a shared store the look at other runs' attempts on the offer, in one step
+   * (the gate's, under the store's caps lock): of two daemons going for one offer, the second sees
+   * the first's intent and moves on without a create call. `taken`: why it moved on.
+   */
+  const start = () => {
+    const begun = journal.begin(input, deps.clock.now());
+    const holder = begun.fresh ? claims.holderInStore(offerId, runId) : undefined;
+    const taken = holder === undefined ? undefined : `offer ${offerId} is being tried by run ${holder}`;
+    if (taken !== undefined) journal.notCreated(runId, n, 'offer_gone', taken);
+    return { ...begun, taken };
+  };
+  let begun: ReturnType<typeof start>;
   try {
     // The money guard's gate comes before the intent: a create it holds back has sent nothing.
-    begun = deps.money
-      ? await deps.money.gate.admit(input, signal, () => journal.begin(input, deps.clock.now()))
-      : journal.begin(input, deps.clock.now());
+    begun = deps.money ? await deps.money.gate.admit(input, signal, start) : start();
   } catch (err) {
     if (!(err instanceof CreateAbandoned)) throw err;
     // Recorded like any attempt that made nothing, so the run's story lists it.
@@ -195,8 +205,9 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
     journal.notCreated(runId, n, 'failed', err.message);
     return { kind: 'create_failed', detail: err.message };
   }
-  const { row, fresh } = begun;
+  const { row, fresh, taken } = begun;
   if (!fresh) return journaled(deps, input, row, signal);
+  if (taken !== undefined) return { kind: 'offer_gone', detail: taken };
   if (!claims.claim(offerId, runId)) {
     // Another run of this daemon is on this offer: move on without spending a create call.
     const detail = `offer ${offerId} is being tried by run ${claims.heldByOther(offerId, runId)} of this daemon`;

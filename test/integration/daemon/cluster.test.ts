@@ -4,6 +4,8 @@
 // call for that run. In-process daemons against a real Postgres and the simulator; the SIGKILLs of
 // daemon processes are the chaos suite's (test/chaos/).
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -32,11 +34,11 @@ afterEach(async () => {
   for (const h of homes.splice(0)) rmSync(h, { recursive: true, force: true });
 });
 
-async function daemonOn(maxActive: number): Promise<RunningDaemon & { control: ControlApi }> {
+async function daemonOn(maxActive: number, apiUrl = sim.url): Promise<RunningDaemon & { control: ControlApi }> {
   const home = mkdtempSync(join(tmpdir(), 'berth-cluster-'));
   homes.push(home);
   const daemon = await startDaemon({
-    env: { BERTH_HOME: home, BERTH_API_URL: sim.url, BERTH_API_KEY: sim.apiKey },
+    env: { BERTH_HOME: home, BERTH_API_URL: apiUrl, BERTH_API_KEY: sim.apiKey },
     overrides: {
       ...FAST_CONFIG,
       store: { url: database.url },
@@ -61,6 +63,49 @@ function createsPerLabel(): Map<string, number> {
   const counts = new Map<string, number>();
   for (const h of sim.history()) if (h.label) counts.set(h.label, (counts.get(h.label) ?? 0) + 1);
   return counts;
+}
+
+const CREATE_ROUTE = 'PUT /api/v0/asks/{offer_id}/';
+
+/**
+ * A pass-through to the simulator that holds every create until `release()`: a daemon's create in
+ * flight (its intent journaled, the service not yet told) for as long as the test needs.
+ */
+async function createHolder(target: string) {
+  const to = new URL(target);
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const held: number[] = [];
+  const server = createServer((req, res) => {
+    const path = req.url ?? '/';
+    const go = () => {
+      const upstream = httpRequest(
+        { host: to.hostname, port: to.port, method: req.method, path, headers: { ...req.headers, host: to.host } },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      upstream.on('error', () => res.destroy());
+      req.pipe(upstream);
+    };
+    const create = /^\/api\/v0\/asks\/(\d+)/.exec(path);
+    if (req.method === 'PUT' && create) {
+      held.push(Number(create[1]));
+      void gate.then(go);
+    } else go();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    held,
+    release: open,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 const owners = async () =>
@@ -171,6 +216,34 @@ describe('several daemons on one Postgres store', () => {
     await expect.poll(() => taker.supervisor.liveRunIds().includes(moved.id), { timeout: 15_000 }).toBe(true);
     await expect.poll(() => covered.mock.calls.some(([ids]) => ids.includes(running.instance!.id)), { timeout: 5_000 }).toBe(true);
     expect((await taker.control.api<Run>('GET', `/v1/runs/${moved.id}`)).body.instance!.id).toBe(running.instance!.id);
+  });
+
+  it('a run on another daemon never goes for an offer whose create is in flight: no create call is spent on a 410', async () => {
+    const holder = await createHolder(sim.url);
+    try {
+      // a's creates wait in the holder; a has room for one run, so b drives the second.
+      const a = await daemonOn(1, holder.url);
+      const b = await daemonOn(10);
+      const first = await submitTo(a, 'first');
+      await expect.poll(() => holder.held.length, { timeout: 15_000 }).toBe(1);
+      const offer = holder.held[0]!;
+
+      // The same spec finds the same cheapest offer: b's run must leave it to a's.
+      const second = await submitTo(b, 'second');
+      const running = await b.control.waitFor(second.id, isRunning, 30_000);
+      expect(b.supervisor.liveRunIds()).toContain(second.id);
+      expect(running.attempts.at(-1)!.offer_id).not.toBe(offer);
+      expect(sim.stats().creates_received).toBe(1);
+
+      holder.release();
+      const done = await a.control.waitFor(first.id, isRunning, 30_000);
+      expect(done.attempts.map((t) => t.offer_id)).toEqual([offer]);
+      expect(sim.stats().answers[CREATE_ROUTE]).toEqual({ '200': 2 });
+    } finally {
+      holder.release();
+      for (const d of daemons.splice(0)) await d.stop();
+      await holder.close();
+    }
   });
 
   it('a daemon whose lease another took writes nothing and sends nothing for that run, and takes it back once the lease ends', async () => {

@@ -20,6 +20,7 @@ import {
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
 import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
+import { StoreClaims } from '../../../src/daemon/runs/store-claims.js';
 import { makeRunActors } from '../../../src/daemon/runs/run-actors.js';
 import type { InstanceLists } from '../../../src/daemon/fleet/poller.js';
 import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
@@ -168,6 +169,35 @@ describe('create actor: a fresh attempt', () => {
     });
     expect(calls).toHaveLength(0);
     expect(row()).toMatchObject({ create_state: 'offer_gone' });
+  });
+
+  it("an offer another daemon's run is trying (a shared store) is skipped without a call, and is free again once that attempt ends", async () => {
+    // Two daemons on one store: each its own OfferClaims (in memory), both reading the same attempts table.
+    const daemonClaims = () => new OfferClaims(new StoreClaims({ attempts: store.attempts, clock, maxAgeMs: 1000 }));
+    store.runs.insert({ id: 'run2', name: 'j', specJson: '{}', createdAt: 0 });
+    const first = scripted(() => new Promise(() => undefined));
+    const pending = startCreate(first.client, lookups().lists, daemonClaims());
+    await clock.settle();
+    expect(first.calls).toHaveLength(1);
+
+    const other = daemonClaims();
+    const second = scripted(async () => ({ instanceId: 901 }));
+    const onRun2 = { ...INPUT, runId: 'run2' };
+    await expect(startCreate(second.client, lookups().lists, other, onRun2).done).resolves.toMatchObject({
+      kind: 'offer_gone',
+      detail: expect.stringContaining('run1'),
+    });
+    expect(second.calls).toHaveLength(0);
+    expect(store.attempts.get('run2', 1)).toMatchObject({ create_state: 'offer_gone' });
+
+    // run1's attempt ends: its offer is free for the other daemon's next attempt.
+    store.attempts.setOutcome('run1', 1, 'boot_timeout', null, clock.now());
+    await expect(startCreate(second.client, lookups().lists, other, { ...onRun2, n: 2 }).done).resolves.toMatchObject({
+      kind: 'created',
+      instanceId: 901,
+    });
+    expect(second.calls.map((c) => c.offerId)).toEqual([31]);
+    pending.actor.stop();
   });
 
   it('a create the service refuses (400) fails this attempt only', async () => {

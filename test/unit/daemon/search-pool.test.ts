@@ -96,6 +96,23 @@ describe('search pool', () => {
     expect(pool.stats()).toEqual({ searches: 1, shared: 29 });
   });
 
+  it("offers other daemons' runs are on (a shared store) are left out of the search, and one taken since the answer is not handed", async () => {
+    const elsewhere = new Set([1, 2]);
+    claims = new OfferClaims({
+      held: () => [...elsewhere],
+      heldByOthers: () => [...elsewhere],
+      heldByOther: (id) => (elsewhere.has(id) ? 'run-of-b' : undefined),
+      holder: () => undefined,
+    });
+    pool = new SearchPool({ search: fake.search, clock, claims, maxAgeMs: 30_000, perAnswer: 3 });
+    expect(await ask('a')).toBe(3);
+    expect((fake.queries[0]!['id'] as { notin: number[] }).notin).toEqual(expect.arrayContaining([1, 2]));
+    // Another daemon's run goes for offer 4 after the answer was made: the next run here skips it.
+    elsewhere.add(4);
+    expect(await ask('b')).toBe(5);
+    expect(fake.queries).toHaveLength(1);
+  });
+
   it('a fresh answer serves a later run without a search; an answer older than the share age does not', async () => {
     await ask('a');
     await clock.advance(29_000);
