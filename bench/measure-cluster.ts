@@ -243,12 +243,28 @@ export async function measureTakeover(server: BenchPg, plan: TakeoverPlan, lease
         return times.length ? Math.min(...times) : undefined;
       };
       const doneAt = new Map<string, number>();
+      const noticed = new Map<string, number>();
       const waitUntil = killedAt + (leaseS * 3 + 60) * 1000;
       while (doneAt.size < theirs.length && Date.now() < waitUntil) {
         const now = await leaseOwners(url);
+        // When each run was taken, as its new owner wrote it (a run.taken event, on this machine's
+        // clock): answers from then on count, even those that came before this loop noticed.
+        const taken = new Map(
+          (
+            await query<{ run_id: string; at: string }>(
+              url,
+              `SELECT run_id, min(at) AS at FROM events WHERE type = 'run.taken' AND at >= $1 GROUP BY run_id`,
+              [killedAt],
+            )
+          ).map((r) => [r.run_id, Number(r.at)]),
+        );
         for (const runId of theirs) {
           const by = cluster.members.find((m) => m !== victim && m.id === now.get(runId));
-          if (by && !ownedAt.has(runId)) ownedAt.set(runId, { at: Date.now(), by });
+          if (by && !noticed.has(runId)) noticed.set(runId, Date.now());
+          // The event is written just after the lease: a run whose event has not come within 2 s counts from when its lease was seen.
+          const seenAt = noticed.get(runId);
+          if (by && !ownedAt.has(runId) && (taken.has(runId) || Date.now() - seenAt! > 2_000))
+            ownedAt.set(runId, { at: taken.get(runId) ?? seenAt!, by });
           const owned = ownedAt.get(runId);
           const seen = owned ? polledAfter(owned.by, instanceOf.get(runId)!, owned.at) : undefined;
           if (seen !== undefined && !doneAt.has(runId)) doneAt.set(runId, seen);

@@ -223,6 +223,18 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   private takeRun(runId: string): boolean {
     if (this.drivers.has(runId)) return true;
     if (!this.ownership.take(runId)) return false;
+    try {
+      return this.driveTaken(runId);
+    } catch (err) {
+      // Not driven here after all (the store failed half way): the lease goes, or ends on its own,
+      // instead of being renewed for a run nobody drives.
+      if (!this.drivers.has(runId)) this.ownership.release(runId);
+      throw err;
+    }
+  }
+
+  /** Drives a run whose lease this daemon just took, from its stored snapshot; false when it is not to be driven. */
+  private driveTaken(runId: string): boolean {
     const row = this.deps.store.runs.get(runId);
     if (!row || row.ended_at !== null || row.held_at !== null) {
       this.ownership.release(runId);
@@ -237,9 +249,20 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       this.ownership.release(runId);
       return false;
     }
+    const takenAt = this.deps.clock.now();
+    // The run's story says which daemon drives it from when (a hand-over is otherwise invisible).
+    this.ownership.write(runId, () =>
+      this.deps.store.events.append({
+        runId,
+        at: takenAt,
+        type: 'run.taken',
+        message: `driven by daemon ${this.ownership.daemonId} from now on (${row.state})`,
+        data: { daemon: this.ownership.daemonId, state: row.state },
+      }),
+    );
     this.deps.log.info({ runId, state: row.state }, `run ${runId} is driven by this daemon now`);
     this.startDriver(row);
-    this.unconfirmed.set(runId, this.deps.clock.now());
+    this.unconfirmed.set(runId, takenAt);
     if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
     return true;
   }

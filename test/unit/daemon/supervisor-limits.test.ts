@@ -14,6 +14,7 @@ import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
 import type { Submissions } from '../../../src/daemon/runs/submission.js';
 import { Releasers } from '../../../src/releasers.js';
 import { silentLogger } from '../../../src/logger.js';
+import { StoreWriteError } from '../../../src/errors.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import { LeaseOwner } from '../../../src/daemon/cluster/lease-owner.js';
@@ -234,6 +235,38 @@ describe('a run held after a restore, on a store several daemons share (issue #2
     expect(store.runs.get(runId)!.state).toBe('expired');
     expect(store.events.list(runId).filter((e) => e.type === 'held.expired')).toHaveLength(1);
     expect(created).toBe(1);
+  });
+});
+
+describe('a take-over the store fails half way (issue #21)', () => {
+  it('gives its lease up instead of renewing it for a run nobody drives, and takes the run at the next try', async () => {
+    store.leases.serverNow = () => clock.now();
+    const daemon = (id: string) => {
+      const owner = new LeaseOwner({ store, clock, daemonId: id, leaseMs: 15_000 });
+      owner.renew();
+      return owner;
+    };
+    await releasers.release();
+    ({ supervisor, submissions } = superviseWith(store, daemon('a')));
+    const runId = await runningRun({});
+    await releasers.release(); // daemon a dies: its lease ends on its own
+    const b = daemon('b');
+    ({ supervisor, submissions } = superviseWith(store, b));
+    supervisor.resumeAll();
+    await clock.advance(16_000);
+    b.renew();
+    const append = store.events.append.bind(store.events);
+    store.events.append = () => {
+      throw new StoreWriteError('SQLITE_BUSY', new Error('database is locked'));
+    };
+    expect(() => supervisor.takeOver()).toThrow(StoreWriteError);
+    expect(store.leases.get(runId)).toBeUndefined();
+    expect(b.ownedCount).toBe(0);
+    store.events.append = append;
+    supervisor.takeOver();
+    expect(supervisor.liveRunIds()).toContain(runId);
+    expect(store.leases.get(runId)).toMatchObject({ owner: 'b' });
+    expect(store.events.list(runId).filter((e) => e.type === 'run.taken')).toHaveLength(1);
   });
 });
 
