@@ -6,6 +6,7 @@
 // Times cross machines here: the store keeps the database's clock (as the leases measure it), and
 // what is read is dated back on this daemon's clock a little early (`EARLY_MS`), the side on which
 // a status counts as older and an absence as dated before an instance made meanwhile, never after.
+import { INSTANCE_COLUMNS } from '../../client/marketplace-client.js';
 import type { Instance } from '../../client/types.js';
 import type { Store } from '../../store/index.js';
 import type { Sighting } from '../../store/sightings.js';
@@ -17,22 +18,6 @@ const EARLY_MS = 2_000;
 const OVERLAP_MS = 5_000;
 /** Rows of instances no complete sweep has shown for this long are dropped. */
 const KEEP_MS = 3_600_000;
-/** The fields of an instance's record berth reads: env values, tokens and the rest stay out of the store. */
-const KEPT = [
-  'id',
-  'label',
-  'machine_id',
-  'actual_status',
-  'intended_status',
-  'cur_state',
-  'status_msg',
-  'ssh_host',
-  'ssh_port',
-  'dph_total',
-  'public_ipaddr',
-  'ports',
-  'gpu_util',
-] as const;
 
 export interface SharedViewDeps {
   store: Pick<Store, 'sightings' | 'transaction'>;
@@ -40,10 +25,10 @@ export interface SharedViewDeps {
   clock: { now(): number };
 }
 
-/** The record's fields berth reads, and nothing else. */
+/** The record's fields berth reads (the columns it lists), and nothing else: never env values nor tokens. */
 function keptFields(inst: Instance): Sighting['instance'] {
   const out: Record<string, unknown> = {};
-  for (const key of KEPT) if (inst[key] !== undefined) out[key] = inst[key];
+  for (const key of INSTANCE_COLUMNS) if (inst[key] !== undefined) out[key] = inst[key];
   return out as Sighting['instance'];
 }
 
