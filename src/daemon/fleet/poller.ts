@@ -137,6 +137,11 @@ interface Sweep {
   afterToken: string | null;
   pages: number;
   seen: Map<number, Instance>;
+  /**
+   * Every page so far reached the store (when this daemon leads several). A sweep with a page the
+   * store missed is never announced as complete: the others would read that page's instances as gone.
+   */
+  published: boolean;
 }
 
 const chunks = <T>(items: T[], size: number): T[][] =>
@@ -419,7 +424,7 @@ export class InstancePoller implements InstanceLists {
   private async sweepPage(): Promise<void> {
     const now = this.options.clock.now();
     // Dated from when its first page was asked for: an instance made after that is not counted missing.
-    this.sweep ??= { startedAt: now, afterToken: null, pages: 0, seen: new Map() };
+    this.sweep ??= { startedAt: now, afterToken: null, pages: 0, seen: new Map(), published: true };
     if (this.sweep.pages === 0) this.lastSweepStartedAt = this.sweep.startedAt;
     const sweep = this.sweep;
     this.sweptSinceRound = true;
@@ -427,7 +432,7 @@ export class InstancePoller implements InstanceLists {
     const { page, listedAt } = await this.list({ afterToken: sweep.afterToken });
     sweep.pages++;
     for (const inst of page.instances) sweep.seen.set(inst.id, inst);
-    if (page.instances.length > 0) this.seen(page.instances, listedAt, sweep.startedAt);
+    if (page.instances.length > 0 && !this.seen(page.instances, listedAt, sweep.startedAt)) sweep.published = false;
     if (page.nextToken !== null) {
       if (page.nextToken === sweep.afterToken || sweep.pages >= MAX_SWEEP_PAGES) {
         // A list that does not move on must not end a sweep: what it never showed is not absent.
@@ -441,15 +446,16 @@ export class InstancePoller implements InstanceLists {
     this.lastSweepPages = sweep.pages;
     const instances = [...sweep.seen.values()];
     this.options.onSweepDone?.({ pages: sweep.pages, durationMs: this.options.clock.now() - sweep.startedAt, instances: instances.length });
-    this.share((view) => view.sweepDone(sweep.startedAt));
+    if (sweep.published) this.share((view) => view.sweepDone(sweep.startedAt));
     await this.subscriber?.onSweep(instances, sweep.startedAt);
     this.settleWaiters(instances, sweep.startedAt);
   }
 
-  /** Hands what a list showed to the runs, and to the other daemons when this one leads. */
-  private seen(instances: Instance[], listedAt: number, sweepStartedAt: number | null): void {
+  /** Hands what a list showed to the runs, and to the other daemons when this one leads; false when the store missed it. */
+  private seen(instances: Instance[], listedAt: number, sweepStartedAt: number | null): boolean {
     this.subscriber?.onSeen(instances, listedAt);
-    if (instances.length > 0 && this.options.shared && this.sweeps) this.share((view) => view.publish(instances, listedAt, sweepStartedAt));
+    if (instances.length === 0 || !this.options.shared || !this.sweeps) return true;
+    return this.share((view) => (view.publish(instances, listedAt, sweepStartedAt), true)) ?? false;
   }
 
   /** A follower's round: what the leader's lists showed since the last one, and its last complete sweep. */

@@ -384,6 +384,28 @@ describe('the poller, several daemons on one store', () => {
     expect(rec.sweeps).toEqual([{ startedAt: -3000, count: 1 }]);
   });
 
+  it('never announces a sweep complete when the store missed one of its pages (the others would read those instances as gone)', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 60);
+    const shared = fakeView(() => true);
+    const publish = shared.view.publish;
+    let failed = false;
+    shared.view.publish = (instances, listedAt, sweepStartedAt) => {
+      if (!failed && sweepStartedAt !== null && instances.some((i) => i.id === 1030)) {
+        failed = true;
+        throw new Error('the store does not answer');
+      }
+      publish(instances, listedAt, sweepStartedAt);
+    };
+    start(clock, account.client, recorder().subscriber, shared.view);
+    await clock.advance(INTERVAL - 1);
+    expect(failed).toBe(true);
+    expect(shared.sweepsDone).toEqual([]);
+    // The next sweep reaches the store whole: announced.
+    await clock.advance(INTERVAL);
+    expect(shared.sweepsDone).toEqual([INTERVAL]);
+  });
+
   it('a leader that stops leading drops its sweep; one that starts leading sweeps from its next round', async () => {
     const clock = new FakeClock(0);
     const account = fakeAccount(clock, 1000);
