@@ -357,17 +357,23 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     if (row.held_at === null || !this.resumed || this.stopping) return false;
     // Shared store: this daemon takes the run before lifting its hold, so no other takes it between.
     if (this.ownership.shared && !this.ownership.take(runId)) return false;
-    const lifted = store.transaction(() => {
-      if (!store.runs.release(runId)) return false;
-      store.events.append({
-        runId,
-        at: clock.now(),
-        type: 'held.expired',
-        message: `held after a restore, the run reached a limit: ${reason.message} Its instance is destroyed.`,
-        data: { kind: reason.kind },
+    let lifted: boolean;
+    try {
+      lifted = store.transaction(() => {
+        if (!store.runs.release(runId)) return false;
+        store.events.append({
+          runId,
+          at: clock.now(),
+          type: 'held.expired',
+          message: `held after a restore, the run reached a limit: ${reason.message} Its instance is destroyed.`,
+          data: { kind: reason.kind },
+        });
+        return true;
       });
-      return true;
-    });
+    } catch (err) {
+      this.ownership.release(runId); // not renewed for a run nobody drives; the guard tries again
+      throw err;
+    }
     if (!lifted) {
       this.ownership.release(runId);
       return true;

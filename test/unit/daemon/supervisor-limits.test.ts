@@ -199,15 +199,16 @@ describe('a run held after a restored backup (issue #18 item 7)', () => {
   });
 });
 
+/** A daemon's leases on this store (its clock the fake one), renewed once. */
+function daemon(id: string): LeaseOwner {
+  store.leases.serverNow = () => clock.now();
+  const owner = new LeaseOwner({ store, clock, daemonId: id, leaseMs: 15_000 });
+  owner.renew();
+  return owner;
+}
+
 describe('a run held after a restore, on a store several daemons share (issue #21)', () => {
   it('every daemon watches its limits: at max_runtime_s the one that sees it takes the run, destroys its instance, and the run ends expired', async () => {
-    // The leases' clock is the fake one.
-    store.leases.serverNow = () => clock.now();
-    const daemon = (id: string) => {
-      const owner = new LeaseOwner({ store, clock, daemonId: id, leaseMs: 15_000 });
-      owner.renew();
-      return owner;
-    };
     const first = daemon('a');
     await releasers.release();
     ({ supervisor, submissions } = superviseWith(store, first));
@@ -240,12 +241,6 @@ describe('a run held after a restore, on a store several daemons share (issue #2
 
 describe('a take-over the store fails half way (issue #21)', () => {
   it('gives its lease up instead of renewing it for a run nobody drives, and takes the run at the next try', async () => {
-    store.leases.serverNow = () => clock.now();
-    const daemon = (id: string) => {
-      const owner = new LeaseOwner({ store, clock, daemonId: id, leaseMs: 15_000 });
-      owner.renew();
-      return owner;
-    };
     await releasers.release();
     ({ supervisor, submissions } = superviseWith(store, daemon('a')));
     const runId = await runningRun({});
