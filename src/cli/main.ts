@@ -9,6 +9,7 @@ import { Command, CommanderError, InvalidArgumentError, Option } from 'commander
 import { BerthError, SpecError } from '../errors.js';
 import { packagePath } from '../package-path.js';
 import { EXIT, exitCodeFor } from './exit-codes.js';
+import { isSystemError, systemErrorSentence } from './system-errors.js';
 import { processIo, safeText, type Io } from './io.js';
 import { specProblems } from './render.js';
 
@@ -224,7 +225,8 @@ export async function main(argv: string[], io: Io = processIo(), env: NodeJS.Pro
     // Commander has already printed its own usage message; --help and --version end with 0.
     if (err instanceof CommanderError) return err.exitCode === 0 ? EXIT.ok : EXIT.usage;
     reportError(io, err);
-    return exitCodeFor(err);
+    // The operating system refused something (a port, a file): nothing was done, the user fixes it.
+    return isSystemError(err) ? EXIT.usage : exitCodeFor(err);
   }
 }
 
@@ -233,5 +235,6 @@ function reportError(io: Io, err: unknown): void {
   if (err instanceof SpecError && typeof (err as { file?: unknown }).file === 'string')
     specProblems((err as SpecError & { file: string }).file, err.issues).forEach((l) => io.err(l));
   else if (err instanceof BerthError) io.err(err.message);
+  else if (isSystemError(err)) io.err(systemErrorSentence(err));
   else io.err(`Unexpected error (a bug in berth; please report it): ${err instanceof Error ? err.message : String(err)}`);
 }
