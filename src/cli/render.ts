@@ -82,21 +82,66 @@ function exitText(run: Run): string {
   return run.error?.exit_code === undefined ? DASH : String(run.error.exit_code);
 }
 
-export function runsTable(runs: Run[], now: number): string[] {
+/** A column of the runs table; `drop` orders which go first when the terminal is narrow (0: never). */
+interface RunsColumn {
+  head: string;
+  cell: (r: Run, now: number) => string;
+  drop: number;
+}
+
+const RUNS_COLUMNS: RunsColumn[] = [
+  { head: 'RUN', cell: (r) => r.id, drop: 0 },
+  { head: 'NAME', cell: (r) => r.name, drop: 0 },
+  { head: 'STATE', cell: (r) => (r.held ? `${r.state} (held)` : r.state), drop: 0 },
+  { head: 'EXIT', cell: (r) => exitText(r), drop: 4 },
+  { head: 'ATTEMPT', cell: (r) => String(r.attempt), drop: 3 },
+  { head: 'INSTANCE', cell: (r) => text(r.instance?.id), drop: 1 },
+  { head: 'STATUS', cell: (r) => text(r.instance?.actual_status), drop: 2 },
+  { head: 'PRICE', cell: (r) => price(r.instance?.dph_total ?? null), drop: 6 },
+  { head: 'COST', cell: (r) => (r.cost ? usdText(r.cost.usd) : DASH), drop: 0 },
+  { head: 'AGE', cell: (r, now) => since(r.created_at, now), drop: 5 },
+];
+
+/** The shortest a NAME is cut to (with `…`) before a column of more worth is dropped. */
+const NAME_MIN = 8;
+
+/**
+ * Every run, one line each, fitted to `width` columns (a terminal's; unbounded for pipes): the
+ * columns that matter least go first (INSTANCE, STATUS, ATTEMPT, EXIT, AGE, PRICE), and long
+ * names are cut with `…`, so that RUN, NAME, STATE and COST always show.
+ */
+export function runsTable(runs: Run[], now: number, width = Infinity): string[] {
   if (runs.length === 0) return ['No runs yet: submit one with `berth submit FILE`.'];
-  const rows = runs.map((r) => [
-    r.id,
-    r.name,
-    r.held ? `${r.state} (held)` : r.state,
-    exitText(r),
-    String(r.attempt),
-    text(r.instance?.id),
-    text(r.instance?.actual_status),
-    price(r.instance?.dph_total ?? null),
-    r.cost ? usdText(r.cost.usd) : DASH,
-    since(r.created_at, now),
-  ]);
-  const lines = table(['RUN', 'NAME', 'STATE', 'EXIT', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'COST', 'AGE'], rows);
+  const dropOrder = RUNS_COLUMNS.filter((c) => c.drop > 0).sort((a, b) => a.drop - b.drop);
+  let columns = RUNS_COLUMNS;
+  let nameMax = Infinity;
+  const render = () => {
+    const cut = (s: string) => (s.length > nameMax ? `${s.slice(0, nameMax - 1)}…` : s);
+    const rows = runs.map((r) => columns.map((c) => (c.head === 'NAME' ? cut(c.cell(r, now)) : c.cell(r, now))));
+    return table(
+      columns.map((c) => c.head),
+      rows,
+    );
+  };
+  let lines = render();
+  const tooWide = () => lines.some((l) => l.length > width);
+  for (const column of dropOrder) {
+    if (!tooWide()) break;
+    // Before PRICE goes, a long NAME is cut short.
+    if (column.head === 'PRICE') {
+      const over = Math.max(...lines.map((l) => l.length)) - width;
+      const longest = Math.max(...runs.map((r) => r.name.length));
+      nameMax = Math.max(NAME_MIN, longest - over);
+      lines = render();
+      if (!tooWide()) break;
+    }
+    columns = columns.filter((c) => c !== column);
+    lines = render();
+  }
+  if (tooWide()) {
+    nameMax = NAME_MIN;
+    lines = render();
+  }
   lines.push('', totalLine(runs));
   if (runs.some((r) => r.held)) lines.push('', HELD_HINT);
   return lines;

@@ -46,7 +46,9 @@ async function oneRun(client: ControlClient, id: string, options: StatusOptions,
 }
 
 async function allRuns(client: ControlClient, options: StatusOptions, io: Io): Promise<number> {
-  const show = (runs: Run[]) => (options.json ? printJson(io, runs) : runsTable(runs, Date.now()).forEach((l) => io.out(l)));
+  // On a terminal the table fits its width (a live frame's line of exactly `columns` is cut); piped, every column shows.
+  const width = io.live ? io.columns - 1 : Infinity;
+  const show = (runs: Run[]) => (options.json ? printJson(io, runs) : runsTable(runs, Date.now(), width).forEach((l) => io.out(l)));
   if (!options.watch) {
     show(await client.listRuns());
     return EXIT.ok;
@@ -56,7 +58,7 @@ async function allRuns(client: ControlClient, options: StatusOptions, io: Io): P
   try {
     for (;;) {
       const runs = await client.listRuns();
-      view?.update(runsTable(runs, Date.now()), JSON.stringify(runs));
+      view?.update(runsTable(runs, Date.now(), width), JSON.stringify(runs));
       if (runs.every((r) => isSettled(r.state)) || signal.aborted) {
         if (options.json) printJson(io, runs);
         return signal.aborted ? EXIT.interrupted : EXIT.ok;
