@@ -10,7 +10,9 @@
 // Hence a contract's `start`/`end` are its first and last included day keys, `description` counts
 // those days, and `amount` is their charges rounded to 3 decimals (as documented), with a `gpu`
 // (compute) and a `disk` item. Days are wall UTC days; the money in them is the ledger's (sim time),
-// mapped through the clock.
+// mapped through the clock, and then counted in wall time (divided by the time scale): a client
+// such as berth records what an instance costs by the wall clock, so at `--time-scale 30` the
+// report must not say 30 times what its own records say.
 import type { SimClock } from './clock.js';
 import type { SimInstanceHistory } from './instances.js';
 import { chargesBetween, type Charges } from './ledger.js';
@@ -117,6 +119,12 @@ function contractCharge(h: SimInstanceHistory, clock: SimClock, gte: number, lte
     sum.disk_usd += c.disk_usd;
     sum.disk_h += c.disk_h;
   }
+  // Billed hours and money in wall time (exact under one time scale; after a change of scale, at the new one).
+  const wallPerSim = 1 / clock.timeScale();
+  sum.compute_usd *= wallPerSim;
+  sum.compute_h *= wallPerSim;
+  sum.disk_usd *= wallPerSim;
+  sum.disk_h *= wallPerSim;
   const days = (lastDay - firstDay) / DAY_S + 1;
   const item = (type: 'gpu' | 'disk', usd: number, hours: number): ChargeItem => ({
     start: firstDay,

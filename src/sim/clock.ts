@@ -27,6 +27,11 @@ export class SimClock {
     return this.anchorSim + ((this.now() - this.anchorWall) / 1000) * this.scale;
   }
 
+  /** Sim seconds per wall second now. */
+  timeScale(): number {
+    return this.scale;
+  }
+
   setTimeScale(scale: number): void {
     this.anchorSim = this.simS();
     this.anchorWall = this.now();
