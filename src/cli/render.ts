@@ -3,6 +3,7 @@
 import { usdText } from '../usd-text.js';
 import type { SpecIssue } from '../errors.js';
 import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
+import { isEndState } from '../wire/run-states.js';
 
 const DASH = '-';
 
@@ -151,7 +152,8 @@ export function runsTable(runs: Run[], now: number, width = Infinity): string[] 
 function totalLine(runs: Run[]): string {
   const usd = runs.reduce((s, r) => s + (r.cost?.usd ?? 0), 0);
   const perHour = runs.reduce((s, r) => s + (r.cost?.usd_per_hour ?? 0), 0);
-  return `Total: ${usdText(usd)} spent by these ${runs.length} run(s); ${usdText(perHour)}/h billing now.`;
+  const by = runs.length === 1 ? 'this run' : `these ${runs.length} runs`;
+  return `Total: ${usdText(usd)} spent by ${by}; ${usdText(perHour)}/h billing now.`;
 }
 
 const HELD_HINT =
@@ -179,7 +181,14 @@ export function runDetail(run: Run, now: number): string[] {
     fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
   const lines = table(['', ''], fields).slice(1);
-  lines.push('', run.attempts.length === 0 ? 'Attempts: none yet' : 'Attempts:');
+  lines.push(
+    '',
+    run.attempts.length > 0
+      ? 'Attempts:'
+      : isEndState(run.state)
+        ? 'Attempts: none (it ended before it rented an instance)'
+        : 'Attempts: none yet',
+  );
   if (run.attempts.length > 0) lines.push(...attemptsTable(run.attempts, now).map((l) => `  ${l}`));
   for (const a of run.attempts) {
     if (!a.logs) continue;
@@ -249,6 +258,20 @@ export function specProblems(file: string, issues: SpecIssue[]): string[] {
 
 /** Why a followed run stopped short of `running`, as one sentence for stderr. */
 export function runEndedSentence(run: Run): string {
-  if (!run.error) return `Run ${run.id} is ${run.state}.`;
+  if (!run.error) return `Run ${run.id} ${endedWords(run.state)}.`;
   return `Run ${run.id} ${run.state}: ${run.error.message}`;
+}
+
+/** `succeeded`, `was cancelled`, `is running`: a run's state as the rest of a sentence that starts with the run. */
+export function endedWords(state: Run['state']): string {
+  switch (state) {
+    case 'succeeded':
+    case 'failed':
+    case 'expired':
+      return state;
+    case 'cancelled':
+      return 'was cancelled';
+    default:
+      return `is ${state}`;
+  }
 }

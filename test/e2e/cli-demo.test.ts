@@ -54,7 +54,7 @@ describe('berth demo', () => {
       /\| epoch 1\/3: loss 0\.7\n {2}\| epoch 2\/3: loss 0\.5\n {2}\| epoch 3\/3: loss 0\.3\n {2}\| saved the model/,
     );
     expect(r.stdout).toMatch(/\| berth-task-end run=\S+ attempt=2 exit=0/);
-    expect(r.stdout).toMatch(/Run \S+ is succeeded; the simulator's ledger shows nothing left billing/);
+    expect(r.stdout).toMatch(/Run \S+ succeeded; the simulator's ledger shows nothing left billing/);
     const home = /BERTH_HOME (\S+)\)/.exec(r.stdout)?.[1];
     expect(existsSync(home!)).toBe(false);
   }, 60_000);

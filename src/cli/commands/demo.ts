@@ -17,7 +17,7 @@ import { ControlClient } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import type { Io } from '../io.js';
-import { formatDuration, readyText, runDetail, sshCommand } from '../render.js';
+import { endedWords, formatDuration, readyText, runDetail, sshCommand } from '../render.js';
 import { isEndState, isSettled } from '../../wire/run-states.js';
 import type { Run } from '../../wire/control-api.js';
 import { abortOnSignals } from '../signals.js';
@@ -98,7 +98,7 @@ export async function demoCommand(io: Io, options: DemoOptions = {}): Promise<nu
     await checkNothingBilling(sim);
     const ledger = sim.ledger();
     io.out(
-      `Run ${ended.id} is ${ended.state}; the simulator's ledger shows nothing left billing ` +
+      `Run ${ended.id} ${endedWords(ended.state)}; the simulator's ledger shows nothing left billing ` +
         `(${ledger.instances.length} instances created, all destroyed, $${ledger.total_usd.toFixed(4)} charged in simulated time).`,
     );
     io.out(`Demo finished in ${formatDuration(Date.now() - startedAt)}.`);

@@ -12,6 +12,7 @@ import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
 import type { Io } from '../io.js';
 import { linesOf, newLines } from '../log-follow.js';
+import { endedWords } from '../render.js';
 
 const FOLLOW_EVERY_MS = 5_000;
 
@@ -27,7 +28,7 @@ export async function logsCommand(
   const client = connectToDaemon(env);
   const first = await client.logs(runId, tail);
   let printed = linesOf(first.text);
-  if (printed.length === 0 && !options.follow) io.err(`Run ${runId} has no log yet.`);
+  if (printed.length === 0 && !options.follow) io.err(await noLogSentence(client, runId, first.instance_id));
   for (const line of printed) io.out(line);
   if (!options.follow) return EXIT.ok;
   for (;;) {
@@ -41,4 +42,13 @@ export async function logsCommand(
     if (ended) return EXIT.ok;
     await sleep(FOLLOW_EVERY_MS);
   }
+}
+
+/** Why there is nothing to print: not yet, or never (a run that ended without renting has no log). */
+async function noLogSentence(client: ReturnType<typeof connectToDaemon>, runId: string, instanceId: number | null): Promise<string> {
+  const run = await client.getRun(runId);
+  if (!isEndState(run.state)) return `Run ${runId} has no log yet.`;
+  if (instanceId === null && run.attempts.every((a) => a.instance_id === null))
+    return `Run ${runId} ${endedWords(run.state)} before it rented an instance, so it has no log.`;
+  return `Run ${runId} ${endedWords(run.state)}; its instance left no log.`;
 }
