@@ -282,10 +282,11 @@ export function attemptsSpentError(context: RunContext): RunError {
   return { kind: 'attempts_exhausted', message: `All ${context.limits.maxAttempts} attempts failed.` };
 }
 
-export function noOffersError(context: RunContext): RunError {
+/** `why`: what excluded the offers, when the last search could tell (e.g. a price cap below the cheapest offer). */
+export function noOffersError(context: RunContext, why?: string): RunError {
   return {
     kind: 'no_offers',
-    message: `No usable offer matched the spec after ${context.relaxLevel} relax step(s) of ${context.limits.relaxSteps}.`,
+    message: `No usable offer matched the spec after ${context.relaxLevel} relax step(s) of ${context.limits.relaxSteps}${why ? `: ${why}` : ''}.`,
   };
 }
 

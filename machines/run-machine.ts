@@ -130,7 +130,7 @@ export const runMachine = runSetup.createMachine({
                 target: '#run.expired',
                 actions: { type: 'failExpired', params: ({ event }) => ({ reason: event.output.exhausted }) },
               },
-              { target: '#run.failed', actions: 'failNoOffers' },
+              { target: '#run.failed', actions: { type: 'failNoOffers', params: ({ event }) => ({ why: event.output.noOffers }) } },
             ],
             onError: [
               {

@@ -291,7 +291,7 @@ export const runSetup = setup({
     failFromEndReason: assign(({ context }) => ({ error: context.endReason })),
     failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),
     failDeadline: assign(({ context }) => ({ error: deadlineError(context) })),
-    failNoOffers: assign(({ context }) => ({ error: noOffersError(context) })),
+    failNoOffers: assign(({ context }, params: { why: string | undefined }) => ({ error: noOffersError(context, params.why) })),
     failExpired: assign(({ context }, params: { reason?: RunError | undefined }) => ({
       error: params.reason ?? context.expire,
       expire: params.reason ?? context.expire,

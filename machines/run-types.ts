@@ -282,6 +282,8 @@ export interface SearchOutput {
   candidates: Candidate[];
   /** Set when offers matched but the run's remaining budget cannot pay for any of them to boot. */
   exhausted?: RunError;
+  /** Set when nothing is usable after the last relax step: what excluded the offers, in words (the no_offers error says it). */
+  noOffers?: string;
 }
 /** Everything the attempt's journal row needs (the label is the store's: the actor derives it). */
 export interface CreateInput {

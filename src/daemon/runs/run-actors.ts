@@ -35,7 +35,8 @@ import { taskScript } from '../../job-spec/task-script.js';
 import type { TaskLogs } from './task-logs.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
-import { billedPriceFor, buildSearchQuery, diskPricePerHour, usableOffers } from '../../job-spec/search-query.js';
+import { billedPriceFor, buildSearchQuery, diskPricePerHour, relaxStepCount, usableOffers } from '../../job-spec/search-query.js';
+import { noOffersWhy, uncappedQuery } from '../../job-spec/no-offers-why.js';
 import type { AttemptRow } from '../../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
@@ -381,6 +382,16 @@ export function makeRunActors(deps: RunActorDeps) {
           ? stored
           : { ...stored, search: { ...stored.search, type: input.searchType }, bid_price: undefined };
       const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
+      /**
+       * Nothing usable after the last relax step ends the run (no_offers): one more search, without the
+       * price cap, says what excluded the offers (../../job-spec/no-offers-why.ts). Once per failing run,
+       * through the search limiter like any search; if it fails, the run fails without the reason.
+       */
+      const explained = async (out: SearchOutput): Promise<SearchOutput> => {
+        if (out.candidates.length > 0 || out.exhausted || input.relaxLevel < relaxStepCount(spec)) return out;
+        const uncapped = await client.searchOffers(uncappedQuery(spec, input.relaxLevel, blocked), { signal }).catch(() => undefined);
+        return uncapped === undefined ? out : { ...out, noOffers: noOffersWhy(spec, uncapped) };
+      };
       /** The run's candidates from the offers it may use, in order: quarantined machines last, then what its budget pays. */
       const choose = (usable: Offer[]): SearchOutput => {
         const candidates: Candidate[] = deps.quarantine
@@ -403,11 +414,13 @@ export function makeRunActors(deps: RunActorDeps) {
           machineIds: input.blockedMachines,
         });
         const offers = await client.searchOffers(query, { signal });
-        return choose(usableOffers(offers, spec, blocked).filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined));
+        return explained(
+          choose(usableOffers(offers, spec, blocked).filter((o) => deps.claims.heldByOther(o.id, input.runId) === undefined)),
+        );
       }
       // One shared answer (./search-pool.ts); the run is handed one offer at a time, so that no
       // other run tries it, and asks again for the next one.
-      return pool.offersFor(
+      const shared = await pool.offersFor(
         {
           runId: input.runId,
           spec,
@@ -421,6 +434,7 @@ export function makeRunActors(deps: RunActorDeps) {
         },
         signal,
       );
+      return explained(shared);
     }),
 
     createInstance: actor<CreateOutput, CreateInput>(async ({ input, signal }) => ({ ...(await create(deps, input, signal)), at: now() })),

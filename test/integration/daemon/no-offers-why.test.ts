@@ -1,0 +1,36 @@
+// A run that finds nothing to rent says what excluded the offers: a cap below the cheapest offer
+// names the cheapest and the cap; a spec no machine fits says so. They used to end with the same
+// sentence ("No usable offer matched the spec ... Tried: no offer was tried"). On the simulator.
+import { afterEach, describe, expect, it } from 'vitest';
+import { isEnded, jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
+
+let world: World | undefined;
+afterEach(async () => {
+  await world?.close();
+  world = undefined;
+});
+
+describe('no usable offer: the reason', () => {
+  it('a cap below the cheapest offer: how many offers match, the cheapest price with its disk, and the cap', async () => {
+    world = await startWorld();
+    const run = await submit(world, jobSpec({ max_price_per_hour: 0.01 }));
+    const failed = await world.waitFor(run.id, isEnded);
+    expect(failed.state).toBe('failed');
+    expect(failed.error?.kind).toBe('no_offers');
+    expect(failed.error?.message).toMatch(
+      /^No usable offer matched the spec after 0 relax step\(s\) of 0: (at least )?\d+ offers match the filters; the cheapest costs \$0\.\d+\/h with 20 GB of disk, above max_price_per_hour \(\$0\.01\)\./,
+    );
+    // The cheapest named is the catalog's cheapest for these filters, as it would be billed.
+    const cheapest = Number(/costs \$(\d+\.\d+)\/h/.exec(failed.error!.message)![1]);
+    expect(cheapest).toBeGreaterThan(0.01);
+    expect(world.sim.history()).toEqual([]);
+  });
+
+  it('a spec no machine fits says no offer matches the filters, whatever its price', async () => {
+    world = await startWorld();
+    const run = await submit(world, jobSpec({ search: { filters: { num_gpus: { eq: 64 } } }, max_price_per_hour: 1000 }));
+    const failed = await world.waitFor(run.id, isEnded);
+    expect(failed.error?.kind).toBe('no_offers');
+    expect(failed.error?.message).toContain(': no offer matches the filters, whatever its price.');
+  });
+});
