@@ -3,6 +3,7 @@
 // every failure as an ApiError with the envelope's kind. The page never holds the control token.
 import type { SpecIssue } from '../errors.js';
 import type { StreamEvent, UiSession } from '../wire/control-api.js';
+import { suspectDown } from './link.js';
 
 export class ApiError extends Error {
   constructor(
@@ -48,6 +49,7 @@ export async function callWithHeaders<T>(
   try {
     res = await fetch(path, init);
   } catch (err) {
+    suspectDown();
     throw new ApiError(0, 'unreachable', `The daemon does not answer (${(err as Error).message}): is it still running?`);
   }
   const text = await res.text();
@@ -85,6 +87,8 @@ export function followEvents(
   source.onopen = () => onState?.(true);
   source.onerror = () => {
     onState?.(false);
+    // A stream that drops may mean the daemon is gone (it ends every stream when it stops).
+    suspectDown();
     // EventSource gives up on an answer that is not a stream (a 401 once the session ended); a
     // read tells the page why.
     if (source.readyState === EventSource.CLOSED) void call('GET', '/v1/ui/session').catch(() => undefined);

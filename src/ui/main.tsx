@@ -4,6 +4,7 @@
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, call, SIGNED_OUT, startSession } from './api.js';
+import { RECONNECTED, startWatching, useLink } from './link.js';
 import { AccountPage } from './pages/account.js';
 import { MoneyPage } from './pages/money.js';
 import { RunPage } from './pages/run.js';
@@ -39,7 +40,30 @@ const NAV: Array<{ href: string; label: string; pages: Route['page'][] }> = [
   { href: '#/submit', label: 'Submit', pages: ['submit'] },
 ];
 
+/** Said while the daemon does not answer: what is stale, what is off, and that the page tries again by itself. */
+function DaemonGone({ since }: { since: number }) {
+  return (
+    <div class="banner" role="alert" data-testid="daemon-gone">
+      <strong>The daemon does not answer</strong> (since {new Date(since).toLocaleTimeString()}). The figures below are as they were then
+      and may be stale; cancel, submit and the other actions are off until it is back. This page tries again every few seconds. If the
+      daemon restarted, sign in again with a new <code>berth ui</code> link.
+    </div>
+  );
+}
+
 function Shell({ route }: { route: Route }) {
+  const link = useLink();
+  // Each reconnect mounts the page afresh: it reads the run (or the list) and its events again.
+  const [generation, setGeneration] = useState(0);
+  useEffect(() => {
+    const again = () => {
+      setGeneration((g) => g + 1);
+      // A daemon that restarted forgot the session: this read makes the page say so (SIGNED_OUT).
+      void startSession().catch(() => undefined);
+    };
+    addEventListener(RECONNECTED, again);
+    return () => removeEventListener(RECONNECTED, again);
+  }, []);
   const signOut = async () => {
     await call('POST', '/v1/ui/sign-out').catch(() => undefined);
     location.reload();
@@ -61,11 +85,12 @@ function Shell({ route }: { route: Route }) {
             </a>
           ))}
         </nav>
-        <button type="button" class="quiet-button" onClick={() => void signOut()}>
+        <button type="button" class="quiet-button" disabled={!link.up} onClick={() => void signOut()}>
           Sign out
         </button>
       </header>
-      <main id="main" tabIndex={-1}>
+      {!link.up && link.downSince !== null && <DaemonGone since={link.downSince} />}
+      <main id="main" tabIndex={-1} key={generation} class={link.up ? undefined : 'stale'} aria-busy={!link.up}>
         {route.page === 'runs' && <RunsPage />}
         {route.page === 'run' && <RunPage id={route.id} key={route.id} />}
         {route.page === 'money' && <MoneyPage />}
@@ -80,6 +105,7 @@ function App() {
   const route = useRoute();
   const [signedIn, setSignedIn] = useState<'checking' | 'yes' | 'no'>('checking');
   useEffect(() => {
+    startWatching();
     startSession().then(
       () => setSignedIn('yes'),
       (err: unknown) => setSignedIn(err instanceof ApiError && err.status === 401 ? 'no' : 'yes'),

@@ -5,7 +5,8 @@ import { useEffect, useState } from 'preact/hooks';
 import type { AccountChecks, AccountView, Health, Notification } from '../../wire/control-api.js';
 import { call } from '../api.js';
 import { ago, duration, localTime, usd } from '../format.js';
-import { ErrorNote, Section, useNow } from '../parts/common.js';
+import { Coded, ErrorNote, Section, useNow } from '../parts/common.js';
+import { useLink } from '../link.js';
 
 const SHOWN = 50;
 
@@ -16,6 +17,8 @@ export function AccountPage() {
   const [checks, setChecks] = useState<AccountChecks | 'running' | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
   const now = useNow();
+  const [healthAt, setHealthAt] = useState(0);
+  const { up } = useLink();
 
   useEffect(() => {
     let gone = false;
@@ -30,6 +33,7 @@ export function AccountPage() {
         ]);
         if (gone) return;
         setHealth(h);
+        setHealthAt(Date.now());
         setAccount(a);
         setDeliveries([...dead, ...pending, ...delivered].slice(0, SHOWN));
         setError(undefined);
@@ -63,7 +67,7 @@ export function AccountPage() {
         <div>
           <span class="label">Daemon</span>
           <strong>{health ? (health.ready ? 'serving' : 'resuming runs') : '…'}</strong>
-          {health && <span class="muted">up {duration(health.uptime_s * 1000)}</span>}
+          {health && up && <span class="muted">up {duration(health.uptime_s * 1000 + (now - healthAt))}</span>}
         </div>
         <div>
           <span class="label">Live runs</span>
@@ -83,15 +87,18 @@ export function AccountPage() {
       </div>
 
       <Section title="Doctor checks" id="doctor">
-        <p class="muted">The checks of `berth doctor`, made by the daemon with its own key (a few calls to the service).</p>
-        <button type="button" onClick={() => void runChecks()} disabled={checks === 'running'}>
+        <p class="muted">
+          The checks of <code>berth doctor</code>, made by the daemon with its own key (a few calls to the service).
+        </p>
+        <button type="button" onClick={() => void runChecks()} disabled={checks === 'running' || !up}>
           {checks === 'running' ? 'Checking…' : 'Run the checks'}
         </button>
         {checks && checks !== 'running' && (
           <ul class="checks">
             {checks.checks.map((c) => (
               <li>
-                <span class={`badge tone-${c.ok ? 'good' : 'bad'}`}>{c.ok ? 'ok' : 'failed'}</span> <strong>{c.name}</strong>: {c.message}
+                <span class={`badge tone-${c.ok ? 'good' : 'bad'}`}>{c.ok ? 'ok' : 'failed'}</span> <strong>{c.name}</strong>:{' '}
+                <Coded text={c.message} />
               </li>
             ))}
           </ul>
@@ -101,7 +108,7 @@ export function AccountPage() {
       <Section title="Rate limits met" id="rate-limits">
         {account && (
           <div class="table-wrap">
-            <table>
+            <table class="stack" aria-label="Rate limits met per endpoint group">
               <thead>
                 <tr>
                   <th scope="col">Endpoint group</th>
@@ -121,12 +128,16 @@ export function AccountPage() {
                 {account.rate_limits.map((g) => (
                   <tr>
                     <td>{g.group}</td>
-                    <td class="num">{g.per_s}/s</td>
-                    <td class="num">{g.rate_limited}</td>
-                    <td class="num">
+                    <td class="num" data-label="Rate">
+                      {g.per_s}/s
+                    </td>
+                    <td class="num" data-label="429 answers">
+                      {g.rate_limited}
+                    </td>
+                    <td class="num" data-label="Pauses">
                       {g.pauses} ({duration(g.paused_ms)})
                     </td>
-                    <td>{g.paused ? <span class="badge tone-warn">paused</span> : 'sending'}</td>
+                    <td data-label="Now">{g.paused ? <span class="badge tone-warn">paused</span> : 'sending'}</td>
                   </tr>
                 ))}
               </tbody>
@@ -139,7 +150,9 @@ export function AccountPage() {
         {!deliveries ? (
           <p class="muted">Loading…</p>
         ) : deliveries.length === 0 ? (
-          <p class="muted">None: no notification was sent (config `notify`).</p>
+          <p class="muted">
+            None: no notification was sent (config <code>notify</code>).
+          </p>
         ) : (
           <div class="table-wrap">
             <table>

@@ -6,7 +6,8 @@ import type { Run, RunEvent, RunLogs } from '../../wire/control-api.js';
 import { isEndState } from '../../wire/run-states.js';
 import { call, followEvents } from '../api.js';
 import { ago, localTime, usd, usdPerHour } from '../format.js';
-import { ConfirmButton, CopyButton, ErrorNote, Section, StateBadge, useNow } from '../parts/common.js';
+import { Coded, ConfirmButton, CopyButton, ErrorNote, LogBox, Section, StateBadge, useNow } from '../parts/common.js';
+import { useLink } from '../link.js';
 import { AttemptTimeline } from '../parts/timeline.js';
 
 async function allEvents(id: string): Promise<RunEvent[]> {
@@ -34,6 +35,7 @@ export function RunPage({ id }: { id: string }) {
   const [logs, setLogs] = useState<RunLogs | 'loading' | undefined>(undefined);
   const [logError, setLogError] = useState<unknown>(undefined);
   const now = useNow(1000);
+  const { up } = useLink();
   const path = `/v1/runs/${encodeURIComponent(id)}`;
   const refresh = useRef<() => void>(() => undefined);
 
@@ -79,7 +81,9 @@ export function RunPage({ id }: { id: string }) {
     );
 
   const ended = isEndState(run.state);
-  const failedLogs = run.attempts.filter((a) => a.logs);
+  const endedLogs = run.attempts.filter((a) => a.logs);
+  const everRented = run.attempts.some((a) => a.instance_id !== null);
+  const holdsNothing = run.instance === null && run.cost.usd_per_hour === 0;
   const loadLogs = async () => {
     setLogs('loading');
     setLogError(undefined);
@@ -108,7 +112,7 @@ export function RunPage({ id }: { id: string }) {
         </div>
         <div>
           <span class="label">Billed now</span>
-          <strong>{usdPerHour(run.cost.usd_per_hour)}</strong>
+          <strong data-testid="run-billed-now">{holdsNothing ? 'nothing' : usdPerHour(run.cost.usd_per_hour)}</strong>
         </div>
         <div>
           <span class="label">Attempts</span>
@@ -127,7 +131,7 @@ export function RunPage({ id }: { id: string }) {
       </div>
       {run.error && (
         <p class="error" role="status">
-          Ended by {run.error.kind}: {run.error.message}
+          Ended by {run.error.kind}: <Coded text={run.error.message} />
         </p>
       )}
       <div class="row actions">
@@ -182,44 +186,53 @@ export function RunPage({ id }: { id: string }) {
         </Section>
       )}
 
-      {failedLogs.length > 0 && (
-        <Section title="Last log lines of failed attempts" id="failed-logs">
-          {failedLogs.map((a) => (
-            <details>
+      {endedLogs.length > 0 && (
+        <Section title="Last log lines of ended attempts" id="attempt-logs">
+          {endedLogs.map((a) => (
+            <details open={a.n === endedLogs.at(-1)!.n}>
               <summary>
                 Attempt #{a.n} ({a.outcome ?? 'in progress'})
               </summary>
-              <pre class="log">{a.logs}</pre>
+              <LogBox text={a.logs!} label={`Last log lines of attempt ${a.n}`} />
             </details>
           ))}
         </Section>
       )}
 
       <Section title="Container output" id="output">
-        <p class="muted">The last 200 lines of the run's container log (a task's output), every secret scrubbed.</p>
-        <button type="button" onClick={() => void loadLogs()} disabled={logs === 'loading'}>
-          {logs === 'loading' ? 'Reading…' : logs ? 'Read again' : 'Show the log'}
-        </button>
-        <ErrorNote error={logError} />
-        {logs && logs !== 'loading' && (
+        {everRented ? (
           <>
-            <p class="muted">
-              {logs.source === 'live' ? `Live from instance ${logs.instance_id}` : 'Kept with the last attempt'}
-              {logs.text === '' && ': empty'}
-            </p>
-            {logs.text && <pre class="log">{logs.text}</pre>}
+            <p class="muted">The last 200 lines of the run's container log (a task's output), every secret scrubbed.</p>
+            <button type="button" onClick={() => void loadLogs()} disabled={logs === 'loading' || !up}>
+              {logs === 'loading' ? 'Reading…' : logs ? 'Read again' : 'Show the log'}
+            </button>
+            <ErrorNote error={logError} />
+            {logs && logs !== 'loading' && (
+              <>
+                <p class="muted">
+                  {logs.source === 'live' ? `Live from instance ${logs.instance_id}` : 'Kept with the last attempt'}
+                  {logs.text === '' && ': empty'}
+                </p>
+                {logs.text && <LogBox text={logs.text} label="Container output" />}
+              </>
+            )}
           </>
+        ) : (
+          <p class="muted" data-testid="no-log">
+            {ended ? 'This run ended before it rented an instance: it has no log.' : 'No instance yet: the log comes with the first one.'}
+          </p>
         )}
       </Section>
 
       <Section title="Event log" id="events">
-        <ol class="events" aria-live="polite" aria-label="Events, oldest first">
-          {events.map((e) => (
+        {/* Newest first: a running run's latest facts are at the top, not below its first hundred events. */}
+        <ol class="events" aria-live="polite" aria-label="Events, newest first" reversed>
+          {[...events].reverse().map((e) => (
             <li data-type={e.type} data-id={e.id}>
               <time dateTime={e.at} title={localTime(e.at)}>
                 {new Date(e.at).toLocaleTimeString()}
               </time>{' '}
-              <span class="mono muted">{e.type}</span> {e.message}
+              <span class="mono muted">{e.type}</span> <Coded text={e.message} />
               {e.count > 1 && <span class="muted"> (×{e.count})</span>}
             </li>
           ))}

@@ -126,7 +126,7 @@ export function RunsPage() {
         <p class="notice">{query.state || query.name ? 'No run matches.' : 'No runs yet: submit one.'}</p>
       ) : (
         <div class="table-wrap">
-          <table class="runs">
+          <table class="runs stack">
             <thead>
               <tr>
                 <th scope="col">Run</th>
@@ -157,7 +157,7 @@ export function RunsPage() {
                   </td>
                   <td data-label="GPU">{r.gpu_rented ? r.gpu : <span class="muted">asked: {r.gpu ?? 'any'}</span>}</td>
                   <td class="num" data-label="Now">
-                    {usdPerHour(r.cost.usd_per_hour)}
+                    {r.instance === null && r.cost.usd_per_hour === 0 ? <span class="muted">none</span> : usdPerHour(r.cost.usd_per_hour)}
                   </td>
                   <td class="num" data-label="Spend">
                     {usd(r.cost.usd, 4)}

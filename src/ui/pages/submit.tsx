@@ -5,9 +5,25 @@ import { useMemo, useRef, useState } from 'preact/hooks';
 import type { Run } from '../../wire/control-api.js';
 import { ApiError, call } from '../api.js';
 import { ErrorNote } from '../parts/common.js';
+import { useLink } from '../link.js';
 import { checkSpecText } from '../spec-check.js';
 
+/** Where a first spec starts from: the smallest useful one (examples/first-job.json). */
+const EXAMPLE = `{
+  "name": "first-job",
+  "image": "pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime",
+  "max_price_per_hour": 0.5,
+  "search": {
+    "filters": {
+      "gpu_name": { "in": ["RTX 4090", "RTX 3090"] },
+      "num_gpus": { "eq": 1 }
+    }
+  }
+}
+`;
+
 export function SubmitPage() {
+  const { up } = useLink();
   const [text, setText] = useState('');
   const [serverIssues, setServerIssues] = useState<Array<{ path: string; message: string }>>([]);
   const [error, setError] = useState<unknown>(undefined);
@@ -55,14 +71,22 @@ export function SubmitPage() {
         spellcheck={false}
         value={text}
         aria-describedby="spec-issues"
-        aria-invalid={issues.length > 0}
+        aria-invalid={text.trim() !== '' && issues.length > 0}
         onInput={(e) => {
           setText((e.target as HTMLTextAreaElement).value);
           setServerIssues([]);
         }}
       />
+      <p>
+        <button type="button" class="small" onClick={() => setText(EXAMPLE)}>
+          Start from an example
+        </button>{' '}
+        <span class="muted">one GPU, an RTX 4090 or 3090, at $0.50/h at most: change what you need.</span>
+      </p>
       <div id="spec-issues" aria-live="polite">
-        {issues.length === 0 ? (
+        {text.trim() === '' ? (
+          <p class="muted">Paste a job spec, upload a file, or start from the example.</p>
+        ) : issues.length === 0 ? (
           <p class="ok">The spec is valid.</p>
         ) : (
           <ul class="issues" aria-label="Problems in the spec">
@@ -75,7 +99,12 @@ export function SubmitPage() {
         )}
       </div>
       <ErrorNote error={error} />
-      <button type="button" class="primary" disabled={busy || checked.issues.length > 0} onClick={() => void submit()}>
+      <button
+        type="button"
+        class="primary"
+        disabled={busy || !up || text.trim() === '' || checked.issues.length > 0}
+        onClick={() => void submit()}
+      >
         {busy ? 'Submitting…' : 'Submit'}
       </button>
     </>
