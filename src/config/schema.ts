@@ -51,7 +51,7 @@ const rateGroupSchema = z.strictObject({
 export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'other'] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
-/** One receiver of run notifications (README: Notifications). */
+/** One receiver of run notifications (docs/notifications.md). */
 const notifyTargetSchema = z.strictObject({
   /** Where the notifications are POSTed, http:// or https://. */
   url: z
@@ -230,7 +230,7 @@ export const configSchema = z.strictObject({
     sweep_store_ids: z.array(z.string().regex(/^[0-9a-f]{8}$/, 'a store id is 8 hex digits')).default([]),
   }),
   /**
-   * Several daemons on one Postgres store (README: Several daemons). Unused with a SQLite store,
+   * Several daemons on one Postgres store (docs/several-daemons.md). Unused with a SQLite store,
    * which one daemon holds alone.
    */
   cluster: z.strictObject({
