@@ -2,12 +2,13 @@
 // the marker is written whatever the onstart does, and the self-stop reaches a local stand-in for
 // the service. Images without curl and wget are played by a PATH that holds neither.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { taskEndOf, taskScript } from '../../../src/job-spec/task-script.js';
+import { slimPath } from '../../helpers/slim-path.js';
 
 const RUN = 'abcdefgh2345';
 let server: Server;
@@ -31,17 +32,7 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${addr.port}`;
   scratch = mkdtempSync(join(tmpdir(), 'berth-wrapper-'));
   slimBin = join(scratch, 'bin');
-  mkdirSync(slimBin);
-  for (const dir of ['/usr/bin', '/bin']) {
-    for (const name of readdirSync(dir)) {
-      if (name === 'curl' || name === 'wget' || existsSync(join(slimBin, name))) continue;
-      try {
-        symlinkSync(join(dir, name), join(slimBin, name));
-      } catch {
-        // A name in both dirs.
-      }
-    }
-  }
+  slimPath(slimBin);
 });
 
 afterAll(async () => {
