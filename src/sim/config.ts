@@ -268,14 +268,28 @@ const simConfigSchema = z.object({
     .prefault({}),
   onstart_exec: z
     .object({
-      /** Run each instance's onstart with `sh -c` when it reaches running. */
+      /**
+       * Run each instance's onstart with `sh -c` on this machine each time its container starts
+       * (every transition to running), as an unprivileged user in a scratch directory (onstart-runner.ts).
+       */
       enabled: z.boolean().default(false),
-      /** Wall seconds before the script is killed. */
+      /** Wall seconds before a run of the script is killed. */
       timeout_s: z.number().positive().default(30),
-      /** Bytes of stdout and of stderr kept per script. */
+      /** Bytes of stdout and of stderr kept per run on the history record (the first ones). */
       max_output_bytes: z.number().int().positive().default(65_536),
+      /** Bytes of the combined output kept per instance for its container log: the last ones, as docker logs (8 MiB). */
+      log_bytes: z
+        .number()
+        .int()
+        .positive()
+        .default(8 * 1024 * 1024),
       /** PATH inside the "container"; the default is a stock image's, not the host's. */
       path: z.string().default('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'),
+      /**
+       * Regular expressions matched against an instance's image: a match runs its script with a PATH
+       * without `curl` and `wget` (as nvidia/cuda:*-base-* or python:*-slim ship). Default none.
+       */
+      no_http_client_images: z.array(z.string().refine(isPattern, 'a regular expression')).default([]),
     })
     .prefault({}),
   ssh_listeners: z
@@ -330,6 +344,15 @@ const simConfigSchema = z.object({
 
 export type SimConfigInput = z.input<typeof simConfigSchema>;
 export type SimConfig = z.output<typeof simConfigSchema>;
+
+function isPattern(p: string): boolean {
+  try {
+    new RegExp(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Validates a partial config; throws a ConfigError naming every bad field by its path. */
 export function parseSimConfig(input: unknown): SimConfig {

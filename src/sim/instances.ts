@@ -30,6 +30,8 @@ interface StatusEntry {
 }
 
 export interface OnstartResult {
+  /** Which run of the script this was: 1 at the first boot, one more at each container start after. */
+  run: number;
   exit_code: number | null;
   signal: string | null;
   timed_out: boolean;
@@ -61,7 +63,10 @@ export interface SimInstanceHistory {
   created_at: SimTime;
   destroyed_at: SimTime | null;
   statuses: StatusEntry[];
+  /** The latest run of the onstart script that ended (onstart execution on); null before. */
   onstart: OnstartResult | null;
+  /** Runs of the onstart script started so far: one per container start. */
+  onstart_runs: number;
 }
 
 export interface CreateParams {
@@ -187,6 +192,7 @@ export class InstanceStore {
       destroyed_at: null,
       statuses: [],
       onstart: null,
+      onstart_runs: 0,
     };
     const inst: LiveInstance = {
       hist,

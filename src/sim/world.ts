@@ -180,6 +180,7 @@ export class SimWorld {
     // SSH answers only while running: any other status closes the listeners.
     if (status === 'running') this.sshListeners.open(inst);
     else this.sshListeners.close(id);
+    if (status === 'rebooting' || status === 'exited') this.onstart.stop(id);
     if (status === 'running') {
       this.onstart.maybeRun(inst);
       this.webhooks.emit('client:instance_started', { subject: `Instance ${id} started`, message: `${what} is running.` });
@@ -191,6 +192,8 @@ export class SimWorld {
         message: `${what} went down because of a problem on the host machine.`,
       });
     } else if (status === 'stopped') {
+      // Every way out of running (a stop, an outbid, a reboot, an exit) ends the container, and
+      // the script with it; the next start runs it again from the beginning.
       this.onstart.stop(id);
       if (inst.outbid) {
         this.webhooks.emit('client:outbid', {
