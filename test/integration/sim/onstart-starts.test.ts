@@ -99,6 +99,15 @@ describe('every container start runs onstart again', () => {
     expect(hist(id)).toMatchObject({ onstart_runs: 4, onstart: { run: 3, signal: 'SIGKILL', exit_code: null } });
   });
 
+  test('a stop kills what the script left running after its shell ended (a backstop does not outlive its container)', async () => {
+    const { instanceId: id } = await rent(sim, { image: 'x', onstart: '( sleep 60; echo too-late ) & echo started' });
+    await logWhen(id, (lines) => lines.includes('started'), 'the script to start');
+    expect(hist(id).onstart).toBeNull(); // its background child still holds the output open
+    expect((await call(sim, 'PUT', `/api/v0/instances/${id}/`, { state: 'stopped' })).status).toBe(200);
+    const result = await waitFor(() => hist(id).onstart ?? undefined, 5000, 'the run to close');
+    expect(result).toMatchObject({ run: 1, exit_code: 0, stdout: 'started\n' });
+  });
+
   test("the container log keeps a chatty task's last lines, as docker logs does", async () => {
     const { instanceId } = await rent(sim, {
       image: 'x',
