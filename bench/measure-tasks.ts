@@ -17,7 +17,6 @@ import type { Config } from '../src/config/schema.js';
 import type { Run as RunView } from '../src/wire/control-api.js';
 import { startSimulator } from '../src/sim/index.js';
 import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';
-import { slimPath } from './slim-path.js';
 
 export interface TasksPlan {
   tasks: number;
@@ -69,7 +68,7 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       onstart_exec: {
         enabled: true,
         timeout_s: Math.ceil(plan.timeoutMs / 1000),
-        ...(plan.noHttp ? { path: slimPath(join(home, 'slim-bin')) } : {}),
+        ...(plan.noHttp ? { no_http_client_images: ['.'] } : {}),
       },
       logs: { upload_delay_s: 0 },
       rate_limits: { enabled: plan.documented },
