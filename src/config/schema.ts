@@ -139,6 +139,12 @@ export const configSchema = z.strictObject({
     rebid_wait_s: positiveSeconds(HOUR),
     /** How long before an idle instance is destroyed (idle_timeout_s) the idle.warning is given, seconds (default 300, at most 1 day). */
     idle_warning_s: seconds(DAY).default(300),
+    /**
+     * How often a running task's log is read for its end marker when its image could not stop its
+     * instance (no curl or wget, no way to the service), seconds (default null: two poll intervals;
+     * at most 1 day). Spaced further with many tasks: the reads take at most half the `other` group.
+     */
+    task_probe_interval_s: positiveSeconds(DAY).nullish(),
   }),
   readiness: z.strictObject({
     /**
