@@ -26,9 +26,27 @@ export async function doctorCommand(options: { config?: string; json?: boolean }
     const report = await checkAccount(client, config, Date.now());
     if (options.json) printJson(io, { ok: report.ok, checks: report.checks, missing: report.missing });
     else checkLines(report).forEach((l) => io.out(l));
+    if (!options.json && report.checks.some((c) => c.name === 'ssh_key' && !c.ok) && isLoopback(config.service.base_url))
+      io.err(SIMULATOR_SSH_HINT);
     if (report.ok) return EXIT.ok;
     return report.authFailed ? EXIT.serviceAuth : EXIT.runEnded;
   } finally {
     await client.close().catch(() => undefined);
+  }
+}
+
+/**
+ * A service on this machine is most likely `berth simulate`, which registers no SSH key unless its
+ * config lists one: a newcomer's first doctor then fails with no hint why.
+ */
+const SIMULATOR_SSH_HINT =
+  'The service is on this machine: if it is `berth simulate`, it registers no SSH key unless its config lists one (account.ssh_keys in a file given to --config), so this check fails there; runs are not held back by it.';
+
+function isLoopback(url: string): boolean {
+  try {
+    const host = new URL(url).hostname;
+    return host === 'localhost' || host === '[::1]' || /^127\./.test(host);
+  } catch {
+    return false;
   }
 }
