@@ -29,7 +29,20 @@ export function safeText(text: string): string {
   return text.replace(UNSAFE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
+/**
+ * A reader that closes the pipe early (`berth status | head -3`) is not an error of berth's: stop
+ * writing and exit 0, as Unix tools do, instead of dying on an unhandled EPIPE with a stack trace.
+ */
+function quietOnClosedPipe(stream: NodeJS.WriteStream): void {
+  if (stream.listenerCount('error') > 0) return;
+  stream.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
+}
+
 export function processIo(): Io {
+  quietOnClosedPipe(process.stdout);
   return {
     out: (line) => process.stdout.write(`${safeText(line)}\n`),
     err: (line) => process.stderr.write(`${safeText(line)}\n`),
