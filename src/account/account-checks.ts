@@ -166,7 +166,7 @@ export async function checkAccount(
   );
   const credit = creditOf(user);
   const min = config.account.min_credit_usd;
-  if (credit === null) add('credit', false, 'users/current states no credit or balance');
+  if (credit === null) add('credit', false, 'users/current states no credit');
   else if (credit < min)
     add(
       'credit',
