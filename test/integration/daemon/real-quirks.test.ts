@@ -79,3 +79,22 @@ describe('berth against real-service quirks', () => {
     expect(world.sim.history()).toEqual([]);
   });
 });
+
+describe('the daemon refuses what the service would not search', () => {
+  it('a submit with a misspelt filter is 400 spec naming the path and the nearest field; no run is stored, nothing is rented', async () => {
+    world = await startWorld();
+    const res = await world.api<{ error: { kind: string; issues?: Array<{ path: string; message: string }> } }>(
+      'POST',
+      '/v1/runs',
+      jobSpec({ search: { filters: { gpu_nmae: { eq: 'RTX 4090' }, num_gpus: { eq: '1' } } } }),
+    );
+    expect(res.status).toBe(400);
+    expect(res.body.error.kind).toBe('spec');
+    expect(res.body.error.issues).toEqual([
+      { path: '$.search.filters.gpu_nmae', message: 'unknown search field; did you mean gpu_name?' },
+      { path: '$.search.filters.num_gpus.eq', message: 'expected a number, got string' },
+    ]);
+    expect((await world.api<unknown[]>('GET', '/v1/runs')).body).toEqual([]);
+    expect(world.sim.history()).toEqual([]);
+  });
+});
