@@ -103,7 +103,7 @@ export async function checkAccount(
     add('key', false, `could not be checked: users/current failed (${first.error})`);
     return report();
   }
-  add('key', true, user ? `accepted (user ${user.id})` : 'accepted (it may not read users/current: see permissions)');
+  add('key', true, user ? `accepted${user.id === undefined ? '' : ` (user ${user.id})`}` : 'accepted (it may not read users/current: see permissions)');
 
   const found: Record<string, Probe> = { user_read: first };
   found.misc = await probe(() => client.searchOffers({ limit: 1 }, { signal }));

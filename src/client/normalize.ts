@@ -11,7 +11,8 @@
 //   `gpu_util` of -1 read as a number would be "idle" and end in a destroy for want of a figure
 //   (issue #30, case 2).
 // - A port mapping's `HostPort` is documented as a string ("40022"); a number is the same port and
-//   is given as its string. No other number is read from a string: where the docs type a field as a
+//   is given as its string. `ports` as a list (show_instance.yaml's own example: `"ports": [8080,
+//   8081]`, the container's exposed ports) maps no host port: it is read as no mapping (null). No other number is read from a string: where the docs type a field as a
 //   number, a string there is a malformed field (set to null by ./record-items.ts, reported).
 //
 // Only plain JSON values come in (the body was JSON.parse'd), so the walk needs no cycle check.
@@ -48,6 +49,7 @@ function isRecord(v: unknown): v is Record<string, unknown> {
 
 /** `{"22/tcp": [{"HostPort": 40022}]}` → `"40022"`, as documented; anything else untouched. */
 function portsAsDocumented(ports: unknown): unknown {
+  if (Array.isArray(ports)) return null;
   if (!isRecord(ports)) return ports;
   const out: Record<string, unknown> = {};
   for (const [port, bindings] of Object.entries(ports)) {

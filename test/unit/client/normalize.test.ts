@@ -41,6 +41,10 @@ describe('normalizeInstance', () => {
     });
   });
 
+  it('reads ports given as a list (show_instance.yaml\'s own example) as no host mapping', () => {
+    expect(normalizeInstance({ id: 1, ports: [8080, 8081] })).toEqual({ id: 1, ports: null });
+  });
+
   it('leaves what is not a record alone', () => {
     expect(normalizeInstance(null)).toBeNull();
     expect(normalizeInstance(' x ')).toBe(' x ');
