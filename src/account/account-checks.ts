@@ -20,7 +20,7 @@ import { creditOf } from './credit.js';
 /** Far above any instance id the service has handed out (about 3 × 10^7 in 2026), and within int32. */
 const PROBE_INSTANCE_ID = 2_147_483_647;
 
-/** The categories berth needs (README: a scoped key holding only these works), and the optional one. */
+/** The categories berth needs (docs/money.md: a scoped key holding only these works), and the optional one. */
 const REQUIRED_CATEGORIES = ['misc', 'user_read', 'instance_read', 'instance_write'] as const;
 const WHAT_NEEDS = {
   misc: 'offer search needs it',
@@ -103,7 +103,11 @@ export async function checkAccount(
     add('key', false, `could not be checked: users/current failed (${first.error})`);
     return report();
   }
-  add('key', true, user ? `accepted${user.id === undefined ? '' : ` (user ${user.id})`}` : 'accepted (it may not read users/current: see permissions)');
+  add(
+    'key',
+    true,
+    user ? `accepted${user.id === undefined ? '' : ` (user ${user.id})`}` : 'accepted (it may not read users/current: see permissions)',
+  );
 
   const found: Record<string, Probe> = { user_read: first };
   found.misc = await probe(() => client.searchOffers({ limit: 1 }, { signal }));

@@ -42,7 +42,7 @@ function parseBody(text: string, contentType: string | undefined): unknown {
 }
 
 /** The body text as the official client sends it: none on GET/HEAD, `{}` when a write has none. */
-export function requestBody(method: string, body: unknown): string | null {
+function requestBody(method: string, body: unknown): string | null {
   if (method === 'GET' || method === 'HEAD') return null;
   return JSON.stringify(body ?? {});
 }

@@ -33,7 +33,7 @@ function isRecord(v: unknown): v is InstanceRecord {
 }
 
 /** Whether any record quirk is on (the answer is then rewritten). */
-export function recordQuirksOn(quirks: QuirksConfig): boolean {
+function recordQuirksOn(quirks: QuirksConfig): boolean {
   return quirks.padded_strings || quirks.unknown_as_minus_one;
 }
 

@@ -41,7 +41,7 @@ describe('normalizeInstance', () => {
     });
   });
 
-  it('reads ports given as a list (show_instance.yaml\'s own example) as no host mapping', () => {
+  it("reads ports given as a list (show_instance.yaml's own example) as no host mapping", () => {
     expect(normalizeInstance({ id: 1, ports: [8080, 8081] })).toEqual({ id: 1, ports: null });
   });
 
