@@ -37,7 +37,7 @@ export const JOB_SPEC_DEFAULTS = {
 const FILTER_OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'notin'] as const;
 
 /** Offer fields that hold a price: the price cap is never relaxed, so relax steps may not touch them. */
-const PRICE_FIELDS = ['dph_total', 'dph_base', 'min_bid', 'storage_cost', 'inet_up_cost', 'inet_down_cost'];
+export const PRICE_FIELDS: readonly string[] = ['dph_total', 'dph_base', 'min_bid', 'storage_cost', 'inet_up_cost', 'inet_down_cost'];
 
 /** Keys of the search body that are not filters (the body is flat: filters sit next to them). */
 const SEARCH_BODY_KEYS = ['order', 'type', 'limit'];

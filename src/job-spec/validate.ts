@@ -4,7 +4,7 @@ import { z } from 'zod';
 import type { Config } from '../config/schema.js';
 import { SpecError, type SpecIssue } from '../errors.js';
 import { describeIssue, jsonPath, toSpecIssues } from './issues.js';
-import { jobSpecSchema, relaxSetSchema, searchFiltersSchema, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { jobSpecSchema, PRICE_FIELDS, relaxSetSchema, searchFiltersSchema, type JobSpec, type ResolvedJobSpec } from './schema.js';
 import { searchFiltersJsonSchema } from './search-fields.js';
 
 /** Checks a job spec; throws SpecError listing every problem with its JSON path. */
@@ -71,7 +71,7 @@ export function jobSpecJsonSchema(): object {
         ctx.zodSchema === searchFiltersSchema
           ? searchFiltersJsonSchema(['dph_total'])
           : ctx.zodSchema === relaxSetSchema
-            ? searchFiltersJsonSchema(PRICE_FILTERS)
+            ? searchFiltersJsonSchema(PRICE_FIELDS)
             : undefined;
       if (!fields) return;
       const target = ctx.jsonSchema as Record<string, unknown>;
@@ -80,9 +80,6 @@ export function jobSpecJsonSchema(): object {
     },
   });
 }
-
-/** The prices a relax step may not set (the JSON Schema leaves them out; zod words why). */
-const PRICE_FILTERS = ['dph_total', 'min_bid', 'storage_cost', 'inet_up_cost', 'inet_down_cost'];
 
 /**
  * The checks that need the daemon's configuration: an idle timeout shorter than two poll intervals
