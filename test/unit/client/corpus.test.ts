@@ -18,6 +18,8 @@ interface Sample {
   source: string;
   call: string;
   status: number;
+  /** `text/plain` for a body the service sends as text (the default is JSON). */
+  content_type?: string;
   body: unknown;
   expect: Record<string, unknown>;
 }
@@ -99,7 +101,12 @@ let server: FakeServer;
 let client: MarketplaceClient;
 let current: Sample | undefined;
 beforeAll(async () => {
-  server = await startFakeServer((_q, res) => json(res, current!.status, current!.body));
+  server = await startFakeServer((_q, res) => {
+    const s = current!;
+    if (s.content_type !== 'text/plain') return json(res, s.status, s.body);
+    res.writeHead(s.status, { 'content-type': 'text/plain; charset=utf-8' });
+    res.end(String(s.body));
+  });
   // A 429 sample is answered to every retry: the time budget ends the call.
   client = createMarketClient({
     baseUrl: server.url,
