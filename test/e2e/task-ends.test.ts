@@ -12,7 +12,6 @@ import { afterEach, expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
-import { slimPath } from '../helpers/slim-path.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
@@ -77,25 +76,21 @@ it('a task that ended while the daemon was down past max_runtime_s succeeded: it
 });
 
 it('an image with neither curl nor wget: the spawned daemon reads the end itself and destroys the instance', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'berth-slim-'));
-  try {
-    await start(
-      { onstart_exec: { path: slimPath(join(dir, 'bin')) } },
-      { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, task_probe_interval_s: 1 } },
-    );
-    const created = await daemon!.api<RunView>('POST', '/v1/runs', jobSpec({ ready_when: 'status', run: 'echo epoch 1; exit 4' }));
-    const done = await daemon!.waitFor(created.body.id, isEnded, 30_000);
-    expect(done.state).toBe('failed');
-    expect(done.error).toMatchObject({ kind: 'task_failed', exit_code: 4 });
-    const instanceId = done.attempts[0]!.instance_id!;
-    expect(
-      sim!
-        .history()
-        .find((h) => h.id === instanceId)!
-        .statuses.map((x) => x.status),
-    ).not.toContain('stopped');
-    expect(sim!.billingNow()).toEqual([]);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  await start(
+    { onstart_exec: { no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] } },
+    { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, task_probe_interval_s: 1 } },
+  );
+  const spec = jobSpec({ image: 'nvidia/cuda:12.4.1-base-ubuntu22.04', ready_when: 'status', run: 'echo epoch 1; exit 4' });
+  const created = await daemon!.api<RunView>('POST', '/v1/runs', spec);
+  const done = await daemon!.waitFor(created.body.id, isEnded, 30_000);
+  expect(done.state).toBe('failed');
+  expect(done.error).toMatchObject({ kind: 'task_failed', exit_code: 4 });
+  const instanceId = done.attempts[0]!.instance_id!;
+  expect(
+    sim!
+      .history()
+      .find((h) => h.id === instanceId)!
+      .statuses.map((x) => x.status),
+  ).not.toContain('stopped');
+  expect(sim!.billingNow()).toEqual([]);
 });

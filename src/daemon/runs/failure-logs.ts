@@ -172,6 +172,19 @@ export async function pollUpload(
   }
 }
 
+/** The first line of a kept log whose earlier lines were left out (`berth logs` says so, and drops it). */
+export const CUT_LINE = '[berth: earlier lines left out]';
+
+/**
+ * What is kept of a task's log: its last lines within MAX_TAIL_BYTES, led by CUT_LINE when lines
+ * were left out (here, or already when the upload was read: `cutBefore`).
+ */
+export function keptTail(text: string, cutBefore: boolean): string {
+  const tail = lastBytes(text, MAX_TAIL_BYTES - CUT_LINE.length - 1);
+  const whole = text.replace(/\r\n?/g, '\n').replace(/\n+$/, '');
+  return cutBefore || tail.length < whole.length ? `${CUT_LINE}\n${tail}` : tail;
+}
+
 /** The last lines of `text` within `max` UTF-8 bytes (a longer last line keeps its end). Line ends normalised. */
 export function lastBytes(text: string, max: number): string {
   const lines = text.replace(/\r\n?/g, '\n').replace(/\n+$/, '').split('\n');

@@ -2,7 +2,7 @@
 // service's logs endpoint, while the run holds an instance; else the last lines kept with its latest
 // attempt that has some. Scrubbed of every secret either way (the task logs and the journal scrub).
 import type { Store } from '../../store/index.js';
-import { MAX_TAIL_BYTES } from './failure-logs.js';
+import { CUT_LINE } from './failure-logs.js';
 import type { TaskLogs } from './task-logs.js';
 
 export interface RunLog {
@@ -35,9 +35,10 @@ export class RunLogs {
       if (got !== null) return { instance_id: instanceId, source: 'live', text: got.text, cut: got.cut };
     }
     const kept = [...attempts].reverse().find((a) => a.log_tail);
-    const all = kept?.log_tail ? kept.log_tail.split('\n') : [];
-    // What is kept is the log's last MAX_TAIL_BYTES: its earlier lines are gone when it is that full.
-    const cut = all.length > tail || Buffer.byteLength(kept?.log_tail ?? '', 'utf8') >= MAX_TAIL_BYTES - 200;
-    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: all.slice(-tail).join('\n'), cut };
+    let all = kept?.log_tail ? kept.log_tail.split('\n') : [];
+    // A kept task log says when its earlier lines were left out (failure-logs.ts keptTail).
+    const keptCut = all[0] === CUT_LINE;
+    if (keptCut) all = all.slice(1);
+    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: all.slice(-tail).join('\n'), cut: keptCut || all.length > tail };
   }
 }

@@ -20,7 +20,7 @@
 import type { TaskEndInput, TaskEndOutput } from '../../../machines/run-types.js';
 import { toRunError } from '../../errors.js';
 import { taskEndOf } from '../../job-spec/task-script.js';
-import { lastBytes, pollUpload, MAX_TAIL_BYTES, type FailureLogsDeps, type FetchedLog } from './failure-logs.js';
+import { keptTail, pollUpload, type FailureLogsDeps, type FetchedLog } from './failure-logs.js';
 
 /** Lines asked for: the marker is the last line the wrapper writes, but a stop may log after it. */
 const TAIL_LINES = 200;
@@ -46,7 +46,7 @@ export class TaskLogs {
       const end = taskEndOf(got.text, runId, n);
       // The tail kept is scrubbed; the marker is read from the text as served (a secret such as
       // an env value "0" would otherwise blot out the exit code).
-      this.deps.journal.logTail(runId, n, lastBytes(this.deps.secrets.scrubberFor(runId, n, instanceId).scrub(got.text), MAX_TAIL_BYTES));
+      this.deps.journal.logTail(runId, n, keptTail(this.deps.secrets.scrubberFor(runId, n, instanceId).scrub(got.text), got.cut));
       return end
         ? { exitCode: end.exitCode, onstart: end.onstart, at: this.deps.clock.now() }
         : { exitCode: null, at: this.deps.clock.now() };

@@ -10,7 +10,7 @@
 // PROBE_SHARE of the `other` rate group (log reads share it with credit reads and price increases):
 // with N running tasks a task is read every max(intervalMs, N / (PROBE_SHARE × rate)) s. The bound
 // on an end seen without the self-stop is that spacing plus one log read. The first read of a task
-// comes one spacing after the probe first sees it, and is staggered so that tasks started together
+// comes within one spacing of the probe first seeing it, staggered so that tasks started together
 // are not read in one burst. At most MAX_IN_FLIGHT reads at once.
 //
 // Driven by the poll rounds (the supervisor hands it the running tasks every round): no timer of
@@ -61,9 +61,11 @@ export class TaskProbe {
       const key = keyOf(t);
       live.add(key);
       const s = this.schedules.get(key);
-      // A new task (or a new instance for it): its first read one spacing on, staggered by its place.
-      if (!s || s.instanceId !== t.instanceId)
-        this.schedules.set(key, { instanceId: t.instanceId, dueAt: now + spacing * (1 + i / tasks.length) });
+      // A new task (or a new instance for it): its first read within one spacing, staggered by its
+      // place so that tasks started together are not read in one burst.
+      if (!s || s.instanceId !== t.instanceId) {
+        this.schedules.set(key, { instanceId: t.instanceId, dueAt: now + (spacing * (i + 1)) / tasks.length });
+      }
     });
     for (const [key, c] of this.inFlight) {
       if (live.has(key)) continue;

@@ -2,20 +2,11 @@
 // berth's wrapper under sh: an image without curl or wget (its end read by the task probe), an
 // onstart with `set -e` or one that fails, a chatty task whose marker comes after 1.2 MB of output,
 // and a task that succeeds just before its limit while its log upload is slow. Nothing bills after.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import type { Run } from '../../../src/wire/control-api.js';
-import { slimPath } from '../../helpers/slim-path.js';
 import { isEnded, jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
-let scratch: string;
-beforeAll(() => {
-  scratch = mkdtempSync(join(tmpdir(), 'berth-task-ends-'));
-});
-afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 afterEach(async () => {
   await world?.close();
   world = undefined;
@@ -36,13 +27,15 @@ const statusesOf = (w: World, id: number) =>
 
 describe('tasks that end on every image and script', () => {
   it('an image with neither curl nor wget: the task probe reads the end, the instance is destroyed, the run succeeded', async () => {
-    const path = slimPath(join(scratch, 'slim'));
     world = await taskWorld(
-      { onstart_exec: { path } },
+      { onstart_exec: { no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] } },
       // The probe every second; the wrapper cannot stop its instance.
       { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, task_probe_interval_s: 1 } },
     );
-    const run = await submit(world, jobSpec({ ready_when: 'status', run: 'echo training on a slim image; exit 0' }));
+    const run = await submit(
+      world,
+      jobSpec({ image: 'nvidia/cuda:12.4.1-base-ubuntu22.04', ready_when: 'status', run: 'echo training on a slim image; exit 0' }),
+    );
     const done: Run = await world.waitFor(run.id, isEnded, 30_000);
     expect(done.state).toBe('succeeded');
     expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
@@ -85,6 +78,10 @@ describe('tasks that end on every image and script', () => {
     const done: Run = await world.waitFor(run.id, isEnded, 30_000);
     expect(done.state).toBe('succeeded');
     expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+    // What berth logs shows says that earlier lines were left out.
+    const logs = await world.api<{ cut: boolean; text: string }>('GET', `/v1/runs/${run.id}/logs?tail=200`);
+    expect(logs.body.cut).toBe(true);
+    expect(logs.body.text).toMatch(/^berth-task-end run=\S+ attempt=1 exit=0$/m);
   });
 
   it('a task that exits 0 before max_runtime_s, its log upload slower than what is left, succeeded (not expired)', async () => {
@@ -96,4 +93,45 @@ describe('tasks that end on every image and script', () => {
     expect(done.error).toBeNull();
     expect(world.sim.billingNow()).toEqual([]);
   });
+});
+
+describe('tasks that lose their machine or are outbid (issue #29 items 5 and 8)', () => {
+  it('a task stopped by the service after running past deadline_s recovers on the next offer and then succeeds', async () => {
+    world = await taskWorld();
+    const run = await submit(world, jobSpec({ ready_when: 'status', deadline_s: 3, run: 'sleep 6; echo finished' }));
+    const running = await world.waitFor(run.id, (r) => r.state === 'running', 20_000);
+    const first = running.instance!.id;
+    // Past the deadline counted from the submission: the service stops it (the account's credit ran out).
+    await new Promise((r) => setTimeout(r, 3_500));
+    expect(world.sim.serviceStop(first, 0)).toBe(true);
+    const done: Run = await world.waitFor(run.id, isEnded, 40_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['lost', 'succeeded']);
+    expect(done.attempts[0]!.detail).toMatch(/not by berth/);
+    expect(world.sim.billingNow()).toEqual([]);
+  }, 60_000);
+
+  it('an outbid task whose raised bid wins runs again from its beginning in the restarted container, and ends', async () => {
+    world = await taskWorld({}, { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, rebid_wait_s: 1 } });
+    const spec = jobSpec({
+      ready_when: 'status',
+      search: { type: 'bid', filters: { num_gpus: { eq: 1 }, direct_port_count: { gte: 1 } }, order: [['dph_total', 'asc']], limit: 16 },
+      bid_price: 'min',
+      bid_step_pct: 50,
+      on_outbid: 'rebid',
+      max_price_per_hour: 1,
+      run: 'echo started; sleep 3; echo finished',
+    });
+    const run = await submit(world, spec);
+    const running = await world.waitFor(run.id, (r) => r.state === 'running', 20_000);
+    const id = running.instance!.id;
+    const machine = world.sim.history().find((h) => h.id === id)!.machine_id;
+    expect(world.sim.raiseMinBid(machine, 20).outbid).toEqual([id]);
+    const done: Run = await world.waitFor(run.id, isEnded, 40_000);
+    expect(done.state).toBe('succeeded');
+    // One attempt on one instance: rebid, restarted, the task run again to its end.
+    expect(done.attempts.map((a) => [a.outcome, a.instance_id])).toEqual([['succeeded', id]]);
+    expect(world.sim.history().find((h) => h.id === id)!.onstart_runs).toBeGreaterThanOrEqual(2);
+    expect(world.sim.billingNow()).toEqual([]);
+  }, 60_000);
 });

@@ -60,7 +60,10 @@ describe('task probe', () => {
     await rounds(s, () => tasks, 1_000_000);
     const perS = s.reads.length / 1_000;
     expect(perS).toBeLessThanOrEqual(0.45 + 1e-9);
-    // Every task was read, and none twice within its spacing.
+    // Every task was read within one spacing of its first round (the bound: spacing + one read),
+    // and none twice within its spacing.
+    const start = s.clock.now() - 1_000_000;
+    for (let i = 0; i < 90; i++) expect(s.reads.find((r) => r.input.runId === `run${i}`)!.at - start).toBeLessThanOrEqual(200_000);
     const byRun = new Map<string, number[]>();
     for (const r of s.reads) byRun.set(r.input.runId, [...(byRun.get(r.input.runId) ?? []), r.at]);
     expect(byRun.size).toBe(90);

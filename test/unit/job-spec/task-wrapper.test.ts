@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { taskEndOf, taskScript } from '../../../src/job-spec/task-script.js';
-import { slimPath } from '../../helpers/slim-path.js';
+import { HTTP_CLIENTS, pathWithout } from '../../../src/sim/container-path.js';
 
 const RUN = 'abcdefgh2345';
 let server: Server;
@@ -31,8 +31,7 @@ beforeAll(async () => {
   const addr = server.address() as { port: number };
   url = `http://127.0.0.1:${addr.port}`;
   scratch = mkdtempSync(join(tmpdir(), 'berth-wrapper-'));
-  slimBin = join(scratch, 'bin');
-  slimPath(slimBin);
+  slimBin = pathWithout(scratch, '/usr/local/bin:/usr/bin:/bin', HTTP_CLIENTS);
 });
 
 afterAll(async () => {
