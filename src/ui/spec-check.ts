@@ -3,6 +3,7 @@
 // daemon checks again on submit, with rules a JSON Schema cannot say; its issues are shown the same way.
 import validate from 'virtual:job-spec-validator';
 import type { SpecIssue } from '../errors.js';
+import { unknownSearchFieldMessage } from '../job-spec/search-fields.js';
 
 /** `/search/filters/0` → `$.search.filters[0]`. */
 function jsonPath(pointer: string): string {
@@ -34,7 +35,10 @@ export function checkSpecText(text: string): { spec?: unknown; issues: SpecIssue
     if (e.keyword === 'anyOf' || e.keyword === 'oneOf' || e.keyword === 'if') continue;
     const extra = e.params['additionalProperty'];
     const path = jsonPath(e.instancePath) + (typeof extra === 'string' ? `.${extra}` : '');
-    const message = typeof extra === 'string' ? 'unknown field' : (e.message ?? e.keyword);
+    // A search field the service does not know gets the daemon's own words, with the nearest name.
+    const searchFields = /^\/search\/filters$|^\/relax\/\d+\/set$/.test(e.instancePath);
+    const message =
+      typeof extra === 'string' ? (searchFields ? unknownSearchFieldMessage(extra) : 'unknown field') : (e.message ?? e.keyword);
     const key = `${path} ${message}`;
     if (seen.has(key)) continue;
     seen.add(key);

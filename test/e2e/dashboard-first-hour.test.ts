@@ -195,4 +195,24 @@ describe('the dashboard in the first hour', () => {
     await page.waitForFunction(() => document.querySelector('#spec-issues')?.textContent?.includes('The spec is valid.'));
     expect(await page.$eval('button.primary', (b: any) => b.disabled)).toBe(false);
   });
+
+  it('a misspelled search field is named on the Submit page with the nearest known one, as berth validate names it (#30)', async () => {
+    await page.goto(`${daemon.url}/#/submit`);
+    await page.waitForSelector('textarea#spec');
+    const spec = JSON.stringify(jobSpec({ search: { filters: { gpu_nmae: { eq: 'RTX 4090' } } } }));
+    await page.$eval(
+      'textarea#spec',
+      (el: any, text: string) => {
+        el.value = text;
+        el.dispatchEvent(new Event('input', { bubbles: true }));
+      },
+      spec,
+    );
+    await page.waitForFunction(() => document.querySelector('.issues')?.textContent?.includes('did you mean gpu_name?'), {
+      timeout: 10_000,
+    });
+    const shown = await page.$$eval('.issues li', (items) => items.map((i: any) => i.textContent as string));
+    expect(shown.join('\n')).toMatch(/search\.filters\.gpu_nmae.*unknown search field; did you mean gpu_name\?/);
+    expect(await page.$eval('button.primary', (b: any) => b.disabled)).toBe(true);
+  });
 });
