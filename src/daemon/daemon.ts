@@ -726,6 +726,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     apiKey: deps.apiKey,
     keys: store.instanceKeys,
     specs,
+    runs: store.runs,
     ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
   });
   const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });

@@ -272,4 +272,36 @@ describe('several daemons on one Postgres store', () => {
     expect(lease).toBeUndefined();
     expect(sim.billingNow()).toEqual([]);
   });
+
+  it("berth logs through a daemon that does not drive the run scrubs the run's env values as the driving daemon does (issue #31 item 10)", async () => {
+    await sim.close();
+    sim = await startSimulator({ seed: 11, config: { ...FAST_SIM, onstart_exec: { enabled: true, timeout_s: 10 } } });
+    const a = await daemonOn(1);
+    const b = await daemonOn(1);
+    const secret = 'hf_abcdefghijklmnopqrstuvwxyz0123456789';
+    const res = await a.control.api<Run>(
+      'POST',
+      '/v1/runs',
+      jobSpec({ name: 'env-secret', ready_when: 'status', env: { HF_TOKEN: secret }, onstart: 'echo "token=$HF_TOKEN"' }),
+    );
+    expect(res.status).toBe(201);
+    const run = res.body;
+    await a.control.waitFor(run.id, isRunning, 30_000);
+    expect(a.supervisor.liveRunIds()).toEqual([run.id]);
+    expect(b.supervisor.liveRunIds()).toEqual([]);
+    type Logs = { source: string; text: string };
+    for (const d of [a, b]) {
+      let text = '';
+      await expect
+        .poll(async () => (text = (await d.control.api<Logs>('GET', `/v1/runs/${run.id}/logs?tail=50`)).body.text ?? ''), {
+          timeout: 15_000,
+        })
+        .toContain('token=');
+      expect(text).toContain('token=[redacted]');
+      expect(text).not.toContain(secret);
+    }
+    await b.control.api('POST', `/v1/runs/${run.id}/cancel`);
+    await a.control.waitFor(run.id, isEnded, 20_000);
+    expect(sim.billingNow()).toEqual([]);
+  });
 });
