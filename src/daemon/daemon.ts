@@ -71,7 +71,7 @@ import type { MarketClient } from '../client/types.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { type Releasers, withReleasers } from '../releasers.js';
 import { ClusterLoop } from './cluster/cluster-loop.js';
-import { daemonId } from './cluster/daemon-id.js';
+import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
 import { LeaseOwner } from './cluster/lease-owner.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 import { SharedPace } from './cluster/shared-pace.js';
@@ -209,9 +209,26 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     );
     releasers.push(() => store.close());
     // A Postgres store may be shared by several daemons: runs are this daemon's through leases.
+    const leaseMs = config.cluster.lease_s * 1000;
+    const self = incarnation();
     const owner =
       store.backend === 'postgres'
-        ? new LeaseOwner({ store, clock, daemonId: daemonId(env.home), leaseMs: config.cluster.lease_s * 1000 })
+        ? new LeaseOwner({
+            store,
+            clock,
+            leaseMs,
+            incarnation: self,
+            // A copied home's daemon-id is another live daemon's: claimed for this process first.
+            daemonId: await claimDaemonId({
+              home: env.home,
+              store,
+              clock,
+              log,
+              leaseMs,
+              self,
+              ...(options.signal ? { signal: options.signal } : {}),
+            }),
+          })
         : undefined;
     const ownership: RunOwnership = owner ?? new SoleOwner(store);
     /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */

@@ -22,6 +22,7 @@
 import type { Clock } from '../../clock.js';
 import { LeaseLostError } from '../../errors.js';
 import type { Lease, Store } from '../../store/index.js';
+import { idClaimRow } from './daemon-id.js';
 import type { ClaimableRun, RunOwnership } from './run-ownership.js';
 
 /** The row of the leader's lease. */
@@ -35,6 +36,8 @@ export interface LeaseOwnerDeps {
   daemonId: string;
   /** How long a lease lasts unless renewed, ms (cluster.lease_s). */
   leaseMs: number;
+  /** This process's claim on its id (./daemon-id.ts), renewed with the leases. */
+  incarnation?: string;
 }
 
 export interface RenewalRound {
@@ -168,6 +171,7 @@ export class LeaseOwner implements RunOwnership {
       const strays = this.resumed ? renewed.filter((l) => !l.run_id.startsWith('~') && !this.held.has(l.run_id)) : [];
       for (const l of strays) store.leases.release(l.run_id, daemonId);
       store.leases.acquire(`~daemon:${daemonId}`, daemonId, now, leaseMs);
+      if (this.deps.incarnation) store.leases.acquire(idClaimRow(daemonId), this.deps.incarnation, now, leaseMs);
       const leader = store.leases.acquire(LEADER, daemonId, now, leaseMs);
       return { renewed, leader: leader !== undefined, daemons: store.leases.liveDaemons(now) };
     });
@@ -217,6 +221,7 @@ export class LeaseOwner implements RunOwnership {
         for (const runId of runs) store.leases.release(runId, daemonId);
         store.leases.release(LEADER, daemonId);
         store.leases.release(`~daemon:${daemonId}`, daemonId);
+        if (this.deps.incarnation) store.leases.release(idClaimRow(daemonId), this.deps.incarnation);
       });
     } catch {
       // Unreachable: the leases end on their own.

@@ -3,7 +3,7 @@
 // instances, none made twice), and a daemon whose lease another took writes nothing and sends no
 // call for that run. In-process daemons against a real Postgres and the simulator; the SIGKILLs of
 // daemon processes are the chaos suite's (test/chaos/).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -34,9 +34,14 @@ afterEach(async () => {
   for (const h of homes.splice(0)) rmSync(h, { recursive: true, force: true });
 });
 
-async function daemonOn(maxActive: number, apiUrl = sim.url): Promise<RunningDaemon & { control: ControlApi }> {
+async function daemonOn(
+  maxActive: number,
+  apiUrl = sim.url,
+  prepare?: (home: string) => void,
+): Promise<RunningDaemon & { control: ControlApi }> {
   const home = mkdtempSync(join(tmpdir(), 'berth-cluster-'));
   homes.push(home);
+  prepare?.(home);
   const daemon = await startDaemon({
     env: { BERTH_HOME: home, BERTH_API_URL: apiUrl, BERTH_API_KEY: sim.apiKey },
     overrides: {
@@ -303,5 +308,26 @@ describe('several daemons on one Postgres store', () => {
     await b.control.api('POST', `/v1/runs/${run.id}/cancel`);
     await a.control.waitFor(run.id, isEnded, 20_000);
     expect(sim.billingNow()).toEqual([]);
+  });
+
+  it('a home copied with its daemon-id (a cloned image) makes a second daemon, not a twin of the first: it takes a new id and each counts two daemons (issue #31 item 8)', async () => {
+    const a = await daemonOn(1);
+    const aId = (await a.control.api<Health>('GET', '/healthz')).body.cluster!.daemon_id;
+    const copied = readFileSync(join(homes[0]!, 'daemon-id'), 'utf8');
+    expect(copied.trim()).toBe(aId);
+    const b = await daemonOn(1, sim.url, (home) => writeFileSync(join(home, 'daemon-id'), copied));
+    const bId = (await b.control.api<Health>('GET', '/healthz')).body.cluster!.daemon_id;
+    expect(bId).not.toBe(aId);
+    expect(readFileSync(join(homes[1]!, 'daemon-id'), 'utf8').trim()).toBe(bId);
+    for (const d of [a, b])
+      await expect.poll(async () => (await d.control.api<Health>('GET', '/healthz')).body.cluster!.daemons, { timeout: 10_000 }).toBe(2);
+    // Each drives a run of its own: they are two lease owners.
+    const runs = [await submitTo(a, 'of-a'), await submitTo(a, 'of-b')];
+    for (const r of runs) await b.control.waitFor(r.id, isRunning, 30_000);
+    expect(new Set((await owners()).map((l) => l.owner))).toEqual(new Set([aId, bId]));
+    for (const r of runs) {
+      await b.control.api('POST', `/v1/runs/${r.id}/cancel`);
+      await b.control.waitFor(r.id, isEnded, 20_000);
+    }
   });
 });
