@@ -73,6 +73,7 @@ import { type Releasers, withReleasers } from '../releasers.js';
 import { ClusterLoop } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
 import { LeaseOwner } from './cluster/lease-owner.js';
+import { agreeOnMoneyCaps } from './cluster/money-caps.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 import { SharedPace } from './cluster/shared-pace.js';
 
@@ -230,6 +231,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
             }),
           })
         : undefined;
+    // Caps of a shared store are the store's: a daemon whose budget differs from live daemons' is refused.
+    if (owner) agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, log });
     const ownership: RunOwnership = owner ?? new SoleOwner(store);
     /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
     const leads = () => owner === undefined || owner.leader;

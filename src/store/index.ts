@@ -28,6 +28,15 @@ function asWriteError(err: unknown): unknown {
   return typeof code === 'string' && code.startsWith('SQLITE_') ? new StoreWriteError(code, err) : err;
 }
 
+/** The daemon-wide money caps (budget.*) recorded in a shared store; null is no cap. */
+export interface SharedCaps {
+  max_usd_per_hour: number | null;
+  max_usd_per_day: number | null;
+  /** The daemon that recorded them, and when (ms). */
+  by: string;
+  at: number;
+}
+
 /** The advisory lock of the money caps' check (any constant; "berthc" in ASCII). */
 const CAPS_LOCK = 0x626572746863;
 
@@ -121,6 +130,19 @@ export function openStore(options: StoreOptions) {
         if (!repos.leases.holds(lease, now)) throw new LeaseLostError(lease.run_id);
         return fn();
       });
+    },
+    /**
+     * The money caps the daemons on this store keep (budget.*; several daemons on one store): as
+     * the last daemon that started alone recorded them, or undefined before any did.
+     */
+    sharedCaps: {
+      save(caps: SharedCaps): void {
+        keepMeta.run('money_caps', JSON.stringify(caps));
+      },
+      load(): SharedCaps | undefined {
+        const value = (readKey.get('money_caps') as { value: string } | undefined)?.value;
+        return value === undefined ? undefined : (JSON.parse(value) as SharedCaps);
+      },
     },
     /** The account's credit as the leading daemon last read it (several daemons on one store). */
     sharedCredit: {

@@ -38,6 +38,7 @@ async function daemonOn(
   maxActive: number,
   apiUrl = sim.url,
   prepare?: (home: string) => void,
+  budget: { max_usd_per_hour?: number } = {},
 ): Promise<RunningDaemon & { control: ControlApi }> {
   const home = mkdtempSync(join(tmpdir(), 'berth-cluster-'));
   homes.push(home);
@@ -49,6 +50,7 @@ async function daemonOn(
       store: { url: database.url },
       cluster: { lease_s: 3 },
       daemon: { listen: '127.0.0.1:0', max_active_runs: maxActive },
+      budget,
     },
     logger: silentLogger(),
   });
@@ -329,5 +331,23 @@ describe('several daemons on one Postgres store', () => {
       await b.control.api('POST', `/v1/runs/${r.id}/cancel`);
       await b.control.waitFor(r.id, isEnded, 20_000);
     }
+  });
+
+  it("money caps of a shared store are the store's: a daemon with other caps is refused while another is live, and alone it changes them (issue #31 item 5)", async () => {
+    const capped = await daemonOn(1, sim.url, undefined, { max_usd_per_hour: 0.2 });
+    await expect(daemonOn(1)).rejects.toThrow(
+      /budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store it shares with 1 live daemon\(s\) \(max_usd_per_hour \$0\.2, max_usd_per_day none/,
+    );
+    // The same caps: it starts.
+    const same = await daemonOn(1, sim.url, undefined, { max_usd_per_hour: 0.2 });
+    // Both stop cleanly: a daemon with no cap, alone now, makes its caps the store's.
+    for (const d of [capped, same]) {
+      await d.stop();
+      daemons.splice(daemons.indexOf(d), 1);
+    }
+    await daemonOn(1);
+    const [row] = await queryPg<{ value: string }>(database.url, `SELECT value FROM meta WHERE key = 'money_caps'`);
+    expect(JSON.parse(row!.value)).toMatchObject({ max_usd_per_hour: null, max_usd_per_day: null });
+    await expect(daemonOn(1, sim.url, undefined, { max_usd_per_hour: 0.2 })).rejects.toThrow(/differ from those of the store/);
   });
 });
