@@ -28,7 +28,7 @@ function newId(): string {
   return `${host}-${randomBytes(4).toString('hex')}`;
 }
 
-export function daemonId(home: string): string {
+function daemonId(home: string): string {
   const file = join(home, 'daemon-id');
   try {
     const id = readFileSync(file, 'utf8').trim();
