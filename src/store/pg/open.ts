@@ -100,6 +100,14 @@ export function openPgDatabase(options: PgOpenOptions): OpenedDatabase {
   const where = describePgUrl(options.url);
   const db = connectPg(options);
   try {
+    // Its connections ask for synchronous commits (./worker.ts); a server or pooler that did not
+    // honour that would acknowledge commits it may lose: refused, naming the fix.
+    const sync = (db.prepare(`SELECT current_setting('synchronous_commit') AS v`).get() as { v: string }).v;
+    if (sync === 'off') {
+      throw new StoreError(
+        `The ${where} store commits with synchronous_commit off: a commit is acknowledged before it is durable, and a server crash would lose what berth did (an instance's create intent). Let berth's sessions set it (a pooler must pass startup options), or ALTER DATABASE ... SET synchronous_commit = on.`,
+      );
+    }
     migratePg(db, where);
     const storeId = ensureStoreId(db);
     const former = db.prepare(`SELECT value FROM meta WHERE key = 'former_store_ids'`).get() as { value: string } | undefined;

@@ -52,6 +52,14 @@ describe('postgres store', () => {
     expect(versions.map((v) => v.version)).toEqual(PG_MIGRATIONS.map((_, i) => i + 1));
   });
 
+  it('commits synchronously on a database whose default is synchronous_commit off (operating notes, issue #31)', async () => {
+    await queryPg(database.url, `ALTER DATABASE ${database.name} SET synchronous_commit = off`);
+    expect(await queryPg(database.url, `SELECT current_setting('synchronous_commit') AS v`)).toEqual([{ v: 'off' }]);
+    const opened = openPgDatabase({ url: database.url });
+    closers.push(() => opened.close());
+    expect(opened.db.prepare(`SELECT current_setting('synchronous_commit') AS v`).get()).toEqual({ v: 'on' });
+  });
+
   it('refuses a database that a newer berth migrated further, changing nothing', async () => {
     open().close();
     await queryPg(database.url, 'INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)', [PG_MIGRATIONS.length + 1]);
