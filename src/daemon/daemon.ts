@@ -470,7 +470,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         store,
         clock,
         log,
-        onLowCredit: () => void account.checkNow(),
+        onLowCredit: () => account.lowCredit(),
         onOutbid: (n) => supervisor.serviceSays(n.instanceId, 'stopped', n.at, n.why, n.eventId),
         onInstanceOffline: (n) => supervisor.serviceSays(n.instanceId, 'offline', n.at, n.why, n.eventId),
       });
@@ -690,7 +690,13 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     onChange: () => gate.wake(),
     ...(ownership.shared
       ? {
-          shared: { leads, save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()), load: () => store.sharedCredit.load() },
+          shared: {
+            leads,
+            save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()),
+            load: () => store.sharedCredit.load(),
+            request: () => store.sharedCredit.requestRead(),
+            requests: () => store.sharedCredit.readRequests(),
+          },
         }
       : {}),
   });

@@ -85,6 +85,10 @@ export function openStore(options: StoreOptions) {
   const keepKey = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`);
   const keepMeta = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
   const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
+  const countRequest = db.prepare(
+    `INSERT INTO meta (key, value) VALUES ('credit_read_requests', '1')
+     ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)`,
+  );
   // Held until the transaction ends: daemons sharing a Postgres store check the money caps one at a time.
   const capsLock = db.dialect.name === 'postgres' ? db.prepare(`SELECT pg_advisory_xact_lock(${CAPS_LOCK})`) : undefined;
   /** See `transaction` below. */
@@ -152,6 +156,18 @@ export function openStore(options: StoreOptions) {
       load(): number | null | undefined {
         const value = (readKey.get('account_credit') as { value: string } | undefined)?.value;
         return value === undefined ? undefined : (JSON.parse(value) as { usd: number | null }).usd;
+      },
+      /**
+       * A daemon that does not lead asks the leader to read the credit now (a low_credit webhook): a
+       * count, not a time, so that the machines' clocks do not matter.
+       */
+      requestRead(): void {
+        countRequest.run();
+      },
+      /** How many reads were asked for so far (undefined: none ever). */
+      readRequests(): number | undefined {
+        const value = (readKey.get('credit_read_requests') as { value: string } | undefined)?.value;
+        return value === undefined ? undefined : Number(value);
       },
     },
     /**
