@@ -5,6 +5,9 @@
 // The tasks wait for a file that the bench creates once every run is running, so they end within a
 // few hundred ms of each other. `documented`: the simulator's own rate limits (v1 list 1/s, destroy
 // 3/s, logs 1/s) and berth's defaults; else both raised, so that berth's own path is what is timed.
+// `noHttp` (issue #29): the tasks run with a PATH that has neither curl nor wget, as in a CUDA base
+// image, so the wrapper cannot stop its instance and the end is found by berth's task probe; the end
+// is then timed from the moment the bench told the tasks to end (each ends within 0.2 s of it).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,13 +23,19 @@ export interface TasksPlan {
   documented: boolean;
   pollS: number;
   timeoutMs: number;
+  /** The image has neither curl nor wget: the end is found by the task probe. */
+  noHttp?: boolean;
 }
 
 export interface TasksResult {
   plan: TasksPlan;
   succeeded: number;
-  /** Wall ms from each instance's own stop to its destroy, for the tasks that succeeded. */
+  /** Wall ms from each task's own end (its instance's stop; with noHttp, the bench's go) to its destroy, for the tasks that succeeded. */
   stopToDestroyMs: number[];
+  /** Runs that made more than one attempt (a finished task judged lost and run again): must be none. */
+  runAgain: number;
+  /** Instances created in all (one per task when none was run again). */
+  instances: number;
   /** Instances still billing once every run ended (must be none). */
   billingAfter: number;
 }
@@ -39,23 +48,32 @@ function daemonConfig(plan: TasksPlan): DeepPartial<Config> {
     polling: { interval_s: plan.pollS },
     ...(plan.documented
       ? {}
-      : { rate_limits: { search: RAISED, create: RAISED, list: { per_s: 20, burst: 20 }, destroy: RAISED, other: RAISED } }),
+      : {
+          rate_limits: { search: RAISED, create: RAISED, list: { per_s: 20, burst: 20 }, destroy: RAISED, other: RAISED },
+          // The probe spaces its reads by the `other` rate: raised to 50/s it would read 100 tasks'
+          // logs 25 times a second, load that the real rate never allows. Its cost is its own row.
+          runs: { task_probe_interval_s: 30 },
+        }),
   };
 }
 
 export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
+  const home = mkdtempSync(join(tmpdir(), 'berth-tasks-'));
   const sim = await startSimulator({
     config: {
       seed: 19,
       time_scale: 30,
       tick_ms: 20,
       catalog: { size: 2000 },
-      onstart_exec: { enabled: true, timeout_s: Math.ceil(plan.timeoutMs / 1000) },
+      onstart_exec: {
+        enabled: true,
+        timeout_s: Math.ceil(plan.timeoutMs / 1000),
+        ...(plan.noHttp ? { no_http_client_images: ['.'] } : {}),
+      },
       logs: { upload_delay_s: 0 },
       rate_limits: { enabled: plan.documented },
     },
   });
-  const home = mkdtempSync(join(tmpdir(), 'berth-tasks-'));
   const go = join(home, 'go');
   let daemon: DaemonHandle | undefined;
   try {
@@ -88,6 +106,7 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       await sleep(250);
     }
     writeFileSync(go, '');
+    const goAt = Date.now();
     let views: RunView[] = [];
     while (!(views = await all()).every(ended)) {
       if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every task had ended after ${plan.timeoutMs} ms`);
@@ -97,8 +116,15 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
     const stopToDestroyMs = sim
       .history()
       .filter((h) => succeededInstances.has(h.id))
-      .map((h) => h.destroyed_at!.wall_ms - h.statuses.find((s) => s.status === 'stopped')!.at.wall_ms);
-    return { plan, succeeded: succeededInstances.size, stopToDestroyMs, billingAfter: sim.billingNow().length };
+      .map((h) => h.destroyed_at!.wall_ms - (plan.noHttp ? goAt : h.statuses.find((s) => s.status === 'stopped')!.at.wall_ms));
+    return {
+      plan,
+      succeeded: succeededInstances.size,
+      stopToDestroyMs,
+      billingAfter: sim.billingNow().length,
+      runAgain: views.filter((v) => v.attempts.length > 1).length,
+      instances: sim.history().length,
+    };
   } finally {
     await daemon?.stop();
     await sim.close();

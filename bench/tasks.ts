@@ -1,32 +1,62 @@
-// The tasks section (issue #19): how soon a task's instance is destroyed once the task ended and the
-// container stopped itself, at 1 and 100 tasks ending together. Rows here; the measurement is
-// measure-tasks.ts.
+// The tasks section (issues #19, #29): how soon a task's instance is destroyed once the task ended,
+// at 1 and 100 tasks ending together, with the wrapper's self-stop and (#29) in an image without curl
+// or wget, where berth's task probe finds the end. Rows here; the measurement is measure-tasks.ts.
+import { PROBE_SHARE } from '../src/daemon/runs/task-probe.js';
 import { runTasks, type TasksResult } from './measure-tasks.js';
 import { median, quantile, type BenchRow, type BenchSection } from './types.js';
 
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
+/** berth's default `other` group (config/default.json), which the probe's reads take half of. */
+const OTHER_PER_S = 0.9;
 
-function row(r: TasksResult, goal: boolean): BenchRow {
-  const { plan, stopToDestroyMs: ms } = r;
+function value(r: TasksResult): string {
+  const ms = r.stopToDestroyMs;
+  return (
+    `median ${s(median(ms))} · p99 ${s(quantile(ms, 0.99))} · last ${s(Math.max(...ms))}; ${r.succeeded}/${r.plan.tasks} succeeded, ` +
+    `${r.runAgain} run again (${r.instances} instances), ${r.billingAfter} billing after`
+  );
+}
+
+function selfStopRow(r: TasksResult, goal: boolean): BenchRow {
+  const { plan } = r;
   const boundMs = plan.pollS * 1000 + 1000;
-  const p99 = quantile(ms, 0.99);
-  const allDone = r.succeeded === plan.tasks && r.billingAfter === 0;
+  const p99 = quantile(r.stopToDestroyMs, 0.99);
+  const allDone = r.succeeded === plan.tasks && r.billingAfter === 0 && r.runAgain === 0;
   return {
     metric: `task end → destroy, ${plan.tasks} task${plan.tasks === 1 ? '' : 's'} ending together, ${plan.documented ? 'documented limits' : 'limits raised'}`,
-    value: `median ${s(median(ms))} · p99 ${s(p99)} · max ${s(Math.max(...ms))}; ${r.succeeded}/${plan.tasks} succeeded, ${r.billingAfter} billing after`,
-    ...(goal ? { target: `p99 <= ${s(boundMs)} (interval + 1 s)`, met: allDone && p99 <= boundMs } : {}),
+    value: value(r),
+    ...(goal
+      ? { target: `p99 <= ${s(boundMs)} (interval + 1 s)`, met: allDone && p99 <= boundMs }
+      : { target: 'none run again', met: allDone }),
     note:
       `wall time from the container's own stop (the wrapper, after its end marker) to the destroy reaching the simulator; a real berth daemon, ${plan.pollS} s poll interval` +
       (plan.documented
-        ? '; the simulator at its documented limits (v1 list 1/s with 25 a page, destroy 3/s, logs 1/s) and berth at its defaults (other 0.9/s, destroy 3/s): each end costs one log read and one destroy, so 100 ends take at least 100 log reads at ~1/s; this row shows the service-bound tail, no goal'
+        ? '; the simulator at its documented limits (v1 list 1/s with 25 a page, destroy 3/s, logs 1/s) and berth at its defaults (other 0.9/s, destroy 3/s): each end costs one log read (its output and exit code) before its destroy, so 100 ends take at least 100 log reads at ~0.9/s: the last is service-bound (its instance stopped, billing disk only). A read waiting for its token is never a failed read, so no task is judged lost or run again'
         : '; the simulator with no rate limits and berth at 50 calls/s, so that what is timed is berth’s own path (list, log read, destroy)'),
+  };
+}
+
+function noHttpRow(r: TasksResult): BenchRow {
+  const { plan } = r;
+  // The stated bound: one probe spacing (max(2 × poll interval, N / (share × other rate))) plus one
+  // log read (its token, the upload, the destroy): 5 s is allowed for that read.
+  const spacingMs = Math.max(2 * plan.pollS * 1000, (plan.tasks / (PROBE_SHARE * OTHER_PER_S)) * 1000);
+  const boundMs = Math.min(spacingMs + 5_000, 2 * plan.pollS * 1000 + 30_000);
+  const p99 = quantile(r.stopToDestroyMs, 0.99);
+  return {
+    metric: `task end → destroy in an image without curl or wget (the task probe), ${plan.tasks} task${plan.tasks === 1 ? '' : 's'}, documented limits`,
+    value: value(r),
+    target: `p99 <= ${s(boundMs)} (probe spacing ${s(spacingMs)} + one read, and <= 2 × interval + 30 s)`,
+    met: r.succeeded === plan.tasks && r.billingAfter === 0 && r.runAgain === 0 && p99 <= boundMs,
+    note: `wall time from the moment the tasks were told to end (each ended within 0.2 s) to the destroy; the wrapper cannot stop its instance (PATH without curl and wget), so berth's task probe reads each running task's log every max(2 × ${plan.pollS} s, N / ${PROBE_SHARE * OTHER_PER_S}/s), a real berth daemon at its default rates against the simulator at its documented limits`,
   };
 }
 
 export async function runTasksBench(opts: { quick: boolean }): Promise<BenchSection> {
   const rows: BenchRow[] = [];
-  rows.push(row(await runTasks({ tasks: 1, documented: false, pollS: 1, timeoutMs: 120_000 }), true));
-  rows.push(row(await runTasks({ tasks: 100, documented: false, pollS: 1, timeoutMs: 240_000 }), true));
-  if (!opts.quick) rows.push(row(await runTasks({ tasks: 100, documented: true, pollS: 2, timeoutMs: 600_000 }), false));
-  return { title: 'Tasks: end → destroy (#19)', rows };
+  rows.push(selfStopRow(await runTasks({ tasks: 1, documented: false, pollS: 1, timeoutMs: 120_000 }), true));
+  rows.push(selfStopRow(await runTasks({ tasks: 100, documented: false, pollS: 1, timeoutMs: 240_000 }), true));
+  rows.push(noHttpRow(await runTasks({ tasks: opts.quick ? 3 : 10, documented: true, pollS: 2, timeoutMs: 300_000, noHttp: true })));
+  if (!opts.quick) rows.push(selfStopRow(await runTasks({ tasks: 100, documented: true, pollS: 2, timeoutMs: 600_000 }), false));
+  return { title: 'Tasks: end → destroy (#19, #29)', rows };
 }

@@ -216,9 +216,12 @@ export function endingOutbid(context: RunContext, instance: InstanceStatus | nul
 }
 
 /** The task's end marker was read: the instance goes, and the attempt ends with the task's outcome. */
-export function endingTask(context: RunContext, exitCode: number): Change {
-  const outcome = exitCode === 0 ? ('succeeded' as const) : ('task_failed' as const);
-  return { ...withEnding(context, { outcome, detail: `the task exited with code ${exitCode}` }), taskExit: exitCode };
+export function endingTask(context: RunContext, exitCode: number, onstart: boolean): Change {
+  const outcome = exitCode === 0 && !onstart ? ('succeeded' as const) : ('task_failed' as const);
+  const detail = onstart
+    ? `the onstart script exited with code ${exitCode} before the task started`
+    : `the task exited with code ${exitCode}`;
+  return { ...withEnding(context, { outcome, detail }), taskExit: exitCode, taskOnstart: onstart };
 }
 
 /** The log of a stopped task instance held no end marker: the stop is judged as an outbid or a loss. */
@@ -229,9 +232,12 @@ export function withTaskChecked(context: RunContext): Change {
 /** The run's error once its task failed with every restart spent. */
 export function taskFailedError(context: RunContext): RunError {
   const code = context.taskExit ?? 1;
-  const restarts = context.limits.maxRestarts;
-  const tried = restarts === 0 ? '' : ` (started ${restarts + 1} times: max_restarts is ${restarts})`;
-  return { kind: 'task_failed', message: `The task exited with code ${code}${tried}.`, exit_code: code };
+  const restarts = context.taskRestarts;
+  const tried = restarts === 0 ? '' : ` (started ${restarts + 1} times: max_restarts is ${context.limits.maxRestarts})`;
+  const what = context.taskOnstart
+    ? `The onstart script exited with code ${code} before the task started`
+    : `The task exited with code ${code}`;
+  return { kind: 'task_failed', message: `${what}${tried}.`, exit_code: code };
 }
 
 /** The money guard ended the run: its instance goes, and the run ends `expired`. */

@@ -109,15 +109,31 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
         {
           guard: ({ event }) => event.output.exitCode !== null,
           target: '#run.destroying',
-          actions: [{ type: 'markEndingTask', params: ({ event }) => ({ exitCode: event.output.exitCode! }) }, 'reportTaskEnded'],
+          actions: [
+            {
+              type: 'markEndingTask',
+              params: ({ event }) => ({ exitCode: event.output.exitCode!, onstart: event.output.onstart }),
+            },
+            'reportTaskEnded',
+          ],
         },
-        { target: returnTo, actions: ['markTaskChecked', 'replayStatus'] },
+        // A limit was reached (entered on EXPIRE, or it came while reading) and the task had not ended.
+        { guard: 'expireRequested', target: '#run.destroying', actions: 'markEndingExpiredNow' },
+        { target: returnTo, actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: event.output.at }) }] },
       ],
-      onError: { target: returnTo, actions: ['markTaskChecked', 'replayStatus'] },
+      onError: [
+        { guard: 'expireRequested', target: '#run.destroying', actions: 'markEndingExpiredNow' },
+        {
+          target: returnTo,
+          actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: failureOf(event.error).at ?? 0 }) }],
+        },
+      ],
     },
     on: {
       // Lists keep coming while the log is read: noted, and judged once it has been.
       POLL: { actions: { type: 'notePoll', params: poll } },
+      // A limit reached while the log is read waits for it: an end that happened wins (issue #29).
+      EXPIRE: { actions: { type: 'requestExpire', params: reasonOf } },
     },
   });
 
@@ -125,6 +141,35 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
 const endedByRun = {
   CANCEL: { target: '#run.destroying', actions: 'markEndingCancelled' },
   EXPIRE: { target: '#run.destroying', actions: { type: 'markEndingExpired', params: reasonOf } },
+} as const;
+
+/**
+ * The same for a state that can read a task's log: a task run at a limit has its log read first, so
+ * that a task that already ended (its output unread, the daemon down or its read queued) ends as
+ * it did and not `expired`; without an end marker the instance goes as above.
+ */
+const endedByRunReadingTask = (from: 'booting' | 'running') =>
+  ({
+    CANCEL: endedByRun.CANCEL,
+    EXPIRE: [
+      { guard: 'isTaskRun', target: `#run.${from}.checkingTask`, actions: { type: 'requestExpire', params: reasonOf } },
+      endedByRun.EXPIRE,
+    ],
+  }) as const;
+
+/** The task probe read this attempt's end marker while its instance still runs: the task ended. */
+const taskEndedByProbe = {
+  TASK_END: {
+    guard: { type: 'taskEndOfCurrent', params: ({ event }: { event: { n: number } }) => ({ n: event.n }) },
+    target: '#run.destroying',
+    actions: [
+      {
+        type: 'markEndingTask',
+        params: ({ event }: { event: { exitCode: number; onstart: boolean } }) => ({ exitCode: event.exitCode, onstart: event.onstart }),
+      },
+      'reportTaskEnded',
+    ],
+  },
 } as const;
 
 export const bootingState = runSetup.createStateConfig({
@@ -160,7 +205,8 @@ export const bootingState = runSetup.createStateConfig({
     ],
   },
   on: {
-    ...endedByRun,
+    ...endedByRunReadingTask('booting'),
+    ...taskEndedByProbe,
     POLL: [taskEndPoll('booting'), ...unwantedPolls(false), { actions: { type: 'notePoll', params: poll } } as const],
     /** The onstart callback: the script ran, so the instance is up (the list still confirms it). */
     READY: {
@@ -246,6 +292,7 @@ export const rebiddingState = runSetup.createStateConfig({
   // Entered with the bid raised by the transition (an outbid poll, or a wait that ran out).
   on: {
     ...endedByRun,
+    ...taskEndedByProbe,
     POLL: [
       taskEndPoll('running'),
       // Still stopped by the market (its record changes as the bid does): wait for the raised bid.
@@ -315,7 +362,8 @@ export const runningState = runSetup.createStateConfig({
   description: 'The instance runs and answers SSH; the run keeps watching it until its task ends, or it is cancelled, expired or lost.',
   initial: 'watching',
   on: {
-    ...endedByRun,
+    ...endedByRunReadingTask('running'),
+    ...taskEndedByProbe,
     POLL: [taskEndPoll('running'), ...unwantedPolls(true), { actions: { type: 'notePoll', params: poll } } as const],
   },
   states: {

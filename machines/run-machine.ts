@@ -29,7 +29,7 @@ import type { SnapshotFrom } from 'xstate';
 export type * from './run-types.js';
 
 /** Bump when states or context change shape (and add a step to run-migrations.ts); stored with every snapshot. */
-export const RUN_MACHINE_VERSION = 6;
+export const RUN_MACHINE_VERSION = 7;
 
 const createdOf = (output: CreateOutput) => output as Extract<CreateOutput, { kind: 'created' }>;
 /** The attempt's outcome when the create answered without an instance. */
@@ -69,6 +69,7 @@ export const runMachine = runSetup.createMachine({
     error: null,
     taskRestarts: 0,
     taskExit: null,
+    taskOnstart: false,
   }),
   initial: 'queued',
   states: {
@@ -259,13 +260,17 @@ export const runMachine = runSetup.createMachine({
     settle: {
       description: 'Transient: the last attempt is over and no instance is held; decides what comes next.',
       always: [
+        // A task's end that happened wins over a limit that passed later (issue #29): the daemon
+        // may learn of the end late (a log read queued, a restart), and the work was done. A
+        // success is one whatever came after; a failure is the run's end unless it may restart,
+        // except when the user cancelled (no restart, and cancelled is what they asked for).
+        { guard: 'taskSucceeded', target: 'succeeded' },
         { guard: 'cancelRequested', target: 'cancelled' },
+        { guard: 'taskFailedForGood', target: 'failed', actions: 'failTask' },
         { guard: 'expireRequested', target: 'expired', actions: { type: 'failExpired', params: {} } },
         { guard: 'hasEndReason', target: 'failed', actions: 'failFromEndReason' },
-        // A task ended: exit 0 ends the run; a failure starts it again on a fresh instance while
-        // max_restarts allows (a new search: its offers may be long gone), else fails the run.
-        { guard: 'taskSucceeded', target: 'succeeded' },
-        { guard: 'taskFailedForGood', target: 'failed', actions: 'failTask' },
+        // A failed task starts again on a fresh instance while max_restarts allows (a new search:
+        // its offers may be long gone).
         {
           guard: 'taskFailed',
           target: 'searching',

@@ -65,6 +65,8 @@ const STEPS: Record<number, Step> = {
   // v5 → v6: a task's instance that stops while booting has its log read in `booting.checkingTask`
   // (before, in `running.checkingTask`). A state was added, none removed or reshaped: nothing to change.
   5: (s) => s,
+  // v6 → v7: a task's end can be its onstart's failure (issue #29); an end recorded before was the task's.
+  6: (s) => ({ ...s, context: { taskOnstart: false, ...s.context } }),
 };
 
 /**

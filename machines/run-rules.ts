@@ -35,7 +35,10 @@ export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutco
     return { outcome: 'exited', detail: `instance ${status.id} failed to start${msg}` };
   }
   if (actual === 'stopped') {
-    return { outcome: 'lost', detail: `instance ${status.id} was stopped by the service${msg}` };
+    // berth never stops an instance: a stop it did not ask for and that the service did not make
+    // (intended_status stopped) came from the container or the account's owner.
+    const by = status.intended_status === 'stopped' ? 'was stopped, not by berth (intended_status: stopped)' : 'was stopped by the service';
+    return { outcome: 'lost', detail: `instance ${status.id} ${by}${msg}` };
   }
   return null;
 }

@@ -157,7 +157,14 @@ export const runSetup = setup({
     taskMayHaveEnded: ({ context }, params: PollParams) =>
       context.limits.task && params.instance !== null && !context.current!.taskChecked && mayBeTaskEnd(params.instance),
     taskSucceeded: ({ context }) => context.lastEnded?.outcome === 'succeeded',
-    taskFailedForGood: ({ context }) => context.lastEnded?.outcome === 'task_failed' && context.taskRestarts >= context.limits.maxRestarts,
+    /** A failed task that is the run's end: no restart left, or a limit was reached meanwhile. */
+    taskFailedForGood: ({ context }) =>
+      context.lastEnded?.outcome === 'task_failed' &&
+      (context.taskRestarts >= context.limits.maxRestarts || context.expire !== null || context.endReason !== null),
+    isTaskRun: ({ context }) => context.limits.task,
+    /** The probe's end marker is of the attempt that holds the instance now. */
+    taskEndOfCurrent: ({ context }, params: { n: number }) =>
+      context.limits.task && context.current?.n === params.n && context.current.instanceId !== null && context.current.ending === null,
     taskFailed: ({ context }) => context.lastEnded?.outcome === 'task_failed',
   },
   actions: {
@@ -299,7 +306,11 @@ export const runSetup = setup({
     reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
     reportExpired: emit(({ context }) => ({ type: 'run.expired' as const, error: context.error! })),
     reportCancelled: emit({ type: 'run.cancelled' as const }),
-    markEndingTask: assign(({ context }, params: { exitCode: number }) => endingTask(context, params.exitCode)),
+    markEndingTask: assign(({ context }, params: { exitCode: number; onstart?: boolean | undefined }) =>
+      endingTask(context, params.exitCode, params.onstart ?? false),
+    ),
+    /** The limit reached while the log was read, which showed no end: the instance goes, the run expires. */
+    markEndingExpiredNow: assign(({ context }) => endingExpired(context, context.expire!)),
     reportTaskEnded: emit(({ context }) => ({
       type: 'task.ended' as const,
       n: context.current!.n,
@@ -307,11 +318,15 @@ export const runSetup = setup({
       exitCode: context.taskExit!,
     })),
     markTaskChecked: assign(({ context }) => withTaskChecked(context)),
-    /** The last listed status, judged again once the log said the stop was not the task's end. */
-    replayStatus: raise(({ context }) => ({
+    /**
+     * The last listed status, judged again once the log said the stop was not the task's end, as of
+     * when the read ended (issue #29): a loss found then restarts the deadline and the rebid wait
+     * from then, not from the instance's creation hours before.
+     */
+    replayStatus: raise(({ context }, params: At) => ({
       type: 'POLL' as const,
       instance: context.current!.status,
-      listedAt: context.current!.createdAt ?? 0,
+      listedAt: params.at,
     })),
     countRestart: assign(({ context }) => ({ taskRestarts: context.taskRestarts + 1 })),
     failTask: assign(({ context }) => ({ error: taskFailedError(context) })),

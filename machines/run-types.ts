@@ -219,6 +219,8 @@ export interface RunContext {
   taskRestarts: number;
   /** Task runs: the exit code of the last task that ended, or null. */
   taskExit: number | null;
+  /** Task runs: that exit code is the user's onstart's, which ended non-zero before the task started. */
+  taskOnstart: boolean;
 }
 
 export type RunEvent =
@@ -229,7 +231,12 @@ export type RunEvent =
   /** From the daemon's money guard: the run's max_runtime_s or budget_usd is reached. */
   | { type: 'EXPIRE'; reason: RunError }
   /** From the readiness callback, token already checked by the daemon: attempt n's onstart has run. */
-  | { type: 'READY'; n: number };
+  | { type: 'READY'; n: number }
+  /**
+   * From the daemon's task probe (src/daemon/runs/task-probe.ts): attempt n's log holds its end
+   * marker while its instance still runs (an image without curl or wget cannot stop itself).
+   */
+  | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean };
 
 /** Events the machine reports; the daemon writes them to the run's event log with the snapshot. */
 export type RunEmitted =
@@ -367,6 +374,10 @@ export interface TaskEndInput {
 export interface TaskEndOutput {
   /** The task's exit code, or null when the log holds no end marker of this attempt. */
   exitCode: number | null;
+  /** The user's onstart ended non-zero, so the task never started (the marker's `stage=onstart`). */
+  onstart?: boolean;
+  /** When the read ended: a stop judged afterwards dates from here (when berth learned of it). */
+  at: number;
 }
 export interface ChangeBidInput {
   runId: string;

@@ -20,7 +20,7 @@ import { creditOf } from './credit.js';
 /** Far above any instance id the service has handed out (about 3 × 10^7 in 2026), and within int32. */
 const PROBE_INSTANCE_ID = 2_147_483_647;
 
-/** The categories berth needs (README: a scoped key holding only these works), and the optional one. */
+/** The categories berth needs (docs/money.md: a scoped key holding only these works), and the optional one. */
 const REQUIRED_CATEGORIES = ['misc', 'user_read', 'instance_read', 'instance_write'] as const;
 const WHAT_NEEDS = {
   misc: 'offer search needs it',

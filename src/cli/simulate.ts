@@ -15,7 +15,7 @@ export interface SimulateOptions {
 }
 
 export async function simulateCommand(opts: SimulateOptions): Promise<void> {
-  const config = parseSimConfig(withSshListeners(opts.config ? readConfigFile(opts.config) : {}));
+  const config = parseSimConfig(withOnstart(withSshListeners(opts.config ? readConfigFile(opts.config) : {})));
   const sim = await startSimulator({
     port: opts.port ?? 0,
     seed: opts.seed,
@@ -50,11 +50,25 @@ export async function simulateCommand(opts: SimulateOptions): Promise<void> {
  * config file says `"ssh_listeners": {"enabled": false}`.
  */
 function withSshListeners(config: unknown): unknown {
+  return withDefaultSection(config, 'ssh_listeners', { enabled: true });
+}
+
+/** `config` with `defaults` under its section `key` where the file gives none (a bad section is left for validation). */
+function withDefaultSection(config: unknown, key: string, defaults: Record<string, unknown>): unknown {
   if (typeof config !== 'object' || config === null || Array.isArray(config)) return config;
   const o = config as Record<string, unknown>;
-  const listeners = o['ssh_listeners'];
-  if (listeners !== undefined && (typeof listeners !== 'object' || listeners === null)) return config;
-  return { ...o, ssh_listeners: { enabled: true, ...(listeners as Record<string, unknown> | undefined) } };
+  const section = o[key];
+  if (section !== undefined && (typeof section !== 'object' || section === null)) return config;
+  return { ...o, [key]: { ...defaults, ...(section as Record<string, unknown> | undefined) } };
+}
+
+/**
+ * A task submitted as the README shows must run to its end: `berth simulate` runs onstart scripts
+ * (as an unprivileged user in a scratch directory, docs/simulator.md) with an hour's limit per run,
+ * unless its config file says `"onstart_exec": {"enabled": false}` (or another `timeout_s`).
+ */
+function withOnstart(config: unknown): unknown {
+  return withDefaultSection(config, 'onstart_exec', { enabled: true, timeout_s: 3600 });
 }
 
 function readConfigFile(path: string): unknown {

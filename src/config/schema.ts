@@ -51,7 +51,7 @@ const rateGroupSchema = z.strictObject({
 export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'other'] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
-/** One receiver of run notifications (README: Notifications). */
+/** One receiver of run notifications (docs/notifications.md). */
 const notifyTargetSchema = z.strictObject({
   /** Where the notifications are POSTed, http:// or https://. */
   url: z
@@ -139,6 +139,12 @@ export const configSchema = z.strictObject({
     rebid_wait_s: positiveSeconds(HOUR),
     /** How long before an idle instance is destroyed (idle_timeout_s) the idle.warning is given, seconds (default 300, at most 1 day). */
     idle_warning_s: seconds(DAY).default(300),
+    /**
+     * How often a running task's log is read for its end marker when its image could not stop its
+     * instance (no curl or wget, no way to the service), seconds (default null: two poll intervals;
+     * at most 1 day). Spaced further with many tasks: the reads take at most half the `other` group.
+     */
+    task_probe_interval_s: positiveSeconds(DAY).nullish(),
   }),
   readiness: z.strictObject({
     /**
@@ -230,7 +236,7 @@ export const configSchema = z.strictObject({
     sweep_store_ids: z.array(z.string().regex(/^[0-9a-f]{8}$/, 'a store id is 8 hex digits')).default([]),
   }),
   /**
-   * Several daemons on one Postgres store (README: Several daemons). Unused with a SQLite store,
+   * Several daemons on one Postgres store (docs/several-daemons.md). Unused with a SQLite store,
    * which one daemon holds alone.
    */
   cluster: z.strictObject({

@@ -62,6 +62,7 @@ import { FailureLogs } from './runs/failure-logs.js';
 import { LogSecrets } from './runs/log-secrets.js';
 import { TaskLogs } from './runs/task-logs.js';
 import { IdleWatch } from './runs/idle-watch.js';
+import { TaskProbe } from './runs/task-probe.js';
 import { provideRunMachine } from './runs/run-driver.js';
 import { AccountWatch } from './money/account-watch.js';
 import { CreateGate } from './money/create-gate.js';
@@ -763,6 +764,15 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
   const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
+  const taskProbe = new TaskProbe({
+    clock,
+    log,
+    readEnd: (input, signal) => taskLogs.readEnd(input, signal),
+    ended: (runId, n, end) => supervisor.taskEnded(runId, n, end),
+    intervalMs: (config.runs.task_probe_interval_s ?? 2 * config.polling.interval_s) * 1000,
+    otherPerS: config.rate_limits.other.per_s,
+  });
+  releasers.push(() => taskProbe.stop());
   const machine = provideRunMachine({
     failureLogs,
     taskLogs,
@@ -798,6 +808,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     gate,
     prices,
     idle,
+    taskProbe,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ownership,
   });

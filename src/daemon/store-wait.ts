@@ -1,7 +1,7 @@
 // A start-up step that finds berth.db locked by another program (a `sqlite3` shell holding
 // BEGIN IMMEDIATE, a backup tool) waits and tries again, saying so in the log, for as long as it
 // takes: the lock is someone else's transaction, it ends, and nothing is lost meanwhile. The daemon
-// never exits for it (under the README's systemd unit an exit 2 would keep it down while instances
+// never exits for it (under the systemd unit of docs/operating.md an exit 2 would keep it down while instances
 // bill) and never advises a restore for it. Any other failure is the step's own, thrown as it is.
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';

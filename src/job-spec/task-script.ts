@@ -1,25 +1,31 @@
-// The wrapper berth sends as a task's onstart (issue #19): the user's onstart, the readiness
-// callback line (when configured), then the task itself:
+// The wrapper berth sends as a task's onstart (issue #19, hardened in #29):
 //
-//   1. a backstop (when the run has a limit): a background `sleep` that destroys the instance with
-//      its own key (CONTAINER_API_KEY) once the run's limit has passed by a grace period, whatever
-//      became of the daemon;
-//   2. the `run` command, as `sh -c '<run>'`, stdin closed, stderr joined to stdout, so its output
-//      is the container's log;
-//   3. the end marker, a line of its own in that log: `berth-task-end run=<run id> attempt=<n>
+//   1. traps: the wrapper outlives a `kill 0` or a stray TERM/INT/HUP from the user's scripts (a
+//      caught signal is reset to its default in every child, so the task's own handling is unchanged);
+//   2. a backstop (when the run has a limit): a background `sleep` that destroys the instance with
+//      its own key (CONTAINER_API_KEY) once the run's limit, as it stood at the create, has passed by
+//      a grace period, whatever became of the daemon. It sleeps until an absolute time when `date`
+//      is there, so a container started again (after an outbid) does not get the whole limit anew;
+//   3. the user's onstart in a shell of its own (`"${BASH:-sh}" -c '<onstart>'`: the interpreter the
+//      service runs onstart with): its `set -e`, `exit`, `exec`, traps, `cd` and syntax errors stay
+//      in that shell. An onstart that ends non-zero ends the attempt before the task starts, with a
+//      marker saying so (`stage=onstart`);
+//   4. the readiness callback line (when configured), then the `run` command as `sh -c '<run>'`,
+//      stdin closed, stderr joined to stdout, so its output is the container's log;
+//   5. the end marker, a line of its own in that log: `berth-task-end run=<run id> attempt=<n>
 //      exit=<code>`. Only the task's end writes it: an outbid, a host that failed or a user's stop
 //      leaves none, so the daemon never decides a task's end on a status alone;
-//   4. a stop of its own instance with its own key (manage_instance `{"state": "stopped"}`): the
-//      daemon sees `intended_status: stopped` (which berth never sets) in the lists it already
-//      makes, reads the marker through the logs endpoint, records the end and destroys the instance.
-//      It stops rather than destroys so that the log (and the exit code in it) can still be read.
+//   6. a stop of its own instance with its own key (manage_instance `{"state": "stopped"}`), with
+//      curl or wget. This is only the fast path: an image with neither, or a container that cannot
+//      reach the service, still ends the task, because the daemon also reads the log of every
+//      running task on a schedule of its own (src/daemon/runs/task-probe.ts).
 //
 // The daemon needs no way in: the container calls out to the service only, as the service's docs
 // allow ("You can also stop or destroy the instance from within", docker-environment.mdx).
 import { ONSTART_MAX_CHARS, onstartFits } from './onstart.js';
 
 export interface TaskScriptInput {
-  /** The user's onstart script, run first (as it is: the wrapper is compressed as a whole when long). */
+  /** The user's onstart script, run first in a shell of its own. */
   onstart?: string | undefined;
   /** The readiness callback line, run once onstart has run. */
   callbackLine?: string | undefined;
@@ -28,13 +34,20 @@ export interface TaskScriptInput {
   n: number;
   /** The service's base URL, as berth's client uses it (`service.base_url`). */
   serviceUrl: string;
-  /** Seconds after the container starts when it destroys itself; null: no backstop. */
-  backstopS: number | null;
+  /** When the container destroys itself, and when the wrapper was made (s since epoch); null: no backstop. */
+  backstop: { atS: number; madeAtS: number } | null;
 }
 
 /** The marker's prefix; a line of the container's log matching MARKER is the task's end. */
 export const MARKER_PREFIX = 'berth-task-end';
-const MARKER = /^berth-task-end run=([a-z2-7]+) attempt=(\d+) exit=(\d{1,3})\s*$/;
+const MARKER = /^berth-task-end run=([a-z2-7]+) attempt=(\d+) exit=(\d{1,3})( stage=onstart)?\s*$/;
+
+/** How a task's attempt ended, as its end marker says. */
+export interface TaskEnd {
+  exitCode: number;
+  /** The user's onstart ended non-zero, so the task never started. */
+  onstart: boolean;
+}
 
 /** `text` as one single-quoted sh word. */
 function shellQuote(text: string): string {
@@ -50,40 +63,58 @@ function selfCall(serviceUrl: string): string {
     `  if [ "$1" = stop ]; then berth_m=PUT; berth_d='{"state":"stopped"}'; else berth_m=DELETE; berth_d='{}'; fi`,
     '  if command -v curl >/dev/null 2>&1; then',
     `    curl -fsS -m 20 --retry 5 --retry-connrefused --retry-max-time 120 -X "$berth_m" -H "Authorization: Bearer $CONTAINER_API_KEY" -H 'Content-Type: application/json' --data "$berth_d" "$berth_u"`,
-    '  else',
+    '  elif command -v wget >/dev/null 2>&1; then',
     `    wget -q -O /dev/null -T 20 -t 5 --method="$berth_m" --header="Authorization: Bearer $CONTAINER_API_KEY" --header='Content-Type: application/json' --body-data="$berth_d" "$berth_u"`,
     '  fi >/dev/null 2>&1',
     '}',
   ].join('\n');
 }
 
+function marker(runId: string, n: number, stage: string): string {
+  return `printf '\\n${MARKER_PREFIX} run=%s attempt=%s exit=%s${stage}\\n' '${runId}' '${n}' "$berth_rc"`;
+}
+
 /** The whole script, before any compression (run-actors encodes it with encodeOnstart). */
 export function taskScript(input: TaskScriptInput): string {
-  const parts: string[] = [];
-  if (input.onstart) parts.push(input.onstart, '');
-  if (input.callbackLine) parts.push(input.callbackLine);
-  parts.push(`# berth task: run ${input.runId}, attempt ${input.n}`);
+  const parts: string[] = [`# berth task: run ${input.runId}, attempt ${input.n}`, "trap 'berth_sig=1' HUP INT TERM"];
   parts.push(selfCall(input.serviceUrl));
-  if (input.backstopS !== null) {
+  if (input.backstop !== null) {
+    const { atS, madeAtS } = input.backstop;
     parts.push(
-      `( sleep ${Math.ceil(input.backstopS)}; echo 'berth: the run limit passed; destroying this instance'; berth_self destroy ) &`,
+      `( berth_w=$(( ${Math.ceil(atS)} - $(date +%s 2>/dev/null || echo ${Math.floor(madeAtS)}) )); ` +
+        `[ "$berth_w" -gt 0 ] && sleep "$berth_w"; echo 'berth: the run limit passed; destroying this instance'; berth_self destroy ) &`,
     );
   }
+  if (input.onstart) {
+    parts.push(`"\${BASH:-sh}" -c ${shellQuote(input.onstart)}`);
+    parts.push('berth_rc=$?');
+    parts.push('if [ "$berth_rc" -ne 0 ]; then');
+    parts.push(`  ${marker(input.runId, input.n, ' stage=onstart')}`);
+    parts.push('  berth_self stop');
+    parts.push('  exit "$berth_rc"');
+    parts.push('fi');
+  }
+  if (input.callbackLine) parts.push(input.callbackLine);
   parts.push(`sh -c ${shellQuote(input.run)} </dev/null 2>&1`);
   parts.push('berth_rc=$?');
-  parts.push(`printf '\\n${MARKER_PREFIX} run=%s attempt=%s exit=%s\\n' '${input.runId}' '${input.n}' "$berth_rc"`);
+  parts.push(marker(input.runId, input.n, ''));
   parts.push('berth_self stop');
   return `${parts.join('\n')}\n`;
 }
 
-/** The exit code the log's end marker for (runId, n) gives, or null when the log holds none. */
-export function taskExitOf(log: string, runId: string, n: number): number | null {
+/** How attempt n's task ended by the log's end marker for (runId, n), or null when the log holds none. */
+export function taskEndOf(log: string, runId: string, n: number): TaskEnd | null {
   const lines = log.split(/\r?\n/);
   for (let i = lines.length - 1; i >= 0; i--) {
     const m = MARKER.exec(lines[i]!);
-    if (m && m[1] === runId && Number(m[2]) === n) return Number(m[3]);
+    if (m && m[1] === runId && Number(m[2]) === n) return { exitCode: Number(m[3]), onstart: m[4] !== undefined };
   }
   return null;
+}
+
+/** The exit code the log's end marker for (runId, n) gives, or null when the log holds none. */
+export function taskExitOf(log: string, runId: string, n: number): number | null {
+  return taskEndOf(log, runId, n)?.exitCode ?? null;
 }
 
 // The largest values a real create puts in the wrapper, for the size check at validation: a run id
@@ -93,7 +124,7 @@ const WORST = {
   n: 999_999,
   serviceUrl: `https://${'s'.repeat(200)}`,
   callbackLine: `{ ${'c'.repeat(600)} } >/dev/null 2>&1 || true`,
-  backstopS: 31_536_000,
+  backstop: { atS: 99_999_999_999, madeAtS: 99_999_999_999 },
 };
 
 /** Whether the wrapper for `run` after `onstart` fits the service's onstart limit (compressed if need be). */

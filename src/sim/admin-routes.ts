@@ -1,6 +1,7 @@
 // Test-only endpoints under /_sim/. They exist only when the config sets `admin: true` (404
 // otherwise), need no key, skip injected faults and rate limits, and are meant for loopback use.
-import { faultProfileSchema, faultConfigSchema, offerFaultSchema } from './config.js';
+import { z } from 'zod';
+import { faultProfileSchema, faultConfigSchema, limitSchema, logsConfigSchema, offerFaultSchema, type RateGroup } from './config.js';
 import { instanceRecord } from './instance-record.js';
 import type { Route } from './route.js';
 import { invalidArgs } from './sim-error.js';
@@ -29,7 +30,25 @@ export function adminRoutes(control: SimControl): Route[] {
   const setFaults: Route['handler'] = ({ world, body }) => {
     const parsed = faultConfigSchema.partial().safeParse(bodyObject(body));
     if (!parsed.success) throw invalidArgs(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
-    return { body: { success: true, faults: world.faults.update(parsed.data) } };
+    return { body: { success: true, faults: world.setFaults(parsed.data) } };
+  };
+  const setLogs: Route['handler'] = ({ world, body }) => {
+    const parsed = logsConfigSchema.partial().strict().safeParse(bodyObject(body));
+    if (!parsed.success) throw invalidArgs(issuesText(parsed.error));
+    return { body: { success: true, logs: world.logUploads.update(parsed.data) } };
+  };
+  const setRateLimits: Route['handler'] = ({ world, body }) => {
+    const groups = Object.keys(world.limiter.current().groups) as [RateGroup, ...RateGroup[]];
+    const schema = z
+      .object({
+        enabled: z.boolean().optional(),
+        count_refused: z.boolean().optional(),
+        groups: z.partialRecord(z.enum(groups), limitSchema.nullable()).optional(),
+      })
+      .strict();
+    const parsed = schema.safeParse(bodyObject(body));
+    if (!parsed.success) throw invalidArgs(issuesText(parsed.error));
+    return { body: { success: true, rate_limits: world.limiter.update(parsed.data) } };
   };
   return [
     admin('GET', '/instances', ({ world }) => ({ body: { instances: liveView(world) } })),
@@ -39,6 +58,16 @@ export function adminRoutes(control: SimControl): Route[] {
     admin('GET', '/faults', ({ world }) => ({ body: world.faults.current() })),
     admin('PUT', '/faults', setFaults),
     admin('POST', '/faults', setFaults),
+    admin('GET', '/logs', ({ world }) => ({ body: world.logUploads.current() })),
+    admin('PUT', '/logs', setLogs),
+    admin('GET', '/rate-limits', ({ world }) => ({ body: world.limiter.current() })),
+    admin('PUT', '/rate-limits', setRateLimits),
+    admin('POST', '/instances/{id}/service-stop', ({ world, params, body }) => {
+      const after = num(bodyObject(body, true), 'after_s', { min: 0 }) ?? 0;
+      const inst = world.serviceStop(idParam(params, 'id'), after);
+      if (!inst) throw invalidArgs(`no live instance ${params['id']}.`);
+      return { body: { success: true, stop_at_sim_s: Math.round((world.clock.simS() + after) * 1000) / 1000 } };
+    }),
     admin('PUT', '/machines/{id}/profile', ({ world, params, body }) => {
       world.profiles.setMachine(idParam(params, 'id'), profileOf(body));
       return { body: { success: true } };
@@ -89,6 +118,10 @@ export function adminRoutes(control: SimControl): Route[] {
       return { body: { success: true } };
     }),
   ];
+}
+
+function issuesText(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`).join('; ');
 }
 
 /** Live instances as clients see them, plus what only the simulator knows. */

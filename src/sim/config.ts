@@ -91,10 +91,17 @@ export const faultConfigSchema = z.object({
    * `dph_total` and `gpu_ram`, an instance's `id`). The other records are as usual.
    */
   malformed_record: z.enum(['none', 'number_as_string', 'missing_field']).default('none'),
+  /**
+   * Sim seconds of running (counted from each transition to running) after which the service stops
+   * the instance as it does when the account's credit runs out (guides/reference/billing.mdx: "Your
+   * instances are stopped automatically"): intended and actual `stopped`, its container killed,
+   * only its disk billed. null (default): never.
+   */
+  service_stop_after_s: z.number().min(0).nullable().default(null),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 
-const limitSchema = z.object({
+export const limitSchema = z.object({
   /**
    * The documented threshold: requests per wall second, enforced as a minimum interval of 1/per_s
    * between two requests of one endpoint and identity. Absent: no interval.
@@ -111,7 +118,7 @@ export type LimitConfig = z.output<typeof limitSchema>;
 
 const group = (def: z.input<typeof limitSchema> | null) => limitSchema.nullable().default(def === null ? null : limitSchema.parse(def));
 
-const rateLimitSchema = z.object({
+export const rateLimitSchema = z.object({
   /** false turns every limit off. */
   enabled: z.boolean().default(true),
   /** Every 429 is the plain text `API requests too frequent`, whatever the endpoint documents. */
@@ -165,6 +172,15 @@ const marketSchema = z.object({
   /** Sim seconds between changes (at least 1); absent: one change at at_s. */
   every_s: z.number().min(1).optional(),
 });
+
+/** Instance logs' uploads (log-uploads.ts); changeable at run time (`PUT /_sim/logs`). */
+export const logsConfigSchema = z.object({
+  /** Sim seconds after a logs request before its URL serves the text (404 until then, like S3). */
+  upload_delay_s: z.number().min(0).default(2),
+  /** Sim seconds after a logs request before its URL expires (403). */
+  url_ttl_s: z.number().positive().default(3600),
+});
+export type LogsConfig = z.output<typeof logsConfigSchema>;
 
 const permissionsSchema = z.object({ api: z.record(z.string(), z.object({}).loose()) });
 export type Permissions = z.output<typeof permissionsSchema>;
@@ -268,14 +284,28 @@ const simConfigSchema = z.object({
     .prefault({}),
   onstart_exec: z
     .object({
-      /** Run each instance's onstart with `sh -c` when it reaches running. */
+      /**
+       * Run each instance's onstart with `sh -c` on this machine each time its container starts
+       * (every transition to running), as an unprivileged user in a scratch directory (onstart-runner.ts).
+       */
       enabled: z.boolean().default(false),
-      /** Wall seconds before the script is killed. */
+      /** Wall seconds before a run of the script is killed. */
       timeout_s: z.number().positive().default(30),
-      /** Bytes of stdout and of stderr kept per script. */
+      /** Bytes of stdout and of stderr kept per run on the history record (the first ones). */
       max_output_bytes: z.number().int().positive().default(65_536),
+      /** Bytes of the combined output kept per instance for its container log: the last ones, as docker logs (8 MiB). */
+      log_bytes: z
+        .number()
+        .int()
+        .positive()
+        .default(8 * 1024 * 1024),
       /** PATH inside the "container"; the default is a stock image's, not the host's. */
       path: z.string().default('/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'),
+      /**
+       * Regular expressions matched against an instance's image: a match runs its script with a PATH
+       * without `curl` and `wget` (as nvidia/cuda:*-base-* or python:*-slim ship). Default none.
+       */
+      no_http_client_images: z.array(z.string().refine(isPattern, 'a regular expression')).default([]),
     })
     .prefault({}),
   ssh_listeners: z
@@ -304,14 +334,7 @@ const simConfigSchema = z.object({
       default_market: marketSchema.nullable().default(null),
     })
     .prefault({}),
-  logs: z
-    .object({
-      /** Sim seconds after a logs request before its URL serves the text (404 until then, like S3). */
-      upload_delay_s: z.number().min(0).default(2),
-      /** Sim seconds after a logs request before its URL expires (403). */
-      url_ttl_s: z.number().positive().default(3600),
-    })
-    .prefault({}),
+  logs: logsConfigSchema.prefault({}),
   webhooks: z
     .object({
       /** Webhooks that exist at start (owned by the account). */
@@ -330,6 +353,15 @@ const simConfigSchema = z.object({
 
 export type SimConfigInput = z.input<typeof simConfigSchema>;
 export type SimConfig = z.output<typeof simConfigSchema>;
+
+function isPattern(p: string): boolean {
+  try {
+    new RegExp(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 /** Validates a partial config; throws a ConfigError naming every bad field by its path. */
 export function parseSimConfig(input: unknown): SimConfig {

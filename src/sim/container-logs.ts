@@ -1,6 +1,6 @@
 // What an instance's logs say, built from its status history at the moment they are requested:
-// the container log (image pull, start, sshd, the onstart script's output, the OCI error, the exit
-// code, stops and restarts) or, with `daemon_logs`, the host daemon's lines (every status change).
+// the container log (image pull, each start with its sshd line and the output of the onstart run
+// that start began, the OCI error, the exit code, stops and restarts) or, with `daemon_logs`, the host daemon's lines (every status change).
 // Lines are made for past moments only: a line due later (sshd of an `ssh_late` instance) is left
 // out until its time has come. A host that is offline or silent writes nothing new.
 import { createHash } from 'node:crypto';
@@ -18,14 +18,23 @@ const SSHD_UP = 'Server listening on 0.0.0.0 port 22.';
 const SSHD_DOWN = 'sshd: no hostkeys available -- exiting.';
 const SSH_DOWN_PROFILES = new Set(['ssh_refused', 'ssh_no_banner', 'ssh_hang']);
 
-export function containerLog(inst: LiveInstance, onstartOutput: string, nowSim: number, ssh: SimConfig['ssh_listeners']): string[] {
+/**
+ * The container's log lines. `onstartOutputs` holds each onstart run's output (the last bytes, as
+ * onstart-runner.ts keeps them) by the index in `hist.statuses` of the `running` status whose start
+ * began it: each run's lines follow its own "Container ... started" line.
+ */
+export function containerLog(
+  inst: LiveInstance,
+  onstartOutputs: ReadonlyMap<number, string>,
+  nowSim: number,
+  ssh: SimConfig['ssh_listeners'],
+): string[] {
   const { hist, params } = inst;
   const name = `C.${hist.id}`;
   const { repo, tag } = splitImage(params.image);
   const lines: Line[] = [];
   let pulled = false;
-  let started = false;
-  for (const s of hist.statuses) {
+  for (const [i, s] of hist.statuses.entries()) {
     const at = s.at.sim_s;
     const add = (text: string, when = at) => lines.push({ at: when, text });
     switch (s.status) {
@@ -41,8 +50,7 @@ export function containerLog(inst: LiveInstance, onstartOutput: string, nowSim: 
         add(`Container ${name} started`);
         if (SSH_DOWN_PROFILES.has(hist.profile)) add(SSHD_DOWN);
         else add(SSHD_UP, hist.profile === 'ssh_late' ? at + ssh.late_s : at);
-        if (!started) for (const text of splitLines(onstartOutput)) add(text);
-        started = true;
+        for (const text of splitLines(onstartOutputs.get(i) ?? '')) add(text);
         break;
       case 'created':
         add(`docker: ${s.msg}.`);

@@ -5,7 +5,16 @@ import type { AddressInfo } from 'node:net';
 import { adminRoutes } from './admin-routes.js';
 import type { SimOffer } from './catalog.js';
 import { SimClock } from './clock.js';
-import { parseSimConfig, type FaultConfig, type FaultProfile, type OfferFault, type Permissions, type SimConfigInput } from './config.js';
+import {
+  parseSimConfig,
+  type FaultConfig,
+  type FaultProfile,
+  type LogsConfig,
+  type OfferFault,
+  type Permissions,
+  type RateLimitConfig,
+  type SimConfigInput,
+} from './config.js';
 import { instanceRecord, type InstanceRecord } from './instance-record.js';
 import type { SimInstanceHistory } from './instances.js';
 import type { Ledger } from './ledger.js';
@@ -21,6 +30,7 @@ import { templateRoutes } from './routes/templates.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { createSimServer } from './server.js';
 import type { SimStats } from './stats.js';
+import type { RateLimitUpdate } from './rate-limiter.js';
 import type { Delivery } from './webhooks.js';
 import type { PendingRow } from './price-increases.js';
 import { SimWorld } from './world.js';
@@ -58,7 +68,18 @@ export interface RunningSimulator {
   apiKey: string;
   /** Closes the server, timers, onstart processes and scratch dirs, and pending webhook deliveries. */
   close(): Promise<void>;
+  /** Merges fault knobs (`service_stop_after_s` applies to the instances running now too). */
   setFaults(f: Partial<FaultConfig>): FaultConfig;
+  /**
+   * The service stops the instance `afterS` sim seconds from now (default 0: now), as when the
+   * account's credit runs out: intended and actual `stopped`, its container killed, disk billed.
+   * False when no live instance has that id.
+   */
+  serviceStop(instanceId: number, afterS?: number): boolean;
+  /** Merges the logs' upload knobs (`upload_delay_s`, `url_ttl_s`), from the next logs request. */
+  setLogs(partial: Partial<LogsConfig>): LogsConfig;
+  /** Merges rate limits: `enabled`, `count_refused`, and group limits (null turns one off), from the next request. */
+  setRateLimits(partial: RateLimitUpdate): RateLimitConfig;
   /** Profile for later creates on this machine (an offer's forced profile wins). */
   setMachineProfile(machineId: number, profile: FaultProfile): void;
   setOfferProfile(offerId: number, profile: FaultProfile): void;
@@ -172,7 +193,13 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       })();
       return closing;
     },
-    setFaults: (f) => world.faults.update(f),
+    setFaults: (f) => world.setFaults(f),
+    serviceStop: (id, afterS = 0) => {
+      if (!(afterS >= 0)) throw new RangeError('afterS must be 0 or more sim seconds');
+      return world.serviceStop(id, afterS) !== null;
+    },
+    setLogs: (partial) => world.logUploads.update(partial),
+    setRateLimits: (partial) => world.limiter.update(partial),
     setMachineProfile: (id, p) => world.profiles.setMachine(id, p),
     setOfferProfile: (id, p) => world.profiles.setOffer(id, p),
     setOfferFault: (id, f) => world.profiles.setOfferFault(id, f),

@@ -14,6 +14,10 @@
 //   outbid → contending   the minimum bid is back at or below its bid (the market fell, or a bid
 //                         change raised the bid): a new phase from that moment, loading → running.
 // A bid below the minimum at create time starts outbid. A user's stop ends either state.
+//
+// The service stops an instance by itself as when the account's credit runs out (billing.mdx: "Your
+// instances are stopped automatically ... you will continue to be billed for disk storage"): a
+// `serviceStop` due at a sim moment stops it then, intended and actual, like a user's stop.
 import type { SimOffer } from './catalog.js';
 import type { SimClock, SimTime } from './clock.js';
 import type { FaultProfile, SimConfig } from './config.js';
@@ -30,6 +34,8 @@ interface StatusEntry {
 }
 
 export interface OnstartResult {
+  /** Which run of the script this was: 1 at the first boot, one more at each container start after. */
+  run: number;
   exit_code: number | null;
   signal: string | null;
   timed_out: boolean;
@@ -61,7 +67,10 @@ export interface SimInstanceHistory {
   created_at: SimTime;
   destroyed_at: SimTime | null;
   statuses: StatusEntry[];
+  /** The latest run of the onstart script that ended (onstart execution on); null before. */
   onstart: OnstartResult | null;
+  /** Runs of the onstart script started so far: one per container start. */
+  onstart_runs: number;
 }
 
 export interface CreateParams {
@@ -104,6 +113,11 @@ export interface LiveInstance {
   gpuBusy: boolean;
   /** Sim moment up to which market moves have been applied to it. */
   marketSeen: number;
+  /**
+   * Moments (sim) the service stops it, as when credit runs out; `whileRunning`: only if it is still
+   * running then (the per-run fault), dropped when it leaves running before.
+   */
+  serviceStops: Array<{ at: number; whileRunning: boolean }>;
   phaseStart: number;
   plan: Step[];
   next: number;
@@ -187,6 +201,7 @@ export class InstanceStore {
       destroyed_at: null,
       statuses: [],
       onstart: null,
+      onstart_runs: 0,
     };
     const inst: LiveInstance = {
       hist,
@@ -199,6 +214,7 @@ export class InstanceStore {
       outbid: false,
       gpuBusy: false,
       marketSeen: now,
+      serviceStops: [],
       phaseStart: now,
       plan: planFor(profile, timings, false, this.lifecycle.restart_s),
       next: 0,
@@ -304,6 +320,16 @@ export class InstanceStore {
     this.hooks.onDestroyed(inst);
   }
 
+  /**
+   * The service stops the instance at sim moment `at` (now or later; never before now), as when the
+   * account's credit runs out. `whileRunning`: only if it is running then.
+   */
+  scheduleServiceStop(inst: LiveInstance, at: number, whileRunning: boolean): void {
+    this.advance(inst);
+    inst.serviceStops.push({ at: Math.max(at, this.clock.simS()), whileRunning });
+    this.advance(inst);
+  }
+
   /** The host of `machineId` disconnects: its live instances go offline now and stay there. */
   machineOffline(machineId: number): LiveInstance[] {
     const hit = this.list().filter((i) => i.hist.machine_id === machineId && i.status !== 'offline');
@@ -336,6 +362,11 @@ export class InstanceStore {
       const planAt = step ? inst.phaseStart + step.at : Infinity;
       const until = Math.min(now, planAt);
       const flipAt = this.nextFlip(inst, until);
+      const stop = firstStop(inst);
+      if (stop && stop.at <= (flipAt ?? until)) {
+        this.serviceStopNow(inst, stop);
+        continue;
+      }
       if (flipAt !== undefined) {
         this.flip(inst, flipAt);
         continue;
@@ -387,8 +418,27 @@ export class InstanceStore {
     inst.next = 0;
   }
 
+  /** A due service stop: stopped at `t` for good (intended too), unless it no longer applies. */
+  private serviceStopNow(inst: LiveInstance, stop: { at: number; whileRunning: boolean }): void {
+    inst.serviceStops = inst.serviceStops.filter((s) => s !== stop);
+    const t = stop.at;
+    if (inst.intended === 'stopped' || (stop.whileRunning && inst.status !== 'running')) return;
+    inst.intended = 'stopped';
+    inst.plan = [];
+    inst.next = 0;
+    inst.marketSeen = Math.max(inst.marketSeen, t);
+    if (inst.outbid) {
+      // Already stopped by the market: only the intent changes.
+      inst.outbid = false;
+      inst.msg = STATUS_MSG.serviceStop;
+      return;
+    }
+    this.enter(inst, 'stopped', STATUS_MSG.serviceStop, t);
+  }
+
   private enter(inst: LiveInstance, status: ActualStatus, msg: string, atSim: number): void {
     if (status !== 'stopped') inst.outbid = false;
+    if (status !== 'running') inst.serviceStops = inst.serviceStops.filter((s) => !s.whileRunning);
     inst.status = status;
     inst.msg = msg;
     inst.hist.statuses.push({ status, at: this.clock.stampAtSim(atSim), msg });
@@ -406,6 +456,13 @@ export class InstanceStore {
       lost_to: pick(rng, ['offline', 'unknown', 'exited'] as const),
     };
   }
+}
+
+/** The earliest service stop due, if any. */
+function firstStop(inst: LiveInstance): { at: number; whileRunning: boolean } | undefined {
+  let first: { at: number; whileRunning: boolean } | undefined;
+  for (const s of inst.serviceStops) if (!first || s.at < first.at) first = s;
+  return first;
 }
 
 /** Statuses in which a bid holds (or waits for) the machine, and so can be outbid. */

@@ -41,6 +41,7 @@ export const STATUS_MSG = {
   unknown: 'No heartbeat from host',
   offline: 'Host machine is offline',
   stopped: 'Instance stopped',
+  serviceStop: 'Instance stopped: the account balance reached zero',
   rebooting: 'Rebooting: docker stop, then docker start',
   outbid: 'Outbid: the bid is below the current minimum bid; the instance resumes when its bid wins again',
   bidTooLow: 'Waiting: the bid is below the current minimum bid; the instance starts when its bid wins',

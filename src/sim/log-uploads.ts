@@ -8,7 +8,7 @@
 // A host that cannot upload (the instance is offline or unknown) never makes the object appear.
 import { randomBytes } from 'node:crypto';
 import type { SimClock } from './clock.js';
-import type { SimConfig } from './config.js';
+import { logsConfigSchema, type LogsConfig } from './config.js';
 
 interface Upload {
   text: string;
@@ -26,11 +26,25 @@ export const LOGS_PATH = '/_logs/';
 
 export class LogUploads {
   private readonly uploads = new Map<string, Upload>();
+  private cfg: LogsConfig;
 
   constructor(
-    private readonly cfg: SimConfig['logs'],
+    initial: LogsConfig,
     private readonly clock: SimClock,
-  ) {}
+  ) {
+    this.cfg = { ...initial };
+  }
+
+  current(): LogsConfig {
+    return { ...this.cfg };
+  }
+
+  /** Merges a partial update (validated like the config file's); it applies to later requests. */
+  update(partial: { [K in keyof LogsConfig]?: LogsConfig[K] | undefined }): LogsConfig {
+    const given = Object.fromEntries(Object.entries(partial).filter(([, v]) => v !== undefined));
+    this.cfg = logsConfigSchema.parse({ ...this.cfg, ...given });
+    return this.current();
+  }
 
   /** Stores the snapshot and returns the path of its URL; `uploads` false: the object never appears. */
   put(lines: string[], uploads: boolean): string {

@@ -1,65 +1,104 @@
-// Opt-in: runs an instance's onstart script as a container would when it reaches `running`:
-// `sh -c SCRIPT` in a scratch directory, with the instance's env plus CONTAINER_API_KEY,
-// CONTAINER_ID and BERTH_SIM_URL, under a wall-time limit. The result (exit code, capped
-// stdout/stderr) goes on the instance's history record; stdout and stderr interleaved as they came
-// are kept for the container log (`output`) until the instance is destroyed. A script's process
-// group is killed when its time is up, when the instance stops or is destroyed, and when the
-// simulator closes. While a script runs, the instance's GPU counts as busy (`gpu_util`).
+// Opt-in: runs an instance's onstart script as its container would, on **every** container start:
+// the first boot, a start after a stop (the user's, an outbid's end, a service stop's), and a
+// reboot. The service's docs say so: "Place startup commands in /root/onstart.sh. This script runs
+// automatically on container startup" (vast-ai/docs guides/reference/faq/instances.mdx, "How can I
+// restart programs when my instance restarts?"); "Add to /root/onstart.sh for persistence across
+// restarts" (guides/reference/faq/technical.mdx); the template's "On-start Script ... will be run
+// during instance startup" (guides/templates/template-settings.mdx). Each run starts the script
+// from the beginning in a fresh scratch directory: nothing of an earlier run survives but what the
+// script put elsewhere (here: nowhere).
+//
+// It runs on this machine, so it runs contained as far as a plain process can be: `sh -c SCRIPT`
+// in a scratch directory (also HOME and TMPDIR), its own process group, a clean environment (the
+// configured PATH, the instance's env, CONTAINER_API_KEY, CONTAINER_ID, VAST_CONTAINERLABEL,
+// BERTH_SIM_URL), a wall-time limit, and, when the simulator runs as root, as the unprivileged
+// user 65534 (`nobody`), who owns the scratch directory. Images matched by
+// `no_http_client_images` get a PATH without curl and wget (container-path.ts).
+//
+// Per instance a run is
+//   running — from the container's start; left when the script exits, when its time is up, when
+//             the container stops, reboots or exits or the instance is destroyed (the group is
+//             SIGKILLed), or when the simulator closes;
+//   ended   — its result (exit code, the first stdout/stderr bytes) is the history record's
+//             `onstart`, and its output stays in the container log until the instance is destroyed.
+// The combined output of all runs is kept as `docker logs` keeps it: the last `log_bytes` bytes
+// (rolling-output.ts). While a script runs, the instance's GPU counts as busy (`gpu_util`).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chownSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { SimClock } from './clock.js';
+import { dirname, join } from 'node:path';
+import type { SimClock, SimTime } from './clock.js';
 import type { SimConfig } from './config.js';
-import type { LiveInstance } from './instances.js';
+import { HTTP_CLIENTS, pathWithout, removeBin } from './container-path.js';
+import type { LiveInstance, OnstartResult } from './instances.js';
+import { RollingOutput } from './rolling-output.js';
 
-interface Running {
+/** The unprivileged user and group scripts run as when the simulator runs as root (`nobody`). */
+const UNPRIVILEGED_ID = 65534;
+
+interface Run {
   child: ChildProcess;
-  dir: string;
+  /** Which run of its instance this is, from 1. */
+  n: number;
   done: Promise<void>;
 }
 
 export class OnstartRunner {
-  private readonly running = new Map<number, Running>();
-  /** stdout and stderr in arrival order, per instance, while the script runs and after. */
-  private readonly combined = new Map<number, Capped>();
+  /** The current run of each instance (a killed one stays until it has closed, or a new one starts). */
+  private readonly current = new Map<number, Run>();
+  /** Every run not yet closed, killed ones included: close() waits for them all. */
+  private readonly live = new Set<Run>();
+  /** Each instance's output, every run in its own segment keyed by its `running` status's index. */
+  private readonly outputs = new Map<number, RollingOutput>();
+  private readonly noHttpImages: RegExp[];
+  /** The bin directory of the PATH without HTTP clients, made at its first use. */
+  private noHttpBin: string | null = null;
+  /** Where scratch and bin directories go: a directory the scripts' user can reach (see scratchRoot). */
+  private root: string | null = null;
 
   constructor(
     private readonly cfg: SimConfig['onstart_exec'],
     private readonly clock: SimClock,
     private readonly simUrl: () => string,
-  ) {}
+  ) {
+    this.noHttpImages = cfg.no_http_client_images.map((p) => new RegExp(p));
+  }
 
-  /** Starts the script unless disabled, empty, or already run for this instance. */
+  /**
+   * The container of `inst` has just started (its latest status is `running`): runs its script
+   * from the beginning, unless disabled or empty. A run of an earlier start still alive is killed.
+   */
   maybeRun(inst: LiveInstance): void {
     const script = inst.params.onstart;
-    if (!this.cfg.enabled || script.trim() === '' || inst.hist.onstart || this.running.has(inst.hist.id)) return;
+    if (!this.cfg.enabled || script.trim() === '') return;
     const id = inst.hist.id;
+    this.stop(id);
+    const n = ++inst.hist.onstart_runs;
     const startedAt = this.clock.stamp();
+    const statusIndex = inst.hist.statuses.length - 1;
+    let output = this.outputs.get(id);
+    if (!output) this.outputs.set(id, (output = new RollingOutput(this.cfg.log_bytes)));
+    output.begin(statusIndex);
+
     let dir: string;
+    let path: string;
     try {
-      dir = mkdtempSync(join(tmpdir(), 'berth-sim-onstart-'));
+      path = this.pathFor(inst.params.image);
+      dir = mkdtempSync(join(this.scratchRoot(), 'berth-sim-onstart-'));
+      if (asRoot()) chownSync(dir, UNPRIVILEGED_ID, UNPRIVILEGED_ID);
     } catch (e) {
       // A full or read-only tmpdir must not take the simulator down: record it as the script's failure.
       const stderr = `berth simulator: cannot make a scratch directory: ${String(e)}`;
-      inst.hist.onstart = {
-        exit_code: null,
-        signal: null,
-        timed_out: false,
-        stdout: '',
-        stderr,
-        truncated: false,
-        started_at: startedAt,
-        ended_at: startedAt,
-      };
+      this.record(inst, n, { exit_code: null, signal: null, timed_out: false, stdout: '', stderr, truncated: false }, startedAt);
       return;
     }
-    const child = spawn('sh', ['-c', script], {
+    const child = spawn('/bin/sh', ['-c', script], {
       cwd: dir,
       detached: true, // own process group, so a timeout kills the script's children too
       stdio: ['ignore', 'pipe', 'pipe'],
+      ...(asRoot() ? { uid: UNPRIVILEGED_ID, gid: UNPRIVILEGED_ID } : {}),
       env: {
-        PATH: this.cfg.path,
+        PATH: path,
         HOME: dir,
         // A container's /tmp is its own: the script's temp files (berth's decoded onstart among them)
         // stay in the scratch directory, which goes with the script, not in the machine's /tmp.
@@ -73,31 +112,40 @@ export class OnstartRunner {
     });
     const out = new Capped(this.cfg.max_output_bytes);
     const err = new Capped(this.cfg.max_output_bytes);
-    const both = new Capped(this.cfg.max_output_bytes);
-    this.combined.set(id, both);
     inst.gpuBusy = true;
-    child.stdout!.on('data', (b: Buffer) => (out.add(b), both.add(b)));
-    child.stderr!.on('data', (b: Buffer) => (err.add(b), both.add(b)));
+    child.stdout!.on('data', (b: Buffer) => (out.add(b), output.add(statusIndex, b)));
+    child.stderr!.on('data', (b: Buffer) => (err.add(b), output.add(statusIndex, b)));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
       killGroup(child);
     }, this.cfg.timeout_s * 1000);
-    const done = new Promise<void>((resolve) => {
+    const run: Run = { child, n, done: Promise.resolve() };
+    run.done = new Promise<void>((resolve) => {
+      let finished = false;
       const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+        if (finished) return;
+        finished = true;
         clearTimeout(timer);
-        inst.gpuBusy = false;
-        inst.hist.onstart = {
-          exit_code: code,
-          signal,
-          timed_out: timedOut,
-          stdout: out.text(),
-          stderr: err.text(),
-          truncated: out.truncated || err.truncated,
-          started_at: startedAt,
-          ended_at: this.clock.stamp(),
-        };
-        this.running.delete(id);
+        const stillCurrent = this.current.get(id) === run;
+        if (stillCurrent) {
+          inst.gpuBusy = false;
+          this.current.delete(id);
+        }
+        this.record(
+          inst,
+          n,
+          {
+            exit_code: code,
+            signal,
+            timed_out: timedOut,
+            stdout: out.text(),
+            stderr: err.text(),
+            truncated: out.truncated || err.truncated,
+          },
+          startedAt,
+        );
+        this.live.delete(run);
         rmSync(dir, { recursive: true, force: true });
         resolve();
       };
@@ -107,34 +155,80 @@ export class OnstartRunner {
         finish(null, null);
       });
     });
-    this.running.set(id, { child, dir, done });
+    this.current.set(id, run);
+    this.live.add(run);
   }
 
+  /** The container stopped, rebooted or exited: its script dies with it. */
   stop(instanceId: number): void {
-    const r = this.running.get(instanceId);
+    const r = this.current.get(instanceId);
     if (r) killGroup(r.child);
   }
 
-  /** The script's output so far (stdout and stderr as they came); '' when none ran. */
-  output(instanceId: number): string {
-    return this.combined.get(instanceId)?.text() ?? '';
+  /** Each run's output so far (stdout and stderr as they came, the last bytes), by its `running` status's index. */
+  output(instanceId: number): Map<number, string> {
+    return this.outputs.get(instanceId)?.texts() ?? new Map<number, string>();
   }
 
   /** The instance is destroyed: kill its script and drop its output. */
   forget(instanceId: number): void {
     this.stop(instanceId);
-    this.combined.delete(instanceId);
+    this.outputs.delete(instanceId);
   }
 
   async close(): Promise<void> {
-    const all = [...this.running.values()];
+    const all = [...this.live];
     for (const r of all) killGroup(r.child);
     await Promise.all(all.map((r) => r.done));
+    if (this.noHttpBin) removeBin(this.noHttpBin);
+    this.noHttpBin = null;
+  }
+
+  private pathFor(image: string): string {
+    if (!this.noHttpImages.some((re) => re.test(image))) return this.cfg.path;
+    this.noHttpBin ??= pathWithout(this.scratchRoot(), this.cfg.path, HTTP_CLIENTS);
+    return this.noHttpBin;
+  }
+
+  /**
+   * The temp directory, if the unprivileged user can pass through every directory above it, else
+   * /tmp: a script that runs as another user must reach its HOME, TMPDIR and PATH by absolute path
+   * (a test's private TMPDIR, mode 0700, would let it into its working directory only).
+   */
+  private scratchRoot(): string {
+    this.root ??= !asRoot() || searchableByOthers(tmpdir()) ? tmpdir() : '/tmp';
+    return this.root;
+  }
+
+  /** The history keeps the latest run's result (a killed older run closing late does not overwrite it). */
+  private record(inst: LiveInstance, n: number, r: Omit<OnstartResult, 'run' | 'started_at' | 'ended_at'>, startedAt: SimTime): void {
+    if ((inst.hist.onstart?.run ?? 0) > n) return;
+    inst.hist.onstart = { run: n, ...r, started_at: startedAt, ended_at: this.clock.stamp() };
   }
 }
 
+/** Whether every directory from `dir` up to / lets others through (o+x). */
+function searchableByOthers(dir: string): boolean {
+  try {
+    for (let d = realpathSync(dir); ; d = dirname(d)) {
+      if ((statSync(d).mode & 0o001) === 0) return false;
+      if (d === dirname(d)) return true;
+    }
+  } catch {
+    return false;
+  }
+}
+
+function asRoot(): boolean {
+  return process.getuid?.() === 0;
+}
+
+/**
+ * Kills the run's whole process group, also after its shell exited: until the run closes, children
+ * still hold its output pipes (a background backstop), so the group, and its id, still exist.
+ */
 function killGroup(child: ChildProcess): void {
-  if (child.pid === undefined || child.exitCode !== null) return;
+  if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, 'SIGKILL');
   } catch {
@@ -142,7 +236,7 @@ function killGroup(child: ChildProcess): void {
   }
 }
 
-/** Keeps the first `max` bytes of a stream. */
+/** Keeps the first `max` bytes of a stream (the history record's stdout and stderr). */
 class Capped {
   private readonly parts: Buffer[] = [];
   private size = 0;

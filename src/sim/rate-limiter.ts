@@ -8,7 +8,7 @@
 // penalty). A request is refused while blocked, without a token, or with the window full. With
 // `count_refused` (the default) a refused request still counts: it empties the tokens and fills
 // the window, so a client that keeps hammering keeps being refused.
-import type { LimitConfig, RateGroup, RateLimitConfig } from './config.js';
+import { rateLimitSchema, type LimitConfig, type RateGroup, type RateLimitConfig } from './config.js';
 
 interface State {
   tokens: number;
@@ -17,15 +17,39 @@ interface State {
   blockedUntil: number;
 }
 
+/** What can change at run time (`plain_text` is read by the server from the start config). */
+export interface RateLimitUpdate {
+  enabled?: boolean | undefined;
+  count_refused?: boolean | undefined;
+  groups?: Partial<Record<RateGroup, unknown>> | undefined;
+}
+
 export type RateVerdict = { ok: true } | { ok: false; threshold: string | null };
 
 export class RateLimiter {
   private readonly states = new Map<string, State>();
+  private config: RateLimitConfig;
 
   constructor(
-    private readonly config: RateLimitConfig,
+    initial: RateLimitConfig,
     private readonly now: () => number,
-  ) {}
+  ) {
+    this.config = { ...initial, groups: { ...initial.groups } };
+  }
+
+  current(): RateLimitConfig {
+    return { ...this.config, groups: { ...this.config.groups } };
+  }
+
+  /**
+   * Merges a partial update (the group limits given replace theirs; null turns one off), validated
+   * like the config file's. It applies from the next request; what each key has used so far stays.
+   */
+  update(partial: RateLimitUpdate): RateLimitConfig {
+    const given = Object.fromEntries(Object.entries(partial).filter(([, v]) => v !== undefined));
+    this.config = rateLimitSchema.parse({ ...this.config, ...given, groups: { ...this.config.groups, ...partial.groups } });
+    return this.current();
+  }
 
   /** `endpoint` names the method and path template; `identity` comes from `identityKey`. */
   take(group: RateGroup, endpoint: string, identity: string): RateVerdict {

@@ -6,7 +6,7 @@ import { SecretStore, SshKeyStore } from './account.js';
 import { ApiKeyStore } from './api-keys.js';
 import { Catalog } from './catalog.js';
 import type { SimClock } from './clock.js';
-import type { SimConfig } from './config.js';
+import type { FaultConfig, SimConfig } from './config.js';
 import { FaultInjector } from './faults.js';
 import { InstanceStore, type LiveInstance } from './instances.js';
 import { LogUploads } from './log-uploads.js';
@@ -96,6 +96,33 @@ export class SimWorld {
     return this.credit();
   }
 
+  /**
+   * Merges fault knobs. A new `service_stop_after_s` applies to the instances running now too,
+   * counted from when they started running (and never before now).
+   */
+  setFaults(partial: Parameters<FaultInjector['update']>[0]): FaultConfig {
+    const before = this.faults.current().service_stop_after_s;
+    const after = this.faults.update(partial);
+    if (after.service_stop_after_s !== before) {
+      for (const inst of this.instances.list()) {
+        inst.serviceStops = inst.serviceStops.filter((st) => !st.whileRunning);
+        if (inst.status === 'running') this.armServiceStop(inst, true);
+      }
+    }
+    return after;
+  }
+
+  /**
+   * The service stops the instance `afterS` sim seconds from now, whatever its status then (the
+   * moment the account's credit runs out). Null when no live instance has that id.
+   */
+  serviceStop(instanceId: number, afterS: number): LiveInstance | null {
+    const inst = this.instances.get(instanceId);
+    if (!inst) return null;
+    this.instances.scheduleServiceStop(inst, this.clock.simS() + afterS, false);
+    return inst;
+  }
+
   /** Periodic work that no request triggers: due transitions, the low-credit event, webhook retries. */
   tick(): void {
     this.syncMinBids();
@@ -174,13 +201,28 @@ export class SimWorld {
     await Promise.all([this.onstart.close(), this.webhooks.close(), this.sshListeners.closeAll()]);
   }
 
+  /**
+   * With `service_stop_after_s`, the instance (running now) is stopped by the service that many sim
+   * seconds after it started running. `late`: the knob was set while it ran, so never before now.
+   */
+  private armServiceStop(inst: LiveInstance, late: boolean): void {
+    const after = this.faults.current().service_stop_after_s;
+    if (after === null) return;
+    const since = [...inst.hist.statuses].reverse().find((s) => s.status === 'running')!.at.sim_s;
+    const at = since + after;
+    if (late) this.instances.scheduleServiceStop(inst, at, true);
+    else inst.serviceStops.push({ at, whileRunning: true }); // inside the store's advance: applied in time order
+  }
+
   private onStatus(inst: LiveInstance, status: ActualStatus): void {
     const id = inst.hist.id;
     const what = `Instance ${id}${labelText(inst)} on machine ${inst.hist.machine_id}`;
     // SSH answers only while running: any other status closes the listeners.
     if (status === 'running') this.sshListeners.open(inst);
     else this.sshListeners.close(id);
+    if (status === 'rebooting' || status === 'exited') this.onstart.stop(id);
     if (status === 'running') {
+      this.armServiceStop(inst, false);
       this.onstart.maybeRun(inst);
       this.webhooks.emit('client:instance_started', { subject: `Instance ${id} started`, message: `${what} is running.` });
     } else if (status === 'offline') {
@@ -191,6 +233,8 @@ export class SimWorld {
         message: `${what} went down because of a problem on the host machine.`,
       });
     } else if (status === 'stopped') {
+      // Every way out of running (a stop, an outbid, a reboot, an exit) ends the container, and
+      // the script with it; the next start runs it again from the beginning.
       this.onstart.stop(id);
       if (inst.outbid) {
         this.webhooks.emit('client:outbid', {

@@ -300,6 +300,8 @@ export const RunLogsSchema = z.object({
   source: z.enum(['live', 'kept']),
   /** The log's last lines, every secret scrubbed; terminal escapes are the printer's to neutralise. */
   text: z.string(),
+  /** Earlier lines were left out: the log was longer than what was read (1 MiB live, 4 KB kept) or than `tail`. */
+  cut: z.boolean(),
 });
 export type RunLogs = z.infer<typeof RunLogsSchema>;
 export const NotificationListSchema = z.array(NotificationSchema);

@@ -28,6 +28,7 @@ export async function logsCommand(
   const first = await client.logs(runId, tail);
   let printed = linesOf(first.text);
   if (printed.length === 0 && !options.follow) io.err(`Run ${runId} has no log yet.`);
+  if (first.cut) io.err(`(earlier lines left out: showing the last ${printed.length} line(s) berth could read of a longer log)`);
   for (const line of printed) io.out(line);
   if (!options.follow) return EXIT.ok;
   for (;;) {

@@ -135,6 +135,21 @@ export class MoneyGuard {
   }
 
   /**
+   * What is left of the run's limits now (issue #29: a later attempt's daemon-free backstop is sized
+   * from this, not from the whole limits): seconds of max_runtime_s and dollars of budget_usd, each
+   * null when the spec sets none.
+   */
+  left(runId: string): { runtimeS: number | null; usd: number | null } {
+    const spec = this.deps.specs.get(runId);
+    if (!spec || (spec.budget_usd === undefined && spec.max_runtime_s === undefined)) return { runtimeS: null, usd: null };
+    const m = runMoney(this.deps.store.attempts.forRun(runId), null, this.deps.clock.now());
+    return {
+      runtimeS: spec.max_runtime_s === undefined ? null : Math.max(0, spec.max_runtime_s - m.runtimeMs / 1000),
+      usd: spec.budget_usd === undefined ? null : Math.max(0, spec.budget_usd - m.usd),
+    };
+  }
+
+  /**
    * The candidates the run's remaining budget can pay to boot, in the search's order; `exhausted`
    * when offers matched but none of them is affordable.
    */

@@ -79,7 +79,7 @@ interface Target {
   failing: boolean;
 }
 
-/** `Berth-Signature` of a body sent at `unixS` (README: Notifications shows how to check it). */
+/** `Berth-Signature` of a body sent at `unixS` (docs/notifications.md shows how to check it). */
 function signature(secret: string, unixS: number, body: string): string {
   return `t=${unixS},v1=${createHmac('sha256', secret).update(`${unixS}.${body}`).digest('hex')}`;
 }

@@ -10,7 +10,8 @@
 // FETCH_WINDOW_MS: it never delays the destroy, and its failure only leaves the attempt without logs.
 //
 // The URL is another host's (S3 on the real service): it is fetched with a plain GET that carries no
-// API key, no redirect is followed, and at most MAX_FETCH_BYTES are read.
+// API key, no redirect is followed, and only its last MAX_FETCH_BYTES are kept (issue #29: a log's
+// end is what matters, the task's end marker last of all; 200 lines of a chatty task pass 1 MiB).
 import { request } from 'undici';
 import type { AttemptOutcome } from '../../../machines/run-rules.js';
 import type { DestroyInput } from '../../../machines/run-types.js';
@@ -42,6 +43,14 @@ const ASKED_KEPT = 10_000;
 export interface FetchedText {
   status: number;
   text: string;
+  /** Bytes were dropped from the start of the body (it was longer than what is kept). */
+  cut?: boolean;
+}
+
+/** A log as read from its upload: its last bytes, and whether earlier ones were dropped. */
+export interface FetchedLog {
+  text: string;
+  cut: boolean;
 }
 
 export interface FailureLogsDeps {
@@ -111,7 +120,7 @@ export class FailureLogs {
     this.fetches.add(stop);
     const until = this.deps.clock.now() + FETCH_WINDOW_MS;
     try {
-      const text = await this.poll(url, until, stop.signal);
+      const text = (await this.poll(url, until, stop.signal))?.text ?? null;
       if (text === null) {
         this.deps.log.info(
           { runId, attempt: n, instanceId },
@@ -137,7 +146,7 @@ export class FailureLogs {
     }
   }
 
-  private poll(url: string, until: number, signal: AbortSignal): Promise<string | null> {
+  private poll(url: string, until: number, signal: AbortSignal): Promise<FetchedLog | null> {
     return pollUpload(this.deps, url, until, signal);
   }
 }
@@ -151,16 +160,29 @@ export async function pollUpload(
   url: string,
   until: number,
   signal: AbortSignal,
-): Promise<string | null> {
+): Promise<FetchedLog | null> {
   const get = deps.fetchText ?? fetchWithoutCredentials;
   let pause = FIRST_PAUSE_MS;
   for (;;) {
     const got = await get(url, signal).catch(() => null);
-    if (got?.status === 200) return got.text;
+    if (got?.status === 200) return got.cut ? { text: withoutFirstLine(got.text), cut: true } : { text: got.text, cut: false };
     if (got?.status === 403 || deps.clock.now() + pause > until) return null;
     await deps.clock.sleep(pause, signal);
     pause = Math.min(MAX_PAUSE_MS, pause * 2);
   }
+}
+
+/** The first line of a kept log whose earlier lines were left out (`berth logs` says so, and drops it). */
+export const CUT_LINE = '[berth: earlier lines left out]';
+
+/**
+ * What is kept of a task's log: its last lines within MAX_TAIL_BYTES, led by CUT_LINE when lines
+ * were left out (here, or already when the upload was read: `cutBefore`).
+ */
+export function keptTail(text: string, cutBefore: boolean): string {
+  const tail = lastBytes(text, MAX_TAIL_BYTES - CUT_LINE.length - 1);
+  const whole = text.replace(/\r\n?/g, '\n').replace(/\n+$/, '');
+  return cutBefore || tail.length < whole.length ? `${CUT_LINE}\n${tail}` : tail;
 }
 
 /** The last lines of `text` within `max` UTF-8 bytes (a longer last line keeps its end). Line ends normalised. */
@@ -194,19 +216,51 @@ function endOf(line: string, max: number): string {
   return out;
 }
 
-/** A plain GET: no Authorization header, no redirects, a time limit, and at most MAX_FETCH_BYTES read. */
-async function fetchWithoutCredentials(url: string, signal: AbortSignal): Promise<FetchedText> {
+/** A text cut at its start: its first line is partial, so it goes (unless it is the only one). */
+function withoutFirstLine(text: string): string {
+  const nl = text.indexOf('\n');
+  return nl === -1 || nl === text.length - 1 ? text : text.slice(nl + 1);
+}
+
+/**
+ * A plain GET: no Authorization header, no redirects, a time limit, and the last MAX_FETCH_BYTES
+ * of the body kept (read to its end, so memory stays bounded whatever the URL serves).
+ */
+export async function fetchWithoutCredentials(url: string, signal: AbortSignal, maxBytes = MAX_FETCH_BYTES): Promise<FetchedText> {
   const parsed = new URL(url);
   if (parsed.protocol !== 'https:' && parsed.protocol !== 'http:') throw new Error(`not an http(s) URL: ${parsed.protocol}`);
   const res = await request(parsed, { method: 'GET', signal, headersTimeout: GET_TIMEOUT_MS, bodyTimeout: GET_TIMEOUT_MS });
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of res.body) {
-    chunks.push(chunk as Buffer);
-    size += (chunk as Buffer).length;
-    if (size > MAX_FETCH_BYTES) break;
+  const tail = new TailBytes(maxBytes);
+  for await (const chunk of res.body) tail.add(chunk as Buffer);
+  return { status: res.statusCode, text: tail.text(), cut: tail.cut };
+}
+
+/** The last `max` bytes of a stream, in chunks, never more than about twice `max` held. */
+export class TailBytes {
+  private chunks: Buffer[] = [];
+  private size = 0;
+  cut = false;
+
+  constructor(private readonly max: number) {}
+
+  add(chunk: Buffer): void {
+    this.chunks.push(chunk);
+    this.size += chunk.length;
+    if (this.size > 2 * this.max) this.trim();
   }
-  // The upload holds TAIL_LINES lines; the cap only guards memory against a URL that serves more.
-  if (size > MAX_FETCH_BYTES) res.body.destroy();
-  return { status: res.statusCode, text: Buffer.concat(chunks).toString('utf8') };
+
+  text(): string {
+    this.trim();
+    // A cut inside a UTF-8 character leaves its continuation bytes: decoded as U+FFFD and dropped
+    // with the partial first line by the reader.
+    return Buffer.concat(this.chunks).toString('utf8');
+  }
+
+  private trim(): void {
+    if (this.size <= this.max) return;
+    const all = Buffer.concat(this.chunks);
+    this.chunks = [all.subarray(all.length - this.max)];
+    this.size = this.max;
+    this.cut = true;
+  }
 }

@@ -103,7 +103,7 @@ const BACKSTOP_GRACE_S = 600;
 /** The money room's two checks, as the actors use them. */
 interface MoneyPort {
   /** The candidates the run's remaining budget can pay to boot (../money/money-guard.ts). */
-  guard: Pick<MoneyGuard, 'affordable' | 'bidRefusal'>;
+  guard: Pick<MoneyGuard, 'affordable' | 'bidRefusal' | 'left'>;
   /** The daemon-wide caps and the credit floor a create waits for, its intent journaled in the same step (../money/create-gate.ts). */
   gate: Pick<CreateGate, 'admit' | 'bidHold'>;
 }
@@ -325,7 +325,7 @@ function taskOnstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: Create
     runId: input.runId,
     n: input.n,
     serviceUrl: deps.serviceUrl ?? 'https://console.vast.ai',
-    backstopS: backstopOf(spec, input.dphTotal),
+    backstop: backstopOf(deps, spec, input),
   };
   if (deps.readyCallback) {
     const token = deps.readyCallback.tokens.tokenFor(input.runId, input.n);
@@ -339,15 +339,23 @@ function taskOnstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: Create
 }
 
 /**
- * Seconds after the container starts when the task's wrapper destroys its own instance: the run's
- * limit (max_runtime_s, or the hours budget_usd buys at this attempt's billed price) plus the grace.
+ * When the task's wrapper destroys its own instance should no daemon end the run first: what is
+ * left of the run's limits at this create (issue #29: a later attempt gets what the earlier ones
+ * left, not the whole limits), plus the grace. The runtime left counts from the instance's running,
+ * so the boot timeout is added to it; the budget left counts from the create, as the service bills.
  * Null when the run has neither limit.
  */
-function backstopOf(spec: ResolvedJobSpec, dphTotal: number): number | null {
-  const limits: number[] = [];
-  if (spec.max_runtime_s !== undefined) limits.push(spec.max_runtime_s);
-  if (spec.budget_usd !== undefined && dphTotal > 0) limits.push((spec.budget_usd / dphTotal) * 3600);
-  return limits.length === 0 ? null : Math.min(...limits) + BACKSTOP_GRACE_S;
+function backstopOf(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { atS: number; madeAtS: number } | null {
+  const left = deps.money?.guard.left(input.runId) ?? {
+    runtimeS: spec.max_runtime_s ?? null,
+    usd: spec.budget_usd ?? null,
+  };
+  const waits: number[] = [];
+  if (left.runtimeS !== null) waits.push(left.runtimeS + spec.boot_timeout_s);
+  if (left.usd !== null && input.dphTotal > 0) waits.push((left.usd / input.dphTotal) * 3600);
+  if (waits.length === 0) return null;
+  const madeAtS = deps.clock.now() / 1000;
+  return { atS: madeAtS + Math.min(...waits) + BACKSTOP_GRACE_S, madeAtS };
 }
 
 export function makeRunActors(deps: RunActorDeps) {
@@ -439,7 +447,7 @@ export function makeRunActors(deps: RunActorDeps) {
     })),
 
     readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) =>
-      deps.taskLogs ? deps.taskLogs.readEnd(input, signal) : Promise.resolve({ exitCode: null }),
+      deps.taskLogs ? deps.taskLogs.readEnd(input, signal) : Promise.resolve({ exitCode: null, at: now() }),
     ),
 
     changeBid: actor<void, ChangeBidInput>(async ({ input, signal }) => {

@@ -146,6 +146,8 @@ export class RunDriver {
   private expireReason: RunError | undefined;
   /** The readiness callback of this attempt came. */
   private readyN: number | undefined;
+  /** The task probe read this attempt's end marker. */
+  private taskEnd: { n: number; exitCode: number; onstart: boolean } | undefined;
   /** Destroys of this run's instances that did not take, in a row: an ALERT once they keep failing. */
   private readonly destroyFailures = new DestroyFailures();
 
@@ -236,6 +238,7 @@ export class RunDriver {
     if (this.cancelRequested) this.send({ type: 'CANCEL' });
     if (this.expireReason) this.send({ type: 'EXPIRE', reason: this.expireReason });
     if (this.readyN !== undefined) this.send({ type: 'READY', n: this.readyN });
+    if (this.taskEnd) this.send({ type: 'TASK_END', ...this.taskEnd });
   }
 
   /** From the money guard: max_runtime_s or budget_usd is reached. Held until the run ends, across pauses. */
@@ -246,7 +249,14 @@ export class RunDriver {
   }
 
   /** To the running actor, unless the run is paused (a resume sends what is remembered). */
-  private send(event: { type: 'ADMIT' } | { type: 'CANCEL' } | { type: 'EXPIRE'; reason: RunError } | { type: 'READY'; n: number }): void {
+  private send(
+    event:
+      | { type: 'ADMIT' }
+      | { type: 'CANCEL' }
+      | { type: 'EXPIRE'; reason: RunError }
+      | { type: 'READY'; n: number }
+      | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean },
+  ): void {
     if (!this.paused) this.actor?.send(event);
   }
 
@@ -283,6 +293,24 @@ export class RunDriver {
   ready(n: number): void {
     this.readyN = n;
     this.send({ type: 'READY', n });
+  }
+
+  /** The task probe read attempt n's end marker: the machine ends the task if that attempt still holds its instance. */
+  taskEnded(n: number, end: { exitCode: number; onstart: boolean }): void {
+    this.taskEnd = { n, ...end };
+    this.send({ type: 'TASK_END', n, ...end });
+  }
+
+  /**
+   * What the task probe reads for this run: its attempt and instance while the instance was last
+   * listed running and the run is booting or running (a task runs from the container's start, so a
+   * short one may end before SSH answers), not ending. Null otherwise.
+   */
+  taskProbeTarget(): { runId: string; n: number; instanceId: number } | null {
+    if (this.paused || this.ended || (this.lastState !== 'running' && this.lastState !== 'booting')) return null;
+    const current = this.actor?.getSnapshot().context.current;
+    if (!current || current.instanceId === null || current.ending !== null || current.status?.actual_status !== 'running') return null;
+    return { runId: this.runId, n: current.n, instanceId: current.instanceId };
   }
 
   /** The $/h the current instance bills: as last listed, else as rented; null without one. */

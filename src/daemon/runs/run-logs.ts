@@ -2,12 +2,15 @@
 // service's logs endpoint, while the run holds an instance; else the last lines kept with its latest
 // attempt that has some. Scrubbed of every secret either way (the task logs and the journal scrub).
 import type { Store } from '../../store/index.js';
+import { CUT_LINE } from './failure-logs.js';
 import type { TaskLogs } from './task-logs.js';
 
 export interface RunLog {
   instance_id: number | null;
   source: 'live' | 'kept';
   text: string;
+  /** Earlier lines were left out: the log's end was longer than what is read or kept. */
+  cut: boolean;
 }
 
 export interface RunLogsDeps {
@@ -28,11 +31,14 @@ export class RunLogs {
     const instanceId = this.deps.instanceOf(runId);
     const current = instanceId === null ? undefined : attempts.find((a) => a.instance_id === instanceId);
     if (current) {
-      const text = await this.deps.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
-      if (text !== null) return { instance_id: instanceId, source: 'live', text };
+      const got = await this.deps.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
+      if (got !== null) return { instance_id: instanceId, source: 'live', text: got.text, cut: got.cut };
     }
     const kept = [...attempts].reverse().find((a) => a.log_tail);
-    const lines = kept?.log_tail ? kept.log_tail.split('\n').slice(-tail).join('\n') : '';
-    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: lines };
+    let all = kept?.log_tail ? kept.log_tail.split('\n') : [];
+    // A kept task log says when its earlier lines were left out (failure-logs.ts keptTail).
+    const keptCut = all[0] === CUT_LINE;
+    if (keptCut) all = all.slice(1);
+    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: all.slice(-tail).join('\n'), cut: keptCut || all.length > tail };
   }
 }

@@ -33,6 +33,7 @@ import type { PollSubscriber } from '../fleet/poller.js';
 import type { Reconciler } from './reconciler.js';
 import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { IdleWatch } from './idle-watch.js';
+import type { TaskProbe } from './task-probe.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import { toStatus } from './instance-status.js';
@@ -63,6 +64,8 @@ export interface SupervisorDeps {
   prices: Pick<PriceIncreaseWatch, 'start'>;
   /** Idle autostop: reads the same lists (gpu_util) for running runs. */
   idle: Pick<IdleWatch, 'observe' | 'forget'>;
+  /** Reads running tasks' logs on a schedule of its own, for ends their images could not report (./task-probe.ts). */
+  taskProbe: Pick<TaskProbe, 'round'>;
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
   /**
@@ -339,6 +342,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
    * does, so that its instance is destroyed and it ends `expired`. False when that could not be
    * stored (the guard tries again).
    */
+  /** The task probe read the end marker of the run's attempt n (a stale attempt is ignored by the machine). */
+  taskEnded(runId: string, n: number, end: { exitCode: number; onstart: boolean }): void {
+    this.drivers.get(runId)?.taskEnded(n, end);
+  }
+
   expire(runId: string, reason: RunError): boolean {
     const driver = this.drivers.get(runId);
     if (driver) {
@@ -413,9 +421,12 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     const forStatus: number[] = [];
     const forAbsence: number[] = [];
     const forEnd: number[] = [];
+    const tasks: Array<{ runId: string; n: number; instanceId: number }> = [];
     for (const driver of this.drivers.values()) {
       const id = driver.currentInstanceId();
       if (id === null) continue;
+      const target = this.specs.get(driver.runId)?.run !== undefined ? driver.taskProbeTarget() : null;
+      if (target) tasks.push(target);
       // A running task ends by stopping its own instance: watched for that every interval.
       if (driver.state === 'running' && this.specs.get(driver.runId)?.run !== undefined) forEnd.push(id);
       if (!WAITING_STATES.has(driver.state)) {
@@ -424,6 +435,8 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       }
       (driver.state === 'booting' ? forStatus : forAbsence).push(id);
     }
+    // Once a poll round: the running tasks' logs due for a read are read (in the background).
+    this.deps.taskProbe.round(tasks);
     return { forStatus, forAbsence, forEnd };
   }
 

@@ -36,7 +36,7 @@ async function logOf(id: number): Promise<string> {
 describe('task wrapper in the simulator', () => {
   test('runs the task, writes its exit code to the log and stops its own instance', async () => {
     const script = (id: string) =>
-      taskScript({ onstart: 'echo setup done', run: 'echo working; exit 3', runId: id, n: 1, serviceUrl: sim.url, backstopS: null });
+      taskScript({ onstart: 'echo setup done', run: 'echo working; exit 3', runId: id, n: 1, serviceUrl: sim.url, backstop: null });
     const { instanceId } = await rent(sim, { image: 'x', onstart: script('abcdefgh2345') });
     const stopped = await waitFor(
       async () => {
@@ -55,7 +55,13 @@ describe('task wrapper in the simulator', () => {
   test('the backstop destroys its own instance once the limit has passed', async () => {
     const { instanceId } = await rent(sim, {
       image: 'x',
-      onstart: taskScript({ run: 'sleep 30', runId: 'abcdefgh2345', n: 2, serviceUrl: sim.url, backstopS: 1 }),
+      onstart: taskScript({
+        run: 'sleep 30',
+        runId: 'abcdefgh2345',
+        n: 2,
+        serviceUrl: sim.url,
+        backstop: { atS: Date.now() / 1000 + 1, madeAtS: Date.now() / 1000 },
+      }),
     });
     await waitFor(async () => ((await statusOf(sim, instanceId)) === undefined ? true : undefined), 10_000, 'the backstop destroy');
     expect((await call(sim, 'GET', `/api/v0/instances/${instanceId}/`)).body.instances).toBeNull();

@@ -346,3 +346,46 @@ describe('boot deadline actor: one more look before the destroy (issue #18)', ()
     expect(await done).toEqual({ at: t0, look: null });
   });
 });
+
+describe('create actor: a task’s daemon-free backstop (issue #29)', () => {
+  it('is sized from what the run has left, not its whole limits, and sleeps until an absolute time', async () => {
+    const taskSpec = resolveJobSpec(
+      parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1, run: 'python train.py', max_runtime_s: 3600, budget_usd: 10 }),
+      {
+        max_attempts: 3,
+        boot_timeout_s: 60,
+        deadline_s: 600,
+        destroy_retry_max_delay_s: 5,
+        outage_backoff_s: 1,
+        gone_offers_per_search: 4,
+        machine_quarantine_s: 0,
+        rebid_wait_s: 30,
+        idle_warning_s: 300,
+        search_share_s: 30,
+        relax: [],
+      },
+    );
+    const { client, calls } = scripted(async () => ({ instanceId: 900 }));
+    const actors = makeRunActors({
+      client,
+      clock,
+      journal: new AttemptJournal(store),
+      specs: { get: () => taskSpec },
+      reconcileGraceMs: GRACE_MS,
+      claims: new OfferClaims(),
+      lists: lookups().lists,
+      quarantine: new MachineQuarantine(0, clock),
+      money: {
+        // An earlier attempt ran 3,000 s and spent $9: 600 s and $1 are left.
+        guard: { affordable: (_r, candidates) => ({ candidates }), bidRefusal: () => null, left: () => ({ runtimeS: 600, usd: 1 }) },
+        gate: { admit: async (_i, _s, start) => start(), bidHold: () => null },
+      },
+    });
+    await toPromise(createActor(actors.createInstance, { input: { ...INPUT, n: 2 } }).start());
+    const onstart = calls[0]!.request.onstart!;
+    // The runtime left plus the boot timeout (660 s) comes before what $1 buys at $0.25/h (4 h),
+    // plus the 600 s grace: 1,260 s from the create, as an absolute time.
+    const at = Math.ceil(clock.now() / 1000 + 1260);
+    expect(onstart).toContain(`berth_w=$(( ${at} - $(date +%s 2>/dev/null || echo ${Math.floor(clock.now() / 1000)}) ))`);
+  });
+});

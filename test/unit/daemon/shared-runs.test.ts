@@ -106,12 +106,17 @@ describe.each(['sqlite', 'postgres'] as const)('runs another daemon drives, on %
       taskLogs: {
         readLog: async (at) => {
           asked.push(at);
-          return 'hello from 501';
+          return { text: 'hello from 501', cut: false };
         },
       },
       instanceOf: (id) => sharedRuns({ store, local: nothingHere }).instanceOf(id),
     });
-    expect(await logs.logsOf('r1', 10, AbortSignal.timeout(5000))).toEqual({ instance_id: 501, source: 'live', text: 'hello from 501' });
+    expect(await logs.logsOf('r1', 10, AbortSignal.timeout(5000))).toEqual({
+      instance_id: 501,
+      source: 'live',
+      text: 'hello from 501',
+      cut: false,
+    });
     expect(asked).toEqual([{ runId: 'r1', n: 1, instanceId: 501 }]);
   });
 });

@@ -91,6 +91,10 @@ export class FakeWorld {
   taskExits = new Map<number, number>();
   /** Log reads of task instances. */
   taskReads: TaskEndInput[] = [];
+  /** Instances whose end marker says the user's onstart failed (stage=onstart). */
+  taskOnstart = new Set<number>();
+  /** How long a log read takes (its rate token and upload), ms of fake time. */
+  taskReadMs = 0;
   /** Pending creates the test resolves by hand (for "cancel while creating"). */
   holdCreates = false;
   private held: Array<() => void> = [];
@@ -145,7 +149,9 @@ export class FakeWorld {
       }),
       readTaskEnd: stubActor<TaskEndOutput, TaskEndInput>(async ({ input }) => {
         this.taskReads.push(input);
-        return { exitCode: this.taskExits.get(input.instanceId) ?? null };
+        if (this.taskReadMs > 0) await new Promise((r) => setTimeout(r, this.taskReadMs));
+        const exitCode = this.taskExits.get(input.instanceId) ?? null;
+        return { exitCode, onstart: this.taskOnstart.has(input.instanceId), at: Date.now() };
       }),
       changeBid: stubActor<void, ChangeBidInput>(async ({ input }) => {
         this.bids.push(input);

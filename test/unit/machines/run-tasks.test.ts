@@ -163,3 +163,126 @@ describe('run machine: tasks', () => {
     expect(stateOf(again.actor)).toBe('succeeded');
   });
 });
+
+// Issue #29: the end of a task that happened wins over a limit reached later, a loss counts from
+// when berth learned of it, and the task probe ends a task whose instance could not stop itself.
+describe('run machine: tasks that end late, limits and losses (issue #29)', () => {
+  const EXPIRED = { kind: 'max_runtime' as const, message: 'The run reached max_runtime_s.' };
+
+  it('a limit reached while the log of a stopped task is read waits for it: the task that exited 0 succeeded', async () => {
+    const world = new FakeWorld();
+    world.taskReadMs = 5_000; // a slow upload
+    const { actor, emitted } = await admitted(world);
+    const id = await bootToRunning(actor);
+    world.taskExits.set(id, 0);
+    await poll(actor, selfStopped(id));
+    actor.send({ type: 'EXPIRE', reason: EXPIRED });
+    await tick(5_000);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+  });
+
+  it('a limit reached when the daemon had not seen the stop (it was down) reads the log before the destroy', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world);
+    const id = await bootToRunning(actor);
+    // The task ended and stopped its instance while no list was made; the limit comes first.
+    world.taskExits.set(id, 2);
+    actor.send({ type: 'EXPIRE', reason: EXPIRED });
+    await tick(0);
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id }]);
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('failed');
+    expect(actor.getSnapshot().context.error).toMatchObject({ kind: 'task_failed', exit_code: 2 });
+  });
+
+  it('a limit reached while the task runs (no marker in its log) ends the run expired', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    await bootToRunning(actor);
+    actor.send({ type: 'EXPIRE', reason: EXPIRED });
+    await tick(0);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('expired');
+    expect(actor.getSnapshot().context.error).toEqual(EXPIRED);
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['expired']);
+  });
+
+  it('a task stopped by the service hours after its creation recovers on the next offer instead of failing its deadline', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world, { deadlineS: 600 });
+    const first = await bootToRunning(actor);
+    await tick(4 * 3600 * 1000); // a four-hour task, far past deadline_s
+    // The service stopped it (credit ran out): no marker in its log.
+    await poll(actor, status(first, 'stopped', { intended_status: 'stopped' }));
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['lost']);
+    expect(endedAttempts(emitted)[0]!.detail).toMatch(/not by berth/);
+    expect(stateOf(actor)).toBe('booting');
+    expect(actor.getSnapshot().context.deadlineAt).toBeGreaterThan(Date.now());
+  });
+
+  it('an outbid task gets one bid raise, then waits rebid_wait_s before the next', async () => {
+    const world = new FakeWorld();
+    const bid = { price: 0.2, stepPct: 10, onOutbid: 'rebid' as const, rebidWaitS: 60 };
+    const { actor } = await admitted(world, { bid });
+    const id = await bootToRunning(actor);
+    await tick(3600 * 1000);
+    await poll(actor, status(id, 'stopped', { intended_status: 'running' }));
+    expect(stateOf(actor)).toBe('rebidding');
+    await tick(1_000);
+    expect(world.bids).toHaveLength(1);
+    await tick(58_000);
+    expect(world.bids).toHaveLength(1);
+    await tick(2_000);
+    expect(world.bids).toHaveLength(2);
+  });
+
+  it('the probe reads the end of a task whose instance still runs (no curl, no wget): destroyed, succeeded', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = await bootToRunning(actor);
+    // An end of another attempt is not this one's.
+    actor.send({ type: 'TASK_END', n: 9, exitCode: 0, onstart: false });
+    await tick(0);
+    expect(stateOf(actor)).toBe('running');
+    actor.send({ type: 'TASK_END', n: 1, exitCode: 0, onstart: false });
+    await tick(0);
+    expect(stateOf(actor)).toBe('destroying');
+    expect(world.destroys.map((d) => d.instanceId)).toEqual([id]);
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(emitted.filter((e) => e.type === 'task.ended')).toHaveLength(1);
+  });
+
+  it('an onstart that failed before the task fails the run with that reason', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world);
+    const id = await bootToRunning(actor);
+    world.taskExits.set(id, 1);
+    world.taskOnstart.add(id);
+    await poll(actor, selfStopped(id));
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('failed');
+    expect(actor.getSnapshot().context.error).toMatchObject({
+      kind: 'task_failed',
+      exit_code: 1,
+      message: 'The onstart script exited with code 1 before the task started.',
+    });
+  });
+
+  it('resumes a version 6 snapshot: an end recorded before was the task’s own', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world);
+    await bootToRunning(actor);
+    const stored = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as { context: Record<string, unknown> };
+    actor.stop();
+    const { taskOnstart: _o, ...v6context } = stored.context;
+    const migrated = migrateRunSnapshot({ ...stored, context: v6context }, 6, 7, { ...LIMITS, ...TASK });
+    expect(migrated?.context['taskOnstart']).toBe(false);
+  });
+});

@@ -1,0 +1,96 @@
+// Tasks whose end a spawned daemon learns late or without the self-stop (issue #29), checked against
+// the simulator's history and ledger:
+// - a laptop closed overnight: the daemon is SIGKILLed while its task runs, the task ends and stops
+//   its instance, and the daemon comes back after max_runtime_s: the task's end wins (succeeded,
+//   its output read before the destroy), not `expired`;
+// - an image with neither curl nor wget: the wrapper cannot stop its instance, and the daemon's own
+//   log reads (the task probe) end the task.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, expect, it } from 'vitest';
+import type { Run as RunView } from '../../src/wire/control-api.js';
+import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
+
+let sim: RunningSimulator | undefined;
+let daemon: DaemonProcess | undefined;
+let home: string | undefined;
+
+afterEach(async () => {
+  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
+  await sim?.close();
+  if (home) rmSync(home, { recursive: true, force: true });
+  sim = daemon = home = undefined;
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function start(simConfig: SimConfigInput = {}, config: Record<string, unknown> = {}) {
+  sim = await startSimulator({
+    seed: 11,
+    config: {
+      ...FAST_SIM,
+      logs: { upload_delay_s: 0 },
+      ...simConfig,
+      onstart_exec: { enabled: true, timeout_s: 30, ...simConfig.onstart_exec },
+    },
+  });
+  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...config } };
+  daemon = await spawnDaemon(s);
+  return s;
+}
+
+const lastStatus = (id: number) =>
+  sim!
+    .history()
+    .find((x) => x.id === id)!
+    .statuses.at(-1)?.status;
+
+it('a task that ended while the daemon was down past max_runtime_s succeeded: its end wins, its output is read', async () => {
+  const s = await start();
+  const created = await daemon!.api<RunView>(
+    'POST',
+    '/v1/runs',
+    jobSpec({ ready_when: 'status', max_runtime_s: 3, run: 'sleep 1; echo all done' }),
+  );
+  expect(created.status).toBe(201);
+  const runId = created.body.id;
+  const running = await daemon!.waitFor(runId, isRunning, 20_000);
+  const instanceId = running.instance!.id;
+  await daemon!.kill9();
+  // The task ends and stops its instance with no daemon alive; the daemon stays down past the limit.
+  for (let i = 0; i < 200 && lastStatus(instanceId) !== 'stopped'; i++) await sleep(50);
+  expect(lastStatus(instanceId)).toBe('stopped');
+  await sleep(3_500);
+
+  daemon = await spawnDaemon(s);
+  const done = await daemon.waitFor(runId, isEnded, 20_000);
+  expect(done.state).toBe('succeeded');
+  expect(done.error).toBeNull();
+  expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+  expect(done.attempts[0]!.logs).toMatch(/all done\n\nberth-task-end run=\S+ attempt=1 exit=0/);
+  expect(sim!.billingNow()).toEqual([]);
+});
+
+it('an image with neither curl nor wget: the spawned daemon reads the end itself and destroys the instance', async () => {
+  await start(
+    { onstart_exec: { no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] } },
+    { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, task_probe_interval_s: 1 } },
+  );
+  const spec = jobSpec({ image: 'nvidia/cuda:12.4.1-base-ubuntu22.04', ready_when: 'status', run: 'echo epoch 1; exit 4' });
+  const created = await daemon!.api<RunView>('POST', '/v1/runs', spec);
+  const done = await daemon!.waitFor(created.body.id, isEnded, 30_000);
+  expect(done.state).toBe('failed');
+  expect(done.error).toMatchObject({ kind: 'task_failed', exit_code: 4 });
+  const instanceId = done.attempts[0]!.instance_id!;
+  expect(
+    sim!
+      .history()
+      .find((h) => h.id === instanceId)!
+      .statuses.map((x) => x.status),
+  ).not.toContain('stopped');
+  expect(sim!.billingNow()).toEqual([]);
+});

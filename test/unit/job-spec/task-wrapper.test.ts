@@ -1,0 +1,141 @@
+// The task wrapper run for real by dash and bash (issue #29): the user's onstart cannot break it,
+// the marker is written whatever the onstart does, and the self-stop reaches a local stand-in for
+// the service. Images without curl and wget are played by a PATH that holds neither.
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { taskEndOf, taskScript } from '../../../src/job-spec/task-script.js';
+import { HTTP_CLIENTS, pathWithout } from '../../../src/sim/container-path.js';
+
+const RUN = 'abcdefgh2345';
+let server: Server;
+let url: string;
+const calls: Array<{ method: string; path: string; body: string }> = [];
+let scratch: string;
+/** A bin dir with the shell tools of a slim image but no curl and no wget. */
+let slimBin: string;
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      calls.push({ method: req.method!, path: req.url!, body });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address() as { port: number };
+  url = `http://127.0.0.1:${addr.port}`;
+  scratch = mkdtempSync(join(tmpdir(), 'berth-wrapper-'));
+  slimBin = pathWithout(scratch, '/usr/local/bin:/usr/bin:/bin', HTTP_CLIENTS);
+});
+
+afterAll(async () => {
+  await new Promise<void>((r) => server.close(() => r()));
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** Runs the wrapper as the service would (the shell given), returns its output and exit code. */
+function runWrapper(
+  script: string,
+  opts: { shell?: 'sh' | 'bash'; path?: string; timeoutMs?: number } = {},
+): Promise<{ out: string; code: number | null }> {
+  return new Promise((resolve) => {
+    const child = spawn(opts.shell === 'bash' ? '/usr/bin/bash' : '/usr/bin/dash', ['-c', script], {
+      cwd: scratch,
+      env: { PATH: opts.path ?? '/usr/local/bin:/usr/bin:/bin', CONTAINER_API_KEY: 'k', CONTAINER_ID: '42', HOME: scratch },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      detached: true,
+    });
+    let out = '';
+    child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+    const timer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), opts.timeoutMs ?? 10_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ out, code });
+    });
+  });
+}
+
+const wrapper = (onstart: string | undefined, run: string, n = 1) =>
+  taskScript({ onstart, run, runId: RUN, n, serviceUrl: url, backstop: null });
+
+describe('the task wrapper under a real shell', () => {
+  it.each(['sh', 'bash'] as const)(
+    '%s: a task that fails under an onstart with set -e still writes its marker and stops',
+    async (shell) => {
+      calls.length = 0;
+      const { out } = await runWrapper(wrapper('set -e\necho setup', 'echo working; exit 3'), { shell });
+      expect(out).toContain('setup\nworking\n');
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 3, onstart: false });
+      expect(calls).toEqual([{ method: 'PUT', path: '/api/v0/instances/42/', body: '{"state":"stopped"}' }]);
+    },
+  );
+
+  it('an onstart that ends with exit 0 still runs the task', async () => {
+    const { out } = await runWrapper(wrapper('echo setup\nexit 0', 'echo the task ran'));
+    expect(out).toContain('the task ran');
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+  });
+
+  it('an onstart that fails ends the attempt before the task, with a marker saying so', async () => {
+    calls.length = 0;
+    const { out } = await runWrapper(wrapper('set -e\nfalse\necho never', 'echo the task ran'));
+    expect(out).not.toContain('never');
+    expect(out).not.toContain('the task ran');
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 1, onstart: true });
+    expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+  });
+
+  it('exec, cd and exit stay in the onstart: the task runs where the wrapper is', async () => {
+    for (const onstart of ['cd /tmp', 'exec true', 'cd /tmp; exit 0']) {
+      const { out } = await runWrapper(wrapper(onstart, 'echo "in $(pwd)"'));
+      expect(taskEndOf(out, RUN, 1), `${onstart}: ${out}`).toEqual({ exitCode: 0, onstart: false });
+      expect(out).toContain(`in ${scratch}`);
+    }
+  });
+
+  it('an onstart that kills its process group, or does not parse, fails alone; the wrapper reports it and stops', async () => {
+    for (const [onstart, exitCode] of [
+      ["trap 'kill 0' EXIT; echo trapped", 143],
+      ['if then fi', 2],
+    ] as const) {
+      calls.length = 0;
+      const { out } = await runWrapper(wrapper(onstart, 'echo the task ran'));
+      expect(taskEndOf(out, RUN, 1), `${onstart}: ${out}`).toEqual({ exitCode, onstart: true });
+      expect(out).not.toContain('the task ran');
+      expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+    }
+  });
+
+  it('a task that kills its own process group on exit does not take the marker with it', async () => {
+    calls.length = 0;
+    const { out } = await runWrapper(wrapper(undefined, "trap 'kill 0' EXIT; echo bye; exit 4"));
+    // The task's shell is itself killed by its TERM (128 + 15): that is its exit code, and the
+    // wrapper, which catches TERM, lives on to write it and stop the instance.
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 143, onstart: false });
+    expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+  });
+
+  it('in an image with neither curl nor wget the marker is written and the wrapper ends', async () => {
+    calls.length = 0;
+    const { out, code } = await runWrapper(wrapper('echo setup', 'echo done'), { path: slimBin });
+    expect(code).toBe(0);
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+    expect(calls).toEqual([]);
+  });
+
+  it('the backstop sleeps until an absolute time, so a container started again does not get the limit anew', async () => {
+    calls.length = 0;
+    const now = Date.now() / 1000;
+    // Made 100 s ago with a limit 1 s from now: a relative sleep of the whole limit would wait 101 s.
+    const script = taskScript({ run: 'sleep 30', runId: RUN, n: 1, serviceUrl: url, backstop: { atS: now + 1, madeAtS: now - 100 } });
+    await runWrapper(script, { timeoutMs: 3_000 });
+    expect(calls.map((c) => c.method)).toContain('DELETE');
+  });
+});
