@@ -167,7 +167,7 @@ function logStoreFindings(log: Logger, store: Store): void {
   if (store.restore) {
     log.warn(
       { held: store.restore.heldRunIds, dbGeneration: store.restore.dbGeneration, seenGeneration: store.restore.markGeneration },
-      `berth.db is older than this home has seen (a restored backup): its ${store.restore.heldRunIds.length} live run(s) are held until \`berth resume RUN\` or \`berth cancel RUN\``,
+      `${store.backend === 'postgres' ? 'the Postgres store' : 'berth.db'} is older than this home has seen (a restored backup): its ${store.restore.heldRunIds.length} live run(s) are held until \`berth resume RUN\` or \`berth cancel RUN\``,
     );
   }
 }

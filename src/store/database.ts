@@ -35,7 +35,7 @@ const BUSY_TIMEOUT_MS = 50;
  */
 const OPEN_BUSY_TIMEOUT_MS = 1_000;
 
-interface RestoreFound {
+export interface RestoreFound {
   /** The generation store.json had seen, and the older one the database holds. */
   markGeneration: number;
   dbGeneration: number;
@@ -56,6 +56,11 @@ export interface OpenedDatabase {
   bumpGeneration(): number;
   /** Call after that transaction committed: mirrors the generation to store.json. */
   committed(generation: number): void;
+  /**
+   * A shared (Postgres) store: call inside a transaction that shows the store alive (a lease
+   * renewal): bumps the database's generation and returns it, for `committed` (./pg/open.ts).
+   */
+  advance?(): number;
   close(): void;
 }
 

@@ -59,7 +59,7 @@ export function openStore(options: StoreOptions) {
   }
   let opened: OpenedDatabase;
   try {
-    opened = options.pg ? openPgDatabase(options.pg) : openDatabase(options);
+    opened = options.pg ? openPgDatabase({ ...options.pg, ...(options.lock ? { markHome: options.home } : {}) }) : openDatabase(options);
   } catch (err) {
     homeLock?.release();
     throw err;
@@ -92,13 +92,16 @@ export function openStore(options: StoreOptions) {
   // Held until the transaction ends: daemons sharing a Postgres store check the money caps one at a time.
   const capsLock = db.dialect.name === 'postgres' ? db.prepare(`SELECT pg_advisory_xact_lock(${CAPS_LOCK})`) : undefined;
   /** See `transaction` below. */
+  /** The generation `progress` advanced to in the transaction under way (a shared store). */
+  let advanced = 0;
   function transaction<T>(fn: () => T): T {
     let generation = 0;
     let result: T;
     try {
       result = db.transaction(() => {
+        advanced = 0;
         const value = fn();
-        generation = opened.bumpGeneration();
+        generation = Math.max(opened.bumpGeneration(), advanced);
         return value;
       });
     } catch (err) {
@@ -147,6 +150,14 @@ export function openStore(options: StoreOptions) {
         const value = (readKey.get('money_caps') as { value: string } | undefined)?.value;
         return value === undefined ? undefined : (JSON.parse(value) as SharedCaps);
       },
+    },
+    /**
+     * Inside a transaction that shows a shared store alive (a lease renewal): advances its
+     * generation, mirrored in store.json once committed, by which a restored backup is found at
+     * start (./pg/open.ts). Nothing on a SQLite store, whose every transaction counts.
+     */
+    progress(): void {
+      if (opened.advance) advanced = opened.advance();
     },
     /** The account's credit as the leading daemon last read it (several daemons on one store). */
     sharedCredit: {

@@ -165,6 +165,8 @@ export class LeaseOwner implements RunOwnership {
     const now = this.now();
     const round = store.transaction(() => {
       for (const runId of this.given) store.leases.release(runId, daemonId);
+      // The store is alive: its generation counts on (a restored backup is found by it at start).
+      store.progress();
       const renewed = store.leases.renew(daemonId, now, leaseMs);
       // A run's lease renewed here but driven by nobody here (given up, or left from a start
       // before this one) is released instead: renewed, it would bill for ever with nobody to end it.
