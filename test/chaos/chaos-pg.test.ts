@@ -1,7 +1,8 @@
 // Chaos on Postgres (issue #21): three daemon processes (three BERTH_HOMEs) on one Postgres
 // database and one simulator with every fault at once, runs submitted to all three, the daemons
 // killed with SIGKILL in rotation (each started again at once, or after its leases have ended and
-// the others have taken its runs over), and the Postgres server itself killed with SIGKILL and
+// the others have taken its runs over), stalled with SIGSTOP twice (past the margin before their
+// leases end, and past the end; issue #31), and the Postgres server itself killed with SIGKILL and
 // started again once, mid-run. At the end berth's promises are checked against the simulator's
 // ledger and full instance history, as in ./chaos.test.ts: no instance billing without a live
 // owner, no attempt creating two instances, no run holding two at once, no run lost (every
@@ -203,6 +204,7 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
 
     // ---- kill the daemons in rotation, and the Postgres server once; cancel some runs in between ----
     let takenOver = 0;
+    let stalls = 0;
     for (let k = 0; k < KILLS; k++) {
       await sleep(400 + rand() * 1600);
       const victim = k % DAEMONS;
@@ -216,6 +218,21 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
       const now = await leaseOwners(storeUrl);
       takenOver += held.filter((runId) => now.has(runId) && now.get(runId) !== ids[victim]).length;
       daemons[victim] = await spawnDaemon(setups[victim]!, 30_000);
+      if (k % 3 === 1) {
+        // A stalled daemon (SIGSTOP: a long GC pause, a frozen VM) of the ones not just restarted:
+        // once past the margin before its leases' end (k = 1), or past their end (k = 4), while
+        // a cancel for runs it may drive goes through another daemon. Woken, it must neither act
+        // for a run it gave up nor keep renewing it for nobody (issue #31 item 1).
+        const stalled = (victim + 1) % DAEMONS;
+        const pid = daemons[stalled]!.proc.pid!;
+        process.kill(pid, 'SIGSTOP');
+        const stallMs = k === 1 ? LEASE_S * 1000 - 400 : (LEASE_S + 2) * 1000;
+        const stopBatch = toCancel.splice(0, Math.ceil(toCancel.length / (KILLS - k)));
+        for (const id of stopBatch) await cancel(id, daemon(stalled + 1));
+        await sleep(stallMs);
+        process.kill(pid, 'SIGCONT');
+        stalls++;
+      }
       if (k + 1 === PG_KILL_AFTER) {
         await sleep(500 + rand() * 1000);
         await server.kill9();
@@ -269,7 +286,9 @@ describe(`chaos on Postgres, ${DAEMONS} daemons (seed ${SEED})`, () => {
     }
 
     // ---- 3. the runs changed hands, and now each live run is held by one live daemon, with one leader ----
-    console.log(`chaos-pg: ${takenOver} run(s) of killed daemons taken over by the others; ${running.length} of ${RUNS} running`);
+    console.log(
+      `chaos-pg: ${takenOver} run(s) of killed daemons taken over by the others; ${stalls} SIGSTOP stalls; ${running.length} of ${RUNS} running`,
+    );
     expect(takenOver, why('no run of a killed daemon was taken over by another')).toBeGreaterThan(0);
     let cluster: Array<ClusterHealth['cluster']> = [];
     let owners = new Map<string, string>();

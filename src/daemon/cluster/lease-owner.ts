@@ -119,6 +119,8 @@ export class LeaseOwner implements RunOwnership {
     const lease = this.deps.store.leases.acquire(runId, this.daemonId, this.now(), this.deps.leaseMs);
     if (!lease) return false;
     this.held.set(runId, lease);
+    // Taken back before the renewal that was to release it: driven here again, not released.
+    this.given.delete(runId);
     return true;
   }
 
@@ -200,7 +202,7 @@ export class LeaseOwner implements RunOwnership {
   }
 
   /** Monotonic ms since the last renewal that reached the database was sent (Infinity before any). */
-  sinceRenewalMs(): number {
+  private sinceRenewalMs(): number {
     return this.renewedAt === undefined ? Infinity : this.deps.clock.monotonic() - this.renewedAt;
   }
 

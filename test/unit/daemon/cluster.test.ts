@@ -78,6 +78,21 @@ describe('LeaseOwner', () => {
   });
 });
 
+describe('LeaseOwner giving a run up (issue #31 item 1)', () => {
+  it('a run given up and taken back before the next renewal is renewed, not released under its new driver', () => {
+    addRun('r1');
+    const a = owner('a');
+    a.renew();
+    expect(a.take('r1')).toBe(true);
+    a.giveUp('r1');
+    expect(a.ownedCount).toBe(0);
+    expect(a.take('r1')).toBe(true);
+    a.renew();
+    expect(store.leases.get('r1')).toMatchObject({ owner: 'a' });
+    expect(a.ownedCount).toBe(1);
+  });
+});
+
 describe('ClusterLoop', () => {
   it('gives up its runs before their leases can end when the store stops answering', async () => {
     addRun('r1');
