@@ -8,7 +8,7 @@
 // `noHttp` (issue #29): the tasks run with a PATH that has neither curl nor wget, as in a CUDA base
 // image, so the wrapper cannot stop its instance and the end is found by berth's task probe; the end
 // is then timed from the moment the bench told the tasks to end (each ends within 0.2 s of it).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -74,7 +74,11 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       rate_limits: { enabled: plan.documented },
     },
   });
-  const go = join(home, 'go');
+  // The tasks run as an unprivileged user (the simulator drops root): the file they wait for is in a
+  // directory of its own that every user can read, not in the private home.
+  const goDir = mkdtempSync(join(tmpdir(), 'berth-tasks-go-'));
+  chmodSync(goDir, 0o755);
+  const go = join(goDir, 'go');
   let daemon: DaemonHandle | undefined;
   try {
     daemon = await spawnDaemon(home, sim.url, sim.apiKey, daemonConfig(plan));
@@ -129,5 +133,6 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
     await daemon?.stop();
     await sim.close();
     rmSync(home, { recursive: true, force: true });
+    rmSync(goDir, { recursive: true, force: true });
   }
 }

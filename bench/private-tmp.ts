@@ -4,10 +4,13 @@
 // /tmp, and a cleanup of what appeared there can never take another process's files
 // (bench/browser.ts removes what Chromium unpacked). It must come before any import that reads
 // os.tmpdir() when it loads (@sparticuz/chromium does).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 const dir = mkdtempSync(join(tmpdir(), 'berth-bench-'));
+// Searchable, not listable, by other users: the simulator runs onstart scripts as an unprivileged
+// user, and a task bench's scripts wait for a file the bench makes in here (measure-tasks.ts).
+chmodSync(dir, 0o711);
 process.env['TMPDIR'] = dir;
 process.on('exit', () => rmSync(dir, { recursive: true, force: true }));

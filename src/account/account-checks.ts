@@ -103,7 +103,11 @@ export async function checkAccount(
     add('key', false, `could not be checked: users/current failed (${first.error})`);
     return report();
   }
-  add('key', true, user ? `accepted (user ${user.id})` : 'accepted (it may not read users/current: see permissions)');
+  add(
+    'key',
+    true,
+    user ? `accepted${user.id === undefined ? '' : ` (user ${user.id})`}` : 'accepted (it may not read users/current: see permissions)',
+  );
 
   const found: Record<string, Probe> = { user_read: first };
   found.misc = await probe(() => client.searchOffers({ limit: 1 }, { signal }));
@@ -166,7 +170,7 @@ export async function checkAccount(
   );
   const credit = creditOf(user);
   const min = config.account.min_credit_usd;
-  if (credit === null) add('credit', false, 'users/current states no credit or balance');
+  if (credit === null) add('credit', false, 'users/current states no credit');
   else if (credit < min)
     add(
       'credit',

@@ -3,11 +3,11 @@
 import type { CurrentUser } from '../client/types.js';
 
 /**
- * The account's credit, $. The seed calls `credit` the account balance; show_user.yaml documents
- * `balance`. berth reads `credit` and falls back to `balance` when the service sends no `credit`.
+ * The account's credit, $: `credit`, the figure the official CLI shows as "Credit" (vast.py's user
+ * fields). `balance` is another figure (a real record reads `balance: 0.0, credit: 17.5`), so it is
+ * never read in its place: a fallback to it would hold every create for a zero that is not the
+ * credit (issue #30, case 6). No `credit` is unknown (null), which holds nothing back.
  */
 export function creditOf(user: CurrentUser): number | null {
-  if (typeof user.credit === 'number' && Number.isFinite(user.credit)) return user.credit;
-  const balance = user['balance'];
-  return typeof balance === 'number' && Number.isFinite(balance) ? balance : null;
+  return typeof user.credit === 'number' && Number.isFinite(user.credit) ? user.credit : null;
 }

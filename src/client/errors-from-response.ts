@@ -113,6 +113,25 @@ function isOfferRefusal(f: ServiceBodyFields, body: unknown, ctx: ResponseContex
   return askIdOf(body) !== undefined || f.error === 'invalid_args' || /\b403\/3586\b/.test(f.msg ?? '');
 }
 
+/**
+ * A bad key without an `auth_error` code: search_offers.yaml documents its 404 as
+ * `{"msg": "Invalid user key"}` alone, and other endpoints are reported to answer alike. The
+ * service gives no code to branch on there, so this one documented sentence is read (issue #30,
+ * case 4): a bad key must fail the run `auth` at once, not be searched again until its deadline.
+ */
+function isBadKeyText(f: ServiceBodyFields): boolean {
+  return [f.msg, f.detail, f.text].some((t) => t !== undefined && /^\s*invalid user key\b/i.test(t));
+}
+
+/**
+ * A 403 about the resource rather than the key: logs.yaml documents `{"error": "not_authorized",
+ * "msg": "Not authorized to view logs for this instance"}` (issue #30, case 6). A key that lacks a
+ * permission is named by its category; this one names none.
+ */
+function isResourceRefusal(f: ServiceBodyFields, body: unknown, secrets: ResponseContext['secrets']): boolean {
+  return f.error === 'not_authorized' && parsePermissionCategory(body, secrets) === undefined;
+}
+
 /** A 2xx answer whose JSON body says `success: false`. */
 export function isUnsuccessful(body: unknown): boolean {
   return body !== null && typeof body === 'object' && !Array.isArray(body) && (body as Record<string, unknown>).success === false;
@@ -139,12 +158,21 @@ export function errorFromResponse(status: number, body: unknown, ctx: ResponseCo
 
   // A revoked key on search is documented as 404 auth_error; users see it on other endpoints too.
   if (status === 401 || f.error === 'auth_error') return new AuthError(undefined, f.error, status);
+  if ((status === 403 || status === 404) && f.error === undefined && isBadKeyText(f)) return new AuthError(undefined, undefined, status);
   if (status === 403 && isOfferRefusal(f, body, ctx)) {
     const offerId = offerIdOf(body, ctx);
     return new OfferRefusedError(
       offerId,
       f.error,
       `The marketplace refused offer ${offerId} (403${f.error ? ` ${f.error}` : ''})${detail}`,
+    );
+  }
+  if (status === 403 && isResourceRefusal(f, body, ctx.secrets)) {
+    return new ServiceHttpError(
+      'bad_request',
+      403,
+      f.error,
+      `The marketplace refused ${what} for this resource (403 ${f.error}, not a permission of the key)${detail}`,
     );
   }
   if (status === 403) return new PermissionError(parsePermissionCategory(body, ctx.secrets), undefined, f.error);
@@ -181,7 +209,7 @@ export function errorFromResponse(status: number, body: unknown, ctx: ResponseCo
  */
 export function unsuccessfulError(status: number, body: unknown, ctx: ResponseContext, retryable: boolean): ServiceHttpError {
   const f = readFields(body, ctx.secrets);
-  if (f.error === 'auth_error') return new AuthError(undefined, f.error, status);
+  if (f.error === 'auth_error' || (f.error === undefined && isBadKeyText(f))) return new AuthError(undefined, f.error, status);
   const serviceText = safeServiceText(f.msg ?? f.detail, ctx.secrets);
   return new ServiceHttpError(
     'unsuccessful',

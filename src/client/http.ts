@@ -2,6 +2,12 @@
 // interceptor is not installed; the one retry loop lives in marketplace-client.ts), explicit
 // timeouts (undici's 300 s defaults are far too long for a control plane), and the API key only
 // ever in the Authorization header, never in a URL.
+//
+// Requests are shaped as the official client sends them (vast-cli `vastai/api/client.py`, which
+// uses `requests` with `json=`): a GET carries no body and no content type; POST, PUT and DELETE
+// carry a JSON body, `{}` when the call has nothing to say, with `content-type: application/json`.
+// A content type on a bodiless GET, or a DELETE without the `{}` the CLI sends, is a request shape
+// the service has never been seen to answer (issue #30, case 5).
 import { Agent } from 'undici';
 
 export interface HttpOptions {
@@ -35,6 +41,12 @@ function parseBody(text: string, contentType: string | undefined): unknown {
   }
 }
 
+/** The body text as the official client sends it: none on GET/HEAD, `{}` when a write has none. */
+function requestBody(method: string, body: unknown): string | null {
+  if (method === 'GET' || method === 'HEAD') return null;
+  return JSON.stringify(body ?? {});
+}
+
 export function createHttp(options: HttpOptions): Http {
   const base = new URL(options.baseUrl);
   const origin = base.origin;
@@ -46,20 +58,18 @@ export function createHttp(options: HttpOptions): Http {
     keepAliveTimeout: 10_000,
     keepAliveMaxTimeout: 60_000,
   });
-  const headers = {
-    authorization: `Bearer ${options.apiKey}`,
-    accept: 'application/json',
-    'content-type': 'application/json',
-  };
+  const bare = { authorization: `Bearer ${options.apiKey}`, accept: 'application/json' };
+  const withBody = { ...bare, 'content-type': 'application/json' };
 
   return {
     async send(method, path, body, signal) {
+      const payload = requestBody(method, body);
       const res = await agent.request({
         origin,
         path: prefix + path,
         method: method as 'GET',
-        headers,
-        body: body === undefined ? null : JSON.stringify(body),
+        headers: payload === null ? bare : withBody,
+        body: payload,
         signal: signal ?? null,
       });
       const text = await res.body.text();

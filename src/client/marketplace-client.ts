@@ -26,6 +26,7 @@ import {
 import { createHttp, type Http, type HttpResponse } from './http.js';
 import { createLimiter } from './limiter.js';
 import { SecretScrubber } from './scrub.js';
+import { normalizeOffer } from './normalize.js';
 import { ItemReport, keepInstances, keepValid, oneInstance } from './record-items.js';
 import {
   apiKeyResponseSchema,
@@ -144,6 +145,11 @@ interface CallSpec {
   /** What to throw instead of retrying when a non-idempotent request may have reached the service. */
   onUnknownOutcome?: (cause: unknown) => BerthError;
   offerId?: number | undefined;
+  /**
+   * A 2xx saying `success: false` that nonetheless did the call's job (a create naming its
+   * `new_contract`): returned as an answer, not thrown as a failure.
+   */
+  acceptUnsuccessful?: (body: unknown) => boolean;
   /** Values sent in this call that must not appear in an error message (env values). */
   secrets?: readonly string[];
   signal?: AbortSignal | undefined;
@@ -187,6 +193,12 @@ function listPath(query: InstancePageQuery): string {
   if (query.filters && Object.keys(query.filters).length > 0) params.set('select_filters', JSON.stringify(query.filters));
   if (query.afterToken) params.set('after_token', query.afterToken);
   return `/api/v1/instances/?${params.toString()}`;
+}
+
+/** A create's answer that names the instance it made, whatever its `success` says. */
+function namesNewContract(body: unknown): boolean {
+  const id = body !== null && typeof body === 'object' ? (body as Record<string, unknown>)['new_contract'] : undefined;
+  return typeof id === 'number' && Number.isInteger(id) && id > 0;
 }
 
 export function createMarketClient(options: MarketClientOptions): MarketplaceClient {
@@ -251,7 +263,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     }
     if (res.status >= 200 && res.status < 300) {
       limiter.succeeded(spec.group);
-      if (!isUnsuccessful(res.body)) return res;
+      if (!isUnsuccessful(res.body) || spec.acceptUnsuccessful?.(res.body) === true) return res;
       const failure = unsuccessfulError(res.status, res.body, ctx, unsuccessfulOutcome(spec.op) === 'retry');
       // A create answered `success: false` may still have made an instance: look for it by label.
       if (spec.onUnknownOutcome) throw spec.onUnknownOutcome(failure);
@@ -384,7 +396,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
       });
       const { offers } = parseBody(searchResponseSchema, res.body, 'POST /api/v0/bundles/');
       const report = new ItemReport();
-      const usable = keepValid(offerSchema, offers, 'offers', report);
+      const usable = keepValid(offerSchema, offers.map(normalizeOffer), 'offers', report);
       reportItems('search', 'search', report);
       return usable;
     },
@@ -415,6 +427,11 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
         offerId,
         secrets: [...Object.values(request.env ?? {}), ...(request.secrets ?? [])],
         onUnknownOutcome: ambiguous,
+        // A bid the service holds pending answers 200 `{"success": false, "new_contract": N,
+        // "instance_api_key"}` (seen live by another tool's author, 2026-07): the instance exists
+        // and bills, and the answer names it. Taken as the create's answer (issue #30, case 3);
+        // the run machine then follows the instance like any other.
+        acceptUnsuccessful: namesNewContract,
         signal: opts?.signal,
       });
       let created;

@@ -14,6 +14,7 @@
 // /metrics). The issues name paths and expected types from zod, never the values.
 import type { z } from 'zod';
 import { BerthError } from '../errors.js';
+import { normalizeInstance } from './normalize.js';
 import { instanceSchema } from './records.js';
 import type { Instance } from './types.js';
 
@@ -68,7 +69,8 @@ export function keepValid<S extends z.ZodType>(schema: S, list: readonly unknown
  * An instance record as berth can use it: as sent when it fits, else with each unreadable field set
  * to null; undefined when it is not a record or its id cannot be read.
  */
-function salvageInstance(raw: unknown, where: string, report: ItemReport): Instance | undefined {
+function salvageInstance(sent: unknown, where: string, report: ItemReport): Instance | undefined {
+  const raw = normalizeInstance(sent);
   const parsed = instanceSchema.safeParse(raw);
   if (parsed.success) return parsed.data;
   const issues = parsed.error.issues;

@@ -62,7 +62,7 @@ export const createResponseSchema = z.looseObject({
   new_contract: id,
   instance_api_key: z.string().optional(),
 });
-export const currentUserSchema = z.looseObject({ id, email: z.string().optional(), credit: z.number().optional() });
+export const currentUserSchema = z.looseObject({ id: id.optional(), email: z.string().optional(), credit: z.number().optional() });
 /**
  * One pending price increase (vast-cli `vastai/api/price_increase.py`, not in the docs yet): the
  * host's new and old $/s for GPU and disk/RAM; null means that part does not change.

@@ -85,7 +85,8 @@ export interface CreatedInstance {
 }
 
 export interface CurrentUser {
-  id: number;
+  /** Absent from some real answers (a credit-only account's `vastai show user` quoted without it); berth reads only `credit`. */
+  id?: number | undefined;
   email?: string | undefined;
   credit?: number | undefined;
   [field: string]: unknown;

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { MAX_RUN_DURATION_S, RESERVED_KEYS, type RelaxStep } from '../config/schema.js';
 import { CREATE_INPUT_LIMITS as LIMITS, envTotalSize, sizeOf } from './create-input-limits.js';
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
+import { isSearchField, operandIssues, unknownSearchFieldMessage } from './search-fields.js';
 import { TASK_TOO_LARGE, taskFits } from './task-script.js';
 
 /** Values berth fills in when a spec leaves these fields out. */
@@ -36,7 +37,7 @@ export const JOB_SPEC_DEFAULTS = {
 const FILTER_OPERATORS = ['eq', 'neq', 'gt', 'gte', 'lt', 'lte', 'in', 'notin'] as const;
 
 /** Offer fields that hold a price: the price cap is never relaxed, so relax steps may not touch them. */
-const PRICE_FIELDS = ['dph_total', 'dph_base', 'min_bid', 'storage_cost', 'inet_up_cost', 'inet_down_cost'];
+export const PRICE_FIELDS: readonly string[] = ['dph_total', 'dph_base', 'min_bid', 'storage_cost', 'inet_up_cost', 'inet_down_cost'];
 
 /** Keys of the search body that are not filters (the body is flat: filters sit next to them). */
 const SEARCH_BODY_KEYS = ['order', 'type', 'limit'];
@@ -81,13 +82,36 @@ const filterOpsSchema = z
     when: (payload) => payload.issues.length === 0,
   });
 
+/**
+ * A documented search field (./search-fields.ts), with the nearest known name when it is not.
+ * Said only when the name has nothing else wrong (a reserved name, a price a relax step may not
+ * touch), so that one problem is said once.
+ */
+const knownField = <S extends z.ZodType<string>>(name: S) =>
+  name.refine(isSearchField, {
+    error: (iss) => unknownSearchFieldMessage(String(iss.input)),
+    when: (payload) => payload.issues.length === 0,
+  });
+
+/** Each known field's operands against the kind of value it compares (`num_gpus: {"eq": "1"}` is refused). */
+function checkOperands(filters: Record<string, unknown>, ctx: z.RefinementCtx): void {
+  for (const [field, ops] of Object.entries(filters)) {
+    if (!isPlainObject(ops)) continue;
+    for (const issue of operandIssues(field, ops)) ctx.addIssue({ code: 'custom', path: [field, ...issue.path], message: issue.message });
+  }
+}
+const operandsChecked = { when: (payload: { value: unknown }) => isPlainObject(payload.value) };
+
+/** `search.filters` (the JSON Schema the dashboard checks with is replaced by the field table's, see validate.ts). */
+export const searchFiltersSchema = z
+  .record(
+    knownField(fieldName.refine((f) => f !== 'dph_total', 'the price is capped by max_price_per_hour, not by a dph_total filter')),
+    filterOpsSchema,
+  )
+  .superRefine(checkOperands, operandsChecked);
+
 const searchSchema = z.strictObject({
-  filters: z
-    .record(
-      fieldName.refine((f) => f !== 'dph_total', 'the price is capped by max_price_per_hour, not by a dph_total filter'),
-      filterOpsSchema,
-    )
-    .default({}),
+  filters: searchFiltersSchema.default({}),
   order: z
     .array(z.tuple([fieldName, z.enum(['asc', 'desc'])]))
     .default(JOB_SPEC_DEFAULTS.search.order)
@@ -105,37 +129,44 @@ const searchSchema = z.strictObject({
 // validation must report every problem at once.
 const neverRelaxed = (field: string) => PRICE_FIELDS.includes(field) || field === 'direct_port_count';
 
+/** A relax step's `set`: filters as in search.filters, except prices; direct_port_count stays at 1 or more. */
+export const relaxSetSchema = z
+  .record(
+    knownField(
+      fieldName.refine((f) => !PRICE_FIELDS.includes(f), {
+        error: (iss) => `"${String(iss.input)}" is a price: the price cap is never relaxed`,
+      }),
+    ),
+    filterOpsSchema,
+  )
+  .superRefine(
+    (set: Record<string, unknown>, ctx) => {
+      const ports = set['direct_port_count'];
+      if (isPlainObject(ports) && !requiresAtLeastOne(ports)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['direct_port_count'],
+          message: 'must keep direct_port_count at 1 or more (SSH needs a direct port), e.g. {"gte": 1}',
+        });
+      }
+      checkOperands(set, ctx);
+    },
+    { when: (payload) => isPlainObject(payload.value) },
+  );
+
 const relaxStepSchema = z
   .strictObject({
     drop: z
       .array(
-        fieldName.refine((f) => !neverRelaxed(f), {
-          error: (iss) => `"${String(iss.input)}" is never relaxed (price cap and SSH port)`,
-        }),
+        knownField(
+          fieldName.refine((f) => !neverRelaxed(f), {
+            error: (iss) => `"${String(iss.input)}" is never relaxed (price cap and SSH port)`,
+          }),
+        ),
       )
       .min(1, 'must name at least one filter')
       .optional(),
-    set: z
-      .record(
-        fieldName.refine((f) => !PRICE_FIELDS.includes(f), {
-          error: (iss) => `"${String(iss.input)}" is a price: the price cap is never relaxed`,
-        }),
-        filterOpsSchema,
-      )
-      .superRefine(
-        (set: Record<string, unknown>, ctx) => {
-          const ports = set['direct_port_count'];
-          if (isPlainObject(ports) && !requiresAtLeastOne(ports)) {
-            ctx.addIssue({
-              code: 'custom',
-              path: ['direct_port_count'],
-              message: 'must keep direct_port_count at 1 or more (SSH needs a direct port), e.g. {"gte": 1}',
-            });
-          }
-        },
-        { when: (payload) => isPlainObject(payload.value) },
-      )
-      .optional(),
+    set: relaxSetSchema.optional(),
   })
   .refine((s) => s.drop !== undefined || s.set !== undefined, 'a relax step needs "drop" or "set"');
 

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import type { Config } from '../config/schema.js';
 import { SpecError, type SpecIssue } from '../errors.js';
 import { describeIssue, jsonPath, toSpecIssues } from './issues.js';
-import { jobSpecSchema, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { jobSpecSchema, PRICE_FIELDS, relaxSetSchema, searchFiltersSchema, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { searchFiltersJsonSchema } from './search-fields.js';
 
 /** Checks a job spec; throws SpecError listing every problem with its JSON path. */
 export function parseJobSpec(input: unknown): JobSpec {
@@ -57,9 +58,27 @@ export function resolveJobSpec(spec: JobSpec, runsDefaults: Config['runs']): Res
   };
 }
 
-/** The JSON Schema of a job spec file as users write it (defaulted fields are optional). */
+/**
+ * The JSON Schema of a job spec file as users write it (defaulted fields are optional). Filters and
+ * relax steps' `set` list the documented search fields with their operand types, which zod's
+ * refinements cannot say in JSON Schema, so that the dashboard refuses `gpu_nmae` as it is typed.
+ */
 export function jobSpecJsonSchema(): object {
-  return z.toJSONSchema(jobSpecSchema, { io: 'input' });
+  return z.toJSONSchema(jobSpecSchema, {
+    io: 'input',
+    override: (ctx) => {
+      const fields =
+        ctx.zodSchema === searchFiltersSchema
+          ? searchFiltersJsonSchema(['dph_total'])
+          : ctx.zodSchema === relaxSetSchema
+            ? searchFiltersJsonSchema(PRICE_FIELDS)
+            : undefined;
+      if (!fields) return;
+      const target = ctx.jsonSchema as Record<string, unknown>;
+      for (const key of Object.keys(target)) if (key !== 'default' && key !== 'description') delete target[key];
+      Object.assign(target, fields);
+    },
+  });
 }
 
 /**

@@ -199,6 +199,29 @@ const webhookSeedSchema = z.object({
   webhook_secret: z.string().min(8).optional(),
 });
 
+/**
+ * Ways of the real service that berth must survive, each seen in real answers (issue #30), off by
+ * default so that the other tests meet the documented shapes. Wire only: the world is untouched.
+ */
+const quirksSchema = z.object({
+  /**
+   * Every string of every instance record (list, v1 list, show) is sent padded, `"127.0.0.1\n"`,
+   * `"running "` (show_instance.yaml's own `local_ipaddrs: "10.2.202.31 172.17.0.1 \n"`; the
+   * official CLI strips them all).
+   */
+  padded_strings: z.boolean().default(false),
+  /** Unknown figures of instance records are sent as -1 instead of null (`gpu_util`, `disk_util`, `disk_usage`), as the docs do. */
+  unknown_as_minus_one: z.boolean().default(false),
+  /**
+   * A create with a bid (`price` set) answers 200 `{"success": false, "new_contract": N,
+   * "instance_api_key"}`, as the service answers while a bid is pending; the instance exists and bills.
+   */
+  pending_bid_create: z.boolean().default(false),
+  /** A bad key's 404 is `{"msg": "Invalid user key"}` alone, as search_offers.yaml documents it (no `error`). */
+  bad_key_msg_only: z.boolean().default(false),
+});
+export type QuirksConfig = z.output<typeof quirksSchema>;
+
 const simConfigSchema = z.object({
   /** PRNG seed of the catalog, profiles and fault dice (options.seed overrides). */
   seed: z.number().int().default(1),
@@ -264,6 +287,7 @@ const simConfigSchema = z.object({
   /** Create-time faults by offer id (see OFFER_FAULTS). */
   offer_faults: z.record(z.string().regex(/^\d+$/), offerFaultSchema).default({}),
   faults: faultConfigSchema.prefault({}),
+  quirks: quirksSchema.prefault({}),
   rate_limits: rateLimitSchema.prefault({}),
   /** Extra API keys besides the full-access key of the options. */
   keys: z.array(keySchema).default([]),

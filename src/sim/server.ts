@@ -1,7 +1,8 @@
 // The HTTP front: one pipeline for every API request, in the order the service would meet it:
 //   count → injected latency → dropped socket / injected 5xx → route → body → rate limit (429,
 //   by identity, whether or not the key is valid) → key (401; 404 auth_error on search) →
-//   permission (403) → handler → list fault (`instances: null`).
+//   permission (403) → handler → list fault (`instances: null`) → record quirks (padded strings,
+//   -1 for unknown: ./quirks.ts) → malformed record fault.
 // Admin routes (/_sim/) skip faults, keys and limits, and 404 unless enabled. Uploaded logs
 // (/_logs/) are another service (S3): no key, no faults, no limits. No request can crash
 // the process: anything unexpected becomes a 500 with the generic error body.
@@ -13,6 +14,7 @@ import { Router } from '../http/router.js';
 import { parseJsonBody, readSimBody } from './http-io.js';
 import { LOGS_PATH } from './log-uploads.js';
 import { malformFirstRecord } from './malformed-records.js';
+import { quirkInstanceRecords } from './quirks.js';
 import type { Route } from './route.js';
 import { AUTH_ERROR, invalidRequest, LOGIN_REQUIRED, methodNotAllowed, permissionDenied, SimHttpError } from './sim-error.js';
 import { bump, countAnswer } from './stats.js';
@@ -109,7 +111,11 @@ async function handle(
     if (route.auth === 'key') {
       const noKeyGiven = req.headers.authorization === undefined && !url.searchParams.has('api_key');
       if (!principal && noKeyGiven && route.missingKey403) return send(403, LOGIN_REQUIRED);
-      if (!principal) return send(route.badKey404 || world.faults.badKey404Everywhere() ? 404 : 401, AUTH_ERROR);
+      if (!principal) {
+        const status = route.badKey404 || world.faults.badKey404Everywhere() ? 404 : 401;
+        // search_offers.yaml documents the 404 as `{"msg": "Invalid user key"}` alone.
+        return send(status, status === 404 && world.config.quirks.bad_key_msg_only ? { msg: AUTH_ERROR.msg } : AUTH_ERROR);
+      }
       checkPermission(route, principal);
     }
     const body = parseJsonBody(text);
@@ -126,9 +132,10 @@ async function handle(
       // The official clients read `instances: null` as an empty page; a client must survive it.
       return send(result.status ?? 200, { ...(result.body as object), instances: null });
     }
+    const answer = (result.status ?? 200) === 200 ? quirkInstanceRecords(group, result.body, world.config.quirks) : result.body;
     const malformed = world.faults.malformedRecord();
-    if (malformed !== 'none' && (result.status ?? 200) === 200) return send(200, malformFirstRecord(group, result.body, malformed));
-    send(result.status ?? 200, result.body);
+    if (malformed !== 'none' && (result.status ?? 200) === 200) return send(200, malformFirstRecord(group, answer, malformed));
+    send(result.status ?? 200, answer);
   } catch (err) {
     if (err instanceof SimHttpError) return send(err.status, err.body);
     throw err;

@@ -81,6 +81,14 @@ describe('berth without a daemon', () => {
     expect(r.stderr).toMatch(/\$\.image: missing/);
   });
 
+  it('validate refuses a misspelt search field and a string where a number is compared, suggesting the nearest name (exit 2)', async () => {
+    const file = writeSpec(dir, 'typo.json', { ...goodSpec, search: { filters: { gpu_nmae: { eq: 'RTX 4090' }, num_gpus: { eq: '1' } } } });
+    const r = await berth(['validate', file], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('$.search.filters.gpu_nmae: unknown search field; did you mean gpu_name?');
+    expect(r.stderr).toContain('$.search.filters.num_gpus.eq: expected a number, got string');
+  });
+
   it('validate reports a file that is not JSON, and one that does not exist (exit 2)', async () => {
     const notJson = await berth(['validate', writeSpec(dir, 'broken.json', '{"name": ')], env);
     expect(notJson.code).toBe(2);

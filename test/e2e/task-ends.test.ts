@@ -94,3 +94,33 @@ it('an image with neither curl nor wget: the spawned daemon reads the end itself
   ).not.toContain('stopped');
   expect(sim!.billingNow()).toEqual([]);
 });
+
+it('one spawned daemon, many scripts: set -e, a failing onstart, a chatty task and a loss past deadline_s each end as they did', async () => {
+  await start({}, { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1 } });
+  const d = daemon!;
+  const submit = async (spec: Record<string, unknown>) => {
+    const res = await d.api<RunView>('POST', '/v1/runs', jobSpec({ ready_when: 'status', ...spec }));
+    expect(res.status).toBe(201);
+    return res.body.id;
+  };
+  const line = 'y'.repeat(6000);
+  const setE = await submit({ name: 'set-e', onstart: 'set -e\necho setting up', run: 'echo failing; exit 3' });
+  const badOnstart = await submit({ name: 'bad-onstart', onstart: 'set -e\nfalse', run: 'echo the task ran' });
+  const chatty = await submit({ name: 'chatty', run: `i=0; while [ $i -lt 200 ]; do echo "step $i ${line}"; i=$((i+1)); done` });
+  const lost = await submit({ name: 'lost', deadline_s: 3, run: 'sleep 6; echo finished' });
+
+  const running = await d.waitFor(lost, isRunning, 20_000);
+  await sleep(3_500);
+  expect(sim!.serviceStop(running.instance!.id, 0)).toBe(true);
+
+  const ended = async (id: string) => d.waitFor(id, isEnded, 40_000);
+  expect(await ended(setE)).toMatchObject({ state: 'failed', error: { kind: 'task_failed', exit_code: 3 } });
+  const b = await ended(badOnstart);
+  expect(b).toMatchObject({ state: 'failed', error: { kind: 'task_failed', exit_code: 1 } });
+  expect(b.error!.message).toMatch(/onstart script exited with code 1 before the task started/);
+  expect((await ended(chatty)).state).toBe('succeeded');
+  const l = await ended(lost);
+  expect(l.state).toBe('succeeded');
+  expect(l.attempts.map((a) => a.outcome)).toEqual(['lost', 'succeeded']);
+  expect(sim!.billingNow()).toEqual([]);
+}, 90_000);

@@ -236,7 +236,7 @@ export async function fetchWithoutCredentials(url: string, signal: AbortSignal, 
 }
 
 /** The last `max` bytes of a stream, in chunks, never more than about twice `max` held. */
-export class TailBytes {
+class TailBytes {
   private chunks: Buffer[] = [];
   private size = 0;
   cut = false;

@@ -6,7 +6,8 @@
 // Per run: busy (or unknown) → idle since the first list that showed it idle → warned once
 // `runs.idle_warning_s` before the timeout (an `idle.warning` event and notification) → expired at
 // the first list at or after the timeout. A `gpu_util` the service does not report (absent, null,
-// not a number) counts as unknown and ends an idle stretch, never starts one: berth never destroys
+// not a number, or negative: the service's -1 for "unknown", which the client already turns into
+// null, src/client/normalize.ts) counts as unknown and ends an idle stretch, never starts one: berth never destroys
 // an instance for want of a figure. A list showing the instance not running ends the stretch too.
 //
 // Kept in memory: a restarted daemon measures a stretch afresh (the instance bills a little longer,
@@ -40,7 +41,7 @@ export class IdleWatch {
     if (spec.idle_timeout_s === undefined) return;
     const threshold = spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct;
     const util = inst.gpu_util;
-    if (inst.actual_status !== 'running' || typeof util !== 'number' || !Number.isFinite(util) || util >= threshold) {
+    if (inst.actual_status !== 'running' || typeof util !== 'number' || !Number.isFinite(util) || util < 0 || util >= threshold) {
       this.stretches.delete(runId);
       return;
     }

@@ -66,7 +66,10 @@ async function create(ctx: RouteContext): Promise<RouteResult> {
     return { drop: true };
   }
   world.stats.creates_answered++;
-  return { body: { success: true, new_contract: inst.hist.id, instance_api_key: inst.apiKey } };
+  // The `pending_bid_create` quirk: the service's answer while a bid is pending (issue #30). The
+  // instance exists and bills all the same.
+  const pending = params.price !== null && world.config.quirks.pending_bid_create;
+  return { body: { success: !pending, new_contract: inst.hist.id, instance_api_key: inst.apiKey } };
 }
 
 export const marketRoutes: Route[] = [

@@ -65,9 +65,13 @@ describe('AccountWatch', () => {
     t.w.stop();
   });
 
-  it('reads `credit`, or `balance` when the service sends no credit', () => {
+  it('reads `credit` only: `balance` is another figure, and none is unknown (issue #30, case 6)', () => {
     expect(creditOf({ id: 1, credit: 4, balance: 9 })).toBe(4);
-    expect(creditOf({ id: 1, balance: 9 })).toBe(9);
+    // A real record: no create is held for the zero balance of an account with $17.50 of credit.
+    expect(creditOf({ id: 1, balance: 0.0, credit: 17.5 })).toBe(17.5);
+    // Without a credit the figure is unknown: a balance of 0 must not stand in for it and hold creates.
+    expect(creditOf({ id: 1, balance: 0 })).toBeNull();
+    expect(creditOf({ id: 1, balance: 9 })).toBeNull();
     expect(creditOf({ id: 1 })).toBeNull();
   });
 });
