@@ -15,6 +15,11 @@ export interface Timer {
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /**
+   * Milliseconds from an arbitrary origin, never stepped (CLOCK_MONOTONIC): for a length of time
+   * that a step of the wall clock (NTP, an operator) must not change, such as a lease's.
+   */
+  monotonic(): number;
   /** Calls `fn` once after `ms` (any length). Timers keep the process alive. */
   setTimer(fn: () => void, ms: number): Timer;
   /** Resolves after `ms`; rejects with BerthError('aborted') as soon as `signal` fires. */
@@ -86,6 +91,7 @@ function systemTimer(fn: () => void, ms: number): Timer {
 /** The wall clock. */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  monotonic: () => performance.now(),
   setTimer: systemTimer,
   ...sleepFns({ now: () => Date.now(), setTimer: systemTimer }),
 };

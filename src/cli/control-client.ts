@@ -10,6 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { berthHome } from '../config/home.js';
 import { readControlToken } from '../config/control-token.js';
@@ -88,10 +89,30 @@ export function readDaemonAddress(home: string): DaemonAddress {
   return { url, token };
 }
 
+export interface ControlClientOptions {
+  /**
+   * How long a call answered `503 store_unavailable` (the daemon is up, its store is not: a
+   * Postgres restart, a locked berth.db) is tried again before its error is thrown, ms; 0 (the
+   * default) throws at once. Only for calls that may be repeated: reads, a cancel.
+   */
+  storeWaitMs?: number;
+  /** Told, with the daemon's message, each time a call waits for the store. */
+  onStoreWait?: (message: string) => void;
+}
+
+/** The first wait after a store_unavailable, doubled each time up to the last, ms. */
+const STORE_RETRY_MS = { first: 250, max: 2000 };
+
+const isStoreUnavailable = (err: unknown): err is ControlApiError =>
+  err instanceof ControlApiError && err.status === 503 && err.kind === 'store_unavailable';
+
 export class ControlClient {
   private verified: Promise<void> | undefined;
 
-  constructor(private readonly address: DaemonAddress) {}
+  constructor(
+    private readonly address: DaemonAddress,
+    private readonly options: ControlClientOptions = {},
+  ) {}
 
   /** Makes the daemon prove it holds the token, once, before the token is ever sent. */
   verify(): Promise<void> {
@@ -239,7 +260,21 @@ export class ControlClient {
     });
   }
 
+  /** One call, tried again while the daemon's store is briefly away (options.storeWaitMs). */
   private async call<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
+    const until = Date.now() + (this.options.storeWaitMs ?? 0);
+    for (let wait = STORE_RETRY_MS.first; ; wait = Math.min(wait * 2, STORE_RETRY_MS.max)) {
+      try {
+        return await this.callOnce<T>(method, path, body, headers);
+      } catch (err) {
+        if (!isStoreUnavailable(err) || Date.now() + wait > until) throw err;
+        this.options.onStoreWait?.(err.message);
+        await sleep(wait);
+      }
+    }
+  }
+
+  private async callOnce<T>(method: 'GET' | 'POST', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<T> {
     await this.verify();
     let res;
     try {
@@ -289,6 +324,6 @@ function toControlError(status: number, body: unknown): ControlApiError {
 }
 
 /** The client for the daemon serving this BERTH_HOME. */
-export function connectToDaemon(env: NodeJS.ProcessEnv = process.env): ControlClient {
-  return new ControlClient(readDaemonAddress(berthHome(env)));
+export function connectToDaemon(env: NodeJS.ProcessEnv = process.env, options: ControlClientOptions = {}): ControlClient {
+  return new ControlClient(readDaemonAddress(berthHome(env)), options);
 }

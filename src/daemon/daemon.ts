@@ -72,8 +72,9 @@ import type { MarketClient } from '../client/types.js';
 import type { ResolvedJobSpec } from '../job-spec/schema.js';
 import { type Releasers, withReleasers } from '../releasers.js';
 import { ClusterLoop } from './cluster/cluster-loop.js';
-import { daemonId } from './cluster/daemon-id.js';
+import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
 import { LeaseOwner } from './cluster/lease-owner.js';
+import { agreeOnMoneyCaps } from './cluster/money-caps.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 import { SharedPace } from './cluster/shared-pace.js';
 
@@ -166,7 +167,7 @@ function logStoreFindings(log: Logger, store: Store): void {
   if (store.restore) {
     log.warn(
       { held: store.restore.heldRunIds, dbGeneration: store.restore.dbGeneration, seenGeneration: store.restore.markGeneration },
-      `berth.db is older than this home has seen (a restored backup): its ${store.restore.heldRunIds.length} live run(s) are held until \`berth resume RUN\` or \`berth cancel RUN\``,
+      `${store.backend === 'postgres' ? 'the Postgres store' : 'berth.db'} is older than this home has seen (a restored backup): its ${store.restore.heldRunIds.length} live run(s) are held until \`berth resume RUN\` or \`berth cancel RUN\``,
     );
   }
 }
@@ -210,10 +211,29 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     );
     releasers.push(() => store.close());
     // A Postgres store may be shared by several daemons: runs are this daemon's through leases.
+    const leaseMs = config.cluster.lease_s * 1000;
+    const self = incarnation();
     const owner =
       store.backend === 'postgres'
-        ? new LeaseOwner({ store, clock, daemonId: daemonId(env.home), leaseMs: config.cluster.lease_s * 1000 })
+        ? new LeaseOwner({
+            store,
+            clock,
+            leaseMs,
+            incarnation: self,
+            // A copied home's daemon-id is another live daemon's: claimed for this process first.
+            daemonId: await claimDaemonId({
+              home: env.home,
+              store,
+              clock,
+              log,
+              leaseMs,
+              self,
+              ...(options.signal ? { signal: options.signal } : {}),
+            }),
+          })
         : undefined;
+    // Caps of a shared store are the store's: a daemon whose budget differs from live daemons' is refused.
+    if (owner) agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, log });
     const ownership: RunOwnership = owner ?? new SoleOwner(store);
     /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
     const leads = () => owner === undefined || owner.leader;
@@ -451,7 +471,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         store,
         clock,
         log,
-        onLowCredit: () => void account.checkNow(),
+        onLowCredit: () => account.lowCredit(),
         onOutbid: (n) => supervisor.serviceSays(n.instanceId, 'stopped', n.at, n.why, n.eventId),
         onInstanceOffline: (n) => supervisor.serviceSays(n.instanceId, 'offline', n.at, n.why, n.eventId),
       });
@@ -671,7 +691,13 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     onChange: () => gate.wake(),
     ...(ownership.shared
       ? {
-          shared: { leads, save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()), load: () => store.sharedCredit.load() },
+          shared: {
+            leads,
+            save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()),
+            load: () => store.sharedCredit.load(),
+            request: () => store.sharedCredit.requestRead(),
+            requests: () => store.sharedCredit.readRequests(),
+          },
         }
       : {}),
   });
@@ -727,6 +753,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     apiKey: deps.apiKey,
     keys: store.instanceKeys,
     specs,
+    runs: store.runs,
     ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
   });
   const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });

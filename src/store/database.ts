@@ -7,8 +7,8 @@
 // Every failure here is a StoreError whose message says what to do: the daemon prints it and exits 2,
 // except a database another program holds locked: a StoreWriteError (SQLITE_BUSY), waited out.
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, rmSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { closeSync, existsSync, mkdirSync, openSync, realpathSync, rmSync, statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreError, StoreWriteError } from '../errors.js';
 import { isStoreBusy } from './busy.js';
@@ -35,7 +35,7 @@ const BUSY_TIMEOUT_MS = 50;
  */
 const OPEN_BUSY_TIMEOUT_MS = 1_000;
 
-interface RestoreFound {
+export interface RestoreFound {
   /** The generation store.json had seen, and the older one the database holds. */
   markGeneration: number;
   dbGeneration: number;
@@ -56,6 +56,11 @@ export interface OpenedDatabase {
   bumpGeneration(): number;
   /** Call after that transaction committed: mirrors the generation to store.json. */
   committed(generation: number): void;
+  /**
+   * A shared (Postgres) store: call inside a transaction that shows the store alive (a lease
+   * renewal): bumps the database's generation and returns it, for `committed` (./pg/open.ts).
+   */
+  advance?(): number;
   close(): void;
 }
 
@@ -125,16 +130,42 @@ function openFailure(dbPath: string, err: unknown): StoreError {
   return new StoreError(`Cannot open ${dbPath} (${what}): check that BERTH_HOME is writable.`, err);
 }
 
+/**
+ * The one-daemon lock of the database file itself (`<file>.lock`, named by the file's real path, so
+ * a symlink or a relative path to it finds the same lock): a second home whose store.url names the
+ * same file is refused, as a second daemon on one home is.
+ */
+function lockDatabaseFile(dbPath: string): StoreLock {
+  let real: string;
+  try {
+    real = join(realpathSync(dirname(dbPath)), basename(dbPath));
+    if (existsSync(real)) real = realpathSync(real);
+  } catch (err) {
+    throw new StoreError(
+      `Cannot reach the directory of ${dbPath} (${(err as NodeJS.ErrnoException).code ?? String(err)}): check store.url.`,
+      err,
+    );
+  }
+  return acquireLock(
+    `${real}.lock`,
+    () =>
+      `Another berth daemon, from another BERTH_HOME, is already using the store ${real} (store.url names the same SQLite file): ` +
+      `one SQLite file takes one daemon. Stop it first, give this daemon a store of its own, or share a Postgres store (README: Several daemons on one store).`,
+  );
+}
+
 export function openDatabase(options: OpenOptions): OpenedDatabase {
   const { home } = options;
   const dbPath = options.file ?? join(home, 'berth.db');
   let lock: StoreLock | undefined;
+  let fileLock: StoreLock | undefined;
   let db: Db | undefined;
   let writer: MarkWriter | undefined;
   try {
     if (options.lock) {
       prepareHome(home);
       lock = acquireLock(join(home, 'daemon.lock'));
+      fileLock = lockDatabaseFile(dbPath);
     } else {
       mkdirSync(home, { recursive: true, mode: 0o700 });
     }
@@ -229,6 +260,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
         } finally {
           opened.close();
           writer?.close();
+          fileLock?.release();
           lock?.release();
         }
       },
@@ -236,6 +268,7 @@ export function openDatabase(options: OpenOptions): OpenedDatabase {
   } catch (err) {
     db?.close();
     writer?.close();
+    fileLock?.release();
     lock?.release();
     throw openFailure(dbPath, err);
   }

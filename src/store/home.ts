@@ -12,6 +12,7 @@ const HOME_FILES = [
   'berth.db-wal',
   'berth.db-shm',
   'berth.db-journal',
+  'berth.db.lock',
   'control.token',
   'daemon.json',
   'daemon.lock',

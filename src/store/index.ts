@@ -28,6 +28,15 @@ function asWriteError(err: unknown): unknown {
   return typeof code === 'string' && code.startsWith('SQLITE_') ? new StoreWriteError(code, err) : err;
 }
 
+/** The daemon-wide money caps (budget.*) recorded in a shared store; null is no cap. */
+export interface SharedCaps {
+  max_usd_per_hour: number | null;
+  max_usd_per_day: number | null;
+  /** The daemon that recorded them, and when (ms). */
+  by: string;
+  at: number;
+}
+
 /** The advisory lock of the money caps' check (any constant; "berthc" in ASCII). */
 const CAPS_LOCK = 0x626572746863;
 
@@ -50,7 +59,7 @@ export function openStore(options: StoreOptions) {
   }
   let opened: OpenedDatabase;
   try {
-    opened = options.pg ? openPgDatabase(options.pg) : openDatabase(options);
+    opened = options.pg ? openPgDatabase({ ...options.pg, ...(options.lock ? { markHome: options.home } : {}) }) : openDatabase(options);
   } catch (err) {
     homeLock?.release();
     throw err;
@@ -76,16 +85,23 @@ export function openStore(options: StoreOptions) {
   const keepKey = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`);
   const keepMeta = db.prepare(`INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`);
   const readKey = db.prepare(`SELECT value FROM meta WHERE key = ?`);
+  const countRequest = db.prepare(
+    `INSERT INTO meta (key, value) VALUES ('credit_read_requests', '1')
+     ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + 1 AS TEXT)`,
+  );
   // Held until the transaction ends: daemons sharing a Postgres store check the money caps one at a time.
   const capsLock = db.dialect.name === 'postgres' ? db.prepare(`SELECT pg_advisory_xact_lock(${CAPS_LOCK})`) : undefined;
   /** See `transaction` below. */
+  /** The generation `progress` advanced to in the transaction under way (a shared store). */
+  let advanced = 0;
   function transaction<T>(fn: () => T): T {
     let generation = 0;
     let result: T;
     try {
       result = db.transaction(() => {
+        advanced = 0;
         const value = fn();
-        generation = opened.bumpGeneration();
+        generation = Math.max(opened.bumpGeneration(), advanced);
         return value;
       });
     } catch (err) {
@@ -122,6 +138,27 @@ export function openStore(options: StoreOptions) {
         return fn();
       });
     },
+    /**
+     * The money caps the daemons on this store keep (budget.*; several daemons on one store): as
+     * the last daemon that started alone recorded them, or undefined before any did.
+     */
+    sharedCaps: {
+      save(caps: SharedCaps): void {
+        keepMeta.run('money_caps', JSON.stringify(caps));
+      },
+      load(): SharedCaps | undefined {
+        const value = (readKey.get('money_caps') as { value: string } | undefined)?.value;
+        return value === undefined ? undefined : (JSON.parse(value) as SharedCaps);
+      },
+    },
+    /**
+     * Inside a transaction that shows a shared store alive (a lease renewal): advances its
+     * generation, mirrored in store.json once committed, by which a restored backup is found at
+     * start (./pg/open.ts). Nothing on a SQLite store, whose every transaction counts.
+     */
+    progress(): void {
+      if (opened.advance) advanced = opened.advance();
+    },
     /** The account's credit as the leading daemon last read it (several daemons on one store). */
     sharedCredit: {
       save(usd: number | null, at: number): void {
@@ -130,6 +167,18 @@ export function openStore(options: StoreOptions) {
       load(): number | null | undefined {
         const value = (readKey.get('account_credit') as { value: string } | undefined)?.value;
         return value === undefined ? undefined : (JSON.parse(value) as { usd: number | null }).usd;
+      },
+      /**
+       * A daemon that does not lead asks the leader to read the credit now (a low_credit webhook): a
+       * count, not a time, so that the machines' clocks do not matter.
+       */
+      requestRead(): void {
+        countRequest.run();
+      },
+      /** How many reads were asked for so far (undefined: none ever). */
+      readRequests(): number | undefined {
+        const value = (readKey.get('credit_read_requests') as { value: string } | undefined)?.value;
+        return value === undefined ? undefined : Number(value);
       },
     },
     /**

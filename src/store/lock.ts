@@ -3,6 +3,10 @@
 // however it dies. There is nothing stale to detect and no pid to trust: a second daemon is told
 // "busy" at once, every time, and a dead one's lock is simply free. (A lock file holding a pid was
 // raced by daemons starting together, and blocked start-up when the pid was reused.)
+//
+// A SQLite store is locked twice: its home (`daemon.lock`, for daemon.json and the control token)
+// and its database file (`<file>.lock` beside it, by its real path): two homes whose store.url
+// names one file would otherwise both start and both drive the same runs.
 import { closeSync, openSync, readFileSync, truncateSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -36,7 +40,11 @@ function tryLock(path: string): Database.Database {
   }
 }
 
-export function acquireLock(path: string): StoreLock {
+/**
+ * Takes the lock at `path`. `busy` says who holds it when another process does (by default: another
+ * daemon on the home that holds `path`).
+ */
+export function acquireLock(path: string, busy?: () => string): StoreLock {
   let db: Database.Database | undefined;
   try {
     closeSync(openSync(path, 'a', 0o600));
@@ -52,6 +60,7 @@ export function acquireLock(path: string): StoreLock {
   } catch (err) {
     const code = (err as { code?: string }).code;
     if (code === 'SQLITE_BUSY') {
+      if (busy) throw new StoreError(busy(), err);
       const pid = daemonPid(dirname(path));
       throw new StoreError(
         `Another berth daemon${pid ? ` (pid ${pid})` : ''} is already using this store (${dirname(path)}). Stop it first, or set BERTH_HOME to another directory.`,

@@ -16,7 +16,22 @@ export class ApiError extends Error {
   }
 }
 
-let csrf: string | undefined;
+/**
+ * The session's CSRF token, which every request carries (reads too): the sign-in redirect gives it
+ * in the fragment (#csrf=, sent to no server), and it is kept in this origin's storage, which a
+ * server on another port (that may receive the session cookie) cannot read.
+ */
+const CSRF_KEY = 'berth_csrf';
+let csrf: string | undefined = takeSignInToken();
+
+function takeSignInToken(): string | undefined {
+  const given = /^#csrf=([A-Za-z0-9_-]+)$/.exec(location.hash)?.[1];
+  if (given) {
+    localStorage.setItem(CSRF_KEY, given);
+    history.replaceState(null, '', `${location.pathname}${location.search}`);
+  }
+  return localStorage.getItem(CSRF_KEY) ?? undefined;
+}
 
 /** Fired on window when the daemon answers 401: the page shows how to sign in again. */
 export const SIGNED_OUT = 'berth:signed-out';
@@ -40,7 +55,7 @@ export async function callWithHeaders<T>(
   headers: Record<string, string> = {},
 ): Promise<Answer<T>> {
   const init: RequestInit = { method, credentials: 'same-origin', headers: { ...headers } };
-  if (method !== 'GET') (init.headers as Record<string, string>)['x-csrf-token'] = csrf ?? '';
+  (init.headers as Record<string, string>)['x-csrf-token'] = csrf ?? '';
   if (body !== undefined) {
     (init.headers as Record<string, string>)['content-type'] = 'application/json';
     init.body = JSON.stringify(body);
@@ -82,6 +97,7 @@ export function followEvents(
   const q = new URLSearchParams();
   if (query.run) q.set('run', query.run);
   if (query.after !== undefined) q.set('after', String(query.after));
+  q.set('csrf', csrf ?? '');
   const source = new EventSource(`/v1/events/stream${q.size > 0 ? `?${q}` : ''}`);
   source.onmessage = (m: MessageEvent<string>) => onEvent(JSON.parse(m.data) as StreamEvent);
   source.onopen = () => onState?.(true);

@@ -10,7 +10,10 @@ interface Pending {
 }
 
 export class FakeClock implements Clock {
-  private t: number;
+  /** The monotonic time: `advance` moves it, `step` does not. Timers fall due on it, as real ones do. */
+  private m = 0;
+  /** The wall clock less the monotonic one (`step` moves it). */
+  private wallOffset: number;
   private seq = 0;
   private timers: Pending[] = [];
   readonly sleep: Clock['sleep'];
@@ -24,18 +27,30 @@ export class FakeClock implements Clock {
     start = Date.UTC(2026, 10, 22, 12, 0, 0),
     private readonly options: { timeoutTurns?: number } = {},
   ) {
-    this.t = start;
+    this.wallOffset = start;
     const fns = sleepFns(this);
     this.sleep = fns.sleep;
     this.sleepUntil = fns.sleepUntil;
   }
 
   now(): number {
-    return this.t;
+    return this.m + this.wallOffset;
+  }
+
+  monotonic(): number {
+    return this.m;
+  }
+
+  /**
+   * Steps the wall clock by `ms` (either way) as NTP or an operator would: `now()` jumps, the
+   * monotonic clock and the timers do not (nothing falls due).
+   */
+  step(ms: number): void {
+    this.wallOffset += ms;
   }
 
   setTimer(fn: () => void, ms: number): Timer {
-    const entry: Pending = { at: this.t + Math.max(0, ms), seq: this.seq++, fn };
+    const entry: Pending = { at: this.m + Math.max(0, ms), seq: this.seq++, fn };
     this.timers.push(entry);
     return { cancel: () => (this.timers = this.timers.filter((p) => p !== entry)) };
   }
@@ -47,17 +62,17 @@ export class FakeClock implements Clock {
 
   /** Moves time forward by `ms`, firing due timers in order and settling promises after each. */
   async advance(ms: number): Promise<void> {
-    const end = this.t + ms;
+    const end = this.m + ms;
     await flush(this.options.timeoutTurns ?? 0);
     for (;;) {
       const next = this.timers.filter((p) => p.at <= end).sort((a, b) => a.at - b.at || a.seq - b.seq)[0];
       if (!next) break;
       this.timers = this.timers.filter((p) => p !== next);
-      this.t = Math.max(this.t, next.at);
+      this.m = Math.max(this.m, next.at);
       next.fn();
       await flush(this.options.timeoutTurns ?? 0);
     }
-    this.t = end;
+    this.m = end;
     await flush(this.options.timeoutTurns ?? 0);
   }
 

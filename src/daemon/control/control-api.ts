@@ -10,10 +10,18 @@
 // - it has a body that is not `application/json` (a no-preflight `text/plain` POST from a page): 415.
 // Then the caller is authenticated: by the bearer control token (the CLI, scripts), or by a
 // dashboard session cookie (./dashboard/). A request with an Authorization header is judged by it
-// alone. With a session, a route that takes the token only refuses (403), and a request that
-// changes state (any method but GET) must carry the session's CSRF token in X-CSRF-Token and an
-// Origin of this daemon's own (403 otherwise): the cookie alone proves nothing of who made the page
-// that sent it (SameSite sees every port of 127.0.0.1 as one site).
+// alone. With a session, a route that takes the token only refuses (403), and every request must
+// carry the session's CSRF token in X-CSRF-Token (the event stream, which EventSource opens without
+// headers, may carry it as `?csrf=`): 401 for a read without it, 403 for a change; a change must
+// also come with an Origin of this daemon's own. The cookie alone proves nothing: SameSite sees
+// every port of 127.0.0.1 as one site and cookies are not kept apart by port, so a page on another
+// port sends it (an <img> to a paid GET spent the account's rate budget) and a server on another
+// port the browser is sent to receives it. The CSRF token is what another port cannot have: it
+// reaches the page once, in the sign-in redirect's fragment (never sent to a server), and lives
+// in the page origin's own storage; no route hands it to a request that does not carry it already.
+//
+// Every answer is `Cache-Control: no-store` (the CSRF token and run data never land in a disk
+// cache; the dashboard's assets say otherwise) and `X-Content-Type-Options: nosniff`.
 // Then: an unknown path 404 and a known path with another method 405 (after the authentication,
 // so nothing but the open routes answers a stranger), a body over 1 MiB 413.
 import { timingSafeEqual } from 'node:crypto';
@@ -64,6 +72,9 @@ function checkOrigin(req: IncomingMessage): string {
   return host;
 }
 
+/** The event stream: EventSource sends no header, so its CSRF token may come as `?csrf=`. */
+const STREAM_PATH = '/v1/events/stream';
+
 const UNAUTHORIZED = 'Missing or wrong control token: send "Authorization: Bearer <BERTH_HOME/control.token>".';
 
 /**
@@ -73,6 +84,7 @@ const UNAUTHORIZED = 'Missing or wrong control token: send "Authorization: Beare
  */
 function authenticate(
   req: IncomingMessage,
+  url: URL,
   route: ControlRoute | undefined,
   tokens: ControlApiDeps['tokens'],
   sessions: DashboardSessions,
@@ -88,11 +100,19 @@ function authenticate(
     throw new HttpProblem(401, 'unauthorized', why);
   }
   if (route?.auth === 'token') throw new HttpProblem(403, 'forbidden', 'This route takes the control token, not a dashboard session.');
-  if (req.method !== 'GET') {
-    const csrf = req.headers['x-csrf-token'];
+  const header = req.headers['x-csrf-token'];
+  const csrf = typeof header === 'string' ? header : url.pathname === STREAM_PATH ? (url.searchParams.get('csrf') ?? undefined) : undefined;
+  const csrfOk = sessions.csrfMatches(session, csrf);
+  if (req.method === 'GET') {
+    if (!csrfOk)
+      throw new HttpProblem(
+        401,
+        'unauthorized',
+        'A dashboard read must come from the page, with its X-CSRF-Token: run `berth ui` to sign in.',
+      );
+  } else if (req.headers.origin === undefined || !csrfOk) {
     // checkOrigin has refused a foreign Origin; a state change must also say it has one.
-    if (req.headers.origin === undefined || !sessions.csrfMatches(session, typeof csrf === 'string' ? csrf : undefined))
-      throw new HttpProblem(403, 'forbidden', 'A dashboard request that changes state must come from the page, with its X-CSRF-Token.');
+    throw new HttpProblem(403, 'forbidden', 'A dashboard request that changes state must come from the page, with its X-CSRF-Token.');
   }
   return { sessionId: sessionId!, session };
 }
@@ -121,7 +141,7 @@ export function createControlApi(deps: ControlApiDeps): Server {
       throw err;
     }
     const route = match.kind === 'found' ? match.route : undefined;
-    const caller = route?.auth === 'open' ? undefined : authenticate(req, route, tokens, sessions);
+    const caller = route?.auth === 'open' ? undefined : authenticate(req, url, route, tokens, sessions);
     if (match.kind === 'none') throw new HttpProblem(404, 'not_found', `No route ${method} ${url.pathname}.`);
     if (match.kind === 'method') {
       const allow = match.allow.join(', ');
@@ -132,6 +152,9 @@ export function createControlApi(deps: ControlApiDeps): Server {
   }
 
   return createServer((req, res) => {
+    // Defaults of every answer (an answer's own headers win: the dashboard's assets may be cached).
+    res.setHeader('cache-control', 'no-store');
+    res.setHeader('x-content-type-options', 'nosniff');
     handle(req, res)
       .then((answer) => {
         if ('streamed' in answer) return;

@@ -39,8 +39,9 @@ export interface StreamOptions {
   /** Send the events stored after this id. */
   after: number;
   /**
-   * For a stream opened with a dashboard session: false once the session has ended (sign-out,
-   * token rotation, idle time). Asked before every send and at every heartbeat; the stream then ends.
+   * False once what opened the stream no longer holds: a dashboard session that ended (sign-out,
+   * token rotation, idle time), or a control token rotated since. Asked before every send and at
+   * every heartbeat; the stream then ends.
    */
   alive?: () => boolean;
 }

@@ -16,6 +16,8 @@ export interface ObserveDeps {
   streams: EventStreams;
   /** A dashboard session's stream lives as long as the session. */
   sessions: Pick<DashboardSessions, 'isLive'>;
+  /** A stream opened with the control token lives as long as that token (`berth token rotate` ends it). */
+  tokens: { current(): string };
 }
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -38,7 +40,7 @@ function toNotification(row: OutboxRow): Notification {
 }
 
 export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
-  const { store, metrics, streams, sessions } = deps;
+  const { store, metrics, streams, sessions, tokens } = deps;
   return [
     {
       method: 'GET',
@@ -110,8 +112,9 @@ export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
           wholeNumber(r.url.searchParams.get('after'), 'after') ??
           streams.startOf(runId);
         const session = r.session;
-        const alive = session ? { alive: () => sessions.isLive(session.sessionId) } : {};
-        streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after, ...alive });
+        const opened = tokens.current();
+        const alive = session ? () => sessions.isLive(session.sessionId) : () => tokens.current() === opened;
+        streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after, alive });
         return { streamed: true };
       },
     },

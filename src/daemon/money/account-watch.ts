@@ -5,7 +5,11 @@
 // `account.held_check_interval_s` instead, so a top-up lets the runs go on within that.
 //
 // With several daemons on one store only the leader calls users/current; the others read its figure
-// from the store at the same cadence.
+// from the store at the same cadence. A `client:low_credit` webhook may reach any of them: one that
+// does not lead asks the leader through the store (`lowCredit`), the leader looks for such a request
+// every second and reads the service at once, and the asking daemon reads the leader's new figure
+// from the store every second for a while (before, it read the leader's last figure, up to
+// `account.check_interval_s` old, and the webhook changed nothing).
 //
 // States: unknown (not read yet, or the key may not read it: creates are not held back for want of
 // a figure) → ok ⇄ low. Each change is logged once and wakes the gate.
@@ -29,8 +33,21 @@ export interface AccountWatchDeps {
    * Several daemons on one store: only the leader reads the credit from the service and keeps it
    * in the store (`save`); the others read that (`load`: undefined while none is kept).
    */
-  shared?: { leads(): boolean; save(credit: number | null): void; load(): number | null | undefined };
+  shared?: {
+    leads(): boolean;
+    save(credit: number | null): void;
+    load(): number | null | undefined;
+    /** Asks the leader for a read of the service now (a low_credit webhook received here). */
+    request(): void;
+    /** How many reads were asked for so far (undefined: none ever). */
+    requests(): number | undefined;
+  };
 }
+
+/** How often a shared store is looked at for a read asked of the leader, or its answer, ms. */
+const SHARED_POLL_MS = 1000;
+/** How long a daemon that asked the leader for a read follows the stored figure closely, ms. */
+const FOLLOW_MS = 30_000;
 
 export class AccountWatch {
   private creditUsd: number | null = null;
@@ -39,6 +56,11 @@ export class AccountWatch {
   private readonly abort = new AbortController();
   private stopped = false;
   private held = false;
+  private pollTimer: Timer | undefined;
+  /** The count of read requests this daemon answered up to, as the leader. */
+  private answered: number | undefined;
+  /** Until when (ms) this daemon reads the stored figure every second, after asking for a read. */
+  private followUntil = 0;
 
   constructor(private readonly deps: AccountWatchDeps) {}
 
@@ -59,6 +81,30 @@ export class AccountWatch {
   /** Starts the periodic reads, the first one after an interval (the start-up checks read it first). */
   start(): void {
     this.schedule();
+    if (this.deps.shared) {
+      // Requests made before this daemon started are not its to answer.
+      try {
+        this.answered = this.deps.shared.requests();
+      } catch {
+        // unreadable now: the first poll answers whatever is asked
+      }
+      this.schedulePoll();
+    }
+  }
+
+  /** A `client:low_credit` webhook: reads the credit now, through the leader when another daemon leads. */
+  lowCredit(): void {
+    const { shared, clock } = this.deps;
+    if (shared && !shared.leads()) {
+      try {
+        shared.request();
+      } catch (err) {
+        this.deps.log.warn({ err: toRunError(err) }, 'could not ask the leading daemon for a credit read; its next read counts');
+      }
+      this.followUntil = clock.now() + FOLLOW_MS;
+      return;
+    }
+    void this.checkNow();
   }
 
   /** A users/current answer read elsewhere (the start-up checks). */
@@ -88,7 +134,33 @@ export class AccountWatch {
   stop(): void {
     this.stopped = true;
     this.timer?.cancel();
+    this.pollTimer?.cancel();
     this.abort.abort();
+  }
+
+  private schedulePoll(): void {
+    if (this.stopped) return;
+    this.pollTimer = this.deps.clock.setTimer(() => this.poll(), SHARED_POLL_MS);
+  }
+
+  /** The leader: a read asked for since it last answered one. Another daemon: the figure, while it follows. */
+  private poll(): void {
+    const shared = this.deps.shared!;
+    try {
+      if (shared.leads()) {
+        const asked = shared.requests();
+        if (asked !== undefined && asked !== this.answered) {
+          this.answered = asked;
+          void this.checkNow();
+        }
+      } else if (this.deps.clock.now() < this.followUntil) {
+        const stored = shared.load();
+        if (stored !== undefined) this.set(stored);
+      }
+    } catch {
+      // The store cannot be read now: the next poll tries again.
+    }
+    this.schedulePoll();
   }
 
   private schedule(): void {

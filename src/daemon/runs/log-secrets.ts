@@ -19,8 +19,14 @@ export interface LogSecretsDeps {
    * key is written there, and read back for an instance this process did not create.
    */
   keys?: { put(instanceId: number, key: string): void; get(instanceId: number): string | undefined };
-  /** The live runs' specs: their env values are scrubbed too. */
+  /** The specs of the runs driven here: their env values are scrubbed too. */
   specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
+  /**
+   * The stored runs (their resolved spec as JSON): the env of a run this daemon does not drive
+   * (another daemon on a shared store does, or it ended) is read from there. Without it such a
+   * run's log showed its env values in clear through any daemon but the driving one.
+   */
+  runs?: { get(runId: string): { spec_json: string } | undefined };
   /** The attempt's readiness callback token, when callbacks are on. */
   tokenFor?(runId: string, n: number): string;
 }
@@ -55,7 +61,7 @@ export class LogSecrets {
 
   /** What scrubs attempt n's log on `instanceId`: taken while the run is live (its spec is needed). */
   scrubberFor(runId: string, n: number, instanceId: number): Scrubber {
-    const env = this.deps.specs.get(runId)?.env ?? {};
+    const env = this.deps.specs.get(runId)?.env ?? this.storedEnv(runId);
     const secrets = [this.deps.apiKey, ...Object.values(env)];
     const token = this.deps.tokenFor?.(runId, n);
     if (token) secrets.push(token);
@@ -63,6 +69,13 @@ export class LogSecrets {
     if (instanceKey) secrets.push(instanceKey);
     const scrubber = new SecretScrubber(secrets);
     return { scrub: (text) => scrubKeyShapes(scrubber.scrub(text), instanceKey === undefined) };
+  }
+
+  /** The run's env as stored with its spec; a store that cannot be read now throws (no log unscrubbed). */
+  private storedEnv(runId: string): Record<string, string> {
+    const row = this.deps.runs?.get(runId);
+    if (!row) return {};
+    return (JSON.parse(row.spec_json) as Partial<Pick<ResolvedJobSpec, 'env'>>).env ?? {};
   }
 
   private storedKey(instanceId: number): string | undefined {

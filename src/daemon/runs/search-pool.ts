@@ -21,6 +21,11 @@
 //   empty (the run then relaxes, as it would on its own search), so a service that ignored
 //   `notin` cannot make runs search forever; but not when the answer's offers went to other runs
 //   from that same answer (more runs waited than it held): those wait for the group's next search.
+// - Nor on a wider one: an answer made for a wider cap or more GPU names that came back full (as
+//   many offers as its limit, in the shared order) may have left out every offer a narrower run
+//   could use, though the service has some (a run capped at $0.40/h failed no_offers from an answer
+//   of $0.45-0.90/h offers; alone it got one at $0.32/h). When it serves such a run nothing, that
+//   run gets a search of its own query next, whose answer is final for it as above.
 import type { Offer, SearchQuery } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import { buildSearchQuery, usableOffers, type Blocked } from '../../job-spec/search-query.js';
@@ -65,6 +70,8 @@ interface Entry {
   offers: Offer[];
   cap: number;
   gpus: Gpus;
+  /** The search's limit: an answer this long may have left offers out. */
+  limit: number;
   /** Offers handed to each run from this answer. */
   handedTo: Map<string, number>;
 }
@@ -145,6 +152,8 @@ export class SearchPool {
   private readonly handed = new Map<number, { runId: string; at: number }>();
   /** When each run's current wait for offers began (kept across relax steps). */
   private readonly since = new Map<string, number>();
+  /** Runs a wider answer served nothing that may have left their offers out: their own query next. */
+  private readonly ownSearch = new Set<string>();
   private busy = false;
   private readonly counters: SearchPoolStats = { searches: 0, shared: 0 };
 
@@ -173,6 +182,7 @@ export class SearchPool {
       const onAbort = () => {
         group.waiters = group.waiters.filter((w) => w !== waiter);
         this.since.delete(req.runId);
+        this.ownSearch.delete(req.runId);
         // Nobody left to serve: the call must not hold the client (and a stopping daemon) up.
         if (group.waiters.length === 0) group.inflight?.abort();
         reject(abortedError(signal?.reason));
@@ -201,6 +211,10 @@ export class SearchPool {
     if (!final && now - entry.sentAt > this.deps.maxAgeMs) return undefined;
     if (!final && (entry.handedTo.get(req.runId) ?? 0) >= this.deps.perAnswer) return undefined;
     const forRun = this.forRun(entry.offers, req, shape);
+    if (forRun.length === 0 && this.widerAndCut(entry, shape)) {
+      this.ownSearch.add(req.runId);
+      return undefined;
+    }
     const taken = new Set([...this.deps.claims.held(), ...this.heldByOthers(req.runId, now)]);
     const usable = forRun.filter((o) => !taken.has(o.id));
     // Every offer it could use is someone else's: one new search for the group, not this answer's
@@ -212,7 +226,13 @@ export class SearchPool {
     for (const id of take) this.handed.set(id, { runId: req.runId, at: now });
     entry.handedTo.set(req.runId, (entry.handedTo.get(req.runId) ?? 0) + take.length);
     if (take.length > 0) this.since.delete(req.runId);
+    this.ownSearch.delete(req.runId);
     return { result };
+  }
+
+  /** The answer was searched wider than the run's query and came back full: it proves nothing for the run. */
+  private widerAndCut(entry: Entry, shape: Shape): boolean {
+    return entry.offers.length >= entry.limit && (entry.cap > shape.cap || !covers(shape.gpus, entry.gpus));
   }
 
   /** Whether any of these offers was handed to a run from this answer (since it was made). */
@@ -266,7 +286,10 @@ export class SearchPool {
   }
 
   private async searchFor(group: Group): Promise<void> {
-    const waiters = [...group.waiters];
+    // The run that waited longest, with its own query when a wider answer proved nothing for it;
+    // otherwise every waiting run but those, with the widest cap and names among them.
+    const oldest = group.waiters.reduce((a, b) => (b.since < a.since ? b : a));
+    const waiters = this.ownSearch.has(oldest.req.runId) ? [oldest] : group.waiters.filter((w) => !this.ownSearch.has(w.req.runId));
     const shapes = waiters.map((w) => shapeOf(w.req.spec, w.req.relaxLevel));
     const cap = Math.max(...shapes.map((s) => s.cap));
     const gpus: Gpus = shapes.some((s) => s.gpus === 'any') ? 'any' : new Set(shapes.flatMap((s) => [...(s.gpus as Set<string>)]));
@@ -286,12 +309,15 @@ export class SearchPool {
       offers = await this.deps.search(query, inflight.signal);
     } catch (err) {
       // Each run backs off on its own, as after its own failed search (those that joined meanwhile too).
-      for (const w of [...group.waiters]) this.settle(group, w, () => w.reject(err));
+      for (const w of [...group.waiters]) {
+        this.ownSearch.delete(w.req.runId);
+        this.settle(group, w, () => w.reject(err));
+      }
       return;
     } finally {
       group.inflight = undefined;
     }
-    group.entry = { sentAt, offers, cap, gpus, handedTo: new Map() };
+    group.entry = { sentAt, offers, cap, gpus, limit, handedTo: new Map() };
     const now = this.deps.clock.now();
     // Runs that waited longest choose first; those that joined during the search are served too.
     const all = [...group.waiters].sort((a, b) => a.since - b.since);

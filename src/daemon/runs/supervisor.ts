@@ -580,7 +580,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
         queueMicrotask(() => this.admitQueued());
         this.queueTakeOver();
       },
-      onLost: (runId) => this.drop(runId),
+      onLost: (runId) => {
+        this.drop(runId);
+        // Out of the held set at once: renewed, the run would be this daemon's for ever with nobody driving it.
+        this.ownership.giveUp(runId);
+      },
       ownership: this.ownership,
       onPaused: (runId) => {
         this.paused.add(runId);

@@ -1,11 +1,18 @@
 // Opens a Postgres store: connects (any failure here is one sentence naming the server and the
 // database, never the password, and the daemon exits 2), migrates under an advisory lock, and reads
-// or makes the store id that names the store's instances. The one-daemon lock file and the
-// store.json mirror are SQLite's: a Postgres store's identity lives in its database, and a restored
-// backup of it is not detected here (README: Postgres store).
+// or makes the store id that names the store's instances.
+//
+// A restored backup is detected as a restored SQLite file is (../identity.ts), with a coarser
+// generation: not every transaction bumps it (every daemon's every write would contend for one
+// row), but every lease renewal does (`advance`, every third of cluster.lease_s per daemon), and
+// each daemon mirrors what it committed in its home's store.json. A database whose generation is
+// below the mark of a daemon's home at start was put back from a backup taken before that daemon's
+// last renewal: its live runs are held until `berth resume RUN` or `berth cancel RUN`, as after a
+// restored berth.db. A mark of another store id (a home that ran a SQLite store) is only replaced.
 import { randomBytes } from 'node:crypto';
 import { StoreError } from '../../errors.js';
-import type { OpenedDatabase } from '../database.js';
+import type { OpenedDatabase, RestoreFound } from '../database.js';
+import { MarkWriter, readMark, type MarkReading } from '../identity.js';
 import { describePgUrl, pgUrlProblem } from '../store-url.js';
 import { PgCallError, SyncBridge } from './bridge.js';
 import { PG_MIGRATIONS } from './migrations.js';
@@ -46,6 +53,31 @@ export function migratePg(db: SqlDb, where: string): void {
   });
 }
 
+function generationOf(db: PgDb): number {
+  return Number((db.prepare(`SELECT value FROM meta WHERE key = 'generation'`).get() as { value: string } | undefined)?.value ?? 0);
+}
+
+/** Holds the live runs of a database older than this home's mark (a restored backup); null when it is not. */
+function holdIfRestored(db: PgDb, storeId: string, reading: MarkReading): RestoreFound | null {
+  if (reading.kind !== 'mark' || reading.mark.storeId !== storeId) return null;
+  const seen = reading.mark.generation;
+  return db.transaction(() => {
+    const generation = generationOf(db);
+    if (seen <= generation) return null;
+    const heldAt = Date.now();
+    const held = (
+      db.prepare(`UPDATE runs SET held_at = ? WHERE ended_at IS NULL AND held_at IS NULL RETURNING id`).all(heldAt) as { id: string }[]
+    ).map((r) => r.id);
+    db.prepare(`INSERT INTO meta (key, value) VALUES ('restored_at', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`).run(
+      String(heldAt),
+    );
+    db.prepare(`INSERT INTO meta (key, value) VALUES ('generation', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value`).run(
+      String(seen + 1),
+    );
+    return { markGeneration: seen, dbGeneration: generation, heldRunIds: held };
+  });
+}
+
 function ensureStoreId(db: PgDb): string {
   // Two daemons opening a new database together: one insert wins, both read it.
   db.prepare(`INSERT INTO meta (key, value) VALUES ('store_id', ?), ('created_at', ?) ON CONFLICT (key) DO NOTHING`).run(
@@ -74,6 +106,8 @@ export function openFailure(where: string, err: unknown): StoreError {
 
 export interface PgOpenOptions {
   url: string;
+  /** The daemon's home, whose store.json mirrors the generation (the daemon's open; tests leave it out). */
+  markHome?: string | undefined;
   /** The daemon's open: one daemon per store (an advisory lock held by each of its connections). */
   exclusive?: boolean | undefined;
   /** Shorter bounds for tests of a server that is gone, ms. */
@@ -99,23 +133,47 @@ export function connectPg(options: PgOpenOptions): PgDb {
 export function openPgDatabase(options: PgOpenOptions): OpenedDatabase {
   const where = describePgUrl(options.url);
   const db = connectPg(options);
+  let writer: MarkWriter | undefined;
   try {
+    // Its connections ask for synchronous commits (./worker.ts); a server or pooler that did not
+    // honour that would acknowledge commits it may lose: refused, naming the fix.
+    const sync = (db.prepare(`SELECT current_setting('synchronous_commit') AS v`).get() as { v: string }).v;
+    if (sync === 'off') {
+      throw new StoreError(
+        `The ${where} store commits with synchronous_commit off: a commit is acknowledged before it is durable, and a server crash would lose what berth did (an instance's create intent). Let berth's sessions set it (a pooler must pass startup options), or ALTER DATABASE ... SET synchronous_commit = on.`,
+      );
+    }
     migratePg(db, where);
     const storeId = ensureStoreId(db);
     const former = db.prepare(`SELECT value FROM meta WHERE key = 'former_store_ids'`).get() as { value: string } | undefined;
+    const restore = options.markHome ? holdIfRestored(db, storeId, readMark(options.markHome)) : null;
+    writer = options.markHome ? new MarkWriter(options.markHome) : undefined;
+    writer?.write({ storeId, generation: generationOf(db) });
+    const advance = db.prepare(
+      `INSERT INTO meta (key, value) VALUES ('generation', '1')
+       ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT) RETURNING value`,
+    );
+    const mark = writer;
     return {
       db,
       storeId,
       formerStoreIds: JSON.parse(former?.value ?? '[]') as string[],
-      restore: null,
+      restore,
       replaced: null,
-      // The generation and store.json detect a restored SQLite file; nothing to count here.
+      // Not every transaction: the lease renewals count (see the top of the file).
       bumpGeneration: () => 0,
-      committed: () => undefined,
-      close: () => db.close(),
+      advance: () => Number((advance.get() as { value: string }).value),
+      committed: (generation) => {
+        if (generation > 0) mark?.write({ storeId, generation });
+      },
+      close: () => {
+        db.close();
+        mark?.close();
+      },
     };
   } catch (err) {
     db.close();
+    writer?.close();
     throw openFailure(where, err);
   }
 }

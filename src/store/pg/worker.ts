@@ -81,7 +81,12 @@ async function connect(): Promise<pg.Client> {
     // a minute or two, not the OS's two hours: until it does, its transaction's locks and the
     // daemon's advisory lock stay taken. A transaction is never left open for long by berth (each
     // runs to its end at once), so one idle for a minute belongs to a frozen daemon.
+    //
+    // Commits are synchronous whatever the server's or the database's default: with
+    // synchronous_commit off a commit is acknowledged before its WAL is on disk, and a server crash
+    // then loses transactions berth acted on (a create intent gone: the next owner creates again).
     options: [
+      '-c synchronous_commit=on',
       '-c tcp_keepalives_idle=30',
       '-c tcp_keepalives_interval=10',
       '-c tcp_keepalives_count=3',

@@ -3,8 +3,9 @@
 // instances, none made twice), and a daemon whose lease another took writes nothing and sends no
 // call for that run. In-process daemons against a real Postgres and the simulator; the SIGKILLs of
 // daemon processes are the chaos suite's (test/chaos/).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer, request as httpRequest } from 'node:http';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer, request as httpRequest } from 'node:http';
+import { createServer } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,6 +17,9 @@ import { controlApi, type ControlApi } from '../../helpers/control-api.js';
 import { openSse } from '../../helpers/sse.js';
 import { createPgDatabase, queryPg, type PgDatabase } from '../../helpers/pg-database.js';
 import { silentLogger } from '../../../src/logger.js';
+import type { DeepPartial } from '../../../src/config/load.js';
+import type { Config } from '../../../src/config/schema.js';
+import { signWebhook } from '../../../src/sim/index.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../../helpers/world.js';
 
 let database: PgDatabase;
@@ -34,9 +38,15 @@ afterEach(async () => {
   for (const h of homes.splice(0)) rmSync(h, { recursive: true, force: true });
 });
 
-async function daemonOn(maxActive: number, apiUrl = sim.url): Promise<RunningDaemon & { control: ControlApi }> {
+async function daemonOn(
+  maxActive: number,
+  apiUrl = sim.url,
+  prepare?: (home: string) => void,
+  extra: DeepPartial<Config> = {},
+): Promise<RunningDaemon & { control: ControlApi }> {
   const home = mkdtempSync(join(tmpdir(), 'berth-cluster-'));
   homes.push(home);
+  prepare?.(home);
   const daemon = await startDaemon({
     env: { BERTH_HOME: home, BERTH_API_URL: apiUrl, BERTH_API_KEY: sim.apiKey },
     overrides: {
@@ -44,6 +54,7 @@ async function daemonOn(maxActive: number, apiUrl = sim.url): Promise<RunningDae
       store: { url: database.url },
       cluster: { lease_s: 3 },
       daemon: { listen: '127.0.0.1:0', max_active_runs: maxActive },
+      ...extra,
     },
     logger: silentLogger(),
   });
@@ -76,7 +87,7 @@ async function createHolder(target: string) {
   let open!: () => void;
   const gate = new Promise<void>((resolve) => (open = resolve));
   const held: number[] = [];
-  const server = createServer((req, res) => {
+  const server = createHttpServer((req, res) => {
     const path = req.url ?? '/';
     const go = () => {
       const upstream = httpRequest(
@@ -271,5 +282,124 @@ describe('several daemons on one Postgres store', () => {
     const [lease] = await owners();
     expect(lease).toBeUndefined();
     expect(sim.billingNow()).toEqual([]);
+  });
+
+  it("berth logs through a daemon that does not drive the run scrubs the run's env values as the driving daemon does (issue #31 item 10)", async () => {
+    await sim.close();
+    sim = await startSimulator({ seed: 11, config: { ...FAST_SIM, onstart_exec: { enabled: true, timeout_s: 10 } } });
+    const a = await daemonOn(1);
+    const b = await daemonOn(1);
+    const secret = 'hf_abcdefghijklmnopqrstuvwxyz0123456789';
+    const res = await a.control.api<Run>(
+      'POST',
+      '/v1/runs',
+      jobSpec({ name: 'env-secret', ready_when: 'status', env: { HF_TOKEN: secret }, onstart: 'echo "token=$HF_TOKEN"' }),
+    );
+    expect(res.status).toBe(201);
+    const run = res.body;
+    await a.control.waitFor(run.id, isRunning, 30_000);
+    expect(a.supervisor.liveRunIds()).toEqual([run.id]);
+    expect(b.supervisor.liveRunIds()).toEqual([]);
+    type Logs = { source: string; text: string };
+    for (const d of [a, b]) {
+      let text = '';
+      await expect
+        .poll(async () => (text = (await d.control.api<Logs>('GET', `/v1/runs/${run.id}/logs?tail=50`)).body.text ?? ''), {
+          timeout: 15_000,
+        })
+        .toContain('token=');
+      expect(text).toContain('token=[redacted]');
+      expect(text).not.toContain(secret);
+    }
+    await b.control.api('POST', `/v1/runs/${run.id}/cancel`);
+    await a.control.waitFor(run.id, isEnded, 20_000);
+    expect(sim.billingNow()).toEqual([]);
+  });
+
+  it('a home copied with its daemon-id (a cloned image) makes a second daemon, not a twin of the first: it takes a new id and each counts two daemons (issue #31 item 8)', async () => {
+    const a = await daemonOn(1);
+    const aId = (await a.control.api<Health>('GET', '/healthz')).body.cluster!.daemon_id;
+    const copied = readFileSync(join(homes[0]!, 'daemon-id'), 'utf8');
+    expect(copied.trim()).toBe(aId);
+    const b = await daemonOn(1, sim.url, (home) => writeFileSync(join(home, 'daemon-id'), copied));
+    const bId = (await b.control.api<Health>('GET', '/healthz')).body.cluster!.daemon_id;
+    expect(bId).not.toBe(aId);
+    expect(readFileSync(join(homes[1]!, 'daemon-id'), 'utf8').trim()).toBe(bId);
+    for (const d of [a, b])
+      await expect.poll(async () => (await d.control.api<Health>('GET', '/healthz')).body.cluster!.daemons, { timeout: 10_000 }).toBe(2);
+    // Each drives a run of its own: they are two lease owners.
+    const runs = [await submitTo(a, 'of-a'), await submitTo(a, 'of-b')];
+    for (const r of runs) await b.control.waitFor(r.id, isRunning, 30_000);
+    expect(new Set((await owners()).map((l) => l.owner))).toEqual(new Set([aId, bId]));
+    for (const r of runs) {
+      await b.control.api('POST', `/v1/runs/${r.id}/cancel`);
+      await b.control.waitFor(r.id, isEnded, 20_000);
+    }
+  });
+
+  it("money caps of a shared store are the store's: a daemon with other caps is refused while another is live, and alone it changes them (issue #31 item 5)", async () => {
+    const capped = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
+    await expect(daemonOn(1)).rejects.toThrow(
+      /budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store it shares with 1 live daemon\(s\) \(max_usd_per_hour \$0\.2, max_usd_per_day none/,
+    );
+    // The same caps: it starts.
+    const same = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
+    // Both stop cleanly: a daemon with no cap, alone now, makes its caps the store's.
+    for (const d of [capped, same]) {
+      await d.stop();
+      daemons.splice(daemons.indexOf(d), 1);
+    }
+    await daemonOn(1);
+    const [row] = await queryPg<{ value: string }>(database.url, `SELECT value FROM meta WHERE key = 'money_caps'`);
+    expect(JSON.parse(row!.value)).toMatchObject({ max_usd_per_hour: null, max_usd_per_day: null });
+    await expect(daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } })).rejects.toThrow(/differ from those of the store/);
+  });
+
+  it("a low_credit webhook received by a daemon that does not lead reaches the leader's credit read: every daemon holds creates within seconds (issue #31, operating notes)", async () => {
+    const secretDir = mkdtempSync(join(tmpdir(), 'berth-whsec-'));
+    homes.push(secretDir);
+    const secret = 'whsec_test_0123456789abcdef0123456789abcdef';
+    writeFileSync(join(secretDir, 'secret'), secret, { mode: 0o600 });
+    // The credit is read at start and then only every 5 minutes: what the daemons learn sooner, the webhook told them.
+    const account = { min_credit_usd: 10, check_interval_s: 300 };
+    const a = await daemonOn(1, sim.url, undefined, { account });
+    await a.checked;
+    const port = await new Promise<number>((resolve) => {
+      const s = createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as AddressInfo).port;
+        s.close(() => resolve(p));
+      });
+    });
+    const b = await daemonOn(1, sim.url, undefined, {
+      account,
+      webhooks: { listen: `127.0.0.1:${port}`, secret_file: join(secretDir, 'secret') },
+    });
+    await b.checked;
+    expect((await a.control.api<Health>('GET', '/healthz')).body.cluster!.leader).toBe(true);
+    type Account = { credit: { usd: number | null; low: boolean } };
+    const low = async (d: typeof a) => (await d.control.api<Account>('GET', '/v1/account')).body.credit.low;
+    expect([await low(a), await low(b)]).toEqual([false, false]);
+
+    sim.addCredit(5 - sim.addCredit(0));
+    const body = JSON.stringify({
+      event_id: 'evt-low-credit-1',
+      user_id: 424242,
+      notif_type: 'client:low_credit',
+      subject: 'Low credit',
+      message: 'Your credit is low.',
+      timestamp: Date.now() / 1000,
+    });
+    const ts = Math.floor(Date.now() / 1000);
+    const res = await fetch(`http://127.0.0.1:${port}/vast`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-vast-timestamp': String(ts),
+        'x-vast-signature-256': signWebhook(secret, ts, body),
+      },
+      body,
+    });
+    expect(res.status).toBe(200);
+    for (const d of [a, b]) await expect.poll(() => low(d), { timeout: 10_000 }).toBe(true);
   });
 });

@@ -19,19 +19,24 @@ afterAll(async () => {
 
 const req = (method: string, path: string, opts: RawOptions = {}) => rawRequest(world.daemon, method, path, opts);
 
-/** Signs in as the page does: a code with the token, then GET /?code= for the cookie and the CSRF token. */
+/**
+ * Signs in as the page does: a code with the token, then GET /?code= for the cookie, with the CSRF
+ * token in the redirect's fragment (which a browser sends to no server).
+ */
 async function signIn(): Promise<{ cookie: string; csrf: string; setCookie: string }> {
   const code = await req('POST', '/v1/ui/codes');
   expect(code.status).toBe(201);
   const { url } = JSON.parse(code.text) as SignInCode;
   const answer = await req('GET', `/${new URL(url).search}`, { token: null });
   expect(answer.status).toBe(303);
-  expect(answer.headers.location).toBe('/');
+  const csrf = /^\/#csrf=([A-Za-z0-9_-]{43})$/.exec(String(answer.headers.location))?.[1];
+  expect(csrf).toBeDefined();
   const setCookie = String(answer.headers['set-cookie']);
   const cookie = setCookie.split(';')[0]!;
-  const session = await req('GET', '/v1/ui/session', { token: null, headers: { cookie } });
+  const session = await req('GET', '/v1/ui/session', { token: null, headers: { cookie, 'x-csrf-token': csrf! } });
   expect(session.status).toBe(200);
-  return { cookie, csrf: (JSON.parse(session.text) as UiSession).csrf_token, setCookie };
+  expect((JSON.parse(session.text) as UiSession).csrf_token).toBe(csrf);
+  return { cookie, csrf: csrf!, setCookie };
 }
 
 const spec = (name: string) => JSON.stringify(jobSpec({ name, max_price_per_hour: 0.001 }));
@@ -66,10 +71,10 @@ describe('dashboard sign-in', () => {
 });
 
 describe('a dashboard session', () => {
-  it('reads with the cookie alone, and changes state only with its CSRF token and the daemon’s Origin', async () => {
+  it('reads only with its CSRF token, and changes state only with it and the daemon’s Origin', async () => {
     const { cookie, csrf } = await signIn();
     const origin = world.daemon.url;
-    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie } })).status).toBe(200);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(200);
     const post = (headers: Record<string, string>) =>
       req('POST', '/v1/runs', {
         token: null,
@@ -99,43 +104,83 @@ describe('a dashboard session', () => {
     const headers = { cookie, origin, 'x-csrf-token': csrf };
     expect((await req('POST', '/v1/ui/codes', { token: null, headers })).status).toBe(403);
     expect((await req('POST', '/v1/token/rotate', { token: null, headers })).status).toBe(403);
-    expect((await req('GET', '/v1/runs', { token: 'wrong', headers: { cookie } })).status).toBe(401);
+    expect((await req('GET', '/v1/runs', { token: 'wrong', headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(401);
+  });
+
+  it('gives a server on another port that receives its cookie nothing: no CSRF token, no read, no paid GET, no change (issue #31 items 2, 6)', async () => {
+    const { cookie, csrf } = await signIn();
+    // Such a server forges the daemon's Origin and Host; all it lacks is what the page keeps.
+    const origin = world.daemon.url;
+    for (const path of ['/v1/ui/session', '/v1/runs', '/v1/account/checks', '/v1/costs', '/v1/events/stream']) {
+      const answer = await req('GET', path, { token: null, headers: { cookie, origin } });
+      expect(answer.status, path).toBe(401);
+      expect(answer.text, path).not.toContain(csrf);
+    }
+    const made = await req('POST', '/v1/runs', {
+      token: null,
+      headers: { cookie, origin, 'content-type': 'application/json' },
+      body: spec('forged'),
+    });
+    expect(made.status).toBe(403);
+    // The page's own event stream carries the token in its URL (EventSource sends no header).
+    const stream = await openSse(`${world.daemon.url}/v1/events/stream?csrf=${csrf}`, { cookie });
+    expect(stream.status).toBe(200);
+    stream.close();
+  });
+
+  it('answers no-store and nosniff: authenticated JSON, its errors, the event stream and /metrics (issue #31 item 7)', async () => {
+    const { cookie, csrf } = await signIn();
+    const answers = [
+      await req('GET', '/v1/runs'),
+      await req('GET', '/v1/ui/session', { token: null, headers: { cookie, 'x-csrf-token': csrf } }),
+      await req('GET', '/v1/runs/nope'),
+      await req('GET', '/v1/runs', { token: 'wrong' }),
+      await req('GET', '/metrics', { token: null }),
+      await req('GET', '/healthz', { token: null }),
+    ];
+    for (const a of answers) {
+      expect(a.headers['cache-control'], a.text.slice(0, 80)).toBe('no-store');
+      expect(a.headers['x-content-type-options'], a.text.slice(0, 80)).toBe('nosniff');
+    }
+    const stream = await openSse(`${world.daemon.url}/v1/events/stream`, { authorization: `Bearer ${world.daemon.token}` });
+    expect(stream.headers['cache-control']).toBe('no-store');
+    expect(stream.headers['x-content-type-options']).toBe('nosniff');
+    stream.close();
   });
 
   it('ends on sign-out, and every session ends on a token rotation, its open event streams with it', async () => {
     const a = await signIn();
     const b = await signIn();
-    const streamA = await openSse(`${world.daemon.url}/v1/events/stream`, { cookie: a.cookie });
-    const streamB = await openSse(`${world.daemon.url}/v1/events/stream`, { cookie: b.cookie });
+    const streamA = await openSse(`${world.daemon.url}/v1/events/stream?csrf=${a.csrf}`, { cookie: a.cookie });
+    const streamB = await openSse(`${world.daemon.url}/v1/events/stream?csrf=${b.csrf}`, { cookie: b.cookie });
     const byToken = await openSse(`${world.daemon.url}/v1/events/stream`, { authorization: `Bearer ${world.daemon.token}` });
     expect([streamA.status, streamB.status, byToken.status]).toEqual([200, 200, 200]);
     const origin = world.daemon.url;
     const out = await req('POST', '/v1/ui/sign-out', { token: null, headers: { cookie: a.cookie, origin, 'x-csrf-token': a.csrf } });
     expect(out.status).toBe(200);
     expect(String(out.headers['set-cookie'])).toContain('Max-Age=0');
-    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: a.cookie } })).status).toBe(401);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: a.cookie, 'x-csrf-token': a.csrf } })).status).toBe(401);
     expect(await streamA.ended).toBe(true);
-    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie } })).status).toBe(200);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie, 'x-csrf-token': b.csrf } })).status).toBe(200);
     const pending = JSON.parse((await req('POST', '/v1/ui/codes')).text) as SignInCode;
 
     const rotated = await req('POST', '/v1/token/rotate');
     expect(rotated.status).toBe(200);
-    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie } })).status).toBe(401);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: b.cookie, 'x-csrf-token': b.csrf } })).status).toBe(401);
     expect(await streamB.ended).toBe(true);
     expect((await req('GET', `/${new URL(pending.url).search}`, { token: null })).status).toBe(401);
-    // A stream opened with the token is the token holder's: a rotation does not cut it.
-    const made = await req('POST', '/v1/runs', { headers: { 'content-type': 'application/json' }, body: spec('after-rotation') });
-    await byToken.until((m) => m.some((x) => x.data.includes((JSON.parse(made.text) as Run).id)));
-    byToken.close();
+    // A stream opened with the old token ends too (issue #31 item 4): it delivered every event, new
+    // runs included, after the rotation.
+    expect(await byToken.ended).toBe(true);
   });
 
   it('ends when the daemon restarts: sessions are kept in memory only', async () => {
-    const { cookie } = await signIn();
+    const { cookie, csrf } = await signIn();
     await world.restartDaemon();
     await world.daemon.ready;
     const port = new URL(world.daemon.url).port;
     const renamed = cookie.replace(/^berth_session_\d+/, `berth_session_${port}`);
-    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: renamed } })).status).toBe(401);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: renamed, 'x-csrf-token': csrf } })).status).toBe(401);
   });
 });
 

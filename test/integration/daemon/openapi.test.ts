@@ -196,17 +196,22 @@ describe('GET /v1/openapi.json', () => {
     expect(signedIn.status).toBe(303);
     expect((await call('GET', `/${signInPath}`, '/', { token: null })).status).toBe(401);
     const cookie = String(signedIn.headers['set-cookie']).split(';')[0]!;
-    const session = await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie } });
+    // The CSRF token comes in the redirect's fragment; without it the cookie reads nothing.
+    const csrf = /#csrf=(.+)$/.exec(String(signedIn.headers.location))![1]!;
+    expect((await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie } })).status).toBe(401);
+    const session = await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie, 'x-csrf-token': csrf } });
     expect(session.status).toBe(200);
     expect((await call('GET', '/v1/ui/session', '/v1/ui/session')).status).toBe(400);
-    const csrf = (JSON.parse(session.text) as { csrf_token: string }).csrf_token;
+    expect((JSON.parse(session.text) as { csrf_token: string }).csrf_token).toBe(csrf);
     const origin = world.daemon.url;
     expect((await call('POST', '/v1/ui/sign-out', '/v1/ui/sign-out', { token: null, headers: { cookie, origin } })).status).toBe(403);
     expect((await call('POST', '/v1/ui/sign-out', '/v1/ui/sign-out')).status).toBe(400);
     expect(
       (await call('POST', '/v1/ui/sign-out', '/v1/ui/sign-out', { token: null, headers: { cookie, origin, 'x-csrf-token': csrf } })).status,
     ).toBe(200);
-    expect((await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie } })).status).toBe(401);
+    expect((await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(
+      401,
+    );
 
     expect((await call('POST', '/v1/token/rotate', '/v1/token/rotate')).status).toBe(200);
 

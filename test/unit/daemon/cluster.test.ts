@@ -78,6 +78,21 @@ describe('LeaseOwner', () => {
   });
 });
 
+describe('LeaseOwner giving a run up (issue #31 item 1)', () => {
+  it('a run given up and taken back before the next renewal is renewed, not released under its new driver', () => {
+    addRun('r1');
+    const a = owner('a');
+    a.renew();
+    expect(a.take('r1')).toBe(true);
+    a.giveUp('r1');
+    expect(a.ownedCount).toBe(0);
+    expect(a.take('r1')).toBe(true);
+    a.renew();
+    expect(store.leases.get('r1')).toMatchObject({ owner: 'a' });
+    expect(a.ownedCount).toBe(1);
+  });
+});
+
 describe('ClusterLoop', () => {
   it('gives up its runs before their leases can end when the store stops answering', async () => {
     addRun('r1');
@@ -132,6 +147,67 @@ describe('ClusterLoop', () => {
     expect(loops[1]!.leader).toBe(true);
     loops[1]!.stop();
     expect(leads).toEqual({ a: [true], b: [true] });
+  });
+});
+
+describe('a step of the wall clock (issue #31 item 1)', () => {
+  const HOUR = 3_600_000;
+  beforeEach(() => {
+    // The database's clock goes on as it did: only this machine's wall clock steps.
+    const base = clock.now();
+    store.leases.serverNow = () => base + clock.monotonic();
+  });
+  const loopOf = (o: LeaseOwner) =>
+    new ClusterLoop({ owner: o, runs: recordingRuns(), clock, log: silentLogger(), onLeader: () => undefined, onDaemons: () => undefined });
+
+  it('forward by an hour: the daemon neither takes a run another daemon holds nor stops acting for its own', async () => {
+    addRun('r1');
+    addRun('r2');
+    const a = owner('a');
+    const b = owner('b');
+    const loops = [loopOf(a), loopOf(b)];
+    for (const l of loops) l.start();
+    expect(a.take('r1')).toBe(true);
+    expect(b.take('r2')).toBe(true);
+    await clock.advance(2_000);
+    clock.step(HOUR);
+    expect(a.claimable(10)).toEqual([]);
+    expect(a.take('r2')).toBe(false);
+    expect(a.expiring()).toBe(false);
+    a.write('r1', () => store.events.append({ runId: 'r1', at: clock.now(), type: 'note', message: 'by a', data: {} }));
+    await clock.advance(LEASE_MS * 2);
+    expect(store.leases.get('r1')).toMatchObject({ owner: 'a', epoch: 1 });
+    expect(store.leases.get('r2')).toMatchObject({ owner: 'b', epoch: 1 });
+    for (const l of loops) l.stop();
+  });
+
+  it('back by an hour: the renewals go on every third of the lease, so that no other daemon may take its runs', async () => {
+    addRun('r1');
+    const a = owner('a');
+    const loop = loopOf(a);
+    loop.start();
+    expect(a.take('r1')).toBe(true);
+    await clock.advance(2_000);
+    clock.step(-HOUR);
+    await clock.advance(LEASE_MS * 3);
+    const b = owner('b');
+    b.renew();
+    expect(b.take('r1')).toBe(false);
+    expect(store.leases.get('r1')).toMatchObject({ owner: 'a', epoch: 1 });
+    a.write('r1', () => store.events.append({ runId: 'r1', at: clock.now(), type: 'note', message: 'by a', data: {} }));
+    loop.stop();
+  });
+
+  it('a daemon stalled past its margin stops acting though the wall clock was stepped back meanwhile', async () => {
+    addRun('r1');
+    const a = owner('a');
+    a.renew();
+    expect(a.take('r1')).toBe(true);
+    clock.step(-HOUR);
+    // A stall (SIGSTOP) of 13 s with no renewal: inside the lease's last 3 s by the monotonic clock.
+    await clock.advance(13_000);
+    expect(a.expiring()).toBe(true);
+    expect(() => a.write('r1', () => undefined)).toThrow(LeaseLostError);
   });
 });
 

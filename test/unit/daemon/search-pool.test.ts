@@ -221,6 +221,38 @@ describe('search pool', () => {
     expect(fake.queries).toHaveLength(1);
   });
 
+  it("a wider answer that came back full and holds nothing under a cheaper run's cap is not final for it: that run gets a search of its own (issue #31 item 11)", async () => {
+    // The shared order puts the dearest first (say by performance): a full answer under the widest
+    // cap can leave out every offer a cheaper run could take.
+    const dearFirst = new FakeSearch();
+    const search = async (q: SearchQuery) => (await dearFirst.search({ ...q, limit: 100 })).reverse().slice(0, q.limit ?? 64);
+    const price = (id: number | null) => CATALOG.find((o) => o.id === id)!.dph_total;
+    const top = (cap: number) => specOf({ max_price_per_hour: cap, search: { limit: 10 } });
+
+    // Runs waiting together: one search under the widest cap, then one of the cheap run's own.
+    pool = new SearchPool({ search, clock, claims, maxAgeMs: 30_000, perAnswer: 3 });
+    dearFirst.hold();
+    const dear = ask('dear', top(0.9));
+    const cheap = ask('cheap', top(0.2));
+    dearFirst.release();
+    const [d, c] = await Promise.all([dear, cheap]);
+    expect(price(d)).toBeGreaterThan(0.5);
+    expect(c).not.toBeNull();
+    expect(price(c)).toBeLessThanOrEqual(0.2);
+    expect(dearFirst.queries.map((q) => q['dph_total'])).toEqual([{ lte: 0.9 }, { lte: 0.2 }]);
+
+    // A fresh wide answer does not answer a cheap run that asks later "no offer" either.
+    pool = new SearchPool({ search, clock, claims: new OfferClaims(), maxAgeMs: 30_000, perAnswer: 3 });
+    expect(price(await ask('dear2', top(0.9)))).toBeGreaterThan(0.5);
+    const later = await ask('later', top(0.2));
+    expect(later).not.toBeNull();
+    expect(price(later)).toBeLessThanOrEqual(0.2);
+    expect(dearFirst.queries.slice(2).map((q) => q['dph_total'])).toEqual([{ lte: 0.9 }, { lte: 0.2 }]);
+    // An answer of its own that was not full is final: nothing under the cap exists.
+    expect(await ask('none', top(0.05))).toBeNull();
+    expect(dearFirst.queries.slice(4).map((q) => q['dph_total'])).toEqual([{ lte: 0.05 }]);
+  });
+
   it('a failed search fails every run that waited on it, and the next request searches again', async () => {
     const failing = new SearchPool({
       search: () => Promise.reject(new Error('outage')),

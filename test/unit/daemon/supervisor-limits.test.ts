@@ -292,3 +292,33 @@ describe('a fail-over within a budget (issue #18 item 6)', () => {
     expect(store.runs.get(runId)!.state).toBe('booting');
   });
 });
+
+describe('a run its daemon handed over when its lease looked about to end (issue #31 item 1)', () => {
+  it('leaves the held set at once: the next renewal releases its lease, and another daemon takes the run and carries out its cancel', async () => {
+    await releasers.release();
+    const a = daemon('a');
+    ({ supervisor, submissions } = superviseWith(store, a));
+    const aReleasers = releasers;
+    const runId = await runningRun({});
+    // a stalls for 13 s (a SIGSTOP): by its monotonic clock the lease is in its last 3 s (15 s less
+    // the margin), though the database's has 2 s left. A cancel sent to it hands the run over.
+    await clock.advance(13_000);
+    expect(a.expiring()).toBe(true);
+    supervisor.cancel(runId);
+    await clock.settle();
+    expect(destroyed).toEqual([]);
+    a.renew(); // its cluster loop, running again
+    expect(a.ownedCount).toBe(0);
+    expect(store.leases.get(runId)).toBeUndefined();
+
+    const b = daemon('b');
+    ({ supervisor, submissions } = superviseWith(store, b));
+    supervisor.resumeAll();
+    await clock.settle();
+    expect(store.leases.get(runId)).toMatchObject({ owner: 'b' });
+    expect(destroyed.map((d) => d.id)).toEqual([500]);
+    await gone(500);
+    expect(store.runs.get(runId)!.state).toBe('cancelled');
+    await aReleasers.release();
+  });
+});

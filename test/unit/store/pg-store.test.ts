@@ -52,6 +52,42 @@ describe('postgres store', () => {
     expect(versions.map((v) => v.version)).toEqual(PG_MIGRATIONS.map((_, i) => i + 1));
   });
 
+  it('commits synchronously on a database whose default is synchronous_commit off (operating notes, issue #31)', async () => {
+    await queryPg(database.url, `ALTER DATABASE ${database.name} SET synchronous_commit = off`);
+    expect(await queryPg(database.url, `SELECT current_setting('synchronous_commit') AS v`)).toEqual([{ v: 'off' }]);
+    const opened = openPgDatabase({ url: database.url });
+    closers.push(() => opened.close());
+    expect(opened.db.prepare(`SELECT current_setting('synchronous_commit') AS v`).get()).toEqual({ v: 'on' });
+  });
+
+  it("holds the live runs of a database put back from a backup older than what a daemon's home saw (issue #31, operating notes)", async () => {
+    const home = mkdtempSync(join(tmpdir(), 'berth-pg-home-'));
+    dirs.push(home);
+    const daemonOpen = () => openStore({ home, lock: true, pg: { url: database.url } });
+    const first = daemonOpen();
+    first.transaction(() => first.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 }));
+    first.transaction(() => first.progress()); // a lease renewal
+    // The backup: the database as it is now.
+    const [backup] = await queryPg<{ value: string }>(database.url, `SELECT value FROM meta WHERE key = 'generation'`);
+    // The daemon goes on: renewals, a new run, a run that ends.
+    for (let i = 0; i < 3; i++) first.transaction(() => first.progress());
+    first.transaction(() => first.runs.insert({ id: 'r2', name: 'b', specJson: '{}', createdAt: 2 }));
+    first.close();
+    const restarted = daemonOpen();
+    expect(restarted.restore).toBeNull(); // a restart alone holds nothing
+    restarted.close();
+    // The backup is put back (its meta says how far it had got).
+    await queryPg(database.url, `UPDATE meta SET value = $1 WHERE key = 'generation'`, [backup!.value]);
+    const again = daemonOpen();
+    expect(again.restore).toMatchObject({ dbGeneration: Number(backup!.value), heldRunIds: expect.arrayContaining(['r1', 'r2']) });
+    expect(again.runs.get('r1')!.held_at).not.toBeNull();
+    again.close();
+    // Seen once: the next start holds nothing more.
+    const third = daemonOpen();
+    expect(third.restore).toBeNull();
+    third.close();
+  });
+
   it('refuses a database that a newer berth migrated further, changing nothing', async () => {
     open().close();
     await queryPg(database.url, 'INSERT INTO schema_migrations (version, applied_at) VALUES ($1, 0)', [PG_MIGRATIONS.length + 1]);

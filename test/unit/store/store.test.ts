@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -163,6 +163,25 @@ describe('store', () => {
     expect(statSync(file).size).toBeGreaterThan(0);
     expect(readdirSync(dir)).toEqual(expect.arrayContaining(['daemon.lock', 'store.json']));
     expect(readdirSync(dir).filter((f) => f.startsWith('berth.db'))).toEqual([]);
+  });
+
+  it('takes one daemon per SQLite file: a second home whose store.url names the same file is refused, by any path to it (issue #31 item 3)', () => {
+    const a = home();
+    track(openStore({ home: a, lock: true }));
+    const shared = join(a, 'berth.db');
+    expect(() => track(openStore({ home: home(), lock: true, file: shared }))).toThrow(
+      /Another berth daemon, from another BERTH_HOME, is already using the store .*berth\.db \(store\.url names the same SQLite file\)/,
+    );
+    const link = join(home(), 'link.db');
+    symlinkSync(shared, link);
+    expect(() => track(openStore({ home: home(), lock: true, file: link }))).toThrow(/already using the store/);
+    // Two homes on a file elsewhere: the first holds it, the second is refused; once it stops, the file is free.
+    const elsewhere = join(home(), 'elsewhere.db');
+    const first = track(openStore({ home: home(), lock: true, file: elsewhere }));
+    const second = home();
+    expect(() => track(openStore({ home: second, lock: true, file: elsewhere }))).toThrow(/already using the store/);
+    first.close();
+    track(openStore({ home: second, lock: true, file: elsewhere }));
   });
 
   it('refuses a BERTH_HOME that other users can write, and changes nothing in it', () => {

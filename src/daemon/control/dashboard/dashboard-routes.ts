@@ -52,7 +52,11 @@ export function dashboardRoutes(deps: DashboardDeps): ControlRoute[] {
         query: [{ name: 'code', description: 'a one-time sign-in code (POST /v1/ui/codes)', schema: { type: 'string' } }],
         responses: {
           200: { description: 'the page', contentType: 'text/html' },
-          303: { description: 'signed in: a session cookie is set and the code dropped from the URL', contentType: 'text/plain' },
+          303: {
+            description:
+              "signed in: a session cookie is set, the code dropped from the URL, and the session's CSRF token given in the fragment (#csrf=)",
+            contentType: 'text/plain',
+          },
           401: { description: 'the code is unknown, used or expired: a page that says so', contentType: 'text/html' },
         },
         errors: [404],
@@ -62,11 +66,18 @@ export function dashboardRoutes(deps: DashboardDeps): ControlRoute[] {
         if (code !== null) {
           const signIn = sessions.redeem(code);
           if (!signIn) return signInFailed();
+          // The CSRF token goes to the page in the fragment, which the browser keeps and sends to
+          // no server: the page stores it in its origin's storage, which no other port can read
+          // (the cookie goes to any port; ../control-api.ts asks both of every session request).
           return {
             status: 303,
             text: '',
             contentType: 'text/plain; charset=utf-8',
-            headers: { location: '/', 'set-cookie': sessionCookie(cookieName(portOf(req)), signIn.sessionId), 'cache-control': 'no-store' },
+            headers: {
+              location: `/#csrf=${signIn.session.csrf}`,
+              'set-cookie': sessionCookie(cookieName(portOf(req)), signIn.sessionId),
+              'cache-control': 'no-store',
+            },
           };
         }
         const page = assets.get('index.html');
@@ -110,7 +121,8 @@ export function dashboardRoutes(deps: DashboardDeps): ControlRoute[] {
       method: 'GET',
       path: '/v1/ui/session',
       doc: {
-        summary: "The dashboard session's CSRF token, sent back in X-CSRF-Token with every state-changing request",
+        summary:
+          "The dashboard session: its CSRF token (the page's, sent in X-CSRF-Token with every request: this read too) and when it ends",
         responses: { 200: { description: 'the session', schema: UiSessionSchema } },
         errors: [400],
       },
