@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { berth, userEnv } from '../helpers/berth-cli.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
@@ -73,6 +74,10 @@ it('a task that ended while the daemon was down past max_runtime_s succeeded: it
   expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
   expect(done.attempts[0]!.logs).toMatch(/all done\n\nberth-task-end run=\S+ attempt=1 exit=0/);
   expect(sim!.billingNow()).toEqual([]);
+  // Cancelling a run that succeeded says so in words (#32 item 8), and changes nothing.
+  const cancel = await berth(['cancel', runId], userEnv(s.home));
+  expect(cancel.code).toBe(0);
+  expect(cancel.stdout).toContain(`Run ${runId} succeeded; nothing to cancel.`);
 });
 
 it('an image with neither curl nor wget: the spawned daemon reads the end itself and destroys the instance', async () => {

@@ -1,6 +1,7 @@
 // `berth cancel RUN [--wait]`: asks the daemon to stop the run and destroy its instances; --wait
 // follows until the run has ended, i.e. until the service no longer lists any of its instances.
 import { connectToDaemon } from '../control-client.js';
+import { endedWords } from '../render.js';
 import { EXIT } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import type { Io } from '../io.js';
@@ -28,7 +29,9 @@ export async function cancelCommand(runId: string, options: CancelOptions, io: I
   });
   const run = await client.cancel(runId);
   if (!options.wait) {
-    io.out(isEndState(run.state) ? `Run ${run.id} is ${run.state}.` : `Cancelling run ${run.id} (now ${run.state}).`);
+    io.out(
+      isEndState(run.state) ? `Run ${run.id} ${endedWords(run.state)}; nothing to cancel.` : `Cancelling run ${run.id} (now ${run.state}).`,
+    );
     return EXIT.ok;
   }
   const ended = await watchRun(client, run, io, (r) => isEndState(r.state));
