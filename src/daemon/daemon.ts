@@ -583,7 +583,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
       const reason = isStoreDamaged(err)
         ? new StoreError(
-            `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (README: Backup and restore).`,
+            `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (docs/operating.md: Backup, Restore).`,
             err,
           )
         : err;

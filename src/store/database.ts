@@ -118,7 +118,7 @@ function openFailure(dbPath: string, err: unknown): StoreError {
   const what = `${code || 'error'}: ${(err as Error).message}`.replace(/\s+/g, ' ').slice(0, 300);
   if (code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB') {
     return new StoreError(
-      `${dbPath} is damaged (${what}): stop here, keep the file, and restore berth.db from a backup (README: Backup and restore).`,
+      `${dbPath} is damaged (${what}): stop here, keep the file, and restore berth.db from a backup (docs/operating.md: Backup, Restore).`,
       err,
     );
   }
@@ -150,7 +150,7 @@ function lockDatabaseFile(dbPath: string): StoreLock {
     `${real}.lock`,
     () =>
       `Another berth daemon, from another BERTH_HOME, is already using the store ${real} (store.url names the same SQLite file): ` +
-      `one SQLite file takes one daemon. Stop it first, give this daemon a store of its own, or share a Postgres store (README: Several daemons on one store).`,
+      `one SQLite file takes one daemon. Stop it first, give this daemon a store of its own, or share a Postgres store (docs/several-daemons.md).`,
   );
 }
 
@@ -295,7 +295,7 @@ function movedStore(dbPath: string, moved: string): StoreError {
 
 function missingStore(home: string, state: 'missing' | 'empty', reading: MarkReading): StoreError {
   const db = `${join(home, 'berth.db')} is ${state === 'missing' ? 'missing' : 'empty'}`;
-  const restore = 'put berth.db back from a backup (README: Backup and restore)';
+  const restore = 'put berth.db back from a backup (docs/operating.md: Backup, Restore)';
   if (reading.kind !== 'mark') {
     return new StoreError(
       `${db}, but store.json shows that a store ran here and its instances may still be billing: ${restore}, or start with \`berth daemon --replace-store\` for a new store (list the old store's id in store.sweep_store_ids to destroy its instances).`,

@@ -1,7 +1,7 @@
 // How loudly to report a destroy that did not take (refused, failed, or accepted while the instance
 // stays listed). Destroys are retried forever, so a blip is a warning; one that keeps failing may
 // leave an instance billing and needs a person: from the ALERT_AFTER-th failure in a row it is
-// logged at error level with `ALERT` (README: Logs), for a run's own instance and an orphan alike.
+// logged at error level with `ALERT` (docs/operating.md: Logs), for a run's own instance and an orphan alike.
 export const ALERT_AFTER = 3;
 
 /** Consecutive failed destroys per instance. */

@@ -421,7 +421,7 @@ export class RunDriver {
 
   /**
    * One event's line in the daemon log. A destroy that keeps failing may leave an instance billing:
-   * from the first few failures in a row on it is an ALERT at error level (README: Logs).
+   * from the first few failures in a row on it is an ALERT at error level (docs/operating.md: Logs).
    */
   private logEvent(e: RunEmitted, line: LoggedEvent): void {
     if (e.type === 'destroy.confirmed') this.destroyFailures.clear(e.instanceId);

@@ -3,7 +3,7 @@
 // Postgres store keeps that shape: its `pg` client lives in a worker thread (./worker.ts), and each
 // call posts one request and blocks this thread with Atomics.wait until the worker answers, then
 // takes the answer with receiveMessageOnPort. No event loop turns meanwhile, exactly as during a
-// better-sqlite3 call; the cost is one thread hop per statement (README: Postgres store).
+// better-sqlite3 call; the cost is one thread hop per statement (docs/postgres.md).
 //
 // Never a hung daemon: the server bounds a statement (statement_timeout), the client bounds the
 // answer (query_timeout), and this side bounds the wait. A wait that runs out terminates the worker,
