@@ -77,6 +77,7 @@ import { LeaseOwner } from './cluster/lease-owner.js';
 import { agreeOnMoneyCaps } from './cluster/money-caps.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 import { SharedPace } from './cluster/shared-pace.js';
+import { checkConfigRelax } from '../job-spec/search-fields.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;
@@ -190,6 +191,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     { configFile: options.configFile, listen: options.listen, overrides: options.overrides },
     options.env ?? process.env,
   );
+  checkConfigRelax(config.runs.relax);
   if (!env.apiKey) {
     throw new ConfigError(
       'No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.',

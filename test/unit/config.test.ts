@@ -42,18 +42,6 @@ describe('config', () => {
     expect(config.rate_limits.create.penalty_s).toBe(12);
   });
 
-  it('checks the default relax ladder against the documented search fields, as a job spec is (issue #30)', () => {
-    expect(() => loadConfig({ overrides: { runs: { relax: [{ drop: ['verifed'] }] } } }, {})).toThrow(
-      /runs\.relax\.0\.drop\.0: unknown search field; did you mean verified\?/,
-    );
-    expect(() => loadConfig({ overrides: { runs: { relax: [{ set: { gpu_nmae: { eq: 'RTX 4090' } } }] } } }, {})).toThrow(
-      /did you mean gpu_name\?/,
-    );
-    expect(loadConfig({ overrides: { runs: { relax: [{ drop: ['geolocation'] }] } } }, {}).config.runs.relax).toEqual([
-      { drop: ['geolocation'] },
-    ]);
-  });
-
   it('waits 180 s for SSH by default, and takes a callback address only as http(s)', () => {
     const { config } = loadConfig({}, {});
     expect(config.readiness).toEqual({ ssh_timeout_s: 180, callback_listen: '127.0.0.1:7778' });

@@ -41,7 +41,7 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
+const RUNS_CONFIG = {
   max_attempts: 3,
   boot_timeout_s: 60,
   deadline_s: 600,
@@ -53,7 +53,8 @@ const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_pe
   idle_warning_s: 300,
   search_share_s: 30,
   relax: [],
-});
+};
+const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), RUNS_CONFIG);
 
 const INPUT: CreateInput = {
   runId: 'run1',
@@ -351,19 +352,7 @@ describe('create actor: a task’s daemon-free backstop (issue #29)', () => {
   it('is sized from what the run has left, not its whole limits, and sleeps until an absolute time', async () => {
     const taskSpec = resolveJobSpec(
       parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1, run: 'python train.py', max_runtime_s: 3600, budget_usd: 10 }),
-      {
-        max_attempts: 3,
-        boot_timeout_s: 60,
-        deadline_s: 600,
-        destroy_retry_max_delay_s: 5,
-        outage_backoff_s: 1,
-        gone_offers_per_search: 4,
-        machine_quarantine_s: 0,
-        rebid_wait_s: 30,
-        idle_warning_s: 300,
-        search_share_s: 30,
-        relax: [],
-      },
+      RUNS_CONFIG,
     );
     const { client, calls } = scripted(async () => ({ instanceId: 900 }));
     const actors = makeRunActors({

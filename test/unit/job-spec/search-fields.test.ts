@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { SpecError, type SpecIssue } from '../../../src/errors.js';
-import { nearestSearchField, SEARCH_FIELDS } from '../../../src/job-spec/search-fields.js';
+import { checkConfigRelax, nearestSearchField, SEARCH_FIELDS } from '../../../src/job-spec/search-fields.js';
 import { jobSpecJsonSchema, parseJobSpec } from '../../../src/job-spec/validate.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '../../fixtures');
@@ -140,5 +140,17 @@ describe('the JSON Schema the dashboard checks with', () => {
     expect(
       errorsOf({ ...minimal, search: { filters: { num_gpus: { eq: 1 }, gpu_name: { in: ['RTX 4090'] }, verified: { eq: true } } } }),
     ).toEqual([]);
+  });
+});
+
+describe("the config's default relax ladder (runs.relax)", () => {
+  it('is checked against the documented search fields as a job spec is, naming the path and the nearest name', () => {
+    expect(() => checkConfigRelax([{ drop: ['verifed'] }])).toThrow(
+      /runs\.relax\.0\.drop\.0: unknown search field; did you mean verified\?/,
+    );
+    expect(() => checkConfigRelax([{ drop: ['verified'] }, { set: { gpu_nmae: { eq: 'RTX 4090' } } }])).toThrow(
+      /runs\.relax\.1\.set\.gpu_nmae: unknown search field; did you mean gpu_name\?/,
+    );
+    expect(() => checkConfigRelax([{ drop: ['geolocation'] }, { set: { num_gpus: { gte: 1 } } }])).not.toThrow();
   });
 });
