@@ -2,7 +2,7 @@
 // failing over to the next offer when an attempt ends badly, relaxing filters when nothing matches,
 // and destroying every instance it made before it ends.
 //
-// States (SPEC section 4) and how each is left:
+// States (docs/runs.md) and how each is left:
 //   queued      ADMIT (a slot is free) → searching; CANCEL → cancelled; EXPIRE → expired
 //   searching   offers → creating; none → relax and search again, or failed (expired when only the
 //               budget stood in the way); outage → backoff; deadline → failed; CANCEL → cancelled

@@ -36,7 +36,7 @@ export interface ActorFailure {
   at: number | null;
 }
 
-/** Outcomes of an attempt (SPEC section 4). */
+/** Outcomes of an attempt (docs/runs.md). */
 export type AttemptOutcome =
   | 'running'
   | 'exited'

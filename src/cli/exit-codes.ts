@@ -1,4 +1,4 @@
-// The CLI's exit codes (SPEC section 2) and the one table that maps a thrown error to one of them.
+// The CLI's exit codes (docs/cli.md) and the one table that maps a thrown error to one of them.
 // Commands throw typed errors; only main() turns them into a code, so every command agrees.
 import { BerthError } from '../errors.js';
 import { ControlApiError } from './control-client.js';

@@ -1,6 +1,6 @@
 // The `berth` command line: parse, call, print. Each subcommand lives in ./commands/; this file
 // wires them to commander and turns whatever they throw into one sentence on stderr and the exit
-// code of SPEC section 2 (see ./exit-codes.ts).
+// code of docs/cli.md (see ./exit-codes.ts).
 //
 // A command's code is imported when it runs, never before: `berth status` and `berth --version`
 // must not load the daemon, the simulator, xstate, pino, zod or SQLite (npm run bench, section cli).

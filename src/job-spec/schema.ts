@@ -1,4 +1,4 @@
-// The job spec (SPEC section 3): what a user hands `berth submit`. Strict everywhere a typo could
+// The job spec (docs/job-spec.md): what a user hands `berth submit`. Strict everywhere a typo could
 // hide (top level, `search`, operator objects, relax steps), so a misspelt field is an error rather
 // than a silently ignored wish. Issue messages are worded in ./issues.ts; the cross-field rules run
 // even when other fields are wrong, so that one validation reports every problem.

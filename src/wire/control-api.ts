@@ -1,4 +1,4 @@
-// The control API's wire contract (SPEC section 5), the one definition the daemon answers with and
+// The control API's wire contract (docs/control-api.md), the one definition the daemon answers with and
 // the CLI reads: the run object, the event object, the error envelope, /healthz and the proof.
 // zod schemas, from which the types are inferred, so that an OpenAPI document can be generated from
 // the same source (issue #13), and tests can check every answer against them.

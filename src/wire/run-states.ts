@@ -1,4 +1,4 @@
-// The states of a run (SPEC section 4), as the store records them and the control API and the CLI
+// The states of a run (docs/runs.md), as the store records them and the control API and the CLI
 // show them. Part of the control API's wire contract (./control-api.ts), kept apart without zod so
 // that the CLI can load it in a few milliseconds.
 export const RUN_STATES = [

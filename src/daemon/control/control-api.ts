@@ -1,4 +1,4 @@
-// The control API (SPEC section 5; its wire contract is src/wire/control-api.ts): loopback only,
+// The control API (docs/control-api.md; its wire contract is src/wire/control-api.ts): loopback only,
 // every route but /healthz and the proof behind the bearer control token, on the router the
 // simulator uses too (src/http/router.ts). Errors are `{"error": {"kind", "message"}}`; a spec
 // error also lists its issues.

@@ -1,6 +1,6 @@
 // Instance labels name the store, run and attempt that made an instance, so that after a crash the
 // daemon can find its instances in the service's list, and two daemons on one account never take
-// each other's (SPEC section 6).
+// each other's (docs/design.md).
 import { CREATE_INPUT_LIMITS } from '../../job-spec/create-input-limits.js';
 
 const PREFIX = 'berth:';
