@@ -13,7 +13,10 @@
 //   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
 import { raise } from 'xstate';
-import { failureOf, sshEndpoints, type RunError } from './run-rules.js';
+import { failureOf, mayBeTaskEnd, sshEndpoints, type RunError } from './run-rules.js';
+
+/** How long a task's log is read at a limit while its instance may still bill its GPU (TaskEndInput.withinMs). */
+const LIMIT_READ_MS = 30_000;
 import { runSetup, type PollParams } from './run-setup.js';
 import type { BootDeadlineOutput, LastLook, ProbeOutput, SleepOutput } from './run-types.js';
 
@@ -104,7 +107,15 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
       "A list showed the task's instance stopped or exited: its log is read for the end marker. With one, the task ended and the instance goes; without, the stop is judged as it would be without a task (a boot failure, an outbid or a loss).",
     invoke: {
       src: 'readTaskEnd',
-      input: ({ context }) => ({ runId: context.runId, n: context.current!.n, instanceId: context.current!.instanceId! }),
+      input: ({ context }) => ({
+        runId: context.runId,
+        n: context.current!.n,
+        instanceId: context.current!.instanceId!,
+        // At a limit, an instance not listed stopped may bill its GPU while its log is read: bounded.
+        ...(context.expire !== null && !(context.current!.status && mayBeTaskEnd(context.current!.status))
+          ? { withinMs: LIMIT_READ_MS }
+          : {}),
+      }),
       onDone: [
         {
           guard: ({ event }) => event.output.exitCode !== null,

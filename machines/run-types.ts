@@ -372,6 +372,12 @@ export interface TaskEndInput {
   runId: string;
   n: number;
   instanceId: number;
+  /**
+   * Read a limit was reached on while the instance may still bill its GPU: the read gives up (no
+   * marker) after this long, its rate token's wait included, so the limit's destroy is not held
+   * back for long. Absent: the instance is stopped (disk only), and the read waits as long as it takes.
+   */
+  withinMs?: number;
 }
 export interface TaskEndOutput {
   /** The task's exit code, or null when the log holds no end marker of this attempt. */

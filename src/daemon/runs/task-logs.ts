@@ -13,7 +13,8 @@
 // (many tasks ending at once share the `other` group's 0.9/s), and only the upload's wait after
 // the service answered is bounded (UPLOAD_WINDOW_MS). A read that found no upload is tried again
 // (REQUESTS in all) before its stop is judged as an outbid or a loss. Meanwhile a task that stopped
-// itself bills only its disk.
+// itself bills only its disk. The exception is a read made at a run's limit while the instance may
+// still bill its GPU (`withinMs`): it gives up in time, so the limit's destroy is not held back.
 //
 // Idempotent: a daemon killed while reading reads again once restarted (the instance is stopped,
 // not destroyed, until the machine has recorded the end). Never throws but for an abort.
@@ -38,6 +39,28 @@ export class TaskLogs {
 
   /** How attempt n's task ended by the end marker in its log; exitCode null when the log shows none. */
   async readEnd(input: TaskEndInput, signal: AbortSignal): Promise<TaskEndOutput> {
+    if (input.withinMs === undefined) return this.readEndUnbounded(input, signal);
+    // At a limit, with the GPU maybe billing: the read (its token's wait included) gives up in time.
+    const bounded = new AbortController();
+    const onAbort = () => bounded.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const timer = this.deps.clock.setTimer(() => bounded.abort(), input.withinMs);
+    try {
+      return await this.readEndUnbounded(input, bounded.signal);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      this.deps.log.warn(
+        { runId: input.runId, attempt: input.n, instanceId: input.instanceId },
+        `attempt #${input.n}: the log of instance ${input.instanceId} was not read within ${input.withinMs / 1000} s of its run's limit; it goes without`,
+      );
+      return { exitCode: null, at: this.deps.clock.now() };
+    } finally {
+      timer.cancel();
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private async readEndUnbounded(input: TaskEndInput, signal: AbortSignal): Promise<TaskEndOutput> {
     const { runId, n, instanceId } = input;
     for (let i = 0; i < REQUESTS; i++) {
       if (i > 0) await this.deps.clock.sleep(RETRY_PAUSE_MS, signal);

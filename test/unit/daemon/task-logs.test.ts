@@ -37,8 +37,8 @@ function taskLogs(opts: { clock: FakeClock; requestMs?: number; fetchText?: (url
     }),
     client: {
       // A request queued behind others for its rate token: answered after requestMs.
-      requestLogs: async () => {
-        if (opts.requestMs) await opts.clock.sleep(opts.requestMs);
+      requestLogs: async (_id, _request, options) => {
+        if (opts.requestMs) await opts.clock.sleep(opts.requestMs, options?.signal);
         return { resultUrl: url };
       },
     },
@@ -77,5 +77,16 @@ describe('task logs (issue #29)', () => {
     const reading = logs.readEnd({ runId: RUN, n: 1, instanceId: 7 }, AbortSignal.timeout(10_000));
     await clock.advance(5 * 60_000);
     expect(await reading).toMatchObject({ exitCode: 0, at: clock.now() });
+  });
+
+  it('at a run’s limit with the GPU maybe billing, gives up within its bound, however long the token would take', async () => {
+    const clock = new FakeClock();
+    const { logs } = taskLogs({ clock, requestMs: 5 * 60_000, fetchText: async () => ({ status: 200, text: `${MARKER}\n` }) });
+    let done: unknown;
+    void logs.readEnd({ runId: RUN, n: 1, instanceId: 7, withinMs: 30_000 }, AbortSignal.timeout(10_000)).then((r) => (done = r));
+    await clock.advance(29_999);
+    expect(done).toBeUndefined();
+    await clock.advance(1);
+    expect(done).toEqual({ exitCode: null, at: clock.now() });
   });
 });
