@@ -4,11 +4,12 @@ import { request } from 'undici';
 import type { Offer } from '../src/client/types.js';
 import { loadConfig } from '../src/config/load.js';
 import { buildSearchQuery, usableOffers } from '../src/job-spec/search-query.js';
-import { parseJobSpec, resolveJobSpec } from '../src/job-spec/validate.js';
+import { parseJobSpec } from '../src/job-spec/validate.js';
+import { planRun } from '../src/job-spec/run-plan.js';
 import type { RunningSimulator } from '../src/sim/index.js';
 
 export async function tryOrder(sim: RunningSimulator, spec: Record<string, unknown>): Promise<Offer[]> {
-  const resolved = resolveJobSpec(parseJobSpec(spec), loadConfig({}, {}).config.runs);
+  const resolved = planRun(parseJobSpec(spec), loadConfig({}, {}).config.runs);
   const res = await request(`${sim.url}/api/v0/bundles/`, {
     method: 'POST',
     headers: { authorization: `Bearer ${sim.apiKey}`, 'content-type': 'application/json' },

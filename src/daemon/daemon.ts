@@ -69,7 +69,7 @@ import { CreateGate } from './money/create-gate.js';
 import { MoneyGuard } from './money/money-guard.js';
 import { PriceIncreaseWatch } from './money/price-increases.js';
 import type { MarketClient } from '../client/types.js';
-import type { ResolvedJobSpec } from '../job-spec/schema.js';
+import type { RunPlan } from '../job-spec/run-plan.js';
 import { type Releasers, withReleasers } from '../releasers.js';
 import { ClusterLoop } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
@@ -662,8 +662,8 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const { store, client, clock, config, log, readyCallback } = deps;
   const ownership = deps.ownership ?? new SoleOwner(store);
   const leads = deps.leads ?? (() => true);
-  // The one place the live runs' specs are kept: the supervisor fills it, the others read it (RunSpecs).
-  const specs = new Map<string, ResolvedJobSpec>();
+  // The one place the live runs' plans are kept: the supervisor fills it, the others read it (RunSpecs).
+  const specs = new Map<string, RunPlan>();
   const journal = new AttemptJournal(store, ownership);
   // On a shared store, the offers other daemons' runs are on too (read from the attempts table).
   const claims = new OfferClaims(

@@ -1,10 +1,10 @@
 // Entry points for job specs: parse (from a value or from JSON text) reporting every problem at
-// once, fill the run limits from the configuration, and publish the spec's JSON Schema.
+// once, and publish the spec's JSON Schema. Defaults from the configuration are filled by ./run-plan.ts.
 import { z } from 'zod';
 import type { Config } from '../config/schema.js';
 import { SpecError, type SpecIssue } from '../errors.js';
 import { describeIssue, jsonPath, toSpecIssues } from './issues.js';
-import { jobSpecSchema, PRICE_FIELDS, relaxSetSchema, searchFiltersSchema, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { jobSpecSchema, PRICE_FIELDS, relaxSetSchema, searchFiltersSchema, type JobSpec } from './schema.js';
 import { searchFiltersJsonSchema } from './search-fields.js';
 
 /** Checks a job spec; throws SpecError listing every problem with its JSON path. */
@@ -44,18 +44,6 @@ export function parseJsonText(text: string): unknown {
 /** Parses the text of a job spec file; a JSON syntax error is reported at `$`. */
 export function parseJobSpecText(text: string): JobSpec {
   return parseJobSpec(parseJsonText(text));
-}
-
-/** Fills the limits and the relax ladder the spec left out from the configured run defaults. */
-export function resolveJobSpec(spec: JobSpec, runsDefaults: Config['runs']): ResolvedJobSpec {
-  return {
-    ...spec,
-    relax: spec.relax ?? runsDefaults.relax,
-    max_attempts: spec.max_attempts ?? runsDefaults.max_attempts,
-    boot_timeout_s: spec.boot_timeout_s ?? runsDefaults.boot_timeout_s,
-    deadline_s: spec.deadline_s ?? runsDefaults.deadline_s,
-    ...(spec.max_runtime_s !== undefined || runsDefaults.max_runtime_s == null ? {} : { max_runtime_s: runsDefaults.max_runtime_s }),
-  };
 }
 
 /**

@@ -76,6 +76,8 @@ export const RunSchema = z.object({
   gpu: z.string().nullable(),
   /** True when `gpu` is what the run rents, false when it is what the spec asks for. */
   gpu_rented: z.boolean(),
+  /** True when the spec has a task (`run`): the run ends when its task does, `running` is the task under way. */
+  task: z.boolean(),
   created_at: isoTime,
   updated_at: isoTime,
   attempt: z.number().int().min(0),

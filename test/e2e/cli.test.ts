@@ -52,6 +52,7 @@ const RUN_KEYS = [
   'name',
   'relax_level',
   'state',
+  'task',
   'updated_at',
 ];
 

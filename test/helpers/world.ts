@@ -12,7 +12,8 @@ import { request } from 'undici';
 import type { Offer } from '../../src/client/types.js';
 import { loadConfig } from '../../src/config/load.js';
 import { buildSearchQuery, usableOffers } from '../../src/job-spec/search-query.js';
-import { parseJobSpec, resolveJobSpec } from '../../src/job-spec/validate.js';
+import { parseJobSpec } from '../../src/job-spec/validate.js';
+import { planRun } from '../../src/job-spec/run-plan.js';
 import { controlApi, type ControlApi } from './control-api.js';
 import { expect } from 'vitest';
 import type { Run } from '../../src/wire/control-api.js';
@@ -109,7 +110,7 @@ export function jobSpec(changes: Record<string, unknown> = {}): Record<string, u
 
 /** The offers the daemon will try for `spec`, in order: the search's usable offers, one per machine. */
 export async function offersInTryOrder(w: Pick<World, 'sim'>, spec: Record<string, unknown>): Promise<Offer[]> {
-  const resolved = resolveJobSpec(parseJobSpec(spec), loadConfig({}, {}).config.runs);
+  const resolved = planRun(parseJobSpec(spec), loadConfig({}, {}).config.runs);
   const res = await request(`${w.sim.url}/api/v0/bundles/`, {
     method: 'POST',
     headers: { authorization: `Bearer ${w.sim.apiKey}`, 'content-type': 'application/json' },

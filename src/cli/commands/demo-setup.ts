@@ -11,7 +11,8 @@ import { BerthError } from '../../errors.js';
 import { packagePath } from '../../package-path.js';
 import type { SimConfigInput } from '../../sim/index.js';
 import { buildSearchQuery, usableOffers } from '../../job-spec/search-query.js';
-import { parseJobSpecText, resolveJobSpec } from '../../job-spec/validate.js';
+import { planRun } from '../../job-spec/run-plan.js';
+import { parseJobSpecText } from '../../job-spec/validate.js';
 
 export const DEMO_JOB_FILE = packagePath('examples', 'demo-job.json');
 /** `berth demo --task`: a job whose task prints three epochs and exits 0. */
@@ -77,7 +78,7 @@ export function demoEnv(home: string, sim: { url: string; apiKey: string }): Nod
  */
 export async function firstChoices(env: NodeJS.ProcessEnv, file: string): Promise<Offer[]> {
   const { config, env: resolved } = loadConfig({ overrides: DEMO_DAEMON_OVERRIDES }, env);
-  const spec = resolveJobSpec(parseJobSpecText(readFileSync(file, 'utf8')), config.runs);
+  const spec = planRun(parseJobSpecText(readFileSync(file, 'utf8')), config.runs);
   const nothing = { offerIds: [], machineIds: [] };
   const client = createMarketClient({ baseUrl: config.service.base_url, apiKey: resolved.apiKey!, config });
   try {

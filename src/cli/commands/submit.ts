@@ -32,7 +32,7 @@ export async function submitCommand(file: string, options: SubmitOptions, io: Io
     return EXIT.ok;
   }
   // A task's run is followed to its end: `running` is only the task under way.
-  const task = typeof (spec as { run?: unknown }).run === 'string';
+  const { task } = run;
   const until = task ? 'it ends' : 'it runs';
   if (!options.json) io.out(`Submitted run ${run.id} (${run.name}); following it until ${until} (Ctrl-C stops following, not the run).`);
   const settled = await watchRun(client, run, io, (r) => (task ? isEndState(r.state) : isSettled(r.state)), { quiet: options.json });

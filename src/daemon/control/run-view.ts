@@ -5,6 +5,7 @@ import type { AttemptRow, EventRow, RunRow, Store } from '../../store/index.js';
 import type { RunFilter } from '../../store/runs.js';
 import type { Run, RunEvent } from '../../wire/control-api.js';
 import { costView } from '../../store/spend.js';
+import { specIsTask } from '../../job-spec/run-plan.js';
 import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -17,17 +18,24 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   return last.outcome === null || last.outcome === 'running' ? last : undefined;
 }
 
+type StoredSpecShape = { run?: unknown; search?: { filters?: { gpu_name?: unknown } } };
+
 /**
- * The GPU models a spec's gpu_name filter names (`eq` or `in`), for a list of runs. Only that one
- * field of the spec is read: the rest (env values) never reaches the view.
+ * What a list of runs shows of a stored spec: the GPU models its gpu_name filter names (`eq` or
+ * `in`) and whether it is a task. Only those fields are read, without the whole parse (a list may
+ * hold thousands of runs): the rest (env values) never reaches the view.
  */
-function gpuAskedFor(specJson: string): string | null {
-  let filter: unknown;
+function specFacts(specJson: string): { gpu: string | null; task: boolean } {
+  let spec: StoredSpecShape;
   try {
-    filter = (JSON.parse(specJson) as { search?: { filters?: { gpu_name?: unknown } } }).search?.filters?.gpu_name;
+    spec = JSON.parse(specJson) as StoredSpecShape;
   } catch {
-    return null;
+    return { gpu: null, task: false };
   }
+  return { gpu: gpuAskedFor(spec.search?.filters?.gpu_name), task: specIsTask(spec) };
+}
+
+function gpuAskedFor(filter: unknown): string | null {
   if (typeof filter !== 'object' || filter === null) return null;
   const { eq, in: list } = filter as { eq?: unknown; in?: unknown };
   const names = typeof eq === 'string' ? [eq] : Array.isArray(list) ? list.filter((n): n is string => typeof n === 'string') : [];
@@ -51,12 +59,14 @@ function gpuRented(attempts: AttemptRow[]): string | null {
 export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run {
   const held = heldAttempt(run, attempts);
   const rented = gpuRented(attempts);
+  const spec = specFacts(run.spec_json);
   return {
     id: run.id,
     name: run.name,
     state: run.state,
-    gpu: rented ?? gpuAskedFor(run.spec_json),
+    gpu: rented ?? spec.gpu,
     gpu_rented: rented !== null,
+    task: spec.task,
     created_at: iso(run.created_at),
     updated_at: iso(run.updated_at),
     attempt: run.attempt,

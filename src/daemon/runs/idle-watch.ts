@@ -14,7 +14,7 @@
 // never less than the user asked).
 import type { Instance } from '../../client/types.js';
 import type { RunError } from '../../errors.js';
-import { JOB_SPEC_DEFAULTS, type ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { IdlePlan } from '../../job-spec/run-plan.js';
 
 interface Stretch {
   instanceId: number;
@@ -37,9 +37,9 @@ export class IdleWatch {
   constructor(private readonly deps: IdleWatchDeps) {}
 
   /** What a list started at `listedAt` showed of the instance of a `running` run. */
-  observe(runId: string, spec: Pick<ResolvedJobSpec, 'idle_timeout_s' | 'idle_gpu_util_pct'>, inst: Instance, listedAt: number): void {
-    if (spec.idle_timeout_s === undefined) return;
-    const threshold = spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct;
+  observe(runId: string, idle: IdlePlan | null, inst: Instance, listedAt: number): void {
+    if (idle === null) return;
+    const threshold = idle.gpuUtilPct;
     const util = inst.gpu_util;
     if (inst.actual_status !== 'running' || typeof util !== 'number' || !Number.isFinite(util) || util < 0 || util >= threshold) {
       this.stretches.delete(runId);
@@ -50,13 +50,13 @@ export class IdleWatch {
       s = { instanceId: inst.id, since: listedAt, warned: false };
       this.stretches.set(runId, s);
     }
-    const timeoutMs = spec.idle_timeout_s * 1000;
+    const timeoutMs = idle.timeoutS * 1000;
     const idleMs = listedAt - s.since;
     if (idleMs >= timeoutMs) {
       this.stretches.delete(runId);
       this.deps.expire(runId, {
         kind: 'idle',
-        message: `The GPU of instance ${inst.id} stayed below ${threshold}% utilisation for ${spec.idle_timeout_s} s (idle_timeout_s).`,
+        message: `The GPU of instance ${inst.id} stayed below ${threshold}% utilisation for ${idle.timeoutS} s (idle_timeout_s).`,
       });
       return;
     }

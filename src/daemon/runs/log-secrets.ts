@@ -6,7 +6,7 @@
 // Failure logs and task logs (`berth logs`) scrub through this one place.
 import { scrubKeyShapes, SecretScrubber } from '../../client/scrub.js';
 import { toRunError } from '../../errors.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import { readStoredPlan, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 
@@ -20,7 +20,7 @@ export interface LogSecretsDeps {
    */
   keys?: { put(instanceId: number, key: string): void; get(instanceId: number): string | undefined };
   /** The specs of the runs driven here: their env values are scrubbed too. */
-  specs: RunSpecs<Pick<ResolvedJobSpec, 'env'>>;
+  specs: RunSpecs<Pick<RunPlan, 'env'>>;
   /**
    * The stored runs (their resolved spec as JSON): the env of a run this daemon does not drive
    * (another daemon on a shared store does, or it ended) is read from there. Without it such a
@@ -71,11 +71,14 @@ export class LogSecrets {
     return { scrub: (text) => scrubKeyShapes(scrubber.scrub(text), instanceKey === undefined) };
   }
 
-  /** The run's env as stored with its spec; a store that cannot be read now throws (no log unscrubbed). */
+  /**
+   * The run's env as stored with its spec; a store that cannot be read now, or a stored spec this
+   * build cannot read, throws (no log unscrubbed).
+   */
   private storedEnv(runId: string): Record<string, string> {
     const row = this.deps.runs?.get(runId);
     if (!row) return {};
-    return (JSON.parse(row.spec_json) as Partial<Pick<ResolvedJobSpec, 'env'>>).env ?? {};
+    return readStoredPlan(row.spec_json).env ?? {};
   }
 
   private storedKey(instanceId: number): string | undefined {

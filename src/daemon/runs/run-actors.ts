@@ -33,7 +33,7 @@ import { BerthError, toRunError } from '../../errors.js';
 import { encodeOnstart, encodeOnstartWith } from '../../job-spec/onstart.js';
 import { taskScript } from '../../job-spec/task-script.js';
 import type { TaskLogs } from './task-logs.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunPlan, TaskPlan } from '../../job-spec/run-plan.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, relaxStepCount, usableOffers } from '../../job-spec/search-query.js';
 import { noOffersWhy, uncappedQuery } from '../../job-spec/no-offers-why.js';
@@ -126,8 +126,8 @@ const DEFAULT_SEARCH_SHARE_MS = 30_000;
 /** `runs.gone_offers_per_search` when the caller gives none (tests). */
 const DEFAULT_OFFERS_PER_SEARCH = 3;
 
-/** The spec of a run whose actor is running: a driver exists for every live run, so it is there. */
-function specOf(deps: RunActorDeps, runId: string): ResolvedJobSpec {
+/** The plan of a run whose actor is running: a driver exists for every live run, so it is there. */
+function specOf(deps: RunActorDeps, runId: string): RunPlan {
   const spec = deps.specs.get(runId);
   if (!spec) throw new Error(`no spec for run ${runId}`);
   return spec;
@@ -262,9 +262,9 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
  * The onstart to send: the spec's script, followed (with readiness.callback_url) by the line that
  * posts this attempt's token once it has run. `secret`: the token, which service text must not show.
  */
-function onstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { script?: string | undefined; secret?: string } {
+function onstartFor(deps: RunActorDeps, spec: RunPlan, input: CreateInput): { script?: string | undefined; secret?: string } {
   const { runId, n } = input;
-  if (spec.run !== undefined) return taskOnstartFor(deps, spec, input);
+  if (spec.task) return taskOnstartFor(deps, spec, spec.task, input);
   const user = spec.onstart ? encodeOnstart(spec.onstart) : undefined;
   if (!deps.readyCallback) return { script: user };
   const token = deps.readyCallback.tokens.tokenFor(runId, n);
@@ -319,10 +319,10 @@ function lookWithin(deps: RunActorDeps, instanceId: number, signal: AbortSignal)
  * wrapper (src/job-spec/task-script.ts), compressed together when long. Validation made sure the
  * wrapper fits without the callback line.
  */
-function taskOnstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { script: string; secret?: string } {
+function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input: CreateInput): { script: string; secret?: string } {
   const base = {
     onstart: spec.onstart,
-    run: spec.run!,
+    run: task.run,
     runId: input.runId,
     n: input.n,
     serviceUrl: deps.serviceUrl ?? 'https://console.vast.ai',
@@ -346,7 +346,7 @@ function taskOnstartFor(deps: RunActorDeps, spec: ResolvedJobSpec, input: Create
  * so the boot timeout is added to it; the budget left counts from the create, as the service bills.
  * Null when the run has neither limit.
  */
-function backstopOf(deps: RunActorDeps, spec: ResolvedJobSpec, input: CreateInput): { atS: number; madeAtS: number } | null {
+function backstopOf(deps: RunActorDeps, spec: RunPlan, input: CreateInput): { atS: number; madeAtS: number } | null {
   const left = deps.money?.guard.left(input.runId) ?? {
     runtimeS: spec.max_runtime_s ?? null,
     usd: spec.budget_usd ?? null,

@@ -9,13 +9,13 @@
 // committed, as a restarted daemon would. Nothing it did after that snapshot is lost, since every
 // side effect was journaled first (a journal write that fails stops the side effect before it starts).
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import { RUN_MACHINE_VERSION, runMachine, type BidPolicy, type RunEmitted, type RunLimits } from '../../../machines/run-machine.js';
+import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../../machines/run-machine.js';
 import type { AttemptOutcome, InstanceStatus } from '../../../machines/run-rules.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import { LeaseLostError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { JOB_SPEC_DEFAULTS, type ResolvedJobSpec } from '../../job-spec/schema.js';
+import type { RunPlan } from '../../job-spec/run-plan.js';
 import type { AttemptRow, RunRow, RunState, Store } from '../../store/index.js';
 import { isEndState } from '../../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
@@ -67,7 +67,7 @@ export interface RunDriverDeps {
   onLost?(runId: string): void;
 }
 
-export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
+export function runLimits(spec: RunPlan, config: Config): RunLimits {
   return {
     maxAttempts: spec.max_attempts,
     bootTimeoutS: spec.boot_timeout_s,
@@ -79,25 +79,13 @@ export function runLimits(spec: ResolvedJobSpec, config: Config): RunLimits {
     destroyConfirmS: Math.max(5 * config.polling.interval_s, 30),
     missingPollsToLose: 3,
     goneOffersPerSearch: config.runs.gone_offers_per_search,
-    // A spec stored before ready_when existed is read with today's default. The SSH wait is also
-    // cut short by the run's own boot timeout (the machine waits for the earlier of the two).
-    readyWhen: spec.ready_when ?? JOB_SPEC_DEFAULTS.ready_when,
+    // The SSH wait is also cut short by the run's own boot timeout (the machine waits for the earlier of the two).
+    readyWhen: spec.ready_when,
     sshTimeoutS: config.readiness.ssh_timeout_s,
     maxPricePerHour: spec.max_price_per_hour,
-    bid: bidPolicy(spec, config),
-    task: spec.run !== undefined,
-    maxRestarts: spec.max_restarts ?? 0,
-  };
-}
-
-/** What an interruptible run does about its bid; null for on-demand runs. */
-function bidPolicy(spec: ResolvedJobSpec, config: Config): BidPolicy | null {
-  if (spec.search.type !== 'bid' || spec.bid_price === undefined) return null;
-  return {
-    price: spec.bid_price,
-    stepPct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct,
-    onOutbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid,
-    rebidWaitS: config.runs.rebid_wait_s,
+    bid: spec.bid && { ...spec.bid, rebidWaitS: config.runs.rebid_wait_s },
+    task: spec.task !== null,
+    maxRestarts: spec.task?.maxRestarts ?? 0,
   };
 }
 
@@ -153,7 +141,7 @@ export class RunDriver {
 
   constructor(
     private row: RunRow,
-    private readonly spec: ResolvedJobSpec,
+    private readonly spec: RunPlan,
     private readonly deps: RunDriverDeps,
   ) {
     this.runId = row.id;

@@ -1,12 +1,13 @@
-// A submission: the job spec validated and resolved once, stored with its run id and the hash that
-// tells a repeated submission (same Idempotency-Key, same spec: the same run) from a key reused for
-// another spec (a conflict), then handed with its resolved spec to the registry of live runs.
+// A submission: the job spec validated and planned once (src/job-spec/run-plan.ts), stored with its
+// run id and the hash that tells a repeated submission (same Idempotency-Key, same spec: the same
+// run) from a key reused for another spec (a conflict), then handed with its plan to the registry
+// of live runs.
 import { createHash, randomBytes } from 'node:crypto';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import { BerthError } from '../../errors.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
-import { checkJobSpecAgainstConfig, parseJobSpec, resolveJobSpec } from '../../job-spec/validate.js';
+import { planRun, storedSpecText, type RunPlan } from '../../job-spec/run-plan.js';
+import { checkJobSpecAgainstConfig, parseJobSpec } from '../../job-spec/validate.js';
 import type { Logger } from '../../logger.js';
 import type { RunRow, Store } from '../../store/index.js';
 
@@ -55,7 +56,7 @@ interface RunIntake {
   /** Throws daemon_stopping while the daemon shuts down: nothing new is stored then. */
   assertAccepting(): void;
   /** A run just stored, with the spec it was resolved to: started at once when the runs are resumed. */
-  started(row: RunRow, spec: ResolvedJobSpec): void;
+  started(row: RunRow, plan: RunPlan): void;
 }
 
 export interface SubmissionsDeps {
@@ -76,14 +77,14 @@ export class Submissions {
     intake.assertAccepting();
     const parsed = parseJobSpec(specInput);
     checkJobSpecAgainstConfig(parsed, config);
-    const spec = resolveJobSpec(parsed, config.runs);
+    const plan = planRun(parsed, config.runs);
     const requestHash = specHash(parsed);
     const now = this.deps.clock.now();
     const result = store.transaction(() => {
       const inserted = store.runs.insert({
         id: newRunId(),
-        name: spec.name,
-        specJson: JSON.stringify(spec),
+        name: plan.name,
+        specJson: storedSpecText(plan),
         createdAt: now,
         idempotencyKey,
         requestHash,
@@ -96,15 +97,15 @@ export class Submissions {
           runId: inserted.row.id,
           at: now,
           type: 'submitted',
-          message: `submitted "${spec.name}" (image ${spec.image}, max $${spec.max_price_per_hour}/h)`,
+          message: `submitted "${plan.name}" (image ${plan.image}, max $${plan.max_price_per_hour}/h)`,
         });
       }
       return inserted;
     });
     if (result.created) {
-      this.deps.log.info({ runId: result.row.id, name: spec.name }, 'run submitted');
-      // The spec just resolved goes to the driver as it is: not read back from spec_json.
-      intake.started(result.row, spec);
+      this.deps.log.info({ runId: result.row.id, name: plan.name }, 'run submitted');
+      // The plan just made goes to the driver as it is: not read back from spec_json.
+      intake.started(result.row, plan);
     }
     return { row: store.runs.get(result.row.id)!, created: result.created };
   }

@@ -21,7 +21,7 @@ import type { Clock, Timer } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import { BerthError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import type { ResolvedJobSpec } from '../../job-spec/schema.js';
+import { readStoredPlan, StoredSpecError, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunRow, Store } from '../../store/index.js';
 import type { RunError } from '../../../machines/run-rules.js';
 import type { AttemptJournal } from './attempt-journal.js';
@@ -47,8 +47,8 @@ export interface SupervisorDeps {
   clock: Clock;
   config: Config;
   log: Logger;
-  /** The resolved specs of the live runs: kept here, read by the actors and the money room through RunSpecs. */
-  specs: Map<string, ResolvedJobSpec>;
+  /** The plans of the live runs: kept here, read by the actors and the money room through RunSpecs. */
+  specs: Map<string, RunPlan>;
   /** The run machine with the daemon's actors (./run-driver.ts provideRunMachine). */
   machine: ProvidedRunMachine;
   journal: AttemptJournal;
@@ -88,7 +88,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly drivers = new Map<string, RunDriver>();
   /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
   private readonly queued = new Set<string>();
-  private readonly specs: Map<string, ResolvedJobSpec>;
+  private readonly specs: Map<string, RunPlan>;
   private stopping = false;
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
@@ -153,8 +153,30 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
 
   /** A run held after a restore has no driver, but its limits still apply: the money guard watches it from the attempts table. */
   private watchHeld(row: RunRow): void {
-    this.specs.set(row.id, JSON.parse(row.spec_json) as ResolvedJobSpec);
+    const plan = this.storedPlan(row);
+    if (!plan) return;
+    this.specs.set(row.id, plan);
     this.progressed(row.id);
+  }
+
+  /**
+   * The plan of a run read from its row (./../../job-spec/run-plan.ts migrates older versions). One
+   * this build cannot read fails its run, as a snapshot from another machine version does: the
+   * orphan sweep destroys whatever it held.
+   */
+  private storedPlan(row: RunRow): RunPlan | undefined {
+    try {
+      return readStoredPlan(row.spec_json);
+    } catch (err) {
+      if (!(err instanceof StoredSpecError)) throw err;
+      failRunOutsideMachine(
+        this.deps,
+        row,
+        { kind: 'upgrade', message: `This run cannot be resumed: ${err.message}. Its instances are destroyed.` },
+        this.deps.clock.now(),
+      );
+      return undefined;
+    }
   }
 
   private warnHeld(held: string[]): void {
@@ -302,8 +324,8 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     if (this.stopping) throw new BerthError('daemon_stopping', 'The daemon is shutting down and takes no new runs.');
   }
 
-  /** A run just submitted (./submission.ts), with its resolved spec: driven at once once the runs are resumed. */
-  started(row: RunRow, spec: ResolvedJobSpec): void {
+  /** A run just submitted (./submission.ts), with its plan: driven at once once the runs are resumed. */
+  started(row: RunRow, spec: RunPlan): void {
     if (!this.resumed || this.stopping) return; // resumeAll starts it from the store
     // Shared store: driven here if this daemon has room, else by whichever daemon has (take-over).
     if (this.ownership.shared && (this.drivers.size >= this.deps.config.daemon.max_active_runs || !this.tookNew(row.id))) return;
@@ -425,10 +447,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     for (const driver of this.drivers.values()) {
       const id = driver.currentInstanceId();
       if (id === null) continue;
-      const target = this.specs.get(driver.runId)?.run !== undefined ? driver.taskProbeTarget() : null;
+      const task = this.specs.get(driver.runId)?.task != null;
+      const target = task ? driver.taskProbeTarget() : null;
       if (target) tasks.push(target);
       // A running task ends by stopping its own instance: watched for that every interval.
-      if (driver.state === 'running' && this.specs.get(driver.runId)?.run !== undefined) forEnd.push(id);
+      if (driver.state === 'running' && task) forEnd.push(id);
       if (!WAITING_STATES.has(driver.state)) {
         if (this.unconfirmed.has(driver.runId)) (driver.state === 'running' ? forEnd : forStatus).push(id);
         continue;
@@ -450,7 +473,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       driver.poll(toStatus(inst), listedAt);
       // Idle autostop reads the same lists (gpu_util): a run that is running, with its spec's limit.
       const spec = this.specs.get(driver.runId);
-      if (spec && driver.state === 'running' && !driver.isEnded) this.deps.idle.observe(driver.runId, spec, inst, listedAt);
+      if (spec && driver.state === 'running' && !driver.isEnded) this.deps.idle.observe(driver.runId, spec.idle, inst, listedAt);
     }
   }
 
@@ -556,10 +579,13 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   }
 
   /**
-   * `spec`: the run's resolved spec when the caller has it (a submission, a held run whose limits were
-   * watched); else it is read once from its row.
+   * `given`: the run's plan when the caller has it (a submission); a held run whose limits were
+   * watched has its plan kept; else it is read once from its row (a run whose stored spec cannot be
+   * read fails instead).
    */
-  private startDriver(row: RunRow, spec = this.specs.get(row.id) ?? (JSON.parse(row.spec_json) as ResolvedJobSpec)): void {
+  private startDriver(row: RunRow, given?: RunPlan): void {
+    const spec = given ?? this.specs.get(row.id) ?? this.storedPlan(row);
+    if (!spec) return;
     const latest = this.deps.store.attempts.latest(row.id);
     if (latest && (latest.outcome === null || latest.outcome === 'running')) this.deps.claims.claim(latest.offer_id, row.id);
     const driver = new RunDriver(row, spec, {

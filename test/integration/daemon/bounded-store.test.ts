@@ -16,7 +16,8 @@ import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.j
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/runs/run-driver.js';
 import { BerthError } from '../../../src/errors.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
@@ -73,7 +74,7 @@ function outage(limit: { value: number }) {
 
 function startRuns(count: number, machine: ProvidedRunMachine): string[] {
   const { config } = loadConfig({}, {});
-  const spec = resolveJobSpec(parseJobSpec({ name: 'outage', image: 'x', max_price_per_hour: 1, deadline_s: 30 * DAY_S }), config.runs);
+  const spec = planRun(parseJobSpec({ name: 'outage', image: 'x', max_price_per_hour: 1, deadline_s: 30 * DAY_S }), config.runs);
   const claims = new OfferClaims();
   const quarantine = new MachineQuarantine(1000, systemClock);
   const ids: string[] = [];

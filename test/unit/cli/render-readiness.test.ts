@@ -13,6 +13,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
     state: 'running',
     gpu: null,
     gpu_rented: false,
+    task: false,
     created_at: at,
     updated_at: at,
     attempt: 2,

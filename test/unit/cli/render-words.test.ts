@@ -13,6 +13,7 @@ function run(id: string, state: Run['state']): Run {
     state,
     gpu: null,
     gpu_rented: false,
+    task: false,
     created_at: at,
     updated_at: at,
     attempt: 0,

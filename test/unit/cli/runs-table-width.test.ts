@@ -14,6 +14,7 @@ function run(id: string, name: string, state: Run['state'], withInstance: boolea
     state,
     gpu: null,
     gpu_rented: withInstance,
+    task: false,
     created_at: created,
     updated_at: created,
     attempt: 12,

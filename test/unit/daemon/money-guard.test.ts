@@ -9,8 +9,9 @@ import type { RunError } from '../../../machines/run-rules.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
 import { MoneyGuard } from '../../../src/daemon/money/money-guard.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
-import type { ResolvedJobSpec } from '../../../src/job-spec/schema.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
+import type { RunPlan } from '../../../src/job-spec/run-plan.js';
 import { silentLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
@@ -42,13 +43,13 @@ afterEach(() => {
 });
 
 const { runs } = loadConfig({}, {}).config;
-const specWith = (extra: Record<string, unknown>): ResolvedJobSpec =>
-  resolveJobSpec(parseJobSpec({ name: 'm', image: 'x', max_price_per_hour: 10, boot_timeout_s: 10, ...extra }), runs);
+const specWith = (extra: Record<string, unknown>): RunPlan =>
+  planRun(parseJobSpec({ name: 'm', image: 'x', max_price_per_hour: 10, boot_timeout_s: 10, ...extra }), runs);
 
 /** $/h that bills $0.001 a second. */
 const MILLI_PER_S = 3.6;
 
-function guardFor(spec: ResolvedJobSpec, leadMs = 1000, warnWith: typeof warn = warn): MoneyGuard {
+function guardFor(spec: RunPlan, leadMs = 1000, warnWith: typeof warn = warn): MoneyGuard {
   store.runs.insert({ id: 'r1', name: 'm', specJson: JSON.stringify(spec), createdAt: clock.now() });
   return new MoneyGuard({
     store,

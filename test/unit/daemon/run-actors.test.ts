@@ -23,7 +23,8 @@ import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { StoreClaims } from '../../../src/daemon/runs/store-claims.js';
 import { makeRunActors } from '../../../src/daemon/runs/run-actors.js';
 import type { InstanceLists } from '../../../src/daemon/fleet/poller.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
@@ -54,7 +55,7 @@ const RUNS_CONFIG = {
   search_share_s: 30,
   relax: [],
 };
-const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), RUNS_CONFIG);
+const spec = planRun(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), RUNS_CONFIG);
 
 const INPUT: CreateInput = {
   runId: 'run1',
@@ -350,7 +351,7 @@ describe('boot deadline actor: one more look before the destroy (issue #18)', ()
 
 describe('create actor: a task’s daemon-free backstop (issue #29)', () => {
   it('is sized from what the run has left, not its whole limits, and sleeps until an absolute time', async () => {
-    const taskSpec = resolveJobSpec(
+    const taskSpec = planRun(
       parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1, run: 'python train.py', max_runtime_s: 3600, budget_usd: 10 }),
       RUNS_CONFIG,
     );

@@ -30,7 +30,8 @@ import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.j
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/runs/run-driver.js';
 import { BerthError } from '../../../src/errors.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 import { createLogger } from '../../../src/logger.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 
@@ -50,7 +51,7 @@ afterEach(() => {
 });
 
 const { config } = loadConfig({}, {});
-const spec = resolveJobSpec(parseJobSpec({ name: 'd', image: 'x', max_price_per_hour: 1 }), config.runs);
+const spec = planRun(parseJobSpec({ name: 'd', image: 'x', max_price_per_hour: 1 }), config.runs);
 const turn = () => new Promise<void>((r) => setImmediate(r));
 
 /** One offer; the create makes instance 500; every destroy fails `failures.value` times, then succeeds. */
@@ -187,7 +188,7 @@ describe('run driver', () => {
   });
 
   it('takes an outbid webhook for a bid instance, unless the event is older than the instance (a late repeat)', async () => {
-    const bidSpec = resolveJobSpec(
+    const bidSpec = planRun(
       parseJobSpec({ name: 'b', image: 'x', max_price_per_hour: 1, search: { type: 'bid' }, bid_price: 0.2, on_outbid: 'failover' }),
       config.runs,
     );

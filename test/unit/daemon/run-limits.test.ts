@@ -3,11 +3,12 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/load.js';
 import { runLimits } from '../../../src/daemon/runs/run-driver.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+import { planRun, readStoredPlan, storedSpecText } from '../../../src/job-spec/run-plan.js';
 
 const { config } = loadConfig({ overrides: { readiness: { ssh_timeout_s: 90 }, runs: { rebid_wait_s: 12 } } }, {});
 const limitsOf = (spec: Record<string, unknown>) =>
-  runLimits(resolveJobSpec(parseJobSpec({ name: 'j', image: 'i', max_price_per_hour: 0.8, ...spec }), config.runs), config);
+  runLimits(planRun(parseJobSpec({ name: 'j', image: 'i', max_price_per_hour: 0.8, ...spec }), config.runs), config);
 
 describe('runLimits', () => {
   it('waits for SSH by default, for readiness.ssh_timeout_s, and by status when the spec says so', () => {
@@ -16,9 +17,16 @@ describe('runLimits', () => {
   });
 
   it('reads a spec stored before ready_when existed as waiting for SSH', () => {
-    const stored = resolveJobSpec(parseJobSpec({ name: 'j', image: 'i', max_price_per_hour: 0.8 }), config.runs);
-    delete (stored as { ready_when?: string }).ready_when;
-    expect(runLimits(stored, config).readyWhen).toBe('ssh');
+    // As a version-1 row holds it: the resolved spec without a version, and without ready_when.
+    const {
+      berth_spec_version: _v,
+      ready_when: _r,
+      ...old
+    } = JSON.parse(storedSpecText(planRun(parseJobSpec({ name: 'j', image: 'i', max_price_per_hour: 0.8 }), config.runs))) as Record<
+      string,
+      unknown
+    >;
+    expect(runLimits(readStoredPlan(JSON.stringify(old)), config).readyWhen).toBe('ssh');
   });
 
   it('builds the bid policy of an interruptible run: its price, step and outbid policy, with the defaults', () => {

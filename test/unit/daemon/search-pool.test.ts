@@ -5,7 +5,8 @@ import type { Offer, SearchQuery } from '../../../src/client/types.js';
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { SearchPool, type PoolRequest } from '../../../src/daemon/runs/search-pool.js';
 import type { ResolvedJobSpec } from '../../../src/job-spec/schema.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 
 const RUNS = {
@@ -23,7 +24,7 @@ const RUNS = {
 };
 
 function specOf(extra: Record<string, unknown> = {}): ResolvedJobSpec {
-  return resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1, ...extra }), RUNS);
+  return planRun(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1, ...extra }), RUNS);
 }
 
 const GPUS = ['RTX 4090', 'RTX 3090', 'A100'];

@@ -143,4 +143,19 @@ describe('supervisor: runs it cannot resume', () => {
       void hookedReleasers.release(); // every releaser of composeRuns is synchronous
     }
   });
+
+  it('fails a run whose stored spec this build cannot read, saying why, instead of driving it or crashing', () => {
+    const stored = { ...spec, disk_gb: 20, relax: [], max_attempts: 1, boot_timeout_s: 60, deadline_s: 60, berth_spec_version: 99 };
+    store.runs.insert({ id: 'specv99', name: 'from-the-future', specJson: JSON.stringify(stored), createdAt: clock.now() });
+    supervisor.resumeAll();
+    const row = store.runs.get('specv99')!;
+    expect(row.state).toBe('failed');
+    expect(JSON.parse(row.error_json!)).toMatchObject({
+      kind: 'upgrade',
+      message: expect.stringMatching(
+        /^This run cannot be resumed: its stored spec has version 99; this build of berth reads versions 1 to 2/,
+      ),
+    });
+    expect(supervisor.liveRunIds()).toEqual([]);
+  });
 });

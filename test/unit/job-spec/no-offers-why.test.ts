@@ -3,9 +3,10 @@ import { describe, expect, it } from 'vitest';
 import type { Offer } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { noOffersWhy, uncappedQuery } from '../../../src/job-spec/no-offers-why.js';
-import { parseJobSpec, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 
-const spec = resolveJobSpec(
+const spec = planRun(
   parseJobSpec({ name: 'j', image: 'i', disk_gb: 20, max_price_per_hour: 0.01, search: { filters: { num_gpus: { eq: 1 } } } }),
   loadConfig({}, {}).config.runs,
 );

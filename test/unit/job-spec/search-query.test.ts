@@ -10,7 +10,8 @@ import {
   relaxStepCount,
   usableOffers,
 } from '../../../src/job-spec/search-query.js';
-import { parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { parseJobSpec, parseJobSpecText } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 
 const runs: Config['runs'] = {
   max_attempts: 8,
@@ -26,7 +27,7 @@ const runs: Config['runs'] = {
   relax: [{ drop: ['verified'] }],
 };
 const none = { offerIds: [], machineIds: [] };
-const specJob = resolveJobSpec(parseJobSpecText(readFileSync(new URL('../../../examples/job.json', import.meta.url), 'utf8')), runs);
+const specJob = planRun(parseJobSpecText(readFileSync(new URL('../../../examples/job.json', import.meta.url), 'utf8')), runs);
 
 describe('buildSearchQuery', () => {
   it('sends the filters as written at relax level 0, plus the fixed rules, the service defaults and the disk', () => {
@@ -47,13 +48,13 @@ describe('buildSearchQuery', () => {
   });
 
   it('prices every search for the disk the instance will have (allocated_storage = disk_gb)', () => {
-    const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 4000 }), runs);
+    const spec = planRun(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 4000 }), runs);
     expect(buildSearchQuery(spec, 0, none)['allocated_storage']).toBe(4000);
     expect(buildSearchQuery(spec, 1, none)['allocated_storage']).toBe(4000);
   });
 
   it("sends berth's verified default explicitly, and a dropped service-defaulted filter in the form that widens", () => {
-    const spec = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
+    const spec = planRun(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
       ...runs,
       relax: [{ drop: ['verified'] }, { drop: ['rented', 'gpu_ram'] }],
     });
@@ -65,7 +66,7 @@ describe('buildSearchQuery', () => {
     expect(level2['rented']).toEqual({ in: [true, false] });
     expect(level2).not.toHaveProperty('gpu_ram');
     // rentable is berth's own fixed rule: never widened.
-    const dropRentable = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
+    const dropRentable = planRun(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1 }), {
       ...runs,
       relax: [{ drop: ['rentable'] }],
     });
@@ -86,7 +87,7 @@ describe('buildSearchQuery', () => {
 
   it('never relaxes the price cap or the port floor, whatever the ladder says', () => {
     // A configured default ladder is not checked like a spec's: the fixed rules still win.
-    const spec = resolveJobSpec(
+    const spec = planRun(
       parseJobSpec({
         name: 'j',
         image: 'img',
@@ -108,7 +109,7 @@ describe('buildSearchQuery', () => {
   });
 
   it('raises a port floor below 1 and keeps other bounds', () => {
-    const spec = resolveJobSpec(
+    const spec = planRun(
       parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1, search: { filters: { direct_port_count: { gte: 0, lte: 8 } } } }),
       runs,
     );
@@ -116,7 +117,7 @@ describe('buildSearchQuery', () => {
   });
 
   it('excludes blocked offers and machines, merged with the user own exclusions', () => {
-    const spec = resolveJobSpec(
+    const spec = planRun(
       parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 1, search: { filters: { machine_id: { notin: [7] } } } }),
       runs,
     );
@@ -173,10 +174,10 @@ describe('usableOffers', () => {
   it('checks the billed price, disk included, not a quote for a smaller disk (#14 item 2)', () => {
     // $0.15/h compute and $0.20/GB/month storage: quoted $0.157/h for 8 GB; a 4000 GB disk bills $1.25/h.
     const cheapQuote = { ...offer(1, 10, 0.157, 1), dph_base: 0.15, storage_cost: 0.2 };
-    const big = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 4000 }), runs);
+    const big = planRun(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 4000 }), runs);
     expect(billedPricePerHour(cheapQuote, 4000)).toBeCloseTo(0.15 + (0.2 * 4000) / 720, 6);
     expect(usableOffers([cheapQuote], big, none)).toEqual([]);
-    const small = resolveJobSpec(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 8 }), runs);
+    const small = planRun(parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.5, disk_gb: 8 }), runs);
     expect(usableOffers([cheapQuote], small, none)).toHaveLength(1);
   });
 
@@ -195,7 +196,7 @@ describe('usableOffers', () => {
     expect(billedPricePerHour(o, 100, 0.3)).toBeCloseTo(0.3 + 0.05, 6);
     // No storage_cost and no dph_base: the disk part is unknown, the offer is not trusted.
     expect(billedPricePerHour(offer(1, 10, 0.05, 1), 100, 0.3)).toBeNull();
-    const bid = resolveJobSpec(
+    const bid = planRun(
       parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.32, disk_gb: 100, search: { type: 'bid' }, bid_price: 0.3 }),
       runs,
     );
@@ -203,7 +204,7 @@ describe('usableOffers', () => {
   });
 
   it('for bid_price "min", the billed price is the offer\'s min_bid plus the disk; an offer without one is not tried', () => {
-    const spec = resolveJobSpec(
+    const spec = planRun(
       parseJobSpec({ name: 'j', image: 'img', max_price_per_hour: 0.2, disk_gb: 100, search: { type: 'bid' }, bid_price: 'min' }),
       runs,
     );

@@ -4,7 +4,8 @@ import { issuesOf } from '../../helpers/spec-issues.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { SpecError } from '../../../src/errors.js';
 import { JOB_SPEC_DEFAULTS } from '../../../src/job-spec/schema.js';
-import { jobSpecJsonSchema, parseJobSpec, parseJobSpecText, resolveJobSpec } from '../../../src/job-spec/validate.js';
+import { jobSpecJsonSchema, parseJobSpec, parseJobSpecText } from '../../../src/job-spec/validate.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 
 const example = (name: string) => readFileSync(new URL(`../../../examples/${name}`, import.meta.url), 'utf8');
 
@@ -170,7 +171,7 @@ describe('resolveJobSpec', () => {
   const { runs } = loadConfig({}, {}).config;
 
   it('fills omitted limits and the relax ladder from config.runs', () => {
-    const resolved = resolveJobSpec(parseJobSpec(minimal), runs);
+    const resolved = planRun(parseJobSpec(minimal), runs);
     expect(resolved).toMatchObject({
       max_attempts: runs.max_attempts,
       boot_timeout_s: runs.boot_timeout_s,
@@ -180,21 +181,19 @@ describe('resolveJobSpec', () => {
   });
 
   it("keeps the spec's own limits and ladder", () => {
-    const resolved = resolveJobSpec(parseJobSpecText(example('demo-job.json')), runs);
+    const resolved = planRun(parseJobSpecText(example('demo-job.json')), runs);
     expect(resolved).toMatchObject({ max_attempts: 8, boot_timeout_s: 120, deadline_s: 1800, relax: [{ drop: ['verified'] }] });
   });
 
   it('keeps an explicitly empty ladder empty', () => {
-    expect(resolveJobSpec(parseJobSpec({ ...minimal, relax: [] }), runs).relax).toEqual([]);
+    expect(planRun(parseJobSpec({ ...minimal, relax: [] }), runs).relax).toEqual([]);
   });
 
   it('takes max_runtime_s from runs.max_runtime_s when the spec has none, and leaves both money limits out when neither is set', () => {
-    const none = resolveJobSpec(parseJobSpec(minimal), runs);
+    const none = planRun(parseJobSpec(minimal), runs);
     expect('max_runtime_s' in none || 'budget_usd' in none).toBe(false);
-    expect(resolveJobSpec(parseJobSpec(minimal), { ...runs, max_runtime_s: 3600 }).max_runtime_s).toBe(3600);
-    expect(
-      resolveJobSpec(parseJobSpec({ ...minimal, max_runtime_s: 60, budget_usd: 2.5 }), { ...runs, max_runtime_s: 3600 }),
-    ).toMatchObject({
+    expect(planRun(parseJobSpec(minimal), { ...runs, max_runtime_s: 3600 }).max_runtime_s).toBe(3600);
+    expect(planRun(parseJobSpec({ ...minimal, max_runtime_s: 60, budget_usd: 2.5 }), { ...runs, max_runtime_s: 3600 })).toMatchObject({
       max_runtime_s: 60,
       budget_usd: 2.5,
     });

@@ -1,0 +1,171 @@
+// A run's plan: its job spec with every default filled in (the spec's own, then the daemon's
+// `runs` configuration), and what follows from it decided once: whether it is a task, how it bids,
+// when it counts as idle. Made once at submission (`planRun`); stored as the spec's JSON with a
+// version (`storedSpecText`), and read back through the same parse after a restart
+// (`readStoredPlan`), each older version migrated step by step, as the machine's snapshots are.
+// Nothing else in the daemon fills a default or asks whether a run is a task.
+import type { Config } from '../config/schema.js';
+import { SpecError } from '../errors.js';
+import { JOB_SPEC_DEFAULTS, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { parseJobSpec, parseJsonText } from './validate.js';
+
+/** The version of the stored spec that this build writes. */
+export const STORED_SPEC_VERSION = 2;
+/** The key of the version in the stored JSON; not a spec field, removed before the parse. */
+const VERSION_KEY = 'berth_spec_version';
+
+/** A task: the command the run exists for, and how often it may start again after a failure. */
+export interface TaskPlan {
+  run: string;
+  maxRestarts: number;
+}
+
+/** An interruptible run's bid: the spec's price (or the offer's min_bid), its step and what an outbid does. */
+interface BidPlan {
+  price: number | 'min';
+  stepPct: number;
+  onOutbid: 'rebid' | 'failover' | 'on_demand';
+}
+
+/** Idle autostop: how long, and below what GPU utilisation. */
+export interface IdlePlan {
+  timeoutS: number;
+  gpuUtilPct: number;
+}
+
+/** The spec as it runs (every field the spec may default is filled), with what follows from it. */
+export type RunPlan = ResolvedJobSpec & {
+  /** The task, or null for a run that only holds an instance until cancelled. */
+  readonly task: TaskPlan | null;
+  /** null for an on-demand run. */
+  readonly bid: BidPlan | null;
+  /** null without idle_timeout_s. */
+  readonly idle: IdlePlan | null;
+};
+
+/** The spec's own fields of a plan, as stored: every default filled where the spec may name it. */
+function filledSpec(spec: JobSpec, runs: Config['runs']): ResolvedJobSpec {
+  const bid = spec.search.type === 'bid';
+  return {
+    ...spec,
+    relax: spec.relax ?? runs.relax,
+    max_attempts: spec.max_attempts ?? runs.max_attempts,
+    boot_timeout_s: spec.boot_timeout_s ?? runs.boot_timeout_s,
+    deadline_s: spec.deadline_s ?? runs.deadline_s,
+    // Absent after filling means no runtime limit.
+    ...(spec.max_runtime_s !== undefined || runs.max_runtime_s == null ? {} : { max_runtime_s: runs.max_runtime_s }),
+    // Bid fields only on a bid search, restarts only with a task, the idle threshold only with its
+    // timeout: the spec's own rules refuse them elsewhere, and the stored spec is parsed by them.
+    ...(bid ? { bid_step_pct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct } : {}),
+    ...(bid ? { on_outbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid } : {}),
+    ...(spec.run !== undefined ? { max_restarts: spec.max_restarts ?? 0 } : {}),
+    ...(spec.idle_timeout_s !== undefined ? { idle_gpu_util_pct: spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct } : {}),
+  };
+}
+
+/** What follows from a filled spec; read from it alone, so a stored spec gives the same plan. */
+function planOf(spec: ResolvedJobSpec): RunPlan {
+  return {
+    ...spec,
+    task: specIsTask(spec) ? { run: spec.run!, maxRestarts: spec.max_restarts ?? 0 } : null,
+    bid:
+      spec.search.type === 'bid' && spec.bid_price !== undefined
+        ? {
+            price: spec.bid_price,
+            stepPct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct,
+            onOutbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid,
+          }
+        : null,
+    idle:
+      spec.idle_timeout_s === undefined
+        ? null
+        : { timeoutS: spec.idle_timeout_s, gpuUtilPct: spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct },
+  };
+}
+
+/** The plan of a spec just submitted: the limits and relax ladder it left out come from `config.runs`. */
+export function planRun(spec: JobSpec, runs: Config['runs']): RunPlan {
+  return planOf(filledSpec(spec, runs));
+}
+
+/** The JSON stored with the run: the filled spec and its version (env values included: the create needs them). */
+export function storedSpecText(plan: RunPlan): string {
+  const { task: _task, bid: _bid, idle: _idle, ...spec } = plan;
+  return JSON.stringify({ ...spec, [VERSION_KEY]: STORED_SPEC_VERSION });
+}
+
+/** A stored spec that this build cannot read: its run cannot be driven (it fails, its instances are destroyed). */
+export class StoredSpecError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StoredSpecError';
+  }
+}
+
+type Step = (spec: Record<string, unknown>) => Record<string, unknown>;
+
+/** Migrations of a stored spec, keyed by the version they upgrade from. */
+const STEPS: Record<number, Step> = {
+  // Version 1 (no version key): the resolved spec as submitted. A spec stored before ready_when
+  // existed waited for SSH; the bid step, outbid policy, restarts and idle threshold were defaulted
+  // at each read, as they are filled now.
+  1: (spec) => {
+    const filled: Record<string, unknown> = { ready_when: JOB_SPEC_DEFAULTS.ready_when, ...spec };
+    const search = spec['search'] as { type?: unknown } | undefined;
+    if (search?.type === 'bid') {
+      filled['bid_step_pct'] ??= JOB_SPEC_DEFAULTS.bid_step_pct;
+      filled['on_outbid'] ??= JOB_SPEC_DEFAULTS.on_outbid;
+    }
+    if (spec['run'] !== undefined) filled['max_restarts'] ??= 0;
+    if (spec['idle_timeout_s'] !== undefined) filled['idle_gpu_util_pct'] ??= JOB_SPEC_DEFAULTS.idle_gpu_util_pct;
+    return filled;
+  },
+};
+
+/**
+ * The plan of a stored run, from its stored JSON: migrated to this version, then parsed by the job
+ * spec's own schema. Throws StoredSpecError (saying what is wrong, never a value) when it cannot be read.
+ */
+export function readStoredPlan(text: string): RunPlan {
+  let stored: unknown;
+  try {
+    stored = parseJsonText(text);
+  } catch {
+    throw new StoredSpecError('its stored spec is not valid JSON');
+  }
+  if (typeof stored !== 'object' || stored === null || Array.isArray(stored)) throw new StoredSpecError('its stored spec is not an object');
+  const { [VERSION_KEY]: version = 1, ...fields } = stored as Record<string, unknown>;
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 1 || version > STORED_SPEC_VERSION) {
+    throw new StoredSpecError(
+      `its stored spec has version ${JSON.stringify(version)}; this build of berth reads versions 1 to ${STORED_SPEC_VERSION}`,
+    );
+  }
+  let spec = fields;
+  for (let v = version; v < STORED_SPEC_VERSION; v++) spec = STEPS[v]!(spec);
+  let parsed: JobSpec;
+  try {
+    parsed = parseJobSpec(spec);
+  } catch (err) {
+    if (!(err instanceof SpecError)) throw err;
+    throw new StoredSpecError(
+      `its stored spec no longer passes validation: ${err.issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`,
+    );
+  }
+  return planOf(resolvedFromStored(parsed));
+}
+
+/**
+ * A parsed stored spec is already resolved: the limits and the relax ladder were filled at
+ * submission (a spec that left them out never reaches the store), so they are read as they are.
+ */
+function resolvedFromStored(spec: JobSpec): ResolvedJobSpec {
+  if (spec.relax === undefined || spec.max_attempts === undefined || spec.boot_timeout_s === undefined || spec.deadline_s === undefined) {
+    throw new StoredSpecError('its stored spec lacks the limits filled at submission (relax, max_attempts, boot_timeout_s, deadline_s)');
+  }
+  return { ...spec, relax: spec.relax, max_attempts: spec.max_attempts, boot_timeout_s: spec.boot_timeout_s, deadline_s: spec.deadline_s };
+}
+
+/** Whether a spec is a task's; the run view reads it from the stored JSON without parsing the rest. */
+export function specIsTask(spec: { run?: unknown }): boolean {
+  return spec.run !== undefined;
+}
