@@ -25,8 +25,9 @@ export function overCap(amount: number, cap: number): boolean {
 }
 
 /**
- * `spentUsd` has reached `budgetUsd`, to within the tolerance: a timer set to the moment a budget is
- * spent lands on it, and floating point may fall short of it by a hair.
+ * `spentUsd` has reached `budgetUsd` (a run's budget_usd, or the share of it a run is warned at), to
+ * within the tolerance: a timer set to the moment it is spent lands on it, and floating point may
+ * fall short of it by a hair.
  */
 export function reachedBudget(spentUsd: number, budgetUsd: number): boolean {
   return spentUsd >= budgetUsd - MONEY_TOLERANCE_USD;

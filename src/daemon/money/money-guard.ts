@@ -84,7 +84,7 @@ export class MoneyGuard {
     if (spec.budget_usd !== undefined) {
       const warnAt = spec.budget_usd * BUDGET_WARNING_SHARE;
       if (!this.warned.has(runId)) {
-        if (m.usd >= warnAt) {
+        if (reachedBudget(m.usd, warnAt)) {
           const left =
             m.usdPerHour > 0
               ? `; at $${m.usdPerHour.toFixed(3)}/h it is spent in about ${Math.round(((spec.budget_usd - m.usd) / m.usdPerHour) * 60)} min`
