@@ -1,6 +1,7 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
 // Nothing here does I/O or reads the clock (eslint.config.js holds machines/ to that).
 import { toRunError, type RunError } from '../src/errors.js';
+import { overCap } from '../src/money-rules.js';
 import type {
   ActorFailure,
   AttemptOutcome,
@@ -91,7 +92,7 @@ export function isOutbid(status: InstanceStatus, attempt: Pick<CurrentAttempt, '
  * only a host raising the price of the running contract does (berth rents and rebids under the cap).
  */
 export function priceOverCap(status: InstanceStatus, maxPricePerHour: number): boolean {
-  return typeof status.dph_total === 'number' && status.dph_total > maxPricePerHour + 1e-6;
+  return typeof status.dph_total === 'number' && overCap(status.dph_total, maxPricePerHour);
 }
 
 /**
@@ -137,7 +138,11 @@ export function nextBid(
   return next > attempt.bidPrice ? next : null;
 }
 
-/** Bids go to the service with 3 decimals (its minimum step, 0.001 $/h). */
+/**
+ * Bids go to the service with 3 decimals (its minimum step, 0.001 $/h), rounded down so a bid never
+ * passes the ceiling it was cut to. Not a money comparison: the 1e-9 is of a step, so that a float a
+ * hair below a whole step (0.3 * 1000 = 299.99999999999994) is not floored to the step below it.
+ */
 function roundBid(x: number): number {
   return Math.floor(x * 1000 + 1e-9) / 1000;
 }

@@ -6,6 +6,7 @@
 import type { Offer, SearchQuery } from '../client/types.js';
 import { billedPriceFor, buildSearchQuery, type Blocked } from './search-query.js';
 import type { ResolvedJobSpec } from './schema.js';
+import { overCap } from '../money-rules.js';
 
 /** Offers read to explain: enough to count a few and find the cheapest. */
 const EXPLAIN_LIMIT = 64;
@@ -44,9 +45,9 @@ export function noOffersWhy(spec: ResolvedJobSpec, offers: Offer[]): string {
   const cap = `max_price_per_hour ($${trim(spec.max_price_per_hour)})`;
   const cheapest = priced[0];
   if (cheapest === undefined) return `${count} the filters, but none states a price berth can read`;
-  if (cheapest > spec.max_price_per_hour) {
+  if (overCap(cheapest, spec.max_price_per_hour)) {
     return `${count} the filters; the cheapest costs ${perHour(cheapest)} with ${spec.disk_gb} GB of disk, above ${cap}`;
   }
-  const within = priced.filter((p) => p <= spec.max_price_per_hour).length;
+  const within = priced.filter((p) => !overCap(p, spec.max_price_per_hour)).length;
   return `${count} the filters and ${within} of them ${within === 1 ? 'is' : 'are'} within ${cap}, but none could be used: blocked after failed attempts, or taken by other runs`;
 }

@@ -16,6 +16,7 @@
 import type { RelaxStep } from '../config/schema.js';
 import type { Offer, SearchQuery } from '../client/types.js';
 import type { ResolvedJobSpec } from './schema.js';
+import { overCap } from '../money-rules.js';
 
 /** Offers and machines a run no longer tries (their instance failed, see SPEC 4, rule 1). */
 export interface Blocked {
@@ -161,7 +162,7 @@ export function usableOffers(offers: Offer[], spec: ResolvedJobSpec, blocked: Bl
     const billed = billedPriceFor(o, spec);
     return (
       billed !== null &&
-      billed <= spec.max_price_per_hour &&
+      !overCap(billed, spec.max_price_per_hour) &&
       typeof o.direct_port_count === 'number' &&
       o.direct_port_count >= 1 &&
       !offerIds.has(o.id) &&

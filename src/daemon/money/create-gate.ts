@@ -18,6 +18,7 @@ import type { Clock, Timer } from '../../clock.js';
 import { BerthError } from '../../errors.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
+import { overCap } from '../../money-rules.js';
 import type { Store } from '../../store/index.js';
 import type { AccountWatch } from './account-watch.js';
 import { usdText } from '../../usd-text.js';
@@ -249,11 +250,11 @@ export class CreateGate {
     const { maxUsdPerHour, maxUsdPerDay } = this.deps;
     if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
     const { live, day } = this.totals().get();
-    if (maxUsdPerHour != null && live + extraDph > maxUsdPerHour + 1e-9) {
+    if (maxUsdPerHour != null && overCap(live + extraDph, maxUsdPerHour)) {
       return `budget.max_usd_per_hour ($${maxUsdPerHour}/h) would be passed: live instances bill $${live.toFixed(3)}/h, and this increase adds $${extraDph.toFixed(3)}/h`;
     }
     const added = extraDph * 24;
-    if (maxUsdPerDay != null && day + added > maxUsdPerDay + 1e-9) {
+    if (maxUsdPerDay != null && overCap(day + added, maxUsdPerDay)) {
       return `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)}, and this increase adds ${usdText(added)} over the next 24 h ($${extraDph.toFixed(3)}/h)`;
     }
     return null;
@@ -277,7 +278,7 @@ export class CreateGate {
     if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
     if (maxUsdPerHour != null) {
       const live = totals.get().live - replacing;
-      if (live + input.dphTotal > maxUsdPerHour + 1e-9) {
+      if (overCap(live + input.dphTotal, maxUsdPerHour)) {
         return {
           key: 'per_hour',
           message: `budget.max_usd_per_hour ($${maxUsdPerHour}/h) would be passed: live instances and creates in flight bill $${live.toFixed(3)}/h, and ${what} $${input.dphTotal.toFixed(3)}/h`,
@@ -288,7 +289,7 @@ export class CreateGate {
       const { day } = totals.get();
       const bootS = this.deps.specs.get(input.runId)?.boot_timeout_s ?? 0;
       const boot = this.bootUsd(input.runId, input.dphTotal);
-      if (day + boot > maxUsdPerDay + 1e-9) {
+      if (overCap(day + boot, maxUsdPerDay)) {
         return {
           key: 'per_day',
           message: `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)} (what instances still booting may cost included), and booting ${what} (${bootS} s at $${input.dphTotal.toFixed(3)}/h) ${usdText(boot)}`,

@@ -26,6 +26,7 @@ import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import { usdText } from '../../usd-text.js';
+import { overCap, reachedBudget } from '../../money-rules.js';
 import { HOUR_MS, runMoney } from '../../store/spend.js';
 
 export interface MoneyGuardDeps {
@@ -83,7 +84,7 @@ export class MoneyGuard {
     if (spec.budget_usd !== undefined) {
       const warnAt = spec.budget_usd * BUDGET_WARNING_SHARE;
       if (!this.warned.has(runId)) {
-        if (m.usd >= warnAt) {
+        if (reachedBudget(m.usd, warnAt)) {
           const left =
             m.usdPerHour > 0
               ? `; at $${m.usdPerHour.toFixed(3)}/h it is spent in about ${Math.round(((spec.budget_usd - m.usd) / m.usdPerHour) * 60)} min`
@@ -112,12 +113,10 @@ export class MoneyGuard {
         }
       }
       const projected = m.usd + (m.usdPerHour * this.deps.leadMs) / HOUR_MS;
-      // Within a nano-dollar: the timer below lands on the moment, and floating point may fall short of it by a hair.
-      if (projected >= spec.budget_usd - 1e-9) {
-        const when =
-          m.usd >= spec.budget_usd - 1e-9
-            ? 'reached'
-            : `would be reached before its destroy is confirmed (at $${m.usdPerHour.toFixed(3)}/h)`;
+      if (reachedBudget(projected, spec.budget_usd)) {
+        const when = reachedBudget(m.usd, spec.budget_usd)
+          ? 'reached'
+          : `would be reached before its destroy is confirmed (at $${m.usdPerHour.toFixed(3)}/h)`;
         return this.expire(runId, {
           kind: 'budget',
           message: `The run spent ${usdText(m.usd)}: budget_usd (${usdText(spec.budget_usd)}) ${when}.`,
@@ -159,7 +158,7 @@ export class MoneyGuard {
     const spent = runMoney(this.deps.store.attempts.forRun(runId), null, this.deps.clock.now()).usd;
     const left = spec.budget_usd - spent;
     const bootCost = (c: Candidate) => (c.dphTotal * spec.boot_timeout_s * 1000) / HOUR_MS;
-    const kept = candidates.filter((c) => bootCost(c) <= left);
+    const kept = candidates.filter((c) => !overCap(bootCost(c), left));
     if (kept.length > 0) return { candidates: kept };
     const cheapest = Math.min(...candidates.map((c) => c.dphTotal));
     return {
@@ -180,7 +179,7 @@ export class MoneyGuard {
     if (!spec || spec.budget_usd === undefined) return null;
     const left = spec.budget_usd - runMoney(this.deps.store.attempts.forRun(runId), null, this.deps.clock.now()).usd;
     const boot = (dphTotal * spec.boot_timeout_s * 1000) / HOUR_MS;
-    if (boot <= left) return null;
+    if (!overCap(boot, left)) return null;
     return `the ${usdText(Math.max(0, left))} left of budget_usd (${usdText(spec.budget_usd)}) cannot pay for it to boot again: ${usdText(boot)} over boot_timeout_s (${spec.boot_timeout_s} s) at $${dphTotal.toFixed(3)}/h`;
   }
 

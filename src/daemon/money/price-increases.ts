@@ -17,6 +17,7 @@ import type { MarketClient, PendingPriceIncrease } from '../../client/types.js';
 import type { Clock, Timer } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { overCap } from '../../money-rules.js';
 
 export type PriceIncreasePolicy = 'reject' | 'accept_within_cap';
 
@@ -62,7 +63,7 @@ export function decide(
   daemonCapHold: (extraDph: number) => string | null = () => null,
 ): { answer: 'accept' | 'reject'; why: string } {
   const price = `$${newDph.toFixed(4)}/h (from $${holder.dphTotal.toFixed(4)}/h)`;
-  if (newDph > holder.maxPricePerHour + 1e-9)
+  if (overCap(newDph, holder.maxPricePerHour))
     return { answer: 'reject', why: `${price} would pass max_price_per_hour ($${holder.maxPricePerHour}/h)` };
   if (policy === 'reject') return { answer: 'reject', why: `${price}; price_increases.policy is "reject"` };
   const hold = daemonCapHold(Math.max(0, newDph - holder.dphTotal));
