@@ -7,10 +7,8 @@ import { abortOnSignals } from './signals.js';
 import type { Io } from './io.js';
 import { LiveView } from './live-view.js';
 import { attemptEndedLine, attemptReadyLine, progressKey, progressLine } from './render.js';
-import type { Run, RunAttempt } from '../wire/control-api.js';
-
-/** `running` is an attempt that is still going; null is one that has not finished. */
-const hasEnded = (a: RunAttempt) => a.outcome !== null && a.outcome !== 'running';
+import type { Run } from '../wire/control-api.js';
+import { attemptIsLive } from '../wire/run-states.js';
 
 /** The daemon is local: a quarter second feels live and costs nothing. */
 export const POLL_MS = 250;
@@ -43,13 +41,13 @@ export async function followRun(client: ControlClient, id: string, options: Foll
  */
 function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): void } {
   const view = new LiveView(io);
-  const reported = new Set<number>(seen?.attempts.filter(hasEnded).map((a) => a.n));
+  const reported = new Set<number>(seen?.attempts.filter((a) => !attemptIsLive(a)).map((a) => a.n));
   // Readiness told once per time it was reached (a rebid restarts the check).
   let readyShown = seen?.instance?.ready?.at;
   return {
     onRun(run) {
       for (const a of run.attempts) {
-        if (!hasEnded(a) || reported.has(a.n)) continue;
+        if (attemptIsLive(a) || reported.has(a.n)) continue;
         reported.add(a.n);
         view.log(attemptEndedLine(a));
       }

@@ -1,5 +1,5 @@
 // The wire: one keep-alive undici Agent and one `send`. No retries here (undici's retry
-// interceptor is not installed; the one retry loop lives in marketplace-client.ts), explicit
+// interceptor is not installed; the one retry loop lives in service-call.ts), explicit
 // timeouts (undici's 300 s defaults are far too long for a control plane), and the API key only
 // ever in the Authorization header, never in a URL.
 //

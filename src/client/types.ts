@@ -1,6 +1,8 @@
 // The marketplace as berth sees it: the records it relies on and the client interface.
 // The daemon, the run actors and the tests depend on this interface, not on the HTTP client, so a
 // unit test can hand the run actors a stub.
+import type { RateGroup } from '../config/schema.js';
+import type { ClientStats } from './events.js';
 
 /** A rentable offer from `POST /api/v0/bundles/`. Only the fields berth relies on are typed. */
 export interface Offer {
@@ -77,7 +79,7 @@ export interface CreateInstanceRequest {
   secrets?: string[];
 }
 
-export interface CreatedInstance {
+interface CreatedInstance {
   /** The instance id (the service names it `new_contract`). */
   instanceId: number;
   /** Restricted per-instance key; a secret: never logged or stored in status output. */
@@ -92,7 +94,7 @@ export interface CurrentUser {
   [field: string]: unknown;
 }
 
-export interface CallOptions {
+interface CallOptions {
   /** Aborts the call and its retries (actor stopped, daemon shutting down). */
   signal?: AbortSignal | undefined;
 }
@@ -146,10 +148,59 @@ export interface PendingPriceIncrease {
   created_at?: number | null | undefined;
 }
 
-export interface PendingPriceIncreases {
+interface PendingPriceIncreases {
   rows: PendingPriceIncrease[];
   /** The service left rows out (the next read sees them once these are answered). */
   truncated: boolean;
   /** Rows dropped because they did not parse. */
   malformed: number;
+}
+
+interface Webhook {
+  id: number;
+  webhook_secret: string;
+  [field: string]: unknown;
+}
+
+/** One contract's charges (show_charges.yaml): `source` is `instance-<id>`, `amount` in $ (rounded to 3 decimals). */
+export interface Charge {
+  source: string;
+  amount: number;
+  [field: string]: unknown;
+}
+
+interface ApiKeyCreated {
+  id?: number | undefined;
+  /** The key value, shown once: a secret. */
+  key?: string | undefined;
+  [field: string]: unknown;
+}
+
+/** MarketClient plus the seed's other endpoints, stats and shutdown. */
+export interface MarketplaceClient extends MarketClient {
+  /** Secret names with masked values (the service never returns real values). */
+  listSecrets(options?: CallOptions): Promise<Record<string, string>>;
+  /** Takes the template's numeric id, never its hash_id. */
+  deleteTemplate(templateId: number, options?: CallOptions): Promise<'deleted' | 'gone'>;
+  /** The returned record holds the new `webhook_secret`: store it at once. */
+  rotateWebhookSecret(webhookId: number, options?: CallOptions): Promise<Webhook>;
+  createApiKey(request: { name?: string; permissions: Record<string, unknown> }, options?: CallOptions): Promise<ApiKeyCreated>;
+  deleteApiKey(keyId: number, options?: CallOptions): Promise<'deleted' | 'gone'>;
+  /** The SSH public keys registered on the account (`GET /api/v0/ssh/`, user_read): how many. */
+  countSshKeys(options?: CallOptions): Promise<number>;
+  /**
+   * Per-contract charges over whole UTC days (`GET /api/v0/charges/`, billing_read): every page of
+   * the days whose 00:00 UTC lies within [fromS, toS], unix seconds.
+   */
+  charges(range: { fromS: number; toS: number }, options?: CallOptions): Promise<Charge[]>;
+  stats(): ClientStats;
+  /**
+   * Daemons sharing this API key share its rate limits: with `fraction` = 1/N, every endpoint
+   * group's rate and burst are that fraction of `rate_limits`, for calls not yet sent (queued ones
+   * wait at the new rate, none is dropped). 1 restores the configured limits. `overrides` gives
+   * some groups another share.
+   */
+  setRateShare(fraction: number, overrides?: Partial<Record<RateGroup, number>>): void;
+  /** Stops the limiters (queued calls fail) and closes the connections. */
+  close(): Promise<void>;
 }

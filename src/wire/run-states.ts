@@ -24,3 +24,10 @@ export const isEndState = (state: string): boolean => ENDS.has(state);
 
 /** A run stops moving on its own once it is running or has ended. */
 export const isSettled = (state: string): boolean => state === 'running' || isEndState(state);
+
+/**
+ * An attempt is live while it has no outcome yet or its outcome is `running` (its instance came up
+ * and the run holds it); any other outcome ended it. Takes the store's row and the wire's attempt alike.
+ */
+export const attemptIsLive = (attempt: { readonly outcome: string | null }): boolean =>
+  attempt.outcome === null || attempt.outcome === 'running';

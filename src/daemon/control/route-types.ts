@@ -1,8 +1,10 @@
-// The shape of a control API route and of what it answers, shared by the route tables
-// (./control-routes.ts, ./observe-routes.ts), the OpenAPI document (./control-openapi.ts) and the
-// server (./control-api.ts). It imports none of them, so none of them import each other in a circle.
+// The shape of a control API route and of what it answers, and the readings of a request every
+// route table shares (./control-routes.ts and the tables it puts together), the OpenAPI document
+// (./control-openapi.ts) and the server (./control-api.ts). It imports none of them, so none of them
+// import each other in a circle.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
+import type { RunRow, Store } from '../../store/index.js';
 import type { ErrorKind } from '../../wire/control-api.js';
 import type { SignIn } from './dashboard/sessions.js';
 
@@ -29,6 +31,13 @@ export function wholeNumber(raw: string | null | undefined, name: string): numbe
   if (!Number.isSafeInteger(n) || n < 0)
     throw new HttpProblem(400, 'bad_request', `${name} must be a whole number ≥ 0, got "${raw.slice(0, 40)}".`);
   return n;
+}
+
+/** The run a `/v1/runs/{id}` route names, or a 404. */
+export function runOf(store: Pick<Store, 'runs'>, r: Pick<Request, 'params'>): RunRow {
+  const row = store.runs.get(r.params.id!);
+  if (!row) throw new HttpProblem(404, 'not_found', `No run ${r.params.id}.`);
+  return row;
 }
 
 export interface Request {

@@ -4,6 +4,7 @@ import type { RunError } from '../../errors.js';
 import type { AttemptRow, EventRow, RunRow, Store } from '../../store/index.js';
 import type { RunFilter } from '../../store/runs.js';
 import type { Run, RunEvent } from '../../wire/control-api.js';
+import { attemptIsLive } from '../../wire/run-states.js';
 import { costView } from '../../store/spend.js';
 import { specIsTask } from '../../job-spec/run-plan.js';
 import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
@@ -15,7 +16,7 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   if (run.ended_at !== null) return undefined;
   const last = attempts.at(-1);
   if (!last || last.instance_id === null) return undefined;
-  return last.outcome === null || last.outcome === 'running' ? last : undefined;
+  return attemptIsLive(last) ? last : undefined;
 }
 
 type StoredSpecShape = { run?: unknown; search?: { filters?: { gpu_name?: unknown } } };

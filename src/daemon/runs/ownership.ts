@@ -4,6 +4,7 @@
 // was given up, a second instance for one attempt, the leftover of an ended run) and is destroyed.
 import type { Instance } from '../../client/types.js';
 import type { Store } from '../../store/index.js';
+import { attemptIsLive } from '../../wire/run-states.js';
 import { parseLabel } from './labels.js';
 
 export type Ownership =
@@ -28,7 +29,7 @@ export function classifyInstance(
   if (!isLiveRun(runId)) return { kind: 'orphan', runId, n, reason: 'its run has ended or is unknown' };
   const attempt = store.attempts.get(runId, n);
   if (!attempt) return { kind: 'orphan', runId, n, reason: `attempt #${n} was never journaled` };
-  if (attempt.outcome !== null && attempt.outcome !== 'running') {
+  if (!attemptIsLive(attempt)) {
     return { kind: 'orphan', runId, n, reason: `attempt #${n} already ended (${attempt.outcome})` };
   }
   if (attempt.instance_id === null) {

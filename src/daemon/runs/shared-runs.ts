@@ -7,6 +7,7 @@
 // - InstanceLookup: the instance a run holds now (RunLogs: a live log is read from it);
 // - RunCounts: how many runs are driven and active (GET /healthz, the dashboard's Account page).
 import type { AttemptRow, RunRow, Store } from '../../store/index.js';
+import { attemptIsLive } from '../../wire/run-states.js';
 
 export interface InstanceLookup {
   /** The instance a live run holds now, or null. */
@@ -27,7 +28,7 @@ export interface RunCounts {
  */
 function heldInstance(run: Pick<RunRow, 'ended_at'>, latest: AttemptRow | undefined): number | null {
   if (run.ended_at !== null || !latest || latest.instance_id === null || latest.destroy_confirmed_at !== null) return null;
-  return latest.outcome === null || latest.outcome === 'running' ? latest.instance_id : null;
+  return attemptIsLive(latest) ? latest.instance_id : null;
 }
 
 export interface SharedRunsDeps {

@@ -23,6 +23,7 @@ import { BerthError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { readStoredPlan, StoredSpecError, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunRow, Store } from '../../store/index.js';
+import { attemptIsLive } from '../../wire/run-states.js';
 import type { RunError } from '../../../machines/run-rules.js';
 import type { AttemptJournal } from './attempt-journal.js';
 import type { CreateGate } from '../money/create-gate.js';
@@ -587,7 +588,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     const spec = given ?? this.specs.get(row.id) ?? this.storedPlan(row);
     if (!spec) return;
     const latest = this.deps.store.attempts.latest(row.id);
-    if (latest && (latest.outcome === null || latest.outcome === 'running')) this.deps.claims.claim(latest.offer_id, row.id);
+    if (latest && attemptIsLive(latest)) this.deps.claims.claim(latest.offer_id, row.id);
     const driver = new RunDriver(row, spec, {
       machine: this.deps.machine,
       store: this.deps.store,

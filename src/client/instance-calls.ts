@@ -1,0 +1,88 @@
+// One instance, by id: read it, change it (state, label, bid), ask for its log, destroy it. Reads,
+// changes and destroys are idempotent, so each is retried on transient faults; an instance the
+// service no longer knows is an answer (null, 'gone'), not a failure.
+import { isGone, type ServiceCaller } from './service-call.js';
+import { ItemReport, oneInstance } from './record-items.js';
+import { parseBody, requestLogsResponseSchema, showResponseSchema } from './records.js';
+import type { MarketplaceClient } from './types.js';
+
+export function instanceCalls({
+  call,
+  reportItems,
+}: ServiceCaller): Pick<
+  MarketplaceClient,
+  'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'requestLogs'
+> {
+  return {
+    async showInstance(instanceId, opts) {
+      const path = `/api/v0/instances/${instanceId}/`;
+      try {
+        const res = await call({ op: 'show', group: 'show', method: 'GET', path, signal: opts?.signal });
+        const { instances } = parseBody(showResponseSchema, res.body, `GET ${path}`);
+        const report = new ItemReport();
+        try {
+          return oneInstance(instances, `GET ${path}`, report);
+        } finally {
+          reportItems('show', 'show', report);
+        }
+      } catch (err) {
+        if (isGone(err, 'no_such_instance')) return null;
+        throw err;
+      }
+    },
+
+    async destroyInstance(instanceId, opts) {
+      // Idempotent: retried on transient faults, and "already gone" is success.
+      try {
+        await call({ op: 'destroy', group: 'destroy', method: 'DELETE', path: `/api/v0/instances/${instanceId}/`, signal: opts?.signal });
+        return 'destroyed';
+      } catch (err) {
+        if (isGone(err, 'no_such_instance')) return 'gone';
+        throw err;
+      }
+    },
+
+    async setInstanceState(instanceId, state, opts) {
+      await call({
+        op: 'change',
+        group: 'change',
+        method: 'PUT',
+        path: `/api/v0/instances/${instanceId}/`,
+        body: { state },
+        signal: opts?.signal,
+      });
+    },
+
+    async setInstanceLabel(instanceId, label, opts) {
+      await call({
+        op: 'change',
+        group: 'change',
+        method: 'PUT',
+        path: `/api/v0/instances/${instanceId}/`,
+        body: { label },
+        signal: opts?.signal,
+      });
+    },
+
+    async changeBid(instanceId, price, opts) {
+      // change_bid.yaml: {client_id: "me", price} in $/h, 0.001-32 per GPU, its own endpoint and
+      // limit (5.5/s). Idempotent: retried on faults.
+      await call({
+        op: 'change_bid',
+        group: 'bid',
+        method: 'PUT',
+        path: `/api/v0/instances/bid_price/${instanceId}/`,
+        body: { client_id: 'me', price },
+        signal: opts?.signal,
+      });
+    },
+
+    async requestLogs(instanceId, request, opts) {
+      // logs.yaml: `tail` is a string of digits; the answer names where the log will be uploaded.
+      const body = request.tail === undefined ? {} : { tail: String(request.tail) };
+      const path = `/api/v0/instances/request_logs/${instanceId}`;
+      const res = await call({ op: 'request_logs', group: 'other', method: 'PUT', path, body, signal: opts?.signal });
+      return { resultUrl: parseBody(requestLogsResponseSchema, res.body, `PUT ${path}`).result_url };
+    },
+  };
+}
