@@ -71,26 +71,26 @@ export interface RunActorDeps {
   /** Machines that recently failed any run: tried last. */
   quarantine: MachineQuarantine;
   /** Asks a failed attempt's container for its last log lines before its destroy. */
-  failureLogs?: FailureLogs;
+  failureLogs: Pick<FailureLogs, 'beforeDestroy'>;
   /** Set when readiness.callback_url is: each attempt's onstart ends with a line posting its token there. */
   readyCallback?: { url: string; tokens: ReadyTokens };
   /** How long one search answer serves runs making the same query, ms (`runs.search_share_s`); 0: each run searches alone. */
-  searchShareMs?: number;
+  searchShareMs: number;
   /** Offers a run is handed from one shared answer before it waits for the next search (`runs.gone_offers_per_search`). */
-  offersPerSearch?: number;
-  /** The money checks every search and create passes; none in tests that do not need them. */
-  money?: MoneyPort;
+  offersPerSearch: number;
+  /** The money checks every search, create and bid passes. */
+  money: MoneyPort;
   /** Reads a stopped task's end marker from its log (runs with `run`). */
-  taskLogs?: TaskLogs;
+  taskLogs: Pick<TaskLogs, 'readEnd'>;
   /** Where an instance's own key goes once a create answers with it, so its logs are scrubbed of it. */
-  logSecrets?: Pick<LogSecrets, 'noteInstanceKey' | 'forget'>;
+  logSecrets: Pick<LogSecrets, 'noteInstanceKey' | 'forget'>;
   /** The service's base URL (service.base_url): where a task's wrapper stops its own instance. */
-  serviceUrl?: string;
+  serviceUrl: string;
   /**
    * Whether this daemon still holds the run (several daemons on one store): asked before a destroy
    * or a bid change is sent. A create's fence is its journaled intent (the journal's write).
    */
-  ownership?: Pick<RunOwnership, 'check'>;
+  ownership: Pick<RunOwnership, 'check'>;
 }
 
 /**
@@ -121,10 +121,6 @@ function bidRefusal(money: MoneyPort, input: ChangeBidInput): BerthError | null 
     : new BerthError('over_cap', `a bid of $${input.price.toFixed(3)}/h would bill $${input.dphTotal.toFixed(3)}/h: ${why}`);
 }
 
-/** `runs.search_share_s` when the caller gives none (tests). */
-const DEFAULT_SEARCH_SHARE_MS = 30_000;
-/** `runs.gone_offers_per_search` when the caller gives none (tests). */
-const DEFAULT_OFFERS_PER_SEARCH = 3;
 
 /** The plan of a run whose actor is running: a driver exists for every live run, so it is there. */
 function specOf(deps: RunActorDeps, runId: string): RunPlan {
@@ -198,7 +194,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
   let begun: ReturnType<typeof start>;
   try {
     // The money guard's gate comes before the intent: a create it holds back has sent nothing.
-    begun = deps.money ? await deps.money.gate.admit(input, signal, start) : start();
+    begun = await deps.money.gate.admit(input, signal, start);
   } catch (err) {
     if (!(err instanceof CreateAbandoned)) throw err;
     // Recorded like any attempt that made nothing, so the run's story lists it.
@@ -254,7 +250,7 @@ async function create(deps: RunActorDeps, input: CreateInput, signal: AbortSigna
         throw err;
     }
   }
-  deps.logSecrets?.noteInstanceKey(instanceId, instanceApiKey);
+  deps.logSecrets.noteInstanceKey(instanceId, instanceApiKey);
   return adopted(deps, input, instanceId, sentAt);
 }
 
@@ -325,7 +321,7 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     run: task.run,
     runId: input.runId,
     n: input.n,
-    serviceUrl: deps.serviceUrl ?? 'https://console.vast.ai',
+    serviceUrl: deps.serviceUrl,
     backstop: backstopOf(deps, spec, input),
   };
   if (deps.readyCallback) {
@@ -347,10 +343,7 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
  * Null when the run has neither limit.
  */
 function backstopOf(deps: RunActorDeps, spec: RunPlan, input: CreateInput): { atS: number; madeAtS: number } | null {
-  const left = deps.money?.guard.left(input.runId) ?? {
-    runtimeS: spec.max_runtime_s ?? null,
-    usd: spec.budget_usd ?? null,
-  };
+  const left = deps.money.guard.left(input.runId);
   const waits: number[] = [];
   if (left.runtimeS !== null) waits.push(left.runtimeS + spec.boot_timeout_s);
   if (left.usd !== null && input.dphTotal > 0) waits.push((left.usd / input.dphTotal) * 3600);
@@ -361,7 +354,7 @@ function backstopOf(deps: RunActorDeps, spec: RunPlan, input: CreateInput): { at
 
 export function makeRunActors(deps: RunActorDeps) {
   const { client } = deps;
-  const shareMs = deps.searchShareMs ?? DEFAULT_SEARCH_SHARE_MS;
+  const shareMs = deps.searchShareMs;
   const pool =
     shareMs > 0
       ? new SearchPool({
@@ -369,7 +362,7 @@ export function makeRunActors(deps: RunActorDeps) {
           clock: deps.clock,
           claims: deps.claims,
           maxAgeMs: shareMs,
-          perAnswer: deps.offersPerSearch ?? DEFAULT_OFFERS_PER_SEARCH,
+          perAnswer: deps.offersPerSearch,
         })
       : undefined;
   const now = () => deps.clock.now();
@@ -379,7 +372,7 @@ export function makeRunActors(deps: RunActorDeps) {
   return {
     // A fail-over's candidates, checked again when chosen: the budget left shrank since the search.
     affordCandidates: actor<SearchOutput, AffordInput>(async ({ input }) =>
-      deps.money ? deps.money.guard.affordable(input.runId, input.candidates) : { candidates: input.candidates },
+      deps.money.guard.affordable(input.runId, input.candidates),
     ),
 
     searchOffers: actor<SearchOutput, SearchInput>(async ({ input, signal }) => {
@@ -413,7 +406,7 @@ export function makeRunActors(deps: RunActorDeps) {
             diskDph: diskPricePerHour(o, spec.disk_gb) ?? 0,
             gpu: { name: o.gpu_name, count: o.num_gpus },
           }));
-        return deps.money ? deps.money.guard.affordable(input.runId, candidates) : { candidates };
+        return deps.money.guard.affordable(input.runId, candidates);
       };
       if (!pool) {
         // runs.search_share_s 0: the run searches for itself, offers sibling runs are trying left out.
@@ -449,9 +442,9 @@ export function makeRunActors(deps: RunActorDeps) {
 
     destroyInstance: actor<DestroyOutput, DestroyInput>(async ({ input, signal }) => {
       // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
-      await deps.failureLogs?.beforeDestroy(input, signal);
-      deps.ownership?.check(input.runId);
-      deps.logSecrets?.forget(input.instanceId);
+      await deps.failureLogs.beforeDestroy(input, signal);
+      deps.ownership.check(input.runId);
+      deps.logSecrets.forget(input.instanceId);
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };
     }),
@@ -461,13 +454,13 @@ export function makeRunActors(deps: RunActorDeps) {
     })),
 
     readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) =>
-      deps.taskLogs ? deps.taskLogs.readEnd(input, signal) : Promise.resolve({ exitCode: null, at: now() }),
+      deps.taskLogs.readEnd(input, signal),
     ),
 
     changeBid: actor<void, ChangeBidInput>(async ({ input, signal }) => {
-      const refused = deps.money ? bidRefusal(deps.money, input) : null;
+      const refused = bidRefusal(deps.money, input);
       if (refused) throw refused;
-      deps.ownership?.check(input.runId);
+      deps.ownership.check(input.runId);
       await client.changeBid(input.instanceId, input.price, { signal });
     }),
 

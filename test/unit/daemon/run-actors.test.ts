@@ -27,6 +27,7 @@ import { parseJobSpec } from '../../../src/job-spec/validate.js';
 import { planRun } from '../../../src/job-spec/run-plan.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
+import { passThroughActorDeps } from '../../helpers/run-actor-stubs.js';
 
 let dir: string;
 let store: Store;
@@ -96,11 +97,13 @@ function lookups(found: (call: number) => Instance | null = () => null) {
 }
 
 function actorsWith(client: MarketClient, lists: InstanceLists = lookups().lists, claims = new OfferClaims()) {
+  const specs = { get: () => spec };
   return makeRunActors({
+    ...passThroughActorDeps(specs, clock),
     client,
     clock,
     journal: new AttemptJournal(store),
-    specs: { get: () => spec },
+    specs,
     reconcileGraceMs: GRACE_MS,
     claims,
     lists,
@@ -356,11 +359,13 @@ describe('create actor: a task’s daemon-free backstop (issue #29)', () => {
       RUNS_CONFIG,
     );
     const { client, calls } = scripted(async () => ({ instanceId: 900 }));
+    const specs = { get: () => taskSpec };
     const actors = makeRunActors({
+      ...passThroughActorDeps(specs, clock),
       client,
       clock,
       journal: new AttemptJournal(store),
-      specs: { get: () => taskSpec },
+      specs,
       reconcileGraceMs: GRACE_MS,
       claims: new OfferClaims(),
       lists: lookups().lists,
