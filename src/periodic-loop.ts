@@ -32,7 +32,7 @@ interface PeriodicLoopOptions {
    * Ms from the end of one round to the start of the next, asked as each is scheduled (so it may
    * differ round to round); null: no round until one is asked for (`checkNow`, `soon`).
    */
-  intervalMs: number | (() => number | null);
+  intervalMs: number | null | (() => number | null);
   /** A round failed; `failures` counts the failures in a row, this one included. */
   onError(err: unknown, failures: number): void;
   /** After a failure, the next round waits this instead of the interval. */
@@ -107,7 +107,7 @@ export class PeriodicLoop {
 
   private interval(): number | null {
     const { intervalMs } = this.options;
-    return typeof intervalMs === 'number' ? intervalMs : intervalMs();
+    return typeof intervalMs === 'function' ? intervalMs() : intervalMs;
   }
 
   private arm(at: number): void {
