@@ -9,9 +9,10 @@
 //     driven here.
 // Each step's failure is logged and tried again on the next tick: the loop never stops while the
 // daemon runs.
-import type { Clock, Timer } from '../../clock.js';
+import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
 import type { LeaseOwner } from './lease-owner.js';
 
 /** How often the loop looks for runs to take and cancels to carry, ms. */
@@ -40,15 +41,21 @@ export interface ClusterLoopDeps {
 }
 
 export class ClusterLoop {
-  private timer: Timer | undefined;
-  private stopped = false;
+  private readonly loop: PeriodicLoop;
   private leading = false;
   private daemons = 0;
   /** The monotonic time the last renewal that went through was sent. */
   private lastRenewal: number | undefined;
   private renewalFailing = false;
 
-  constructor(private readonly deps: ClusterLoopDeps) {}
+  constructor(private readonly deps: ClusterLoopDeps) {
+    this.loop = new PeriodicLoop({
+      clock: deps.clock,
+      run: () => this.tick(),
+      intervalMs: deps.tickMs ?? CLUSTER_TICK_MS,
+      onError: (err) => deps.log.warn({ err: toRunError(err) }, 'the cluster tick failed; trying again on the next'),
+    });
+  }
 
   private get renewEveryMs(): number {
     return this.deps.owner.leaseMs / 3;
@@ -57,12 +64,12 @@ export class ClusterLoop {
   /** The first renewal, at start (throws when the database cannot be reached), then the timer. */
   start(): void {
     this.renew();
-    this.schedule();
+    this.loop.start();
   }
 
   /** Looks for runs to take now (a run ended here: there may be room). */
   poke(): void {
-    if (this.stopped) return;
+    if (this.loop.stopped) return;
     try {
       this.deps.runs.takeOver();
     } catch (err) {
@@ -71,9 +78,7 @@ export class ClusterLoop {
   }
 
   stop(): void {
-    this.stopped = true;
-    this.timer?.cancel();
-    this.timer = undefined;
+    this.loop.stop();
   }
 
   get leader(): boolean {
@@ -85,14 +90,7 @@ export class ClusterLoop {
     return Math.max(1, this.daemons);
   }
 
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = this.deps.clock.setTimer(() => this.tick(), this.deps.tickMs ?? CLUSTER_TICK_MS);
-  }
-
   private tick(): void {
-    this.timer = undefined;
-    if (this.stopped) return;
     const { owner, runs, clock, log } = this.deps;
     // On the monotonic clock: a step of the wall clock back neither delays a renewal nor forward hastens one.
     if (this.lastRenewal === undefined || clock.monotonic() - this.lastRenewal >= this.renewEveryMs) {
@@ -110,7 +108,6 @@ export class ClusterLoop {
         log.warn({ err: toRunError(err) }, 'could not look for runs to take or cancels to carry; trying again');
       }
     }
-    this.schedule();
   }
 
   private renew(): void {

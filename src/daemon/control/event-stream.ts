@@ -16,7 +16,8 @@
 // the response is ended), for one run (`?run=ID`) once that run has ended and its last event was
 // sent (an `end` message first), and for a dashboard session's stream once the session has ended.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Clock, Timer } from '../../clock.js';
+import type { Clock } from '../../clock.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
 import type { EventRow, Store } from '../../store/index.js';
 import type { StreamEvent } from '../../wire/control-api.js';
 import { EventFrontier } from './event-frontier.js';
@@ -50,7 +51,8 @@ class Stream {
   private cursor: number;
   private draining = false;
   private ended = false;
-  private heartbeat: Timer | undefined;
+  /** A comment line every so often keeps proxies and clients from timing the stream out. */
+  private readonly heartbeat: PeriodicLoop;
 
   constructor(
     private readonly res: ServerResponse,
@@ -58,6 +60,19 @@ class Stream {
     private readonly hub: EventStreams,
   ) {
     this.cursor = options.after;
+    this.heartbeat = new PeriodicLoop({
+      clock: hub.deps.clock,
+      intervalMs: hub.deps.heartbeatMs,
+      run: () => {
+        if (!this.draining) this.res.write(': heartbeat\n\n');
+        this.flush();
+      },
+      // The response cannot be written: the client reconnects with Last-Event-ID and misses nothing.
+      onError: () => {
+        this.res.destroy();
+        this.close();
+      },
+    });
   }
 
   open(): void {
@@ -74,7 +89,7 @@ class Stream {
       this.flush();
     });
     this.res.on('close', () => this.close());
-    this.beat();
+    this.heartbeat.start();
     this.flush();
   }
 
@@ -126,18 +141,8 @@ class Stream {
   private close(): void {
     if (this.ended) return;
     this.ended = true;
-    this.heartbeat?.cancel();
+    this.heartbeat.stop();
     this.hub.forget(this);
-  }
-
-  /** A comment line every so often keeps proxies and clients from timing the stream out. */
-  private beat(): void {
-    this.heartbeat = this.hub.deps.clock.setTimer(() => {
-      if (this.ended) return;
-      if (!this.draining) this.res.write(': heartbeat\n\n');
-      this.flush();
-      this.beat();
-    }, this.hub.deps.heartbeatMs);
   }
 }
 
@@ -170,12 +175,26 @@ export class EventStreams {
   private pending: NodeJS.Immediate | undefined;
   private readonly unsubscribe: () => void;
   private frontier: EventFrontier | undefined;
-  private poll: Timer | undefined;
-  private closed = false;
+  /**
+   * A shared store: looks for other daemons' events until closeAll, with streams open or not, so
+   * that a gap is timed from when it appeared and a new stream does not wait for old gaps to settle.
+   */
+  private readonly poll: PeriodicLoop | undefined;
 
   constructor(readonly deps: EventStreamsDeps) {
     this.unsubscribe = deps.store.onCommit(() => this.schedule());
-    this.watch();
+    if (deps.storePollMs === undefined) return;
+    this.poll = new PeriodicLoop({
+      clock: deps.clock,
+      intervalMs: deps.storePollMs,
+      run: () => {
+        if (this.shared().advance()) for (const s of [...this.open]) s.flush();
+      },
+      onError: () => {
+        // The store cannot be read now: the next tick tries again; streams keep their cursors.
+      },
+    });
+    this.poll.start();
   }
 
   /** Where a stream without Last-Event-ID starts: a run's from its first event, all runs' from now on. */
@@ -214,9 +233,7 @@ export class EventStreams {
   /** Ends every stream cleanly: the daemon is stopping. */
   closeAll(): void {
     this.unsubscribe();
-    this.closed = true;
-    this.poll?.cancel();
-    this.poll = undefined;
+    this.poll?.stop();
     if (this.pending) clearImmediate(this.pending);
     this.pending = undefined;
     for (const s of [...this.open]) s.end();
@@ -246,23 +263,5 @@ export class EventStreams {
     } catch {
       return false;
     }
-  }
-
-  /**
-   * A shared store: looks for other daemons' events until closeAll, with streams open or not, so
-   * that a gap is timed from when it appeared and a new stream does not wait for old gaps to settle.
-   */
-  private watch(): void {
-    const pollMs = this.deps.storePollMs;
-    if (pollMs === undefined) return;
-    const tick = () => {
-      try {
-        if (this.shared().advance()) for (const s of [...this.open]) s.flush();
-      } catch {
-        // The store cannot be read now: the next tick tries again; streams keep their cursors.
-      }
-      if (!this.closed) this.poll = this.deps.clock.setTimer(tick, pollMs);
-    };
-    this.poll = this.deps.clock.setTimer(tick, pollMs);
   }
 }

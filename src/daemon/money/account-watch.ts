@@ -15,9 +15,10 @@
 // a figure) → ok ⇄ low. Each change is logged once and wakes the gate.
 import { creditOf } from '../../account/credit.js';
 import type { CurrentUser, MarketClient } from '../../client/types.js';
-import type { Clock, Timer } from '../../clock.js';
+import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
 
 export interface AccountWatchDeps {
   client: Pick<MarketClient, 'currentUser'>;
@@ -51,18 +52,38 @@ const FOLLOW_MS = 30_000;
 
 export class AccountWatch {
   private creditUsd: number | null = null;
-  private timer: Timer | undefined;
-  private reading: Promise<void> | undefined;
   private readonly abort = new AbortController();
-  private stopped = false;
   private held = false;
-  private pollTimer: Timer | undefined;
+  /** The reads of the credit. */
+  private readonly reads: PeriodicLoop;
+  /** A shared store: the leader looks for reads asked of it, another daemon follows the stored figure. */
+  private readonly polls: PeriodicLoop;
   /** The count of read requests this daemon answered up to, as the leader. */
   private answered: number | undefined;
   /** Until when (ms) this daemon reads the stored figure every second, after asking for a read. */
   private followUntil = 0;
 
-  constructor(private readonly deps: AccountWatchDeps) {}
+  constructor(private readonly deps: AccountWatchDeps) {
+    const { clock, log, intervalMs, heldIntervalMs } = deps;
+    this.reads = new PeriodicLoop({
+      clock,
+      run: () => this.read(),
+      intervalMs: () => (this.held ? Math.min(heldIntervalMs, intervalMs) : intervalMs),
+      onError: (err) => {
+        if (this.reads.stopped) return;
+        // The last figure stands: a failed read neither holds creates back nor lets them go.
+        log.warn({ err: toRunError(err) }, 'could not read the account credit (users/current); keeping the last figure');
+      },
+    });
+    this.polls = new PeriodicLoop({
+      clock,
+      run: () => this.poll(),
+      intervalMs: SHARED_POLL_MS,
+      onError: () => {
+        // The store cannot be read now: the next poll tries again.
+      },
+    });
+  }
 
   /** The last credit read, $; null while unknown. */
   get credit(): number | null {
@@ -80,7 +101,7 @@ export class AccountWatch {
 
   /** Starts the periodic reads, the first one after an interval (the start-up checks read it first). */
   start(): void {
-    this.schedule();
+    this.reads.start();
     if (this.deps.shared) {
       // Requests made before this daemon started are not its to answer.
       try {
@@ -88,7 +109,7 @@ export class AccountWatch {
       } catch {
         // unreadable now: the first poll answers whatever is asked
       }
-      this.schedulePoll();
+      this.polls.start();
     }
   }
 
@@ -114,11 +135,7 @@ export class AccountWatch {
 
   /** Reads the credit now (at most one read in flight); resolves once it is read or failed. */
   checkNow(): Promise<void> {
-    this.reading ??= this.read().finally(() => {
-      this.reading = undefined;
-      this.schedule();
-    });
-    return this.reading;
+    return this.reads.checkNow();
   }
 
   /**
@@ -128,65 +145,41 @@ export class AccountWatch {
   setHeld(held: boolean): void {
     if (held === this.held) return;
     this.held = held;
-    if (held && !this.reading) this.schedule();
+    if (held) this.reads.soon(Math.min(this.deps.heldIntervalMs, this.deps.intervalMs));
   }
 
   stop(): void {
-    this.stopped = true;
-    this.timer?.cancel();
-    this.pollTimer?.cancel();
+    this.reads.stop();
+    this.polls.stop();
     this.abort.abort();
-  }
-
-  private schedulePoll(): void {
-    if (this.stopped) return;
-    this.pollTimer = this.deps.clock.setTimer(() => this.poll(), SHARED_POLL_MS);
   }
 
   /** The leader: a read asked for since it last answered one. Another daemon: the figure, while it follows. */
   private poll(): void {
     const shared = this.deps.shared!;
-    try {
-      if (shared.leads()) {
-        const asked = shared.requests();
-        if (asked !== undefined && asked !== this.answered) {
-          this.answered = asked;
-          void this.checkNow();
-        }
-      } else if (this.deps.clock.now() < this.followUntil) {
-        const stored = shared.load();
-        if (stored !== undefined) this.set(stored);
+    if (shared.leads()) {
+      const asked = shared.requests();
+      if (asked !== undefined && asked !== this.answered) {
+        this.answered = asked;
+        void this.checkNow();
       }
-    } catch {
-      // The store cannot be read now: the next poll tries again.
+    } else if (this.deps.clock.now() < this.followUntil) {
+      const stored = shared.load();
+      if (stored !== undefined) this.set(stored);
     }
-    this.schedulePoll();
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer?.cancel();
-    const { intervalMs, heldIntervalMs } = this.deps;
-    this.timer = this.deps.clock.setTimer(() => void this.checkNow(), this.held ? Math.min(heldIntervalMs, intervalMs) : intervalMs);
   }
 
   private async read(): Promise<void> {
     const { shared } = this.deps;
-    try {
-      if (shared && !shared.leads()) {
-        // Another daemon leads: its reading, from the store, costs the account no call.
-        const stored = shared.load();
-        if (stored !== undefined) this.set(stored);
-        return;
-      }
-      const credit = creditOf(await this.deps.client.currentUser({ signal: this.abort.signal }));
-      this.set(credit);
-      shared?.save(credit);
-    } catch (err) {
-      if (this.stopped) return;
-      // The last figure stands: a failed read neither holds creates back nor lets them go.
-      this.deps.log.warn({ err: toRunError(err) }, 'could not read the account credit (users/current); keeping the last figure');
+    if (shared && !shared.leads()) {
+      // Another daemon leads: its reading, from the store, costs the account no call.
+      const stored = shared.load();
+      if (stored !== undefined) this.set(stored);
+      return;
     }
+    const credit = creditOf(await this.deps.client.currentUser({ signal: this.abort.signal }));
+    this.set(credit);
+    shared?.save(credit);
   }
 
   private set(credit: number | null): void {

@@ -14,12 +14,13 @@
 // are one synchronous step, so two creates can never both fit under a cap only one fits under.
 // A wait ends without a create when the run is cancelled, expired or past its deadline meanwhile.
 import type { CreateInput } from '../../../machines/run-machine.js';
-import type { Clock, Timer } from '../../clock.js';
-import { BerthError } from '../../errors.js';
+import type { Clock } from '../../clock.js';
+import { BerthError, toRunError } from '../../errors.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import { overCap } from '../../money-rules.js';
 import type { Store } from '../../store/index.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
 import type { AccountWatch } from './account-watch.js';
 import { usdText } from '../../usd-text.js';
 import { attemptPrice, attemptSpend, HOUR_MS } from '../../store/spend.js';
@@ -106,10 +107,20 @@ type Serialized<T> = { go: true; value: T } | { go: false; hold: Hold };
 
 export class CreateGate {
   private readonly waiting = new Set<Waiter>();
-  private recheck: Timer | undefined;
+  /** Waiting creates are checked again every recheckMs without being woken (the 24 h window slides). */
+  private readonly recheck: PeriodicLoop;
   private wakeQueued = false;
 
-  constructor(private readonly deps: CreateGateDeps) {}
+  constructor(private readonly deps: CreateGateDeps) {
+    this.recheck = new PeriodicLoop({
+      clock: deps.clock,
+      run: () => {
+        if (this.waiting.size > 0) this.checkAll();
+      },
+      intervalMs: () => (this.waiting.size > 0 ? deps.recheckMs : null),
+      onError: (err) => deps.log.warn({ err: toRunError(err) }, 'could not check the waiting creates again; trying at the next recheck'),
+    });
+  }
 
   /**
    * Resolves with `start()`'s result, called at the moment the create may go (at once, or once a
@@ -161,17 +172,15 @@ export class CreateGate {
       const done = () => {
         this.waiting.delete(waiter);
         signal.removeEventListener('abort', onAbort);
-        if (this.waiting.size === 0) {
-          this.recheck?.cancel();
-          this.recheck = undefined;
-        }
+        if (this.waiting.size === 0) this.recheck.cancelPending();
         this.tellAccount();
       };
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
       this.waiting.add(waiter);
       this.note(input, hold.message, 'create.waiting', hold);
-      this.armRecheck();
+      // An armed recheck stands (it is never further off than recheckMs).
+      this.recheck.soon(this.deps.recheckMs);
       this.tellAccount();
     });
   }
@@ -212,7 +221,7 @@ export class CreateGate {
   }
 
   stop(): void {
-    this.recheck?.cancel();
+    this.recheck.stop();
   }
 
   private totals(): Totals {
@@ -297,17 +306,6 @@ export class CreateGate {
       }
     }
     return null;
-  }
-
-  private armRecheck(): void {
-    if (this.recheck) return;
-    const tick = () => {
-      this.recheck = undefined;
-      if (this.waiting.size === 0) return;
-      this.checkAll();
-      if (this.waiting.size > 0) this.recheck = this.deps.clock.setTimer(tick, this.deps.recheckMs);
-    };
-    this.recheck = this.deps.clock.setTimer(tick, this.deps.recheckMs);
   }
 
   /** One event on the run (and a log line) when its create starts waiting, changes reason, or goes ahead. */

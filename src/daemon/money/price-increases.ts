@@ -14,10 +14,11 @@
 //
 // States: idle (no run holds an instance: nothing is read) ⇄ reading; stop() ends it.
 import type { MarketClient, PendingPriceIncrease } from '../../client/types.js';
-import type { Clock, Timer } from '../../clock.js';
+import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { overCap } from '../../money-rules.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
 
 export type PriceIncreasePolicy = 'reject' | 'accept_within_cap';
 
@@ -72,39 +73,40 @@ export function decide(
 }
 
 export class PriceIncreaseWatch {
-  private timer: Timer | undefined;
   private readonly abort = new AbortController();
-  private stopped = false;
-  private reading: Promise<void> | undefined;
+  private readonly loop: PeriodicLoop;
   /** Increases answered already (a stale row may be listed once more before the service drops it). */
   private readonly answered = new Set<number>();
   private unavailableLogged = false;
 
-  constructor(private readonly deps: PriceIncreaseWatchDeps) {}
+  constructor(private readonly deps: PriceIncreaseWatchDeps) {
+    this.loop = new PeriodicLoop({
+      clock: deps.clock,
+      run: () => this.pass(),
+      intervalMs: deps.intervalMs,
+      onError: (err) => {
+        if (!this.stopped)
+          deps.log.warn({ err: toRunError(err) }, 'could not check the pending price increases; trying again at the next read');
+      },
+    });
+  }
 
   start(): void {
-    this.schedule();
+    this.loop.start();
   }
 
   stop(): void {
-    this.stopped = true;
-    this.timer?.cancel();
+    this.loop.stop();
     this.abort.abort();
   }
 
   /** Reads and answers now (at most one pass in flight); resolves when done. */
   checkNow(): Promise<void> {
-    this.reading ??= this.pass().finally(() => {
-      this.reading = undefined;
-      this.schedule();
-    });
-    return this.reading;
+    return this.loop.checkNow();
   }
 
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer?.cancel();
-    this.timer = this.deps.clock.setTimer(() => void this.checkNow(), this.deps.intervalMs);
+  private get stopped(): boolean {
+    return this.loop.stopped;
   }
 
   private async pass(): Promise<void> {

@@ -19,9 +19,10 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { Agent } from 'undici';
-import type { Clock, Timer } from '../../clock.js';
+import type { Clock } from '../../clock.js';
 import type { Config, NotifyTargetConfig } from '../../config/schema.js';
 import type { Logger } from '../../logger.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
 import type { DeliveryOutcome, OutboxRow, Store } from '../../store/index.js';
 import type { NotificationBody } from '../../wire/control-api.js';
 import { NOTIFY_EVENTS, type NotifyEvent } from '../../wire/notify-events.js';
@@ -99,12 +100,11 @@ export class Notifier {
   private readonly agent: Agent;
   private readonly abort = new AbortController();
   private readonly inFlight = new Set<Promise<void>>();
-  private timer: Timer | undefined;
-  private timerAt = Number.POSITIVE_INFINITY;
+  /** The sender's rounds (`pump`): each asks for the next when a delivery is due; none without. */
+  private readonly sender: PeriodicLoop;
   /** Outcomes of POSTs not yet written, and the turn that writes them. */
   private readonly outcomes: Array<{ t: Target; result: DeliveryResult; outcome: DeliveryOutcome }> = [];
   private recordSoon: NodeJS.Immediate | undefined;
-  private stopped = false;
   private started = false;
 
   constructor(private readonly options: NotifierOptions) {
@@ -129,6 +129,15 @@ export class Notifier {
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       keepAliveTimeout: 10_000,
+    });
+    this.sender = new PeriodicLoop({
+      clock: options.clock,
+      run: () => this.pump(),
+      intervalMs: null,
+      // The store refuses writes or reads: nothing is lost (the rows stay pending); try again later.
+      onError: (err) =>
+        options.log.warn({ err: { message: (err as Error).message } }, 'cannot read or claim notifications now; trying again in 1 s'),
+      backoff: { firstMs: FIRST_RETRY_MS, maxMs: FIRST_RETRY_MS },
     });
   }
 
@@ -190,9 +199,7 @@ export class Notifier {
    * their claim has lapsed (2 × notifications.timeout_s after they were sent), under the same id.
    */
   async stop(): Promise<void> {
-    this.stopped = true;
-    this.timer?.cancel();
-    this.timer = undefined;
+    this.sender.stop();
     this.abort.abort();
     await Promise.allSettled([...this.inFlight]);
     // What finished before the stop is kept; what was cut short stays pending.
@@ -201,59 +208,42 @@ export class Notifier {
     await this.agent.destroy().catch(() => undefined);
   }
 
-  /** Sends what is due soon, off the caller's path. */
-  private wake(): void {
-    if (this.started) this.armAt(this.options.clock.now());
+  private get stopped(): boolean {
+    return this.sender.stopped;
   }
 
-  private armAt(at: number): void {
-    if (this.stopped || (this.timer && this.timerAt <= at)) return;
-    this.timer?.cancel();
-    this.timerAt = at;
-    this.timer = this.options.clock.setTimer(
-      () => {
-        this.timer = undefined;
-        this.timerAt = Number.POSITIVE_INFINITY;
-        this.pump();
-      },
-      Math.max(0, at - this.options.clock.now()),
-    );
+  /** Sends what is due soon, off the caller's path. */
+  private wake(): void {
+    if (this.started) this.sender.soon(0);
   }
 
   /** Sends every due delivery a target has room for, then sleeps until the next one is due. */
   private pump(): void {
-    if (this.stopped) return;
     // Another daemon leads and delivers (several daemons on one store): look again later.
-    if (this.options.delivers && !this.options.delivers()) return this.armAt(this.options.clock.now() + SHARED_LOOK_MS);
-    const { store, clock, settings, log } = this.options;
+    if (this.options.delivers && !this.options.delivers()) return this.sender.soon(SHARED_LOOK_MS);
+    const { store, clock, settings } = this.options;
     const now = clock.now();
-    try {
-      const due: Array<{ t: Target; row: OutboxRow }> = [];
-      for (const t of this.targets) {
-        const room = settings.max_concurrent - t.inFlight;
-        if (room > 0) for (const row of store.outbox.due(t.url.href, now, room)) due.push({ t, row });
-      }
-      if (due.length > 0) {
-        // Should the daemon die meanwhile, these POSTs are due again once twice their timeout has passed.
-        const claimed = new Set(
-          store.outbox.claim(
-            due.map((d) => d.row.seq),
-            now + 2 * settings.timeout_s * 1000,
-          ),
-        );
-        for (const { t, row } of due) if (claimed.has(row.seq)) this.send(t, row);
-      }
-      const open = this.targets.filter((t) => t.inFlight < settings.max_concurrent).map((t) => t.url.href);
-      const next = open.length > 0 ? store.outbox.nextDueAt(open) : null;
-      // On a shared store other daemons add rows without waking this one: it looks every while.
-      const look = this.options.delivers ? now + SHARED_LOOK_MS : null;
-      const at = next === null ? look : look === null ? next : Math.min(next, look);
-      if (at !== null) this.armAt(at);
-    } catch (err) {
-      // The store refuses writes or reads: nothing is lost (the rows stay pending); try again later.
-      log.warn({ err: { message: (err as Error).message } }, 'cannot read or claim notifications now; trying again in 1 s');
-      this.armAt(now + FIRST_RETRY_MS);
+    const due: Array<{ t: Target; row: OutboxRow }> = [];
+    for (const t of this.targets) {
+      const room = settings.max_concurrent - t.inFlight;
+      if (room > 0) for (const row of store.outbox.due(t.url.href, now, room)) due.push({ t, row });
     }
+    if (due.length > 0) {
+      // Should the daemon die meanwhile, these POSTs are due again once twice their timeout has passed.
+      const claimed = new Set(
+        store.outbox.claim(
+          due.map((d) => d.row.seq),
+          now + 2 * settings.timeout_s * 1000,
+        ),
+      );
+      for (const { t, row } of due) if (claimed.has(row.seq)) this.send(t, row);
+    }
+    const open = this.targets.filter((t) => t.inFlight < settings.max_concurrent).map((t) => t.url.href);
+    const next = open.length > 0 ? store.outbox.nextDueAt(open) : null;
+    // On a shared store other daemons add rows without waking this one: it looks every while.
+    const look = this.options.delivers ? now + SHARED_LOOK_MS : null;
+    const at = next === null ? look : look === null ? next : Math.min(next, look);
+    if (at !== null) this.sender.soon(at - now);
   }
 
   private send(t: Target, row: OutboxRow): void {
@@ -357,6 +347,6 @@ export class Notifier {
       );
     }
     for (const b of batch) b.t.inFlight--;
-    if (!this.stopped) this.armAt(this.options.clock.now());
+    this.sender.soon(0);
   }
 }

@@ -121,7 +121,6 @@ function bidRefusal(money: MoneyPort, input: ChangeBidInput): BerthError | null 
     : new BerthError('over_cap', `a bid of $${input.price.toFixed(3)}/h would bill $${input.dphTotal.toFixed(3)}/h: ${why}`);
 }
 
-
 /** The plan of a run whose actor is running: a driver exists for every live run, so it is there. */
 function specOf(deps: RunActorDeps, runId: string): RunPlan {
   const spec = deps.specs.get(runId);
@@ -371,9 +370,7 @@ export function makeRunActors(deps: RunActorDeps) {
     fromPromise<O, I>(({ input, signal }) => asRunActor(() => work({ input, signal }), now));
   return {
     // A fail-over's candidates, checked again when chosen: the budget left shrank since the search.
-    affordCandidates: actor<SearchOutput, AffordInput>(async ({ input }) =>
-      deps.money.guard.affordable(input.runId, input.candidates),
-    ),
+    affordCandidates: actor<SearchOutput, AffordInput>(async ({ input }) => deps.money.guard.affordable(input.runId, input.candidates)),
 
     searchOffers: actor<SearchOutput, SearchInput>(async ({ input, signal }) => {
       const stored = specOf(deps, input.runId);
@@ -453,9 +450,7 @@ export function makeRunActors(deps: RunActorDeps) {
       reachable: await probeUntilReachable(input.endpoints, deps.clock, signal),
     })),
 
-    readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) =>
-      deps.taskLogs.readEnd(input, signal),
-    ),
+    readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) => deps.taskLogs.readEnd(input, signal)),
 
     changeBid: actor<void, ChangeBidInput>(async ({ input, signal }) => {
       const refused = bidRefusal(deps.money, input);
