@@ -64,6 +64,8 @@ import { TaskLogs } from './runs/task-logs.js';
 import { IdleWatch } from './runs/idle-watch.js';
 import { TaskProbe } from './runs/task-probe.js';
 import { provideRunMachine } from './runs/run-driver.js';
+import { SolePlacement } from './runs/run-placement.js';
+import { SharedPlacement } from './runs/shared-placement.js';
 import { AccountWatch } from './money/account-watch.js';
 import { CreateGate } from './money/create-gate.js';
 import { MoneyGuard } from './money/money-guard.js';
@@ -641,7 +643,7 @@ export interface RunsDeps {
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
   /** Which runs this daemon may act for (a SQLite store: all; a shared Postgres store: those it holds). */
-  ownership?: RunOwnership;
+  ownership: RunOwnership;
   /** Whether this daemon does the account-wide duties now (sweep's reconcile, credit reads). */
   leads?: () => boolean;
 }
@@ -660,7 +662,7 @@ function orphanRetryMs(config: Config): number {
  */
 export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const { store, client, clock, config, log, readyCallback } = deps;
-  const ownership = deps.ownership ?? new SoleOwner(store);
+  const { ownership } = deps;
   const leads = deps.leads ?? (() => true);
   // The one place the live runs' specs are kept: the supervisor fills it, the others read it (RunSpecs).
   const specs = new Map<string, ResolvedJobSpec>();
@@ -813,6 +815,11 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     taskProbe,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ownership,
+    // A shared store's runs are taken through leases; a store of its own drives every run.
+    placement: (runs) =>
+      ownership.shared
+        ? new SharedPlacement(runs, { store, clock, config, log, hooks: deps.hooks, ownership })
+        : new SolePlacement(runs, { store, clock, hooks: deps.hooks }),
   });
   releasers.push(() => supervisor.stop());
   const submissions = new Submissions({ store, clock, config, log, intake: supervisor });

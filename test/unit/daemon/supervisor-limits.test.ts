@@ -18,7 +18,7 @@ import { StoreWriteError } from '../../../src/errors.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import { LeaseOwner } from '../../../src/daemon/cluster/lease-owner.js';
-import type { RunOwnership } from '../../../src/daemon/cluster/run-ownership.js';
+import { SoleOwner, type RunOwnership } from '../../../src/daemon/cluster/run-ownership.js';
 
 let dir: string;
 let store: Store;
@@ -67,7 +67,7 @@ function superviseWith(s: Store, ownership?: RunOwnership): { supervisor: Superv
       config: loadConfig({}, {}).config,
       log: silentLogger(),
       apiKey: 'test-key',
-      ...(ownership ? { ownership } : {}),
+      ownership: ownership ?? new SoleOwner(s),
     },
     releasers,
   );
