@@ -5,7 +5,9 @@
 // reconciler (./reconciler.ts: adoption, orphans). What is said to one run goes through it to that
 // run's driver (cancel, resume after a restore, expiry, readiness, a webhook's word). It builds no
 // service: the journal, the money guard, the create gate, the reconciler and the run machine are
-// handed to it by ../daemon.ts. Submissions (./submission.ts), a run's log (./run-logs.ts) and the
+// handed to it by ./compose-runs.ts. Which of the store's live runs are driven here, and when one is
+// taken, it asks its placement (./run-placement.ts; ./shared-placement.ts on a store several daemons
+// share), never which kind of store it is on. Submissions (./submission.ts), a run's log (./run-logs.ts) and the
 // daemon's notices (./run-notices.ts) live beside it and ask it only which runs it drives.
 //
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver

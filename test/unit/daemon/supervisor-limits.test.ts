@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Instance, MarketClient, Offer } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { composeRuns } from '../../../src/daemon/daemon.js';
+import { composeRuns } from '../../../src/daemon/runs/compose-runs.js';
 import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
 import type { Submissions } from '../../../src/daemon/runs/submission.js';
 import { Releasers } from '../../../src/releasers.js';
