@@ -1,45 +1,42 @@
 // The daemon. Start-up, in this order, so that nothing waits before the process is held and can be
 // stopped: config (validated first) → BERTH_HOME made private, the lock, the store opened and
-// checked against store.json → the control token → the control API listens (and, with
-// readiness.callback_url, the callback listener) and daemon.json is written (status works from
-// here; submits are stored and wait) → every run resumes and the
-// shared poller starts; its first round sweeps the account (adopt journaled creates, destroy
-// orphans). A service that cannot be reached delays nothing: the poller keeps listing, with a
-// warning per failure, while the runs go on.
+// checked against store.json → the control token → the listeners (./listeners.ts): the control API
+// listens (and, with readiness.callback_url, the callback listener) and daemon.json is written
+// (status works from here; submits are stored and wait) → the background start
+// (./background-start.ts): every run resumes and the shared poller starts; its first round sweeps
+// the account (adopt journaled creates, destroy orphans). A service that cannot be reached delays
+// nothing: the poller keeps listing, with a warning per failure, while the runs go on.
 //
 // `stop()` is the graceful shutdown, valid at any point of that background step: no new work,
 // in-flight calls abandoned safely (their journal rows let the next start reconcile), store flushed
 // and closed, daemon.json removed.
 //
 // This file is the composition root: every service of the daemon is built here (`startDaemon`, and
-// ./runs/compose-runs.ts for the runs and the money room) and handed down; no room builds another's. What
+// ./runs/compose-runs.ts for the runs and the money room; the servers by ./listeners.ts from what is
+// wired here) and handed down; no room builds another's. What
 // is acquired pushes its releaser on one last-in-first-out stack (src/releasers.ts): a start-up that
 // fails half-way gives back what it had, newest first, and stop() gives back everything the same way
 // (the background start and account checks, the listeners, the poller, the runs and their services,
 // the notifier, the client, the store).
-import { rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
-import { join } from 'node:path';
 import { createMarketClient } from '../client/marketplace-client.js';
 import type { ClientEvent } from '../client/events.js';
-import { systemClock, type Clock, type Timer } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { loadConfig, type DeepPartial } from '../config/load.js';
 import type { Config, RateGroup } from '../config/schema.js';
-import { ConfigError, toRunError, StoreError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
-import { isStoreDamaged } from '../store/busy.js';
 import { openStore, type Store } from '../store/index.js';
 import { describePgUrl, storeLocation, type StoreLocation } from '../store/store-url.js';
 import { whileStoreBusy } from './store-wait.js';
-import { checkAccount, checkLines } from '../account/account-checks.js';
+import { checkAccount } from '../account/account-checks.js';
 import { packageVersion } from '../package-path.js';
-import { createControlApi, listen } from './control/control-api.js';
+import type { ControlApiDeps } from './control/control-api.js';
+import { openListeners } from './listeners.js';
+import { startBackground } from './background-start.js';
 import { DashboardSessions } from './control/dashboard/sessions.js';
 import { costsReport } from './money/costs.js';
 import { accountView } from './money/account-view.js';
-import { createWebhookReceiver } from './inbound/webhook-receiver.js';
 import { ensureControlToken, writeNewControlToken } from '../config/control-token.js';
-import { createReadyCallbackServer } from './inbound/ready-callback.js';
 import { READY_KEY_NAME, ReadyTokens } from './inbound/ready-token.js';
 import { EventStreams } from './control/event-stream.js';
 import { DaemonMetrics } from './notify/metrics.js';
@@ -96,8 +93,6 @@ export interface RunningDaemon {
   stop(): Promise<void>;
 }
 
-/** How often old runs and events are deleted (store.retention_days). */
-const RETENTION_EVERY_MS = 60 * 60 * 1000;
 /** A comment line on every event stream this often keeps proxies and clients from closing it. */
 const STREAM_HEARTBEAT_MS = 15_000;
 /** How often event streams look for events other daemons stored (a shared store), ms. */
@@ -354,7 +349,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       // Other daemons' events reach the streams from the store, not from this daemon's commits.
       ...(owner ? { storePollMs: STORE_POLL_MS } : {}),
     });
-    const server = createControlApi({
+    const controlApi: ControlApiDeps = {
       store,
       sessions: new DashboardSessions(clock),
       // On a shared store /healthz counts every daemon's runs (this daemon's are in its `cluster` part).
@@ -391,181 +386,48 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         current: () => token,
         rotate: () => (token = writeNewControlToken(env.home)),
       },
-    });
-    let url: string;
-    try {
-      url = await listen(server, config.daemon.listen);
-    } catch (err) {
-      throw new ConfigError(`Cannot listen on ${config.daemon.listen}: ${(err as Error).message}`, 'daemon.listen', err);
-    }
-    releasers.push(() => {
-      // Event streams end cleanly before the connections are cut.
-      streams.closeAll();
-      server.close();
-      server.closeAllConnections();
-    });
-    // The callback listener faces the instances (readiness.callback_url leads to it), so it is a
-    // server of its own, apart from the loopback-only control API.
-    let callbackListen: string | undefined;
-    if (readyCallback) {
-      const callbackServer = createReadyCallbackServer({
-        tokens: readyCallback.tokens,
-        ready: (runId, n) => supervisor.ready(runId, n),
-        log,
-      });
-      try {
-        callbackListen = await listen(callbackServer, config.readiness.callback_listen);
-      } catch (err) {
-        throw new ConfigError(
-          `Cannot listen on ${config.readiness.callback_listen} for the readiness callback: ${(err as Error).message}`,
-          'readiness.callback_listen',
-          err,
-        );
-      }
-      // An open listener would keep the process alive, neither serving nor exiting.
-      releasers.push(() => closeServer(callbackServer));
-      log.info({ listen: callbackListen, url: readyCallback.url }, 'readiness callback listening');
-    }
-    const daemonFile = join(env.home, 'daemon.json');
-    const removeDaemonFile = () => rmSync(daemonFile, { force: true });
-    try {
-      writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? String(err);
-      throw new StoreError(`Cannot write ${daemonFile} (${code}): check that the disk is not full and BERTH_HOME is writable.`, err);
-    }
-    // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
-    process.on('exit', removeDaemonFile);
-    releasers.push(() => {
-      removeDaemonFile();
-      process.off('exit', removeDaemonFile);
-    });
-    let webhookUrl: string | undefined;
-    if (config.webhooks.listen) {
-      const webhooks = createWebhookReceiver({
-        secret: env.webhookSecret!,
-        toleranceS: config.webhooks.tolerance_s,
+    };
+    const { url, callbackListen, webhookUrl } = await openListeners(
+      {
+        config,
+        home: env.home,
+        webhookSecret: env.webhookSecret,
         store,
         clock,
         log,
-        onLowCredit: () => account.lowCredit(),
-        onOutbid: (n) => supervisor.serviceSays(n.instanceId, 'stopped', n.at, n.why, n.eventId),
-        onInstanceOffline: (n) => supervisor.serviceSays(n.instanceId, 'offline', n.at, n.why, n.eventId),
-      });
-      try {
-        webhookUrl = await listen(webhooks, config.webhooks.listen);
-      } catch (err) {
-        throw new ConfigError(`Cannot listen for webhooks on ${config.webhooks.listen}: ${(err as Error).message}`, 'webhooks.listen', err);
-      }
-      releasers.push(() => closeServer(webhooks));
-      log.info({ url: webhookUrl }, "listening for the service's signed webhooks");
-    }
+        controlApi,
+        readyCallback,
+        supervisor,
+        account,
+      },
+      releasers,
+    );
     log.info({ url }, 'berth daemon listening; resuming the runs');
 
     let stopping = false;
     let fail!: (err: unknown) => void;
     const failed = new Promise<never>((_, reject) => (fail = reject));
     failed.catch(() => undefined);
-
-    // The background start is waited for before the runs stop (released after the two below).
-    let started: Promise<void> = Promise.resolve();
-    let checked: Promise<void> = Promise.resolve();
-    releasers.push(async () => {
-      await started.catch(() => undefined);
-      await checked;
-    });
-    let retention: Timer | undefined;
-    releasers.push(() => retention?.cancel());
-    const checksAbort = new AbortController();
-    releasers.push(() => checksAbort.abort());
-    const purge = () => {
-      if (!leads()) {
-        retention = clock.setTimer(purge, RETENTION_EVERY_MS);
-        return;
-      }
-      const before = clock.now() - config.store.retention_days * 86_400_000;
-      try {
-        const { runs, events, notifications } = store.purge(before, clock.now());
-        if (runs + events + notifications > 0) {
-          log.info(
-            { runs, events, notifications, retention_days: config.store.retention_days },
-            'deleted ended runs, events and finished notifications past their retention',
-          );
-        }
-      } catch (err) {
-        log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
-      }
-      retention = clock.setTimer(purge, RETENTION_EVERY_MS);
-    };
-
-    started = (async () => {
-      // No list blocks the start: a resumed run whose create may have been sent looks for its label
-      // itself, and the poller's first round sweeps the account (adopting journaled creates,
-      // destroying orphans) while the runs go on.
-      // Each of these steps may be tried again: a berth.db locked by another program is waited out.
-      await whileStoreBusy(
-        'resume the runs',
-        () => {
-          if (stopping) return;
-          // The first renewal: the database's clock, this daemon's heartbeat, the leader's lease.
-          cluster?.start();
-          supervisor.resumeAll();
-          poller.start();
-          notifier.start();
-        },
-        { clock, log, signal: checksAbort.signal },
-      );
-      if (stopping) return;
-      purge();
-      ready = true;
-      log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
-    })();
-
-    // The account checks of `berth doctor`, in the background: the daemon works without them (status,
-    // the runs), and a failing one is an event on the runs it stops.
-    checked = (async () => {
-      await started.catch(() => undefined);
-      if (stopping) return;
-      if (!leads()) {
-        // Several daemons on one store: the leading one checks the account.
-        account.start();
-        return;
-      }
-      try {
-        const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
-        if (report.user) account.accept(report.user);
-        for (const [i, line] of checkLines(report).entries()) {
-          const check = report.checks[i]!;
-          if (check.ok) log.info({ check: check.name }, `account check: ${line}`);
-          else log.warn({ check: check.name }, `account check: ${line}`);
-        }
-        // The credit is the create gate's to report (an event per waiting create); an SSH key stops no
-        // run (berth rents Docker instances, which take one later). The others are noted on every live
-        // run; a run meets the refusal itself when it calls (a permission error fails it at once).
-        const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
-        for (const c of failing)
-          notices.noteOn(supervisor.liveRunIds(), 'account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
-      } catch (err) {
-        if (!stopping) log.warn({ err: toRunError(err) }, 'the account checks could not run');
-      } finally {
-        if (!stopping) account.start();
-      }
-    })();
-    const readyPromise = started.catch((err: unknown) => {
-      // Stopped while waiting for a busy berth.db: nothing failed.
-      if (stopping) return;
-      // The runs could not be resumed: the daemon cannot go on. Only a damaged store is told to
-      // restore a backup; anything else (a full disk, a bug) says what it is and no more.
-      const why = toRunError(err).message;
-      log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
-      const reason = isStoreDamaged(err)
-        ? new StoreError(
-            `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (docs/operating.md: Backup, Restore).`,
-            err,
-          )
-        : err;
-      void stop().finally(() => fail(reason));
-    });
+    const background = startBackground(
+      {
+        config,
+        store,
+        client,
+        clock,
+        log,
+        supervisor,
+        poller,
+        notifier,
+        cluster,
+        account,
+        notices,
+        leads,
+        stopping: () => stopping,
+        onReady: () => (ready = true),
+        onFatal: (reason) => void stop().finally(() => fail(reason)),
+      },
+      releasers,
+    );
 
     let stopped: Promise<void> | undefined;
     const stop = () =>
@@ -586,17 +448,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       home: env.home,
       storeId: store.storeId,
       supervisor,
-      ready: readyPromise,
+      ready: background.ready,
       failed,
-      checked,
+      checked: background.checked,
       ...(webhookUrl ? { webhookUrl } : {}),
       stop,
     };
   });
-}
-
-/** A listener's releaser: no new connections, and the open ones cut. */
-function closeServer(server: Server): void {
-  server.close();
-  server.closeAllConnections();
 }
