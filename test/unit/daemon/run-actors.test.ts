@@ -18,6 +18,7 @@ import {
   ServiceHttpError,
 } from '../../../src/errors.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { StoreClaims } from '../../../src/daemon/runs/store-claims.js';
@@ -98,7 +99,7 @@ function actorsWith(client: MarketClient, lists: InstanceLists = lookups().lists
   return makeRunActors({
     client,
     clock,
-    journal: new AttemptJournal(store),
+    journal: new AttemptJournal(store, new SoleOwner(store)),
     specs: { get: () => spec },
     reconcileGraceMs: GRACE_MS,
     claims,
@@ -358,7 +359,7 @@ describe('create actor: a task’s daemon-free backstop (issue #29)', () => {
     const actors = makeRunActors({
       client,
       clock,
-      journal: new AttemptJournal(store),
+      journal: new AttemptJournal(store, new SoleOwner(store)),
       specs: { get: () => taskSpec },
       reconcileGraceMs: GRACE_MS,
       claims: new OfferClaims(),
