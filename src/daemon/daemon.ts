@@ -156,6 +156,40 @@ function describeStore(url: string | null | undefined): string {
   return location.file ?? 'berth.db in BERTH_HOME';
 }
 
+/**
+ * Which runs this daemon may act for on its store, built once here: every run on a store of its own
+ * (SQLite, held alone through its lock); on a Postgres store, which several daemons may share, those
+ * whose lease it holds (`owner`, also the cluster's view of this daemon).
+ */
+async function runOwnership(
+  store: Store,
+  deps: { config: Config; clock: Clock; log: Logger; home: string; signal: AbortSignal | undefined },
+): Promise<{ owner: LeaseOwner | undefined; ownership: RunOwnership }> {
+  if (store.backend !== 'postgres') return { owner: undefined, ownership: new SoleOwner(store) };
+  const { config, clock, log } = deps;
+  const leaseMs = config.cluster.lease_s * 1000;
+  const self = incarnation();
+  const owner = new LeaseOwner({
+    store,
+    clock,
+    leaseMs,
+    incarnation: self,
+    // A copied home's daemon-id is another live daemon's: claimed for this process first.
+    daemonId: await claimDaemonId({
+      home: deps.home,
+      store,
+      clock,
+      log,
+      leaseMs,
+      self,
+      ...(deps.signal ? { signal: deps.signal } : {}),
+    }),
+  });
+  // Caps of a shared store are the store's: a daemon whose budget differs from live daemons' is refused.
+  agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, log });
+  return { owner, ownership: owner };
+}
+
 export async function startDaemon(options: DaemonOptions = {}): Promise<RunningDaemon> {
   const { config, env } = loadConfig(
     { configFile: options.configFile, listen: options.listen, overrides: options.overrides },
@@ -182,31 +216,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       storeWait,
     );
     releasers.push(() => store.close());
-    // A Postgres store may be shared by several daemons: runs are this daemon's through leases.
-    const leaseMs = config.cluster.lease_s * 1000;
-    const self = incarnation();
-    const owner =
-      store.backend === 'postgres'
-        ? new LeaseOwner({
-            store,
-            clock,
-            leaseMs,
-            incarnation: self,
-            // A copied home's daemon-id is another live daemon's: claimed for this process first.
-            daemonId: await claimDaemonId({
-              home: env.home,
-              store,
-              clock,
-              log,
-              leaseMs,
-              self,
-              ...(options.signal ? { signal: options.signal } : {}),
-            }),
-          })
-        : undefined;
-    // Caps of a shared store are the store's: a daemon whose budget differs from live daemons' is refused.
-    if (owner) agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, log });
-    const ownership: RunOwnership = owner ?? new SoleOwner(store);
+    const { owner, ownership } = await runOwnership(store, { config, clock, log, home: env.home, signal: options.signal });
     /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
     const leads = () => owner === undefined || owner.leader;
     const startedAt = clock.now();
