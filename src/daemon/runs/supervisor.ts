@@ -43,7 +43,7 @@ import type { DrivenRuns, RunPlacement } from './run-placement.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
 import type { ClusterRuns } from '../cluster/cluster-loop.js';
 
-/** What the supervisor is handed, built by the composition root (../daemon.ts). */
+/** What the supervisor is handed, built by ./compose-runs.ts for the composition root (../daemon.ts). */
 export interface SupervisorDeps {
   store: Store;
   clock: Clock;
