@@ -1,76 +1,53 @@
 // The daemon. Start-up, in this order, so that nothing waits before the process is held and can be
 // stopped: config (validated first) → BERTH_HOME made private, the lock, the store opened and
-// checked against store.json → the control token → the control API listens (and, with
-// readiness.callback_url, the callback listener) and daemon.json is written (status works from
-// here; submits are stored and wait) → every run resumes and the
-// shared poller starts; its first round sweeps the account (adopt journaled creates, destroy
-// orphans). A service that cannot be reached delays nothing: the poller keeps listing, with a
-// warning per failure, while the runs go on.
+// checked against store.json → the control token → the listeners (./listeners.ts): the control API
+// listens (and, with readiness.callback_url, the callback listener) and daemon.json is written
+// (status works from here; submits are stored and wait) → the background start
+// (./background-start.ts): every run resumes and the shared poller starts; its first round sweeps
+// the account (adopt journaled creates, destroy orphans). A service that cannot be reached delays
+// nothing: the poller keeps listing, with a warning per failure, while the runs go on.
 //
 // `stop()` is the graceful shutdown, valid at any point of that background step: no new work,
 // in-flight calls abandoned safely (their journal rows let the next start reconcile), store flushed
 // and closed, daemon.json removed.
 //
 // This file is the composition root: every service of the daemon is built here (`startDaemon`, and
-// `composeRuns` for the runs and the money room) and handed down; no room builds another's. What
+// ./runs/compose-runs.ts for the runs and the money room; the servers by ./listeners.ts from what is
+// wired here) and handed down; no room builds another's. What
 // is acquired pushes its releaser on one last-in-first-out stack (src/releasers.ts): a start-up that
 // fails half-way gives back what it had, newest first, and stop() gives back everything the same way
 // (the background start and account checks, the listeners, the poller, the runs and their services,
 // the notifier, the client, the store).
-import { rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
-import { join } from 'node:path';
 import { createMarketClient } from '../client/marketplace-client.js';
 import type { ClientEvent } from '../client/events.js';
-import { systemClock, type Clock, type Timer } from '../clock.js';
+import { systemClock, type Clock } from '../clock.js';
 import { loadConfig, type DeepPartial } from '../config/load.js';
 import type { Config, RateGroup } from '../config/schema.js';
-import { ConfigError, toRunError, StoreError } from '../errors.js';
+import { ConfigError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
-import { isStoreDamaged } from '../store/busy.js';
 import { openStore, type Store } from '../store/index.js';
 import { describePgUrl, storeLocation, type StoreLocation } from '../store/store-url.js';
 import { whileStoreBusy } from './store-wait.js';
-import { checkAccount, checkLines } from '../account/account-checks.js';
+import { checkAccount } from '../account/account-checks.js';
 import { packageVersion } from '../package-path.js';
-import { createControlApi, listen } from './control/control-api.js';
+import type { ControlApiDeps } from './control/control-api.js';
+import { openListeners } from './listeners.js';
+import { startBackground } from './background-start.js';
 import { DashboardSessions } from './control/dashboard/sessions.js';
 import { costsReport } from './money/costs.js';
 import { accountView } from './money/account-view.js';
-import { createWebhookReceiver } from './inbound/webhook-receiver.js';
 import { ensureControlToken, writeNewControlToken } from '../config/control-token.js';
-import { createReadyCallbackServer } from './inbound/ready-callback.js';
 import { READY_KEY_NAME, ReadyTokens } from './inbound/ready-token.js';
 import { EventStreams } from './control/event-stream.js';
 import { DaemonMetrics } from './notify/metrics.js';
 import { Notifier } from './notify/notifier.js';
 import { notifyEventOf } from './notify/notify-events.js';
-import { InstancePoller, type InstanceLists } from './fleet/poller.js';
+import { InstancePoller } from './fleet/poller.js';
 import { StoreSharedView } from './cluster/shared-view.js';
 import type { RunHooks } from './runs/run-hooks.js';
-import { Supervisor } from './runs/supervisor.js';
-import { Submissions } from './runs/submission.js';
-import { RunLogs } from './runs/run-logs.js';
-import { sharedRuns } from './runs/shared-runs.js';
-import { RunNotices } from './runs/run-notices.js';
-import { AttemptJournal } from './runs/attempt-journal.js';
-import { OfferClaims } from './runs/offer-claims.js';
-import { StoreClaims } from './runs/store-claims.js';
-import { MachineQuarantine } from './runs/machine-quarantine.js';
-import { Reconciler } from './runs/reconciler.js';
-import { FailureLogs } from './runs/failure-logs.js';
-import { LogSecrets } from './runs/log-secrets.js';
-import { TaskLogs } from './runs/task-logs.js';
-import { IdleWatch } from './runs/idle-watch.js';
-import { TaskProbe } from './runs/task-probe.js';
-import { provideRunMachine } from './runs/run-driver.js';
-import { AccountWatch } from './money/account-watch.js';
-import { CreateGate } from './money/create-gate.js';
-import { MoneyGuard } from './money/money-guard.js';
-import { PriceIncreaseWatch } from './money/price-increases.js';
-import type { MarketClient } from '../client/types.js';
-import type { RunPlan } from '../job-spec/run-plan.js';
-import { type Releasers, withReleasers } from '../releasers.js';
+import type { Supervisor } from './runs/supervisor.js';
+import { composeRuns } from './runs/compose-runs.js';
+import { withReleasers } from '../releasers.js';
 import { ClusterLoop } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
 import { LeaseOwner } from './cluster/lease-owner.js';
@@ -116,17 +93,10 @@ export interface RunningDaemon {
   stop(): Promise<void>;
 }
 
-/** How often old runs and events are deleted (store.retention_days). */
-const RETENTION_EVERY_MS = 60 * 60 * 1000;
 /** A comment line on every event stream this often keeps proxies and clients from closing it. */
 const STREAM_HEARTBEAT_MS = 15_000;
 /** How often event streams look for events other daemons stored (a shared store), ms. */
 const STORE_POLL_MS = 250;
-/**
- * How long one read of the offers other daemons' runs are on serves this daemon's searches: short
- * next to a create's few seconds on an offer, and one query a second however many runs search.
- */
-const STORE_CLAIMS_MAX_AGE_MS = 1000;
 
 function logClientEvent(log: Logger, e: ClientEvent): void {
   switch (e.type) {
@@ -186,6 +156,40 @@ function describeStore(url: string | null | undefined): string {
   return location.file ?? 'berth.db in BERTH_HOME';
 }
 
+/**
+ * Which runs this daemon may act for on its store, built once here: every run on a store of its own
+ * (SQLite, held alone through its lock); on a Postgres store, which several daemons may share, those
+ * whose lease it holds (`owner`, also the cluster's view of this daemon).
+ */
+async function runOwnership(
+  store: Store,
+  deps: { config: Config; clock: Clock; log: Logger; home: string; signal: AbortSignal | undefined },
+): Promise<{ owner: LeaseOwner | undefined; ownership: RunOwnership }> {
+  if (store.backend !== 'postgres') return { owner: undefined, ownership: new SoleOwner(store) };
+  const { config, clock, log } = deps;
+  const leaseMs = config.cluster.lease_s * 1000;
+  const self = incarnation();
+  const owner = new LeaseOwner({
+    store,
+    clock,
+    leaseMs,
+    incarnation: self,
+    // A copied home's daemon-id is another live daemon's: claimed for this process first.
+    daemonId: await claimDaemonId({
+      home: deps.home,
+      store,
+      clock,
+      log,
+      leaseMs,
+      self,
+      ...(deps.signal ? { signal: deps.signal } : {}),
+    }),
+  });
+  // Caps of a shared store are the store's: a daemon whose budget differs from live daemons' is refused.
+  agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, log });
+  return { owner, ownership: owner };
+}
+
 export async function startDaemon(options: DaemonOptions = {}): Promise<RunningDaemon> {
   const { config, env } = loadConfig(
     { configFile: options.configFile, listen: options.listen, overrides: options.overrides },
@@ -212,31 +216,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       storeWait,
     );
     releasers.push(() => store.close());
-    // A Postgres store may be shared by several daemons: runs are this daemon's through leases.
-    const leaseMs = config.cluster.lease_s * 1000;
-    const self = incarnation();
-    const owner =
-      store.backend === 'postgres'
-        ? new LeaseOwner({
-            store,
-            clock,
-            leaseMs,
-            incarnation: self,
-            // A copied home's daemon-id is another live daemon's: claimed for this process first.
-            daemonId: await claimDaemonId({
-              home: env.home,
-              store,
-              clock,
-              log,
-              leaseMs,
-              self,
-              ...(options.signal ? { signal: options.signal } : {}),
-            }),
-          })
-        : undefined;
-    // Caps of a shared store are the store's: a daemon whose budget differs from live daemons' is refused.
-    if (owner) agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, log });
-    const ownership: RunOwnership = owner ?? new SoleOwner(store);
+    const { owner, ownership } = await runOwnership(store, { config, clock, log, home: env.home, signal: options.signal });
     /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
     const leads = () => owner === undefined || owner.leader;
     const startedAt = clock.now();
@@ -379,7 +359,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       // Other daemons' events reach the streams from the store, not from this daemon's commits.
       ...(owner ? { storePollMs: STORE_POLL_MS } : {}),
     });
-    const server = createControlApi({
+    const controlApi: ControlApiDeps = {
       store,
       sessions: new DashboardSessions(clock),
       // On a shared store /healthz counts every daemon's runs (this daemon's are in its `cluster` part).
@@ -416,181 +396,48 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         current: () => token,
         rotate: () => (token = writeNewControlToken(env.home)),
       },
-    });
-    let url: string;
-    try {
-      url = await listen(server, config.daemon.listen);
-    } catch (err) {
-      throw new ConfigError(`Cannot listen on ${config.daemon.listen}: ${(err as Error).message}`, 'daemon.listen', err);
-    }
-    releasers.push(() => {
-      // Event streams end cleanly before the connections are cut.
-      streams.closeAll();
-      server.close();
-      server.closeAllConnections();
-    });
-    // The callback listener faces the instances (readiness.callback_url leads to it), so it is a
-    // server of its own, apart from the loopback-only control API.
-    let callbackListen: string | undefined;
-    if (readyCallback) {
-      const callbackServer = createReadyCallbackServer({
-        tokens: readyCallback.tokens,
-        ready: (runId, n) => supervisor.ready(runId, n),
-        log,
-      });
-      try {
-        callbackListen = await listen(callbackServer, config.readiness.callback_listen);
-      } catch (err) {
-        throw new ConfigError(
-          `Cannot listen on ${config.readiness.callback_listen} for the readiness callback: ${(err as Error).message}`,
-          'readiness.callback_listen',
-          err,
-        );
-      }
-      // An open listener would keep the process alive, neither serving nor exiting.
-      releasers.push(() => closeServer(callbackServer));
-      log.info({ listen: callbackListen, url: readyCallback.url }, 'readiness callback listening');
-    }
-    const daemonFile = join(env.home, 'daemon.json');
-    const removeDaemonFile = () => rmSync(daemonFile, { force: true });
-    try {
-      writeFileSync(daemonFile, JSON.stringify({ url, pid: process.pid }), { mode: 0o600 });
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code ?? String(err);
-      throw new StoreError(`Cannot write ${daemonFile} (${code}): check that the disk is not full and BERTH_HOME is writable.`, err);
-    }
-    // However the process ends (an uncaught error, a second signal's process.exit), daemon.json goes with it.
-    process.on('exit', removeDaemonFile);
-    releasers.push(() => {
-      removeDaemonFile();
-      process.off('exit', removeDaemonFile);
-    });
-    let webhookUrl: string | undefined;
-    if (config.webhooks.listen) {
-      const webhooks = createWebhookReceiver({
-        secret: env.webhookSecret!,
-        toleranceS: config.webhooks.tolerance_s,
+    };
+    const { url, callbackListen, webhookUrl } = await openListeners(
+      {
+        config,
+        home: env.home,
+        webhookSecret: env.webhookSecret,
         store,
         clock,
         log,
-        onLowCredit: () => account.lowCredit(),
-        onOutbid: (n) => supervisor.serviceSays(n.instanceId, 'stopped', n.at, n.why, n.eventId),
-        onInstanceOffline: (n) => supervisor.serviceSays(n.instanceId, 'offline', n.at, n.why, n.eventId),
-      });
-      try {
-        webhookUrl = await listen(webhooks, config.webhooks.listen);
-      } catch (err) {
-        throw new ConfigError(`Cannot listen for webhooks on ${config.webhooks.listen}: ${(err as Error).message}`, 'webhooks.listen', err);
-      }
-      releasers.push(() => closeServer(webhooks));
-      log.info({ url: webhookUrl }, "listening for the service's signed webhooks");
-    }
+        controlApi,
+        readyCallback,
+        supervisor,
+        account,
+      },
+      releasers,
+    );
     log.info({ url }, 'berth daemon listening; resuming the runs');
 
     let stopping = false;
     let fail!: (err: unknown) => void;
     const failed = new Promise<never>((_, reject) => (fail = reject));
     failed.catch(() => undefined);
-
-    // The background start is waited for before the runs stop (released after the two below).
-    let started: Promise<void> = Promise.resolve();
-    let checked: Promise<void> = Promise.resolve();
-    releasers.push(async () => {
-      await started.catch(() => undefined);
-      await checked;
-    });
-    let retention: Timer | undefined;
-    releasers.push(() => retention?.cancel());
-    const checksAbort = new AbortController();
-    releasers.push(() => checksAbort.abort());
-    const purge = () => {
-      if (!leads()) {
-        retention = clock.setTimer(purge, RETENTION_EVERY_MS);
-        return;
-      }
-      const before = clock.now() - config.store.retention_days * 86_400_000;
-      try {
-        const { runs, events, notifications } = store.purge(before, clock.now());
-        if (runs + events + notifications > 0) {
-          log.info(
-            { runs, events, notifications, retention_days: config.store.retention_days },
-            'deleted ended runs, events and finished notifications past their retention',
-          );
-        }
-      } catch (err) {
-        log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
-      }
-      retention = clock.setTimer(purge, RETENTION_EVERY_MS);
-    };
-
-    started = (async () => {
-      // No list blocks the start: a resumed run whose create may have been sent looks for its label
-      // itself, and the poller's first round sweeps the account (adopting journaled creates,
-      // destroying orphans) while the runs go on.
-      // Each of these steps may be tried again: a berth.db locked by another program is waited out.
-      await whileStoreBusy(
-        'resume the runs',
-        () => {
-          if (stopping) return;
-          // The first renewal: the database's clock, this daemon's heartbeat, the leader's lease.
-          cluster?.start();
-          supervisor.resumeAll();
-          poller.start();
-          notifier.start();
-        },
-        { clock, log, signal: checksAbort.signal },
-      );
-      if (stopping) return;
-      purge();
-      ready = true;
-      log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
-    })();
-
-    // The account checks of `berth doctor`, in the background: the daemon works without them (status,
-    // the runs), and a failing one is an event on the runs it stops.
-    checked = (async () => {
-      await started.catch(() => undefined);
-      if (stopping) return;
-      if (!leads()) {
-        // Several daemons on one store: the leading one checks the account.
-        account.start();
-        return;
-      }
-      try {
-        const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
-        if (report.user) account.accept(report.user);
-        for (const [i, line] of checkLines(report).entries()) {
-          const check = report.checks[i]!;
-          if (check.ok) log.info({ check: check.name }, `account check: ${line}`);
-          else log.warn({ check: check.name }, `account check: ${line}`);
-        }
-        // The credit is the create gate's to report (an event per waiting create); an SSH key stops no
-        // run (berth rents Docker instances, which take one later). The others are noted on every live
-        // run; a run meets the refusal itself when it calls (a permission error fails it at once).
-        const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
-        for (const c of failing)
-          notices.noteOn(supervisor.liveRunIds(), 'account.check', `account check at daemon start failed: ${c.name}: ${c.message}`);
-      } catch (err) {
-        if (!stopping) log.warn({ err: toRunError(err) }, 'the account checks could not run');
-      } finally {
-        if (!stopping) account.start();
-      }
-    })();
-    const readyPromise = started.catch((err: unknown) => {
-      // Stopped while waiting for a busy berth.db: nothing failed.
-      if (stopping) return;
-      // The runs could not be resumed: the daemon cannot go on. Only a damaged store is told to
-      // restore a backup; anything else (a full disk, a bug) says what it is and no more.
-      const why = toRunError(err).message;
-      log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
-      const reason = isStoreDamaged(err)
-        ? new StoreError(
-            `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (docs/operating.md: Backup, Restore).`,
-            err,
-          )
-        : err;
-      void stop().finally(() => fail(reason));
-    });
+    const background = startBackground(
+      {
+        config,
+        store,
+        client,
+        clock,
+        log,
+        supervisor,
+        poller,
+        notifier,
+        cluster,
+        account,
+        notices,
+        leads,
+        stopping: () => stopping,
+        onReady: () => (ready = true),
+        onFatal: (reason) => void stop().finally(() => fail(reason)),
+      },
+      releasers,
+    );
 
     let stopped: Promise<void> | undefined;
     const stop = () =>
@@ -611,213 +458,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       home: env.home,
       storeId: store.storeId,
       supervisor,
-      ready: readyPromise,
+      ready: background.ready,
       failed,
-      checked,
+      checked: background.checked,
       ...(webhookUrl ? { webhookUrl } : {}),
       stop,
     };
   });
-}
-
-/** A listener's releaser: no new connections, and the open ones cut. */
-function closeServer(server: Server): void {
-  server.close();
-  server.closeAllConnections();
-}
-
-/** What the runs are built from: the store, the service, the shared lists and the settings. */
-export interface RunsDeps {
-  store: Store;
-  client: MarketClient;
-  clock: Clock;
-  lists: InstanceLists;
-  config: Config;
-  log: Logger;
-  /** The marketplace key: scrubbed from the container logs berth keeps. */
-  apiKey: string;
-  /** Set when readiness.callback_url is: where onstarts post their attempt's token, and its tokens. */
-  readyCallback?: { url: string; tokens: ReadyTokens };
-  /** Notifications and metrics, handed to every run's driver. */
-  hooks?: RunHooks;
-  /** Which runs this daemon may act for (a SQLite store: all; a shared Postgres store: those it holds). */
-  ownership?: RunOwnership;
-  /** Whether this daemon does the account-wide duties now (sweep's reconcile, credit reads). */
-  leads?: () => boolean;
-}
-
-/** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
-function orphanRetryMs(config: Config): number {
-  return Math.max(5 * config.polling.interval_s, 30) * 1000;
-}
-
-/**
- * Builds the runs and what may be spent on them: the attempt journal, offer claims, machine
- * quarantine, reconciler, account watch, create gate, money guard, failure logs, task logs, idle watch, the run machine
- * with its actors, the supervisor that drives them, and beside it the submissions, the run logs and the
- * daemon's notices. Each pushes its releaser; the supervisor's goes last, so it stops its runs before
- * the services they use stop.
- */
-export function composeRuns(deps: RunsDeps, releasers: Releasers) {
-  const { store, client, clock, config, log, readyCallback } = deps;
-  const ownership = deps.ownership ?? new SoleOwner(store);
-  const leads = deps.leads ?? (() => true);
-  // The one place the live runs' plans are kept: the supervisor fills it, the others read it (RunSpecs).
-  const specs = new Map<string, RunPlan>();
-  const journal = new AttemptJournal(store, ownership);
-  // On a shared store, the offers other daemons' runs are on too (read from the attempts table).
-  const claims = new OfferClaims(
-    ownership.shared ? new StoreClaims({ attempts: store.attempts, clock, maxAgeMs: STORE_CLAIMS_MAX_AGE_MS }) : undefined,
-  );
-  const quarantine = new MachineQuarantine(config.runs.machine_quarantine_s * 1000, clock);
-  const reconciler = new Reconciler({
-    store,
-    journal,
-    client,
-    clock,
-    log,
-    // From the store, not the drivers: the startup reconcile runs before any driver is resumed.
-    isLive: (runId) => store.runs.get(runId)?.ended_at === null,
-    sweptStores: new Set([...store.formerStoreIds, ...config.store.sweep_store_ids].filter((id) => id !== store.storeId)),
-    retryMs: orphanRetryMs(config),
-  });
-  releasers.push(() => reconciler.stop());
-  // The account's credit, read at a slow cadence (the create gate holds creates while it is low).
-  const account = new AccountWatch({
-    client,
-    clock,
-    log,
-    minCreditUsd: config.account.min_credit_usd,
-    intervalMs: config.account.check_interval_s * 1000,
-    heldIntervalMs: config.account.held_check_interval_s * 1000,
-    onChange: () => gate.wake(),
-    ...(ownership.shared
-      ? {
-          shared: {
-            leads,
-            save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()),
-            load: () => store.sharedCredit.load(),
-            request: () => store.sharedCredit.requestRead(),
-            requests: () => store.sharedCredit.readRequests(),
-          },
-        }
-      : {}),
-  });
-  releasers.push(() => account.stop());
-  const gate = new CreateGate({
-    store,
-    clock,
-    log,
-    account,
-    maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
-    maxUsdPerDay: config.budget.max_usd_per_day ?? null,
-    recheckMs: config.polling.interval_s * 1000,
-    specs,
-    endRequested: (runId) => supervisor.endRequested(runId),
-    ...(ownership.shared
-      ? {
-          serialize: <T>(fn: () => T): T =>
-            store.transaction(() => {
-              store.serializeCaps();
-              return fn();
-            }),
-        }
-      : {}),
-  });
-  releasers.push(() => gate.stop());
-  const prices = new PriceIncreaseWatch({
-    client,
-    clock,
-    log,
-    policy: config.price_increases.policy,
-    intervalMs: config.price_increases.check_interval_s * 1000,
-    holders: () => supervisor.holders(),
-    daemonCapHold: (extra) => gate.increaseHold(extra),
-    note: (runId, type, message, data) =>
-      store.transaction(() =>
-        store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
-      ),
-  });
-  releasers.push(() => prices.stop());
-  const notices = new RunNotices({ store, clock, log, hooks: deps.hooks });
-  const guard: MoneyGuard = new MoneyGuard({
-    store,
-    clock,
-    log,
-    specs,
-    expire: (runId, reason) => supervisor.expire(runId, reason),
-    leadMs: config.polling.interval_s * 1000,
-    warn: (runId, message, data) => notices.warnBudget(runId, message, data),
-  });
-  releasers.push(() => guard.stop());
-  const logSecrets = new LogSecrets({
-    log,
-    apiKey: deps.apiKey,
-    keys: store.instanceKeys,
-    specs,
-    runs: store.runs,
-    ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
-  });
-  const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });
-  releasers.push(() => failureLogs.close());
-  const idle = new IdleWatch({
-    warnBeforeMs: config.runs.idle_warning_s * 1000,
-    warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
-    expire: (runId, reason) => supervisor.expire(runId, reason),
-  });
-  const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
-  const taskProbe = new TaskProbe({
-    clock,
-    log,
-    readEnd: (input, signal) => taskLogs.readEnd(input, signal),
-    ended: (runId, n, end) => supervisor.taskEnded(runId, n, end),
-    intervalMs: (config.runs.task_probe_interval_s ?? 2 * config.polling.interval_s) * 1000,
-    otherPerS: config.rate_limits.other.per_s,
-  });
-  releasers.push(() => taskProbe.stop());
-  const machine = provideRunMachine({
-    failureLogs,
-    taskLogs,
-    logSecrets,
-    serviceUrl: config.service.base_url,
-    ...(readyCallback ? { readyCallback } : {}),
-    money: { guard, gate },
-    quarantine,
-    client,
-    clock,
-    journal,
-    lists: deps.lists,
-    claims,
-    reconcileGraceMs: Math.max(2 * config.polling.interval_s * 1000, 2000),
-    specs,
-    searchShareMs: config.runs.search_share_s * 1000,
-    offersPerSearch: config.runs.gone_offers_per_search,
-    ownership,
-  });
-  const supervisor: Supervisor = new Supervisor({
-    store,
-    clock,
-    config,
-    log,
-    specs,
-    machine,
-    journal,
-    claims,
-    quarantine,
-    // The adoption and the orphans are the leading daemon's (every daemon's sweeps still tell its runs of losses).
-    reconciler: { sweep: (instances, startedAt) => (leads() ? reconciler.sweep(instances, startedAt) : undefined) },
-    guard,
-    gate,
-    prices,
-    idle,
-    taskProbe,
-    ...(deps.hooks ? { hooks: deps.hooks } : {}),
-    ownership,
-  });
-  releasers.push(() => supervisor.stop());
-  const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
-  // A run another daemon drives: its instance is read from the store.
-  const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
-  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId) });
-  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
 }

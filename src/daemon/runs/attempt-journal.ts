@@ -27,11 +27,11 @@ interface AttemptStart {
 export class AttemptJournal {
   /**
    * `ownership`: whether this daemon still holds a run; a create's intent is written only while it
-   * does (several daemons on one store). Without it (tests), every run is this daemon's.
+   * does (several daemons on one store; on a store of its own, every run is this daemon's).
    */
   constructor(
     private readonly store: Store,
-    private readonly ownership: Pick<RunOwnership, 'write'> = { write: (_runId, fn) => store.transaction(fn) },
+    private readonly ownership: Pick<RunOwnership, 'write'>,
   ) {}
 
   /** The label the attempt's instance carries (store, run and attempt: found again after a crash). */

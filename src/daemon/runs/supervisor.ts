@@ -5,7 +5,9 @@
 // reconciler (./reconciler.ts: adoption, orphans). What is said to one run goes through it to that
 // run's driver (cancel, resume after a restore, expiry, readiness, a webhook's word). It builds no
 // service: the journal, the money guard, the create gate, the reconciler and the run machine are
-// handed to it by ../daemon.ts. Submissions (./submission.ts), a run's log (./run-logs.ts) and the
+// handed to it by ./compose-runs.ts. Which of the store's live runs are driven here, and when one is
+// taken, it asks its placement (./run-placement.ts; ./shared-placement.ts on a store several daemons
+// share), never which kind of store it is on. Submissions (./submission.ts), a run's log (./run-logs.ts) and the
 // daemon's notices (./run-notices.ts) live beside it and ask it only which runs it drives.
 //
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
@@ -19,7 +21,7 @@
 import type { Instance } from '../../client/types.js';
 import type { Clock, Timer } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { BerthError, toRunError } from '../../errors.js';
+import { BerthError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { readStoredPlan, StoredSpecError, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunRow, Store } from '../../store/index.js';
@@ -36,13 +38,14 @@ import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { IdleWatch } from './idle-watch.js';
 import type { TaskProbe } from './task-probe.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
-import { failRunOutsideMachine } from './run-failed-outside.js';
 import { toStatus } from './instance-status.js';
+import { failRunOutsideMachine } from './run-failed-outside.js';
 import type { RunHooks } from './run-hooks.js';
-import { SoleOwner, type RunOwnership } from '../cluster/run-ownership.js';
+import type { DrivenRuns, RunPlacement } from './run-placement.js';
+import type { RunOwnership } from '../cluster/run-ownership.js';
 import type { ClusterRuns } from '../cluster/cluster-loop.js';
 
-/** What the supervisor is handed, built by the composition root (../daemon.ts). */
+/** What the supervisor is handed, built by ./compose-runs.ts for the composition root (../daemon.ts). */
 export interface SupervisorDeps {
   store: Store;
   clock: Clock;
@@ -71,13 +74,15 @@ export interface SupervisorDeps {
   hooks?: RunHooks;
   /**
    * Which runs this daemon may act for (../cluster/run-ownership.ts): with several daemons on one
-   * store, a run is driven here only while this daemon holds its lease. Default: every run (SQLite).
+   * store, a run is driven here only while this daemon holds its lease.
    */
-  ownership?: RunOwnership;
+  ownership: RunOwnership;
+  /**
+   * Which live runs are driven here and when one is taken (./run-placement.ts), made for the
+   * supervisor's runs: every run on a store of its own, runs taken through leases on a shared one.
+   */
+  placement: (runs: DrivenRuns) => RunPlacement;
 }
-
-/** Runs looked at per take-over round (the rest wait for the next round, a tick later). */
-const TAKE_BATCH = 500;
 
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
 const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
@@ -99,56 +104,37 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   /** Runs that moved since the money guard last looked (checked once per turn). */
   private readonly moved = new Set<string>();
   private readonly ownership: RunOwnership;
-  private takeOverQueued = false;
-  /**
-   * Runs taken over (or back) that no list of this daemon has answered for yet: asked for in the
-   * next targeted list instead of waiting for a sweep of the whole account. A running one is asked
-   * with the running tasks (200 ids a call, only those no longer running are shown: one call for a
-   * dead daemon's runs, not one page per 25 of them); any other with the booting ones. Kept with
-   * when the run was taken: only an answer listed since then confirms it (another daemon's older
-   * sighting, read from the store, does not).
-   */
-  private readonly unconfirmed = new Map<string, number>();
+  private readonly placement: RunPlacement;
 
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
-    this.ownership = deps.ownership ?? new SoleOwner(deps.store);
+    this.ownership = deps.ownership;
+    // The placement's view of the drivers: it starts, cancels and admits runs through these alone.
+    this.placement = deps.placement({
+      open: () => this.resumed && !this.stopping,
+      count: () => this.drivers.size,
+      has: (runId) => this.drivers.has(runId),
+      drive: (row) => this.startDriver(row),
+      cancel: (runId) => this.drivers.get(runId)?.cancel(),
+      hold: (rows) => {
+        for (const row of rows) this.watchHeld(row);
+        this.warnHeld(rows.map((row) => row.id));
+      },
+      admit: () => this.admitQueued(),
+    });
   }
 
-  /** Resumes every non-ended run of the store from its snapshot, except those held after a restore. */
+  /**
+   * Resumes the live runs of the store that are this daemon's (./run-placement.ts) from their
+   * snapshots, except those held after a restore; then takes what it has room for among those
+   * nobody holds (a shared store).
+   */
   resumeAll(): void {
     if (this.stopping || this.resumed) return;
-    if (this.ownership.shared) return this.resumeShared();
-    const held: string[] = [];
-    // May be called again after a store write failed part way (berth.db locked by another program):
-    // runs already resumed are skipped, and the daemon counts as resumed only once all are.
-    for (const row of this.deps.store.runs.live()) {
-      if (this.drivers.has(row.id)) continue;
-      if (row.held_at !== null) {
-        held.push(row.id);
-        this.watchHeld(row);
-        continue;
-      }
-      if (!RunDriver.canResume(row)) {
-        // A snapshot from another machine version cannot be restored safely; the run fails and the
-        // orphan sweep destroys whatever it held.
-        failRunOutsideMachine(
-          this.deps,
-          row,
-          {
-            kind: 'upgrade',
-            message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
-          },
-          this.deps.clock.now(),
-        );
-        continue;
-      }
-      this.startDriver(row);
-      if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
-    }
-    this.warnHeld(held);
+    this.placement.resume();
     this.resumed = true;
     this.deps.prices.start();
+    this.placement.takeOver();
     this.admitQueued();
   }
 
@@ -189,36 +175,9 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     }
   }
 
-  /**
-   * With several daemons on one store: this daemon's own runs from before it stopped first (its
-   * leases are its again at once), then what it has room for among the runs nobody holds; the
-   * cluster loop takes more every tick.
-   */
-  private resumeShared(): void {
-    // Every daemon watches the held runs' limits; the first to see one reached ends it (expire).
-    const held = this.deps.store.runs.live().filter((row) => row.held_at !== null);
-    for (const row of held) this.watchHeld(row);
-    this.warnHeld(held.map((row) => row.id));
-    for (const runId of this.ownership.heldBefore()) this.takeRun(runId);
-    this.resumed = true;
-    this.deps.prices.start();
-    this.takeOver();
-  }
-
-  /**
-   * Takes the runs nobody holds that this daemon has room for: runs under way always (one may hold
-   * an instance, which must have an owner), runs asked to end always (they end at once), queued
-   * ones while fewer than daemon.max_active_runs are driven here.
-   */
+  /** Takes what this daemon has room for among the runs nobody holds (the cluster loop's tick; ./shared-placement.ts). */
   takeOver(): void {
-    if (!this.ownership.shared || !this.resumed || this.stopping) return;
-    const max = this.deps.config.daemon.max_active_runs;
-    for (const r of this.ownership.claimable(TAKE_BATCH)) {
-      const needsRoom = r.state === 'queued' && r.cancel_requested_at === null;
-      if (needsRoom && this.drivers.size >= max) break;
-      this.takeRun(r.id);
-    }
-    this.admitQueued();
+    this.placement.takeOver();
   }
 
   /** Another daemon holds these runs now: their drivers stop here (nothing ends; the run goes on there). */
@@ -235,64 +194,6 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     for (const runId of runIds) this.drivers.get(runId)?.cancel();
   }
 
-  /** Takes a run just stored; false when the store would not (it is stored: a take-over drives it later). */
-  private tookNew(runId: string): boolean {
-    try {
-      return this.ownership.take(runId);
-    } catch (err) {
-      this.deps.log.warn({ runId, err: toRunError(err) }, 'could not take a new run now; a take-over drives it later');
-      return false;
-    }
-  }
-
-  /** Takes one run for this daemon and drives it from its stored snapshot; false when it is not to be had. */
-  private takeRun(runId: string): boolean {
-    if (this.drivers.has(runId)) return true;
-    if (!this.ownership.take(runId)) return false;
-    try {
-      return this.driveTaken(runId);
-    } catch (err) {
-      // Not driven here after all (the store failed half way): the lease goes, or ends on its own,
-      // instead of being renewed for a run nobody drives.
-      if (!this.drivers.has(runId)) this.ownership.release(runId);
-      throw err;
-    }
-  }
-
-  /** Drives a run whose lease this daemon just took, from its stored snapshot; false when it is not to be driven. */
-  private driveTaken(runId: string): boolean {
-    const row = this.deps.store.runs.get(runId);
-    if (!row || row.ended_at !== null || row.held_at !== null) {
-      this.ownership.release(runId);
-      return false;
-    }
-    if (!RunDriver.canResume(row)) {
-      const error = {
-        kind: 'upgrade' as const,
-        message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
-      };
-      this.ownership.write(runId, () => failRunOutsideMachine(this.deps, row, error, this.deps.clock.now()));
-      this.ownership.release(runId);
-      return false;
-    }
-    const takenAt = this.deps.clock.now();
-    // The run's story says which daemon drives it from when (a hand-over is otherwise invisible).
-    this.ownership.write(runId, () =>
-      this.deps.store.events.append({
-        runId,
-        at: takenAt,
-        type: 'run.taken',
-        message: `driven by daemon ${this.ownership.daemonId} from now on (${row.state})`,
-        data: { daemon: this.ownership.daemonId, state: row.state },
-      }),
-    );
-    this.deps.log.info({ runId, state: row.state }, `run ${runId} is driven by this daemon now`);
-    this.startDriver(row);
-    this.unconfirmed.set(runId, takenAt);
-    if (row.cancel_requested_at !== null) this.drivers.get(row.id)?.cancel();
-    return true;
-  }
-
   /** Forgets a run driven here (ended, or held by another daemon now). */
   private drop(runId: string): void {
     this.deps.guard.forget(runId);
@@ -302,7 +203,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     this.queued.delete(runId); // a queued run can be cancelled before it is admitted
     this.specs.delete(runId);
     this.paused.delete(runId);
-    this.unconfirmed.delete(runId);
+    this.placement.forget(runId);
   }
 
   /** The user confirms that a run held after a restore may go on. */
@@ -312,12 +213,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     if (!row || row.held_at === null || row.ended_at !== null) return;
     store.transaction(() => store.runs.release(runId));
     log.info({ runId }, 'a run held after a restore was resumed by the user');
-    // Shared store: whichever daemon has room takes it, as any run nobody holds.
-    if (this.ownership.shared) return this.queueTakeOver();
-    if (this.resumed && !this.stopping) {
-      this.startDriver(store.runs.get(runId)!);
-      this.admitQueued();
-    }
+    this.placement.lifted(runId);
   }
 
   /** Throws daemon_stopping while the daemon shuts down (a submission stores nothing then). */
@@ -328,8 +224,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   /** A run just submitted (./submission.ts), with its plan: driven at once once the runs are resumed. */
   started(row: RunRow, spec: RunPlan): void {
     if (!this.resumed || this.stopping) return; // resumeAll starts it from the store
-    // Shared store: driven here if this daemon has room, else by whichever daemon has (take-over).
-    if (this.ownership.shared && (this.drivers.size >= this.deps.config.daemon.max_active_runs || !this.tookNew(row.id))) return;
+    if (!this.placement.takesNew(row.id)) return;
     this.startDriver(row, spec);
     this.admitQueued();
   }
@@ -348,14 +243,9 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       if (row.held_at !== null) store.runs.release(runId);
     });
     if (!this.resumed || this.stopping) return store.runs.get(runId);
-    if (this.ownership.shared) {
-      // Driven here, or nobody's (taken now, ending at once); another daemon's hears it from the store.
-      if (this.drivers.has(runId)) this.drivers.get(runId)?.cancel();
-      else this.takeRun(runId);
-      return store.runs.get(runId);
-    }
-    if (row.held_at !== null) this.startDriver(store.runs.get(runId)!);
-    this.drivers.get(runId)?.cancel();
+    const driver = this.drivers.get(runId);
+    if (driver) driver.cancel();
+    else this.placement.cancelled(row);
     return store.runs.get(runId);
   }
 
@@ -379,15 +269,14 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     const { store, clock, log } = this.deps;
     const row = store.runs.get(runId);
     if (!row || row.ended_at !== null) return true; // nothing left to expire
-    if (this.ownership.shared && row.held_at === null) {
-      // Lifted by another daemon (or the user) and driven by whoever holds it: its guard ends it.
+    if (row.held_at === null && this.placement.drivenElsewhere()) {
       this.deps.guard.forget(runId);
       this.specs.delete(runId);
       return true;
     }
     if (row.held_at === null || !this.resumed || this.stopping) return false;
-    // Shared store: this daemon takes the run before lifting its hold, so no other takes it between.
-    if (this.ownership.shared && !this.ownership.take(runId)) return false;
+    // This daemon takes the run before lifting its hold, so no other daemon of a shared store takes it between.
+    if (!this.ownership.take(runId)) return false;
     let lifted: boolean;
     try {
       lifted = store.transaction(() => {
@@ -454,7 +343,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       // A running task ends by stopping its own instance: watched for that every interval.
       if (driver.state === 'running' && task) forEnd.push(id);
       if (!WAITING_STATES.has(driver.state)) {
-        if (this.unconfirmed.has(driver.runId)) (driver.state === 'running' ? forEnd : forStatus).push(id);
+        if (this.placement.unconfirmed(driver.runId)) (driver.state === 'running' ? forEnd : forStatus).push(id);
         continue;
       }
       (driver.state === 'booting' ? forStatus : forAbsence).push(id);
@@ -489,7 +378,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
 
   /** A list made at `listedAt` answered for the run's instance: confirmed if that was since it was taken. */
   private confirmed(runId: string, listedAt: number): void {
-    if ((this.unconfirmed.get(runId) ?? Number.POSITIVE_INFINITY) <= listedAt) this.unconfirmed.delete(runId);
+    this.placement.confirmed(runId, listedAt);
   }
 
   /** A list filtered on these ids did not show them: their runs hear the absence (counted by the machine). */
@@ -605,7 +494,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
         this.ownership.release(runId);
         // Admission may start other runs' actors: not from inside this run's transition.
         queueMicrotask(() => this.admitQueued());
-        this.queueTakeOver();
+        this.placement.ended();
       },
       onLost: (runId) => {
         this.drop(runId);
@@ -666,20 +555,6 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
         if (row) this.drivers.get(id)?.resume(row);
       }
     }, this.storeRetryMs);
-  }
-
-  /** A run ended here: there is room for one nobody holds (once per turn however many ended). */
-  private queueTakeOver(): void {
-    if (!this.ownership.shared || this.takeOverQueued) return;
-    this.takeOverQueued = true;
-    queueMicrotask(() => {
-      this.takeOverQueued = false;
-      try {
-        this.takeOver();
-      } catch (err) {
-        this.deps.log.warn({ err: toRunError(err) }, 'could not look for runs to take; the next tick does');
-      }
-    });
   }
 
   private admitQueued(): void {

@@ -12,6 +12,7 @@ import { stubActor } from '../../helpers/stub-actor.js';
 import { systemClock } from '../../../src/clock.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { RunDriver, type ProvidedRunMachine } from '../../../src/daemon/runs/run-driver.js';
@@ -84,7 +85,7 @@ function startRuns(count: number, machine: ProvidedRunMachine): string[] {
     const driver = new RunDriver(row, spec, {
       machine,
       store: store!,
-      journal: new AttemptJournal(store!),
+      journal: new AttemptJournal(store!, new SoleOwner(store!)),
       clock: systemClock,
       claims,
       quarantine,

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { CreateInput } from '../../../machines/run-machine.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import { AccountWatch } from '../../../src/daemon/money/account-watch.js';
 import { CreateAbandoned, CreateGate, type CreateGateDeps } from '../../../src/daemon/money/create-gate.js';
 import { silentLogger } from '../../../src/logger.js';
@@ -20,7 +21,7 @@ let clock: FakeClock;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'berth-gate-'));
   store = openStore({ home: dir });
-  journal = new AttemptJournal(store);
+  journal = new AttemptJournal(store, new SoleOwner(store));
   clock = new FakeClock();
   for (const id of ['a', 'b', 'c', 'old']) store.runs.insert({ id, name: id, specJson: '{}', createdAt: 0 });
 });

@@ -8,6 +8,7 @@ import type { Candidate } from '../../../machines/run-machine.js';
 import type { RunError } from '../../../machines/run-rules.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import { MoneyGuard } from '../../../src/daemon/money/money-guard.js';
 import { parseJobSpec } from '../../../src/job-spec/validate.js';
 import { planRun } from '../../../src/job-spec/run-plan.js';
@@ -25,7 +26,7 @@ let warnings: Array<{ runId: string; message: string; at: number }>;
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'berth-guard-'));
   store = openStore({ home: dir });
-  journal = new AttemptJournal(store);
+  journal = new AttemptJournal(store, new SoleOwner(store));
   clock = new FakeClock();
   expired = [];
   warnings = [];

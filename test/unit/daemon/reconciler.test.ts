@@ -8,6 +8,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Instance, MarketClient } from '../../../src/client/types.js';
 import { BerthError } from '../../../src/errors.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import { ALERT_AFTER } from '../../../src/daemon/runs/destroy-alerts.js';
 import { Reconciler } from '../../../src/daemon/runs/reconciler.js';
 import { createLogger } from '../../../src/logger.js';
@@ -46,7 +47,7 @@ beforeEach(() => {
   } as unknown as MarketClient;
   reconciler = new Reconciler({
     store,
-    journal: new AttemptJournal(store),
+    journal: new AttemptJournal(store, new SoleOwner(store)),
     client,
     clock,
     log,

@@ -18,6 +18,7 @@ import {
   ServiceHttpError,
 } from '../../../src/errors.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
 import { StoreClaims } from '../../../src/daemon/runs/store-claims.js';
@@ -102,7 +103,7 @@ function actorsWith(client: MarketClient, lists: InstanceLists = lookups().lists
     ...passThroughActorDeps(specs, clock),
     client,
     clock,
-    journal: new AttemptJournal(store),
+    journal: new AttemptJournal(store, new SoleOwner(store)),
     specs,
     reconcileGraceMs: GRACE_MS,
     claims,
@@ -364,7 +365,7 @@ describe('create actor: a task’s daemon-free backstop (issue #29)', () => {
       ...passThroughActorDeps(specs, clock),
       client,
       clock,
-      journal: new AttemptJournal(store),
+      journal: new AttemptJournal(store, new SoleOwner(store)),
       specs,
       reconcileGraceMs: GRACE_MS,
       claims: new OfferClaims(),

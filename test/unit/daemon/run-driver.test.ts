@@ -25,6 +25,7 @@ import { stubActor } from '../../helpers/stub-actor.js';
 import { systemClock } from '../../../src/clock.js';
 import { loadConfig } from '../../../src/config/load.js';
 import { AttemptJournal } from '../../../src/daemon/runs/attempt-journal.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import { ALERT_AFTER } from '../../../src/daemon/runs/destroy-alerts.js';
 import { MachineQuarantine } from '../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../src/daemon/runs/offer-claims.js';
@@ -56,7 +57,7 @@ const turn = () => new Promise<void>((r) => setImmediate(r));
 
 /** One offer; the create makes instance 500; every destroy fails `failures.value` times, then succeeds. */
 function machine(failures: { value: number }): ProvidedRunMachine {
-  const journal = new AttemptJournal(store);
+  const journal = new AttemptJournal(store, new SoleOwner(store));
   return runMachine.provide({
     actors: {
       searchOffers: stubActor<SearchOutput, SearchInput>(async () => ({
@@ -93,7 +94,7 @@ function start(m: ProvidedRunMachine, runSpec = spec): RunDriver {
     }),
   });
   const { row } = store.runs.insert({ id: 'r1', name: runSpec.name, specJson: JSON.stringify(runSpec), createdAt: Date.now() });
-  const journal = new AttemptJournal(store);
+  const journal = new AttemptJournal(store, new SoleOwner(store));
   const d = new RunDriver(row, runSpec, {
     machine: m,
     store,

@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Instance, MarketClient, Offer } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { composeRuns } from '../../../src/daemon/daemon.js';
+import { composeRuns } from '../../../src/daemon/runs/compose-runs.js';
 import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
 import type { Submissions } from '../../../src/daemon/runs/submission.js';
 import { Releasers } from '../../../src/releasers.js';
@@ -18,7 +18,7 @@ import { StoreWriteError } from '../../../src/errors.js';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { FakeClock } from '../../helpers/fake-clock.js';
 import { LeaseOwner } from '../../../src/daemon/cluster/lease-owner.js';
-import type { RunOwnership } from '../../../src/daemon/cluster/run-ownership.js';
+import { SoleOwner, type RunOwnership } from '../../../src/daemon/cluster/run-ownership.js';
 
 let dir: string;
 let store: Store;
@@ -67,7 +67,7 @@ function superviseWith(s: Store, ownership?: RunOwnership): { supervisor: Superv
       config: loadConfig({}, {}).config,
       log: silentLogger(),
       apiKey: 'test-key',
-      ...(ownership ? { ownership } : {}),
+      ownership: ownership ?? new SoleOwner(s),
     },
     releasers,
   );

@@ -7,7 +7,8 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { MarketClient } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
-import { composeRuns } from '../../../src/daemon/daemon.js';
+import { composeRuns } from '../../../src/daemon/runs/compose-runs.js';
+import { SoleOwner } from '../../../src/daemon/cluster/run-ownership.js';
 import type { Supervisor } from '../../../src/daemon/runs/supervisor.js';
 import type { Submissions } from '../../../src/daemon/runs/submission.js';
 import { Releasers } from '../../../src/releasers.js';
@@ -41,7 +42,16 @@ beforeEach(() => {
   const lists = { findLabel: async () => null, lookAt: async () => null };
   releasers = new Releasers();
   ({ supervisor, submissions } = composeRuns(
-    { store, client, clock, lists, config: loadConfig({}, {}).config, log: silentLogger(), apiKey: 'test-key' },
+    {
+      store,
+      client,
+      clock,
+      lists,
+      config: loadConfig({}, {}).config,
+      log: silentLogger(),
+      apiKey: 'test-key',
+      ownership: new SoleOwner(store),
+    },
     releasers,
   ));
 });
@@ -118,6 +128,7 @@ describe('supervisor: runs it cannot resume', () => {
         config: loadConfig({}, {}).config,
         log: silentLogger(),
         apiKey: 'test-key',
+        ownership: new SoleOwner(store),
         hooks: {
           stored: () => undefined,
           committed: () => undefined,

@@ -1,0 +1,244 @@
+// The runs and what may be spent on them, built for the composition root (../daemon.ts, which
+// calls this once and hands in the store, the service, the shared lists and this daemon's
+// ownership): the services of this room and of the money room, the run machine with its actors and
+// the supervisor that drives them. No service of a room above this one is built here.
+import type { MarketClient } from '../../client/types.js';
+import type { Clock } from '../../clock.js';
+import type { Config } from '../../config/schema.js';
+import type { RunPlan } from '../../job-spec/run-plan.js';
+import type { Logger } from '../../logger.js';
+import type { Releasers } from '../../releasers.js';
+import type { Store } from '../../store/index.js';
+import type { RunOwnership } from '../cluster/run-ownership.js';
+import type { InstanceLists } from '../fleet/poller.js';
+import type { ReadyTokens } from '../inbound/ready-token.js';
+import { AccountWatch } from '../money/account-watch.js';
+import { CreateGate } from '../money/create-gate.js';
+import { MoneyGuard } from '../money/money-guard.js';
+import { PriceIncreaseWatch } from '../money/price-increases.js';
+import { AttemptJournal } from './attempt-journal.js';
+import { FailureLogs } from './failure-logs.js';
+import { IdleWatch } from './idle-watch.js';
+import { LogSecrets } from './log-secrets.js';
+import { MachineQuarantine } from './machine-quarantine.js';
+import { OfferClaims } from './offer-claims.js';
+import { Reconciler } from './reconciler.js';
+import { provideRunMachine } from './run-driver.js';
+import type { RunHooks } from './run-hooks.js';
+import { RunLogs } from './run-logs.js';
+import { RunNotices } from './run-notices.js';
+import { SolePlacement } from './run-placement.js';
+import { SharedPlacement } from './shared-placement.js';
+import { sharedRuns } from './shared-runs.js';
+import { StoreClaims } from './store-claims.js';
+import { Submissions } from './submission.js';
+import { Supervisor } from './supervisor.js';
+import { TaskLogs } from './task-logs.js';
+import { TaskProbe } from './task-probe.js';
+
+/**
+ * How long one read of the offers other daemons' runs are on serves this daemon's searches: short
+ * next to a create's few seconds on an offer, and one query a second however many runs search.
+ */
+const STORE_CLAIMS_MAX_AGE_MS = 1000;
+
+/** What the runs are built from: the store, the service, the shared lists and the settings. */
+export interface RunsDeps {
+  store: Store;
+  client: MarketClient;
+  clock: Clock;
+  lists: InstanceLists;
+  config: Config;
+  log: Logger;
+  /** The marketplace key: scrubbed from the container logs berth keeps. */
+  apiKey: string;
+  /** Set when readiness.callback_url is: where onstarts post their attempt's token, and its tokens. */
+  readyCallback?: { url: string; tokens: ReadyTokens };
+  /** Notifications and metrics, handed to every run's driver. */
+  hooks?: RunHooks;
+  /** Which runs this daemon may act for (a SQLite store: all; a shared Postgres store: those it holds). */
+  ownership: RunOwnership;
+  /** Whether this daemon does the account-wide duties now (sweep's reconcile, credit reads). */
+  leads?: () => boolean;
+}
+
+/** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
+function orphanRetryMs(config: Config): number {
+  return Math.max(5 * config.polling.interval_s, 30) * 1000;
+}
+
+/**
+ * Builds the runs and what may be spent on them: the attempt journal, offer claims, machine
+ * quarantine, reconciler, account watch, create gate, money guard, failure logs, task logs, idle watch, the run machine
+ * with its actors, the supervisor that drives them, and beside it the submissions, the run logs and the
+ * daemon's notices. Each pushes its releaser; the supervisor's goes last, so it stops its runs before
+ * the services they use stop.
+ */
+export function composeRuns(deps: RunsDeps, releasers: Releasers) {
+  const { store, client, clock, config, log, readyCallback } = deps;
+  const { ownership } = deps;
+  const leads = deps.leads ?? (() => true);
+  // The one place the live runs' plans are kept: the supervisor fills it, the others read it (RunSpecs).
+  const specs = new Map<string, RunPlan>();
+  const journal = new AttemptJournal(store, ownership);
+  // On a shared store, the offers other daemons' runs are on too (read from the attempts table).
+  const claims = new OfferClaims(
+    ownership.shared ? new StoreClaims({ attempts: store.attempts, clock, maxAgeMs: STORE_CLAIMS_MAX_AGE_MS }) : undefined,
+  );
+  const quarantine = new MachineQuarantine(config.runs.machine_quarantine_s * 1000, clock);
+  const reconciler = new Reconciler({
+    store,
+    journal,
+    client,
+    clock,
+    log,
+    // From the store, not the drivers: the startup reconcile runs before any driver is resumed.
+    isLive: (runId) => store.runs.get(runId)?.ended_at === null,
+    sweptStores: new Set([...store.formerStoreIds, ...config.store.sweep_store_ids].filter((id) => id !== store.storeId)),
+    retryMs: orphanRetryMs(config),
+  });
+  releasers.push(() => reconciler.stop());
+  // The account's credit, read at a slow cadence (the create gate holds creates while it is low).
+  const account = new AccountWatch({
+    client,
+    clock,
+    log,
+    minCreditUsd: config.account.min_credit_usd,
+    intervalMs: config.account.check_interval_s * 1000,
+    heldIntervalMs: config.account.held_check_interval_s * 1000,
+    onChange: () => gate.wake(),
+    ...(ownership.shared
+      ? {
+          shared: {
+            leads,
+            save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()),
+            load: () => store.sharedCredit.load(),
+            request: () => store.sharedCredit.requestRead(),
+            requests: () => store.sharedCredit.readRequests(),
+          },
+        }
+      : {}),
+  });
+  releasers.push(() => account.stop());
+  const gate = new CreateGate({
+    store,
+    clock,
+    log,
+    account,
+    maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
+    maxUsdPerDay: config.budget.max_usd_per_day ?? null,
+    recheckMs: config.polling.interval_s * 1000,
+    specs,
+    endRequested: (runId) => supervisor.endRequested(runId),
+    ...(ownership.shared
+      ? {
+          serialize: <T>(fn: () => T): T =>
+            store.transaction(() => {
+              store.serializeCaps();
+              return fn();
+            }),
+        }
+      : {}),
+  });
+  releasers.push(() => gate.stop());
+  const prices = new PriceIncreaseWatch({
+    client,
+    clock,
+    log,
+    policy: config.price_increases.policy,
+    intervalMs: config.price_increases.check_interval_s * 1000,
+    holders: () => supervisor.holders(),
+    daemonCapHold: (extra) => gate.increaseHold(extra),
+    note: (runId, type, message, data) =>
+      store.transaction(() =>
+        store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
+      ),
+  });
+  releasers.push(() => prices.stop());
+  const notices = new RunNotices({ store, clock, log, hooks: deps.hooks });
+  const guard: MoneyGuard = new MoneyGuard({
+    store,
+    clock,
+    log,
+    specs,
+    expire: (runId, reason) => supervisor.expire(runId, reason),
+    leadMs: config.polling.interval_s * 1000,
+    warn: (runId, message, data) => notices.warnBudget(runId, message, data),
+  });
+  releasers.push(() => guard.stop());
+  const logSecrets = new LogSecrets({
+    log,
+    apiKey: deps.apiKey,
+    keys: store.instanceKeys,
+    specs,
+    runs: store.runs,
+    ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
+  });
+  const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });
+  releasers.push(() => failureLogs.close());
+  const idle = new IdleWatch({
+    warnBeforeMs: config.runs.idle_warning_s * 1000,
+    warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
+    expire: (runId, reason) => supervisor.expire(runId, reason),
+  });
+  const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
+  const taskProbe = new TaskProbe({
+    clock,
+    log,
+    readEnd: (input, signal) => taskLogs.readEnd(input, signal),
+    ended: (runId, n, end) => supervisor.taskEnded(runId, n, end),
+    intervalMs: (config.runs.task_probe_interval_s ?? 2 * config.polling.interval_s) * 1000,
+    otherPerS: config.rate_limits.other.per_s,
+  });
+  releasers.push(() => taskProbe.stop());
+  const machine = provideRunMachine({
+    failureLogs,
+    taskLogs,
+    logSecrets,
+    serviceUrl: config.service.base_url,
+    ...(readyCallback ? { readyCallback } : {}),
+    money: { guard, gate },
+    quarantine,
+    client,
+    clock,
+    journal,
+    lists: deps.lists,
+    claims,
+    reconcileGraceMs: Math.max(2 * config.polling.interval_s * 1000, 2000),
+    specs,
+    searchShareMs: config.runs.search_share_s * 1000,
+    offersPerSearch: config.runs.gone_offers_per_search,
+    ownership,
+  });
+  const supervisor: Supervisor = new Supervisor({
+    store,
+    clock,
+    config,
+    log,
+    specs,
+    machine,
+    journal,
+    claims,
+    quarantine,
+    // The adoption and the orphans are the leading daemon's (every daemon's sweeps still tell its runs of losses).
+    reconciler: { sweep: (instances, startedAt) => (leads() ? reconciler.sweep(instances, startedAt) : undefined) },
+    guard,
+    gate,
+    prices,
+    idle,
+    taskProbe,
+    ...(deps.hooks ? { hooks: deps.hooks } : {}),
+    ownership,
+    // A shared store's runs are taken through leases; a store of its own drives every run.
+    placement: (runs) =>
+      ownership.shared
+        ? new SharedPlacement(runs, { store, clock, config, log, hooks: deps.hooks, ownership })
+        : new SolePlacement(runs, { store, clock, hooks: deps.hooks }),
+  });
+  releasers.push(() => supervisor.stop());
+  const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
+  // A run another daemon drives: its instance is read from the store.
+  const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
+  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId) });
+  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
+}
