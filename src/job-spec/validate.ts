@@ -1,6 +1,7 @@
 // Entry points for job specs: parse (from a value or from JSON text) reporting every problem at
 // once, and publish the spec's JSON Schema. Defaults from the configuration are filled by ./run-plan.ts.
 import { z } from 'zod';
+import { minIdleTimeoutS } from '../config/durations.js';
 import type { Config } from '../config/schema.js';
 import { SpecError, type SpecIssue } from '../errors.js';
 import { describeIssue, jsonPath, toSpecIssues } from './issues.js';
@@ -74,7 +75,7 @@ export function jobSpecJsonSchema(): object {
  * could not be measured (the lists that show gpu_util come once per interval). Throws SpecError.
  */
 export function checkJobSpecAgainstConfig(spec: JobSpec, config: Pick<Config, 'polling'>): void {
-  const min = 2 * config.polling.interval_s;
+  const min = minIdleTimeoutS(config);
   if (spec.idle_timeout_s !== undefined && spec.idle_timeout_s < min) {
     throw new SpecError([
       {

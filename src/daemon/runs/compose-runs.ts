@@ -2,6 +2,7 @@
 // calls this once and hands in the store, the service, the shared lists and this daemon's
 // ownership): the services of this room and of the money room, the run machine with its actors and
 // the supervisor that drives them. No service of a room above this one is built here.
+import { destroyConfirmS, reconcileGraceMs, taskProbeIntervalMs } from '../../config/durations.js';
 import type { MarketClient } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
@@ -62,11 +63,6 @@ export interface RunsDeps {
   leads?: () => boolean;
 }
 
-/** An orphan still listed this long after its destroy was sent gets another (a few polls, at least 30 s). */
-function orphanRetryMs(config: Config): number {
-  return Math.max(5 * config.polling.interval_s, 30) * 1000;
-}
-
 /**
  * Builds the runs and what may be spent on them: the attempt journal, offer claims, machine
  * quarantine, reconciler, account watch, create gate, money guard, failure logs, task logs, idle watch, the run machine
@@ -95,7 +91,8 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     // From the store, not the drivers: the startup reconcile runs before any driver is resumed.
     isLive: (runId) => store.runs.get(runId)?.ended_at === null,
     sweptStores: new Set([...store.formerStoreIds, ...config.store.sweep_store_ids].filter((id) => id !== store.storeId)),
-    retryMs: orphanRetryMs(config),
+    // An orphan still listed this long after its destroy was sent gets another, as a run's instance does.
+    retryMs: destroyConfirmS(config) * 1000,
   });
   releasers.push(() => reconciler.stop());
   // The account's credit, read at a slow cadence (the create gate holds creates while it is low).
@@ -187,7 +184,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     log,
     readEnd: (input, signal) => taskLogs.readEnd(input, signal),
     ended: (runId, n, end) => supervisor.taskEnded(runId, n, end),
-    intervalMs: (config.runs.task_probe_interval_s ?? 2 * config.polling.interval_s) * 1000,
+    intervalMs: taskProbeIntervalMs(config),
     otherPerS: config.rate_limits.other.per_s,
   });
   releasers.push(() => taskProbe.stop());
@@ -204,7 +201,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     journal,
     lists: deps.lists,
     claims,
-    reconcileGraceMs: Math.max(2 * config.polling.interval_s * 1000, 2000),
+    reconcileGraceMs: reconcileGraceMs(config),
     specs,
     searchShareMs: config.runs.search_share_s * 1000,
     offersPerSearch: config.runs.gone_offers_per_search,

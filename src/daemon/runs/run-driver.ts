@@ -12,6 +12,7 @@ import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
 import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../../machines/run-machine.js';
 import type { AttemptOutcome, InstanceStatus } from '../../../machines/run-rules.js';
 import type { Clock } from '../../clock.js';
+import { destroyConfirmS } from '../../config/durations.js';
 import type { Config } from '../../config/schema.js';
 import { LeaseLostError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
@@ -60,9 +61,9 @@ export interface RunDriverDeps {
   hooks?: RunHooks;
   /**
    * Whether this daemon still holds the run (several daemons on one store): every transition is
-   * written through it. Without it (tests), a plain transaction.
+   * written through it (alone on a SQLite store: a plain transaction).
    */
-  ownership?: Pick<RunOwnership, 'write'>;
+  ownership: Pick<RunOwnership, 'write'>;
   /** Called once when another daemon holds the run now: the actor has stopped, nothing ended. */
   onLost?(runId: string): void;
 }
@@ -75,8 +76,7 @@ export function runLimits(spec: RunPlan, config: Config): RunLimits {
     relaxSteps: spec.relax.length,
     outageBackoffS: config.runs.outage_backoff_s,
     destroyRetryMaxDelayS: config.runs.destroy_retry_max_delay_s,
-    // A destroyed instance should leave the very next list; give it several polls before destroying again.
-    destroyConfirmS: Math.max(5 * config.polling.interval_s, 30),
+    destroyConfirmS: destroyConfirmS(config),
     missingPollsToLose: 3,
     goneOffersPerSearch: config.runs.gone_offers_per_search,
     // The SSH wait is also cut short by the run's own boot timeout (the machine waits for the earlier of the two).
@@ -331,8 +331,7 @@ export class RunDriver {
 
   /** One transaction, written only while this daemon holds the run. */
   private fenced<T>(fn: () => T): T {
-    const { ownership, store } = this.deps;
-    return ownership ? ownership.write(this.runId, fn) : store.transaction(fn);
+    return this.deps.ownership.write(this.runId, fn);
   }
 
   private persist(snapshot: RunSnapshot): void {

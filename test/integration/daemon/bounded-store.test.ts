@@ -93,6 +93,7 @@ function startRuns(count: number, machine: ProvidedRunMachine): string[] {
       log: silentLogger(),
       onEnded: () => undefined,
       onPaused: () => undefined,
+      ownership: new SoleOwner(store!),
     });
     drivers.push(driver);
     driver.start();

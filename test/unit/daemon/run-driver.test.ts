@@ -106,6 +106,7 @@ function start(m: ProvidedRunMachine, runSpec = spec): RunDriver {
     log,
     onEnded: () => undefined,
     onPaused: () => undefined,
+    ownership: new SoleOwner(store),
   });
   d.start();
   d.admit();
