@@ -1,0 +1,142 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Instance } from '../../../../src/client/types.js';
+import { attemptLabel, parseLabel } from '../../../../src/daemon/runs/labels.js';
+import { MachineQuarantine } from '../../../../src/daemon/runs/machine-quarantine.js';
+import { OfferClaims } from '../../../../src/daemon/runs/offer-claims.js';
+import { classifyInstance } from '../../../../src/daemon/runs/ownership.js';
+import { openStore, type Store } from '../../../../src/store/index.js';
+import { FakeClock } from '../../../helpers/fake-clock.js';
+
+let dir: string;
+let store: Store;
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'berth-own-'));
+  store = openStore({ home: dir });
+  store.runs.insert({ id: 'live', name: 'a', specJson: '{}', createdAt: 1 });
+  store.runs.insert({ id: 'ended', name: 'b', specJson: '{}', createdAt: 1 });
+  store.runs.setState('ended', 'cancelled', null, 2);
+});
+afterEach(() => {
+  store.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const live = (runId: string) => store.runs.get(runId)?.ended_at === null;
+function instance(id: number, label: string | null): Instance {
+  return { id, label, machine_id: 1, actual_status: 'running' };
+}
+function journal(runId: string, n: number) {
+  store.attempts.beginCreate({ runId, n, offerId: 10 + n, machineId: 1, dphTotal: 1, label: attemptLabel(store.storeId, runId, n), at: 1 });
+}
+
+describe('labels', () => {
+  it('round-trips store, run and attempt, and rejects other labels', () => {
+    expect(parseLabel(attemptLabel('abcd1234', 'r1', 3))).toEqual({ storeId: 'abcd1234', runId: 'r1', n: 3 });
+    for (const l of [null, '', 'my-job', 'berth:a:b', 'berth:a:b:0', 'berth:a:b:x', 'berth::b:1']) expect(parseLabel(l)).toBeNull();
+  });
+});
+
+describe('who owns a listed instance', () => {
+  it('never touches instances without this store prefix', () => {
+    expect(classifyInstance(instance(1, 'my-own-box'), store, live)).toEqual({ kind: 'foreign' });
+    expect(classifyInstance(instance(1, attemptLabel('otherstore', 'live', 1)), store, live)).toEqual({ kind: 'foreign' });
+  });
+
+  it('owns the recorded instance of the live attempt of a live run', () => {
+    journal('live', 1);
+    store.attempts.adopt('live', 1, 500, 2);
+    expect(classifyInstance(instance(500, attemptLabel(store.storeId, 'live', 1)), store, live).kind).toBe('owned');
+    store.attempts.setOutcome('live', 1, 'running', null, null);
+    expect(classifyInstance(instance(500, attemptLabel(store.storeId, 'live', 1)), store, live).kind).toBe('owned');
+  });
+
+  it('adopts an instance whose create was journaled but whose id was never recorded', () => {
+    journal('live', 1);
+    expect(classifyInstance(instance(500, attemptLabel(store.storeId, 'live', 1)), store, live)).toEqual({
+      kind: 'adopt',
+      runId: 'live',
+      n: 1,
+    });
+  });
+
+  it.each([
+    ['its run ended', 'ended', () => journal('ended', 1)],
+    ['its run is unknown', 'nosuchrun', () => undefined],
+    ['its attempt was never journaled', 'live', () => undefined],
+    [
+      'its attempt already ended',
+      'live',
+      () => {
+        journal('live', 1);
+        store.attempts.adopt('live', 1, 500, 2);
+        store.attempts.setOutcome('live', 1, 'exited', 'x', 3);
+      },
+    ],
+    [
+      'its attempt gave up on the create',
+      'live',
+      () => {
+        journal('live', 1);
+        store.attempts.notCreated('live', 1, 'failed', 'not found');
+      },
+    ],
+    [
+      'its attempt owns another instance',
+      'live',
+      () => {
+        journal('live', 1);
+        store.attempts.adopt('live', 1, 499, 2);
+      },
+    ],
+  ])('destroys it as an orphan when %s', (_, runId, arrange) => {
+    arrange();
+    expect(classifyInstance(instance(500, attemptLabel(store.storeId, runId, 1)), store, live).kind).toBe('orphan');
+  });
+});
+
+describe('offer claims between runs of one daemon', () => {
+  it('lets one run at a time hold an offer, and frees it on release', () => {
+    const claims = new OfferClaims();
+    expect(claims.claim(7, 'a')).toBe(true);
+    expect(claims.claim(7, 'b')).toBe(false);
+    expect(claims.heldByOther(7, 'b')).toBe('a');
+    expect(claims.heldByOthers('b')).toEqual([7]);
+    expect(claims.heldByOthers('a')).toEqual([]);
+    claims.release('a');
+    expect(claims.claim(7, 'b')).toBe(true);
+  });
+
+  it('keeps the claim of the next attempt when the end of the previous one is recorded late', () => {
+    const claims = new OfferClaims();
+    claims.claim(7, 'a');
+    claims.claim(8, 'a'); // the next attempt started before attempt 1's end was written
+    claims.release('a', 7);
+    expect(claims.claim(8, 'b')).toBe(false);
+    claims.release('a', 8);
+    expect(claims.claim(8, 'b')).toBe(true);
+  });
+
+  it('moves a run to its next offer (a run holds one offer at a time)', () => {
+    const claims = new OfferClaims();
+    claims.claim(7, 'a');
+    claims.claim(8, 'a');
+    expect(claims.claim(7, 'b')).toBe(true);
+    expect(claims.heldByOther(8, 'b')).toBe('a');
+  });
+});
+
+describe('machine quarantine', () => {
+  it('puts offers on recently failed machines last, keeping the order, until the quarantine ends', async () => {
+    const clock = new FakeClock(0);
+    const q = new MachineQuarantine(1000, clock);
+    q.note(2);
+    const offers = [{ m: 1 }, { m: 2 }, { m: 3 }, { m: 2 }];
+    await clock.advance(999);
+    expect(q.lastIfQuarantined(offers, (o) => o.m).map((o) => o.m)).toEqual([1, 3, 2, 2]);
+    await clock.advance(1);
+    expect(q.lastIfQuarantined(offers, (o) => o.m)).toBe(offers);
+  });
+});
