@@ -6,10 +6,11 @@
 //
 // `stop()` may come at any point of it: each step looks at `stopping()` before it acts, a store
 // wait gives up, and the releasers pushed here wait for both background steps before the runs stop.
-import type { Clock, Timer } from '../clock.js';
+import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
 import { StoreError, toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { PeriodicLoop } from '../periodic-loop.js';
 import type { Releasers } from '../releasers.js';
 import { isStoreDamaged } from '../store/busy.js';
 import type { Store } from '../store/index.js';
@@ -65,17 +66,13 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
     await started.catch(() => undefined);
     await checked;
   });
-  let retention: Timer | undefined;
-  releasers.push(() => retention?.cancel());
-  const checksAbort = new AbortController();
-  releasers.push(() => checksAbort.abort());
-  const purge = () => {
-    if (!leads()) {
-      retention = clock.setTimer(purge, RETENTION_EVERY_MS);
-      return;
-    }
-    const before = clock.now() - config.store.retention_days * 86_400_000;
-    try {
+  // The leading daemon's duty, asked every round: a daemon that leads later purges from then on.
+  const retention = new PeriodicLoop({
+    clock,
+    intervalMs: RETENTION_EVERY_MS,
+    run: () => {
+      if (!leads()) return;
+      const before = clock.now() - config.store.retention_days * 86_400_000;
       const { runs, events, notifications } = store.purge(before, clock.now());
       if (runs + events + notifications > 0) {
         log.info(
@@ -83,11 +80,12 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
           'deleted ended runs, events and finished notifications past their retention',
         );
       }
-    } catch (err) {
-      log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later');
-    }
-    retention = clock.setTimer(purge, RETENTION_EVERY_MS);
-  };
+    },
+    onError: (err) => log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later'),
+  });
+  releasers.push(() => retention.stop());
+  const checksAbort = new AbortController();
+  releasers.push(() => checksAbort.abort());
 
   started = (async () => {
     // No list blocks the start: a resumed run whose create may have been sent looks for its label
@@ -107,7 +105,8 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
       { clock, log, signal: checksAbort.signal },
     );
     if (stopping()) return;
-    purge();
+    // The first purge once the runs have resumed, then every hour from its end.
+    void retention.checkNow();
     deps.onReady();
     log.info({ resumed: supervisor.liveCount, held: store.runs.heldCount() }, 'berth daemon ready');
   })();

@@ -13,16 +13,17 @@
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
 // destroy was confirmed. Two more: held (a restored store showed it live; no driver until the user
-// resumes or cancels it, or the money guard, which watches it too, expires it) and paused (its driver could not write the store; resumed from a timer
-// once the store writes again).
+// resumes or cancels it, or the money guard, which watches it too, expires it) and paused (its driver could not write the store; resumed by the store
+// probe, a PeriodicLoop with back-off, once the store writes again).
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
 // both from the store.
 import type { Instance } from '../../client/types.js';
-import type { Clock, Timer } from '../../clock.js';
+import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { BerthError } from '../../errors.js';
+import { BerthError, StoreError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
 import { readStoredPlan, StoredSpecError, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunRow, Store } from '../../store/index.js';
 import { attemptIsLive } from '../../wire/run-states.js';
@@ -99,8 +100,8 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
   private readonly paused = new Set<string>();
-  private storeRetry: Timer | undefined;
-  private storeRetryMs = STORE_RETRY_MS.min;
+  /** Probes the store for the paused runs: idle until a run pauses, then with back-off until it writes. */
+  private readonly storeRetry: PeriodicLoop;
   /** Runs that moved since the money guard last looked (checked once per turn). */
   private readonly moved = new Set<string>();
   private readonly ownership: RunOwnership;
@@ -109,6 +110,15 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
     this.ownership = deps.ownership;
+    this.storeRetry = new PeriodicLoop({
+      clock: deps.clock,
+      intervalMs: null,
+      // After a refused probe: 2 s, then doubling up to 30 s (1 s after the pause comes first).
+      backoff: { firstMs: 2 * STORE_RETRY_MS.min, maxMs: STORE_RETRY_MS.max },
+      run: () => this.resumePaused(),
+      // A paused run said why when it paused; a refused probe is only waited out.
+      onError: () => undefined,
+    });
     // The placement's view of the drivers: it starts, cancels and admits runs through these alone.
     this.placement = deps.placement({
       open: () => this.resumed && !this.stopping,
@@ -463,7 +473,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
   stop(): void {
     this.stopping = true;
-    this.storeRetry?.cancel();
+    this.storeRetry.stop();
     for (const d of this.drivers.values()) d.stop();
     this.drivers.clear();
   }
@@ -503,8 +513,9 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       },
       ownership: this.ownership,
       onPaused: (runId) => {
+        // The first run to pause arms the probe; the others wait for it (a back-off armed stands).
+        if (this.paused.size === 0) this.storeRetry.soon(STORE_RETRY_MS.min);
         this.paused.add(runId);
-        this.scheduleStoreRetry();
       },
     });
     this.specs.set(row.id, spec);
@@ -535,26 +546,17 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     this.moved.add(runId);
   }
 
-  /** Paused runs wait for the store to take a write again, tried from a timer with backoff (never a busy wait). */
-  private scheduleStoreRetry(): void {
-    if (this.storeRetry || this.stopping) return;
-    this.storeRetry = this.deps.clock.setTimer(() => {
-      this.storeRetry = undefined;
-      if (this.stopping || this.paused.size === 0) return;
-      if (!this.deps.store.canWrite()) {
-        this.storeRetryMs = Math.min(this.storeRetryMs * 2, STORE_RETRY_MS.max);
-        this.scheduleStoreRetry();
-        return;
-      }
-      this.storeRetryMs = STORE_RETRY_MS.min;
-      const ids = [...this.paused];
-      this.paused.clear();
-      this.deps.log.info({ runs: ids.length }, 'the store takes writes again; paused runs go on');
-      for (const id of ids) {
-        const row = this.deps.store.runs.get(id);
-        if (row) this.drivers.get(id)?.resume(row);
-      }
-    }, this.storeRetryMs);
+  /** One probe of the store: once it takes a write, the paused runs go on from their stored rows. */
+  private resumePaused(): void {
+    if (this.stopping || this.paused.size === 0) return;
+    if (!this.deps.store.canWrite()) throw new StoreError('berth.db takes no writes yet', undefined, true);
+    const ids = [...this.paused];
+    this.paused.clear();
+    this.deps.log.info({ runs: ids.length }, 'the store takes writes again; paused runs go on');
+    for (const id of ids) {
+      const row = this.deps.store.runs.get(id);
+      if (row) this.drivers.get(id)?.resume(row);
+    }
   }
 
   private admitQueued(): void {
