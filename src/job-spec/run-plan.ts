@@ -43,9 +43,8 @@ export type RunPlan = ResolvedJobSpec & {
   readonly idle: IdlePlan | null;
 };
 
-/** The spec's own fields of a plan, as stored: every default filled where the spec may name it. */
-function filledSpec(spec: JobSpec, runs: Config['runs']): ResolvedJobSpec {
-  const bid = spec.search.type === 'bid';
+/** The spec with what it left out of its limits and relax ladder filled from `config.runs`. */
+function withRunDefaults(spec: JobSpec, runs: Config['runs']): ResolvedJobSpec {
   return {
     ...spec,
     relax: spec.relax ?? runs.relax,
@@ -54,38 +53,43 @@ function filledSpec(spec: JobSpec, runs: Config['runs']): ResolvedJobSpec {
     deadline_s: spec.deadline_s ?? runs.deadline_s,
     // Absent after filling means no runtime limit.
     ...(spec.max_runtime_s !== undefined || runs.max_runtime_s == null ? {} : { max_runtime_s: runs.max_runtime_s }),
-    // Bid fields only on a bid search, restarts only with a task, the idle threshold only with its
-    // timeout: the spec's own rules refuse them elsewhere, and the stored spec is parsed by them.
-    ...(bid ? { bid_step_pct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct } : {}),
-    ...(bid ? { on_outbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid } : {}),
-    ...(spec.run !== undefined ? { max_restarts: spec.max_restarts ?? 0 } : {}),
-    ...(spec.idle_timeout_s !== undefined ? { idle_gpu_util_pct: spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct } : {}),
   };
 }
 
-/** What follows from a filled spec; read from it alone, so a stored spec gives the same plan. */
+/**
+ * What follows from a spec whose limits are filled: the one place the defaults that depend on
+ * other fields are decided (the bid step and outbid policy of a bid search, a task's restarts, the
+ * idle threshold of an idle timeout). Each is also written into its field, so the stored spec says
+ * what runs; only where the spec's own rules allow the field, since the stored spec is parsed by them.
+ */
 function planOf(spec: ResolvedJobSpec): RunPlan {
+  const task = specIsTask(spec) ? { run: spec.run!, maxRestarts: spec.max_restarts ?? 0 } : null;
+  const bid =
+    spec.search.type === 'bid' && spec.bid_price !== undefined
+      ? {
+          price: spec.bid_price,
+          stepPct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct,
+          onOutbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid,
+        }
+      : null;
+  const idle =
+    spec.idle_timeout_s === undefined
+      ? null
+      : { timeoutS: spec.idle_timeout_s, gpuUtilPct: spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct };
   return {
     ...spec,
-    task: specIsTask(spec) ? { run: spec.run!, maxRestarts: spec.max_restarts ?? 0 } : null,
-    bid:
-      spec.search.type === 'bid' && spec.bid_price !== undefined
-        ? {
-            price: spec.bid_price,
-            stepPct: spec.bid_step_pct ?? JOB_SPEC_DEFAULTS.bid_step_pct,
-            onOutbid: spec.on_outbid ?? JOB_SPEC_DEFAULTS.on_outbid,
-          }
-        : null,
-    idle:
-      spec.idle_timeout_s === undefined
-        ? null
-        : { timeoutS: spec.idle_timeout_s, gpuUtilPct: spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct },
+    ...(task ? { max_restarts: task.maxRestarts } : {}),
+    ...(bid ? { bid_step_pct: bid.stepPct, on_outbid: bid.onOutbid } : {}),
+    ...(idle ? { idle_gpu_util_pct: idle.gpuUtilPct } : {}),
+    task,
+    bid,
+    idle,
   };
 }
 
 /** The plan of a spec just submitted: the limits and relax ladder it left out come from `config.runs`. */
 export function planRun(spec: JobSpec, runs: Config['runs']): RunPlan {
-  return planOf(filledSpec(spec, runs));
+  return planOf(withRunDefaults(spec, runs));
 }
 
 /** The JSON stored with the run: the filled spec and its version (env values included: the create needs them). */
@@ -106,20 +110,11 @@ type Step = (spec: Record<string, unknown>) => Record<string, unknown>;
 
 /** Migrations of a stored spec, keyed by the version they upgrade from. */
 const STEPS: Record<number, Step> = {
-  // Version 1 (no version key): the resolved spec as submitted. A spec stored before ready_when
-  // existed waited for SSH; the bid step, outbid policy, restarts and idle threshold were defaulted
-  // at each read, as they are filled now.
-  1: (spec) => {
-    const filled: Record<string, unknown> = { ready_when: JOB_SPEC_DEFAULTS.ready_when, ...spec };
-    const search = spec['search'] as { type?: unknown } | undefined;
-    if (search?.type === 'bid') {
-      filled['bid_step_pct'] ??= JOB_SPEC_DEFAULTS.bid_step_pct;
-      filled['on_outbid'] ??= JOB_SPEC_DEFAULTS.on_outbid;
-    }
-    if (spec['run'] !== undefined) filled['max_restarts'] ??= 0;
-    if (spec['idle_timeout_s'] !== undefined) filled['idle_gpu_util_pct'] ??= JOB_SPEC_DEFAULTS.idle_gpu_util_pct;
-    return filled;
-  },
+  // Version 1 (no version key): the resolved spec as submitted, its dependent defaults not written
+  // into it, and before ready_when existed without that field. Nothing to change: the parse fills
+  // ready_when with its default ("ssh", as such a run waited) and planOf the dependent defaults,
+  // exactly as version 1 was read.
+  1: (spec) => spec,
 };
 
 /**
