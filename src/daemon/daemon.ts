@@ -11,35 +11,32 @@
 // in-flight calls abandoned safely (their journal rows let the next start reconcile), store flushed
 // and closed, daemon.json removed.
 //
-// This file is the composition root: every service of the daemon is built here (`startDaemon`, and
-// ./runs/compose-runs.ts for the runs and the money room; the servers by ./listeners.ts from what is
-// wired here) and handed down; no room builds another's. What
-// is acquired pushes its releaser on one last-in-first-out stack (src/releasers.ts): a start-up that
+// This file is the composition root: every service of the daemon is built here (`startDaemon`, one
+// named step after another; ./daemon-client.ts for the marketplace client and its metrics,
+// ./control-api-deps.ts for what the control API serves, ./runs/compose-runs.ts for the runs and the
+// money room; the servers by ./listeners.ts from what is wired here) and handed down; no room builds
+// another's. What is acquired pushes its releaser on one last-in-first-out stack (src/releasers.ts): a start-up that
 // fails half-way gives back what it had, newest first, and stop() gives back everything the same way
 // (the background start and account checks, the listeners, the poller, the runs and their services,
 // the notifier, the client, the store).
-import { createMarketClient } from '../client/marketplace-client.js';
-import type { ClientEvent } from '../client/events.js';
+import type { MarketplaceClient } from '../client/marketplace-client.js';
 import { systemClock, type Clock } from '../clock.js';
-import { loadConfig, type DeepPartial } from '../config/load.js';
-import type { Config, RateGroup } from '../config/schema.js';
+import { loadConfig, type DeepPartial, type LoadedConfig } from '../config/load.js';
+import type { Config } from '../config/schema.js';
 import { ConfigError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { openStore, type Store } from '../store/index.js';
 import { describePgUrl, storeLocation, type StoreLocation } from '../store/store-url.js';
-import { whileStoreBusy } from './store-wait.js';
-import { checkAccount } from '../account/account-checks.js';
+import { whileStoreBusy, type StoreWaitDeps } from './store-wait.js';
 import { packageVersion } from '../package-path.js';
 import type { ControlApiDeps } from './control/control-api.js';
+import { controlApiDeps } from './control-api-deps.js';
+import { daemonClient } from './daemon-client.js';
 import { openListeners } from './listeners.js';
 import { startBackground } from './background-start.js';
-import { DashboardSessions } from './control/dashboard/sessions.js';
-import { costsReport } from './money/costs.js';
-import { accountView } from './money/account-view.js';
 import { ensureControlToken, writeNewControlToken } from '../config/control-token.js';
 import { READY_KEY_NAME, ReadyTokens } from './inbound/ready-token.js';
-import { EventStreams } from './control/event-stream.js';
-import { DaemonMetrics } from './notify/metrics.js';
+import type { ClusterState, DaemonMetrics } from './notify/metrics.js';
 import { Notifier } from './notify/notifier.js';
 import { notifyEventOf } from './notify/notify-events.js';
 import { InstancePoller } from './fleet/poller.js';
@@ -47,13 +44,12 @@ import { StoreSharedView } from './cluster/shared-view.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import type { Supervisor } from './runs/supervisor.js';
 import { composeRuns } from './runs/compose-runs.js';
-import { withReleasers } from '../releasers.js';
-import { ClusterLoop } from './cluster/cluster-loop.js';
+import { withReleasers, type Releasers } from '../releasers.js';
+import { ClusterLoop, type ClusterLoopDeps } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
 import { LeaseOwner } from './cluster/lease-owner.js';
 import { agreeOnMoneyCaps } from './cluster/money-caps.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
-import { SharedPace } from './cluster/shared-pace.js';
 import { checkConfigRelax } from '../job-spec/search-fields.js';
 
 export interface DaemonOptions {
@@ -93,41 +89,6 @@ export interface RunningDaemon {
   stop(): Promise<void>;
 }
 
-/** A comment line on every event stream this often keeps proxies and clients from closing it. */
-const STREAM_HEARTBEAT_MS = 15_000;
-/** How often event streams look for events other daemons stored (a shared store), ms. */
-const STORE_POLL_MS = 250;
-
-function logClientEvent(log: Logger, e: ClientEvent): void {
-  switch (e.type) {
-    case 'retry':
-      log.debug({ clientEvent: e }, `retrying ${e.op} after ${e.code}`);
-      break;
-    case 'rate_limited':
-      log.warn({ clientEvent: e }, `rate limited on ${e.group}; pausing ${e.pauseMs} ms`);
-      break;
-    case 'ambiguous_create':
-      log.warn({ clientEvent: e }, 'a create has an unknown outcome; looking for its label');
-      break;
-    case 'resumed':
-      log.debug({ clientEvent: e }, `${e.group} calls resume`);
-      break;
-    case 'malformed_records': {
-      const what = [
-        e.dropped > 0 ? `left out ${e.dropped}` : '',
-        e.repaired > 0 ? `kept ${e.repaired} with unreadable fields set to null` : '',
-      ]
-        .filter(Boolean)
-        .join(', ');
-      log.warn(
-        { clientEvent: e },
-        `the service's answer to ${e.op} held records berth cannot read: ${what}; the rest of the answer is used`,
-      );
-      break;
-    }
-  }
-}
-
 function logStoreFindings(log: Logger, store: Store): void {
   if (store.replaced) {
     log.warn(
@@ -154,6 +115,28 @@ function describeStore(url: string | null | undefined): string {
   const location = storeLocation(url);
   if (location.kind === 'postgres') return describePgUrl(location.url);
   return location.file ?? 'berth.db in BERTH_HOME';
+}
+
+/** The config, validated once, and the marketplace key the daemon cannot start without. */
+function loadDaemonConfig(options: DaemonOptions): LoadedConfig & { apiKey: string } {
+  const { config, env } = loadConfig(
+    { configFile: options.configFile, listen: options.listen, overrides: options.overrides },
+    options.env ?? process.env,
+  );
+  checkConfigRelax(config.runs.relax);
+  if (!env.apiKey) {
+    throw new ConfigError(
+      'No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.',
+      'service.api_key_file',
+    );
+  }
+  return { config, env, apiKey: env.apiKey };
+}
+
+/** The store where the config puts it, locked. */
+function openDaemonStore(config: Config, home: string, replaceStore: boolean | undefined, storeWait: StoreWaitDeps): Promise<Store> {
+  const at = storeAt(storeLocation(config.store.url));
+  return whileStoreBusy('open the store', () => openStore({ home, lock: true, replaceStore, ...at }), storeWait);
 }
 
 /**
@@ -190,19 +173,189 @@ async function runOwnership(
   return { owner, ownership: owner };
 }
 
-export async function startDaemon(options: DaemonOptions = {}): Promise<RunningDaemon> {
-  const { config, env } = loadConfig(
-    { configFile: options.configFile, listen: options.listen, overrides: options.overrides },
-    options.env ?? process.env,
+/** The control token now (made anew when control.token is missing or damaged), and its rotation. */
+function controlTokens(home: string, log: Logger): ControlApiDeps['tokens'] {
+  const ensured = ensureControlToken(home);
+  let token = ensured.token;
+  if (ensured.replaced) log.info('made a new control token (control.token was missing, empty or damaged)');
+  return {
+    current: () => token,
+    rotate: () => (token = writeNewControlToken(home)),
+  };
+}
+
+/**
+ * With readiness.callback_url: where onstarts post their attempt's token, and the tokens, signed with
+ * a key kept in the store (good across restarts).
+ */
+async function readinessCallback(
+  config: Config,
+  store: Store,
+  storeWait: StoreWaitDeps,
+): Promise<{ url: string; tokens: ReadyTokens } | undefined> {
+  const url = config.readiness.callback_url;
+  if (!url) return undefined;
+  const key = await whileStoreBusy('make the readiness key', () => store.secretKey(READY_KEY_NAME), storeWait);
+  return key ? { url, tokens: new ReadyTokens(key) } : undefined;
+}
+
+/** The shortest time between two instance lists that rate_limits.list allows, s. */
+const listEveryS = (config: Config) => 1 / config.rate_limits.list.per_s;
+
+/** What the start says of its store, and of a polling interval the list's rate limit will not allow. */
+function logStart(log: Logger, config: Config, home: string, store: Store): void {
+  log.info(
+    { home, storeId: store.storeId, store: describeStore(config.store.url), baseUrl: config.service.base_url },
+    'berth daemon starting',
   );
-  checkConfigRelax(config.runs.relax);
-  if (!env.apiKey) {
-    throw new ConfigError(
-      'No marketplace API key: set BERTH_API_KEY, or BERTH_API_KEY_FILE / service.api_key_file to a file holding it.',
-      'service.api_key_file',
+  logStoreFindings(log, store);
+  const everyS = listEveryS(config);
+  if (config.polling.interval_s < everyS) {
+    log.warn(
+      { interval_s: config.polling.interval_s, list_per_s: config.rate_limits.list.per_s },
+      `polling.interval_s is shorter than rate_limits.list allows: instance lists will be ${everyS} s apart, not ${config.polling.interval_s} s`,
     );
   }
-  const apiKey = env.apiKey;
+}
+
+/** This daemon's part of a shared store (/metrics, /healthz); `cluster` gives the loop once it is built. */
+function clusterStateOf(owner: LeaseOwner, cluster: () => ClusterLoop | undefined): () => ClusterState {
+  return () => ({ daemon_id: owner.daemonId, leader: owner.leader, owned_runs: owner.ownedCount, daemons: cluster()?.daemonCount ?? 1 });
+}
+
+/** Delivers the outbox's notifications (its sender starts with the background start). */
+function makeNotifier(deps: {
+  config: Config;
+  secrets: Record<string, string>;
+  store: Store;
+  clock: Clock;
+  log: Logger;
+  metrics: DaemonMetrics;
+  /** Several daemons on one store: whether this one delivers now (it leads). */
+  delivers: (() => boolean) | undefined;
+}): Notifier {
+  const { config, metrics, delivers } = deps;
+  return new Notifier({
+    store: deps.store,
+    clock: deps.clock,
+    log: deps.log,
+    targets: config.notify,
+    secrets: deps.secrets,
+    settings: config.notifications,
+    userAgent: `berth/${packageVersion()}`,
+    onResult: (r) => metrics.notificationPosted(r),
+    ...(delivers ? { delivers } : {}),
+  });
+}
+
+/** A run's notifications are written with its event; its metrics counted once that has committed. */
+function runHooks(notifier: Notifier, metrics: DaemonMetrics): RunHooks {
+  return {
+    stored(run, e, logged, at) {
+      const type = notifyEventOf(e);
+      if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
+    },
+    committed: (runId, events, at, detectionMs) => metrics.runCommitted(runId, events, at, detectionMs),
+    noticed(run, type, logged, at) {
+      notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
+    },
+  };
+}
+
+/** The shared instance lists every run reads. */
+function makePoller(deps: {
+  config: Config;
+  store: Store;
+  client: MarketplaceClient;
+  clock: Clock;
+  log: Logger;
+  metrics: DaemonMetrics;
+  owner: LeaseOwner | undefined;
+}): InstancePoller {
+  const { config, store, client, clock, metrics, owner } = deps;
+  return new InstancePoller({
+    client,
+    clock,
+    intervalMs: config.polling.interval_s * 1000,
+    // The list budget as this daemon's share of it is now (several daemons on one store split it).
+    listSpacingMs: owner ? () => 1000 / client.stats().groups.list.perS : listEveryS(config) * 1000,
+    log: deps.log,
+    onSweepDone: (sweep) => metrics.sweepDone(sweep),
+    // Several daemons: only the leader sweeps the account; the others read its lists from the store.
+    ...(owner ? { shared: new StoreSharedView({ store, owner, clock }) } : {}),
+  });
+}
+
+/**
+ * Daemons sharing one key share its limits: each takes 1/N of every group's rate, except the
+ * list's, half of which is the leader's (it alone sweeps the account), the rest the others'.
+ */
+function shareRates(client: MarketplaceClient, cluster: Pick<ClusterLoop, 'daemonCount' | 'leader'>): void {
+  const n = cluster.daemonCount;
+  const list = n === 1 ? 1 : cluster.leader ? 1 / 2 : 1 / (2 * (n - 1));
+  client.setRateShare(1 / n, { list });
+}
+
+/** Several daemons on one store: leases, take-over and who leads, and the key's rate limits shared. */
+function makeClusterLoop(deps: {
+  owner: LeaseOwner;
+  runs: ClusterLoopDeps['runs'];
+  client: MarketplaceClient;
+  clock: Clock;
+  log: Logger;
+}): ClusterLoop {
+  const { client, log } = deps;
+  // Its callbacks come from its ticks (after `start`), never while it is being built.
+  const loop: ClusterLoop = new ClusterLoop({
+    owner: deps.owner,
+    runs: deps.runs,
+    clock: deps.clock,
+    log,
+    onLeader: () => shareRates(client, loop),
+    onDaemons: (n) => {
+      shareRates(client, loop);
+      log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits: this one uses 1/${n} of them`);
+    },
+  });
+  return loop;
+}
+
+/**
+ * Where the running daemon is in its life: starting (the runs resume in the background: status works,
+ * submits are stored and wait), ready once they have, stopping once stop() is asked for, by its caller
+ * or because it cannot go on (then `failed` rejects once it has stopped). stop() is the graceful
+ * shutdown, once however often it is asked for: everything acquired is given back, newest first.
+ */
+function daemonLife(releasers: Releasers, log: Logger) {
+  let ready = false;
+  let stopping = false;
+  let stopped: Promise<void> | undefined;
+  let fail!: (err: unknown) => void;
+  const failed = new Promise<never>((_, reject) => (fail = reject));
+  failed.catch(() => undefined);
+  const stop = () =>
+    (stopped ??= (async () => {
+      stopping = true;
+      log.info('berth daemon stopping');
+      await releasers.release();
+      log.info('berth daemon stopped');
+      log.flush?.();
+    })());
+  return {
+    ready: () => ready,
+    stop,
+    failed,
+    /** What the background start reads and reports to. */
+    background: {
+      stopping: () => stopping,
+      onReady: () => (ready = true),
+      onFatal: (reason: unknown) => void stop().finally(() => fail(reason)),
+    },
+  };
+}
+
+export async function startDaemon(options: DaemonOptions = {}): Promise<RunningDaemon> {
+  const { config, env, apiKey } = loadDaemonConfig(options);
   const log = options.logger ?? createLogger({ pretty: options.pretty });
   const clock = options.clock ?? systemClock;
   // Whatever is acquired from here on pushes how to give it back: a failure half-way releases what
@@ -210,259 +363,70 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
   return withReleasers(async (releasers) => {
     // Another program holding berth.db's write lock is waited out, here and in every start-up write.
     const storeWait = { clock, log, ...(options.signal ? { signal: options.signal } : {}) };
-    const store = await whileStoreBusy(
-      'open the store',
-      () => openStore({ home: env.home, lock: true, replaceStore: options.replaceStore, ...storeAt(storeLocation(config.store.url)) }),
-      storeWait,
-    );
+    const store = await openDaemonStore(config, env.home, options.replaceStore, storeWait);
     releasers.push(() => store.close());
     const { owner, ownership } = await runOwnership(store, { config, clock, log, home: env.home, signal: options.signal });
     /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
     const leads = () => owner === undefined || owner.leader;
     const startedAt = clock.now();
-    const ensured = ensureControlToken(env.home);
-    let token = ensured.token;
-    if (ensured.replaced) log.info('made a new control token (control.token was missing, empty or damaged)');
-    // Tokens of the readiness callback are signed with a key kept in berth.db: good across restarts.
-    const readyKey = config.readiness.callback_url
-      ? await whileStoreBusy('make the readiness key', () => store.secretKey(READY_KEY_NAME), storeWait)
-      : undefined;
-    log.info(
-      { home: env.home, storeId: store.storeId, store: describeStore(config.store.url), baseUrl: config.service.base_url },
-      'berth daemon starting',
-    );
-    logStoreFindings(log, store);
-    const listEveryS = 1 / config.rate_limits.list.per_s;
-    if (config.polling.interval_s < listEveryS) {
-      log.warn(
-        { interval_s: config.polling.interval_s, list_per_s: config.rate_limits.list.per_s },
-        `polling.interval_s is shorter than rate_limits.list allows: instance lists will be ${listEveryS} s apart, not ${config.polling.interval_s} s`,
-      );
-    }
+    const tokens = controlTokens(env.home, log);
+    const readyCallback = await readinessCallback(config, store, storeWait);
+    logStart(log, config, env.home, store);
 
-    const clusterState = owner
-      ? () => ({ daemon_id: owner.daemonId, leader: owner.leader, owned_runs: owner.ownedCount, daemons: cluster?.daemonCount ?? 1 })
-      : undefined;
-    const metrics = new DaemonMetrics({
-      store,
-      clock,
-      clientStats: () => client.stats(),
-      ...(clusterState ? { cluster: clusterState } : {}),
-    });
-    // Daemons sharing the store share the key's limits: each call also waits for the group's next
-    // moment free of every daemon's calls.
-    const pace = owner ? new SharedPace({ store, owner, clock, log, rateLimits: config.rate_limits }) : undefined;
-    const client = createMarketClient({
-      baseUrl: config.service.base_url,
-      apiKey,
-      config,
-      clock,
-      ...(pace ? { pace: (group: RateGroup, signal?: AbortSignal) => pace.wait(group, signal) } : {}),
-      onEvent: (e) => {
-        // A 429 pauses the group for every daemon sharing the key, not only this one.
-        if (e.type === 'rate_limited') pace?.hold(e.group, e.pauseMs);
-        logClientEvent(log, e);
-        metrics.clientEvent(e);
-      },
-    });
-    releasers.push(() => client.close().catch(() => undefined));
-    const notifier = new Notifier({
-      store,
-      clock,
-      log,
-      targets: config.notify,
-      secrets: env.notifySecrets,
-      settings: config.notifications,
-      userAgent: `berth/${packageVersion()}`,
-      onResult: (r) => metrics.notificationPosted(r),
-      ...(owner ? { delivers: leads } : {}),
-    });
-    releasers.push(() => notifier.stop());
-    // A run's notifications are written with its event; its metrics counted once that has committed.
-    const hooks: RunHooks = {
-      stored(run, e, logged, at) {
-        const type = notifyEventOf(e);
-        if (type) notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
-      },
-      committed: (runId, events, at, detectionMs) => metrics.runCommitted(runId, events, at, detectionMs),
-      noticed(run, type, logged, at) {
-        notifier.enqueue(run, type, { logId: logged.id, message: logged.message, data: logged.data }, at);
-      },
-    };
-    // The runs get their lists from the poller, and the poller reports to the supervisor.
-    const poller = new InstancePoller({
-      client,
-      clock,
-      intervalMs: config.polling.interval_s * 1000,
-      // The list budget as this daemon's share of it is now (several daemons on one store split it).
-      listSpacingMs: owner ? () => 1000 / client.stats().groups.list.perS : listEveryS * 1000,
-      log,
-      onSweepDone: (sweep) => metrics.sweepDone(sweep),
-      // Several daemons: only the leader sweeps the account; the others read its lists from the store.
-      ...(owner ? { shared: new StoreSharedView({ store, owner, clock }) } : {}),
-    });
-    const readyCallback =
-      config.readiness.callback_url && readyKey ? { url: config.readiness.callback_url, tokens: new ReadyTokens(readyKey) } : undefined;
-    // Released after the runs have stopped (pushed before them): the leases go once nothing acts for them.
+    // Several daemons on one store: the cluster loop, built once the runs are; read through `() => cluster`.
     let cluster: ClusterLoop | undefined;
+    const clusterState = owner ? clusterStateOf(owner, () => cluster) : undefined;
+    const { client, metrics } = daemonClient({ config, apiKey, store, clock, log, owner, clusterState });
+    releasers.push(() => client.close().catch(() => undefined));
+    const notifier = makeNotifier({ config, secrets: env.notifySecrets, store, clock, log, metrics, delivers: owner ? leads : undefined });
+    releasers.push(() => notifier.stop());
+    const hooks = runHooks(notifier, metrics);
+    // The runs get their lists from the poller, and the poller reports to the supervisor.
+    const poller = makePoller({ config, store, client, clock, log, metrics, owner });
+    // Released after the runs have stopped (pushed before them): the leases go once nothing acts for them.
     releasers.push(() => {
       cluster?.stop();
       owner?.releaseAll();
     });
-    const { supervisor, submissions, logs, notices, account, runsEverywhere } = composeRuns(
-      {
-        store,
-        client,
-        clock,
-        lists: poller,
-        config,
-        log,
-        apiKey,
-        ...(readyCallback ? { readyCallback } : {}),
-        hooks,
-        ownership,
-        leads,
-      },
+    const runs = composeRuns(
+      { store, client, clock, lists: poller, config, log, apiKey, ...(readyCallback ? { readyCallback } : {}), hooks, ownership, leads },
       releasers,
     );
+    const { supervisor, account, notices } = runs;
     poller.subscribe(supervisor);
-    /**
-     * Daemons sharing one key share its limits: each takes 1/N of every group's rate, except the
-     * list's, half of which is the leader's (it alone sweeps the account), the rest the others'.
-     */
-    const shareRates = () => {
-      const n = cluster?.daemonCount ?? 1;
-      const list = n === 1 ? 1 : cluster?.leader ? 1 / 2 : 1 / (2 * (n - 1));
-      client.setRateShare(1 / n, { list });
-    };
-    if (owner) {
-      cluster = new ClusterLoop({
-        owner,
-        runs: supervisor,
-        clock,
-        log,
-        onLeader: () => shareRates(),
-        onDaemons: (n) => {
-          shareRates();
-          log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits: this one uses 1/${n} of them`);
-        },
-      });
-    }
+    if (owner) cluster = makeClusterLoop({ owner, runs: supervisor, client, clock, log });
     // Stopped before the runs: a list in flight is handed over while they still listen.
     releasers.push(() => poller.stop());
 
-    let ready = false;
-    const streams = new EventStreams({
-      store,
-      clock,
-      heartbeatMs: options.streamHeartbeatMs ?? STREAM_HEARTBEAT_MS,
-      // Other daemons' events reach the streams from the store, not from this daemon's commits.
-      ...(owner ? { storePollMs: STORE_POLL_MS } : {}),
-    });
-    const controlApi: ControlApiDeps = {
-      store,
-      sessions: new DashboardSessions(clock),
-      // On a shared store /healthz counts every daemon's runs (this daemon's are in its `cluster` part).
-      supervisor: runsEverywhere
-        ? {
-            get liveCount() {
-              return runsEverywhere.liveCount;
-            },
-            get activeCount() {
-              return runsEverywhere.activeCount;
-            },
-            cancel: (runId) => supervisor.cancel(runId),
-            resumeHeld: (runId) => supervisor.resumeHeld(runId),
-          }
-        : supervisor,
-      submissions,
-      logs,
-      log,
-      clock,
-      startedAt,
-      ready: () => ready,
-      costs: (since, service) => costsReport(store, clock.now(), since, service ? (range) => client.charges(range) : undefined),
-      account: {
-        view: () => accountView({ store, now: clock.now(), account, config, stats: client.stats() }),
-        checks: async (signal) => {
-          const report = await checkAccount(client, config, clock.now(), { signal });
-          return { ok: report.ok, checks: report.checks, missing: report.missing };
-        },
-      },
-      metrics,
-      streams,
-      ...(clusterState ? { cluster: clusterState } : {}),
-      tokens: {
-        current: () => token,
-        rotate: () => (token = writeNewControlToken(env.home)),
-      },
-    };
+    const life = daemonLife(releasers, log);
+    const controlApi = controlApiDeps(
+      { config, store, client, clock, log, runs, metrics, clusterState, tokens, startedAt, ready: life.ready },
+      options.streamHeartbeatMs,
+    );
     const { url, callbackListen, webhookUrl } = await openListeners(
-      {
-        config,
-        home: env.home,
-        webhookSecret: env.webhookSecret,
-        store,
-        clock,
-        log,
-        controlApi,
-        readyCallback,
-        supervisor,
-        account,
-      },
+      { config, home: env.home, webhookSecret: env.webhookSecret, store, clock, log, controlApi, readyCallback, supervisor, account },
       releasers,
     );
     log.info({ url }, 'berth daemon listening; resuming the runs');
 
-    let stopping = false;
-    let fail!: (err: unknown) => void;
-    const failed = new Promise<never>((_, reject) => (fail = reject));
-    failed.catch(() => undefined);
     const background = startBackground(
-      {
-        config,
-        store,
-        client,
-        clock,
-        log,
-        supervisor,
-        poller,
-        notifier,
-        cluster,
-        account,
-        notices,
-        leads,
-        stopping: () => stopping,
-        onReady: () => (ready = true),
-        onFatal: (reason) => void stop().finally(() => fail(reason)),
-      },
+      { config, store, client, clock, log, supervisor, poller, notifier, cluster, account, notices, leads, ...life.background },
       releasers,
     );
-
-    let stopped: Promise<void> | undefined;
-    const stop = () =>
-      (stopped ??= (async () => {
-        stopping = true;
-        log.info('berth daemon stopping');
-        await releasers.release();
-        log.info('berth daemon stopped');
-        log.flush?.();
-      })());
-
     return {
       url,
       ...(callbackListen ? { callbackListen } : {}),
       get token() {
-        return token;
+        return tokens.current();
       },
       home: env.home,
       storeId: store.storeId,
       supervisor,
       ready: background.ready,
-      failed,
+      failed: life.failed,
       checked: background.checked,
       ...(webhookUrl ? { webhookUrl } : {}),
-      stop,
+      stop: life.stop,
     };
   });
 }
