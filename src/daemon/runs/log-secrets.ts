@@ -18,15 +18,16 @@ export interface LogSecretsDeps {
    * Where the instance keys are kept across restarts (the store's instance_keys table): a create's
    * key is written there, and read back for an instance this process did not create.
    */
-  keys?: { put(instanceId: number, key: string): void; get(instanceId: number): string | undefined };
+  keys: { put(instanceId: number, key: string): void; get(instanceId: number): string | undefined };
   /** The specs of the runs driven here: their env values are scrubbed too. */
   specs: RunSpecs<Pick<RunPlan, 'env'>>;
   /**
    * The stored runs (their resolved spec as JSON): the env of a run this daemon does not drive
    * (another daemon on a shared store does, or it ended) is read from there. Without it such a
-   * run's log showed its env values in clear through any daemon but the driving one.
+   * run's log showed its env values in clear through any daemon but the driving one (required for
+   * that reason: a wiring that forgot it compiled before).
    */
-  runs?: { get(runId: string): { spec_json: string } | undefined };
+  runs: { get(runId: string): { spec_json: string } | undefined };
   /** The attempt's readiness callback token, when callbacks are on. */
   tokenFor?(runId: string, n: number): string;
 }
@@ -46,7 +47,7 @@ export class LogSecrets {
     if (!key) return;
     this.instanceKeys.set(instanceId, key);
     try {
-      this.deps.keys?.put(instanceId, key);
+      this.deps.keys.put(instanceId, key);
     } catch (err) {
       // A store that refuses writes: this process still knows the key; a restart would fall back
       // to scrubbing whatever looks like a key.
@@ -76,14 +77,14 @@ export class LogSecrets {
    * build cannot read, throws (no log unscrubbed).
    */
   private storedEnv(runId: string): Record<string, string> {
-    const row = this.deps.runs?.get(runId);
+    const row = this.deps.runs.get(runId);
     if (!row) return {};
     return readStoredPlan(row.spec_json).env ?? {};
   }
 
   private storedKey(instanceId: number): string | undefined {
     try {
-      return this.deps.keys?.get(instanceId);
+      return this.deps.keys.get(instanceId);
     } catch {
       return undefined; // unreadable now: scrubbed by shape instead
     }

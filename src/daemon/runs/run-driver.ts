@@ -56,7 +56,7 @@ export interface RunDriverDeps {
   /** Called when a store write failed and the run paused; the caller calls `resume` once the store writes again. */
   onPaused(runId: string): void;
   /** Called after each stored transition (the money guard checks the run's limits again). */
-  onProgress?(runId: string): void;
+  onProgress(runId: string): void;
   /** Notifications and metrics (./run-hooks.ts). */
   hooks?: RunHooks;
   /**
@@ -65,7 +65,7 @@ export interface RunDriverDeps {
    */
   ownership: Pick<RunOwnership, 'write'>;
   /** Called once when another daemon holds the run now: the actor has stopped, nothing ended. */
-  onLost?(runId: string): void;
+  onLost(runId: string): void;
 }
 
 export function runLimits(spec: RunPlan, config: Config): RunLimits {
@@ -361,7 +361,7 @@ export class RunDriver {
     if (state !== this.lastState) this.log.info({ from: this.lastState, to: state }, `run ${state}`);
     this.lastState = state;
     if (isEndState(state)) this.end();
-    else this.deps.onProgress?.(this.runId);
+    else this.deps.onProgress(this.runId);
   }
 
   /** How long after a list first showed the instance running the run became running (then forgotten). */
@@ -457,7 +457,7 @@ export class RunDriver {
     this.log.warn(`run ${this.runId} is held by another daemon now; it stops here`);
     queueMicrotask(() => actor?.stop());
     this.deps.claims.release(this.runId);
-    this.deps.onLost?.(this.runId);
+    this.deps.onLost(this.runId);
   }
 
   private crashed(err: unknown): void {

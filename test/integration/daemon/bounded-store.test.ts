@@ -93,6 +93,8 @@ function startRuns(count: number, machine: ProvidedRunMachine): string[] {
       log: silentLogger(),
       onEnded: () => undefined,
       onPaused: () => undefined,
+      onProgress: () => undefined,
+      onLost: () => undefined,
       ownership: new SoleOwner(store!),
     });
     drivers.push(driver);

@@ -33,6 +33,7 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
     keys: { put: (id, key) => opts.keys?.set(id, key), get: (id) => opts.keys?.get(id) },
     // The run's spec is known while it is live; it may end before the upload is fetched.
     specs: { get: () => (live ? { env: { HF_TOKEN: ENV_VALUE } } : undefined) },
+    runs: { get: () => undefined },
     tokenFor: () => TOKEN,
   });
   const logs = new FailureLogs({

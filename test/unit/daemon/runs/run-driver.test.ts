@@ -106,6 +106,8 @@ function start(m: ProvidedRunMachine, runSpec = spec): RunDriver {
     log,
     onEnded: () => undefined,
     onPaused: () => undefined,
+    onProgress: () => undefined,
+    onLost: () => undefined,
     ownership: new SoleOwner(store),
   });
   d.start();

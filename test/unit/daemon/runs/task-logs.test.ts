@@ -34,6 +34,7 @@ function taskLogs(opts: { clock: FakeClock; requestMs?: number; fetchText?: (url
       apiKey: 'k'.repeat(20),
       keys: { put: () => undefined, get: () => undefined },
       specs: { get: () => undefined },
+      runs: { get: () => undefined },
     }),
     client: {
       // A request queued behind others for its rate token: answered after requestMs.
