@@ -74,7 +74,7 @@ function marker(runId: string, n: number, stage: string): string {
   return `printf '\\n${MARKER_PREFIX} run=%s attempt=%s exit=%s${stage}\\n' '${runId}' '${n}' "$berth_rc"`;
 }
 
-/** The whole script, before any compression (run-actors encodes it with encodeOnstart). */
+/** The whole script, before any compression (src/daemon/runs/create-actor.ts encodes it with encodeOnstart). */
 export function taskScript(input: TaskScriptInput): string {
   const parts: string[] = [`# berth task: run ${input.runId}, attempt ${input.n}`, "trap 'berth_sig=1' HUP INT TERM"];
   parts.push(selfCall(input.serviceUrl));

@@ -1,7 +1,7 @@
 // The run actors' production dependencies, as explicit stand-ins for unit tests that do not test
 // them: every check passes, nothing is read or scrubbed. Production wires the real ones
 // (src/daemon/daemon.ts composeRuns); the types make forgetting one a compile error there.
-import type { RunActorDeps } from '../../src/daemon/runs/run-actors.js';
+import type { RunActorDeps } from '../../src/daemon/runs/run-actor-deps.js';
 import type { RunSpecs } from '../../src/job-spec/run-specs.js';
 
 type Stubbed = Pick<

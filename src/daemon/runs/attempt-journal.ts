@@ -1,6 +1,6 @@
 // The one writer of the attempts table (src/store/attempts.ts holds its SQL). Three parties learn
 // what an attempt did, and each tells this journal, never the table:
-// - the create actor (run-actors.ts): the intent, committed before the create is sent, then what
+// - the create actor (create-actor.ts): the intent, committed before the create is sent, then what
 //   the create made, or that it made nothing;
 // - the reconciler: an instance a sweep found under the label of a create still in 'intent';
 //   adopted through the same call the create actor uses;
