@@ -1,5 +1,5 @@
 // Reconciles the service's list of instances with the store, on every complete sweep of the
-// account (the poller's, handed over by the supervisor): an instance carrying this store's label is
+// account (the poller's, handed over by ./poll-router.ts): an instance carrying this store's label is
 //   owned   its attempt is the live one of a live run: left alone (its run watches it);
 //   adopt   its attempt journaled a create that recorded no instance yet (a crash, or an unknown
 //           outcome): the attempt takes it, through the journal's one adopt call;

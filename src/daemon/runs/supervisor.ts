@@ -1,9 +1,8 @@
 // The registry of live runs: one RunDriver per live run, resumed at start; the admission queue
-// (queued runs are admitted while fewer than `daemon.max_active_runs` are active); and the poll
-// router (the shared poller's subscriber: it names the instances runs wait on, and hands each run
-// what the lists showed of its instance). Each complete sweep of the account goes on to the
-// reconciler (./reconciler.ts: adoption, orphans). What is said to one run goes through it to that
-// run's driver (cancel, resume after a restore, expiry, readiness, a webhook's word). It builds no
+// (queued runs are admitted while fewer than `daemon.max_active_runs` are active). It is the shared
+// poller's subscriber, and hands what the lists show (and a webhook's word on an instance) to its poll
+// router (./poll-router.ts), which reads its drivers. What is said to one run goes through it to that
+// run's driver (cancel, resume after a restore, expiry, readiness, a task's end). It builds no
 // service: the journal, the money guard, the create gate, the reconciler and the run machine are
 // handed to it by ./compose-runs.ts. Which of the store's live runs are driven here, and when one is
 // taken, it asks its placement (./run-placement.ts; ./shared-placement.ts on a store several daemons
@@ -18,7 +17,6 @@
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
 // both from the store.
-import type { Instance } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import { BerthError, StoreError } from '../../errors.js';
@@ -39,10 +37,10 @@ import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { IdleWatch } from './idle-watch.js';
 import type { TaskProbe } from './task-probe.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
-import { toStatus } from './instance-status.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import type { RunHooks } from './run-hooks.js';
 import type { DrivenRuns, RunPlacement } from './run-placement.js';
+import { PollRouter } from './poll-router.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
 import type { ClusterRuns } from '../cluster/cluster-loop.js';
 
@@ -88,9 +86,6 @@ export interface SupervisorDeps {
 /** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
 const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
 
-/** Run states in which a run waits on the poller: for its instance to run (again, after a rebid), or to be gone. */
-const WAITING_STATES = new Set(['booting', 'rebidding', 'destroying']);
-
 export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly drivers = new Map<string, RunDriver>();
   /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
@@ -106,6 +101,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly moved = new Set<string>();
   private readonly ownership: RunOwnership;
   private readonly placement: RunPlacement;
+  private readonly router: PollRouter;
 
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
@@ -132,6 +128,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       },
       admit: () => this.admitQueued(),
     });
+    this.router = new PollRouter({ ...deps, runs: { drivers: () => this.drivers.values() }, placement: this.placement });
   }
 
   /**
@@ -259,17 +256,17 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     return store.runs.get(runId);
   }
 
+  /** The task probe read the end marker of the run's attempt n (a stale attempt is ignored by the machine). */
+  taskEnded(runId: string, n: number, end: { exitCode: number; onstart: boolean }): void {
+    this.drivers.get(runId)?.taskEnded(n, end);
+  }
+
   /**
    * The money guard's EXPIRE: the run's driver takes it (and keeps it across a paused store). A run
    * held after a restore has none: its hold is released and a driver started for it, as a cancel
    * does, so that its instance is destroyed and it ends `expired`. False when that could not be
    * stored (the guard tries again).
    */
-  /** The task probe read the end marker of the run's attempt n (a stale attempt is ignored by the machine). */
-  taskEnded(runId: string, n: number, end: { exitCode: number; onstart: boolean }): void {
-    this.drivers.get(runId)?.taskEnded(n, end);
-  }
-
   expire(runId: string, reason: RunError): boolean {
     const driver = this.drivers.get(runId);
     if (driver) {
@@ -338,119 +335,13 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     return this.drivers.size;
   }
 
-  /** The instances runs wait on: the poller lists these by id (running tasks' by status) every interval. */
-  waited(): { forStatus: number[]; forAbsence: number[]; forEnd: number[] } {
-    const forStatus: number[] = [];
-    const forAbsence: number[] = [];
-    const forEnd: number[] = [];
-    const tasks: Array<{ runId: string; n: number; instanceId: number }> = [];
-    for (const driver of this.drivers.values()) {
-      const id = driver.currentInstanceId();
-      if (id === null) continue;
-      const task = this.specs.get(driver.runId)?.task != null;
-      const target = task ? driver.taskProbeTarget() : null;
-      if (target) tasks.push(target);
-      // A running task ends by stopping its own instance: watched for that every interval.
-      if (driver.state === 'running' && task) forEnd.push(id);
-      if (!WAITING_STATES.has(driver.state)) {
-        if (this.placement.unconfirmed(driver.runId)) (driver.state === 'running' ? forEnd : forStatus).push(id);
-        continue;
-      }
-      (driver.state === 'booting' ? forStatus : forAbsence).push(id);
-    }
-    // Once a poll round: the running tasks' logs due for a read are read (in the background).
-    this.deps.taskProbe.round(tasks);
-    return { forStatus, forAbsence, forEnd };
-  }
-
-  /** A list showed these instances: each run holding one hears its status. */
-  onSeen(instances: Instance[], listedAt: number): void {
-    const held = this.driversByInstance();
-    for (const inst of instances) {
-      const driver = held.get(inst.id);
-      if (!driver) continue;
-      this.confirmed(driver.runId, listedAt);
-      driver.poll(toStatus(inst), listedAt);
-      // Idle autostop reads the same lists (gpu_util): a run that is running, with its spec's limit.
-      const spec = this.specs.get(driver.runId);
-      if (spec && driver.state === 'running' && !driver.isEnded) this.deps.idle.observe(driver.runId, spec.idle, inst, listedAt);
-    }
-  }
-
-  /** A list asked for these running instances and showed those no longer running: the others are answered for. */
-  onCovered(ids: number[], listedAt: number): void {
-    const held = this.driversByInstance();
-    for (const id of ids) {
-      const driver = held.get(id);
-      if (driver) this.confirmed(driver.runId, listedAt);
-    }
-  }
-
-  /** A list made at `listedAt` answered for the run's instance: confirmed if that was since it was taken. */
-  private confirmed(runId: string, listedAt: number): void {
-    this.placement.confirmed(runId, listedAt);
-  }
-
-  /** A list filtered on these ids did not show them: their runs hear the absence (counted by the machine). */
-  onAbsent(ids: number[], listedAt: number): void {
-    const held = this.driversByInstance();
-    for (const id of ids) {
-      const driver = held.get(id);
-      if (driver) this.confirmed(driver.runId, listedAt);
-      driver?.poll(null, listedAt);
-    }
-  }
-
-  /**
-   * A complete sweep of the account: runs whose instance it never showed hear the absence (dated
-   * from the sweep's start, so an instance made later is not counted missing); then the reconciler
-   * adopts journaled creates and destroys orphans. Statuses of listed instances were handed over
-   * page by page already.
-   */
-  onSweep(instances: Instance[], startedAt: number): void {
-    const listed = new Set(instances.map((inst) => inst.id));
-    for (const [id, driver] of this.driversByInstance()) {
-      this.confirmed(driver.runId, startedAt);
-      if (!listed.has(id)) driver.poll(null, startedAt);
-    }
-    this.deps.reconciler.sweep(instances, startedAt);
-  }
-
-  private driversByInstance(): Map<number, RunDriver> {
-    const held = new Map<number, RunDriver>();
-    for (const driver of this.drivers.values()) {
-      const id = driver.currentInstanceId();
-      if (id !== null) held.set(id, driver);
-    }
-    return held;
-  }
-
-  /**
-   * A webhook says instance `instanceId` was outbid (`stopped`) or went offline: the run holding it
-   * acts at once, as if a list had shown it so, with an event saying what the service reported.
-   * Returns that run, or null when none holds it (or the event is older than its last bid).
-   */
-  serviceSays(instanceId: number, status: 'stopped' | 'offline', eventAt: number, why: string, eventId: string): string | null {
-    const driver = this.driversByInstance().get(instanceId);
-    if (!driver) return null;
-    const { store, clock } = this.deps;
-    const note = () => {
-      try {
-        store.transaction(() =>
-          store.events.append({
-            runId: driver.runId,
-            at: clock.now(),
-            type: 'webhook',
-            message: why,
-            data: { instanceId, eventId, status },
-          }),
-        );
-      } catch {
-        // The run's own write that follows pauses it if the store refuses writes; the lists decide then.
-      }
-    };
-    return driver.serviceSays(instanceId, status, eventAt, why, note) ? driver.runId : null;
-  }
+  // The poller's subscriber (../fleet/poller.ts): what the lists show goes through the router (./poll-router.ts).
+  waited: PollRouter['waited'] = () => this.router.waited();
+  onSeen: PollRouter['onSeen'] = (instances, listedAt) => this.router.onSeen(instances, listedAt);
+  onCovered: PollRouter['onCovered'] = (ids, listedAt) => this.router.onCovered(ids, listedAt);
+  onAbsent: PollRouter['onAbsent'] = (ids, listedAt) => this.router.onAbsent(ids, listedAt);
+  onSweep: PollRouter['onSweep'] = (instances, startedAt) => this.router.onSweep(instances, startedAt);
+  serviceSays: PollRouter['serviceSays'] = (...said) => this.router.serviceSays(...said);
 
   /** The instances runs hold now, with what each run may be billed (for the price increase watch). */
   holders(): Map<number, Holder> {

@@ -13,7 +13,7 @@
 // comes within one spacing of the probe first seeing it, staggered so that tasks started together
 // are not read in one burst. At most MAX_IN_FLIGHT reads at once.
 //
-// Driven by the poll rounds (the supervisor hands it the running tasks every round): no timer of
+// Driven by the poll rounds (./poll-router.ts hands it the running tasks every round): no timer of
 // its own. Kept in memory: a restarted daemon starts every schedule afresh.
 import type { TaskEndInput, TaskEndOutput } from '../../../machines/run-types.js';
 import type { Clock } from '../../clock.js';
