@@ -1,5 +1,6 @@
 // Drives one run: owns its xstate actor, and after every transition writes the snapshot, the run
-// row, the attempts rows (through the journal) and the event log in one SQLite transaction. The intent of each side
+// row, the attempts rows (through the journal) and the event log in one transaction
+// (./run-transition.ts). The intent of each side
 // effect is journaled by the actors themselves before the call (a subscriber sees a transition only
 // after the invoked promise has started), so this write is the record of what happened, not the WAL.
 //
@@ -9,24 +10,25 @@
 // committed, as a restarted daemon would. Nothing it did after that snapshot is lost, since every
 // side effect was journaled first (a journal write that fails stops the side effect before it starts).
 import { createActor, type ActorRefFrom, type SnapshotFrom } from 'xstate';
-import { RUN_MACHINE_VERSION, runMachine, type RunEmitted, type RunLimits } from '../../../machines/run-machine.js';
-import type { AttemptOutcome, InstanceStatus } from '../../../machines/run-rules.js';
+import { RUN_MACHINE_VERSION, runMachine, type RunEmitted } from '../../../machines/run-machine.js';
+import { runLimits } from './run-limits.js';
+import type { InstanceStatus } from '../../../machines/run-rules.js';
 import type { Clock } from '../../clock.js';
-import { destroyConfirmS } from '../../config/durations.js';
 import type { Config } from '../../config/schema.js';
 import { LeaseLostError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { RunPlan } from '../../job-spec/run-plan.js';
-import type { AttemptRow, RunRow, RunState, Store } from '../../store/index.js';
+import type { RunRow, RunState, Store } from '../../store/index.js';
 import { isEndState } from '../../store/index.js';
 import type { AttemptJournal } from './attempt-journal.js';
 import { DestroyFailures } from './destroy-alerts.js';
-import { recordEmitted, type LoggedEvent } from './event-log.js';
+import type { LoggedEvent } from './event-log.js';
+import { storeTransition } from './run-transition.js';
 import type { OfferClaims } from './offer-claims.js';
 import { runStateOf } from './run-state.js';
 import { toStatus } from './instance-status.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
-import { blocksMachine, describeAttempts, ERRORS_LISTING_ATTEMPTS, sameStatus, type RunError } from '../../../machines/run-rules.js';
+import { blocksMachine, sameStatus, type RunError } from '../../../machines/run-rules.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../../machines/run-migrations.js';
 import { makeRunActors } from './run-actors.js';
 import type { RunActorDeps } from './run-actor-deps.js';
@@ -67,47 +69,6 @@ export interface RunDriverDeps {
   ownership: Pick<RunOwnership, 'write'>;
   /** Called once when another daemon holds the run now: the actor has stopped, nothing ended. */
   onLost(runId: string): void;
-}
-
-export function runLimits(spec: RunPlan, config: Config): RunLimits {
-  return {
-    maxAttempts: spec.max_attempts,
-    bootTimeoutS: spec.boot_timeout_s,
-    deadlineS: spec.deadline_s,
-    relaxSteps: spec.relax.length,
-    outageBackoffS: config.runs.outage_backoff_s,
-    destroyRetryMaxDelayS: config.runs.destroy_retry_max_delay_s,
-    destroyConfirmS: destroyConfirmS(config),
-    missingPollsToLose: 3,
-    goneOffersPerSearch: config.runs.gone_offers_per_search,
-    // The SSH wait is also cut short by the run's own boot timeout (the machine waits for the earlier of the two).
-    readyWhen: spec.ready_when,
-    sshTimeoutS: config.readiness.ssh_timeout_s,
-    maxPricePerHour: spec.max_price_per_hour,
-    bid: spec.bid && { ...spec.bid, rebidWaitS: config.runs.rebid_wait_s },
-    task: spec.task !== null,
-    maxRestarts: spec.task?.maxRestarts ?? 0,
-  };
-}
-
-/**
- * A run that failed for want of a working offer says which offers it tried and why. The story is
- * read from the attempts table (written in the same transaction, just before), not carried in the
- * machine's context, so a run that went through thousands of offers keeps a small snapshot.
- */
-function withAttemptStory(error: RunError, attempts: AttemptRow[]): RunError {
-  if (!ERRORS_LISTING_ATTEMPTS.has(error.kind)) return error;
-  const tried = describeAttempts(
-    attempts.map((a) => ({
-      n: a.n,
-      offerId: a.offer_id,
-      machineId: a.machine_id ?? 0,
-      instanceId: a.instance_id,
-      outcome: a.outcome as AttemptOutcome | null,
-      detail: a.detail,
-    })),
-  );
-  return { ...error, message: `${error.message} Tried: ${tried}` };
 }
 
 export class RunDriver {
@@ -343,7 +304,7 @@ export class RunDriver {
     this.pending = [];
     const now = this.deps.clock.now();
     const state = runStateOf(snapshot);
-    let logged: ReturnType<typeof recordEmitted>[];
+    let logged: LoggedEvent[];
     try {
       logged = this.write(snapshot, events, state, now);
     } catch (err) {
@@ -375,35 +336,17 @@ export class RunDriver {
     return ms;
   }
 
-  private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number) {
-    const ctx = snapshot.context;
-    const run = { id: this.runId, name: this.spec.name, state };
-    return this.fenced(() => {
-      const lines = events.map((e) => {
-        this.deps.journal.record(this.runId, e, now);
-        const line = recordEmitted(this.deps.store, this.spec, this.runId, e, now, state);
-        this.deps.hooks?.stored(run, e, line, now);
-        return line;
-      });
-      if (state !== this.lastState) {
-        this.deps.store.events.append({
-          runId: this.runId,
-          at: now,
-          type: 'state',
-          message: `${this.lastState} → ${state}`,
-          data: { from: this.lastState, to: state },
-        });
-      }
-      this.deps.store.runs.saveProgress(this.runId, {
-        state,
-        relaxLevel: ctx.relaxLevel,
-        attempt: ctx.attemptCount,
-        error: ctx.error && withAttemptStory(ctx.error, this.deps.store.attempts.forRun(this.runId)),
-        snapshotJson: JSON.stringify(this.actor!.getPersistedSnapshot()),
-        machineVersion: RUN_MACHINE_VERSION,
-        at: now,
-      });
-      return lines;
+  private write(snapshot: RunSnapshot, events: RunEmitted[], state: RunState, now: number): LoggedEvent[] {
+    const { relaxLevel, attemptCount, error } = snapshot.context;
+    return storeTransition(this.deps, {
+      runId: this.runId,
+      spec: this.spec,
+      events,
+      from: this.lastState,
+      to: state,
+      context: { relaxLevel, attemptCount, error },
+      snapshotJson: JSON.stringify(this.actor!.getPersistedSnapshot()),
+      now,
     });
   }
 

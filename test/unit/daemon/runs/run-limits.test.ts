@@ -2,7 +2,7 @@
 // fields: readiness and the bid policy).
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../../src/config/load.js';
-import { runLimits } from '../../../../src/daemon/runs/run-driver.js';
+import { runLimits } from '../../../../src/daemon/runs/run-limits.js';
 import { parseJobSpec } from '../../../../src/job-spec/validate.js';
 import { planRun, readStoredPlan, storedSpecText } from '../../../../src/job-spec/run-plan.js';
 
