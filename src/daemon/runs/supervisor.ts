@@ -13,15 +13,14 @@
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
 // destroy was confirmed. Two more: held (a restored store showed it live; no driver until the user
 // resumes or cancels it, or the money guard, which watches it too, expires it) and paused (its driver could not write the store; resumed by the store
-// probe, a PeriodicLoop with back-off, once the store writes again).
+// probe of ./paused-runs.ts once the store writes again).
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
 // both from the store.
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { BerthError, StoreError } from '../../errors.js';
+import { BerthError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { PeriodicLoop } from '../../periodic-loop.js';
 import { readStoredPlan, StoredSpecError, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunRow, Store } from '../../store/index.js';
 import { attemptIsLive } from '../../wire/run-states.js';
@@ -38,6 +37,7 @@ import type { IdleWatch } from './idle-watch.js';
 import type { TaskProbe } from './task-probe.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
+import { PausedRuns } from './paused-runs.js';
 import type { RunHooks } from './run-hooks.js';
 import type { DrivenRuns, RunPlacement } from './run-placement.js';
 import { PollRouter } from './poll-router.js';
@@ -83,9 +83,6 @@ export interface SupervisorDeps {
   placement: (runs: DrivenRuns) => RunPlacement;
 }
 
-/** Writes a paused run waits for before it is tried again: from 1 s, doubling, at most 30 s. */
-const STORE_RETRY_MS = { min: 1_000, max: 30_000 };
-
 export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly drivers = new Map<string, RunDriver>();
   /** Runs waiting for a slot, oldest first (a Set keeps insertion order). */
@@ -94,9 +91,8 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   private stopping = false;
   /** False until resumeAll: submits are stored, and started by resumeAll. */
   private resumed = false;
-  private readonly paused = new Set<string>();
-  /** Probes the store for the paused runs: idle until a run pauses, then with back-off until it writes. */
-  private readonly storeRetry: PeriodicLoop;
+  /** Runs paused by a store that refused their write, and the probe that lets them go on. */
+  private readonly paused: PausedRuns;
   /** Runs that moved since the money guard last looked (checked once per turn). */
   private readonly moved = new Set<string>();
   private readonly ownership: RunOwnership;
@@ -106,14 +102,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
     this.ownership = deps.ownership;
-    this.storeRetry = new PeriodicLoop({
+    this.paused = new PausedRuns({
+      store: deps.store,
       clock: deps.clock,
-      intervalMs: null,
-      // After a refused probe: 2 s, then doubling up to 30 s (1 s after the pause comes first).
-      backoff: { firstMs: 2 * STORE_RETRY_MS.min, maxMs: STORE_RETRY_MS.max },
-      run: () => this.resumePaused(),
-      // A paused run said why when it paused; a refused probe is only waited out.
-      onError: () => undefined,
+      log: deps.log,
+      resume: (runId, row) => this.drivers.get(runId)?.resume(row),
     });
     // The placement's view of the drivers: it starts, cancels and admits runs through these alone.
     this.placement = deps.placement({
@@ -364,7 +357,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   /** Stops every run's actor (in-flight calls are abandoned safely: their journal rows remain). */
   stop(): void {
     this.stopping = true;
-    this.storeRetry.stop();
+    this.paused.stop();
     for (const d of this.drivers.values()) d.stop();
     this.drivers.clear();
   }
@@ -403,11 +396,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
         this.ownership.giveUp(runId);
       },
       ownership: this.ownership,
-      onPaused: (runId) => {
-        // The first run to pause arms the probe; the others wait for it (a back-off armed stands).
-        if (this.paused.size === 0) this.storeRetry.soon(STORE_RETRY_MS.min);
-        this.paused.add(runId);
-      },
+      onPaused: (runId) => this.paused.add(runId),
     });
     this.specs.set(row.id, spec);
     this.drivers.set(row.id, driver);
@@ -435,19 +424,6 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
       });
     }
     this.moved.add(runId);
-  }
-
-  /** One probe of the store: once it takes a write, the paused runs go on from their stored rows. */
-  private resumePaused(): void {
-    if (this.stopping || this.paused.size === 0) return;
-    if (!this.deps.store.canWrite()) throw new StoreError('berth.db takes no writes yet', undefined, true);
-    const ids = [...this.paused];
-    this.paused.clear();
-    this.deps.log.info({ runs: ids.length }, 'the store takes writes again; paused runs go on');
-    for (const id of ids) {
-      const row = this.deps.store.runs.get(id);
-      if (row) this.drivers.get(id)?.resume(row);
-    }
   }
 
   private admitQueued(): void {
