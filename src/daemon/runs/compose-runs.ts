@@ -7,6 +7,7 @@ import type { MarketClient } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import type { RunPlan } from '../../job-spec/run-plan.js';
+import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import type { Releasers } from '../../releasers.js';
 import type { Store } from '../../store/index.js';
@@ -95,90 +96,15 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     retryMs: destroyConfirmS(config) * 1000,
   });
   releasers.push(() => reconciler.stop());
-  // The account's credit, read at a slow cadence (the create gate holds creates while it is low).
-  const account = new AccountWatch({
-    client,
-    clock,
-    log,
-    minCreditUsd: config.account.min_credit_usd,
-    intervalMs: config.account.check_interval_s * 1000,
-    heldIntervalMs: config.account.held_check_interval_s * 1000,
-    onChange: () => gate.wake(),
-    ...(ownership.shared
-      ? {
-          shared: {
-            leads,
-            save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()),
-            load: () => store.sharedCredit.load(),
-            request: () => store.sharedCredit.requestRead(),
-            requests: () => store.sharedCredit.readRequests(),
-          },
-        }
-      : {}),
-  });
-  releasers.push(() => account.stop());
-  const gate = new CreateGate({
-    store,
-    clock,
-    log,
-    account,
-    maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
-    maxUsdPerDay: config.budget.max_usd_per_day ?? null,
-    recheckMs: config.polling.interval_s * 1000,
-    specs,
-    endRequested: (runId) => supervisor.endRequested(runId),
-    ...(ownership.shared
-      ? {
-          serialize: <T>(fn: () => T): T =>
-            store.transaction(() => {
-              store.serializeCaps();
-              return fn();
-            }),
-        }
-      : {}),
-  });
-  releasers.push(() => gate.stop());
-  const prices = new PriceIncreaseWatch({
-    client,
-    clock,
-    log,
-    policy: config.price_increases.policy,
-    intervalMs: config.price_increases.check_interval_s * 1000,
-    holders: () => supervisor.holders(),
-    daemonCapHold: (extra) => gate.increaseHold(extra),
-    note: (runId, type, message, data) =>
-      store.transaction(() =>
-        store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
-      ),
-  });
-  releasers.push(() => prices.stop());
   const notices = new RunNotices({ store, clock, log, hooks: deps.hooks });
-  const guard: MoneyGuard = new MoneyGuard({
-    store,
-    clock,
-    log,
-    specs,
-    expire: (runId, reason) => supervisor.expire(runId, reason),
-    leadMs: config.polling.interval_s * 1000,
-    warn: (runId, message, data) => notices.warnBudget(runId, message, data),
-  });
-  releasers.push(() => guard.stop());
-  const logSecrets = new LogSecrets({
-    log,
-    apiKey: deps.apiKey,
-    keys: store.instanceKeys,
-    specs,
-    runs: store.runs,
-    ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
-  });
-  const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });
-  releasers.push(() => failureLogs.close());
+  const runs = (): Supervisor => supervisor;
+  const { account, gate, prices, guard } = composeMoney(deps, { specs, leads, notices, runs }, releasers);
+  const { logSecrets, failureLogs, taskLogs } = composeLogs(deps, { specs, journal }, releasers);
   const idle = new IdleWatch({
     warnBeforeMs: config.runs.idle_warning_s * 1000,
     warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
-  const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
   const taskProbe = new TaskProbe({
     clock,
     log,
@@ -238,4 +164,104 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
   const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId) });
   return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
+}
+
+/**
+ * The money room's services for the runs: the account's credit, the daemon-wide caps a create waits
+ * for, the answer to a host's price increase and each run's runtime and budget limits. They ask the
+ * runs (built after them) through `runs`. Each pushes its releaser, in this order.
+ */
+function composeMoney(
+  deps: RunsDeps,
+  ctx: { specs: RunSpecs; leads: () => boolean; notices: RunNotices; runs: () => Supervisor },
+  releasers: Releasers,
+) {
+  const { store, client, clock, config, log, ownership } = deps;
+  const { specs, leads, notices, runs } = ctx;
+  // The account's credit, read at a slow cadence (the create gate holds creates while it is low).
+  const account = new AccountWatch({
+    client,
+    clock,
+    log,
+    minCreditUsd: config.account.min_credit_usd,
+    intervalMs: config.account.check_interval_s * 1000,
+    heldIntervalMs: config.account.held_check_interval_s * 1000,
+    onChange: () => gate.wake(),
+    ...(ownership.shared
+      ? {
+          shared: {
+            leads,
+            save: (usd: number | null) => store.sharedCredit.save(usd, clock.now()),
+            load: () => store.sharedCredit.load(),
+            request: () => store.sharedCredit.requestRead(),
+            requests: () => store.sharedCredit.readRequests(),
+          },
+        }
+      : {}),
+  });
+  releasers.push(() => account.stop());
+  const gate = new CreateGate({
+    store,
+    clock,
+    log,
+    account,
+    maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
+    maxUsdPerDay: config.budget.max_usd_per_day ?? null,
+    recheckMs: config.polling.interval_s * 1000,
+    specs,
+    endRequested: (runId) => runs().endRequested(runId),
+    ...(ownership.shared
+      ? {
+          serialize: <T>(fn: () => T): T =>
+            store.transaction(() => {
+              store.serializeCaps();
+              return fn();
+            }),
+        }
+      : {}),
+  });
+  releasers.push(() => gate.stop());
+  const prices = new PriceIncreaseWatch({
+    client,
+    clock,
+    log,
+    policy: config.price_increases.policy,
+    intervalMs: config.price_increases.check_interval_s * 1000,
+    holders: () => runs().holders(),
+    daemonCapHold: (extra) => gate.increaseHold(extra),
+    note: (runId, type, message, data) =>
+      store.transaction(() =>
+        store.events.append({ runId, at: clock.now(), type, message, data, foldKey: `${type}:${String(data['pendingId'])}` }),
+      ),
+  });
+  releasers.push(() => prices.stop());
+  const guard: MoneyGuard = new MoneyGuard({
+    store,
+    clock,
+    log,
+    specs,
+    expire: (runId, reason) => runs().expire(runId, reason),
+    leadMs: config.polling.interval_s * 1000,
+    warn: (runId, message, data) => notices.warnBudget(runId, message, data),
+  });
+  releasers.push(() => guard.stop());
+  return { account, gate, prices, guard };
+}
+
+/** Every secret a container log may show, scrubbed, and the two readers of those logs: a failed attempt's and a task's end. */
+function composeLogs(deps: RunsDeps, ctx: { specs: RunSpecs; journal: AttemptJournal }, releasers: Releasers) {
+  const { store, client, clock, log, readyCallback } = deps;
+  const { specs, journal } = ctx;
+  const logSecrets = new LogSecrets({
+    log,
+    apiKey: deps.apiKey,
+    keys: store.instanceKeys,
+    specs,
+    runs: store.runs,
+    ...(readyCallback ? { tokenFor: (runId: string, n: number) => readyCallback.tokens.tokenFor(runId, n) } : {}),
+  });
+  const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });
+  releasers.push(() => failureLogs.close());
+  const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
+  return { logSecrets, failureLogs, taskLogs };
 }
