@@ -292,7 +292,7 @@ export function attemptsSpentError(context: RunContext): RunError {
 export function noOffersError(context: RunContext, why?: string): RunError {
   return {
     kind: 'no_offers',
-    message: `No usable offer matched the spec after ${context.relaxLevel} relax step(s) of ${context.limits.relaxSteps}${why ? `: ${why}` : ''}.`,
+    message: `No usable offer matched the spec after ${context.relaxLevel} of ${context.limits.relaxSteps} relax steps${why ? `: ${why}` : ''}.`,
   };
 }
 

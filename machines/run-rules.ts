@@ -1,5 +1,6 @@
 // Pure decisions of the run machine, kept apart so they can be read and tested on their own.
 // Nothing here does I/O or reads the clock (eslint.config.js holds machines/ to that).
+import { countText } from '../src/count-text.js';
 import { toRunError, type RunError } from '../src/errors.js';
 import { overCap } from '../src/money-rules.js';
 import type {
@@ -162,7 +163,7 @@ export function describeAttempts(attempts: AttemptSummary[]): string {
     });
   if (gone.length > 0)
     listed.push(
-      `${gone.length} offer(s) gone before they could be rented (${gone
+      `${countText(gone.length, 'offer')} gone before ${gone.length === 1 ? 'it' : 'they'} could be rented (${gone
         .slice(-5)
         .map((a) => a.offerId)
         .join(', ')}${gone.length > 5 ? ', ...' : ''})`,

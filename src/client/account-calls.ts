@@ -1,4 +1,5 @@
 // What the account holds, read: the user (credit), its SSH keys, its secrets' names and its charges.
+import { countText } from '../count-text.js';
 import { BerthError } from '../errors.js';
 import { MAX_V1_PAGES } from './instance-list.js';
 import { ItemReport, keepValid } from './record-items.js';
@@ -49,7 +50,7 @@ export function accountCalls({
           group: 'other',
           dropped,
           repaired: 0,
-          issues: [`secrets: ${dropped} value(s) not a string`],
+          issues: [`secrets: ${countText(dropped, 'value')} not a string`],
         });
       }
       return kept;

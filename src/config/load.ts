@@ -1,6 +1,7 @@
 // Builds the one Config the process runs with: defaults (config/default.json) < the user's file
 // (--config, partial is fine) < environment < command-line flags, merged once and validated once.
 // This is the only module that reads process.env.
+import { countText } from '../count-text.js';
 import { readFileSync } from 'node:fs';
 import { ConfigError, isNonFiniteNumber, NOT_FINITE_MESSAGE } from '../errors.js';
 import { packagePath } from '../package-path.js';
@@ -86,7 +87,7 @@ function parseConfig(raw: unknown): Config {
   const field = issue.path.join('.');
   throw new ConfigError(
     `Invalid configuration: ${field || '(root)'}: ${issue.message}.` +
-      (result.error.issues.length > 1 ? ` (${result.error.issues.length - 1} more problem(s))` : ''),
+      (result.error.issues.length > 1 ? ` (${countText(result.error.issues.length - 1, 'more problem')})` : ''),
     field,
   );
 }

@@ -19,6 +19,7 @@
 // fails half-way gives back what it had, newest first, and stop() gives back everything the same way
 // (the background start and account checks, the listeners, the poller, the runs and their services,
 // the notifier, the client, the store).
+import { countText } from '../count-text.js';
 import type { MarketplaceClient } from '../client/marketplace-client.js';
 import { systemClock, type Clock } from '../clock.js';
 import { loadConfig, type DeepPartial, type LoadedConfig } from '../config/load.js';
@@ -99,7 +100,7 @@ function logStoreFindings(log: Logger, store: Store): void {
   if (store.restore) {
     log.warn(
       { held: store.restore.heldRunIds, dbGeneration: store.restore.dbGeneration, seenGeneration: store.restore.markGeneration },
-      `${store.backend === 'postgres' ? 'the Postgres store' : 'berth.db'} is older than this home has seen (a restored backup): its ${store.restore.heldRunIds.length} live run(s) are held until \`berth resume RUN\` or \`berth cancel RUN\``,
+      `${store.backend === 'postgres' ? 'the Postgres store' : 'berth.db'} is older than this home has seen (a restored backup): its ${countText(store.restore.heldRunIds.length, 'live run')} ${store.restore.heldRunIds.length === 1 ? 'is' : 'are'} held until \`berth resume RUN\` or \`berth cancel RUN\``,
     );
   }
 }
@@ -314,7 +315,7 @@ function makeClusterLoop(deps: {
     onLeader: () => shareRates(client, loop),
     onDaemons: (n) => {
       shareRates(client, loop);
-      log.info({ daemons: n }, `${n} daemon(s) share this store and the account's rate limits: this one uses 1/${n} of them`);
+      log.info({ daemons: n }, `${countText(n, 'daemon')} share this store and the account's rate limits: this one uses 1/${n} of them`);
     },
   });
   return loop;

@@ -7,6 +7,7 @@
 // daemon runs on it meanwhile, and checked against store.json), and once the copy has committed
 // it is marked as moved: a daemon then refuses to start on it, since two stores with one store id
 // would both act on the same instances.
+import { countText } from '../count-text.js';
 import { StoreError, StoreWriteError } from '../errors.js';
 import { MOVED_KEY, openDatabase, type OpenedDatabase } from './database.js';
 import { connectPg, migratePg, openFailure } from './pg/open.js';
@@ -88,7 +89,7 @@ function ensureEmpty(target: PgDb, where: string): void {
   const tables = target.prepare(`SELECT count(*) AS n FROM pg_tables WHERE schemaname = current_schema()`).get() as { n: number };
   if (tables.n > 0) {
     throw new StoreError(
-      `The ${where} database is not empty (${tables.n} table(s)): migrate into a new, empty database; nothing was changed.`,
+      `The ${where} database is not empty (${countText(tables.n, 'table')}): migrate into a new, empty database; nothing was changed.`,
     );
   }
 }

@@ -168,7 +168,9 @@ async function checkNothingBilling(sim: RunningSimulator): Promise<void> {
   while (sim.billingNow().length > 0) {
     if (Date.now() > until) {
       const ids = sim.billingNow().map((h) => h.id);
-      throw new DemoFailure(`instance(s) ${ids.join(', ')} are still billing after the run was cancelled`);
+      throw new DemoFailure(
+        `${ids.length === 1 ? 'instance' : 'instances'} ${ids.join(', ')} ${ids.length === 1 ? 'is' : 'are'} still billing after the run was cancelled`,
+      );
     }
     await sleep(100);
   }

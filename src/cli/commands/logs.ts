@@ -5,6 +5,7 @@
 //
 // --follow reads again every FOLLOW_EVERY_MS and prints what is new until the run ends. Each read is
 // one logs request to the service (rate group `other`), so the pace is slow on purpose.
+import { countText } from '../../count-text.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { BerthError } from '../../errors.js';
 import { isEndState } from '../../wire/run-states.js';
@@ -29,7 +30,7 @@ export async function logsCommand(
   const first = await client.logs(runId, tail);
   let printed = linesOf(first.text);
   if (printed.length === 0 && !options.follow) io.err(await noLogSentence(client, runId, first.instance_id));
-  if (first.cut) io.err(`(earlier lines left out: showing the last ${printed.length} line(s) berth could read of a longer log)`);
+  if (first.cut) io.err(`(earlier lines left out: showing the last ${countText(printed.length, 'line')} berth could read of a longer log)`);
   for (const line of printed) io.out(line);
   if (!options.follow) return EXIT.ok;
   for (;;) {

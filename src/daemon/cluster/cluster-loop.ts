@@ -9,6 +9,7 @@
 //     driven here.
 // Each step's failure is logged and tried again on the next tick: the loop never stops while the
 // daemon runs.
+import { countText } from '../../count-text.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
@@ -118,7 +119,10 @@ export class ClusterLoop {
     if (this.renewalFailing) log.info('the store answers again: leases renewed');
     this.renewalFailing = false;
     if (round.lost.length > 0) {
-      log.warn({ runs: round.lost.length }, `${round.lost.length} run(s) were taken over by another daemon; they stop here`);
+      log.warn(
+        { runs: round.lost.length },
+        `${countText(round.lost.length, 'run')} ${round.lost.length === 1 ? 'was' : 'were'} taken over by another daemon; ${round.lost.length === 1 ? 'it stops' : 'they stop'} here`,
+      );
       runs.lost(round.lost);
     }
     this.setLeader(round.leader);
@@ -138,7 +142,7 @@ export class ClusterLoop {
     this.lastRenewal = undefined;
     log.error(
       { runs: given.length },
-      `the store has not answered for most of a lease: this daemon stops acting for its ${given.length} run(s) and leads no more; they are taken over from the store`,
+      `the store has not answered for most of a lease: this daemon stops acting for its ${countText(given.length, 'run')} and leads no more; they are taken over from the store`,
     );
     runs.lost(given);
     this.setLeader(false);

@@ -7,6 +7,7 @@
 // whose caps differ is refused (exit 2) while any other daemon is live, naming both; when it is
 // alone on the store its caps become the store's, with a warning that says what changed (a
 // deliberate change: every daemon stopped and started again with the new caps).
+import { countText } from '../../count-text.js';
 import { ConfigError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { SharedCaps, Store } from '../../store/index.js';
@@ -36,7 +37,7 @@ export function agreeOnMoneyCaps(deps: {
     const others = store.leases.liveDaemonIds(now).filter((id) => id !== daemonId);
     if (recorded && others.length > 0) {
       throw new ConfigError(
-        `budget: this daemon's money caps (${describe(mine)}) differ from those of the store it shares with ${others.length} live daemon(s) ` +
+        `budget: this daemon's money caps (${describe(mine)}) differ from those of the store it shares with ${countText(others.length, 'live daemon')} ` +
           `(${describe(recorded)}, recorded by ${recorded.by}): caps of a shared store are the store's. Give every daemon the same budget settings; ` +
           `to change them, stop every daemon and start them again with the new ones.`,
         'budget',

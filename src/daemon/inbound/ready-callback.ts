@@ -10,6 +10,7 @@
 //   202 the token was good and its run was told; 410 good, but the run has ended;
 //   403 not a token of this daemon; 400 no token in the body; 405 not a POST; 413 a body over 1 KB.
 // A request that is slow to arrive is cut off after 10 s. The token is never logged.
+import { countText } from '../../count-text.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { BodyTooLargeError, readBody } from '../../http/body.js';
 import type { Logger } from '../../logger.js';
@@ -75,7 +76,7 @@ export function createReadyCallbackServer(deps: ReadyCallbackDeps): Server {
       if (Date.now() - refusedLoggedAt >= REFUSED_LOG_EVERY_MS) {
         log.warn(
           { from: req.socket.remoteAddress, refused },
-          `${refused} readiness callback(s) with a token this daemon did not make were refused`,
+          `${countText(refused, 'readiness callback')} with a token this daemon did not make ${refused === 1 ? 'was' : 'were'} refused`,
         );
         refused = 0;
         refusedLoggedAt = Date.now();

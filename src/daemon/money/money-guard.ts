@@ -165,7 +165,7 @@ export class MoneyGuard {
       candidates: [],
       exhausted: {
         kind: 'budget',
-        message: `The ${usdText(Math.max(0, left))} left of budget_usd (${usdText(spec.budget_usd)}) cannot pay for any of the ${candidates.length} matching offer(s) to boot: the cheapest, $${cheapest.toFixed(3)}/h, costs ${usdText(bootCost({ dphTotal: cheapest } as Candidate))} over boot_timeout_s (${spec.boot_timeout_s} s).`,
+        message: `The ${usdText(Math.max(0, left))} left of budget_usd (${usdText(spec.budget_usd)}) cannot pay for ${candidates.length === 1 ? 'the matching offer' : `any of the ${candidates.length} matching offers`} to boot: the cheapest, $${cheapest.toFixed(3)}/h, costs ${usdText(bootCost({ dphTotal: cheapest } as Candidate))} over boot_timeout_s (${spec.boot_timeout_s} s).`,
       },
     };
   }

@@ -13,6 +13,7 @@
 // above the cap (outcome `price_over_cap`).
 //
 // States: idle (no run holds an instance: nothing is read) ⇄ reading; stop() ends it.
+import { countText } from '../../count-text.js';
 import type { MarketClient, PendingPriceIncrease } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
@@ -117,7 +118,7 @@ export class PriceIncreaseWatch {
       const got = await client.pendingPriceIncreases({ signal: this.abort.signal });
       rows = got.rows;
       if (got.malformed > 0)
-        log.warn({ malformed: got.malformed }, `${got.malformed} pending price increase row(s) could not be read; skipped`);
+        log.warn({ malformed: got.malformed }, `${countText(got.malformed, 'pending price increase row')} could not be read; skipped`);
     } catch (err) {
       if (this.stopped) return;
       const e = toRunError(err);

@@ -1,6 +1,7 @@
 // Turns what the run machine reports into lines of the run's event log (the attempts rows are the
 // journal's: ./attempt-journal.ts). Called inside the transaction that also saves the snapshot, so
 // the log and the state never disagree.
+import { countText } from '../../count-text.js';
 import type { RunEmitted } from '../../../machines/run-machine.js';
 import { sshEndpoints } from '../../../machines/run-rules.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
@@ -59,7 +60,7 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         `search.started:${e.relaxLevel}`,
       );
     case 'search.found':
-      return append(`found ${e.count} usable offer(s)`, { relaxLevel: e.relaxLevel, count: e.count });
+      return append(`found ${countText(e.count, 'usable offer')}`, { relaxLevel: e.relaxLevel, count: e.count });
     case 'search.retry':
       return append(
         `search failed (${e.error.kind}: ${e.error.message}); searching again at ${new Date(e.retryAt).toISOString()}`,

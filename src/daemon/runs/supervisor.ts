@@ -17,6 +17,7 @@
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
 // both from the store.
+import { countText } from '../../count-text.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import { BerthError } from '../../errors.js';
@@ -170,7 +171,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     if (held.length > 0) {
       this.deps.log.warn(
         { held },
-        `${held.length} run(s) are held: this store was restored from a backup, and what became of them since is unknown. Nothing is rented for them until you run \`berth resume RUN\` (or \`berth cancel RUN\`) for each`,
+        `${countText(held.length, 'run')} ${held.length === 1 ? 'is' : 'are'} held: this store was restored from a backup, and what became of them since is unknown. Nothing is rented for them until you run \`berth resume RUN\` (or \`berth cancel RUN\`) for each`,
       );
     }
   }

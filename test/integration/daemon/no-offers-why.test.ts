@@ -18,7 +18,7 @@ describe('no usable offer: the reason', () => {
     expect(failed.state).toBe('failed');
     expect(failed.error?.kind).toBe('no_offers');
     expect(failed.error?.message).toMatch(
-      /^No usable offer matched the spec after 0 relax step\(s\) of 0: (at least )?\d+ offers match the filters; the cheapest costs \$0\.\d+\/h with 20 GB of disk, above max_price_per_hour \(\$0\.01\)\./,
+      /^No usable offer matched the spec after 0 of 0 relax steps: (at least )?\d+ offers match the filters; the cheapest costs \$0\.\d+\/h with 20 GB of disk, above max_price_per_hour \(\$0\.01\)\./,
     );
     // The cheapest named is the catalog's cheapest for these filters, as it would be billed.
     const cheapest = Number(/costs \$(\d+\.\d+)\/h/.exec(failed.error!.message)![1]);

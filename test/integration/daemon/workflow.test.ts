@@ -82,7 +82,7 @@ describe('daemon workflow against the simulator', () => {
     const failed = await world.waitFor(run.id, isEnded);
     expect(failed.state).toBe('failed');
     expect(failed.error?.kind).toBe('no_offers');
-    expect(failed.error?.message).toMatch(/after 1 relax step\(s\) of 1/);
+    expect(failed.error?.message).toMatch(/after 1 of 1 relax steps/);
     expect(world.sim.history()).toEqual([]);
   });
 

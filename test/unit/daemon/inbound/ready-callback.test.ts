@@ -129,7 +129,7 @@ describe('the callback listener', () => {
       { runId: 'runaaaaaaaaa', n: 1 },
     ]);
     // Logged: who was refused, never a token.
-    expect(logText()).toContain('1 readiness callback(s) with a token this daemon did not make were refused');
+    expect(logText()).toContain('1 readiness callback with a token this daemon did not make was refused');
     expect(logText()).not.toContain(good.split('.')[2]);
   });
 });

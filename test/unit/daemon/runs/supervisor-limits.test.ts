@@ -278,7 +278,7 @@ describe('a fail-over within a budget (issue #18 item 6)', () => {
     const row = store.runs.get(runId)!;
     expect(row.state).toBe('expired');
     expect(JSON.parse(row.error_json!)).toMatchObject({ kind: 'budget' });
-    expect(JSON.parse(row.error_json!).message).toMatch(/cannot pay for any of the 1 matching offer\(s\) to boot/);
+    expect(JSON.parse(row.error_json!).message).toMatch(/cannot pay for the matching offer to boot/);
     expect(created).toBe(1); // offer 8 was not rented
   });
 
