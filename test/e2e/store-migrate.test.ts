@@ -145,7 +145,7 @@ describe('berth store migrate', () => {
     await queryPg(database.url, 'CREATE TABLE something_else (x int)');
     const full = await berth(['store', 'migrate', '--to', database.url], userEnv(home));
     expect(full.code).toBe(2);
-    expect(full.stderr).toMatch(/database is not empty \(1 table\(s\)\): migrate into a new, empty database; nothing was changed/);
+    expect(full.stderr).toMatch(/database is not empty \(1 table\): migrate into a new, empty database; nothing was changed/);
     expect(await tables()).toBe(1);
 
     // The SQLite store was never marked as moved: a daemon may still open it.

@@ -340,7 +340,7 @@ describe('several daemons on one Postgres store', () => {
   it("money caps of a shared store are the store's: a daemon with other caps is refused while another is live, and alone it changes them (issue #31 item 5)", async () => {
     const capped = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
     await expect(daemonOn(1)).rejects.toThrow(
-      /budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store it shares with 1 live daemon\(s\) \(max_usd_per_hour \$0\.2, max_usd_per_day none/,
+      /budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store it shares with 1 live daemon \(max_usd_per_hour \$0\.2, max_usd_per_day none/,
     );
     // The same caps: it starts.
     const same = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
