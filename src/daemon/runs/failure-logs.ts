@@ -85,9 +85,19 @@ export class FailureLogs {
     if (this.asked.has(instanceId)) return;
     this.asked.add(instanceId);
     if (this.asked.size > ASKED_KEPT) this.asked.delete(this.asked.values().next().value!);
-    // Taken now, while the run is live: the fetch may finish after the run has ended.
-    const scrubber = this.deps.secrets.scrubberFor(input.runId, input.n, instanceId);
     if (!wantsLogs(input.outcome)) return;
+    // Taken now, while the run is live: the fetch may finish after the run has ended. A log that
+    // could not be scrubbed (its run's secrets unreadable) is not asked for: the destroy goes on.
+    let scrubber: Scrubber;
+    try {
+      scrubber = this.deps.secrets.scrubberFor(input.runId, input.n, instanceId);
+    } catch (err) {
+      this.deps.log.info(
+        { runId: input.runId, attempt: input.n, instanceId, err: toRunError(err) },
+        'no container log asked for: its secrets could not be read to scrub it',
+      );
+      return;
+    }
     const bounded = new AbortController();
     const timer = this.deps.clock.setTimer(() => bounded.abort(), REQUEST_WAIT_MS);
     const onAbort = () => bounded.abort();

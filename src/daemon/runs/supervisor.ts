@@ -20,7 +20,7 @@
 import { countText } from '../../count-text.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { BerthError } from '../../errors.js';
+import { BerthError, LeaseLostError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { readStoredPlan, StoredSpecError, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunRow, Store } from '../../store/index.js';
@@ -148,21 +148,27 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   }
 
   /**
-   * The plan of a run read from its row (./../../job-spec/run-plan.ts migrates older versions). One
+   * The plan of a run read from its row (../../job-spec/run-plan.ts migrates older versions). One
    * this build cannot read fails its run, as a snapshot from another machine version does: the
-   * orphan sweep destroys whatever it held.
+   * orphan sweep destroys whatever it held. The failure is written through the ownership fence: on a
+   * shared store a run this daemon does not hold (a held run nobody drives) is left to a daemon that
+   * can read it, never ended under another daemon driving it.
    */
   private storedPlan(row: RunRow): RunPlan | undefined {
     try {
       return readStoredPlan(row.spec_json);
     } catch (err) {
       if (!(err instanceof StoredSpecError)) throw err;
-      failRunOutsideMachine(
-        this.deps,
-        row,
-        { kind: 'upgrade', message: `This run cannot be resumed: ${err.message}. Its instances are destroyed.` },
-        this.deps.clock.now(),
-      );
+      const error = { kind: 'upgrade' as const, message: `This run cannot be resumed: ${err.message}. Its instances are destroyed.` };
+      try {
+        this.ownership.write(row.id, () => failRunOutsideMachine(this.deps, row, error, this.deps.clock.now()));
+      } catch (writeErr) {
+        if (!(writeErr instanceof LeaseLostError)) throw writeErr;
+        this.deps.log.warn(
+          { runId: row.id, err: error },
+          `run ${row.id} cannot be read by this daemon (${err.message}); left to one that can`,
+        );
+      }
       return undefined;
     }
   }

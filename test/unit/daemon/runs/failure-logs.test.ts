@@ -20,8 +20,16 @@ const ENV_VALUE = 'env-secret-value-777';
 const INSTANCE_KEY = 'instance-key-55aa55aa55';
 const TOKEN = 'runaaaaaaaaa.1.c2lnbmF0dXJlLW9mLXRoZS10b2tlbi1mb3ItdGVzdHM';
 
-function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<FetchedText | 'throw'>; keys?: Map<number, string> } = {}) {
-  let live = true;
+function setup(
+  opts: {
+    answer?: 'now' | 'never' | 'error';
+    fetches?: Array<FetchedText | 'throw'>;
+    keys?: Map<number, string>;
+    live?: boolean;
+    stored?: string;
+  } = {},
+) {
+  let live = opts.live ?? true;
   const clock = new FakeClock();
   const requested: Array<{ id: number; tail?: number | undefined }> = [];
   const kept: Array<{ runId: string; n: number; text: string }> = [];
@@ -33,7 +41,7 @@ function setup(opts: { answer?: 'now' | 'never' | 'error'; fetches?: Array<Fetch
     keys: { put: (id, key) => opts.keys?.set(id, key), get: (id) => opts.keys?.get(id) },
     // The run's spec is known while it is live; it may end before the upload is fetched.
     specs: { get: () => (live ? { env: { HF_TOKEN: ENV_VALUE } } : undefined) },
-    runs: { get: () => undefined },
+    runs: { get: () => (opts.stored === undefined ? undefined : { spec_json: opts.stored }) },
     tokenFor: () => TOKEN,
   });
   const logs = new FailureLogs({
@@ -65,6 +73,13 @@ const failed = (outcome: DestroyInput['outcome'], instanceId = 100): DestroyInpu
 const settle = () => new Promise((r) => setImmediate(r));
 
 describe('failure logs', () => {
+  it('lets the destroy go without asking for the log when the secrets to scrub it cannot be read', async () => {
+    // A run this daemon does not hold a plan for, whose stored spec this build cannot read.
+    const t = setup({ live: false, stored: '{"berth_spec_version": 99}' });
+    await expect(t.logs.beforeDestroy(failed('exited'), new AbortController().signal)).resolves.toBeUndefined();
+    expect(t.requested).toEqual([]);
+  });
+
   it('asks for the logs of a failed attempt before its destroy, fetches the upload, and keeps it scrubbed', async () => {
     const log = [
       'Container C.100 started',
