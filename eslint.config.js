@@ -29,6 +29,7 @@ export default tseslint.config(
   ...roomRules([
     ['src/daemon/control/**', ['daemon.js']],
     ['src/daemon/runs/**', ['daemon.js', 'control']],
+    ['src/daemon/task-end/**', ['daemon.js', 'control', 'runs']],
     [
       'src/daemon/{money,fleet,notify,inbound,cluster}/**',
       ['daemon.js', 'control', 'runs', 'money', 'fleet', 'notify', 'inbound', 'cluster'],

@@ -1,7 +1,7 @@
 // The tasks section (issues #19, #29): how soon a task's instance is destroyed once the task ended,
 // at 1 and 100 tasks ending together, with the wrapper's self-stop and (#29) in an image without curl
 // or wget, where berth's task probe finds the end. Rows here; the measurement is measure-tasks.ts.
-import { PROBE_SHARE } from '../src/daemon/runs/task-probe.js';
+import { PROBE_SHARE } from '../src/daemon/task-end/task-probe.js';
 import { runTasks, type TasksResult } from './measure-tasks.js';
 import { median, quantile, type BenchRow, type BenchSection } from './types.js';
 

@@ -233,7 +233,7 @@ export type RunEvent =
   /** From the readiness callback, token already checked by the daemon: attempt n's onstart has run. */
   | { type: 'READY'; n: number }
   /**
-   * From the daemon's task probe (src/daemon/runs/task-probe.ts): attempt n's log holds its end
+   * From the daemon's task probe (src/daemon/task-end/task-probe.ts): attempt n's log holds its end
    * marker while its instance still runs (an image without curl or wget cannot stop itself).
    */
   | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean };

@@ -18,7 +18,7 @@
 //   6. a stop of its own instance with its own key (manage_instance `{"state": "stopped"}`), with
 //      curl or wget. This is only the fast path: an image with neither, or a container that cannot
 //      reach the service, still ends the task, because the daemon also reads the log of every
-//      running task on a schedule of its own (src/daemon/runs/task-probe.ts).
+//      running task on a schedule of its own (src/daemon/task-end/task-probe.ts).
 //
 // The daemon needs no way in: the container calls out to the service only, as the service's docs
 // allow ("You can also stop or destroy the instance from within", docker-environment.mdx).

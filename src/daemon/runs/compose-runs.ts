@@ -19,9 +19,9 @@ import { CreateGate } from '../money/create-gate.js';
 import { MoneyGuard } from '../money/money-guard.js';
 import { PriceIncreaseWatch } from '../money/price-increases.js';
 import { AttemptJournal } from './attempt-journal.js';
-import { FailureLogs } from './failure-logs.js';
-import { IdleWatch } from './idle-watch.js';
-import { LogSecrets } from './log-secrets.js';
+import { FailureLogs } from '../task-end/failure-logs.js';
+import { IdleWatch } from '../task-end/idle-watch.js';
+import { LogSecrets } from '../task-end/log-secrets.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import { Reconciler } from './reconciler.js';
@@ -35,8 +35,8 @@ import { sharedRuns } from './shared-runs.js';
 import { StoreClaims } from './store-claims.js';
 import { Submissions } from './submission.js';
 import { Supervisor } from './supervisor.js';
-import { TaskLogs } from './task-logs.js';
-import { TaskProbe } from './task-probe.js';
+import { TaskLogs } from '../task-end/task-logs.js';
+import { TaskProbe } from '../task-end/task-probe.js';
 
 /**
  * How long one read of the offers other daemons' runs are on serves this daemon's searches: short

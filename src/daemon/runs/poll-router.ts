@@ -15,12 +15,12 @@ import type { Clock } from '../../clock.js';
 import type { RunPlan } from '../../job-spec/run-plan.js';
 import type { Store } from '../../store/index.js';
 import type { PollSubscriber } from '../fleet/poller.js';
-import type { IdleWatch } from './idle-watch.js';
+import type { IdleWatch } from '../task-end/idle-watch.js';
 import { toStatus } from './instance-status.js';
 import type { Reconciler } from './reconciler.js';
 import type { RunDriver } from './run-driver.js';
 import type { RunPlacement } from './run-placement.js';
-import type { TaskProbe } from './task-probe.js';
+import type { TaskProbe } from '../task-end/task-probe.js';
 
 /** What the router asks of one run's driver. */
 type PolledDriver = Pick<RunDriver, 'runId' | 'state' | 'isEnded' | 'currentInstanceId' | 'taskProbeTarget' | 'poll' | 'serviceSays'>;

@@ -2,8 +2,8 @@
 // service's logs endpoint, while the run holds an instance; else the last lines kept with its latest
 // attempt that has some. Scrubbed of every secret either way (the task logs and the journal scrub).
 import type { Store } from '../../store/index.js';
-import { CUT_LINE } from './failure-logs.js';
-import type { TaskLogs } from './task-logs.js';
+import { CUT_LINE } from '../task-end/failure-logs.js';
+import type { TaskLogs } from '../task-end/task-logs.js';
 
 export interface RunLog {
   instance_id: number | null;

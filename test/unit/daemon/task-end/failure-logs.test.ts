@@ -10,8 +10,8 @@ import {
   MAX_TAIL_BYTES,
   REQUEST_WAIT_MS,
   type FetchedText,
-} from '../../../../src/daemon/runs/failure-logs.js';
-import { LogSecrets } from '../../../../src/daemon/runs/log-secrets.js';
+} from '../../../../src/daemon/task-end/failure-logs.js';
+import { LogSecrets } from '../../../../src/daemon/task-end/log-secrets.js';
 import { silentLogger } from '../../../../src/logger.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 

@@ -3,9 +3,9 @@
 // upload is served by a real local HTTP server where the fetch itself is under test.
 import { createServer, type Server } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fetchWithoutCredentials, type FetchedText } from '../../../../src/daemon/runs/failure-logs.js';
-import { LogSecrets } from '../../../../src/daemon/runs/log-secrets.js';
-import { TaskLogs } from '../../../../src/daemon/runs/task-logs.js';
+import { fetchWithoutCredentials, type FetchedText } from '../../../../src/daemon/task-end/failure-logs.js';
+import { LogSecrets } from '../../../../src/daemon/task-end/log-secrets.js';
+import { TaskLogs } from '../../../../src/daemon/task-end/task-logs.js';
 import { silentLogger } from '../../../../src/logger.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 

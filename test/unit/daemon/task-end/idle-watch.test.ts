@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Instance } from '../../../../src/client/types.js';
 import type { RunError } from '../../../../src/errors.js';
-import { IdleWatch } from '../../../../src/daemon/runs/idle-watch.js';
+import { IdleWatch } from '../../../../src/daemon/task-end/idle-watch.js';
 
 const spec = { timeoutS: 60, gpuUtilPct: 5 };
 const running = (gpu_util: number | null): Instance => ({ id: 7, label: 'berth:s:r:1', machine_id: 1, actual_status: 'running', gpu_util });

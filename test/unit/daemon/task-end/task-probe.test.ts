@@ -3,7 +3,7 @@
 // marker found ends the task; a task that leaves the round has its read abandoned.
 import { describe, expect, it } from 'vitest';
 import type { TaskEndInput, TaskEndOutput } from '../../../../machines/run-types.js';
-import { TaskProbe } from '../../../../src/daemon/runs/task-probe.js';
+import { TaskProbe } from '../../../../src/daemon/task-end/task-probe.js';
 import { silentLogger } from '../../../../src/logger.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 

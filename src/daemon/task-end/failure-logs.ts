@@ -19,7 +19,6 @@ import type { MarketClient } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import type { AttemptJournal } from './attempt-journal.js';
 import type { LogSecrets, Scrubber } from './log-secrets.js';
 
 /** Outcomes whose container may say why: not a cancel or an expiry, nor a host gone offline (it cannot upload). */
@@ -53,10 +52,16 @@ export interface FetchedLog {
   cut: boolean;
 }
 
+/** The one write the log readers make: an attempt's kept tail. */
+interface LogTailSink {
+  logTail(runId: string, n: number, text: string): void;
+}
+
 export interface FailureLogsDeps {
   client: Pick<MarketClient, 'requestLogs'>;
   clock: Clock;
-  journal: Pick<AttemptJournal, 'logTail'>;
+  /** Where an attempt's kept log tail is written (the attempt journal, ../runs/attempt-journal.ts). */
+  journal: LogTailSink;
   log: Logger;
   /** Every secret the log may show, scrubbed from it (./log-secrets.ts). */
   secrets: Pick<LogSecrets, 'scrubberFor'>;
