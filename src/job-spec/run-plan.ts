@@ -10,7 +10,7 @@ import { JOB_SPEC_DEFAULTS, type JobSpec, type ResolvedJobSpec } from './schema.
 import { parseJobSpec, parseJsonText } from './validate.js';
 
 /** The version of the stored spec that this build writes. */
-export const STORED_SPEC_VERSION = 2;
+export const STORED_SPEC_VERSION = 3;
 /** The key of the version in the stored JSON; not a spec field, removed before the parse. */
 const VERSION_KEY = 'berth_spec_version';
 
@@ -35,6 +35,8 @@ export interface IdlePlan {
 
 /** The spec as it runs (every field the spec may default is filled), with what follows from it. */
 export type RunPlan = ResolvedJobSpec & {
+  /** When the run counts as running: "status" for every task (see `planOf`), else the spec's, "ssh" by default. */
+  readonly ready_when: 'ssh' | 'status';
   /** The task, or null for a run that only holds an instance until cancelled. */
   readonly task: TaskPlan | null;
   /** null for an on-demand run. */
@@ -58,12 +60,19 @@ function withRunDefaults(spec: JobSpec, runs: Config['runs']): ResolvedJobSpec {
 
 /**
  * What follows from a spec whose limits are filled: the one place the defaults that depend on
- * other fields are decided (the bid step and outbid policy of a bid search, a task's restarts, the
- * idle threshold of an idle timeout). Each is also written into its field, so the stored spec says
- * what runs; only where the spec's own rules allow the field, since the stored spec is parsed by them.
+ * other fields are decided (readiness, the bid step and outbid policy of a bid search, a task's
+ * restarts, the idle threshold of an idle timeout). Each is also written into its field, so the
+ * stored spec says what runs; only where the spec's own rules allow the field, since the stored
+ * spec is parsed by them.
+ *
+ * A task is ready when the service lists its instance running (`actual_status: running`): it needs
+ * no way in, its end is read from its log, so SSH that never answers from the daemon's network (a
+ * NAT, a firewall, a host's broken proxy) must not destroy a task that works (issue #37). The spec's
+ * rules refuse `ready_when: "ssh"` on a task.
  */
 function planOf(spec: ResolvedJobSpec): RunPlan {
   const task = specIsTask(spec) ? { run: spec.run!, maxRestarts: spec.max_restarts ?? 0 } : null;
+  const readyWhen = task ? 'status' : (spec.ready_when ?? JOB_SPEC_DEFAULTS.ready_when);
   const bid =
     spec.search.type === 'bid' && spec.bid_price !== undefined
       ? {
@@ -78,6 +87,7 @@ function planOf(spec: ResolvedJobSpec): RunPlan {
       : { timeoutS: spec.idle_timeout_s, gpuUtilPct: spec.idle_gpu_util_pct ?? JOB_SPEC_DEFAULTS.idle_gpu_util_pct };
   return {
     ...spec,
+    ready_when: readyWhen,
     ...(task ? { max_restarts: task.maxRestarts } : {}),
     ...(bid ? { bid_step_pct: bid.stepPct, on_outbid: bid.onOutbid } : {}),
     ...(idle ? { idle_gpu_util_pct: idle.gpuUtilPct } : {}),
@@ -111,10 +121,14 @@ type Step = (spec: Record<string, unknown>) => Record<string, unknown>;
 /** Migrations of a stored spec, keyed by the version they upgrade from. */
 const STEPS: Record<number, Step> = {
   // Version 1 (no version key): the resolved spec as submitted, its dependent defaults not written
-  // into it, and before ready_when existed without that field. Nothing to change: the parse fills
-  // ready_when with its default ("ssh", as such a run waited) and planOf the dependent defaults,
-  // exactly as version 1 was read.
+  // into it, and before ready_when existed without that field. Nothing to change: planOf fills
+  // ready_when ("ssh" for a run, as such a run waited; a task goes on to the next step) and the
+  // dependent defaults, exactly as version 1 was read.
   1: (spec) => spec,
+  // Version 2: a task waited for SSH like any run (ready_when "ssh" by default). From version 3 a
+  // task is ready once the service lists it running, and the spec's rules refuse "ssh" on a task:
+  // a task stored waiting for SSH reads as ready by status (a run already running is unchanged).
+  2: (spec) => (specIsTask(spec) ? { ...spec, ready_when: 'status' } : spec),
 };
 
 /**

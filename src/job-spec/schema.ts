@@ -13,7 +13,10 @@ import { TASK_TOO_LARGE, taskFits } from './task-script.js';
 export const JOB_SPEC_DEFAULTS = {
   /** Instance disk, GB. */
   disk_gb: 20,
-  /** Ready when SSH answers with a banner at an endpoint berth prints (not merely `running`). */
+  /**
+   * Ready when SSH answers with a banner at an endpoint berth prints (not merely `running`). A task
+   * is ready when the service lists it running: it needs no way in (run-plan.ts `planOf`).
+   */
   ready_when: 'ssh',
   /** Interruptible runs: each rebid raises the bid by this many percent. */
   bid_step_pct: 10,
@@ -252,8 +255,8 @@ export const jobSpecSchema = z
       ),
     ready_when: z
       .enum(['ssh', 'status'])
-      .default(JOB_SPEC_DEFAULTS.ready_when)
-      .describe('"ssh": running once SSH answers with a banner (default); "status": once the service says running'),
+      .optional()
+      .describe('"ssh": running once SSH answers with a banner (default); "status": once the service says running (always, for a task)'),
     relax: z
       .array(relaxStepSchema)
       .optional()
@@ -328,7 +331,14 @@ export const jobSpecSchema = z
 
 // Like checkBid: reads the raw object, whatever else is wrong with it.
 function checkTask(
-  spec: { run?: unknown; onstart?: unknown; max_restarts?: unknown; idle_timeout_s?: unknown; idle_gpu_util_pct?: unknown },
+  spec: {
+    run?: unknown;
+    onstart?: unknown;
+    max_restarts?: unknown;
+    ready_when?: unknown;
+    idle_timeout_s?: unknown;
+    idle_gpu_util_pct?: unknown;
+  },
   ctx: z.RefinementCtx,
 ) {
   // The wrapper carries onstart and run together: too large is said of run, the field it adds.
@@ -341,6 +351,15 @@ function checkTask(
   }
   if (spec.max_restarts !== undefined && spec.run === undefined) {
     ctx.addIssue({ code: 'custom', path: ['max_restarts'], message: 'only applies with run (a task to restart)' });
+  }
+  // A task needs no way in (its end is read from its log), so SSH that never answers from the
+  // daemon's network must never destroy one that works: it is ready when the service lists it running.
+  if (spec.ready_when === 'ssh' && spec.run !== undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['ready_when'],
+      message: 'a task is ready when the service lists its instance running ("status"); "ssh" applies only to runs without run',
+    });
   }
   if (spec.idle_gpu_util_pct !== undefined && spec.idle_timeout_s === undefined) {
     ctx.addIssue({ code: 'custom', path: ['idle_gpu_util_pct'], message: 'only applies with idle_timeout_s' });

@@ -34,6 +34,15 @@ describe('planRun', () => {
     expect(plan).toMatchObject({ max_restarts: 0, bid_step_pct: 10, on_outbid: 'rebid', idle_gpu_util_pct: 5 });
   });
 
+  it('a task is ready when the service lists it running; a run without a task waits for SSH unless it says "status"', () => {
+    expect(planOf({ run: 'python train.py' }).ready_when).toBe('status');
+    expect(planOf({ run: 'python train.py', ready_when: 'status' }).ready_when).toBe('status');
+    expect(planOf({}).ready_when).toBe('ssh');
+    expect(planOf({ ready_when: 'status' }).ready_when).toBe('status');
+    // Written into the stored spec, so that it says what runs.
+    expect(JSON.parse(storedSpecText(planOf({ run: 'x' })))).toMatchObject({ ready_when: 'status' });
+  });
+
   it("the spec's own values win over the defaults", () => {
     const plan = planOf({
       run: 'x',
@@ -83,12 +92,22 @@ describe('stored plans', () => {
     };
     const plan = readStoredPlan(JSON.stringify(v1));
     expect(plan).toMatchObject({
-      ready_when: 'ssh',
+      // A task is ready by status from version 3 on, whatever it was stored with (#37).
+      ready_when: 'status',
       task: { run: 'train', maxRestarts: 0 },
       bid: { price: 0.1, stepPct: 10, onOutbid: 'rebid' },
       idle: { timeoutS: 300, gpuUtilPct: 5 },
       max_attempts: 3,
     });
+  });
+
+  it('a version 2 task stored waiting for SSH reads as ready by status; a version 2 run without a task keeps SSH', () => {
+    const v2 = (extra: Record<string, unknown>) => {
+      const { berth_spec_version: _v, ...stored } = JSON.parse(storedSpecText(planOf(extra))) as Record<string, unknown>;
+      return JSON.stringify({ ...stored, ready_when: 'ssh', berth_spec_version: 2 });
+    };
+    expect(readStoredPlan(v2({ run: 'train', max_restarts: 1 }))).toMatchObject({ ready_when: 'status', task: { run: 'train' } });
+    expect(readStoredPlan(v2({}))).toMatchObject({ ready_when: 'ssh', task: null });
   });
 
   it('what cannot be read is a StoredSpecError that says why and shows no value', () => {
@@ -98,7 +117,7 @@ describe('stored plans', () => {
       ['[]', /not an object/],
       [
         JSON.stringify({ ...JSON.parse(storedSpecText(plan)), berth_spec_version: 99 }),
-        /version 99; this build of berth reads versions 1 to 2/,
+        /version 99; this build of berth reads versions 1 to 3/,
       ],
       [JSON.stringify({ ...JSON.parse(storedSpecText(plan)), max_price_per_hour: 'lots' }), /\$\.max_price_per_hour/],
       [JSON.stringify({ ...base, env: { TOKEN: 'secret-value' } }), /lacks the limits filled at submission/],

@@ -116,11 +116,22 @@ describe('parseJobSpec', () => {
     ]);
   });
 
-  it('is ready by SSH unless ready_when says "status"', () => {
-    expect(parseJobSpec(minimal).ready_when).toBe('ssh');
+  it('ready_when is "ssh" or "status"; left out, the run plan decides (run-plan.test.ts)', () => {
+    expect(parseJobSpec(minimal).ready_when).toBeUndefined();
     expect(parseJobSpec({ ...minimal, ready_when: 'status' }).ready_when).toBe('status');
     expect(issuesOf({ ...minimal, ready_when: 'ping' })).toEqual([
       { path: '$.ready_when', message: 'expected one of "ssh", "status", got "ping"' },
+    ]);
+  });
+
+  it('refuses ready_when "ssh" on a task (a task needs no way in: SSH must never destroy one that works, #37)', () => {
+    expect(parseJobSpec({ ...minimal, run: 'train', ready_when: 'status' }).ready_when).toBe('status');
+    expect(parseJobSpec({ ...minimal, ready_when: 'ssh' }).ready_when).toBe('ssh');
+    expect(issuesOf({ ...minimal, run: 'train', ready_when: 'ssh' })).toEqual([
+      {
+        path: '$.ready_when',
+        message: 'a task is ready when the service lists its instance running ("status"); "ssh" applies only to runs without run',
+      },
     ]);
   });
 
