@@ -20,6 +20,16 @@
 //      reach the service, still ends the task, because the daemon also reads the log of every
 //      running task on a schedule of its own (src/daemon/task-end/task-probe.ts).
 //
+// A task runs once per attempt, however often its container starts. The service runs onstart again
+// on every container start ("Place startup commands in /root/onstart.sh. This script runs
+// automatically on container startup", vast-ai/docs guides/reference/faq/instances.mdx): a reboot
+// ("docker stop/start", reboot_instance.yaml), a start after a stop, an interruptible instance whose
+// bid wins again. The container's files survive those ("When an instance is "stopped" all of your
+// data on the instance is preserved", cli/reference/stop-instance.mdx). So before it prints the
+// marker the wrapper writes it to a done-file in the container's temp directory; a start that finds
+// the file prints that marker again and stops its instance again instead of running onstart and the
+// task again (issue #37). It reads the file with the shell's `read`: no tool the image may lack.
+//
 // The daemon needs no way in: the container calls out to the service only, as the service's docs
 // allow ("You can also stop or destroy the instance from within", docker-environment.mdx).
 import { ONSTART_MAX_CHARS, onstartFits } from './onstart.js';
@@ -70,8 +80,20 @@ function selfCall(serviceUrl: string): string {
   ].join('\n');
 }
 
+/**
+ * `berth_end MARKER`: the attempt ended. The marker goes to the done-file first (a container stopped
+ * between the two still finds it at its next start), then to the log on a line of its own, then the
+ * instance stops itself. A done-file that cannot be written (a read-only temp directory) is skipped.
+ */
+function endCall(runId: string, n: number): string {
+  return [
+    `berth_done="\${TMPDIR:-/tmp}/berth-task-${runId}-${n}.done"`,
+    `berth_end() { { echo "$1" >"$berth_done"; } 2>/dev/null; printf '\\n%s\\n' "$1"; berth_self stop; }`,
+  ].join('\n');
+}
+
 function marker(runId: string, n: number, stage: string): string {
-  return `printf '\\n${MARKER_PREFIX} run=%s attempt=%s exit=%s${stage}\\n' '${runId}' '${n}' "$berth_rc"`;
+  return `berth_end "${MARKER_PREFIX} run=${runId} attempt=${n} exit=$berth_rc${stage}"`;
 }
 
 /** The whole script, before any compression (src/daemon/runs/create-actor.ts encodes it with encodeOnstart). */
@@ -85,12 +107,14 @@ export function taskScript(input: TaskScriptInput): string {
         `[ "$berth_w" -gt 0 ] && sleep "$berth_w"; echo 'berth: the run limit passed; destroying this instance'; berth_self destroy ) &`,
     );
   }
+  parts.push(endCall(input.runId, input.n));
+  // A container started again after its attempt ended: the same end, said again, and no second run.
+  parts.push('if [ -f "$berth_done" ] && read -r berth_line <"$berth_done"; then berth_end "$berth_line"; exit 0; fi');
   if (input.onstart) {
     parts.push(`"\${BASH:-sh}" -c ${shellQuote(input.onstart)}`);
     parts.push('berth_rc=$?');
     parts.push('if [ "$berth_rc" -ne 0 ]; then');
     parts.push(`  ${marker(input.runId, input.n, ' stage=onstart')}`);
-    parts.push('  berth_self stop');
     parts.push('  exit "$berth_rc"');
     parts.push('fi');
   }
@@ -98,7 +122,6 @@ export function taskScript(input: TaskScriptInput): string {
   parts.push(`sh -c ${shellQuote(input.run)} </dev/null 2>&1`);
   parts.push('berth_rc=$?');
   parts.push(marker(input.runId, input.n, ''));
-  parts.push('berth_self stop');
   return `${parts.join('\n')}\n`;
 }
 

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { issuesOf } from '../../helpers/spec-issues.js';
 import { SpecError } from '../../../src/errors.js';
-import { MARKER_PREFIX, taskExitOf, taskScript } from '../../../src/job-spec/task-script.js';
+import { MARKER_PREFIX, taskEndOf, taskExitOf, taskScript } from '../../../src/job-spec/task-script.js';
 import { checkJobSpecAgainstConfig, jobSpecJsonSchema, parseJobSpec, parseJobSpecText } from '../../../src/job-spec/validate.js';
 
 const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
@@ -76,7 +76,9 @@ describe('the task wrapper', () => {
   it('runs the command quoted, writes the end marker and stops its own instance', () => {
     expect(script).toContain(`sh -c 'echo '\\''hi'\\''; exit 3' </dev/null 2>&1`);
     expect(script).toContain(MARKER_PREFIX);
-    expect(script).toMatch(/berth_self stop\n$/);
+    // The script ends with the end: marker to the done-file and the log, then the self-stop.
+    expect(script).toMatch(/berth_end "berth-task-end run=abcdefgh2345 attempt=2 exit=\$berth_rc"\n$/);
+    expect(script).toMatch(/berth_end\(\) \{.*printf.*; berth_self stop; \}/);
     expect(script).toContain('( berth_w=$(( 1000060 - $(date +%s 2>/dev/null || echo 1000000) ));');
   });
 
@@ -86,5 +88,21 @@ describe('the task wrapper', () => {
     expect(taskExitOf(log, 'abcdefgh2345', 1)).toBe(0);
     expect(taskExitOf(log, 'abcdefgh2345', 3)).toBeNull();
     expect(taskExitOf('echo berth-task-end run=abcdefgh2345 attempt=2 exit=0', 'abcdefgh2345', 2)).toBeNull();
+  });
+
+  it("an attempt's last marker wins: a container started again may print another after the first (#37)", () => {
+    // A wrapper from before the done-file ran the task again at the next container start, and a
+    // marker is final only as the last of its attempt; scanning from the first line would say 0.
+    const log = [
+      'epoch 1',
+      'berth-task-end run=abcdefgh2345 attempt=2 exit=0',
+      'Container C.42 restarting',
+      'epoch 1 again',
+      'berth-task-end run=abcdefgh2345 attempt=2 exit=3',
+      'sshd[1]: Connection closed by 10.0.0.1',
+    ].join('\n');
+    expect(taskEndOf(log, 'abcdefgh2345', 2)).toEqual({ exitCode: 3, onstart: false });
+    const onstartLast = `${log}\nberth-task-end run=abcdefgh2345 attempt=2 exit=1 stage=onstart\n`;
+    expect(taskEndOf(onstartLast, 'abcdefgh2345', 2)).toEqual({ exitCode: 1, onstart: true });
   });
 });

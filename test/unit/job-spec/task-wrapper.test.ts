@@ -2,7 +2,7 @@
 // the marker is written whatever the onstart does, and the self-stop reaches a local stand-in for
 // the service. Images without curl and wget are played by a PATH that holds neither.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,12 +42,21 @@ afterAll(async () => {
 /** Runs the wrapper as the service would (the shell given), returns its output and exit code. */
 function runWrapper(
   script: string,
-  opts: { shell?: 'sh' | 'bash'; path?: string; timeoutMs?: number } = {},
+  opts: { shell?: 'sh' | 'bash'; path?: string; timeoutMs?: number; tmp?: string } = {},
 ): Promise<{ out: string; code: number | null }> {
+  // The container's temp directory, where the done-file goes: a fresh one per container unless a
+  // test starts the same container again.
+  const tmp = opts.tmp ?? mkdtempSync(join(scratch, 'tmp-'));
   return new Promise((resolve) => {
     const child = spawn(opts.shell === 'bash' ? '/usr/bin/bash' : '/usr/bin/dash', ['-c', script], {
       cwd: scratch,
-      env: { PATH: opts.path ?? '/usr/local/bin:/usr/bin:/bin', CONTAINER_API_KEY: 'k', CONTAINER_ID: '42', HOME: scratch },
+      env: {
+        PATH: opts.path ?? '/usr/local/bin:/usr/bin:/bin',
+        CONTAINER_API_KEY: 'k',
+        CONTAINER_ID: '42',
+        HOME: scratch,
+        TMPDIR: tmp,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
     });
@@ -128,6 +137,49 @@ describe('the task wrapper under a real shell', () => {
     expect(code).toBe(0);
     expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
     expect(calls).toEqual([]);
+  });
+
+  it.each(['sh', 'bash'] as const)(
+    '%s: a container started again after its task ended says the same end again and stops, without running onstart or the task again',
+    async (shell) => {
+      const tmp = mkdtempSync(join(scratch, 'container-'));
+      const counter = join(tmp, 'count');
+      const script = wrapper(`echo setup >> "${counter}"`, `echo ran >> "${counter}"; echo working; exit 3`);
+      calls.length = 0;
+      const first = await runWrapper(script, { shell, tmp });
+      expect(taskEndOf(first.out, RUN, 1)).toEqual({ exitCode: 3, onstart: false });
+      // The restart's log follows the first run's, as docker logs keeps both.
+      const again = await runWrapper(script, { shell, tmp });
+      expect(again.code).toBe(0);
+      expect(again.out).toBe(`\nberth-task-end run=${RUN} attempt=1 exit=3\n`);
+      expect(taskEndOf(first.out + again.out, RUN, 1)).toEqual({ exitCode: 3, onstart: false });
+      expect(readFileSync(counter, 'utf8')).toBe('setup\nran\n');
+      expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}', '{"state":"stopped"}']);
+    },
+  );
+
+  it('an attempt that ended in its onstart says so again at the next start, and runs nothing', async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const counter = join(tmp, 'count');
+    const script = wrapper(`echo setup >> "${counter}"; exit 5`, 'echo the task ran');
+    await runWrapper(script, { tmp });
+    const again = await runWrapper(script, { tmp, path: slimBin });
+    expect(taskEndOf(again.out, RUN, 1)).toEqual({ exitCode: 5, onstart: true });
+    expect(again.out).not.toContain('the task ran');
+    expect(readFileSync(counter, 'utf8')).toBe('setup\n');
+  });
+
+  it("another attempt's done-file in the same temp directory does not end this one", async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    await runWrapper(wrapper(undefined, 'exit 7', 1), { tmp });
+    const second = await runWrapper(wrapper(undefined, 'echo attempt two ran', 2), { tmp });
+    expect(second.out).toContain('attempt two ran');
+    expect(taskEndOf(second.out, RUN, 2)).toEqual({ exitCode: 0, onstart: false });
+  });
+
+  it('a temp directory that cannot be written costs only the done-file: the task ends as before, quietly', async () => {
+    const { out } = await runWrapper(wrapper(undefined, 'echo done'), { tmp: join(scratch, 'no-such-dir') });
+    expect(out).toBe(`done\n\nberth-task-end run=${RUN} attempt=1 exit=0\n`);
   });
 
   it('the backstop sleeps until an absolute time, so a container started again does not get the limit anew', async () => {
