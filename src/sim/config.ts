@@ -310,7 +310,8 @@ const simConfigSchema = z.object({
     .object({
       /**
        * Run each instance's onstart with `sh -c` on this machine each time its container starts
-       * (every transition to running), as an unprivileged user in a scratch directory (onstart-runner.ts).
+       * (every transition to running), as an unprivileged user in the instance's directory, kept
+       * across its starts until it is destroyed (onstart-runner.ts).
        */
       enabled: z.boolean().default(false),
       /** Wall seconds before a run of the script is killed. */

@@ -5,14 +5,18 @@
 // restart programs when my instance restarts?"); "Add to /root/onstart.sh for persistence across
 // restarts" (guides/reference/faq/technical.mdx); the template's "On-start Script ... will be run
 // during instance startup" (guides/templates/template-settings.mdx). Each run starts the script
-// from the beginning in a fresh scratch directory: nothing of an earlier run survives but what the
-// script put elsewhere (here: nowhere).
+// from the beginning, in the instance's own directory: the container's files survive a stop, a
+// reboot and an outbid ("When an instance is "stopped" all of your data on the instance is
+// preserved", cli/reference/stop-instance.mdx; "Stopped instances: Data persists", faq/instances.mdx;
+// a reboot "executes docker stop/start commands", reboot_instance.yaml, which keep a container's
+// files), so what one run left there the next finds. Only a destroy removes it ("Destroyed
+// instances: All data is permanently deleted", faq/instances.mdx).
 //
 // It runs on this machine, so it runs contained as far as a plain process can be: `sh -c SCRIPT`
-// in a scratch directory (also HOME and TMPDIR), its own process group, a clean environment (the
+// in the instance's directory (also HOME and TMPDIR), its own process group, a clean environment (the
 // configured PATH, the instance's env, CONTAINER_API_KEY, CONTAINER_ID, VAST_CONTAINERLABEL,
 // BERTH_SIM_URL), a wall-time limit, and, when the simulator runs as root, as the unprivileged
-// user 65534 (`nobody`), who owns the scratch directory. Images matched by
+// user 65534 (`nobody`), who owns the instance's directory. Images matched by
 // `no_http_client_images` get a PATH without curl and wget (container-path.ts).
 //
 // Per instance a run is
@@ -21,6 +25,8 @@
 //             SIGKILLed), or when the simulator closes;
 //   ended   — its result (exit code, the first stdout/stderr bytes) is the history record's
 //             `onstart`, and its output stays in the container log until the instance is destroyed.
+// The instance's directory is made at its first run and removed once it is destroyed and every run
+// in it has closed (or when the simulator closes).
 // The combined output of all runs is kept as `docker logs` keeps it: the last `log_bytes` bytes
 // (rolling-output.ts). While a script runs, the instance's GPU counts as busy (`gpu_util`).
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -37,6 +43,7 @@ import { RollingOutput } from './rolling-output.js';
 const UNPRIVILEGED_ID = 65534;
 
 interface Run {
+  instanceId: number;
   child: ChildProcess;
   /** Which run of its instance this is, from 1. */
   n: number;
@@ -48,6 +55,8 @@ export class OnstartRunner {
   private readonly current = new Map<number, Run>();
   /** Every run not yet closed, killed ones included: close() waits for them all. */
   private readonly live = new Set<Run>();
+  /** Each instance's directory (its container's files), kept across its runs until it is destroyed. */
+  private readonly dirs = new Map<number, string>();
   /** Each instance's output, every run in its own segment keyed by its `running` status's index. */
   private readonly outputs = new Map<number, RollingOutput>();
   private readonly noHttpImages: RegExp[];
@@ -84,11 +93,10 @@ export class OnstartRunner {
     let path: string;
     try {
       path = this.pathFor(inst.params.image);
-      dir = mkdtempSync(join(this.scratchRoot(), 'berth-sim-onstart-'));
-      if (asRoot()) chownSync(dir, UNPRIVILEGED_ID, UNPRIVILEGED_ID);
+      dir = this.dirOf(id);
     } catch (e) {
       // A full or read-only tmpdir must not take the simulator down: record it as the script's failure.
-      const stderr = `berth simulator: cannot make a scratch directory: ${String(e)}`;
+      const stderr = `berth simulator: cannot make the instance's directory: ${String(e)}`;
       this.record(inst, n, { exit_code: null, signal: null, timed_out: false, stdout: '', stderr, truncated: false }, startedAt);
       return;
     }
@@ -101,7 +109,7 @@ export class OnstartRunner {
         PATH: path,
         HOME: dir,
         // A container's /tmp is its own: the script's temp files (berth's decoded onstart among them)
-        // stay in the scratch directory, which goes with the script, not in the machine's /tmp.
+        // stay in the instance's directory, which goes with the instance, not in the machine's /tmp.
         TMPDIR: dir,
         ...inst.params.env,
         CONTAINER_API_KEY: inst.apiKey,
@@ -120,7 +128,7 @@ export class OnstartRunner {
       timedOut = true;
       killGroup(child);
     }, this.cfg.timeout_s * 1000);
-    const run: Run = { child, n, done: Promise.resolve() };
+    const run: Run = { instanceId: id, child, n, done: Promise.resolve() };
     run.done = new Promise<void>((resolve) => {
       let finished = false;
       const finish = (code: number | null, signal: NodeJS.Signals | null) => {
@@ -146,7 +154,6 @@ export class OnstartRunner {
           startedAt,
         );
         this.live.delete(run);
-        rmSync(dir, { recursive: true, force: true });
         resolve();
       };
       child.on('close', finish);
@@ -170,18 +177,36 @@ export class OnstartRunner {
     return this.outputs.get(instanceId)?.texts() ?? new Map<number, string>();
   }
 
-  /** The instance is destroyed: kill its script and drop its output. */
+  /** The instance is destroyed: kill its script, drop its output, and remove its directory once its runs have closed. */
   forget(instanceId: number): void {
     this.stop(instanceId);
     this.outputs.delete(instanceId);
+    const dir = this.dirs.get(instanceId);
+    if (dir === undefined) return;
+    this.dirs.delete(instanceId);
+    const runs = [...this.live].filter((r) => r.instanceId === instanceId);
+    void Promise.all(runs.map((r) => r.done)).then(() => rmSync(dir, { recursive: true, force: true }));
   }
 
   async close(): Promise<void> {
     const all = [...this.live];
     for (const r of all) killGroup(r.child);
     await Promise.all(all.map((r) => r.done));
+    for (const dir of this.dirs.values()) rmSync(dir, { recursive: true, force: true });
+    this.dirs.clear();
     if (this.noHttpBin) removeBin(this.noHttpBin);
     this.noHttpBin = null;
+  }
+
+  /** The instance's directory, made (owned by the scripts' user) at its first run. */
+  private dirOf(instanceId: number): string {
+    let dir = this.dirs.get(instanceId);
+    if (dir === undefined) {
+      dir = mkdtempSync(join(this.scratchRoot(), 'berth-sim-onstart-'));
+      this.dirs.set(instanceId, dir);
+      if (asRoot()) chownSync(dir, UNPRIVILEGED_ID, UNPRIVILEGED_ID);
+    }
+    return dir;
   }
 
   private pathFor(image: string): string {

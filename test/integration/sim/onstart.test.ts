@@ -1,5 +1,6 @@
 // Opt-in onstart execution: the script runs with sh when the instance reaches running, with the
-// instance's env and CONTAINER_API_KEY, under a time limit, in a scratch directory removed after.
+// instance's env and CONTAINER_API_KEY, under a time limit, in the instance's directory, removed
+// once the instance is destroyed.
 import { existsSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -34,8 +35,11 @@ describe('onstart execution', () => {
     const lines = result.stdout.trim().split('\n');
     expect(lines.slice(0, 3)).toEqual(['hello', 'hi there', `${key} ${id}`]);
     expect(result).toMatchObject({ exit_code: 3, timed_out: false, stderr: 'oops\n', truncated: false });
-    // The scratch directory is gone once the script ended.
-    expect(existsSync(lines[3]!)).toBe(false);
+    // The instance's directory outlives the script (its container's files wait for the next start)
+    // and goes with the instance.
+    expect(existsSync(lines[3]!)).toBe(true);
+    expect((await call(sim, 'DELETE', `/api/v0/instances/${id}/`, {})).status).toBe(200);
+    await waitFor(() => (existsSync(lines[3]!) ? undefined : true), 5000, 'the directory to go');
   });
 
   test('a 5000-character script runs verbatim through the gzip+base64 wrapper; unwrapped it is refused', async () => {
