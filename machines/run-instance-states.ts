@@ -7,7 +7,8 @@
 //                     older): ready by that look → running; else → destroying (boot_timeout)
 //   booting.starting  running status → probing (or running when ready_when is "status")
 //   booting.probing   an SSH banner at an endpoint → running; none by readiness.ssh_timeout_s →
-//                     destroying (unreachable)
+//                     destroying (unreachable), or running when the run is now ready by status (a
+//                     task restored from before its plan made it so)
 //   rebidding         bid raised (change-bid), then waits for the instance to start again →
 //                     booting; still stopped after rebidWaitS → raise again, or fail over at the cap
 //   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
@@ -148,6 +149,16 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
     },
   });
 
+/** An SSH wait that ran out for a run now ready by status: running (by the list that began the wait), not unreachable. */
+const readyWithoutSsh = {
+  guard: 'probingReadyByStatus',
+  target: '#run.running',
+  actions: [
+    { type: 'markRunning', params: { instance: null, reachable: null } },
+    { type: 'reportRunning', params: { via: 'status' } },
+  ],
+} as const;
+
 /** Cancel and expiry while an instance is wanted: it is destroyed first. */
 const endedByRun = {
   CANCEL: { target: '#run.destroying', actions: 'markEndingCancelled' },
@@ -268,17 +279,20 @@ export const bootingState = runSetup.createStateConfig({
               { type: 'reportRunning', params: { via: 'ssh' } },
             ],
           },
-          onError: {
-            target: '#run.destroying',
-            actions: { type: 'markEndingUnreachable', params: ({ event }) => ({ why: failureOf(event.error).error.message }) },
-          },
+          onError: [
+            readyWithoutSsh,
+            {
+              target: '#run.destroying',
+              actions: { type: 'markEndingUnreachable', params: ({ event }) => ({ why: failureOf(event.error).error.message }) },
+            },
+          ],
         },
         {
           src: 'sleepUntil',
           input: ({ context }) => ({
             until: Math.min(context.current!.runningSeenAt! + context.limits.sshTimeoutS * 1000, context.current!.bootDeadlineAt!),
           }),
-          onDone: { target: '#run.destroying', actions: { type: 'markEndingUnreachable', params: {} } },
+          onDone: [readyWithoutSsh, { target: '#run.destroying', actions: { type: 'markEndingUnreachable', params: {} } }],
         },
       ],
       on: {

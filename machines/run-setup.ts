@@ -127,6 +127,11 @@ export const runSetup = setup({
     /** Running, and the spec counts that as ready (ready_when "status"). */
     runningReadyByStatus: ({ context }, params: PollParams) =>
       params.instance !== null && isRunningStatus(params.instance) && context.limits.readyWhen === 'status',
+    /**
+     * Probing SSH of a run that is now ready by status: a task restored from before its plan made it
+     * so (issue #37). Its list showed it running when probing began, so SSH never ends it.
+     */
+    probingReadyByStatus: ({ context }) => context.limits.readyWhen === 'status',
     /** Running, but no longer at the SSH endpoints being probed (the service moved a port). */
     runningElsewhere: ({ context }, params: PollParams) =>
       params.instance !== null &&

@@ -75,6 +75,24 @@ describe('readiness by SSH', () => {
     expect(actor.getSnapshot().context.current?.offerId).toBe(2);
   });
 
+  it('a task restored while it waited for SSH, now ready by status (#37), is running when the wait runs out, not unreachable', async () => {
+    const world = new FakeWorld();
+    world.probeAnswer = 'never';
+    const limits = { task: true, sshTimeoutS: 30, bootTimeoutS: 600 };
+    const { actor } = await admitted(world, { ...limits, readyWhen: 'ssh' });
+    await poll(actor, status(100, 'running'));
+    expect(stateOf(actor)).toBe('booting');
+    // Restored by an upgraded daemon: its stored spec migrated, its limits taken afresh (run-driver.ts).
+    const stored = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as { context: { limits: RunLimits } };
+    actor.stop();
+    stored.context.limits = { ...stored.context.limits, readyWhen: 'status' };
+    const restored = startRun(world, { limits: { ...limits, readyWhen: 'status' }, snapshot: stored as never });
+    await tick(30_000);
+    expect(stateOf(restored.actor)).toBe('running');
+    expect(restored.emitted.find((e) => e.type === 'attempt.running')).toMatchObject({ via: 'status', n: 1 });
+    expect(restored.emitted.filter((e) => e.type === 'attempt.ending')).toEqual([]);
+  });
+
   it('ends the SSH wait at the boot deadline when the boot timeout is the shorter (unreachable, not boot_timeout)', async () => {
     const world = new FakeWorld();
     world.probeAnswer = 'never';
