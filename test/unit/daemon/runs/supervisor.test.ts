@@ -164,7 +164,7 @@ describe('supervisor: runs it cannot resume', () => {
     expect(JSON.parse(row.error_json!)).toMatchObject({
       kind: 'upgrade',
       message: expect.stringMatching(
-        /^This run cannot be resumed: its stored spec has version 99; this build of berth reads versions 1 to 2/,
+        /^This run cannot be resumed: its stored spec has version 99; this build of berth reads versions 1 to 3/,
       ),
     });
     expect(supervisor.liveRunIds()).toEqual([]);
