@@ -79,7 +79,7 @@ it('a task on hosts whose SSH never answers runs and succeeds on its first insta
   expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
   expect(done.attempts[0]!.logs).toMatch(/trained\n\nberth-task-end run=\S+ attempt=1 exit=0/);
   expect(sim!.billingNow()).toEqual([]);
-});
+}, 60_000);
 
 it('a task whose container is started again after it ended (reboot, outbid that ends, stop and start) is not run again; each run ends as its task did', async () => {
   const s = await start({}, { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, task_probe_interval_s: 1 } });
