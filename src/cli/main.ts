@@ -86,7 +86,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .description('one run in detail, or a table of all runs')
     .argument('[run]', 'run id')
     .option('--json', 'print the run object (or an array of them) as JSON')
-    .option('--watch', 'refresh until the run (or every run) is running or has ended')
+    .option('--watch', 'refresh live until Ctrl-C (then exit 0)')
     .action(
       run(async (runId: string | undefined, opts: { json?: boolean; watch?: boolean }) =>
         (await import('./commands/status.js')).statusCommand(runId, opts, io, env),

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
-import { berth, userEnv } from '../helpers/berth-cli.js';
+import { berth, berthUntilInterrupted, userEnv } from '../helpers/berth-cli.js';
 import { FAST_CONFIG, FAST_SIM } from '../helpers/world.js';
 
 const dirs: string[] = [];
@@ -209,7 +209,7 @@ describe('berth against a daemon and the simulator', () => {
     expect(followed.stdout.trim().split('\n').length).toBeGreaterThan(eventsJson.length);
   });
 
-  it('submit without --wait prints only the run id; status --watch follows it until running (non-TTY: one line per change)', async () => {
+  it('submit without --wait prints only the run id; status --watch follows it past running until Ctrl-C (non-TTY: one frame per change), exit 0', async () => {
     const r = await berth(['submit', writeSpec(specs, 'good2.json', goodSpec), '--idempotency-key', 'k-1'], env);
     expect(r.code).toBe(0);
     const id = r.stdout.trim();
@@ -217,8 +217,10 @@ describe('berth against a daemon and the simulator', () => {
     const again = await berth(['submit', writeSpec(specs, 'good2.json', goodSpec), '--idempotency-key', 'k-1'], env);
     expect(again.stdout.trim()).toBe(id);
 
-    const watched = await berth(['status', id, '--watch'], env);
+    const watched = await berthUntilInterrupted(['status', id, '--watch'], env, /State\s+running/);
+    expect(watched.interrupted, 'status --watch ended by itself instead of staying until Ctrl-C').toBe(true);
     expect(watched.code).toBe(0);
+    expect(watched.signal).toBeNull();
     expect(watched.stdout).toMatch(/State\s+running/);
     expect((await berth(['cancel', id, '--wait'], env)).code).toBe(0);
   });
