@@ -225,6 +225,27 @@ describe('berth against a daemon and the simulator', () => {
     expect((await berth(['cancel', id, '--wait'], env)).code).toBe(0);
   });
 
+  it('runs are named by their names: a second live run of one name is made unique and said; status, events and cancel take the name', async () => {
+    const spec = writeSpec(specs, 'named.json', { ...goodSpec, name: 'named-run' });
+    const first = await berth(['submit', spec], env);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toBe('');
+    const second = await berth(['submit', spec], env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toContain('A live run is already named "named-run": this one is named "named-run-2"');
+    const byName = JSON.parse((await berth(['status', 'named-run', '--json'], env)).stdout) as { id: string; name: string };
+    expect(byName).toMatchObject({ id: first.stdout.trim(), name: 'named-run' });
+    const byName2 = JSON.parse((await berth(['status', 'named-run-2', '--json'], env)).stdout) as { id: string };
+    expect(byName2.id).toBe(second.stdout.trim());
+    const events = await berth(['events', 'named-run-2'], env);
+    expect(events.stdout).toContain('named "named-run-2" because a live run is already named "named-run"');
+    expect((await berth(['cancel', 'named-run', '--wait'], env)).code).toBe(0);
+    expect((await berth(['cancel', 'named-run-2', '--wait'], env)).code).toBe(0);
+    // Once ended, a name no longer names a run (ids do): a new live run may take it again.
+    const gone = await berth(['status', 'named-run'], env);
+    expect(gone.code).toBe(2);
+  }, 120_000);
+
   it('status, cancel and events of an unknown run exit 2 naming it', async () => {
     for (const args of [
       ['status', 'no-such-run'],

@@ -28,6 +28,9 @@ export async function submitCommand(file: string, options: SubmitOptions, io: Io
     throw err;
   });
 
+  const asked = (spec as { name?: unknown }).name;
+  if (typeof asked === 'string' && run.name !== asked)
+    io.err(`A live run is already named "${asked}": this one is named "${run.name}" (berth status ${run.name}).`);
   if (!options.wait) {
     if (options.json) printJson(io, run);
     else io.out(run.id);
