@@ -246,6 +246,16 @@ describe('berth against a daemon and the simulator', () => {
     expect(gone.code).toBe(2);
   }, 120_000);
 
+  it('doctor in a terminal with only BERTH_HOME set asks the running daemon, which checks with its own key', async () => {
+    const r = await berth(['doctor', '--json'], env);
+    const report = JSON.parse(r.stdout) as { via: string; checks: { name: string; ok: boolean }[] };
+    expect(report.via).toBe('daemon');
+    expect(report.checks.find((c) => c.name === 'key')?.ok).toBe(true);
+    // The simulator registers no SSH key, so that one check fails (exit 1), as doctor with the key itself says.
+    expect(r.code).toBe(report.checks.every((c) => c.ok) ? 0 : 1);
+    expect(r.stdout + r.stderr).not.toContain(sim.apiKey);
+  });
+
   it('status, cancel and events of an unknown run exit 2 naming it', async () => {
     for (const args of [
       ['status', 'no-such-run'],
