@@ -95,6 +95,8 @@ const RUNS_COLUMNS: RunsColumn[] = [
   { head: 'NAME', cell: (r) => r.name, drop: 0 },
   { head: 'STATE', cell: (r) => (r.held ? `${r.state} (held)` : r.state), drop: 0 },
   { head: 'EXIT', cell: (r) => exitText(r), drop: 4 },
+  // Why an ended run failed or expired (its error's kind: no_offers, task_failed, budget, ...).
+  { head: 'REASON', cell: (r) => r.error?.kind ?? DASH, drop: 3.5 },
   { head: 'ATTEMPT', cell: (r) => String(r.attempt), drop: 3 },
   { head: 'INSTANCE', cell: (r) => text(r.instance?.id), drop: 1 },
   { head: 'STATUS', cell: (r) => text(r.instance?.actual_status), drop: 2 },
