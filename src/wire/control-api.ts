@@ -41,6 +41,11 @@ const RunInstanceSchema = z.object({
   /** Where to connect: the SSH endpoints that answered (both when both did); empty until ready. */
   ssh: z.array(SshEndpointSchema),
   ready: ReadySchema.nullable(),
+  /**
+   * Until it is ready: when berth gives this instance up if it is not ready by then (its create +
+   * the run's boot_timeout_s), and rents the next offer; null once ready, or before the create.
+   */
+  boot_deadline: isoTime.nullable(),
 });
 
 /** One offer tried. `outcome` is null while the attempt goes on. */
