@@ -16,7 +16,7 @@ import { berthHome } from '../config/home.js';
 import { readControlToken } from '../config/control-token.js';
 import { proofMatches } from '../wire/control-proof.js';
 import { BerthError, type SpecIssue } from '../errors.js';
-import type { CostsReport, Notification, Run, RunEvent, RunLogs, SignInCode, StreamEvent } from '../wire/control-api.js';
+import type { AccountChecks, CostsReport, Notification, Run, RunEvent, RunLogs, SignInCode, StreamEvent } from '../wire/control-api.js';
 import { SseParser } from './sse.js';
 
 const START_HINT = 'start it with `berth daemon`';
@@ -186,6 +186,11 @@ export class ControlClient {
       all.push(...page);
       after = page.at(-1)!.id;
     }
+  }
+
+  /** `berth doctor`'s checks, made by the daemon with its own key (GET /v1/account/checks). */
+  accountChecks(): Promise<AccountChecks> {
+    return this.call<AccountChecks>('GET', '/v1/account/checks');
   }
 
   /** Spend per run and instance since `since` (a date or ISO time), with the service's charges where the key may read them. */

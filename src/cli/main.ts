@@ -70,12 +70,13 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
   program
     .command('submit')
     .description('validate a job spec, submit it and print the run id')
-    .argument('<file>', 'job spec JSON file')
+    .argument('<file>', 'job spec file (JSON, or YAML when it ends in .yaml or .yml)')
+    .option('--set <path=value>', 'override a field of the spec, e.g. --set max_price_per_hour=0.5 (repeatable)', collect, [])
     .option('--wait', 'follow the run until it is running (exit 0) or has ended (exit 1, or 4 on a service auth error)')
     .option('--json', 'print the run object as JSON')
     .option('--idempotency-key <key>', 'resubmitting with the same key returns the same run')
     .action(
-      run(async (file: string, opts: { wait?: boolean; json?: boolean; idempotencyKey?: string }) =>
+      run(async (file: string, opts: { wait?: boolean; json?: boolean; idempotencyKey?: string; set: string[] }) =>
         (await import('./commands/submit.js')).submitCommand(file, opts, io, env),
       ),
     );
@@ -85,7 +86,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .description('one run in detail, or a table of all runs')
     .argument('[run]', 'run id')
     .option('--json', 'print the run object (or an array of them) as JSON')
-    .option('--watch', 'refresh until the run (or every run) is running or has ended')
+    .option('--watch', 'refresh live until Ctrl-C (then exit 0)')
     .action(
       run(async (runId: string | undefined, opts: { json?: boolean; watch?: boolean }) =>
         (await import('./commands/status.js')).statusCommand(runId, opts, io, env),
@@ -183,8 +184,11 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
   program
     .command('validate')
     .description('check a job spec without submitting it (exit 0 valid, 2 invalid)')
-    .argument('<file>', 'job spec JSON file')
-    .action(run(async (file: string) => (await import('./commands/validate.js')).validateCommand(file, io)));
+    .argument('<file>', 'job spec file (JSON, or YAML when it ends in .yaml or .yml)')
+    .option('--set <path=value>', 'override a field of the spec, e.g. --set max_price_per_hour=0.5 (repeatable)', collect, [])
+    .action(
+      run(async (file: string, opts: { set: string[] }) => (await import('./commands/validate.js')).validateCommand(file, opts.set, io)),
+    );
 
   program
     .command('schema')
@@ -237,4 +241,9 @@ function reportError(io: Io, err: unknown): void {
   else if (err instanceof BerthError) io.err(err.message);
   else if (isSystemError(err)) io.err(systemErrorSentence(err));
   else io.err(`Unexpected error (a bug in berth; please report it): ${err instanceof Error ? err.message : String(err)}`);
+}
+
+/** Commander's accumulator for a repeatable option. */
+function collect(value: string, previous: string[]): string[] {
+  return [...previous, value];
 }

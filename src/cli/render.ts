@@ -73,6 +73,14 @@ export function attemptReadyLine(run: Run): string | null {
 }
 
 const since = (iso: string, now: number) => formatDuration(now - Date.parse(iso));
+
+/** When a booting instance is given up (boot_timeout_s), as the rest of a line; '' when it is ready or the run ended. */
+function bootDeadlineText(run: Run, now: number): string {
+  const at = run.instance?.boot_deadline;
+  if (!at || isEndState(run.state)) return '';
+  const left = Date.parse(at) - now;
+  return left > 0 ? `given up in ${formatDuration(left)} if not ready` : 'given up now: past its boot deadline';
+}
 const clock = (iso: string) => new Date(iso).toLocaleTimeString('en-GB', { hour12: false });
 const price = (dph: number | null) => (dph === null ? DASH : `$${dph.toFixed(3)}/h`);
 const text = (v: unknown) => (v === null || v === undefined ? DASH : String(v));
@@ -95,6 +103,8 @@ const RUNS_COLUMNS: RunsColumn[] = [
   { head: 'NAME', cell: (r) => r.name, drop: 0 },
   { head: 'STATE', cell: (r) => (r.held ? `${r.state} (held)` : r.state), drop: 0 },
   { head: 'EXIT', cell: (r) => exitText(r), drop: 4 },
+  // Why an ended run failed or expired (its error's kind: no_offers, task_failed, budget, ...).
+  { head: 'REASON', cell: (r) => r.error?.kind ?? DASH, drop: 3.5 },
   { head: 'ATTEMPT', cell: (r) => String(r.attempt), drop: 3 },
   { head: 'INSTANCE', cell: (r) => text(r.instance?.id), drop: 1 },
   { head: 'STATUS', cell: (r) => text(r.instance?.actual_status), drop: 2 },
@@ -177,6 +187,8 @@ export function runDetail(run: Run, now: number): string[] {
     ['Cost', run.cost ? `${usdText(run.cost.usd)} so far, ${usdText(run.cost.usd_per_hour)}/h now` : DASH],
   ];
   if (inst?.ready) fields.push(['Ready', readyText(inst.ready)]);
+  const boot = bootDeadlineText(run, now);
+  if (boot) fields.push(['Boot', `${boot} (at ${inst!.boot_deadline}, boot_timeout_s); the next offer is rented then`]);
   if (run.held)
     fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
@@ -225,7 +237,8 @@ function attemptsTable(attempts: RunAttempt[], now: number): string[] {
 
 /** The live status line: state, attempt, offer, instance status, elapsed. */
 export function progressLine(run: Run, now: number): string {
-  return `${progressKey(run)}  ${since(run.created_at, now)}`;
+  const boot = bootDeadlineText(run, now);
+  return `${progressKey(run)}  ${since(run.created_at, now)}${boot ? `  (${boot})` : ''}`;
 }
 
 /** The progress line without the clock: it changes only when the run does (non-TTY output prints on change). */

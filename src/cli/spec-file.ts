@@ -1,12 +1,16 @@
-// Reading a job spec file for `validate` and `submit`: every problem is reported against the file
-// it came from, whether found here or by the daemon. Only a regular file is read, and at most the
+// Reading a job spec file (JSON or YAML: ./spec-text.ts) for `validate`, `submit` and `offers`,
+// with the command line's `--set` overrides (./spec-overrides.ts): every problem is reported against
+// the file it came from, at its line and column where the file has it, whether found here or by the
+// daemon. Only a regular file is read, and at most the
 // size a job spec may have, so `berth submit /dev/zero` or a FIFO fails at once instead of hanging.
 // The size limit is the daemon's (src/job-spec/spec-size.ts), counted on the JSON the CLI sends,
 // so `validate` and `submit` accept exactly the same specs.
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { BerthError, SpecError, type SpecIssue } from '../errors.js';
 import { MAX_SPEC_BYTES, specBytes } from '../job-spec/spec-size.js';
-import { parseJobSpec, parseJsonText } from '../job-spec/validate.js';
+import { parseJobSpec } from '../job-spec/validate.js';
+import { applyOverrides, parseOverride } from './spec-overrides.js';
+import { parseSpecText, placeIssues, specFormatOf, type SpecText } from './spec-text.js';
 
 /** A SpecError that knows its file, so the problems are printed under the file's name. */
 export class SpecFileError extends SpecError {
@@ -46,17 +50,19 @@ function readRegularFile(file: string): string {
 }
 
 /**
- * The spec exactly as the user wrote it (the daemon fills the defaults), once it has passed local
- * validation. The text is parsed once: the value checked is the value sent.
+ * The spec exactly as the user wrote it (the daemon fills the defaults), with `overrides` applied,
+ * once it has passed local validation. The text is parsed once: the value checked is the value sent.
  */
-export function readSpecFile(file: string): unknown {
+export function readSpecFile(file: string, overrides: readonly string[] = []): unknown {
   const text = readRegularFile(file);
+  let parsed: SpecText | undefined;
   let spec: unknown;
   try {
-    spec = parseJsonText(text);
+    parsed = parseSpecText(text, specFormatOf(file));
+    spec = applyOverrides(parsed.value, overrides.map(parseOverride));
     parseJobSpec(spec);
   } catch (err) {
-    if (err instanceof SpecError) throw new SpecFileError(file, err.issues);
+    if (err instanceof SpecError) throw new SpecFileError(file, parsed ? placeIssues(err.issues, parsed) : err.issues);
     throw err;
   }
   const bytes = specBytes(spec);

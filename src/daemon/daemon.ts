@@ -327,7 +327,7 @@ function makeClusterLoop(deps: {
  * or because it cannot go on (then `failed` rejects once it has stopped). stop() is the graceful
  * shutdown, once however often it is asked for: everything acquired is given back, newest first.
  */
-function daemonLife(releasers: Releasers, log: Logger) {
+function daemonLife(releasers: Releasers, log: Logger, stillBilling: () => string | undefined) {
   let ready = false;
   let stopping = false;
   let stopped: Promise<void> | undefined;
@@ -338,6 +338,9 @@ function daemonLife(releasers: Releasers, log: Logger) {
     (stopped ??= (async () => {
       stopping = true;
       log.info('berth daemon stopping');
+      // Stopping destroys nothing: say what goes on billing while no daemon drives it.
+      const billing = stillBilling();
+      if (billing) log.warn(billing);
       await releasers.release();
       log.info('berth daemon stopped');
       log.flush?.();
@@ -399,7 +402,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     // Stopped before the runs: a list in flight is handed over while they still listen.
     releasers.push(() => poller.stop());
 
-    const life = daemonLife(releasers, log);
+    const life = daemonLife(releasers, log, () => stillBillingWords(store));
     const controlApi = controlApiDeps(
       { config, store, client, clock, log, runs, metrics, clusterState, tokens, startedAt, ready: life.ready },
       options.streamHeartbeatMs,
@@ -430,4 +433,28 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       stop: life.stop,
     };
   });
+}
+
+/**
+ * What goes on billing once this daemon stops (it destroys nothing on a stop: the runs resume at
+ * the next start), as one sentence for the log; undefined when nothing bills. Read from the store,
+ * which on a shared store counts every daemon's instances, as the service bills them.
+ */
+function stillBillingWords(store: Store): string | undefined {
+  let live: ReturnType<Store['attempts']['liveInstances']>;
+  try {
+    live = store.attempts.liveInstances();
+  } catch {
+    return undefined; // a store that cannot be read now: the stop goes on without the summary
+  }
+  if (live.n === 0) return undefined;
+  const listed = live.each
+    .slice(0, 10)
+    .map((i) => `instance ${i.instanceId ?? '?'} of run ${i.runId} ($${i.usdPerHour.toFixed(3)}/h)`)
+    .join(', ');
+  const more = live.n > 10 ? ` and ${live.n - 10} more` : '';
+  return (
+    `${countText(live.n, 'instance')} still ${live.n === 1 ? 'bills' : 'bill'} $${live.usdPerHour.toFixed(3)}/h after this stop: ${listed}${more}. ` +
+    'They are not destroyed: start `berth daemon` again to drive their runs, or `berth cancel RUN` (with the daemon running) to end them.'
+  );
 }

@@ -201,10 +201,14 @@ export function createAttemptsRepo(db: SqlDb) {
       for (const a of everyAttempt.all() as BillingRow[]) usd += attemptSpend(a, a.run_ended_at, now);
       return usd;
     },
-    /** Instances made and not confirmed gone, and their summed billed $/h (as the money guard prices them, ./spend.ts). */
-    liveInstances(): { n: number; usdPerHour: number } {
+    /**
+     * Instances made and not confirmed gone, and their summed billed $/h (as the money guard prices
+     * them, ./spend.ts), each with its run and price.
+     */
+    liveInstances(): { n: number; usdPerHour: number; each: { runId: string; instanceId: number | null; usdPerHour: number }[] } {
       const rows = (mayBill.all() as BillingRow[]).filter((a) => a.create_state === 'created' && attemptPrice(a, a.run_ended_at) > 0);
-      return { n: rows.length, usdPerHour: rows.reduce((sum, a) => sum + attemptPrice(a, a.run_ended_at), 0) };
+      const each = rows.map((a) => ({ runId: a.run_id, instanceId: a.instance_id, usdPerHour: attemptPrice(a, a.run_ended_at) }));
+      return { n: rows.length, usdPerHour: each.reduce((sum, a) => sum + a.usdPerHour, 0), each };
     },
   };
 }

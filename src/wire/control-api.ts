@@ -41,6 +41,11 @@ const RunInstanceSchema = z.object({
   /** Where to connect: the SSH endpoints that answered (both when both did); empty until ready. */
   ssh: z.array(SshEndpointSchema),
   ready: ReadySchema.nullable(),
+  /**
+   * Until it is ready: when berth gives this instance up if it is not ready by then (its create +
+   * the run's boot_timeout_s), and rents the next offer; null once ready, or before the create.
+   */
+  boot_deadline: isoTime.nullable(),
 });
 
 /** One offer tried. `outcome` is null while the attempt goes on. */
@@ -154,6 +159,7 @@ const ERROR_KINDS = [
   'method_not_allowed', // 405: the path exists, not with this method (with an `Allow` header)
   'idempotency_conflict', // 409: the Idempotency-Key belongs to a run of another spec (with `run_id`)
   'not_held', // 409: resume of a run that is not held
+  'ambiguous_name', // 409: a run named by a name that several live runs share (with `run_ids`)
   'too_large', // 413: a body over 1 MiB
   'unsupported_media_type', // 415: a body that is not application/json
   'daemon_stopping', // 503: the daemon is shutting down

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
-import { berth, userEnv } from '../helpers/berth-cli.js';
+import { berth, berthUntilInterrupted, userEnv } from '../helpers/berth-cli.js';
 import { FAST_CONFIG, FAST_SIM } from '../helpers/world.js';
 
 const dirs: string[] = [];
@@ -209,7 +209,7 @@ describe('berth against a daemon and the simulator', () => {
     expect(followed.stdout.trim().split('\n').length).toBeGreaterThan(eventsJson.length);
   });
 
-  it('submit without --wait prints only the run id; status --watch follows it until running (non-TTY: one line per change)', async () => {
+  it('submit without --wait prints only the run id; status --watch follows it past running until Ctrl-C (non-TTY: one frame per change), exit 0', async () => {
     const r = await berth(['submit', writeSpec(specs, 'good2.json', goodSpec), '--idempotency-key', 'k-1'], env);
     expect(r.code).toBe(0);
     const id = r.stdout.trim();
@@ -217,10 +217,43 @@ describe('berth against a daemon and the simulator', () => {
     const again = await berth(['submit', writeSpec(specs, 'good2.json', goodSpec), '--idempotency-key', 'k-1'], env);
     expect(again.stdout.trim()).toBe(id);
 
-    const watched = await berth(['status', id, '--watch'], env);
+    const watched = await berthUntilInterrupted(['status', id, '--watch'], env, /State\s+running/);
+    expect(watched.interrupted, 'status --watch ended by itself instead of staying until Ctrl-C').toBe(true);
     expect(watched.code).toBe(0);
+    expect(watched.signal).toBeNull();
     expect(watched.stdout).toMatch(/State\s+running/);
     expect((await berth(['cancel', id, '--wait'], env)).code).toBe(0);
+  });
+
+  it('runs are named by their names: a second live run of one name is made unique and said; status, events and cancel take the name', async () => {
+    const spec = writeSpec(specs, 'named.json', { ...goodSpec, name: 'named-run' });
+    const first = await berth(['submit', spec], env);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toBe('');
+    const second = await berth(['submit', spec], env);
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stderr).toContain('A live run is already named "named-run": this one is named "named-run-2"');
+    const byName = JSON.parse((await berth(['status', 'named-run', '--json'], env)).stdout) as { id: string; name: string };
+    expect(byName).toMatchObject({ id: first.stdout.trim(), name: 'named-run' });
+    const byName2 = JSON.parse((await berth(['status', 'named-run-2', '--json'], env)).stdout) as { id: string };
+    expect(byName2.id).toBe(second.stdout.trim());
+    const events = await berth(['events', 'named-run-2'], env);
+    expect(events.stdout).toContain('named "named-run-2" because a live run is already named "named-run"');
+    expect((await berth(['cancel', 'named-run', '--wait'], env)).code).toBe(0);
+    expect((await berth(['cancel', 'named-run-2', '--wait'], env)).code).toBe(0);
+    // Once ended, a name no longer names a run (ids do): a new live run may take it again.
+    const gone = await berth(['status', 'named-run'], env);
+    expect(gone.code).toBe(2);
+  }, 120_000);
+
+  it('doctor in a terminal with only BERTH_HOME set asks the running daemon, which checks with its own key', async () => {
+    const r = await berth(['doctor', '--json'], env);
+    const report = JSON.parse(r.stdout) as { via: string; checks: { name: string; ok: boolean }[] };
+    expect(report.via).toBe('daemon');
+    expect(report.checks.find((c) => c.name === 'key')?.ok).toBe(true);
+    // The simulator registers no SSH key, so that one check fails (exit 1), as doctor with the key itself says.
+    expect(r.code).toBe(report.checks.every((c) => c.ok) ? 0 : 1);
+    expect(r.stdout + r.stderr).not.toContain(sim.apiKey);
   });
 
   it('status, cancel and events of an unknown run exit 2 naming it', async () => {

@@ -24,6 +24,30 @@ export function userEnv(home: string, extra: NodeJS.ProcessEnv = {}): NodeJS.Pro
 
 /** Runs `berth ARGS` to its end (killed after `timeoutMs`, which fails the test). */
 export function berth(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 20_000, shellPrefix?: string): Promise<CliResult> {
+  return runBerth(args, env, { timeoutMs, shellPrefix });
+}
+
+/**
+ * Runs `berth ARGS` until its stdout matches `until`, lets it run on for `graceMs`, then presses
+ * Ctrl-C (SIGINT) and waits for its end: a command that stays until interrupted (`status --watch`).
+ * `interrupted` says whether it was still running to be interrupted (false: it ended by itself).
+ */
+export function berthUntilInterrupted(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  until: RegExp,
+  graceMs = 1_500,
+  timeoutMs = 20_000,
+): Promise<CliResult & { interrupted: boolean }> {
+  return runBerth(args, env, { timeoutMs, interruptOn: until, graceMs }) as Promise<CliResult & { interrupted: boolean }>;
+}
+
+function runBerth(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  options: { timeoutMs: number; shellPrefix?: string | undefined; interruptOn?: RegExp; graceMs?: number },
+): Promise<CliResult & { interrupted?: boolean }> {
+  const { timeoutMs, shellPrefix, interruptOn, graceMs = 0 } = options;
   return new Promise((resolve, reject) => {
     const started = Date.now();
     const proc = shellPrefix
@@ -34,7 +58,18 @@ export function berth(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 20_000
       : spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    proc.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    let matched = false;
+    let interrupted = false;
+    proc.stdout.on('data', (c: Buffer) => {
+      stdout += c.toString();
+      if (!interruptOn || matched || !interruptOn.test(stdout)) return;
+      matched = true;
+      setTimeout(() => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return;
+        interrupted = true;
+        proc.kill('SIGINT');
+      }, graceMs);
+    });
     proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const timer = setTimeout(() => {
       proc.kill('SIGKILL');
@@ -43,7 +78,7 @@ export function berth(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 20_000
     proc.on('error', reject);
     proc.on('close', (code, signal) => {
       clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr, ms: Date.now() - started });
+      resolve({ code, signal, stdout, stderr, ms: Date.now() - started, ...(interruptOn ? { interrupted } : {}) });
     });
   });
 }

@@ -13,10 +13,12 @@ export interface SubmitOptions {
   wait?: boolean;
   json?: boolean;
   idempotencyKey?: string;
+  /** `--set PATH=VALUE` overrides (./spec-overrides.ts). */
+  set?: string[];
 }
 
 export async function submitCommand(file: string, options: SubmitOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
-  const spec = readSpecFile(file);
+  const spec = readSpecFile(file, options.set ?? []);
   const client = connectToDaemon(env);
   const run = await client.submit(spec, options.idempotencyKey).catch((err: unknown) => {
     // The daemon validates again (its defaults may differ): report its problems the same way.
@@ -26,6 +28,9 @@ export async function submitCommand(file: string, options: SubmitOptions, io: Io
     throw err;
   });
 
+  const asked = (spec as { name?: unknown }).name;
+  if (typeof asked === 'string' && run.name !== asked)
+    io.err(`A live run is already named "${asked}": this one is named "${run.name}" (berth status ${run.name}).`);
   if (!options.wait) {
     if (options.json) printJson(io, run);
     else io.out(run.id);

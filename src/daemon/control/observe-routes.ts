@@ -5,7 +5,7 @@ import type { Store } from '../../store/index.js';
 import type { OutboxRow } from '../../store/outbox.js';
 import { NotificationListSchema, NOTIFICATIONS_PAGE, StreamEventSchema, type Notification } from '../../wire/control-api.js';
 import { DELIVERY_STATES, type DeliveryState, type NotifyEvent } from '../../wire/notify-events.js';
-import { HttpProblem, wholeNumber, type ControlRoute, type Request } from './route-types.js';
+import { HttpProblem, runOf, wholeNumber, type ControlRoute, type Request } from './route-types.js';
 import type { EventStreams } from './event-stream.js';
 import type { DaemonMetrics } from '../notify/metrics.js';
 import type { DashboardSessions } from './dashboard/sessions.js';
@@ -104,8 +104,9 @@ export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
         errors: [404],
       },
       handle: (r: Request) => {
-        const runId = r.url.searchParams.get('run') || undefined;
-        if (runId !== undefined && !store.runs.get(runId)) throw new HttpProblem(404, 'not_found', `No run ${runId}.`);
+        const named = r.url.searchParams.get('run') || undefined;
+        // An id, or a live run's name, as /v1/runs/{id} takes (./route-types.ts).
+        const runId = named === undefined ? undefined : runOf(store, { params: { id: named } }).id;
         const header = r.req.headers['last-event-id'];
         const after =
           wholeNumber(Array.isArray(header) ? header[0] : header, 'Last-Event-ID') ??

@@ -33,11 +33,26 @@ export function wholeNumber(raw: string | null | undefined, name: string): numbe
   return n;
 }
 
-/** The run a `/v1/runs/{id}` route names, or a 404. */
+/**
+ * The run a `/v1/runs/{id}` route names, or a 404: its id, or the name of a live run (issue #41:
+ * people name runs by their names; new live runs get unique names, ../runs/submission.ts). An id
+ * wins over a name; a name that two live runs share (runs stored before names were made unique) is
+ * a 409 listing their ids.
+ */
 export function runOf(store: Pick<Store, 'runs'>, r: Pick<Request, 'params'>): RunRow {
-  const row = store.runs.get(r.params.id!);
-  if (!row) throw new HttpProblem(404, 'not_found', `No run ${r.params.id}.`);
-  return row;
+  const key = r.params.id!;
+  const row = store.runs.get(key);
+  if (row) return row;
+  const named = store.runs.live().filter((run) => run.name === key);
+  if (named.length === 1) return named[0]!;
+  if (named.length > 1)
+    throw new HttpProblem(
+      409,
+      'ambiguous_name',
+      `${named.length} live runs are named "${key}": name one by its id (${named.map((n) => n.id).join(', ')}).`,
+      { run_ids: named.map((n) => n.id) },
+    );
+  throw new HttpProblem(404, 'not_found', `No run ${key}.`);
 }
 
 export interface Request {

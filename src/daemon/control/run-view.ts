@@ -19,21 +19,28 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   return attemptIsLive(last) ? last : undefined;
 }
 
-type StoredSpecShape = { run?: unknown; search?: { filters?: { gpu_name?: unknown } } };
+type StoredSpecShape = { run?: unknown; boot_timeout_s?: unknown; search?: { filters?: { gpu_name?: unknown } } };
 
 /**
  * What a list of runs shows of a stored spec: the GPU models its gpu_name filter names (`eq` or
  * `in`) and whether it is a task. Only those fields are read, without the whole parse (a list may
  * hold thousands of runs): the rest (env values) never reaches the view.
  */
-function specFacts(specJson: string): { gpu: string | null; task: boolean } {
+function specFacts(specJson: string): { gpu: string | null; task: boolean; bootTimeoutS: number | null } {
   let spec: StoredSpecShape;
   try {
     spec = JSON.parse(specJson) as StoredSpecShape;
   } catch {
-    return { gpu: null, task: false };
+    return { gpu: null, task: false, bootTimeoutS: null };
   }
-  return { gpu: gpuAskedFor(spec.search?.filters?.gpu_name), task: specIsTask(spec) };
+  const bootTimeoutS = typeof spec.boot_timeout_s === 'number' ? spec.boot_timeout_s : null;
+  return { gpu: gpuAskedFor(spec.search?.filters?.gpu_name), task: specIsTask(spec), bootTimeoutS };
+}
+
+/** When the held instance is given up if not ready (the machine's boot deadline: its create + boot_timeout_s). */
+function bootDeadlineOf(held: AttemptRow, bootTimeoutS: number | null): string | null {
+  if (held.ready_at !== null || held.instance_created_at === null || bootTimeoutS === null) return null;
+  return iso(held.instance_created_at + bootTimeoutS * 1000);
 }
 
 function gpuAskedFor(filter: unknown): string | null {
@@ -83,6 +90,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run
           dph_total: held.dph_total,
           ssh: sshOf(held),
           ready: readyOf(held),
+          boot_deadline: bootDeadlineOf(held, spec.bootTimeoutS),
         }
       : null,
     attempts: attempts.map((a) => ({

@@ -81,9 +81,13 @@ export class Submissions {
     const requestHash = specHash(parsed);
     const now = this.deps.clock.now();
     const result = store.transaction(() => {
+      // Names are unique among live runs, so that a run can be named by its name (`berth status
+      // train`): a second live `train` becomes `train-2`, said in its first event. The stored spec
+      // keeps the name as written.
+      const name = uniqueLiveName(plan.name, store.runs.live());
       const inserted = store.runs.insert({
         id: newRunId(),
-        name: plan.name,
+        name,
         specJson: storedSpecText(plan),
         createdAt: now,
         idempotencyKey,
@@ -97,7 +101,9 @@ export class Submissions {
           runId: inserted.row.id,
           at: now,
           type: 'submitted',
-          message: `submitted "${plan.name}" (image ${plan.image}, max $${plan.max_price_per_hour}/h)`,
+          message:
+            `submitted "${name}" (image ${plan.image}, max $${plan.max_price_per_hour}/h)` +
+            (name === plan.name ? '' : `; named "${name}" because a live run is already named "${plan.name}"`),
         });
       }
       return inserted;
@@ -109,4 +115,11 @@ export class Submissions {
     }
     return { row: store.runs.get(result.row.id)!, created: result.created };
   }
+}
+
+/** `name`, or `name-2`, `name-3`, ...: the first that no live run has. */
+function uniqueLiveName(name: string, live: readonly Pick<RunRow, 'name'>[]): string {
+  const taken = new Set(live.map((r) => r.name));
+  if (!taken.has(name)) return name;
+  for (let n = 2; ; n++) if (!taken.has(`${name}-${n}`)) return `${name}-${n}`;
 }

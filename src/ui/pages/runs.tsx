@@ -154,6 +154,11 @@ export function RunsPage() {
                   <td>
                     <StateBadge state={r.state} />
                     {r.held && <span class="badge tone-warn">held</span>}
+                    {r.error && (
+                      <div class="muted reason" title={r.error.message}>
+                        {r.error.kind.replaceAll('_', ' ')}
+                      </div>
+                    )}
                   </td>
                   <td data-label="GPU">{r.gpu_rented ? r.gpu : <span class="muted">asked: {r.gpu ?? 'any'}</span>}</td>
                   <td class="num" data-label="Now">

@@ -1,7 +1,7 @@
 // What people see of readiness and failures: the SSH lines that answered, the wait for SSH, how the
 // run learned it was ready, and a failed attempt's last log lines.
 import { describe, expect, it } from 'vitest';
-import { attemptReadyLine, progressKey, runDetail, sshCommand } from '../../../src/cli/render.js';
+import { attemptReadyLine, progressKey, progressLine, runDetail, sshCommand } from '../../../src/cli/render.js';
 import type { Run } from '../../../src/wire/control-api.js';
 
 const at = '2026-11-22T12:00:00.000Z';
@@ -31,6 +31,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
         { kind: 'direct', host: '203.0.113.9', port: 41022 },
       ],
       ready: { via: 'ssh', at, after_running_s: 2.4 },
+      boot_deadline: null,
       ...instance,
     },
     attempts: [
@@ -88,5 +89,15 @@ describe('readiness in the CLI', () => {
     expect(runDetail(waiting, Date.parse(at))).toContain('SSH       waiting for SSH at ssh4.example:40022 to answer');
     // A daemon without these fields (or a run ready by status) still shows the listed proxy.
     expect(sshCommand(run({}, { ssh: [], ready: null }).instance)).toBe('ssh -p 40022 root@ssh4.example');
+  });
+
+  it('shows when a booting instance is given up (its boot deadline), in the detail and the live line, and not once it is ready', () => {
+    const now = Date.parse(at);
+    const booting = run({ state: 'booting' }, { ready: null, ssh: [], boot_deadline: new Date(now + 125_000).toISOString() });
+    expect(runDetail(booting, now).join('\n')).toMatch(/Boot\s+given up in 2m 05s if not ready/);
+    expect(progressLine(booting, now)).toContain('(given up in 2m 05s if not ready)');
+    const ready = run({ state: 'running' });
+    expect(runDetail(ready, now).join('\n')).not.toContain('given up');
+    expect(progressLine(ready, now)).not.toContain('given up');
   });
 });

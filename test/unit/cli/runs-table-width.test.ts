@@ -35,8 +35,19 @@ const header = (lines: string[]) => lines[0]!.split(/\s+/);
 describe('runs table width', () => {
   it('shows every column where there is room (pipes, wide terminals)', () => {
     const lines = runsTable(runs, now);
-    expect(header(lines)).toEqual(['RUN', 'NAME', 'STATE', 'EXIT', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'COST', 'AGE']);
+    expect(header(lines)).toEqual(['RUN', 'NAME', 'STATE', 'EXIT', 'REASON', 'ATTEMPT', 'INSTANCE', 'STATUS', 'PRICE', 'COST', 'AGE']);
     expect(Math.max(...lines.map((l) => l.length))).toBeGreaterThan(80);
+  });
+
+  it('says why an ended run failed in REASON (its error kind), and nothing for one that did not', () => {
+    const failed = {
+      ...run('b5mh4agpkjkr', 'typo-gpu', 'failed', false),
+      error: { kind: 'no_offers', message: 'no offer matches' },
+    } as Run;
+    const lines = runsTable([failed, runs[1]!], now);
+    const at = lines[0]!.indexOf('REASON');
+    expect(lines[1]!.slice(at)).toMatch(/^no_offers /);
+    expect(lines[2]!.slice(at)).toMatch(/^- /);
   });
 
   it('fits 80 columns by dropping INSTANCE and STATUS (then ATTEMPT) first, keeping EXIT, PRICE, COST and AGE', () => {
