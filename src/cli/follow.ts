@@ -13,7 +13,7 @@ import { attemptIsLive } from '../wire/run-states.js';
 /** The daemon is local: a quarter second feels live and costs nothing. */
 export const POLL_MS = 250;
 
-export interface FollowOptions {
+interface FollowOptions {
   until(run: Run): boolean;
   /** Called with every fetched run (the live display, or nothing for --json). */
   onRun?: ((run: Run) => void) | undefined;
@@ -22,7 +22,7 @@ export interface FollowOptions {
 }
 
 /** Resolves with the first fetched run that satisfies `until`; throws `aborted` when the signal fires. */
-export async function followRun(client: ControlClient, id: string, options: FollowOptions): Promise<Run> {
+async function followRun(client: ControlClient, id: string, options: FollowOptions): Promise<Run> {
   for (;;) {
     const run = await client.getRun(id);
     options.onRun?.(run);
