@@ -18,6 +18,8 @@ export interface InstanceStatus {
   ssh_host?: string | null;
   ssh_port?: number | null;
   dph_total?: number | null;
+  /** $/h of the instance's own disk (show_instances.yaml): what it bills while stopped. */
+  storage_total_cost?: number | null;
   public_ipaddr?: string | null;
   /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
   ports?: Record<string, Array<{ HostIp?: string | undefined; HostPort?: string | undefined }> | null> | null;

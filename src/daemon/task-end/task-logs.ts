@@ -93,12 +93,19 @@ export class TaskLogs {
         await this.deps.clock.sleep(pause, signal);
       }
       requests++;
-      const got = await this.readOnce(input, signal, { tail: MARKER_TAIL_LINES, filter: MARKER_PREFIX });
+      // Stopped by its task, its log almost surely ends with the marker: its output is asked for
+      // at once beside it, so the end is recorded one upload sooner.
+      const [got, tail] = await Promise.all([
+        this.readOnce(input, signal, { tail: MARKER_TAIL_LINES, filter: MARKER_PREFIX }),
+        patient ? this.readOnce(input, signal, { tail: TAIL_LINES }) : undefined,
+      ]);
+      const marker = hasLog(got) ? got : null;
+      const end = (marker && taskEndOf(marker.text, runId, n)) ?? (hasLog(tail) ? taskEndOf(tail.text, runId, n) : null);
       // No upload, or no container to log: nothing was read.
-      if (got === null || got.noContainer) continue;
-      const end = taskEndOf(got.text, runId, n);
+      if (!end && !marker) continue;
       if (!end) return { exitCode: null, at: this.deps.clock.now() };
-      await this.keepTail(input, signal, got);
+      const output = tail === undefined ? await this.readOnce(input, signal, { tail: TAIL_LINES }) : tail;
+      this.keepTail(input, hasLog(output) && output.text.trim() !== '' ? output : (marker ?? output!));
       return { exitCode: end.exitCode, onstart: end.onstart, at: this.deps.clock.now() };
     }
     signal.throwIfAborted();
@@ -112,13 +119,11 @@ export class TaskLogs {
   }
 
   /**
-   * Keeps the task's last lines with the attempt, scrubbed; the marker's own lines when the tail
-   * cannot be read. The marker was read from the text as served (a secret such as an env value "0"
-   * would otherwise blot out the exit code).
+   * Keeps the task's last lines with the attempt, scrubbed (the marker's own lines when the output
+   * could not be read). The marker was read from the text as served (a secret such as an env value
+   * "0" would otherwise blot out the exit code).
    */
-  private async keepTail(input: TaskEndInput, signal: AbortSignal, markerLines: FetchedLog): Promise<void> {
-    const tail = await this.readOnce(input, signal, { tail: TAIL_LINES });
-    const got = tail && tail.text.trim() !== '' ? tail : markerLines;
+  private keepTail(input: TaskEndInput, got: FetchedLog): void {
     const scrubber = this.deps.secrets.scrubberFor(input.runId, input.n, input.instanceId);
     this.deps.journal.logTail(input.runId, input.n, keptTail(scrubber.scrub(got.text), got.cut));
   }
@@ -147,4 +152,9 @@ export class TaskLogs {
     }
     return pollUpload(this.deps, url, this.deps.clock.now() + UPLOAD_WINDOW_MS, signal);
   }
+}
+
+/** A log was read: an upload came, and it was not docker's "No such container". */
+function hasLog(got: FetchedLog | null | undefined): got is FetchedLog {
+  return got != null && got.noContainer !== true;
 }
