@@ -20,9 +20,9 @@ import { request } from 'undici';
 import type { Clock } from '../../clock.js';
 
 /** The first wait, before the first GET: the official client's 0.3 s. */
-export const FIRST_PAUSE_MS = 300;
+const FIRST_PAUSE_MS = 300;
 /** The longest wait between two GETs of one upload. */
-export const MAX_PAUSE_MS = 3_000;
+const MAX_PAUSE_MS = 3_000;
 const GET_TIMEOUT_MS = 5_000;
 const MAX_FETCH_BYTES = 1024 * 1024;
 /** docker's answer for a container that does not exist (now or any more), as the host uploads it. */

@@ -38,14 +38,14 @@ import { pollUpload, type FetchedLog } from './log-upload.js';
 /** Lines kept as the task's output: the marker is the last line the wrapper writes, but a stop may log after it. */
 const TAIL_LINES = 200;
 /** Lines the host greps for the marker, should it cut the log before its grep (no documented maximum). */
-export const MARKER_TAIL_LINES = 100_000;
+const MARKER_TAIL_LINES = 100_000;
 /** How long one request's upload may take to appear once the service answered it. */
-export const UPLOAD_WINDOW_MS = 30_000;
+const UPLOAD_WINDOW_MS = 30_000;
 /** Requests made for one read of an instance that may bill more than its disk, before it counts as unreadable. */
 const REQUESTS = 3;
 const RETRY_PAUSE_MS = 5_000;
 /** How long the log of an instance its own task stopped (disk only) is read before its exit code is unknown (docs/tasks.md). */
-export const STOPPED_READ_MS = 15 * 60_000;
+const STOPPED_READ_MS = 15 * 60_000;
 /** The longest pause between two requests of such a read. */
 const STOPPED_PAUSE_MAX_MS = 60_000;
 
