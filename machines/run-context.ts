@@ -224,6 +224,23 @@ export function endingTask(context: RunContext, exitCode: number, onstart: boole
   return { ...withEnding(context, { outcome, detail }), taskExit: exitCode, taskOnstart: onstart };
 }
 
+/**
+ * The task stopped its own instance, but its log could not be read for as long as the read went on:
+ * the instance goes, and the run ends with the exit code unknown (running the task again could do
+ * its work twice).
+ */
+export function endingTaskUnread(context: RunContext): Change {
+  const id = context.current!.instanceId;
+  const message = `The task stopped its instance ${id} (intended_status: stopped), but its log could not be read, so its exit code is unknown; it is not run again.`;
+  return {
+    ...withEnding(context, {
+      outcome: 'exit_unknown',
+      detail: `instance ${id} was stopped by its task; its log could not be read: exit code unknown`,
+    }),
+    endReason: context.endReason ?? { kind: 'exit_unknown', message },
+  };
+}
+
 /** The log of a stopped task instance held no end marker: the stop is judged as an outbid or a loss. */
 export function withTaskChecked(context: RunContext): Change {
   return { current: { ...context.current!, taskChecked: true } };

@@ -14,7 +14,7 @@
 //   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
 import { raise } from 'xstate';
-import { failureOf, mayBeTaskEnd, sshEndpoints, type RunError } from './run-rules.js';
+import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, type RunError } from './run-rules.js';
 
 /** How long a task's log is read at a limit while its instance may still bill its GPU (TaskEndInput.withinMs). */
 const LIMIT_READ_MS = 30_000;
@@ -116,6 +116,8 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
         ...(context.expire !== null && !(context.current!.status && mayBeTaskEnd(context.current!.status))
           ? { withinMs: LIMIT_READ_MS }
           : {}),
+        // Stopped by its task: disk only, so its log is read for minutes rather than judged lost.
+        ...(stoppedByTask(context.current!.status) ? { stoppedByTask: true } : {}),
       }),
       onDone: [
         {
@@ -131,6 +133,12 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
         },
         // A limit was reached (entered on EXPIRE, or it came while reading) and the task had not ended.
         { guard: 'expireRequested', target: '#run.destroying', actions: 'markEndingExpiredNow' },
+        // The task stopped its instance and its log never came: not a loss to run again.
+        {
+          guard: { type: 'taskEndUnread', params: ({ event }) => ({ unread: event.output.unread === true }) },
+          target: '#run.destroying',
+          actions: 'markEndingTaskUnread',
+        },
         { target: returnTo, actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: event.output.at }) }] },
       ],
       onError: [

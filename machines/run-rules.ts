@@ -67,7 +67,7 @@ export function countsAgainstLimit(outcome: AttemptOutcome): boolean {
 
 /** The attempt ended because its task did (max_restarts, not max_attempts, counts failed tasks). */
 function isTaskOutcome(outcome: AttemptOutcome): boolean {
-  return outcome === 'succeeded' || outcome === 'task_failed';
+  return outcome === 'succeeded' || outcome === 'task_failed' || outcome === 'exit_unknown';
 }
 
 /**
@@ -77,6 +77,15 @@ function isTaskOutcome(outcome: AttemptOutcome): boolean {
  */
 export function mayBeTaskEnd(status: InstanceStatus): boolean {
   return status.intended_status === 'stopped' || status.actual_status === 'stopped' || status.actual_status === 'exited';
+}
+
+/**
+ * Stopped from inside: intended_status stopped, which berth never sets and an outbid leaves as it
+ * was. The task's wrapper stops its instance so at its end (the account's owner or the service
+ * stopping it for want of credit look the same); it bills only its disk (billing.mdx).
+ */
+export function stoppedByTask(status: InstanceStatus | null): boolean {
+  return status?.intended_status === 'stopped';
 }
 
 /**

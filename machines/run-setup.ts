@@ -21,6 +21,7 @@ import {
   endingOutbid,
   endingUnreachable,
   endingTask,
+  endingTaskUnread,
   isGoneSinceDestroy,
   isLost,
   noOffersError,
@@ -48,6 +49,7 @@ import {
   sameEndpoints,
   sameStatus,
   sshEndpoints,
+  stoppedByTask,
   type AttemptOutcome,
   type InstanceStatus,
   type RunError,
@@ -167,6 +169,8 @@ export const runSetup = setup({
       context.lastEnded?.outcome === 'task_failed' &&
       (context.taskRestarts >= context.limits.maxRestarts || context.expire !== null || context.endReason !== null),
     isTaskRun: ({ context }) => context.limits.task,
+    /** No log of an instance its task stopped could be read: its exit code is unknown. */
+    taskEndUnread: ({ context }, params: { unread: boolean }) => params.unread && stoppedByTask(context.current!.status),
     /** The probe's end marker is of the attempt that holds the instance now. */
     taskEndOfCurrent: ({ context }, params: { n: number }) =>
       context.limits.task && context.current?.n === params.n && context.current.instanceId !== null && context.current.ending === null,
@@ -322,6 +326,8 @@ export const runSetup = setup({
       instanceId: context.current!.instanceId!,
       exitCode: context.taskExit!,
     })),
+    /** The task stopped its instance and its log never came: the instance goes, the run ends with the exit code unknown. */
+    markEndingTaskUnread: assign(({ context }) => endingTaskUnread(context)),
     markTaskChecked: assign(({ context }) => withTaskChecked(context)),
     /**
      * The last listed status, judged again once the log said the stop was not the task's end, as of

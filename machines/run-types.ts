@@ -18,6 +18,8 @@ export interface InstanceStatus {
   ssh_host?: string | null;
   ssh_port?: number | null;
   dph_total?: number | null;
+  /** $/h of the instance's own disk (show_instances.yaml): what it bills while stopped. */
+  storage_total_cost?: number | null;
   public_ipaddr?: string | null;
   /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
   ports?: Record<string, Array<{ HostIp?: string | undefined; HostPort?: string | undefined }> | null> | null;
@@ -55,7 +57,9 @@ export type AttemptOutcome =
   /** The task (`run`) ended with exit code 0; the instance was destroyed after it. */
   | 'succeeded'
   /** The task ended with a non-zero exit code. */
-  | 'task_failed';
+  | 'task_failed'
+  /** The task stopped its own instance, but its log could not be read: its exit code is unknown (not run again). */
+  | 'exit_unknown';
 
 export interface AttemptSummary {
   n: number;
@@ -378,12 +382,20 @@ export interface TaskEndInput {
    * back for long. Absent: the instance is stopped (disk only), and the read waits as long as it takes.
    */
   withinMs?: number;
+  /**
+   * The list shows the instance stopped from inside (intended_status stopped, which berth never
+   * sets: the task's wrapper stops it at its end). It bills only its disk, so its log is read for
+   * minutes (src/daemon/task-end/task-logs.ts) before the read says it could not be.
+   */
+  stoppedByTask?: boolean;
 }
 export interface TaskEndOutput {
   /** The task's exit code, or null when the log holds no end marker of this attempt. */
   exitCode: number | null;
   /** The user's onstart ended non-zero, so the task never started (the marker's `stage=onstart`). */
   onstart?: boolean;
+  /** No log could be read at all (no upload came, or no container): the exit code is unknown, not absent. */
+  unread?: boolean;
   /** When the read ended: a stop judged afterwards dates from here (when berth learned of it). */
   at: number;
 }

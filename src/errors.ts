@@ -230,6 +230,7 @@ export const RUN_ERROR_KINDS = [
   'max_runtime', // expired: max_runtime_s of running was reached
   'budget', // expired: budget_usd was spent, or cannot pay for any matching offer to boot
   'task_failed', // the task (`run`) exited non-zero, max_restarts spent: `exit_code` says how
+  'exit_unknown', // the task stopped its own instance, but its log could not be read: how it ended is unknown
   'idle', // expired: the GPU stayed idle for idle_timeout_s
 ] as const;
 export type RunErrorKind = (typeof RUN_ERROR_KINDS)[number];

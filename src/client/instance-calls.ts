@@ -78,8 +78,12 @@ export function instanceCalls({
     },
 
     async requestLogs(instanceId, request, opts) {
-      // logs.yaml: `tail` is a string of digits; the answer names where the log will be uploaded.
-      const body = request.tail === undefined ? {} : { tail: String(request.tail) };
+      // logs.yaml: `tail` is a string of digits, `filter` a grep pattern the host applies (its
+      // answer is only the matching lines); the answer names where the log will be uploaded.
+      const body = {
+        ...(request.tail === undefined ? {} : { tail: String(request.tail) }),
+        ...(request.filter === undefined ? {} : { filter: request.filter }),
+      };
       const path = `/api/v0/instances/request_logs/${instanceId}`;
       const res = await call({ op: 'request_logs', group: 'other', method: 'PUT', path, body, signal: opts?.signal });
       return { resultUrl: parseBody(requestLogsResponseSchema, res.body, `PUT ${path}`).result_url };

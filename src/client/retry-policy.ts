@@ -209,6 +209,7 @@ export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
   max_runtime: TRANSIENT,
   budget: TRANSIENT,
   task_failed: TRANSIENT,
+  exit_unknown: TRANSIENT,
   idle: TRANSIENT,
 };
 

@@ -125,7 +125,11 @@ export interface MarketClient {
    * /api/v0/instances/request_logs/{id}`); resolves with the URL they will appear at. That URL is
    * fetched without the API key (it is another host's).
    */
-  requestLogs(instanceId: number, request: { tail?: number }, options?: CallOptions): Promise<{ resultUrl: string }>;
+  /**
+   * Asks the host to upload the container's log (logs.yaml): its last `tail` lines, only those
+   * `filter` (a grep pattern, applied on the host) matches when given.
+   */
+  requestLogs(instanceId: number, request: { tail?: number; filter?: string }, options?: CallOptions): Promise<{ resultUrl: string }>;
   currentUser(options?: CallOptions): Promise<CurrentUser>;
   /** Price increases hosts asked for on the account's contracts (`GET /api/v0/instances/pending-price-increases/`). */
   pendingPriceIncreases(options?: CallOptions): Promise<PendingPriceIncreases>;

@@ -175,7 +175,7 @@ const marketSchema = z.object({
 
 /** Instance logs' uploads (log-uploads.ts); changeable at run time (`PUT /_sim/logs`). */
 export const logsConfigSchema = z.object({
-  /** Sim seconds after a logs request before its URL serves the text (404 until then, like S3). */
+  /** Sim seconds after a logs request before its URL serves the text (403 AccessDenied until then, as measured). */
   upload_delay_s: z.number().min(0).default(2),
   /** Sim seconds after a logs request before its URL expires (403). */
   url_ttl_s: z.number().positive().default(3600),

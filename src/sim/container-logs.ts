@@ -1,17 +1,26 @@
 // What an instance's logs say, built from its status history at the moment they are requested:
 // the container log (image pull, each start with its sshd line and the output of the onstart run
-// that start began, the OCI error, the exit code, stops and restarts) or, with `daemon_logs`, the host daemon's lines (every status change).
+// that start began, sshd's lines for each SSH connection made to it, the OCI error, the exit code,
+// stops and restarts) or, with `daemon_logs`, the host daemon's lines (every status change).
 // Lines are made for past moments only: a line due later (sshd of an `ssh_late` instance) is left
 // out until its time has come. A host that is offline or silent writes nothing new.
+// Before its container exists (and after a destroy: routes/logs.ts) the log is docker's error
+// alone, `Error response from daemon: No such container: C.<id>`, as observed on the service
+// (service-facts.md, "Added 2026-11-27").
 import { createHash } from 'node:crypto';
 import type { SimConfig } from './config.js';
 import type { LiveInstance } from './instances.js';
 import { STATUS_MSG } from './lifecycle.js';
 
-interface Line {
+export interface Line {
   at: number;
   text: string;
 }
+
+/** What the host uploads for a container that does not exist (yet, or any more). */
+export const noSuchContainer = (id: number): string => `Error response from daemon: No such container: C.${id}`;
+/** Statuses in which the instance has a container (created, even if it never started). */
+const HAS_CONTAINER = new Set(['running', 'created', 'exited', 'rebooting']);
 
 /** sshd's start line, or its failure for the profiles whose SSH never answers. */
 const SSHD_UP = 'Server listening on 0.0.0.0 port 22.';
@@ -28,8 +37,13 @@ export function containerLog(
   onstartOutputs: ReadonlyMap<number, string>,
   nowSim: number,
   ssh: SimConfig['ssh_listeners'],
+  /** sshd's lines for the SSH connections made to it (ssh-listeners.ts), each at its moment. */
+  sshdLines: readonly Line[] = [],
 ): string[] {
   const { hist, params } = inst;
+  if (!hist.statuses.some((s) => s.at.sim_s <= nowSim && s.status !== null && HAS_CONTAINER.has(s.status))) {
+    return [noSuchContainer(hist.id)];
+  }
   const name = `C.${hist.id}`;
   const { repo, tag } = splitImage(params.image);
   const lines: Line[] = [];
@@ -71,6 +85,7 @@ export function containerLog(
         break;
     }
   }
+  lines.push(...sshdLines);
   return lines
     .filter((l) => l.at <= nowSim)
     .sort((a, b) => a.at - b.at)

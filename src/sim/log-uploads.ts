@@ -1,8 +1,11 @@
 // The "S3 bucket" of requested logs (logs.yaml: "The logs will be uploaded to S3 and can be
 // retrieved from a generated URL"). A request takes a snapshot of the log text at once and gives an
-// unguessable URL under `/_logs/` on the simulator itself, fetched without a key like a pre-signed
-// URL. Its life, in sim seconds from the request:
-//   uploading  — until `upload_delay_s`: 404 NoSuchKey, as S3 answers before an upload lands;
+// unguessable URL under `/_logs/` on the simulator itself, fetched without a key like a key-less S3
+// object. Its life, in sim seconds from the request:
+//   uploading  — until `upload_delay_s`: 403 AccessDenied (S3 XML), as users measured on live
+//                instances (a GET before the upload lands is refused, then 200 about a second
+//                later: service-facts.md, "Added 2026-11-27"; S3 answers a missing key so when the
+//                reader may not list the bucket);
 //   available  — the text;
 //   expired    — after `url_ttl_s`: 403 AccessDenied "Request has expired", and the text is dropped.
 // A host that cannot upload (the instance is offline or unknown) never makes the object appear.
@@ -64,11 +67,11 @@ export class LogUploads {
     const up = this.uploads.get(name);
     const now = this.clock.simS();
     if (up && now >= up.expiresAt) return s3Error(403, 'AccessDenied', 'Request has expired', name);
-    if (!up || now < up.availableAt) return s3Error(404, 'NoSuchKey', 'The specified key does not exist.', name);
+    if (!up || now < up.availableAt) return s3Error(403, 'AccessDenied', 'Access Denied', name);
     return { status: 200, contentType: 'text/plain; charset=utf-8', body: up.text };
   }
 
-  /** Drops texts long expired (their names still answer 404 afterwards, like any unknown key). */
+  /** Drops texts long expired (their names answer 403 afterwards, like any key not written). */
   private purge(): void {
     const now = this.clock.simS();
     for (const [name, up] of this.uploads) if (now >= up.expiresAt + this.cfg.url_ttl_s) this.uploads.delete(name);

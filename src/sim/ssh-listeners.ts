@@ -12,9 +12,13 @@
 // (`ssh_no_banner`), silence until the hold ends (`ssh_hang`), or closes without a banner until
 // `late_s` sim seconds after running, then the banner (`ssh_late`: a port forward whose sshd is
 // not up yet). A held connection is closed after `hold_ms` wall ms, like sshd's login grace time.
+// In SSH launch mode sshd runs in the container beside onstart, so each connection it answered adds
+// its lines to the container log when it closes (onstart's output reaches that log "interleaved
+// with sshd's connection lines": service-facts.md, "Added 2026-11-27"); `sshdLines` gives them.
 import { createServer, type Server, type Socket } from 'node:net';
 import type { SimClock } from './clock.js';
 import type { SimConfig } from './config.js';
+import type { Line } from './container-logs.js';
 import { wantsDirect } from './instance-record.js';
 import type { LiveInstance, SshPorts } from './instances.js';
 
@@ -30,8 +34,12 @@ interface Entry {
   done: Promise<void>[];
 }
 
+/** sshd's lines kept per instance: the last ones. */
+const SSHD_LINES_KEPT = 2_000;
+
 export class SshListeners {
   private readonly entries = new Map<number, Entry>();
+  private readonly logs = new Map<number, Line[]>();
 
   constructor(
     private readonly cfg: SimConfig['ssh_listeners'],
@@ -70,6 +78,17 @@ export class SshListeners {
     for (const socket of entry.sockets) socket.destroy();
   }
 
+  /** sshd's lines in the container log of an instance, each at its sim moment. */
+  sshdLines(instanceId: number): readonly Line[] {
+    return this.logs.get(instanceId) ?? [];
+  }
+
+  /** The instance is destroyed: its container, and the log with it, are gone. */
+  forget(instanceId: number): void {
+    this.close(instanceId);
+    this.logs.delete(instanceId);
+  }
+
   async closeAll(): Promise<void> {
     const all = [...this.entries.keys()].map((id) => this.entries.get(id)!);
     for (const id of [...this.entries.keys()]) this.close(id);
@@ -106,8 +125,23 @@ export class SshListeners {
     const profile = inst.hist.profile;
     const late = profile === 'ssh_late' && this.clock.simS() < runningSince + this.cfg.late_s;
     if (profile === 'ssh_no_banner' || late) return void socket.end();
-    if (profile !== 'ssh_hang') socket.write(`${this.cfg.banner}\r\n`);
+    if (profile !== 'ssh_hang') {
+      socket.write(`${this.cfg.banner}\r\n`);
+      if (/\bssh/.test(inst.params.runtype)) this.logConnection(inst.hist.id, socket);
+    }
     socket.setTimeout(this.cfg.hold_ms, () => socket.destroy());
+  }
+
+  /** What OpenSSH's sshd logs (LogLevel INFO) for a client that closes before the key exchange. */
+  private logConnection(instanceId: number, socket: Socket): void {
+    const from = `${socket.remoteAddress ?? '127.0.0.1'} port ${socket.remotePort ?? 0}`;
+    socket.once('close', () => {
+      const lines = this.logs.get(instanceId) ?? [];
+      const at = this.clock.simS();
+      lines.push({ at, text: 'error: kex_exchange_identification: Connection closed by remote host' });
+      lines.push({ at, text: `Connection closed by ${from}` });
+      this.logs.set(instanceId, lines.slice(-SSHD_LINES_KEPT));
+    });
   }
 }
 

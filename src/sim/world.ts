@@ -76,7 +76,7 @@ export class SimWorld {
       onDestroyed: (inst) => {
         this.catalog.release(inst.offer.id, inst.hist.id);
         this.onstart.forget(inst.hist.id);
-        this.sshListeners.close(inst.hist.id);
+        this.sshListeners.forget(inst.hist.id);
       },
     });
   }

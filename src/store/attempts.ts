@@ -13,7 +13,7 @@
 // (src/store/spend.ts).
 import type { AttemptRow } from './attempt-row.js';
 import type { SqlDb } from './sql-db.js';
-import { attemptPrice, attemptSpend } from './spend.js';
+import { attemptPrice, attemptSpend, billedDph } from './spend.js';
 
 export type { AttemptRow } from './attempt-row.js';
 
@@ -40,6 +40,8 @@ export interface ObservedStatus {
   ssh_port?: number | null;
   /** What the instance is billed, $/h, from the service's record; replaces the offer's quote. */
   dph_total?: number | null;
+  /** $/h of its disk alone (the record's `storage_total_cost`): what it bills while stopped (./spend.ts, billedDph). */
+  storage_total_cost?: number | null;
 }
 
 export function createAttemptsRepo(db: SqlDb) {
@@ -148,7 +150,7 @@ export function createAttemptsRepo(db: SqlDb) {
         status_msg: s.status_msg ?? null,
         ssh_host: s.ssh_host ?? null,
         ssh_port: s.ssh_port ?? null,
-        dph_total: s.dph_total ?? null,
+        dph_total: billedDph(s),
       });
     },
     /** The instance's billed $/h changed at `at` (a bid raised): what it accrued so far is kept. */

@@ -5,9 +5,12 @@
 // Spend of an attempt: its instance's billed $/h (`dph_total`, disk included) for as long as the
 // instance may have existed: from its create (a create in flight counts from when it was
 // journaled: it may have made one) to its confirmed destroy, or, never confirmed, to the end of its
-// run, or to now. Compute and disk alike, whatever the instance's status: the service bills disk in
-// every status, so this is never below what it bills. A price change (a bid raised, the list showing
-// another dph_total) leaves the earlier money in `usd_before`.
+// run, or to now. Compute and disk in every status but `stopped`, from when a list shows it so: a
+// stopped instance is "detached from its GPU(s)" and billed "for disk storage" (billing.mdx), its
+// own disk's price, the record's `storage_total_cost` (billedDph; a task that stopped its own
+// instance bills that while its log is read, issue #37). The service bills disk in every status, so
+// this is never below what it bills. A price change (a bid raised, the list showing another price,
+// a stop or a start) leaves the earlier money in `usd_before`.
 //
 // Runtime of a run: the sum over its attempts of the time from the first list that showed the
 // instance running to the attempt's end (or now).
@@ -28,6 +31,20 @@ export type SpendRow = Pick<
   | 'first_running_at'
   | 'ended_at'
 >;
+
+/**
+ * The $/h a listed status bills: a stopped instance's disk alone (`storage_total_cost`, $/h of the
+ * instance's own disk in show_instances.yaml), else `dph_total`; `dph_total` too when the record
+ * does not state its disk's price. Null: the record states no price (the last one stands).
+ */
+export function billedDph(s: {
+  actual_status: string | null;
+  dph_total?: number | null;
+  storage_total_cost?: number | null;
+}): number | null {
+  if (s.actual_status === 'stopped' && typeof s.storage_total_cost === 'number' && s.storage_total_cost >= 0) return s.storage_total_cost;
+  return s.dph_total ?? null;
+}
 
 /** When the attempt's instance may have started billing; null when its create made none. */
 function billedFrom(a: SpendRow): number | null {

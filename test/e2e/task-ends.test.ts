@@ -4,7 +4,11 @@
 //   its instance, and the daemon comes back after max_runtime_s: the task's end wins (succeeded,
 //   its output read before the destroy), not `expired`;
 // - an image with neither curl nor wget: the wrapper cannot stop its instance, and the daemon's own
-//   log reads (the task probe) end the task.
+//   log reads (the task probe) end the task;
+// - uploads that answer 403 AccessDenied until written, as on the service (issue #37): tasks in both
+//   kinds of image succeed on their first instance with their output kept, none run twice;
+// - an onstart service started with `&` that logs 50 lines a second: the marker, asked for by
+//   itself (`filter`), is found however far the service's lines pushed it from the log's end.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -127,5 +131,60 @@ it('one spawned daemon, many scripts: set -e, a failing onstart, a chatty task a
   const l = await ended(lost);
   expect(l.state).toBe('succeeded');
   expect(l.attempts.map((a) => a.outcome)).toEqual(['lost', 'succeeded']);
+  expect(sim!.billingNow()).toEqual([]);
+}, 90_000);
+
+/** The runs of its onstart (one per container start) the instance of each attempt made. */
+const onstartRuns = (run: RunView) => run.attempts.map((a) => sim!.history().find((h) => h.id === a.instance_id)!.onstart_runs);
+
+it('uploads answering 403 for 1.5 s: a task in an ordinary image and one without curl or wget each succeed on their first instance, output kept, none run twice', async () => {
+  // 150 sim s at 100× time: each upload answers 403 AccessDenied for 1.5 s of the daemon's time.
+  await start(
+    { logs: { upload_delay_s: 150 }, onstart_exec: { no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] } },
+    { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, task_probe_interval_s: 1 } },
+  );
+  const submit = async (spec: Record<string, unknown>) => {
+    const res = await daemon!.api<RunView>('POST', '/v1/runs', jobSpec(spec));
+    expect(res.status).toBe(201);
+    return res.body.id;
+  };
+  // ready_when status: how a task waits on SSH is another matter (#37 item 5).
+  const ordinary = await submit({ name: 'ordinary', ready_when: 'status', run: 'sleep 1; echo result: 42' });
+  const slim = await submit({
+    name: 'slim',
+    image: 'nvidia/cuda:12.4.1-base-ubuntu22.04',
+    ready_when: 'status',
+    run: 'sleep 1; echo result: 43',
+  });
+  for (const [id, output] of [
+    [ordinary, 'result: 42'],
+    [slim, 'result: 43'],
+  ] as const) {
+    const done = await daemon!.waitFor(id, isEnded, 60_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(done.attempts[0]!.logs).toContain(output);
+    expect(onstartRuns(done)).toEqual([1]);
+  }
+  expect(sim!.billingNow()).toEqual([]);
+}, 90_000);
+
+it('an onstart service logging 50 lines a second cannot hide the end: the task succeeded, its marker asked for by itself', async () => {
+  // No curl: the instance keeps running (and its service logging) until berth reads the end. The
+  // probe reads every 10 s, so the service has logged hundreds of lines after the marker by then.
+  await start(
+    { onstart_exec: { no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] } },
+    { runs: { outage_backoff_s: 0.5, destroy_retry_max_delay_s: 1, task_probe_interval_s: 10 } },
+  );
+  const spec = jobSpec({
+    image: 'nvidia/cuda:12.4.1-base-ubuntu22.04',
+    ready_when: 'status',
+    onstart: '(while :; do echo "GET /health 200"; sleep 0.02; done) &',
+    run: 'sleep 1; echo trained',
+  });
+  const created = await daemon!.api<RunView>('POST', '/v1/runs', spec);
+  const done = await daemon!.waitFor(created.body.id, isEnded, 60_000);
+  expect(done.state).toBe('succeeded');
+  expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
   expect(sim!.billingNow()).toEqual([]);
 }, 90_000);

@@ -1,6 +1,8 @@
 // Instance logs as logs.yaml documents them: PUT request_logs/{id} answers {success, result_url, msg};
-// the URL, served by the simulator without a key like a pre-signed S3 URL, is 404 until the upload
-// lands, then holds the container log (tail, then filter), and expires.
+// the URL, served by the simulator without a key like a key-less S3 object, is 403 AccessDenied
+// until the upload lands (as users measured: service-facts.md, "Added 2026-11-27"), then holds the
+// container log (tail, then filter), and expires. Before the container exists and after a destroy
+// the log is docker's "No such container"; each SSH connection adds sshd's lines.
 import { afterAll, describe, expect, test } from 'vitest';
 import type { FaultProfile, RunningSimulator, SimConfigInput } from '../../../src/sim/index.js';
 import { call, startTestSim, waitFor } from './helpers.js';
@@ -41,7 +43,7 @@ async function fresh(config: SimConfigInput = {}) {
 }
 
 describe('request_logs', () => {
-  test('answers a result_url that is 404 (S3 NoSuchKey) until the upload lands, then the log, needing no key; it expires', async () => {
+  test('answers a result_url that is 403 (S3 AccessDenied) until the upload lands, then the log, needing no key; it expires', async () => {
     const { sim, clock, create, logs } = await fresh();
     const id = await create();
     clock.now += 30_000;
@@ -53,10 +55,10 @@ describe('request_logs', () => {
       msg: expect.any(String),
     });
     const early = await fetch(r.body.result_url);
-    expect(early.status).toBe(404);
-    expect(await early.text()).toContain('<Code>NoSuchKey</Code>');
+    expect(early.status).toBe(403);
+    expect(await early.text()).toContain('<Code>AccessDenied</Code>');
     clock.now += 1_999;
-    expect((await fetch(r.body.result_url)).status).toBe(404);
+    expect((await fetch(r.body.result_url)).status).toBe(403);
     clock.now += 1;
     const got = await fetch(r.body.result_url);
     expect(got.status).toBe(200);
@@ -74,7 +76,7 @@ describe('request_logs', () => {
     const expired = await fetch(r.body.result_url);
     expect(expired.status).toBe(403);
     expect(await expired.text()).toContain('Request has expired');
-    expect((await fetch(`${sim.url}/_logs/${'0'.repeat(48)}.log`)).status).toBe(404);
+    expect((await fetch(`${sim.url}/_logs/${'0'.repeat(48)}.log`)).status).toBe(403);
   });
 
   test('tail is applied first, then filter (a regular expression); the snapshot is the log at the request', async () => {
@@ -111,13 +113,25 @@ describe('request_logs', () => {
     ]);
   });
 
-  test('an offline host never uploads: the URL stays 404', async () => {
+  test('an offline host never uploads: the URL stays 403', async () => {
     const { clock, create, logs } = await fresh();
     const id = await create('offline');
     clock.now += 40_000;
     const url = (await logs(id)).body.result_url;
     clock.now += 60_000;
-    expect((await fetch(url)).status).toBe(404);
+    expect((await fetch(url)).status).toBe(403);
+  });
+
+  test('before its container exists and after a destroy, the log is docker\'s "No such container" alone', async () => {
+    const { sim, clock, create, text } = await fresh();
+    const id = await create();
+    clock.now += 12_000; // loading: no container yet
+    expect(await text(id)).toEqual([`Error response from daemon: No such container: C.${id}`]);
+    expect(await text(id, { filter: 'berth-task-end' })).toEqual([]);
+    clock.now += 30_000;
+    expect((await text(id)).at(-2)).toBe(`Container C.${id} started`);
+    await call(sim, 'DELETE', `/api/v0/instances/${id}/`);
+    expect(await text(id)).toEqual([`Error response from daemon: No such container: C.${id}`]);
   });
 
   test('daemon_logs "true" gives the host daemon lines instead', async () => {
@@ -130,17 +144,17 @@ describe('request_logs', () => {
     expect(lines[2]).toContain(`instance ${id}: running (success, running)`);
   });
 
-  test('errors: unknown or destroyed ids are the documented 404; bad tail, filter or daemon_logs 400; instance_read is needed', async () => {
+  test('errors: unknown ids are the documented 404; bad tail, filter or daemon_logs 400; instance_read is needed', async () => {
     const { sim, create, logs } = await fresh();
     expect(await logs(1)).toMatchObject({ status: 404, body: { error: 'invalid_id', msg: 'Invalid instance id.' } });
     const id = await create();
-    for (const body of [{ tail: 5 }, { tail: 'many' }, { filter: '(' }, { daemon_logs: true }]) {
+    // A number of lines as a number too, as the official client sends it (machines.py: tail=1000).
+    expect((await logs(id, { tail: 5 })).status).toBe(200);
+    for (const body of [{ tail: -1 }, { tail: 1.5 }, { tail: 'many' }, { filter: '(' }, { daemon_logs: true }]) {
       expect((await logs(id, body)).body.error, JSON.stringify(body)).toBe('invalid_args');
     }
     const denied = await call(sim, 'PUT', `/api/v0/instances/request_logs/${id}/`, {}, 'search-only-key-01');
     expect([denied.status, denied.body.permission]).toEqual([403, 'instance_read']);
-    await call(sim, 'DELETE', `/api/v0/instances/${id}/`);
-    expect((await logs(id)).status).toBe(404);
   });
 });
 

@@ -112,7 +112,7 @@ describe('log uploads and the logs rate at run time', () => {
     expect((await call(sim, 'GET', '/_sim/logs')).body).toEqual({ upload_delay_s: 30, url_ttl_s: 3600 });
     const url = (await call(sim, 'PUT', `/api/v0/instances/request_logs/${id}/`, {})).body.result_url as string;
     at(69);
-    expect((await fetch(url)).status).toBe(404);
+    expect((await fetch(url)).status).toBe(403);
     at(70);
     expect((await fetch(url)).status).toBe(200);
     const bad = await call(sim, 'PUT', '/_sim/logs', { upload_delay_s: -1 });

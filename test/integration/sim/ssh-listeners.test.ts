@@ -72,6 +72,34 @@ describe('SSH listeners', () => {
     expect(await probe(direct)).toEqual({ kind: 'banner', data: BANNER });
   });
 
+  test("each connection sshd answered adds sshd's lines to the container log, after the task's output (issue #37)", async () => {
+    const w = await fresh();
+    const { id, proxy, direct } = await runDirect(w);
+    const logText = async () => {
+      const url = (await call(w.sim, 'PUT', `/api/v0/instances/request_logs/${id}/`, { tail: '20' })).body.result_url as string;
+      w.clock.now += 5_000;
+      return (await (await fetch(url)).text()).trimEnd().split('\n');
+    };
+    const before = await logText();
+    expect(before.at(-1)).toBe('Server listening on 0.0.0.0 port 22.');
+    expect((await probe(proxy)).kind).toBe('banner');
+    expect((await probe(direct)).kind).toBe('banner');
+    const lines = await waitFor(
+      async () => {
+        const got = await logText();
+        return got.length >= before.length + 4 ? got : undefined;
+      },
+      2000,
+      "sshd's lines",
+    );
+    expect(lines.slice(before.length)).toEqual([
+      'error: kex_exchange_identification: Connection closed by remote host',
+      expect.stringMatching(/^Connection closed by 127\.0\.0\.1 port \d+$/),
+      'error: kex_exchange_identification: Connection closed by remote host',
+      expect.stringMatching(/^Connection closed by 127\.0\.0\.1 port \d+$/),
+    ]);
+  });
+
   test('nothing listens before running, while stopped, or once destroyed; a start opens the same ports again', async () => {
     const w = await fresh();
     const { id, before, proxy, direct } = await runDirect(w);

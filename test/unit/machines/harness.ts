@@ -95,6 +95,8 @@ export class FakeWorld {
   taskOnstart = new Set<number>();
   /** How long a log read takes (its rate token and upload), ms of fake time. */
   taskReadMs = 0;
+  /** Instances whose log could not be read at all (no upload came). */
+  taskUnread = new Set<number>();
   /** Pending creates the test resolves by hand (for "cancel while creating"). */
   holdCreates = false;
   private held: Array<() => void> = [];
@@ -150,6 +152,7 @@ export class FakeWorld {
       readTaskEnd: stubActor<TaskEndOutput, TaskEndInput>(async ({ input }) => {
         this.taskReads.push(input);
         if (this.taskReadMs > 0) await new Promise((r) => setTimeout(r, this.taskReadMs));
+        if (this.taskUnread.has(input.instanceId)) return { exitCode: null, unread: true, at: Date.now() };
         const exitCode = this.taskExits.get(input.instanceId) ?? null;
         return { exitCode, onstart: this.taskOnstart.has(input.instanceId), at: Date.now() };
       }),

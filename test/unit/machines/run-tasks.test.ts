@@ -50,7 +50,8 @@ describe('run machine: tasks', () => {
     const id = await bootToRunning(actor);
     world.taskExits.set(id, 0);
     await poll(actor, selfStopped(id));
-    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id }]);
+    // Stopped by its task: the read is told so (it may go on for minutes, the disk only billing).
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id, stoppedByTask: true }]);
     expect(stateOf(actor)).toBe('destroying');
     expect(world.destroys.map((d) => d.instanceId)).toEqual([id]);
     await confirmGone(actor);
@@ -81,6 +82,36 @@ describe('run machine: tasks', () => {
     expect(actor.getSnapshot().context.error).toMatchObject({ kind: 'task_failed', exit_code: 3 });
     expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['task_failed', 'task_failed']);
     expect(world.destroys.map((d) => d.instanceId)).toEqual([first, second]);
+  });
+
+  it('a task that stopped its own instance but whose log could not be read ends failed with its exit code unknown, never run again (issue #37)', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = await bootToRunning(actor);
+    world.taskUnread.add(id);
+    await poll(actor, selfStopped(id));
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id, stoppedByTask: true }]);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('failed');
+    expect(actor.getSnapshot().context.error).toMatchObject({
+      kind: 'exit_unknown',
+      message: expect.stringMatching(/exit code is unknown; it is not run again/),
+    });
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['exit_unknown']);
+    expect(world.serviceCreates).toHaveLength(1);
+  });
+
+  it('a stop the task did not make (intended_status running) whose log could not be read is still judged a loss', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const first = await bootToRunning(actor);
+    world.taskUnread.add(first);
+    await poll(actor, status(first, 'stopped', { intended_status: 'running' }));
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: first }]);
+    await confirmGone(actor);
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['lost']);
+    expect(stateOf(actor)).toBe('booting');
   });
 
   it('treats a stop without an end marker as a loss and recovers on another offer', async () => {
@@ -178,7 +209,7 @@ describe('run machine: tasks that end late, limits and losses (issue #29)', () =
     await poll(actor, selfStopped(id));
     actor.send({ type: 'EXPIRE', reason: EXPIRED });
     // Stopped by its task: the read (begun for the stop) waits as long as it takes, disk billing only.
-    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id }]);
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id, stoppedByTask: true }]);
     await tick(5_000);
     expect(stateOf(actor)).toBe('destroying');
     await confirmGone(actor);

@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../../src/store/index.js';
 import { LeaseLostError, StoreError, StoreWriteError } from '../../../src/errors.js';
 import { MIGRATIONS } from '../../../src/store/migrations.js';
+import { costView } from '../../../src/store/spend.js';
 import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
 const dirs: string[] = [];
@@ -427,6 +428,25 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     // The list then shows $2/h at 3 h: 1 h at $3 added.
     s.attempts.setStatus('r1', 1, { actual_status: 'running', dph_total: 2 }, 3 * H);
     expect(s.attempts.get('r1', 1)).toMatchObject({ usd_before: 5, dph_since: 3 * H, dph_total: 2, first_running_at: 3 * H });
+  });
+
+  it("counts a stopped instance at its disk's price (storage_total_cost) from the list that shows it stopped, and at dph_total once it runs again (issue #37)", () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 });
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 2, label: 'berth:x:r1:1', at: 0 });
+    s.attempts.adopt('r1', 1, 501, 0);
+    s.attempts.setStatus('r1', 1, { actual_status: 'running', dph_total: 2, storage_total_cost: 0.01 }, 0);
+    // The task stopped its instance at 1 h; its log is read for 2 h (disk only).
+    s.attempts.setStatus('r1', 1, { actual_status: 'stopped', dph_total: 2, storage_total_cost: 0.01 }, H);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ usd_before: 2, dph_total: 0.01 });
+    const spent = (at: number) => costView(s.attempts.forRun('r1'), null, at).usd;
+    expect(spent(3 * H)).toBeCloseTo(2.02, 6);
+    // Started again: the full price from then on.
+    s.attempts.setStatus('r1', 1, { actual_status: 'running', dph_total: 2, storage_total_cost: 0.01 }, 3 * H);
+    expect(spent(4 * H)).toBeCloseTo(4.02, 6);
+    // A record that does not state its disk's price: the stop is counted at dph_total (never below).
+    s.attempts.setStatus('r1', 1, { actual_status: 'stopped', dph_total: 2 }, 4 * H);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ dph_total: 2 });
   });
 
   it('lists the attempts that may bill (creates in flight included) and those confirmed destroyed since a time', () => {

@@ -3,14 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import type { DestroyInput } from '../../../../machines/run-types.js';
 import { BerthError } from '../../../../src/errors.js';
-import {
-  FailureLogs,
-  FETCH_WINDOW_MS,
-  lastBytes,
-  MAX_TAIL_BYTES,
-  REQUEST_WAIT_MS,
-  type FetchedText,
-} from '../../../../src/daemon/task-end/failure-logs.js';
+import { FailureLogs, FETCH_WINDOW_MS, lastBytes, MAX_TAIL_BYTES, REQUEST_WAIT_MS } from '../../../../src/daemon/task-end/failure-logs.js';
+import type { FetchedText } from '../../../../src/daemon/task-end/log-upload.js';
 import { LogSecrets } from '../../../../src/daemon/task-end/log-secrets.js';
 import { silentLogger } from '../../../../src/logger.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
@@ -130,6 +124,37 @@ describe('failure logs', () => {
     await t.clock.advance(FETCH_WINDOW_MS + 10_000);
     expect(t.fetched.length).toBeGreaterThan(3);
     expect(t.kept).toEqual([]);
+  });
+
+  it('survives an upload answering 403 AccessDenied for a while: every answer but 200 is "not yet" (issue #37)', async () => {
+    const denied = { status: 403, text: '<?xml version="1.0"?><Error><Code>AccessDenied</Code></Error>' };
+    const t = setup({ fetches: [denied, denied, denied, denied, { status: 200, text: 'Traceback: CUDA out of memory\n' }] });
+    await t.logs.beforeDestroy(failed('exited'), new AbortController().signal);
+    await settle();
+    await t.clock.advance(10_000);
+    expect(t.fetched).toHaveLength(5);
+    expect(t.kept.map((k) => k.text)).toEqual(['Traceback: CUDA out of memory']);
+  });
+
+  it('keeps no "No such container" as a log: the container never existed', async () => {
+    const t = setup({ fetches: [{ status: 200, text: 'Error response from daemon: No such container: C.100\n' }] });
+    await t.logs.beforeDestroy(failed('boot_timeout'), new AbortController().signal);
+    await settle();
+    await t.clock.advance(2_000);
+    expect(t.fetched).toHaveLength(1);
+    expect(t.kept).toEqual([]);
+  });
+
+  it('stops fetching an upload that never appears within the 30 s docs/tasks.md states (issue #38 item 7)', async () => {
+    const t = setup();
+    await t.logs.beforeDestroy(failed('exited'), new AbortController().signal);
+    await settle();
+    // The window (30 s) and at most one last pause between two GETs (3 s): no GET after that.
+    await t.clock.advance(33_000);
+    const made = t.fetched.length;
+    expect(made).toBeGreaterThan(3);
+    await t.clock.advance(60 * 60_000);
+    expect(t.fetched).toHaveLength(made);
   });
 
   it('asks once per instance (a retried destroy does not ask again), and never for cancelled, expired or outbid attempts', async () => {
