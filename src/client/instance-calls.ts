@@ -81,7 +81,15 @@ export function instanceCalls({
       // logs.yaml: `tail` is a string of digits; the answer names where the log will be uploaded.
       const body = request.tail === undefined ? {} : { tail: String(request.tail) };
       const path = `/api/v0/instances/request_logs/${instanceId}`;
-      const res = await call({ op: 'request_logs', group: 'other', method: 'PUT', path, body, signal: opts?.signal });
+      const res = await call({
+        op: 'request_logs',
+        group: 'other',
+        method: 'PUT',
+        path,
+        body,
+        signal: opts?.signal,
+        background: opts?.background,
+      });
       return { resultUrl: parseBody(requestLogsResponseSchema, res.body, `PUT ${path}`).result_url };
     },
   };
