@@ -25,6 +25,8 @@ export interface TasksPlan {
   timeoutMs: number;
   /** The image has neither curl nor wget: the end is found by the task probe. */
   noHttp?: boolean;
+  /** Wall seconds a log upload takes to appear at its URL (the real service's is about one); 0 by default. */
+  uploadS?: number;
 }
 
 export interface TasksResult {
@@ -59,10 +61,11 @@ function daemonConfig(plan: TasksPlan): DeepPartial<Config> {
 
 export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
   const home = mkdtempSync(join(tmpdir(), 'berth-tasks-'));
+  const timeScale = 30;
   const sim = await startSimulator({
     config: {
       seed: 19,
-      time_scale: 30,
+      time_scale: timeScale,
       tick_ms: 20,
       catalog: { size: 2000 },
       onstart_exec: {
@@ -70,7 +73,8 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
         timeout_s: Math.ceil(plan.timeoutMs / 1000),
         ...(plan.noHttp ? { no_http_client_images: ['.'] } : {}),
       },
-      logs: { upload_delay_s: 0 },
+      // The simulator counts the upload's delay in its own seconds.
+      logs: { upload_delay_s: (plan.uploadS ?? 0) * timeScale },
       rate_limits: { enabled: plan.documented },
     },
   });
