@@ -106,7 +106,18 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${JSON.stringify(res.body)}`);
       ids.push(res.body.id);
     }
-    const all = async () => (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+    // A GET again when a kept-alive connection was reset under it (a machine under load misses the
+    // keep-alive's timing): the runs' list is read, nothing is changed.
+    const all = async (): Promise<RunView[]> => {
+      for (let i = 0; ; i++) {
+        try {
+          return (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+        } catch (err) {
+          if (i >= 5 || (err as { code?: string }).code !== 'ECONNRESET') throw err;
+          await sleep(250);
+        }
+      }
+    };
     const ended = (v: RunView) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(v.state);
     // Every task under way first, then all of them told to end at once.
     while (!(await all()).every((v) => v.state === 'running' || ended(v))) {

@@ -117,7 +117,6 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     readEnd: (input, signal) => probeLogs.readEnd(input, signal),
     ended: (runId, n, end) => supervisor.taskEnded(runId, n, end),
     intervalMs: taskProbeIntervalMs(config),
-    // This daemon's share of the key's rate, as it is now (several daemons on one key split it).
     otherPerS: deps.otherPerS ?? (() => config.rate_limits.other.per_s),
   });
   releasers.push(() => taskProbe.stop());
