@@ -34,8 +34,10 @@ export interface TasksResult {
   succeeded: number;
   /** Wall ms from each task's own end (its instance's stop; with noHttp, the bench's go) to its destroy, for the tasks that succeeded. */
   stopToDestroyMs: number[];
-  /** Runs that made more than one attempt (a finished task judged lost and run again): must be none. */
+  /** Runs whose task ran on more than one instance (a finished task judged lost and run again): must be none. */
   runAgain: number;
+  /** Attempts that never got an instance (a create refused or of unknown outcome), by outcome: no task ran in them. */
+  noInstance: Record<string, number>;
   /** Instances created in all (one per task when none was run again). */
   instances: number;
   /** Instances still billing once every run ended (must be none). */
@@ -106,14 +108,14 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${JSON.stringify(res.body)}`);
       ids.push(res.body.id);
     }
-    // A GET again when a kept-alive connection was reset under it (a machine under load misses the
-    // keep-alive's timing): the runs' list is read, nothing is changed.
+    // A GET again when a kept-alive connection was reset or closed under it (a machine under load
+    // misses the keep-alive's timing): the runs' list is read, nothing is changed.
     const all = async (): Promise<RunView[]> => {
       for (let i = 0; ; i++) {
         try {
           return (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
         } catch (err) {
-          if (i >= 5 || (err as { code?: string }).code !== 'ECONNRESET') throw err;
+          if (i >= 5 || !['ECONNRESET', 'UND_ERR_SOCKET'].includes((err as { code?: string }).code ?? '')) throw err;
           await sleep(250);
         }
       }
@@ -141,7 +143,10 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       succeeded: succeededInstances.size,
       stopToDestroyMs,
       billingAfter: sim.billingNow().length,
-      runAgain: views.filter((v) => v.attempts.length > 1).length,
+      runAgain: views.filter((v) => v.attempts.filter((a) => a.instance_id !== null).length > 1).length,
+      noInstance: views
+        .flatMap((v) => v.attempts.filter((a) => a.instance_id === null))
+        .reduce<Record<string, number>>((n, a) => ({ ...n, [a.outcome ?? 'open']: (n[a.outcome ?? 'open'] ?? 0) + 1 }), {}),
       instances: sim.history().length,
     };
   } finally {

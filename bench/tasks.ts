@@ -13,7 +13,12 @@ function value(r: TasksResult): string {
   const ms = r.stopToDestroyMs;
   return (
     `median ${s(median(ms))} · p99 ${s(quantile(ms, 0.99))} · last ${s(Math.max(...ms))}; ${r.succeeded}/${r.plan.tasks} succeeded, ` +
-    `${r.runAgain} run again (${r.instances} instances), ${r.billingAfter} billing after`
+    `${r.runAgain} run again (${r.instances} instances), ${r.billingAfter} billing after` +
+    (Object.keys(r.noInstance).length
+      ? `; attempts without an instance: ${Object.entries(r.noInstance)
+          .map(([outcome, n]) => `${n} ${outcome}`)
+          .join(', ')}`
+      : '')
   );
 }
 
