@@ -25,6 +25,8 @@ export interface TasksPlan {
   timeoutMs: number;
   /** The image has neither curl nor wget: the end is found by the task probe. */
   noHttp?: boolean;
+  /** Wall seconds a log upload takes to appear at its URL (the real service's is about one); 0 by default. */
+  uploadS?: number;
 }
 
 export interface TasksResult {
@@ -32,8 +34,10 @@ export interface TasksResult {
   succeeded: number;
   /** Wall ms from each task's own end (its instance's stop; with noHttp, the bench's go) to its destroy, for the tasks that succeeded. */
   stopToDestroyMs: number[];
-  /** Runs that made more than one attempt (a finished task judged lost and run again): must be none. */
+  /** Runs whose task ran on more than one instance (a finished task judged lost and run again): must be none. */
   runAgain: number;
+  /** Attempts that never got an instance (a create refused or of unknown outcome), by outcome: no task ran in them. */
+  noInstance: Record<string, number>;
   /** Instances created in all (one per task when none was run again). */
   instances: number;
   /** Instances still billing once every run ended (must be none). */
@@ -59,10 +63,11 @@ function daemonConfig(plan: TasksPlan): DeepPartial<Config> {
 
 export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
   const home = mkdtempSync(join(tmpdir(), 'berth-tasks-'));
+  const timeScale = 30;
   const sim = await startSimulator({
     config: {
       seed: 19,
-      time_scale: 30,
+      time_scale: timeScale,
       tick_ms: 20,
       catalog: { size: 2000 },
       onstart_exec: {
@@ -70,7 +75,8 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
         timeout_s: Math.ceil(plan.timeoutMs / 1000),
         ...(plan.noHttp ? { no_http_client_images: ['.'] } : {}),
       },
-      logs: { upload_delay_s: 0 },
+      // The simulator counts the upload's delay in its own seconds.
+      logs: { upload_delay_s: (plan.uploadS ?? 0) * timeScale },
       rate_limits: { enabled: plan.documented },
     },
   });
@@ -102,7 +108,18 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${JSON.stringify(res.body)}`);
       ids.push(res.body.id);
     }
-    const all = async () => (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+    // A GET again when a kept-alive connection was reset or closed under it (a machine under load
+    // misses the keep-alive's timing): the runs' list is read, nothing is changed.
+    const all = async (): Promise<RunView[]> => {
+      for (let i = 0; ; i++) {
+        try {
+          return (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+        } catch (err) {
+          if (i >= 5 || !['ECONNRESET', 'UND_ERR_SOCKET'].includes((err as { code?: string }).code ?? '')) throw err;
+          await sleep(250);
+        }
+      }
+    };
     const ended = (v: RunView) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(v.state);
     // Every task under way first, then all of them told to end at once.
     while (!(await all()).every((v) => v.state === 'running' || ended(v))) {
@@ -126,7 +143,10 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
       succeeded: succeededInstances.size,
       stopToDestroyMs,
       billingAfter: sim.billingNow().length,
-      runAgain: views.filter((v) => v.attempts.length > 1).length,
+      runAgain: views.filter((v) => v.attempts.filter((a) => a.instance_id !== null).length > 1).length,
+      noInstance: views
+        .flatMap((v) => v.attempts.filter((a) => a.instance_id === null))
+        .reduce<Record<string, number>>((n, a) => ({ ...n, [a.outcome ?? 'open']: (n[a.outcome ?? 'open'] ?? 0) + 1 }), {}),
       instances: sim.history().length,
     };
   } finally {

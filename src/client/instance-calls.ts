@@ -85,7 +85,15 @@ export function instanceCalls({
         ...(request.filter === undefined ? {} : { filter: request.filter }),
       };
       const path = `/api/v0/instances/request_logs/${instanceId}`;
-      const res = await call({ op: 'request_logs', group: 'other', method: 'PUT', path, body, signal: opts?.signal });
+      const res = await call({
+        op: 'request_logs',
+        group: 'other',
+        method: 'PUT',
+        path,
+        body,
+        signal: opts?.signal,
+        background: opts?.background,
+      });
       return { resultUrl: parseBody(requestLogsResponseSchema, res.body, `PUT ${path}`).result_url };
     },
   };

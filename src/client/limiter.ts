@@ -20,11 +20,20 @@
 //
 // Daemons that share one API key share its limits (issue #21): `setShare(1/N)` gives every group
 // 1/N of its configured rate and burst, for the calls not yet let through; queued calls stay queued.
+//
+// A `background` call (the task probe's log reads, issue #37) queues behind every other call of its
+// group, whenever that one joined the queue (bottleneck's job priority): a failure log asked for
+// before a destroy never waits behind a queue of them, only, at worst, for the one token a
+// background call took just before it.
 import Bottleneck from 'bottleneck';
 import { systemClock, type Clock, type Timer } from '../clock.js';
 import { RATE_GROUPS, type Config, type RateGroup } from '../config/schema.js';
 import { abortedError, raceAbort } from './abort.js';
 import { pauseMs, TokenBucket, type BucketMode } from './token-bucket.js';
+
+/** bottleneck's job priorities (0 goes first, 5 is its default): a background call yields to every other. */
+const FOREGROUND_PRIORITY = 5;
+const BACKGROUND_PRIORITY = 9;
 
 export interface GroupStats {
   /** Jobs handed to the limiter. */
@@ -69,8 +78,11 @@ export interface LimiterOptions {
 }
 
 export interface Limiter {
-  /** Runs `fn` when its group has a token and a free slot; rejects early if `signal` fires. */
-  schedule<T>(group: RateGroup, fn: () => Promise<T>, signal?: AbortSignal): Promise<T>;
+  /**
+   * Runs `fn` when its group has a token and a free slot; rejects early if `signal` fires. A
+   * `background` call goes after every other call queued in its group.
+   */
+  schedule<T>(group: RateGroup, fn: () => Promise<T>, signal?: AbortSignal, options?: { background?: boolean }): Promise<T>;
   /** Pauses the group after a 429; `pauseMs` is the wait until it resumes. */
   pause(group: RateGroup, threshold: number | undefined): PauseInfo;
   /** Resolves when the group is not paused (at once if it is not). */
@@ -264,7 +276,7 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
   };
 
   return {
-    schedule(group, fn, signal) {
+    schedule(group, fn, signal, options) {
       const g = groups[group];
       g.counters.scheduled++;
       if (signal?.aborted) return Promise.reject(abortedError(signal.reason));
@@ -273,7 +285,8 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
         return run(g, fn);
       }
       g.demand();
-      const job = g.bottleneck.schedule(async () => {
+      const priority = options?.background ? BACKGROUND_PRIORITY : FOREGROUND_PRIORITY;
+      const job = g.bottleneck.schedule({ priority }, async () => {
         // A slot first (fast calls may hold them all), so that the next token is timed from the send.
         await g.slot();
         // The token is spent either way, but a cancelled call must not reach the service.

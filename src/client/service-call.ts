@@ -51,6 +51,8 @@ interface CallSpec {
   /** Values sent in this call that must not appear in an error message (env values). */
   secrets?: readonly string[];
   signal?: AbortSignal | undefined;
+  /** Queued behind every other call of its group (../client/limiter.ts). */
+  background?: boolean | undefined;
 }
 
 type CallCounters = Omit<ClientStats, 'groups' | 'rateShare'>;
@@ -114,6 +116,7 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
           }
         },
         spec.signal,
+        { background: spec.background === true },
       );
     } catch (err) {
       throw transportFailure(err, spec, ctx, inFlight);

@@ -97,6 +97,8 @@ export interface CurrentUser {
 interface CallOptions {
   /** Aborts the call and its retries (actor stopped, daemon shutting down). */
   signal?: AbortSignal | undefined;
+  /** The call waits behind every other call of its group queued with it (the task probe's reads). */
+  background?: boolean | undefined;
 }
 
 /**

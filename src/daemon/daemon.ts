@@ -393,7 +393,21 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       owner?.releaseAll();
     });
     const runs = composeRuns(
-      { store, client, clock, lists: poller, config, log, apiKey, ...(readyCallback ? { readyCallback } : {}), hooks, ownership, leads },
+      {
+        store,
+        client,
+        clock,
+        lists: poller,
+        config,
+        log,
+        apiKey,
+        ...(readyCallback ? { readyCallback } : {}),
+        hooks,
+        ownership,
+        leads,
+        // Its share of the key's rate as it is now (several daemons on one key split it).
+        otherPerS: () => client.stats().groups.other.perS,
+      },
       releasers,
     );
     const { supervisor, account, notices } = runs;

@@ -48,6 +48,11 @@ const STORE_CLAIMS_MAX_AGE_MS = 1000;
 export interface RunsDeps {
   store: Store;
   client: MarketClient;
+  /**
+   * This daemon's rate of the `other` group now, calls/s (the client's stats: its share of the key's
+   * when several daemons share one); the configured rate when absent. The task probe takes half.
+   */
+  otherPerS?: () => number;
   clock: Clock;
   lists: InstanceLists;
   config: Config;
@@ -99,7 +104,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const notices = new RunNotices({ store, clock, log, hooks: deps.hooks });
   const runs = (): Supervisor => supervisor;
   const { account, gate, prices, guard } = composeMoney(deps, { specs, leads, notices, runs }, releasers);
-  const { logSecrets, failureLogs, taskLogs } = composeLogs(deps, { specs, journal }, releasers);
+  const { logSecrets, failureLogs, taskLogs, probeLogs } = composeLogs(deps, { specs, journal }, releasers);
   const idle = new IdleWatch({
     warnBeforeMs: config.runs.idle_warning_s * 1000,
     warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
@@ -108,10 +113,11 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const taskProbe = new TaskProbe({
     clock,
     log,
-    readEnd: (input, signal) => taskLogs.readEnd(input, signal),
+    tasks: () => supervisor.taskProbeTargets(),
+    readEnd: (input, signal) => probeLogs.readEnd(input, signal),
     ended: (runId, n, end) => supervisor.taskEnded(runId, n, end),
     intervalMs: taskProbeIntervalMs(config),
-    otherPerS: config.rate_limits.other.per_s,
+    otherPerS: deps.otherPerS ?? (() => config.rate_limits.other.per_s),
   });
   releasers.push(() => taskProbe.stop());
   const machine = provideRunMachine({
@@ -149,7 +155,6 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     gate,
     prices,
     idle,
-    taskProbe,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ownership,
     // A shared store's runs are taken through leases; a store of its own drives every run.
@@ -163,6 +168,8 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   // A run another daemon drives: its instance is read from the store.
   const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
   const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId) });
+  // Its own loop from now on: it reads the tasks the runs say run, whatever the poller does.
+  taskProbe.start();
   return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
 }
 
@@ -263,5 +270,14 @@ function composeLogs(deps: RunsDeps, ctx: { specs: RunSpecs; journal: AttemptJou
   const failureLogs = new FailureLogs({ client, clock, journal, log, secrets: logSecrets });
   releasers.push(() => failureLogs.close());
   const taskLogs = new TaskLogs({ client, clock, journal, log, secrets: logSecrets });
-  return { logSecrets, failureLogs, taskLogs };
+  // The task probe's reads: the same, but their requests go after every other call of the `other`
+  // group (failure logs before a destroy, end reads of stopped tasks, credit reads).
+  const probeLogs = new TaskLogs({
+    client: { requestLogs: (id, request, options) => client.requestLogs(id, request, { ...options, background: true }) },
+    clock,
+    journal,
+    log,
+    secrets: logSecrets,
+  });
+  return { logSecrets, failureLogs, taskLogs, probeLogs };
 }

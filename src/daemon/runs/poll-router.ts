@@ -3,6 +3,8 @@
 // - which instances each run waits on (`waited`): a booting run's for a status other than loading, a
 //   rebidding or destroying run's for any change or its absence, a running task's for its end, and
 //   the instance of a run taken but not yet confirmed by a list (./shared-placement.ts);
+// - which task runs' logs the task probe reads (`probeTargets`, asked by the probe on its own
+//   schedule, ../task-end/task-probe.ts): both are questions, answered and nothing else;
 // - which list answers which run: a list that showed, left out or answered for a run's instance is
 //   handed to that run's driver (and confirms the run to its placement); a complete sweep that never
 //   showed it counts as its absence, and then goes on to the reconciler (./reconciler.ts);
@@ -20,7 +22,6 @@ import { toStatus } from './instance-status.js';
 import type { Reconciler } from './reconciler.js';
 import type { RunDriver } from './run-driver.js';
 import type { RunPlacement } from './run-placement.js';
-import type { TaskProbe } from '../task-end/task-probe.js';
 
 /** What the router asks of one run's driver. */
 type PolledDriver = Pick<RunDriver, 'runId' | 'state' | 'isEnded' | 'currentInstanceId' | 'taskProbeTarget' | 'poll' | 'serviceSays'>;
@@ -43,8 +44,6 @@ export interface PollRouterDeps {
   reconciler: Pick<Reconciler, 'sweep'>;
   /** Idle autostop: reads the same lists (gpu_util) for running runs. */
   idle: Pick<IdleWatch, 'observe'>;
-  /** Reads running tasks' logs on a schedule of its own, once a poll round (./task-probe.ts). */
-  taskProbe: Pick<TaskProbe, 'round'>;
 }
 
 /** Run states in which a run waits on the poller: for its instance to run (again, after a rebid), or to be gone. */
@@ -59,13 +58,10 @@ export class PollRouter implements PollSubscriber {
     const forStatus: number[] = [];
     const forAbsence: number[] = [];
     const forEnd: number[] = [];
-    const tasks: Array<{ runId: string; n: number; instanceId: number }> = [];
     for (const driver of this.deps.runs.drivers()) {
       const id = driver.currentInstanceId();
       if (id === null) continue;
       const task = specs.get(driver.runId)?.task != null;
-      const target = task ? driver.taskProbeTarget() : null;
-      if (target) tasks.push(target);
       // A running task ends by stopping its own instance: watched for that every interval.
       if (driver.state === 'running' && task) forEnd.push(id);
       if (!WAITING_STATES.has(driver.state)) {
@@ -74,9 +70,18 @@ export class PollRouter implements PollSubscriber {
       }
       (driver.state === 'booting' ? forStatus : forAbsence).push(id);
     }
-    // Once a poll round: the running tasks' logs due for a read are read (in the background).
-    this.deps.taskProbe.round(tasks);
     return { forStatus, forAbsence, forEnd };
+  }
+
+  /** The task runs whose instance was last listed running their task: the attempts the task probe reads. */
+  probeTargets(): Array<{ runId: string; n: number; instanceId: number }> {
+    const tasks: Array<{ runId: string; n: number; instanceId: number }> = [];
+    for (const driver of this.deps.runs.drivers()) {
+      if (this.deps.specs.get(driver.runId)?.task == null) continue;
+      const target = driver.taskProbeTarget();
+      if (target) tasks.push(target);
+    }
+    return tasks;
   }
 
   /** A list showed these instances: each run holding one hears its status. */

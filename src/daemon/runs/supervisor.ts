@@ -35,7 +35,6 @@ import type { PollSubscriber } from '../fleet/poller.js';
 import type { Reconciler } from './reconciler.js';
 import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { IdleWatch } from '../task-end/idle-watch.js';
-import type { TaskProbe } from '../task-end/task-probe.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import { PausedRuns } from './paused-runs.js';
@@ -68,8 +67,6 @@ export interface SupervisorDeps {
   prices: Pick<PriceIncreaseWatch, 'start'>;
   /** Idle autostop: reads the same lists (gpu_util) for running runs. */
   idle: Pick<IdleWatch, 'observe' | 'forget'>;
-  /** Reads running tasks' logs on a schedule of its own, for ends their images could not report (./task-probe.ts). */
-  taskProbe: Pick<TaskProbe, 'round'>;
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
   /**
@@ -342,6 +339,8 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   onAbsent: PollRouter['onAbsent'] = (ids, listedAt) => this.router.onAbsent(ids, listedAt);
   onSweep: PollRouter['onSweep'] = (instances, startedAt) => this.router.onSweep(instances, startedAt);
   serviceSays: PollRouter['serviceSays'] = (...said) => this.router.serviceSays(...said);
+  /** The task attempts the task probe reads now (../task-end/task-probe.ts asks, on its own schedule). */
+  taskProbeTargets: PollRouter['probeTargets'] = () => this.router.probeTargets();
 
   /** The instances runs hold now, with what each run may be billed (for the price increase watch). */
   holders(): Map<number, Holder> {

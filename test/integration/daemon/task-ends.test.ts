@@ -2,9 +2,11 @@
 // berth's wrapper under sh: an image without curl or wget (its end read by the task probe), an
 // onstart with `set -e` or one that fails, a chatty task whose marker comes after 1.2 MB of output,
 // and a task that succeeds just before its limit while its log upload is slow. Nothing bills after.
+import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createLogger } from '../../../src/logger.js';
 import type { Run } from '../../../src/wire/control-api.js';
-import { isEnded, jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
+import { everyGroup, isEnded, jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
 afterEach(async () => {
@@ -42,6 +44,44 @@ describe('tasks that end on every image and script', () => {
     expect(done.attempts[0]!.logs).toMatch(/training on a slim image\n\nberth-task-end run=\S+ attempt=1 exit=0/);
     // Never stopped by itself: ended by berth's own read of its log.
     expect(statusesOf(world, done.attempts[0]!.instance_id!)).not.toContain('stopped');
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+
+  it('an image without curl or wget on a one-instance account polled every 0.2 s (shorter than the list limit allows): the probe, on its own loop, sees the end at its first read after it (#37)', async () => {
+    const lines: string[] = [];
+    const logger = createLogger({
+      level: 'debug',
+      destination: new Writable({ write: (c: Buffer, _e, cb) => (lines.push(c.toString('utf8')), cb()) }),
+    });
+    // The account's lists and logs at the default rates (0.9/s): every poll round is the one-page
+    // sweep, late on the list budget, which skips the targeted list (and, before #37, the probe).
+    world = await startWorld({
+      logger,
+      sim: {
+        logs: { upload_delay_s: 0 },
+        onstart_exec: { enabled: true, timeout_s: 60, no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] },
+      },
+      config: {
+        polling: { interval_s: 0.2 },
+        rate_limits: { ...everyGroup(50, 10), list: { per_s: 0.9, burst: 1 }, other: { per_s: 0.9, burst: 1 } },
+      },
+    });
+    const run = await submit(
+      world,
+      jobSpec({ image: 'nvidia/cuda:12.4.1-base-ubuntu22.04', ready_when: 'status', run: 'sleep 2; echo done on a slim image; exit 0' }),
+    );
+    const done: Run = await world.waitFor(run.id, isEnded, 25_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+    const id = done.attempts[0]!.instance_id!;
+    const hist = world.sim.history().find((h) => h.id === id)!;
+    expect(hist.statuses.map((st) => st.status)).not.toContain('stopped');
+    // The probe's reads of this instance, and the moment the task's script ended (the marker is its
+    // last line): the end was seen by the first read the probe started after it, no later one.
+    const records = lines.map((l) => JSON.parse(l) as { time: number; msg: string });
+    const reads = records.filter((r) => r.msg.includes(`the task probe reads the log of instance ${id}`));
+    expect(records.some((r) => r.msg.includes(`the task probe read the end marker of instance ${id}`))).toBe(true);
+    expect(reads.filter((r) => r.time >= hist.onstart!.ended_at.wall_ms).length).toBeLessThanOrEqual(1);
     expect(world.sim.billingNow()).toEqual([]);
   });
 

@@ -126,6 +126,26 @@ describe('limiter', () => {
     expect(order).toEqual(['a', 'b', 'c']);
   });
 
+  it('a background call (the task probe) queues behind every other call of its group, even one queued after it (#37)', async () => {
+    const { limiter: l } = make({ list: { per_s: 1, burst: 1 } });
+    const order: string[] = [];
+    const call = (name: string, background: boolean) =>
+      l.schedule(
+        'list',
+        async () => {
+          order.push(`${name}@${clock.now()}`);
+        },
+        undefined,
+        { background },
+      );
+    const first = call('probe-1', true); // takes the only token at once
+    const queued = [call('probe-2', true), call('probe-3', true)];
+    const failureLog = call('failure-log', false); // joins the queue after the probe's reads
+    await clock.advance(3000);
+    await Promise.all([first, ...queued, failureLog]);
+    expect(order).toEqual(['probe-1@0', 'failure-log@1000', 'probe-2@2000', 'probe-3@3000']);
+  });
+
   it('caps calls in flight with max_concurrent', async () => {
     const { limiter: l } = make({ list: { per_s: 1000, burst: 100, max_concurrent: 2 } });
     let inFlight = 0;

@@ -1,83 +1,139 @@
-// The task probe (issue #29) on a fake clock: each running task's log is read every interval, spaced
-// further with many tasks so that the reads keep within half the `other` group's rate; an end
-// marker found ends the task; a task that leaves the round has its read abandoned.
-import { describe, expect, it } from 'vitest';
+// The task probe (issues #29, #37) on a fake clock: its own loop reads each running task's log, the
+// most overdue first, one read started per gap (half this daemon's `other` rate), each task due
+// again an interval after its read ended; an end marker found ends the task, within the bound the
+// probe states, however slow the reads; a task that leaves the runs has its read abandoned.
+import { afterEach, describe, expect, it } from 'vitest';
 import type { TaskEndInput, TaskEndOutput } from '../../../../machines/run-types.js';
-import { TaskProbe } from '../../../../src/daemon/task-end/task-probe.js';
+import { probeBoundMs, TaskProbe } from '../../../../src/daemon/task-end/task-probe.js';
 import { silentLogger } from '../../../../src/logger.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 
-function setup(opts: { intervalMs?: number; otherPerS?: number; ends?: Map<number, number> } = {}) {
-  const clock = new FakeClock();
+let probe: TaskProbe | undefined;
+afterEach(() => {
+  probe?.stop();
+  probe = undefined;
+});
+
+interface Setup {
+  intervalMs?: number;
+  otherPerS?: () => number;
+  /** How long a read of this task takes, ms (3 s by default). */
+  readMs?: (t: TaskEndInput) => number;
+  /** When this task's end marker is in its log (the clock's now); never by default. */
+  endsAt?: (t: TaskEndInput) => number;
+}
+
+function setup(tasks: () => TaskEndInput[], opts: Setup = {}) {
+  const clock = new FakeClock(0);
   const reads: Array<{ at: number; input: TaskEndInput }> = [];
-  const ended: Array<{ runId: string; n: number; exitCode: number }> = [];
+  const ended: Array<{ runId: string; n: number; exitCode: number; at: number }> = [];
   const aborted: TaskEndInput[] = [];
-  const probe = new TaskProbe({
+  probe = new TaskProbe({
     clock,
     log: silentLogger(),
+    tasks,
     intervalMs: opts.intervalMs ?? 20_000,
-    otherPerS: opts.otherPerS ?? 0.9,
+    otherPerS: opts.otherPerS ?? (() => 0.9),
     readEnd: (input, signal) =>
       new Promise<TaskEndOutput>((resolve, reject) => {
-        reads.push({ at: clock.now(), input });
+        const at = clock.now();
+        reads.push({ at, input });
         signal.addEventListener('abort', () => (aborted.push(input), reject(new Error('aborted'))));
-        // A read takes 3 s (request and upload).
-        clock.setTimer(() => resolve({ exitCode: opts.ends?.get(input.instanceId) ?? null, at: clock.now() }), 3_000);
+        // The log is as it was when the read asked for it; the answer comes once the read is done.
+        const ended = (opts.endsAt?.(input) ?? Number.POSITIVE_INFINITY) <= at;
+        clock.setTimer(() => resolve({ exitCode: ended ? 0 : null, at: clock.now() }), opts.readMs?.(input) ?? 3_000);
       }),
-    ended: (runId, n, end) => ended.push({ runId, n, exitCode: end.exitCode }),
+    ended: (runId, n, end) => ended.push({ runId, n, exitCode: end.exitCode, at: clock.now() }),
   });
+  probe.start();
   return { clock, probe, reads, ended, aborted };
 }
 
 const task = (i: number): TaskEndInput => ({ runId: `run${i}`, n: 1, instanceId: 100 + i });
 
-/** Poll rounds every `everyMs` for `forMs`, each handing the probe `tasks`. */
-async function rounds(s: ReturnType<typeof setup>, tasks: () => TaskEndInput[], forMs: number, everyMs = 1_000) {
-  for (let t = 0; t < forMs; t += everyMs) {
-    s.probe.round(tasks());
-    await s.clock.advance(everyMs);
-  }
-}
-
 describe('task probe', () => {
-  it('reads a running task every interval and ends it when its log holds the marker', async () => {
-    const s = setup({ ends: new Map() });
+  it('reads a running task at once, then an interval after each read ended, and ends it when its log holds the marker', async () => {
     const t = task(1);
-    await rounds(s, () => [t], 65_000);
-    // First read one spacing after the task was first seen, then every 20 s.
-    expect(s.reads.map((r) => r.at - s.reads[0]!.at)).toEqual([0, 20_000, 40_000]);
+    const s = setup(() => [t]);
+    await s.clock.advance(65_000);
+    // Reads of 3 s: 0, 3 + 20, 26 + 20.
+    expect(s.reads.map((r) => r.at)).toEqual([0, 23_000, 46_000]);
     expect(s.ended).toEqual([]);
-    const ends = new Map([[101, 0]]);
-    const s2 = setup({ ends });
-    await rounds(s2, () => [t], 25_000);
-    expect(s2.ended).toEqual([{ runId: 'run1', n: 1, exitCode: 0 }]);
+    probe!.stop();
+    const s2 = setup(() => [t], { endsAt: () => 10_000 });
+    await s2.clock.advance(30_000);
+    expect(s2.ended).toEqual([{ runId: 'run1', n: 1, exitCode: 0, at: 26_000 }]);
   });
 
-  it('with many tasks keeps within half the other group: 90 tasks at 0.9/s are each read every 200 s', async () => {
-    const s = setup();
+  it('keeps within half the other group: 90 tasks at 0.9/s are read at most 0.45 times a second, each within its bound', async () => {
     const tasks = Array.from({ length: 90 }, (_, i) => task(i));
-    expect(s.probe.spacingMs(90)).toBe(200_000);
-    await rounds(s, () => tasks, 1_000_000);
-    const perS = s.reads.length / 1_000;
-    expect(perS).toBeLessThanOrEqual(0.45 + 1e-9);
-    // Every task was read within one spacing of its first round (the bound: spacing + one read),
-    // and none twice within its spacing.
-    const start = s.clock.now() - 1_000_000;
-    for (let i = 0; i < 90; i++) expect(s.reads.find((r) => r.input.runId === `run${i}`)!.at - start).toBeLessThanOrEqual(200_000);
+    const s = setup(() => tasks);
+    await s.clock.advance(1_000_000);
+    // The first read at 0, then one a gap of 1 / 0.45 s.
+    expect((s.reads.length - 1) / 1_000).toBeLessThanOrEqual(0.45 + 1e-9);
     const byRun = new Map<string, number[]>();
     for (const r of s.reads) byRun.set(r.input.runId, [...(byRun.get(r.input.runId) ?? []), r.at]);
     expect(byRun.size).toBe(90);
-    for (const ats of byRun.values()) for (let i = 1; i < ats.length; i++) expect(ats[i]! - ats[i - 1]!).toBeGreaterThanOrEqual(200_000);
+    // Between two reads of one task: at most the bound less one read (its own).
+    const bound = probeBoundMs({ tasks: 90, intervalMs: 20_000, otherPerS: 0.9, readMs: 3_000 });
+    for (const ats of byRun.values()) for (let i = 1; i < ats.length; i++) expect(ats[i]! - ats[i - 1]!).toBeLessThanOrEqual(bound - 3_000);
   });
 
-  it('abandons the read of a task that left the round (its run ended or moved on)', async () => {
-    const s = setup({ intervalMs: 2_000 });
+  it("takes half of this daemon's share, not of the key's: at a share of 1/2 it starts at most 0.225 reads a second, and follows a share that changes", async () => {
+    const tasks = Array.from({ length: 20 }, (_, i) => task(i));
+    let perS = 0.45;
+    const s = setup(() => tasks, { otherPerS: () => perS, intervalMs: 1_000 });
+    await s.clock.advance(400_000);
+    expect(s.reads.length).toBeLessThanOrEqual(400 * 0.225 + 1);
+    expect(s.reads.length).toBeGreaterThanOrEqual(400 * 0.225 - 1);
+    // The other daemon leaves: the whole rate is this one's again.
+    perS = 0.9;
+    const before = s.reads.length;
+    await s.clock.advance(400_000);
+    // (the tick armed before the change still waits the old gap)
+    expect(s.reads.length - before).toBeGreaterThanOrEqual(400 * 0.45 - 2);
+    expect(s.reads.length - before).toBeLessThanOrEqual(400 * 0.45 + 1);
+  });
+
+  it('one-page account, interval shorter than the list limit, reads slower than the spacing: the two late tasks of ten, at the tail, end within the stated bound', async () => {
+    // Ten tasks; every read takes 12 s (slow uploads), five times the gap of 2.2 s; the interval is
+    // two poll intervals of 0.2 s. The eight at the head keep running; the two at the tail end late.
+    const tasks = Array.from({ length: 10 }, (_, i) => task(i));
+    const endAt = 60_000;
+    // A task whose end was seen leaves the runs, as its run ends.
+    const s = setup(() => tasks.filter((t) => !s.ended.some((e) => e.runId === t.runId)), {
+      intervalMs: 400,
+      readMs: () => 12_000,
+      endsAt: (t) => (t.instanceId >= 108 ? endAt : Number.POSITIVE_INFINITY),
+    });
+    const bound = probeBoundMs({ tasks: 10, intervalMs: 400, otherPerS: 0.9, readMs: 12_000 });
+    expect(bound).toBeCloseTo(400 + 11 * 2222.22 + 24_000, 0);
+    await s.clock.advance(endAt + bound);
+    expect(s.ended.map((e) => e.runId).sort()).toEqual(['run8', 'run9']);
+    for (const e of s.ended) expect(e.at - endAt).toBeLessThanOrEqual(bound);
+    // And fair: every task of the ten was read, none more than twice as often as another.
+    const counts = tasks.map((t) => s.reads.filter((r) => r.input.runId === t.runId).length);
+    expect(Math.min(...counts)).toBeGreaterThanOrEqual(Math.floor(Math.max(...counts) / 2));
+  });
+
+  it('abandons the read of a task that left the runs (its run ended or moved on)', async () => {
     let tasks = [task(1)];
-    // One task at 0.9/s: spaced max(2 s, 1 / 0.45 s) = 2.22 s.
-    await rounds(s, () => tasks, 4_000);
+    const s = setup(() => tasks, { intervalMs: 2_000 });
+    await s.clock.advance(1_000);
     expect(s.reads).toHaveLength(1);
     tasks = [];
-    await rounds(s, () => tasks, 1_000);
+    // The next tick (one gap, 2.2 s, after the first) learns it left.
+    await s.clock.advance(2_000);
+    expect(s.aborted).toEqual([task(1)]);
+  });
+
+  it('stops: no read is started after stop, and the one in flight is abandoned', async () => {
+    const s = setup(() => [task(1), task(2)]);
+    await s.clock.advance(1_000);
+    expect(s.reads).toHaveLength(1);
+    s.probe.stop();
+    await s.clock.advance(60_000);
+    expect(s.reads).toHaveLength(1);
     expect(s.aborted).toEqual([task(1)]);
   });
 });
