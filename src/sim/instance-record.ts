@@ -74,6 +74,9 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
     external: offer.external,
     extra_env: params.envPairs,
     gpu_util: gpuUtil(inst),
+    // Not modelled: unknown (show_instance.yaml writes them -1; the record quirk sends -1, else null).
+    disk_util: null,
+    disk_usage: null,
   };
   // show_instances.yaml: "Port mappings. Only present on running instances."
   if (running) record.ports = ssh.directStart > 0 ? portMap(ssh.directStart, params.ports.slice(0, ssh.directEnd - ssh.directStart)) : {};

@@ -77,12 +77,12 @@ describe('task wrapper in the simulator', () => {
     expect(listed.body.instances.find((i: { id: number }) => i.id === instanceId).gpu_util).toBe(0.4);
   });
 
-  test('a host of the no_gpu_util profile reports none', async () => {
+  test('a host of the no_gpu_util profile reports none: -1, as the docs write an unknown figure', async () => {
     const offer = (await call(sim, 'POST', '/api/v0/bundles/', { limit: 1 })).body.offers[0];
     expect((await call(sim, 'PUT', `/_sim/offers/${offer.id}/profile`, { profile: 'no_gpu_util' })).status).toBe(200);
     const created = await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', onstart: 'sleep 5' });
     const id = created.body.new_contract as number;
     await waitFor(async () => ((await statusOf(sim, id)) === 'running' ? true : undefined), 10_000, 'running');
-    expect((await record(id))['gpu_util']).toBeNull();
+    expect((await record(id))['gpu_util']).toBe(-1);
   });
 });
