@@ -1,6 +1,6 @@
 // Tasks in the simulator (issue #19): berth's task wrapper runs for real as the instance's onstart,
 // writes its end marker to the container log, and stops its own instance with its own key; the
-// record's gpu_util is busy while the script runs and near 0 when idle; a host of the
+// record's gpu_util (a fraction, as show_instance.yaml types it) is busy while the script runs and near 0 when idle; a host of the
 // `no_gpu_util` profile reports none.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunningSimulator } from '../../../src/sim/index.js';
@@ -69,12 +69,12 @@ describe('task wrapper in the simulator', () => {
 
   test('gpu_util is busy while the script runs and near 0 once it ended', async () => {
     const { instanceId } = await rent(sim, { image: 'x', onstart: 'sleep 1' });
-    const busy = await waitFor(async () => ((await record(instanceId))['gpu_util'] === 97 ? true : undefined), 10_000, 'busy');
+    const busy = await waitFor(async () => ((await record(instanceId))['gpu_util'] === 0.97 ? true : undefined), 10_000, 'busy');
     expect(busy).toBe(true);
-    await waitFor(async () => ((await record(instanceId))['gpu_util'] === 0.4 ? true : undefined), 10_000, 'idle');
+    await waitFor(async () => ((await record(instanceId))['gpu_util'] === 0.004 ? true : undefined), 10_000, 'idle');
     // The v1 list carries it too, asked for by name.
     const listed = await call(sim, 'GET', `/api/v1/instances/?select_cols=${encodeURIComponent('["id","gpu_util"]')}`);
-    expect(listed.body.instances.find((i: { id: number }) => i.id === instanceId).gpu_util).toBe(0.4);
+    expect(listed.body.instances.find((i: { id: number }) => i.id === instanceId).gpu_util).toBe(0.004);
   });
 
   test('a host of the no_gpu_util profile reports none: -1, as the docs write an unknown figure', async () => {
