@@ -1,10 +1,22 @@
 // One instance, by id: read it, change it (state, label, bid), ask for its log, destroy it. Reads,
 // changes and destroys are idempotent, so each is retried on transient faults; an instance the
 // service no longer knows is an answer (null, 'gone'), not a failure.
+import { ServiceHttpError } from '../errors.js';
 import { isGone, type ServiceCaller } from './service-call.js';
 import { ItemReport, oneInstance } from './record-items.js';
 import { parseBody, requestLogsResponseSchema, showResponseSchema } from './records.js';
-import type { MarketplaceClient } from './types.js';
+import type { Instance, MarketplaceClient } from './types.js';
+
+/**
+ * destroy_instance.yaml documents two answers for an instance it will not destroy, 404 `not_found`
+ * "Instance not found" and 400 `invalid_args` "invalid instance_id", without saying which one an
+ * instance already destroyed (by its own task, by the service, by an earlier call whose answer was
+ * lost) gets. Read as a refusal, that 400 would have a run send its destroy again forever and never
+ * end; so it sends berth to look at the instance itself.
+ */
+function mayBeGone(err: unknown): boolean {
+  return err instanceof ServiceHttpError && err.status === 400 && err.serviceCode === 'invalid_args';
+}
 
 export function instanceCalls({
   call,
@@ -13,23 +25,25 @@ export function instanceCalls({
   MarketplaceClient,
   'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'requestLogs'
 > {
-  return {
-    async showInstance(instanceId, opts) {
-      const path = `/api/v0/instances/${instanceId}/`;
+  async function showInstance(instanceId: number, signal: AbortSignal | undefined): Promise<Instance | null> {
+    const path = `/api/v0/instances/${instanceId}/`;
+    try {
+      const res = await call({ op: 'show', group: 'show', method: 'GET', path, signal });
+      const { instances } = parseBody(showResponseSchema, res.body, `GET ${path}`);
+      const report = new ItemReport();
       try {
-        const res = await call({ op: 'show', group: 'show', method: 'GET', path, signal: opts?.signal });
-        const { instances } = parseBody(showResponseSchema, res.body, `GET ${path}`);
-        const report = new ItemReport();
-        try {
-          return oneInstance(instances, `GET ${path}`, report);
-        } finally {
-          reportItems('show', 'show', report);
-        }
-      } catch (err) {
-        if (isGone(err, 'no_such_instance')) return null;
-        throw err;
+        return oneInstance(instances, `GET ${path}`, report);
+      } finally {
+        reportItems('show', 'show', report);
       }
-    },
+    } catch (err) {
+      if (isGone(err, 'no_such_instance')) return null;
+      throw err;
+    }
+  }
+
+  return {
+    showInstance: (instanceId, opts) => showInstance(instanceId, opts?.signal),
 
     async destroyInstance(instanceId, opts) {
       // Idempotent: retried on transient faults, and "already gone" is success.
@@ -38,6 +52,9 @@ export function instanceCalls({
         return 'destroyed';
       } catch (err) {
         if (isGone(err, 'no_such_instance')) return 'gone';
+        // The service's own answer decides: `{"instances": null}` is "no such instance" (vast-cli
+        // `vastai/api/instances.py`, show_instance); a record shown means the 400 was a refusal.
+        if (mayBeGone(err) && (await showInstance(instanceId, opts?.signal)) === null) return 'gone';
         throw err;
       }
     },

@@ -33,7 +33,10 @@ export interface Instance {
   public_ipaddr?: string | null | undefined;
   /** Port mappings, present only while running: `{"22/tcp": [{"HostIp", "HostPort": "40022"}]}`. */
   ports?: Record<string, Array<{ HostIp?: string | undefined; HostPort?: string | undefined }> | null> | null | undefined;
-  /** GPU utilisation, percent (show_instances.yaml); absent or null where the host reports none. */
+  /**
+   * GPU utilisation: "as a fraction" says show_instance.yaml, a percent says the official CLI
+   * ("Util. %"); read both ways (src/daemon/task-end/idle-watch.ts). Absent or null where the host reports none.
+   */
   gpu_util?: number | null | undefined;
   [field: string]: unknown;
 }

@@ -200,8 +200,10 @@ const webhookSeedSchema = z.object({
 });
 
 /**
- * Ways of the real service that berth must survive, each seen in real answers (issue #30), off by
- * default so that the other tests meet the documented shapes. Wire only: the world is untouched.
+ * Ways of the real service that berth must survive, each seen in real answers (issue #30). The
+ * record quirks (padded strings, -1 for unknown figures) are on by default, as the evidence shows the
+ * service (issue #37, item 7); `padded_strings: false, unknown_as_minus_one: false` is the opt-in
+ * for idealized records. Wire only: the world is untouched.
  */
 const quirksSchema = z.object({
   /**
@@ -209,9 +211,13 @@ const quirksSchema = z.object({
    * `"running "` (show_instance.yaml's own `local_ipaddrs: "10.2.202.31 172.17.0.1 \n"`; the
    * official CLI strips them all).
    */
-  padded_strings: z.boolean().default(false),
-  /** Unknown figures of instance records are sent as -1 instead of null (`gpu_util`, `disk_util`, `disk_usage`), as the docs do. */
-  unknown_as_minus_one: z.boolean().default(false),
+  padded_strings: z.boolean().default(true),
+  /**
+   * Unknown figures of instance records are sent as -1 instead of null (`gpu_util`, `disk_util`,
+   * `disk_usage`; `direct_port_start/end` are -1 without direct ports whatever this says), as the
+   * docs do (show_instances.yaml) and as the official CLI reads `gpu_util` (shown only when >= 0).
+   */
+  unknown_as_minus_one: z.boolean().default(true),
   /**
    * A create with a bid (`price` set) answers 200 `{"success": false, "new_contract": N,
    * "instance_api_key"}`, as the service answers while a bid is pending; the instance exists and bills.

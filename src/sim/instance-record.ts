@@ -74,6 +74,9 @@ export function instanceRecord(inst: LiveInstance): InstanceRecord {
     external: offer.external,
     extra_env: params.envPairs,
     gpu_util: gpuUtil(inst),
+    // Not modelled: unknown (show_instance.yaml writes them -1; the record quirk sends -1, else null).
+    disk_util: null,
+    disk_usage: null,
   };
   // show_instances.yaml: "Port mappings. Only present on running instances."
   if (running) record.ports = ssh.directStart > 0 ? portMap(ssh.directStart, params.ports.slice(0, ssh.directEnd - ssh.directStart)) : {};
@@ -105,11 +108,15 @@ function sshOf(inst: LiveInstance) {
 
 const LOOPBACK = '127.0.0.1';
 
-/** GPU utilisation, percent (show_instances.yaml): busy while its onstart script (a task) runs, near 0 otherwise; null where the host reports none. */
+/**
+ * GPU utilisation "as a fraction" (show_instance.yaml; the official CLI prints it as a percent, so
+ * the documented fraction is the stricter reading: a client taking it for a percent sees a busy GPU
+ * as idle): 0.97 while its onstart script (a task) runs, 0.004 otherwise; null where the host reports none.
+ */
 function gpuUtil(inst: LiveInstance): number | null {
   if (inst.hist.profile === 'no_gpu_util') return null;
   if (inst.status !== 'running') return 0;
-  return inst.gpuBusy ? 97 : 0.4;
+  return inst.gpuBusy ? 0.97 : 0.004;
 }
 
 /** `22/tcp` on the first direct port, then the container's extra ports in order. */

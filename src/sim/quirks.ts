@@ -22,7 +22,8 @@ function quirkRecord(record: InstanceRecord, quirks: QuirksConfig): InstanceReco
   let out = record;
   if (quirks.unknown_as_minus_one) {
     out = { ...out };
-    for (const field of MINUS_ONE_WHEN_UNKNOWN) if (out[field] === null || out[field] === undefined) out[field] = -1;
+    // Only fields the record carries: a v1 list's `select_cols` leaves the others out.
+    for (const field of MINUS_ONE_WHEN_UNKNOWN) if (field in out && out[field] === null) out[field] = -1;
   }
   if (quirks.padded_strings) out = pad(out) as InstanceRecord;
   return out;

@@ -32,6 +32,8 @@ export const notFound = (text: string) => fail(404, 'not_found', 3100, text);
 export const noSuchInstance = (id: number) => documented(404, 'no_such_instance', `Instance ${id} not found.`);
 /** destroy_instance.yaml's 404. */
 export const destroyNotFound = () => documented(404, 'not_found', 'Instance not found');
+/** destroy_instance.yaml's 400 (the simulator's answer for an instance already destroyed). */
+export const destroyInvalidId = () => documented(400, 'invalid_args', 'invalid instance_id');
 /** change_bid.yaml's 404. */
 export const bidNoSuchInstance = () => documented(404, 'no_such_instance', 'Instance with that ID does not exist.');
 /** label_instance.yaml's 400. */

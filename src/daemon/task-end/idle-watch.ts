@@ -10,11 +10,22 @@
 // null, src/client/normalize.ts) counts as unknown and ends an idle stretch, never starts one: berth never destroys
 // an instance for want of a figure. A list showing the instance not running ends the stretch too.
 //
+// Its unit is read both ways: show_instance.yaml says "GPU utilization as a fraction" (0..1), the
+// official CLI prints it as a percent (vast-cli `vast.py` instance_fields "Util. %", `_fmt_gpu`
+// "{gpu_util:.0f}%"). Read as a percent, a busy GPU reporting 0.97 would be "below 5%" and be
+// destroyed while it works; so a figure counts as idle only when it is idle in both readings:
+// below idle_gpu_util_pct / 100 (0.05 for the default 5). An idle GPU reads 0 in both.
+//
 // Kept in memory: a restarted daemon measures a stretch afresh (the instance bills a little longer,
 // never less than the user asked).
 import type { Instance } from '../../client/types.js';
 import type { RunError } from '../../errors.js';
 import type { IdlePlan } from '../../job-spec/run-plan.js';
+
+/** The figure below which a GPU is idle in both readings of gpu_util (a fraction, or a percent). */
+function idleBelow(thresholdPct: number): number {
+  return thresholdPct / 100;
+}
 
 interface Stretch {
   instanceId: number;
@@ -41,7 +52,13 @@ export class IdleWatch {
     if (idle === null) return;
     const threshold = idle.gpuUtilPct;
     const util = inst.gpu_util;
-    if (inst.actual_status !== 'running' || typeof util !== 'number' || !Number.isFinite(util) || util < 0 || util >= threshold) {
+    if (
+      inst.actual_status !== 'running' ||
+      typeof util !== 'number' ||
+      !Number.isFinite(util) ||
+      util < 0 ||
+      util >= idleBelow(threshold)
+    ) {
       this.stretches.delete(runId);
       return;
     }

@@ -8,6 +8,7 @@ import type { LiveInstance } from '../instances.js';
 import type { Route, RouteContext, RouteResult } from '../route.js';
 import {
   bidNoSuchInstance,
+  destroyInvalidId,
   destroyNotFound,
   invalidArgs,
   labelTooLong,
@@ -97,8 +98,18 @@ function changeBid(ctx: RouteContext): RouteResult {
   return { body: { success: true } };
 }
 
+/**
+ * destroy_instance.yaml documents 404 `not_found` "Instance not found" and 400 `invalid_args`
+ * "invalid instance_id" without saying which an instance already destroyed gets: the stricter
+ * reading is the 400 (a client taking it for a refusal retries for ever); an id this account never
+ * had is the 404.
+ */
+function destroyMissing(ctx: RouteContext): (id: number) => SimHttpError {
+  return (id) => (ctx.world.instances.history().some((h) => h.id === id) ? destroyInvalidId() : destroyNotFound());
+}
+
 function destroy(ctx: RouteContext): RouteResult {
-  const inst = target(ctx, destroyNotFound, () => true);
+  const inst = target(ctx, destroyMissing(ctx), () => true);
   if (ctx.world.faults.unsuccessful()) return { body: UNSUCCESSFUL };
   ctx.world.instances.destroy(inst);
   return { body: { success: true, msg: 'Instance destroyed successfully' } };

@@ -80,6 +80,26 @@ describe('berth against real-service quirks', () => {
   });
 });
 
+describe("an instance destroyed behind berth's back (issue #37 item 8)", () => {
+  it('the run\'s own destroy, answered 400 invalid_args "invalid instance_id", is read as gone: the run ends instead of destroying for ever', async () => {
+    world = await startWorld({ config: { polling: { interval_s: 0.2 } } });
+    const run = await submit(world, jobSpec({ max_attempts: 1 }));
+    const running = await world.waitFor(run.id, isRunning, 30_000);
+    const id = running.instance!.id;
+    // Its task, the account's owner or the service destroys it first.
+    const gone = await fetch(`${world.sim.url}/api/v0/instances/${id}/`, {
+      method: 'DELETE',
+      headers: { authorization: `Bearer ${world.sim.apiKey}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(gone.status).toBe(200);
+    await world.api('POST', `/v1/runs/${run.id}/cancel`);
+    const ended = await world.waitFor(run.id, isEnded, 30_000);
+    expect(['cancelled', 'failed']).toContain(ended.state);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+});
+
 describe('the daemon refuses what the service would not search', () => {
   it('a submit with a misspelt filter is 400 spec naming the path and the nearest field; no run is stored, nothing is rented', async () => {
     world = await startWorld();

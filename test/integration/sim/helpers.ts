@@ -41,7 +41,30 @@ export async function call<T = any>(
   } catch {
     // plain-text answers stay text
   }
-  return { status: res.status, body: parsed as T, text };
+  return { status: res.status, body: (isInstanceRead(method, path) ? stripInstanceStrings(parsed) : parsed) as T, text };
+}
+
+/** An instance list (v0, v1) or show: the answers whose records come padded by default. */
+function isInstanceRead(method: string, path: string): boolean {
+  return method === 'GET' && /^\/api\/v[01]\/instances\/(\d+\/?)?(\?|$)/.test(path);
+}
+
+/** Every string trimmed, at any depth: vast-cli's `_strip_strings` (`vastai/api/instances.py`). */
+function strip(value: unknown): unknown {
+  if (typeof value === 'string') return value.trim();
+  if (Array.isArray(value)) return value.map(strip);
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, strip(v)]));
+  return value;
+}
+
+/**
+ * The records of an instance answer read as the official CLI reads them: the simulator pads every
+ * string of them by default (`quirks.padded_strings`), and the CLI strips them all. `text` keeps
+ * the answer as sent.
+ */
+function stripInstanceStrings(body: unknown): unknown {
+  if (body === null || typeof body !== 'object' || !('instances' in body)) return body;
+  return { ...body, instances: strip((body as { instances: unknown }).instances) };
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

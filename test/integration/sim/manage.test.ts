@@ -64,6 +64,15 @@ describe('manage', () => {
     expect((await call(sim, 'DELETE', `/api/v0/instances/${id}/`)).body).toEqual({ success: true, msg: 'Instance destroyed successfully' });
   });
 
+  test('a destroy of an instance already destroyed is the stricter of the documented answers: 400 invalid_args "invalid instance_id"', async () => {
+    const { instanceId: id } = await rent(sim);
+    expect((await call(sim, 'DELETE', `/api/v0/instances/${id}/`)).status).toBe(200);
+    expect(await call(sim, 'DELETE', `/api/v0/instances/${id}/`)).toMatchObject({
+      status: 400,
+      body: { success: false, error: 'invalid_args', msg: 'invalid instance_id' },
+    });
+  });
+
   test('starting without credit is missing_billing', async () => {
     const broke = await startTestSim({ config: { account: { credit: 0 } } });
     others.push(broke);

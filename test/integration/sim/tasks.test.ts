@@ -1,6 +1,6 @@
 // Tasks in the simulator (issue #19): berth's task wrapper runs for real as the instance's onstart,
 // writes its end marker to the container log, and stops its own instance with its own key; the
-// record's gpu_util is busy while the script runs and near 0 when idle; a host of the
+// record's gpu_util (a fraction, as show_instance.yaml types it) is busy while the script runs and near 0 when idle; a host of the
 // `no_gpu_util` profile reports none.
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunningSimulator } from '../../../src/sim/index.js';
@@ -69,20 +69,20 @@ describe('task wrapper in the simulator', () => {
 
   test('gpu_util is busy while the script runs and near 0 once it ended', async () => {
     const { instanceId } = await rent(sim, { image: 'x', onstart: 'sleep 1' });
-    const busy = await waitFor(async () => ((await record(instanceId))['gpu_util'] === 97 ? true : undefined), 10_000, 'busy');
+    const busy = await waitFor(async () => ((await record(instanceId))['gpu_util'] === 0.97 ? true : undefined), 10_000, 'busy');
     expect(busy).toBe(true);
-    await waitFor(async () => ((await record(instanceId))['gpu_util'] === 0.4 ? true : undefined), 10_000, 'idle');
+    await waitFor(async () => ((await record(instanceId))['gpu_util'] === 0.004 ? true : undefined), 10_000, 'idle');
     // The v1 list carries it too, asked for by name.
     const listed = await call(sim, 'GET', `/api/v1/instances/?select_cols=${encodeURIComponent('["id","gpu_util"]')}`);
-    expect(listed.body.instances.find((i: { id: number }) => i.id === instanceId).gpu_util).toBe(0.4);
+    expect(listed.body.instances.find((i: { id: number }) => i.id === instanceId).gpu_util).toBe(0.004);
   });
 
-  test('a host of the no_gpu_util profile reports none', async () => {
+  test('a host of the no_gpu_util profile reports none: -1, as the docs write an unknown figure', async () => {
     const offer = (await call(sim, 'POST', '/api/v0/bundles/', { limit: 1 })).body.offers[0];
     expect((await call(sim, 'PUT', `/_sim/offers/${offer.id}/profile`, { profile: 'no_gpu_util' })).status).toBe(200);
     const created = await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', onstart: 'sleep 5' });
     const id = created.body.new_contract as number;
     await waitFor(async () => ((await statusOf(sim, id)) === 'running' ? true : undefined), 10_000, 'running');
-    expect((await record(id))['gpu_util']).toBeNull();
+    expect((await record(id))['gpu_util']).toBe(-1);
   });
 });

@@ -109,3 +109,20 @@ describe('case 6: a logs 403 not_authorized', () => {
     expect(err).toBeInstanceOf(PermissionError);
   });
 });
+
+describe('a destroy answered 400 invalid_args "invalid instance_id" (destroy_instance.yaml)', () => {
+  const invalidId = { success: false, error: 'invalid_args', msg: 'invalid instance_id' };
+
+  it('is "gone" when the service no longer shows the instance, so a run does not destroy it again forever', async () => {
+    server.setHandler((q, res) => (q.method === 'DELETE' ? json(res, 400, invalidId) : json(res, 200, { instances: null })));
+    expect(await client.destroyInstance(7)).toBe('gone');
+    expect(server.requests.map((r) => `${r.method} ${r.url}`)).toEqual(['DELETE /api/v0/instances/7/', 'GET /api/v0/instances/7/']);
+  });
+
+  it('stays a refusal while the service still shows the instance', async () => {
+    server.setHandler((q, res) => (q.method === 'DELETE' ? json(res, 400, invalidId) : json(res, 200, { instances: padded })));
+    const err = await client.destroyInstance(41).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ServiceHttpError);
+    expect(err).toMatchObject({ status: 400, serviceCode: 'invalid_args' });
+  });
+});

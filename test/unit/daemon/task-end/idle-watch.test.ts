@@ -23,12 +23,29 @@ describe('idle watch', () => {
 
   it('a -1 between idle readings ends the stretch instead of extending it', () => {
     const { w, expired } = watch();
-    w.observe('r1', spec, running(0.4), 0);
+    w.observe('r1', spec, running(0.004), 0);
     w.observe('r1', spec, running(-1), 30_000);
-    w.observe('r1', spec, running(0.4), 40_000);
-    w.observe('r1', spec, running(0.4), 90_000);
+    w.observe('r1', spec, running(0.004), 40_000);
+    w.observe('r1', spec, running(0.004), 90_000);
     expect(expired).toEqual([]);
-    w.observe('r1', spec, running(0.4), 100_000);
+    w.observe('r1', spec, running(0.004), 100_000);
     expect(expired.map(([id, e]) => [id, e.kind])).toEqual([['r1', 'idle']]);
+  });
+
+  it('a busy GPU reporting its utilisation as a fraction (0.97, as show_instance.yaml types it) is never taken for idle', () => {
+    const { w, expired } = watch();
+    for (let t = 0; t <= 600_000; t += 10_000) w.observe('r1', spec, running(0.97), t);
+    expect(expired).toEqual([]);
+  });
+
+  it('a figure idle in both readings (0, or 0.004: 0.4% of a fraction) expires after idle_timeout_s', () => {
+    for (const util of [0, 0.004]) {
+      const { w, expired } = watch();
+      w.observe('r1', spec, running(util), 0);
+      w.observe('r1', spec, running(util), 59_000);
+      expect(expired).toEqual([]);
+      w.observe('r1', spec, running(util), 60_000);
+      expect(expired.map(([id, e]) => [id, e.kind])).toEqual([['r1', 'idle']]);
+    }
   });
 });
