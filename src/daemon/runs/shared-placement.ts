@@ -15,7 +15,7 @@ import type { RunRow } from '../../store/index.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import { tooOldToResume, upgradeError, type DrivenRuns, type PlacementDeps, type RunPlacement } from './run-placement.js';
-import { unreadableRun } from './unreadable-runs.js';
+import { newerSnapshot, unreadableRun } from './unreadable-runs.js';
 
 /** Runs looked at per take-over round (the rest wait for the next round, a tick later). */
 const TAKE_BATCH = 500;
@@ -171,8 +171,9 @@ export class SharedPlacement implements RunPlacement {
       ownership.release(runId);
       return false;
     }
-    if (unreadable) {
-      // Taken only because it was asked to end: the supervisor ends it here, without a driver.
+    // Taken only because it was asked to end, or saved by a later berth since it was looked at: the
+    // supervisor ends it here (asked to) or keeps it, without a driver either way.
+    if (unreadable || newerSnapshot(row) !== null) {
       this.runs.drive(row);
       ownership.release(runId);
       return false;
