@@ -101,7 +101,7 @@ interface RunsColumn {
 const RUNS_COLUMNS: RunsColumn[] = [
   { head: 'RUN', cell: (r) => r.id, drop: 0 },
   { head: 'NAME', cell: (r) => r.name, drop: 0 },
-  { head: 'STATE', cell: (r) => (r.held ? `${r.state} (held)` : r.state), drop: 0 },
+  { head: 'STATE', cell: (r) => (r.held ? `${r.state} (held)` : r.unreadable ? `${r.state} (kept)` : r.state), drop: 0 },
   { head: 'EXIT', cell: (r) => exitText(r), drop: 4 },
   // Why an ended run failed or expired (its error's kind: no_offers, task_failed, budget, ...).
   { head: 'REASON', cell: (r) => r.error?.kind ?? DASH, drop: 3.5 },
@@ -155,6 +155,7 @@ export function runsTable(runs: Run[], now: number, width = Infinity): string[] 
   }
   lines.push('', totalLine(runs));
   if (runs.some((r) => r.held)) lines.push('', HELD_HINT);
+  if (runs.some((r) => r.unreadable)) lines.push('', KEPT_HINT);
   return lines;
 }
 
@@ -168,6 +169,18 @@ function totalLine(runs: Run[]): string {
 
 const HELD_HINT =
   '(held): the store was restored from a backup and what became of the run since is unknown; nothing is rented for it until `berth resume RUN`, or `berth cancel RUN`.';
+
+const KEPT_HINT =
+  '(kept): this berth cannot read the run (a later berth stored it, or its spec no longer passes): it is not driven here and its instance is left as it is; `berth status RUN` says what it needs, `berth cancel RUN` ends it.';
+
+/** What a daemon needs to drive a run its berth cannot read. */
+function neededText(u: NonNullable<Run['unreadable']>): string {
+  const versions = [
+    ...(u.needs_spec_version !== null ? [`stored spec version ${u.needs_spec_version}`] : []),
+    ...(u.needs_machine_version !== null ? [`run machine version ${u.needs_machine_version}`] : []),
+  ];
+  return versions.length > 0 ? `a berth that reads ${versions.join(' and ')}` : 'a berth whose job spec rules accept it';
+}
 
 /** Everything about one run: where it stands, how to connect, and every attempt with its outcome. */
 export function runDetail(run: Run, now: number): string[] {
@@ -191,6 +204,11 @@ export function runDetail(run: Run, now: number): string[] {
   if (boot) fields.push(['Boot', `${boot} (at ${inst!.boot_deadline}, boot_timeout_s); the next offer is rented then`]);
   if (run.held)
     fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
+  if (run.unreadable)
+    fields.push([
+      'Kept',
+      `this berth cannot drive it (${run.unreadable.reason}): it needs ${neededText(run.unreadable)}; its instance is left as it is until one drives it, or \`berth cancel ${run.id}\` ends it`,
+    ]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
   const lines = table(['', ''], fields).slice(1);
   lines.push(

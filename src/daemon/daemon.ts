@@ -51,7 +51,7 @@ import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
 import { LeaseOwner } from './cluster/lease-owner.js';
 import { agreeOnMoneyCaps } from './cluster/money-caps.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
-import { checkConfigRelax } from '../job-spec/search-fields.js';
+import { checkConfigRelax } from '../job-spec/validate.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;

@@ -108,9 +108,16 @@ export function storedSpecText(plan: RunPlan): string {
   return JSON.stringify({ ...spec, [VERSION_KEY]: STORED_SPEC_VERSION });
 }
 
-/** A stored spec that this build cannot read: its run cannot be driven (it fails, its instances are destroyed). */
+/**
+ * A stored spec that this build cannot read: its run cannot be driven here. `newerVersion`: the
+ * spec's version when a later berth stored it (a daemon of that version reads it), else null (a
+ * parse stricter than the one that stored it refuses it).
+ */
 export class StoredSpecError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly newerVersion: number | null = null,
+  ) {
     super(message);
     this.name = 'StoredSpecError';
   }
@@ -147,6 +154,7 @@ export function readStoredPlan(text: string): RunPlan {
   if (typeof version !== 'number' || !Number.isInteger(version) || version < 1 || version > STORED_SPEC_VERSION) {
     throw new StoredSpecError(
       `its stored spec has version ${JSON.stringify(version)}; this build of berth reads versions 1 to ${STORED_SPEC_VERSION}`,
+      typeof version === 'number' && Number.isInteger(version) && version > STORED_SPEC_VERSION ? version : null,
     );
   }
   let spec = fields;

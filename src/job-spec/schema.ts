@@ -174,6 +174,13 @@ const relaxStepSchema = z
   .refine((s) => s.drop !== undefined || s.set !== undefined, 'a relax step needs "drop" or "set"');
 
 /**
+ * A relax ladder, as a spec's `relax` holds it and as the daemon's default (`runs.relax`) is parsed
+ * at start: the ladder a run takes from the config is stored in its spec and read back by this same
+ * schema, so a ladder it refuses must stop the daemon, not the runs that took it.
+ */
+export const relaxLadderSchema = z.array(relaxStepSchema);
+
+/**
  * Whether the operators alone guarantee a value of at least 1 (port counts are integers).
  * Reads them as unknown: like the other cross-checks it runs even when the step has other problems.
  */
@@ -257,10 +264,7 @@ export const jobSpecSchema = z
       .enum(['ssh', 'status'])
       .optional()
       .describe('"ssh": running once SSH answers with a banner (default); "status": once the service says running (always, for a task)'),
-    relax: z
-      .array(relaxStepSchema)
-      .optional()
-      .describe('Ordered steps applied one by one while no usable offer is found; default from config'),
+    relax: relaxLadderSchema.optional().describe('Ordered steps applied one by one while no usable offer is found; default from config'),
     max_price_per_hour: z.number().positive().describe('Price cap in $/h (dph_total); never relaxed'),
     max_attempts: z.number().int().min(1).optional().describe('Offers tried before the run fails; default from config'),
     boot_timeout_s: z

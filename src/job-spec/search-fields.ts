@@ -10,7 +10,6 @@
 // example offer has `has_avx: 1`), `text` (names and codes: compared by eq/neq/in/notin only) and
 // `version` (`driver_version` "535.86.05", `os_version` "22.04": a string, or the number the CLI
 // turns a dotted driver version into).
-import { ConfigError } from '../errors.js';
 
 export type SearchFieldKind = 'number' | 'boolean' | 'flag' | 'text' | 'version';
 
@@ -125,24 +124,6 @@ export function unknownSearchFieldMessage(name: string): string {
   const near = nearestSearchField(name);
   const alias = CLI_ALIASES[name] ? " (the CLI's short name: the service knows the long one)" : '';
   return near ? `unknown search field${alias}; did you mean ${near}?` : 'unknown search field (see search_offers in the service docs)';
-}
-
-/**
- * The daemon's default relax ladder (`runs.relax` of the config) checked as a job spec's relax steps
- * are: every field it drops or sets is a documented search field. Throws a ConfigError naming the
- * first one that is not, with the nearest known name. (Here, not in the config's schema: the
- * config's room lies below this one.)
- */
-export function checkConfigRelax(relax: ReadonlyArray<{ drop?: string[] | undefined; set?: Record<string, unknown> | undefined }>): void {
-  relax.forEach((step, i) => {
-    const named = [
-      ...(step.drop ?? []).map((f, j) => [f, `runs.relax.${i}.drop.${j}`] as const),
-      ...Object.keys(step.set ?? {}).map((f) => [f, `runs.relax.${i}.set.${f}`] as const),
-    ];
-    for (const [field, path] of named) {
-      if (!isSearchField(field)) throw new ConfigError(`Invalid configuration: ${path}: ${unknownSearchFieldMessage(field)}`, path);
-    }
-  });
 }
 
 const KIND_WORDS: Record<SearchFieldKind, string> = {

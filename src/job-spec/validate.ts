@@ -3,19 +3,48 @@
 import { z } from 'zod';
 import { minIdleTimeoutS } from '../config/durations.js';
 import type { Config } from '../config/schema.js';
-import { SpecError, type SpecIssue } from '../errors.js';
+import { ConfigError, SpecError, type SpecIssue } from '../errors.js';
+import { countText } from '../count-text.js';
 import { describeIssue, jsonPath, toSpecIssues } from './issues.js';
-import { jobSpecSchema, PRICE_FIELDS, relaxSetSchema, searchFiltersSchema, type JobSpec } from './schema.js';
+import { jobSpecSchema, PRICE_FIELDS, relaxLadderSchema, relaxSetSchema, searchFiltersSchema, type JobSpec } from './schema.js';
 import { searchFiltersJsonSchema } from './search-fields.js';
 
 /** Checks a job spec; throws SpecError listing every problem with its JSON path. */
 export function parseJobSpec(input: unknown): JobSpec {
+  return parsed(jobSpecSchema, input);
+}
+
+/** `schema`'s parse of `input` with the spec's issue messages and its `__proto__` check; throws SpecError listing every problem. */
+function parsed<T>(schema: z.ZodType<T>, input: unknown): T {
   const reserved = protoKeyIssues(input, []);
-  const result = jobSpecSchema.safeParse(input, { error: describeIssue });
+  const result = schema.safeParse(input, { error: describeIssue });
   if (result.success && reserved.length === 0) return result.data;
   const paths = new Set(reserved.map((i) => i.path));
   const issues = result.success ? [] : toSpecIssues(result.error.issues).filter((i) => !paths.has(i.path));
   throw new SpecError([...issues, ...reserved]);
+}
+
+/**
+ * The daemon's default relax ladder (`runs.relax` of the config), parsed at start by the job spec's
+ * own schema: the ladder is copied into the spec of every run that carries none, and a stored spec
+ * is read back by that schema after a restart, so a ladder it refuses (a string number, an empty
+ * `drop`, a dropped port filter, an unknown operator or field) stops the daemon here instead of
+ * leaving runs it could not read. Throws a ConfigError naming the first bad field's path
+ * (`runs.relax.0.set.gpu_ram.gte`). (Here, not in the config's schema: the config's room lies below
+ * this one.)
+ */
+export function checkConfigRelax(relax: unknown): void {
+  try {
+    parsed(relaxLadderSchema, relax);
+  } catch (err) {
+    if (!(err instanceof SpecError)) throw err;
+    const [first] = err.issues;
+    // `$[0].set.gpu_ram.gte` → `runs.relax.0.set.gpu_ram.gte`, as the config's other errors name a field.
+    const path = `runs.relax${first!.path.slice(1).replace(/\[(\d+)\]/g, '.$1')}`;
+    const more = err.issues.length > 1 ? ` (${countText(err.issues.length - 1, 'more problem')})` : '';
+    const stop = /[.?!]$/.test(first!.message) ? '' : '.';
+    throw new ConfigError(`Invalid configuration: ${path}: ${first!.message}${stop}${more}`, path);
+  }
 }
 
 /**

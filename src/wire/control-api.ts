@@ -92,6 +92,20 @@ export const RunSchema = z.object({
   error: RunErrorSchema.nullable(),
   /** True while the run is held after a restored backup: nothing is rented until `berth resume` (or a cancel). */
   held: z.boolean(),
+  /**
+   * Set while the run is live and this daemon's berth cannot read it (stored by a later berth, or
+   * refused by a stricter parse): kept as it is, never failed or driven here; null otherwise.
+   */
+  unreadable: z
+    .object({
+      /** What cannot be read. */
+      reason: z.string(),
+      /** The stored spec version a daemon must read to drive it (stored by a later berth); null when not the cause. */
+      needs_spec_version: z.number().int().nullable(),
+      /** The run machine version a daemon must run to drive it; null when not the cause. */
+      needs_machine_version: z.number().int().nullable(),
+    })
+    .nullable(),
   /** What the run cost so far, every attempt included (USD), and what it is billed now (USD/h). */
   cost: z.object({ usd: z.number(), usd_per_hour: z.number() }),
 });

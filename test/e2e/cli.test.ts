@@ -53,6 +53,7 @@ const RUN_KEYS = [
   'relax_level',
   'state',
   'task',
+  'unreadable',
   'updated_at',
 ];
 

@@ -150,6 +150,27 @@ describe('a start that cannot work ends with exit 2 and one sentence', () => {
       { BERTH_API_URL: 'ftp://127.0.0.1/' },
       /service\.base_url: must be an http:\/\/ or https:\/\/ address/,
     ],
+    // Issue #38 item 1: a relax ladder the job spec's parse refuses would go into every run's stored
+    // spec and make it unreadable after a restart; it stops the daemon instead, naming the field.
+    [
+      'a relax ladder with a string number',
+      { runs: { relax: [{ set: { reliability: { gte: '0.9' } } }] } },
+      {},
+      /runs\.relax\.0\.set\.reliability\.gte: expected a number/,
+    ],
+    ['a relax ladder with an empty drop', { runs: { relax: [{ drop: [] }] } }, {}, /runs\.relax\.0\.drop: must name at least one filter/],
+    [
+      'a relax ladder that drops the port filter',
+      { runs: { relax: [{ drop: ['direct_port_count'] }] } },
+      {},
+      /runs\.relax\.0\.drop\.0: "direct_port_count" is never relaxed/,
+    ],
+    [
+      'a relax ladder with an unknown operator',
+      { runs: { relax: [{ set: { gpu_ram: { like: 16 } } }] } },
+      {},
+      /runs\.relax\.0\.set\.gpu_ram\.like: unknown operator "like"/,
+    ],
   ])('%s: refused before anything else happens (BERTH_HOME not even created)', async (_, config, env, message) => {
     const home = join(tempDir(), 'home');
     const r = await refused(home, { ...QUICK_DAEMON, ...config }, env);

@@ -8,6 +8,7 @@ import { attemptIsLive } from '../../wire/run-states.js';
 import { costView } from '../../store/spend.js';
 import { specIsTask } from '../../job-spec/run-plan.js';
 import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
+import { unreadableForView } from '../runs/unreadable-runs.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -64,6 +65,12 @@ function gpuRented(attempts: AttemptRow[]): string | null {
   return a ? gpuText(a.gpu_name!, a.num_gpus) : null;
 }
 
+/** A live run this berth cannot read (../runs/unreadable-runs.ts): what it needs; null for any other run. */
+function unreadableView(run: RunRow): Run['unreadable'] {
+  const why = run.ended_at === null ? unreadableForView(run) : undefined;
+  return why ? { reason: why.reason, needs_spec_version: why.specVersion, needs_machine_version: why.machineVersion } : null;
+}
+
 export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run {
   const held = heldAttempt(run, attempts);
   const rented = gpuRented(attempts);
@@ -109,6 +116,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run
     })),
     error: run.error_json ? (JSON.parse(run.error_json) as RunError) : null,
     held: run.held_at !== null && run.ended_at === null,
+    unreadable: unreadableView(run),
     cost: costView(attempts, run.ended_at, now),
   };
 }

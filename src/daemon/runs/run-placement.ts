@@ -11,6 +11,7 @@ import type { RunError } from '../../../machines/run-rules.js';
 import { RunDriver } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
 import type { RunHooks } from './run-hooks.js';
+import { newerSnapshot, type Unreadable } from './unreadable-runs.js';
 
 /** What a placement may do with the runs driven here (the supervisor's registry of drivers). */
 export interface DrivenRuns {
@@ -19,8 +20,13 @@ export interface DrivenRuns {
   /** How many runs have a driver here, queued ones included. */
   count(): number;
   has(runId: string): boolean;
-  /** Starts a driver for a stored run, from its snapshot. */
+  /**
+   * Starts a driver for a stored run, from its snapshot; a run this build cannot read gets none
+   * (it is kept and said; asked to end, it ends: ./unreadable-runs.ts).
+   */
   drive(row: RunRow): void;
+  /** A live run this build cannot read, not driven here: said once (the run's events, the log). */
+  keep(row: RunRow, why: Unreadable): void;
   /** Asks the run driven here to end. */
   cancel(runId: string): void;
   /** Runs held after a restore: no driver, their limits watched (and a warning that they wait for the user). */
@@ -60,11 +66,19 @@ export interface PlacementDeps {
   hooks?: RunHooks | undefined;
 }
 
-/** A run saved by another version of berth: it fails, and the orphan sweep destroys what it held. */
+/**
+ * Whether a run's snapshot comes from a machine version this build no longer migrates (older than
+ * it reads): such a run fails `upgrade`. One from a later version is kept instead (./unreadable-runs.ts).
+ */
+export function tooOldToResume(row: RunRow): boolean {
+  return !RunDriver.canResume(row) && newerSnapshot(row) === null;
+}
+
+/** A run saved by an older version of berth that this one cannot migrate: it fails, and the orphan sweep destroys what it held. */
 export function upgradeError(row: RunRow): RunError {
   return {
     kind: 'upgrade',
-    message: `This run was saved by another version of berth (machine v${row.machine_version}) and cannot be resumed; its instances are destroyed.`,
+    message: `This run was saved by an older version of berth (machine v${row.machine_version}) that this one no longer migrates, and cannot be resumed; its instances are destroyed.`,
   };
 }
 
@@ -85,11 +99,12 @@ export class SolePlacement implements RunPlacement {
         held.push(row);
         continue;
       }
-      if (!RunDriver.canResume(row)) {
-        // A snapshot from another machine version cannot be restored safely.
+      if (tooOldToResume(row)) {
+        // A snapshot from a machine version this build no longer migrates cannot be restored safely.
         failRunOutsideMachine(this.deps, row, upgradeError(row), this.deps.clock.now());
         continue;
       }
+      // One this build cannot read (a downgrade) is kept, not driven: a cancel stored for it ends it.
       this.runs.drive(row);
       if (row.cancel_requested_at !== null) this.runs.cancel(row.id);
     }
@@ -111,8 +126,8 @@ export class SolePlacement implements RunPlacement {
   }
 
   cancelled(row: RunRow): void {
-    // A run with no driver is held (resumeAll drove the others): its hold was lifted with the cancel.
-    if (row.held_at === null) return;
+    // A run with no driver is held (its hold was lifted with the cancel) or kept (this build cannot
+    // read it: it ends here); resumeAll drove the others.
     this.runs.drive(this.deps.store.runs.get(row.id)!);
     this.runs.cancel(row.id);
   }

@@ -4,15 +4,18 @@
 // A run here is: nobody's (live in the store, no lease) → taken (this daemon took its lease and
 // drives it from its stored snapshot; unconfirmed until a list of this daemon answers for its
 // instance) → confirmed. It leaves when it ends here (its lease is released and room is made for a
-// run nobody holds), or when another daemon holds it now (the supervisor's `lost`).
+// run nobody holds), or when another daemon holds it now (the supervisor's `lost`). A run this build
+// cannot read (stored by a later berth in a rolling upgrade, or refused by a stricter parse) is never
+// taken: it waits, nobody's, for a daemon that can read it (./unreadable-runs.ts); only a cancel makes
+// this daemon take it, to end it.
 import type { Config } from '../../config/schema.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { RunRow } from '../../store/index.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
-import { RunDriver } from './run-driver.js';
 import { failRunOutsideMachine } from './run-failed-outside.js';
-import { upgradeError, type DrivenRuns, type PlacementDeps, type RunPlacement } from './run-placement.js';
+import { tooOldToResume, upgradeError, type DrivenRuns, type PlacementDeps, type RunPlacement } from './run-placement.js';
+import { newerSnapshot, unreadableRun } from './unreadable-runs.js';
 
 /** Runs looked at per take-over round (the rest wait for the next round, a tick later). */
 const TAKE_BATCH = 500;
@@ -34,6 +37,12 @@ export class SharedPlacement implements RunPlacement {
    * sighting, read from the store, does not).
    */
   private readonly taken = new Map<string, number>();
+  /**
+   * Runs nobody holds that this build cannot read, as the last take-over round found them: skipped
+   * without a look until asked to end (their specs do not change), and counted past in the store's
+   * batch, where they stay first in line.
+   */
+  private unreadable = new Set<string>();
 
   constructor(
     private readonly runs: DrivenRuns,
@@ -59,7 +68,13 @@ export class SharedPlacement implements RunPlacement {
   takeOver(): void {
     if (!this.runs.open()) return;
     const max = this.deps.config.daemon.max_active_runs;
-    for (const r of this.deps.ownership.claimable(TAKE_BATCH)) {
+    const skipped = this.unreadable;
+    this.unreadable = new Set();
+    for (const r of this.deps.ownership.claimable(TAKE_BATCH + skipped.size)) {
+      if (skipped.has(r.id) && r.cancel_requested_at === null) {
+        this.unreadable.add(r.id);
+        continue;
+      }
       const needsRoom = r.state === 'queued' && r.cancel_requested_at === null;
       if (needsRoom && this.runs.count() >= max) break;
       this.takeRun(r.id);
@@ -115,12 +130,23 @@ export class SharedPlacement implements RunPlacement {
     }
   }
 
-  /** Takes one run for this daemon and drives it from its stored snapshot; false when it is not to be had. */
+  /**
+   * Takes one run for this daemon and drives it from its stored snapshot; false when it is not to be
+   * had. One this build cannot read is looked at before its lease: left to a daemon that can (it is
+   * said here), unless it was asked to end.
+   */
   private takeRun(runId: string): boolean {
     if (this.runs.has(runId)) return true;
+    const row = this.deps.store.runs.get(runId);
+    const why = row && row.ended_at === null ? unreadableRun(row) : undefined;
+    if (row && why) {
+      this.unreadable.add(runId);
+      this.runs.keep(row, why);
+      if (row.cancel_requested_at === null) return false;
+    }
     if (!this.deps.ownership.take(runId)) return false;
     try {
-      return this.driveTaken(runId);
+      return this.driveTaken(runId, why !== undefined);
     } catch (err) {
       // Not driven here after all (the store failed half way): the lease goes, or ends on its own,
       // instead of being renewed for a run nobody drives.
@@ -129,16 +155,26 @@ export class SharedPlacement implements RunPlacement {
     }
   }
 
-  /** Drives a run whose lease this daemon just took, from its stored snapshot; false when it is not to be driven. */
-  private driveTaken(runId: string): boolean {
+  /**
+   * Drives a run whose lease this daemon just took, from its stored snapshot; false when it is not
+   * to be driven. `unreadable`: this build cannot read it, and it was taken only to be ended.
+   */
+  private driveTaken(runId: string, unreadable: boolean): boolean {
     const { store, clock, log, ownership } = this.deps;
     const row = store.runs.get(runId);
     if (!row || row.ended_at !== null || row.held_at !== null) {
       ownership.release(runId);
       return false;
     }
-    if (!RunDriver.canResume(row)) {
+    if (tooOldToResume(row)) {
       ownership.write(runId, () => failRunOutsideMachine(this.deps, row, upgradeError(row), clock.now()));
+      ownership.release(runId);
+      return false;
+    }
+    // Taken only because it was asked to end, or saved by a later berth since it was looked at: the
+    // supervisor ends it here (asked to) or keeps it, without a driver either way.
+    if (unreadable || newerSnapshot(row) !== null) {
+      this.runs.drive(row);
       ownership.release(runId);
       return false;
     }

@@ -12,15 +12,16 @@
 // States of a run here: queued (driver idle, waiting for a slot) → active (admitted) → ended (driver
 // dropped). A run is never dropped while it holds an instance: the machine ends only after its
 // destroy was confirmed. Two more: held (a restored store showed it live; no driver until the user
-// resumes or cancels it, or the money guard, which watches it too, expires it) and paused (its driver could not write the store; resumed by the store
-// probe of ./paused-runs.ts once the store writes again).
+// resumes or cancels it, or the money guard, which watches it too, expires it), paused (its driver could not write the store; resumed by the store
+// probe of ./paused-runs.ts once the store writes again) and kept (this build cannot read it: no
+// driver, never failed; ./unreadable-runs.ts; a cancel ends it).
 //
 // Until `resumeAll`, a submitted run is only stored, and a cancel only recorded: `resumeAll` starts
 // both from the store.
 import { countText } from '../../count-text.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { BerthError, LeaseLostError } from '../../errors.js';
+import { BerthError, LeaseLostError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { readStoredPlan, StoredSpecError, type RunPlan } from '../../job-spec/run-plan.js';
 import type { RunRow, Store } from '../../store/index.js';
@@ -36,7 +37,8 @@ import type { Reconciler } from './reconciler.js';
 import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { IdleWatch } from '../task-end/idle-watch.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
-import { failRunOutsideMachine } from './run-failed-outside.js';
+import { cancelRunOutsideMachine } from './run-failed-outside.js';
+import { neededText, unreadableWith, type Unreadable } from './unreadable-runs.js';
 import { PausedRuns } from './paused-runs.js';
 import type { RunHooks } from './run-hooks.js';
 import type { DrivenRuns, RunPlacement } from './run-placement.js';
@@ -96,6 +98,8 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   private readonly ownership: RunOwnership;
   private readonly placement: RunPlacement;
   private readonly router: PollRouter;
+  /** Kept runs (this build cannot read them) already said in this daemon's log and the run's events. */
+  private readonly said = new Set<string>();
 
   constructor(private readonly deps: SupervisorDeps) {
     this.specs = deps.specs;
@@ -117,6 +121,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
         for (const row of rows) this.watchHeld(row);
         this.warnHeld(rows.map((row) => row.id));
       },
+      keep: (row, why) => this.keep(row, why),
       admit: () => this.admitQueued(),
     });
     this.router = new PollRouter({ ...deps, runs: { drivers: () => this.drivers.values() }, placement: this.placement });
@@ -145,28 +150,70 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   }
 
   /**
-   * The plan of a run read from its row (../../job-spec/run-plan.ts migrates older versions). One
-   * this build cannot read fails its run, as a snapshot from another machine version does: the
-   * orphan sweep destroys whatever it held. The failure is written through the ownership fence: on a
-   * shared store a run this daemon does not hold (a held run nobody drives) is left to a daemon that
-   * can read it, never ended under another daemon driving it.
+   * The plan of a run read from its row (../../job-spec/run-plan.ts migrates older versions), or
+   * the one kept for it (a held run whose limits are watched). A run this build cannot read (a
+   * later version, or a parse stricter than the one that stored it) is kept, not failed: failing
+   * it would destroy a running instance over a reading (./unreadable-runs.ts). Undefined then.
    */
   private storedPlan(row: RunRow): RunPlan | undefined {
-    try {
-      return readStoredPlan(row.spec_json);
-    } catch (err) {
-      if (!(err instanceof StoredSpecError)) throw err;
-      const error = { kind: 'upgrade' as const, message: `This run cannot be resumed: ${err.message}. Its instances are destroyed.` };
+    let plan = this.specs.get(row.id);
+    let specError: StoredSpecError | undefined;
+    if (!plan) {
       try {
-        this.ownership.write(row.id, () => failRunOutsideMachine(this.deps, row, error, this.deps.clock.now()));
-      } catch (writeErr) {
-        if (!(writeErr instanceof LeaseLostError)) throw writeErr;
-        this.deps.log.warn(
-          { runId: row.id, err: error },
-          `run ${row.id} cannot be read by this daemon (${err.message}); left to one that can`,
-        );
+        plan = readStoredPlan(row.spec_json);
+      } catch (err) {
+        if (!(err instanceof StoredSpecError)) throw err;
+        specError = err;
       }
-      return undefined;
+    }
+    const why = unreadableWith(row, specError);
+    if (!why) return plan;
+    this.keep(row, why);
+    return undefined;
+  }
+
+  /**
+   * A live run this build cannot drive: no driver, nothing failed or destroyed; said once in this
+   * daemon's log and in the run's events (with what a daemon needs to drive it), again after a
+   * restart (folded into one event). The event is the daemon's word on the run, not a transition:
+   * written whoever holds the run.
+   */
+  private keep(row: RunRow, why: Unreadable): void {
+    if (this.said.has(row.id)) return;
+    const { store, clock, log } = this.deps;
+    const message = `this berth cannot drive the run: ${why.reason}. It is kept as it is, not failed: it needs ${neededText(why)}; until one drives it its instance is left running, or \`berth cancel ${row.id}\` ends it`;
+    log.warn({ runId: row.id, specVersion: why.specVersion, machineVersion: why.machineVersion }, `run ${row.id}: ${message}`);
+    try {
+      store.transaction(() =>
+        store.events.append({
+          runId: row.id,
+          at: clock.now(),
+          type: 'run.unreadable',
+          message,
+          data: { reason: why.reason, spec_version: why.specVersion, machine_version: why.machineVersion },
+          foldKey: 'run.unreadable',
+        }),
+      );
+      this.said.add(row.id);
+    } catch (err) {
+      log.warn({ runId: row.id, err: toRunError(err) }, 'could not record that the run cannot be driven here; said again at the next look');
+    }
+  }
+
+  /**
+   * A kept run asked to end: it ends `cancelled` here, through the ownership fence (on a shared
+   * store only while this daemon holds it: one that can read it may drive it, and ends it itself),
+   * and the orphan sweep destroys what it held.
+   */
+  private endKept(row: RunRow): void {
+    try {
+      this.ownership.write(row.id, () => cancelRunOutsideMachine(this.deps, row, this.deps.clock.now()));
+      this.deps.log.info(
+        { runId: row.id },
+        `run ${row.id}, kept because this berth cannot drive it, is cancelled; the orphan sweep destroys its instance`,
+      );
+    } catch (err) {
+      if (!(err instanceof LeaseLostError)) throw err;
     }
   }
 
@@ -370,12 +417,15 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
 
   /**
    * `given`: the run's plan when the caller has it (a submission); a held run whose limits were
-   * watched has its plan kept; else it is read once from its row (a run whose stored spec cannot be
-   * read fails instead).
+   * watched has its plan kept; else it is read once from its row. A run this build cannot read gets
+   * no driver (it is kept; asked to end, it ends here).
    */
   private startDriver(row: RunRow, given?: RunPlan): void {
-    const spec = given ?? this.specs.get(row.id) ?? this.storedPlan(row);
-    if (!spec) return;
+    const spec = given ?? this.storedPlan(row);
+    if (!spec) {
+      if (row.cancel_requested_at !== null) this.endKept(row);
+      return;
+    }
     const latest = this.deps.store.attempts.latest(row.id);
     if (latest && attemptIsLive(latest)) this.deps.claims.claim(latest.offer_id, row.id);
     const driver = new RunDriver(row, spec, {

@@ -66,6 +66,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
     ],
     error: null,
     held: false,
+    unreadable: null,
     cost: { usd: 0.012, usd_per_hour: 0.3 },
     ...changes,
   };

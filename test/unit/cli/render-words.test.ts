@@ -22,6 +22,7 @@ function run(id: string, state: Run['state']): Run {
     attempts: [],
     error: null,
     held: false,
+    unreadable: null,
     cost: { usd: 0.0072, usd_per_hour: 0 },
   } as Run;
 }

@@ -25,6 +25,7 @@ function run(id: string, name: string, state: Run['state'], withInstance: boolea
     attempts: [],
     error: null,
     held: false,
+    unreadable: null,
     cost: { usd: 12.3456, usd_per_hour: withInstance ? 0.162 : 0 },
   } as Run;
 }

@@ -8,8 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import { SpecError, type SpecIssue } from '../../../src/errors.js';
-import { checkConfigRelax, nearestSearchField, SEARCH_FIELDS } from '../../../src/job-spec/search-fields.js';
-import { jobSpecJsonSchema, parseJobSpec } from '../../../src/job-spec/validate.js';
+import { nearestSearchField, SEARCH_FIELDS } from '../../../src/job-spec/search-fields.js';
+import { checkConfigRelax, jobSpecJsonSchema, parseJobSpec } from '../../../src/job-spec/validate.js';
 
 const FIXTURES = join(dirname(fileURLToPath(import.meta.url)), '../../fixtures');
 const minimal = { name: 'x', image: 'pytorch/pytorch', max_price_per_hour: 1 };
@@ -152,5 +152,23 @@ describe("the config's default relax ladder (runs.relax)", () => {
       /runs\.relax\.1\.set\.gpu_nmae: unknown search field; did you mean gpu_name\?/,
     );
     expect(() => checkConfigRelax([{ drop: ['geolocation'] }, { set: { num_gpus: { gte: 1 } } }])).not.toThrow();
+  });
+
+  // Issue #38 item 1: the start check looked at field names only, the ladder went into every run's
+  // stored spec, and the stricter parse of that spec on read-back refused it after a restart.
+  it.each([
+    ['a string number', [{ set: { reliability: { gte: '0.9' } } }], /runs\.relax\.0\.set\.reliability\.gte: expected a number, got string/],
+    ['an empty drop', [{ drop: ['verified'] }, { drop: [] }], /runs\.relax\.1\.drop: must name at least one filter/],
+    ['a dropped port filter', [{ drop: ['direct_port_count'] }], /runs\.relax\.0\.drop\.0: "direct_port_count" is never relaxed/],
+    [
+      'a port filter set below 1',
+      [{ set: { direct_port_count: { gte: 0 } } }],
+      /runs\.relax\.0\.set\.direct_port_count: must keep direct_port_count at 1 or more/,
+    ],
+    ['an unknown operator', [{ set: { gpu_ram: { like: 16 } } }], /runs\.relax\.0\.set\.gpu_ram\.like: unknown operator "like"/],
+  ])("is parsed by the job spec's own relax schema: %s stops the daemon with the path of the problem", (_, ladder, message) => {
+    expect(() => checkConfigRelax(ladder)).toThrow(message);
+    // The same ladder in a spec is what a stored spec's read-back refuses.
+    expect(() => parseJobSpec({ ...minimal, relax: ladder })).toThrow(SpecError);
   });
 });
