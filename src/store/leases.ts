@@ -59,7 +59,9 @@ export function createLeasesRepo(db: SqlDb) {
     `SELECT runs.id FROM runs JOIN run_leases ON run_leases.run_id = runs.id
      WHERE run_leases.owner = ? AND runs.cancel_requested_at IS NOT NULL AND runs.ended_at IS NULL`,
   );
-  const liveDaemonIds = db.prepare(`SELECT owner FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ? ORDER BY owner`);
+  const daemonsSince = db.prepare(
+    `SELECT owner, expires_at FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ? ORDER BY owner`,
+  );
   const liveOwners = db.prepare(`SELECT count(*) AS n FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ?`);
   const serverNow = db.prepare(
     db.dialect.name === 'postgres'
@@ -114,9 +116,15 @@ export function createLeasesRepo(db: SqlDb) {
     liveDaemons(now: number): number {
       return Number((liveOwners.get(now) as { n: number | string }).n);
     },
-    /** The ids of the daemons whose heartbeat lease is live at `now`. */
-    liveDaemonIds(now: number): string[] {
-      return (liveDaemonIds.all(now) as { owner: string }[]).map((r) => r.owner);
+    /**
+     * The daemons whose heartbeat lease was live at some time after `since`: live now, or ended
+     * since without a clean stop (which deletes the row), and when it ends or ended.
+     */
+    daemonsSeenSince(since: number): Array<{ owner: string; expires_at: number }> {
+      return (daemonsSince.all(since) as Array<{ owner: string; expires_at: number | string }>).map((r) => ({
+        owner: r.owner,
+        expires_at: Number(r.expires_at),
+      }));
     },
     /** The database's clock, ms since epoch: every daemon measures leases with it, not with its own. */
     serverNow(): number {

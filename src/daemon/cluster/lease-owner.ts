@@ -25,6 +25,8 @@ import type { Lease, Store } from '../../store/index.js';
 import { idClaimRow } from './daemon-id.js';
 import type { ClaimableRun, RunOwnership } from './run-ownership.js';
 
+/** The row of a daemon's heartbeat: its registration on the store (written first with the caps, ./money-caps.ts). */
+export const heartbeatRow = (id: string) => `~daemon:${id}`;
 /** The row of the leader's lease. */
 const LEADER = '~leader';
 /** Runs resumed from one start's own leases at most (the rest are taken over like anyone's). */
@@ -174,7 +176,7 @@ export class LeaseOwner implements RunOwnership {
       // before this one) is released instead: renewed, it would bill for ever with nobody to end it.
       const strays = this.resumed ? renewed.filter((l) => !l.run_id.startsWith('~') && !this.held.has(l.run_id)) : [];
       for (const l of strays) store.leases.release(l.run_id, daemonId);
-      store.leases.acquire(`~daemon:${daemonId}`, daemonId, now, leaseMs);
+      store.leases.acquire(heartbeatRow(daemonId), daemonId, now, leaseMs);
       if (this.deps.incarnation) store.leases.acquire(idClaimRow(daemonId), this.deps.incarnation, now, leaseMs);
       const leader = store.leases.acquire(LEADER, daemonId, now, leaseMs);
       return { renewed, leader: leader !== undefined, daemons: store.leases.liveDaemons(now) };
@@ -224,7 +226,7 @@ export class LeaseOwner implements RunOwnership {
       store.transaction(() => {
         for (const runId of runs) store.leases.release(runId, daemonId);
         store.leases.release(LEADER, daemonId);
-        store.leases.release(`~daemon:${daemonId}`, daemonId);
+        store.leases.release(heartbeatRow(daemonId), daemonId);
         if (this.deps.incarnation) store.leases.release(idClaimRow(daemonId), this.deps.incarnation);
       });
     } catch {

@@ -337,7 +337,7 @@ describe('several daemons on one Postgres store', () => {
     }
   });
 
-  it("money caps of a shared store are the store's: a daemon with other caps is refused while another is live, and alone it changes them (issue #31 item 5)", async () => {
+  it("money caps of a shared store are the store's: a daemon with looser caps is refused while another is live, alone it changes them, and a stricter one lowers them for every daemon (issues #31 item 5, #38 item 2)", async () => {
     const capped = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
     await expect(daemonOn(1)).rejects.toThrow(
       /budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store it shares with 1 live daemon \(max_usd_per_hour \$0\.2, max_usd_per_day none/,
@@ -349,10 +349,19 @@ describe('several daemons on one Postgres store', () => {
       await d.stop();
       daemons.splice(daemons.indexOf(d), 1);
     }
-    await daemonOn(1);
+    const uncapped = await daemonOn(1);
     const [row] = await queryPg<{ value: string }>(database.url, `SELECT value FROM meta WHERE key = 'money_caps'`);
     expect(JSON.parse(row!.value)).toMatchObject({ max_usd_per_hour: null, max_usd_per_day: null });
-    await expect(daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } })).rejects.toThrow(/differ from those of the store/);
+    // Issue #38 item 2: a stricter daemon is not refused (refused, it would leave the looser one
+    // spending past its cap); the lower cap wins, and the daemon with no cap of its own holds to it.
+    const stricter = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
+    const [lowered] = await queryPg<{ value: string }>(database.url, `SELECT value FROM meta WHERE key = 'money_caps'`);
+    expect(JSON.parse(lowered!.value)).toMatchObject({ max_usd_per_hour: 0.2, max_usd_per_day: null });
+    for (const d of [uncapped, stricter]) {
+      const account = await d.control.api<{ money: { max_usd_per_hour: number | null } }>('GET', '/v1/account');
+      expect(account.body.money.max_usd_per_hour).toBe(0.2);
+    }
+    await expect(daemonOn(1)).rejects.toThrow(/differ from those of the store .* and are looser/);
   });
 
   it("a low_credit webhook received by a daemon that does not lead reaches the leader's credit read: every daemon holds creates within seconds (issue #31, operating notes)", async () => {
