@@ -42,6 +42,10 @@ export function createLeasesRepo(db: SqlDb) {
     `UPDATE run_leases SET expires_at = expires_at
      WHERE run_id = @runId AND owner = @owner AND epoch = @epoch AND expires_at > @now RETURNING run_id`,
   );
+  const takeFrom = db.prepare(
+    `UPDATE run_leases SET owner = @owner, epoch = epoch + 1, expires_at = @expiresAt
+     WHERE run_id = @runId AND owner = @from AND epoch = @epoch RETURNING run_id, owner, epoch, expires_at`,
+  );
   const release = db.prepare(`DELETE FROM run_leases WHERE run_id = ? AND owner = ?`);
   const get = db.prepare(`SELECT run_id, owner, epoch, expires_at FROM run_leases WHERE run_id = ?`);
   const expired = db.prepare(`SELECT run_leases.run_id FROM run_leases WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`);
@@ -89,6 +93,14 @@ export function createLeasesRepo(db: SqlDb) {
      */
     holds(lease: Pick<Lease, 'run_id' | 'owner' | 'epoch'>, now: number): boolean {
       return fence.get({ runId: lease.run_id, owner: lease.owner, epoch: lease.epoch, now }) !== undefined;
+    },
+    /**
+     * Takes a live lease from its holder for `owner` until now + ttlMs, only while `from` (owner
+     * and epoch) still holds it: of two daemons taking it from one holder, one gets it (the leader's
+     * lease, from a leader whose sweeps are overdue). The holder's next renewal finds it gone.
+     */
+    takeFrom(runId: string, from: Pick<Lease, 'owner' | 'epoch'>, owner: string, now: number, ttlMs: number): Lease | undefined {
+      return takeFrom.get({ runId, from: from.owner, epoch: from.epoch, owner, expiresAt: Math.ceil(now + ttlMs) }) as Lease | undefined;
     },
     /** Gives the run up (it ended): only `owner`'s lease goes. */
     release(runId: string, owner: string): void {

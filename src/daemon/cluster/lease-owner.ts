@@ -203,6 +203,23 @@ export class LeaseOwner implements RunOwnership {
     return this.renewedAt !== undefined && this.sinceRenewalMs() > this.deps.leaseMs - this.marginMs;
   }
 
+  /** Who holds the leader's lease now, as the store says (undefined: nobody). */
+  leaderLease(): Pick<Lease, 'owner' | 'epoch'> | undefined {
+    return this.deps.store.leases.get(LEADER);
+  }
+
+  /**
+   * Takes the lead from `from` (a leader whose sweeps are overdue, ./shared-view.ts) while it still
+   * holds it; true when this daemon leads now. The old leader's next renewal finds the lease gone
+   * and stops leading; no run's lease is touched.
+   */
+  takeLead(from: Pick<Lease, 'owner' | 'epoch'>): boolean {
+    if (this.expiring()) return false;
+    const taken = this.deps.store.leases.takeFrom(LEADER, from, this.daemonId, this.now(), this.deps.leaseMs);
+    if (taken) this.leading = true;
+    return taken !== undefined;
+  }
+
   /** Monotonic ms since the last renewal that reached the database was sent (Infinity before any). */
   private sinceRenewalMs(): number {
     return this.renewedAt === undefined ? Infinity : this.deps.clock.monotonic() - this.renewedAt;
