@@ -31,7 +31,10 @@
 // Daemons sharing a store (issue #21) share one key's list budget: only the leader sweeps, and
 // writes what its lists show to the store (`SharedView`); the others read it at the start of each
 // round instead of sweeping, and make only their own targeted lists and look-ups. A leader that
-// stops leading drops its sweep; a daemon that starts leading sweeps from its next round.
+// stops leading drops its sweep; a daemon that starts leading sweeps from its next round. A follower
+// whose leader's complete sweeps are overdue (a leader cut from the service, not from the store)
+// takes the lead and sweeps in that round (`standIn`), so orphans are found while any daemon can
+// reach the service.
 //
 // A failed call is logged and skipped, never read as absence, and the poller waits for the next
 // interval instead of trying again at once. State: sleeping until the next interval or until a
