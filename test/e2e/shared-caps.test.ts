@@ -119,7 +119,9 @@ describe('money caps of a shared store (#38 item 2)', () => {
       const looseHome = home();
       await expect(daemon(looseHome, {})).rejects.toThrow(/exited with 2/);
       const said = logOf(looseHome);
-      expect(said).toMatch(/budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store/);
+      expect(said).toMatch(
+        /budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store/,
+      );
       expect(said).toMatch(/max_usd_per_hour \$0\.2, max_usd_per_day none, recorded by/);
       expect(said).toMatch(/without a clean stop \(stalled or killed/);
       expect(said).toMatch(/stop every daemon cleanly and start them again with the new ones/);
