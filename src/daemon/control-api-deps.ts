@@ -15,6 +15,7 @@ import type { AccountWatch } from './money/account-watch.js';
 import { costsReport } from './money/costs.js';
 import type { ClusterState, DaemonMetrics } from './notify/metrics.js';
 import type { RunCounts } from './runs/shared-runs.js';
+import type { CreateGate } from './money/create-gate.js';
 
 /** A comment line on every event stream this often keeps proxies and clients from closing it. */
 const STREAM_HEARTBEAT_MS = 15_000;
@@ -36,6 +37,8 @@ export interface ControlApiWiring {
     submissions: ControlApiDeps['submissions'];
     logs: ControlApiDeps['logs'];
     account: Pick<AccountWatch, 'credit' | 'low'>;
+    /** The caps creates are held to (a shared store's are the store's). */
+    gate: Pick<CreateGate, 'caps'>;
   };
   metrics: DaemonMetrics;
   /** Several daemons on one store: this daemon's part, shown by /healthz. */
@@ -80,7 +83,12 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
     ready: wiring.ready,
     costs: (since, service) => costsReport(store, clock.now(), since, service ? (range) => client.charges(range) : undefined),
     account: {
-      view: () => accountView({ store, now: clock.now(), account, config, stats: client.stats() }),
+      view: () => {
+        // The caps held to: a shared store's, which may not be this daemon's config's.
+        const caps = wiring.runs.gate.caps();
+        const budget = { max_usd_per_hour: caps.maxUsdPerHour, max_usd_per_day: caps.maxUsdPerDay };
+        return accountView({ store, now: clock.now(), account, config: { account: config.account, budget }, stats: client.stats() });
+      },
       checks: async (signal) => {
         const report = await checkAccount(client, config, clock.now(), { signal });
         return { ok: report.ok, checks: report.checks, missing: report.missing };

@@ -169,8 +169,9 @@ async function runOwnership(
       ...(deps.signal ? { signal: deps.signal } : {}),
     }),
   });
-  // Caps of a shared store are the store's: a daemon whose budget differs from live daemons' is refused.
-  agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, log });
+  // Caps of a shared store are the store's, decided with this daemon's registration in one step:
+  // a daemon whose budget is looser than the store's, while another is registered, is refused.
+  agreeOnMoneyCaps({ store, caps: config.budget, daemonId: owner.daemonId, leaseMs, log });
   return { owner, ownership: owner };
 }
 
@@ -370,6 +371,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const store = await openDaemonStore(config, env.home, options.replaceStore, storeWait);
     releasers.push(() => store.close());
     const { owner, ownership } = await runOwnership(store, { config, clock, log, home: env.home, signal: options.signal });
+    // Registered with the caps: a start that fails from here on deletes its heartbeat (no stalled daemon left behind).
+    if (owner) releasers.push(() => owner.releaseAll());
     /** This daemon does the account-wide duties: always alone, and while it holds the leader's lease when shared. */
     const leads = () => owner === undefined || owner.leader;
     const startedAt = clock.now();

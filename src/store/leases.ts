@@ -42,6 +42,10 @@ export function createLeasesRepo(db: SqlDb) {
     `UPDATE run_leases SET expires_at = expires_at
      WHERE run_id = @runId AND owner = @owner AND epoch = @epoch AND expires_at > @now RETURNING run_id`,
   );
+  const takeFrom = db.prepare(
+    `UPDATE run_leases SET owner = @owner, epoch = epoch + 1, expires_at = @expiresAt
+     WHERE run_id = @runId AND owner = @from AND epoch = @epoch RETURNING run_id, owner, epoch, expires_at`,
+  );
   const release = db.prepare(`DELETE FROM run_leases WHERE run_id = ? AND owner = ?`);
   const get = db.prepare(`SELECT run_id, owner, epoch, expires_at FROM run_leases WHERE run_id = ?`);
   const expired = db.prepare(`SELECT run_leases.run_id FROM run_leases WHERE expires_at <= ? ORDER BY expires_at LIMIT ?`);
@@ -59,7 +63,9 @@ export function createLeasesRepo(db: SqlDb) {
     `SELECT runs.id FROM runs JOIN run_leases ON run_leases.run_id = runs.id
      WHERE run_leases.owner = ? AND runs.cancel_requested_at IS NOT NULL AND runs.ended_at IS NULL`,
   );
-  const liveDaemonIds = db.prepare(`SELECT owner FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ? ORDER BY owner`);
+  const daemonsSince = db.prepare(
+    `SELECT owner, expires_at FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ? ORDER BY owner`,
+  );
   const liveOwners = db.prepare(`SELECT count(*) AS n FROM run_leases WHERE run_id LIKE '~daemon:%' AND expires_at > ?`);
   const serverNow = db.prepare(
     db.dialect.name === 'postgres'
@@ -88,6 +94,14 @@ export function createLeasesRepo(db: SqlDb) {
     holds(lease: Pick<Lease, 'run_id' | 'owner' | 'epoch'>, now: number): boolean {
       return fence.get({ runId: lease.run_id, owner: lease.owner, epoch: lease.epoch, now }) !== undefined;
     },
+    /**
+     * Takes a live lease from its holder for `owner` until now + ttlMs, only while `from` (owner
+     * and epoch) still holds it: of two daemons taking it from one holder, one gets it (the leader's
+     * lease, from a leader whose sweeps are overdue). The holder's next renewal finds it gone.
+     */
+    takeFrom(runId: string, from: Pick<Lease, 'owner' | 'epoch'>, owner: string, now: number, ttlMs: number): Lease | undefined {
+      return takeFrom.get({ runId, from: from.owner, epoch: from.epoch, owner, expiresAt: Math.ceil(now + ttlMs) }) as Lease | undefined;
+    },
     /** Gives the run up (it ended): only `owner`'s lease goes. */
     release(runId: string, owner: string): void {
       release.run(runId, owner);
@@ -114,9 +128,15 @@ export function createLeasesRepo(db: SqlDb) {
     liveDaemons(now: number): number {
       return Number((liveOwners.get(now) as { n: number | string }).n);
     },
-    /** The ids of the daemons whose heartbeat lease is live at `now`. */
-    liveDaemonIds(now: number): string[] {
-      return (liveDaemonIds.all(now) as { owner: string }[]).map((r) => r.owner);
+    /**
+     * The daemons whose heartbeat lease was live at some time after `since`: live now, or ended
+     * since without a clean stop (which deletes the row), and when it ends or ended.
+     */
+    daemonsSeenSince(since: number): Array<{ owner: string; expires_at: number }> {
+      return (daemonsSince.all(since) as Array<{ owner: string; expires_at: number | string }>).map((r) => ({
+        owner: r.owner,
+        expires_at: Number(r.expires_at),
+      }));
     },
     /** The database's clock, ms since epoch: every daemon measures leases with it, not with its own. */
     serverNow(): number {

@@ -25,6 +25,8 @@ import type { Lease, Store } from '../../store/index.js';
 import { idClaimRow } from './daemon-id.js';
 import type { ClaimableRun, RunOwnership } from './run-ownership.js';
 
+/** The row of a daemon's heartbeat: its registration on the store (written first with the caps, ./money-caps.ts). */
+export const heartbeatRow = (id: string) => `~daemon:${id}`;
 /** The row of the leader's lease. */
 const LEADER = '~leader';
 /** Runs resumed from one start's own leases at most (the rest are taken over like anyone's). */
@@ -174,7 +176,7 @@ export class LeaseOwner implements RunOwnership {
       // before this one) is released instead: renewed, it would bill for ever with nobody to end it.
       const strays = this.resumed ? renewed.filter((l) => !l.run_id.startsWith('~') && !this.held.has(l.run_id)) : [];
       for (const l of strays) store.leases.release(l.run_id, daemonId);
-      store.leases.acquire(`~daemon:${daemonId}`, daemonId, now, leaseMs);
+      store.leases.acquire(heartbeatRow(daemonId), daemonId, now, leaseMs);
       if (this.deps.incarnation) store.leases.acquire(idClaimRow(daemonId), this.deps.incarnation, now, leaseMs);
       const leader = store.leases.acquire(LEADER, daemonId, now, leaseMs);
       return { renewed, leader: leader !== undefined, daemons: store.leases.liveDaemons(now) };
@@ -201,6 +203,23 @@ export class LeaseOwner implements RunOwnership {
     return this.renewedAt !== undefined && this.sinceRenewalMs() > this.deps.leaseMs - this.marginMs;
   }
 
+  /** Who holds the leader's lease now, as the store says (undefined: nobody). */
+  leaderLease(): Pick<Lease, 'owner' | 'epoch'> | undefined {
+    return this.deps.store.leases.get(LEADER);
+  }
+
+  /**
+   * Takes the lead from `from` (a leader whose sweeps are overdue, ./shared-view.ts) while it still
+   * holds it; true when this daemon leads now. The old leader's next renewal finds the lease gone
+   * and stops leading; no run's lease is touched.
+   */
+  takeLead(from: Pick<Lease, 'owner' | 'epoch'>): boolean {
+    if (this.expiring()) return false;
+    const taken = this.deps.store.leases.takeFrom(LEADER, from, this.daemonId, this.now(), this.deps.leaseMs);
+    if (taken) this.leading = true;
+    return taken !== undefined;
+  }
+
   /** Monotonic ms since the last renewal that reached the database was sent (Infinity before any). */
   private sinceRenewalMs(): number {
     return this.renewedAt === undefined ? Infinity : this.deps.clock.monotonic() - this.renewedAt;
@@ -224,7 +243,7 @@ export class LeaseOwner implements RunOwnership {
       store.transaction(() => {
         for (const runId of runs) store.leases.release(runId, daemonId);
         store.leases.release(LEADER, daemonId);
-        store.leases.release(`~daemon:${daemonId}`, daemonId);
+        store.leases.release(heartbeatRow(daemonId), daemonId);
         if (this.deps.incarnation) store.leases.release(idClaimRow(daemonId), this.deps.incarnation);
       });
     } catch {

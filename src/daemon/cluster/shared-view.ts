@@ -21,7 +21,7 @@ const KEEP_MS = 3_600_000;
 
 export interface SharedViewDeps {
   store: Pick<Store, 'sightings' | 'transaction'>;
-  owner: Pick<LeaseOwner, 'now' | 'leader'>;
+  owner: Pick<LeaseOwner, 'now' | 'leader' | 'daemonId' | 'leaseMs' | 'leaderLease' | 'takeLead'>;
   clock: { now(): number };
 }
 
@@ -38,11 +38,37 @@ export class StoreSharedView {
   /** Per instance, the listing last handed over (database clock): rows read twice are handed once. */
   private readonly delivered = new Map<number, number>();
   private lastSweep: number | null = null;
+  /** The leader's lease as this daemon first saw it held (database clock): a new leader is given its time. */
+  private watched: { owner: string; epoch: number; since: number } | undefined;
 
   constructor(private readonly deps: SharedViewDeps) {}
 
   leads(): boolean {
     return this.deps.owner.leader;
+  }
+
+  /**
+   * Leadership follows the work (issue #38 item 5): a leader cut from the marketplace but not from
+   * the store keeps its lease while its sweeps fail, and nobody else sweeps. So when the store's
+   * last complete sweep is older than `overdueMs`, and the leader now has held the lead for that
+   * long too (a new leader gets its time to sweep), this daemon takes the lead from it. One
+   * statement, fenced on the leader's epoch: of several followers, one takes it. A leader is given
+   * a lease's length at least (the time after which a dead one's lead would pass anyway): a sweep
+   * a little late on a busy machine moves nothing.
+   */
+  takeLeadIfOverdue(overdueMs: number): boolean {
+    const { store, owner } = this.deps;
+    const dueMs = Math.max(overdueMs, owner.leaseMs);
+    if (owner.leader) return false;
+    const lead = owner.leaderLease();
+    // Nobody leads: the next renewal of some daemon takes the free lease.
+    if (!lead || lead.owner === owner.daemonId) return false;
+    const now = owner.now();
+    const w = this.watched;
+    if (!w || w.owner !== lead.owner || w.epoch !== lead.epoch) this.watched = { owner: lead.owner, epoch: lead.epoch, since: now };
+    const last = store.sightings.lastSweep();
+    const overdue = (last === null || now - last > dueMs) && now - this.watched!.since > dueMs;
+    return overdue && owner.takeLead(lead);
   }
 
   /** Database time of this daemon's `local` time. */

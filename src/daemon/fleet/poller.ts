@@ -31,7 +31,10 @@
 // Daemons sharing a store (issue #21) share one key's list budget: only the leader sweeps, and
 // writes what its lists show to the store (`SharedView`); the others read it at the start of each
 // round instead of sweeping, and make only their own targeted lists and look-ups. A leader that
-// stops leading drops its sweep; a daemon that starts leading sweeps from its next round.
+// stops leading drops its sweep; a daemon that starts leading sweeps from its next round. A follower
+// whose leader's complete sweeps are overdue (a leader cut from the service, not from the store)
+// takes the lead and sweeps in that round (`standIn`), so orphans are found while any daemon can
+// reach the service.
 //
 // A failed call is logged and skipped, never read as absence, and the poller waits for the next
 // interval instead of trying again at once. State: sleeping until the next interval or until a
@@ -91,6 +94,11 @@ export interface SharedView {
   sweepDone(startedAt: number): void;
   /** What the leader's lists showed since the last read, and its last complete sweep if that is new. */
   read(): { seen: Array<{ instances: Instance[]; listedAt: number }>; sweep?: { instances: Instance[]; startedAt: number } };
+  /**
+   * No complete sweep for `overdueMs` under the current leader (it cannot reach the service): this
+   * daemon takes the lead, to sweep itself; true when it did.
+   */
+  takeLeadIfOverdue(overdueMs: number): boolean;
 }
 
 /** What the run actors need of the poller. */
@@ -284,7 +292,10 @@ export class InstancePoller implements InstanceLists {
   /** The start of an interval: the targeted list (or the one-page sweep that covers it too). */
   private async round(): Promise<boolean> {
     const now = this.options.clock.now();
-    if (!this.sweeps) await this.readShared();
+    if (!this.sweeps) {
+      await this.readShared();
+      this.standIn();
+    }
     const smallAccount = this.lastSweepPages === undefined || this.lastSweepPages <= 1;
     if (this.sweeps && smallAccount && this.sweep === undefined && now - this.lastSweepStartedAt >= this.options.intervalMs) {
       if (!(await this.guard(() => this.sweepPage()))) return false;
@@ -430,6 +441,12 @@ export class InstancePoller implements InstanceLists {
     this.sweptSinceRound = true;
     // A failed page is asked for again next time; the sweep keeps its start.
     const { page, listedAt } = await this.list({ afterToken: sweep.afterToken });
+    if (!this.sweeps) {
+      // The lead went elsewhere while this page was listed: its pages no longer reach the store, so
+      // the sweep must not be announced complete; the new leader's sweeps are read instead.
+      this.sweep = undefined;
+      return;
+    }
     sweep.pages++;
     for (const inst of page.instances) sweep.seen.set(inst.id, inst);
     if (page.instances.length > 0 && !this.seen(page.instances, listedAt, sweep.startedAt)) sweep.published = false;
@@ -463,7 +480,26 @@ export class InstancePoller implements InstanceLists {
     const got = this.share((view) => view.read());
     if (!got) return;
     for (const { instances, listedAt } of got.seen) this.subscriber?.onSeen(instances, listedAt);
-    if (got.sweep) await this.subscriber?.onSweep(got.sweep.instances, got.sweep.startedAt);
+    if (!got.sweep) return;
+    // The leader's sweep's size: how long one may take (./poller.ts `standIn`), and this daemon's once it leads.
+    this.lastSweepPages = Math.max(1, Math.ceil(got.sweep.instances.length / PAGE_SIZE));
+    await this.subscriber?.onSweep(got.sweep.instances, got.sweep.startedAt);
+  }
+
+  /**
+   * A follower whose leader's sweeps are overdue takes the lead (and sweeps from this round on), so
+   * that orphans are found while any daemon reaches the service. Overdue: no complete sweep for two
+   * intervals when the account is one page; for a sweep of P pages, which may take P intervals and
+   * start only once the one before it ended, 2P + 1 (a new leader, given as long, ends its first).
+   */
+  private standIn(): void {
+    const pages = this.lastSweepPages ?? 1;
+    const overdueMs = (pages <= 1 ? 2 : 2 * pages + 1) * this.options.intervalMs;
+    if (!this.share((view) => view.takeLeadIfOverdue(overdueMs))) return;
+    this.options.log.warn(
+      { overdueMs },
+      `the leading daemon has not completed a sweep of the account for over ${overdueMs / 1000} s (cut from the service?): this daemon takes the lead and sweeps`,
+    );
   }
 
   /** A step on the shared view: a store that does not answer costs a warning, never the list. */

@@ -32,8 +32,11 @@ export interface CreateGateDeps {
   clock: Clock;
   log: Logger;
   account: Pick<AccountWatch, 'low' | 'credit' | 'minCreditUsd' | 'setHeld'>;
-  maxUsdPerHour: number | null;
-  maxUsdPerDay: number | null;
+  /**
+   * The daemon-wide caps, read at each decision: the config's, or on a shared store the store's
+   * (../cluster/money-caps.ts), which another daemon may lower meanwhile.
+   */
+  caps(): { maxUsdPerHour: number | null; maxUsdPerDay: number | null };
   /** How often a waiting create is checked again without being woken, ms. */
   recheckMs: number;
   /** The resolved specs of the runs the daemon drives (their boot_timeout_s prices a boot). */
@@ -215,6 +218,11 @@ export class CreateGate {
     });
   }
 
+  /** The caps this gate holds creates to now (GET /v1/account shows them). */
+  caps(): { maxUsdPerHour: number | null; maxUsdPerDay: number | null } {
+    return this.deps.caps();
+  }
+
   /** How many creates wait (for /healthz and tests). */
   get waitingCount(): number {
     return this.waiting.size;
@@ -256,7 +264,7 @@ export class CreateGate {
    * next 24 h added to what the last 24 h cost.
    */
   increaseHold(extraDph: number): string | null {
-    const { maxUsdPerHour, maxUsdPerDay } = this.deps;
+    const { maxUsdPerHour, maxUsdPerDay } = this.deps.caps();
     if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
     const { live, day } = this.totals().get();
     if (maxUsdPerHour != null && overCap(live + extraDph, maxUsdPerHour)) {
@@ -283,7 +291,7 @@ export class CreateGate {
 
   /** The daemon-wide caps: `replacing` is $/h already counted in the totals that `input` takes the place of. */
   private capsHold(input: { runId: string; dphTotal: number }, totals: Totals, replacing: number, what: string): Hold | null {
-    const { maxUsdPerHour, maxUsdPerDay } = this.deps;
+    const { maxUsdPerHour, maxUsdPerDay } = this.deps.caps();
     if (maxUsdPerHour == null && maxUsdPerDay == null) return null;
     if (maxUsdPerHour != null) {
       const live = totals.get().live - replacing;

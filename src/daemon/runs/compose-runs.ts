@@ -11,6 +11,7 @@ import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Logger } from '../../logger.js';
 import type { Releasers } from '../../releasers.js';
 import type { Store } from '../../store/index.js';
+import { storeCaps } from '../cluster/money-caps.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
 import type { InstanceLists } from '../fleet/poller.js';
 import type { ReadyTokens } from '../inbound/ready-token.js';
@@ -207,13 +208,17 @@ function composeMoney(
       : {}),
   });
   releasers.push(() => account.stop());
+  // A shared store's caps are the store's (../cluster/money-caps.ts), read at each decision.
+  const caps = ownership.shared ? storeCaps({ store, caps: config.budget, log }) : () => config.budget;
   const gate = new CreateGate({
     store,
     clock,
     log,
     account,
-    maxUsdPerHour: config.budget.max_usd_per_hour ?? null,
-    maxUsdPerDay: config.budget.max_usd_per_day ?? null,
+    caps: () => {
+      const c = caps();
+      return { maxUsdPerHour: c.max_usd_per_hour ?? null, maxUsdPerDay: c.max_usd_per_day ?? null };
+    },
     recheckMs: config.polling.interval_s * 1000,
     specs,
     endRequested: (runId) => runs().endRequested(runId),

@@ -125,6 +125,41 @@ const owners = async () =>
     `SELECT run_id, owner, epoch FROM run_leases WHERE run_id NOT LIKE '~%'`,
   );
 
+/**
+ * A pass-through to the simulator that can be cut: a daemon that reaches the store but not the
+ * marketplace (its calls find the connection reset). Keeps the paths of the DELETEs it passed on.
+ */
+async function cuttable(target: string) {
+  const to = new URL(target);
+  const state = { cut: false, deletes: [] as string[] };
+  const server = createHttpServer((req, res) => {
+    if (state.cut) {
+      req.socket.destroy();
+      return;
+    }
+    if (req.method === 'DELETE') state.deletes.push(req.url ?? '');
+    const upstream = httpRequest(
+      { host: to.hostname, port: to.port, method: req.method, path: req.url ?? '/', headers: { ...req.headers, host: to.host } },
+      (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      },
+    );
+    upstream.on('error', () => res.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    state,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
 describe('several daemons on one Postgres store', () => {
   it('admits where there is room, cancels through any daemon, and hands runs over when a daemon stops', async () => {
     const a = await daemonOn(2);
@@ -337,7 +372,7 @@ describe('several daemons on one Postgres store', () => {
     }
   });
 
-  it("money caps of a shared store are the store's: a daemon with other caps is refused while another is live, and alone it changes them (issue #31 item 5)", async () => {
+  it("money caps of a shared store are the store's: a daemon with looser caps is refused while another is live, alone it changes them, and a stricter one lowers them for every daemon (issues #31 item 5, #38 item 2)", async () => {
     const capped = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
     await expect(daemonOn(1)).rejects.toThrow(
       /budget: this daemon's money caps \(max_usd_per_hour none, max_usd_per_day none\) differ from those of the store it shares with 1 live daemon \(max_usd_per_hour \$0\.2, max_usd_per_day none/,
@@ -349,11 +384,68 @@ describe('several daemons on one Postgres store', () => {
       await d.stop();
       daemons.splice(daemons.indexOf(d), 1);
     }
-    await daemonOn(1);
+    const uncapped = await daemonOn(1);
     const [row] = await queryPg<{ value: string }>(database.url, `SELECT value FROM meta WHERE key = 'money_caps'`);
     expect(JSON.parse(row!.value)).toMatchObject({ max_usd_per_hour: null, max_usd_per_day: null });
-    await expect(daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } })).rejects.toThrow(/differ from those of the store/);
+    // Issue #38 item 2: a stricter daemon is not refused (refused, it would leave the looser one
+    // spending past its cap); the lower cap wins, and the daemon with no cap of its own holds to it.
+    const stricter = await daemonOn(1, sim.url, undefined, { budget: { max_usd_per_hour: 0.2 } });
+    const [lowered] = await queryPg<{ value: string }>(database.url, `SELECT value FROM meta WHERE key = 'money_caps'`);
+    expect(JSON.parse(lowered!.value)).toMatchObject({ max_usd_per_hour: 0.2, max_usd_per_day: null });
+    for (const d of [uncapped, stricter]) {
+      const account = await d.control.api<{ money: { max_usd_per_hour: number | null } }>('GET', '/v1/account');
+      expect(account.body.money.max_usd_per_hour).toBe(0.2);
+    }
+    await expect(daemonOn(1)).rejects.toThrow(/differ from those of the store .* and are looser/);
   });
+
+  it('a leader cut from the marketplace but not from the store hands the lead on: a follower sweeps and destroys an orphan while the cut lasts, and no run changes hands (issue #38 item 5)', async () => {
+    const links = [await cuttable(sim.url), await cuttable(sim.url)];
+    try {
+      const a = await daemonOn(1, links[0]!.url);
+      const b = await daemonOn(1, links[1]!.url);
+      const idOf = (d: RunningDaemon) => readFileSync(join(d.home, 'daemon-id'), 'utf8').trim();
+      const leaderRow = async () =>
+        (await queryPg<{ owner: string; epoch: string }>(database.url, `SELECT owner, epoch FROM run_leases WHERE run_id = '~leader'`))[0];
+      await expect.poll(async () => (await leaderRow())?.owner, { timeout: 10_000 }).toBeDefined();
+      const leaderId = (await leaderRow())!.owner;
+      const [leader, follower] = leaderId === idOf(a) ? [a, b] : [b, a];
+      const leaderLink = links[leader === a ? 0 : 1]!;
+      const followerLink = links[leader === a ? 1 : 0]!;
+      // Each drives a run; the leader has completed a sweep (the followers have read it).
+      const runs = [await submitTo(leader, 'of-leader'), await submitTo(follower, 'of-follower')];
+      for (const r of runs) await leader.control.waitFor(r.id, isRunning, 30_000);
+      await expect.poll(async () => (await queryPg(database.url, `SELECT 1 FROM meta WHERE key = 'sweep_done'`)).length).toBe(1);
+      const held = await queryPg<{ run_id: string; owner: string }>(
+        database.url,
+        `SELECT run_id, owner FROM run_leases WHERE run_id NOT LIKE '~%' ORDER BY run_id`,
+      );
+
+      // The cut: the leader's calls to the marketplace fail; the store still answers it.
+      leaderLink.state.cut = true;
+      const [orphan] = sim.addForeignInstances(1, { labelPrefix: `berth:${leader.storeId}:ghost:` });
+      const destroyed = () => sim.history().find((h) => h.id === orphan)?.destroyed_at ?? null;
+      await expect.poll(destroyed, { timeout: 60_000, interval: 200 }).not.toBeNull();
+      // Destroyed through the follower, while the leader was still cut; the follower leads now.
+      expect(leaderLink.state.cut).toBe(true);
+      expect(followerLink.state.deletes.some((path) => path.includes(`/instances/${orphan}`))).toBe(true);
+      expect((await leaderRow())!.owner).toBe(idOf(follower));
+      await expect
+        .poll(async () => (await leader.control.api<Health>('GET', '/healthz')).body.cluster?.leader, { timeout: 10_000 })
+        .toBe(false);
+      // The ownership fence stayed: every run is held by the daemon that held it, and its instance lives.
+      expect(
+        await queryPg<{ run_id: string; owner: string }>(
+          database.url,
+          `SELECT run_id, owner FROM run_leases WHERE run_id NOT LIKE '~%' ORDER BY run_id`,
+        ),
+      ).toEqual(held);
+      for (const r of runs) expect((await follower.control.api<Run>('GET', `/v1/runs/${r.id}`)).body.state).toBe('running');
+      leaderLink.state.cut = false;
+    } finally {
+      for (const l of links) await l.close();
+    }
+  }, 90_000);
 
   it("a low_credit webhook received by a daemon that does not lead reaches the leader's credit read: every daemon holds creates within seconds (issue #31, operating notes)", async () => {
     const secretDir = mkdtempSync(join(tmpdir(), 'berth-whsec-'));

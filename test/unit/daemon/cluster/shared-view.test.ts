@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Instance } from '../../../../src/client/types.js';
+import { LeaseOwner } from '../../../../src/daemon/cluster/lease-owner.js';
 import { StoreSharedView } from '../../../../src/daemon/cluster/shared-view.js';
 import { openStore, type Store } from '../../../../src/store/index.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
@@ -43,7 +44,11 @@ const inst = (id: number, status: string, extra: Record<string, unknown> = {}): 
 
 /** A daemon's view: its clock, and the database's clock `offsetMs` ahead of it. */
 function daemonView(store: Store, clock: FakeClock, offsetMs: number, leader: boolean) {
-  return new StoreSharedView({ store, clock, owner: { now: () => clock.now() + offsetMs, leader } });
+  return new StoreSharedView({
+    store,
+    clock,
+    owner: { now: () => clock.now() + offsetMs, leader, daemonId: 'd', leaseMs: 3000, leaderLease: () => undefined, takeLead: () => false },
+  });
 }
 
 describe.each(['sqlite', 'postgres'] as const)('the shared view of the instances (%s)', (backend) => {
@@ -102,5 +107,51 @@ describe.each(['sqlite', 'postgres'] as const)('the shared view of the instances
     leader.sweepDone(9_000_000);
     const fresh = daemonView(db, clock, 0, false);
     expect(fresh.read().seen.flatMap((s) => s.instances.map((i) => i.id))).toEqual([2]);
+  });
+
+  it("a follower takes the lead from a leader whose complete sweeps are overdue, one of two followers, and no run's lease moves (issue #38 item 5)", async () => {
+    const opener = await openBackend(backend);
+    const clock = new FakeClock(50_000_000);
+    const LEASE = 3_000;
+    // Three daemons, each its own connection; the database's clock is the fake one.
+    const daemons = ['leader', 'f1', 'f2'].map((id) => {
+      const store = backend === 'postgres' || id === 'leader' ? opener() : undefined;
+      return { id, store };
+    });
+    const stores = daemons.map((d) => d.store ?? daemons[0]!.store!);
+    for (const s of stores) s.leases.serverNow = () => clock.now();
+    const owners = daemons.map((d, i) => new LeaseOwner({ store: stores[i]!, clock, daemonId: d.id, leaseMs: LEASE }));
+    const views = owners.map((owner, i) => new StoreSharedView({ store: stores[i]!, clock, owner }));
+    const [leader, f1, f2] = owners as [LeaseOwner, LeaseOwner, LeaseOwner];
+    stores[0]!.transaction(() => stores[0]!.runs.insert({ id: 'r1', name: 'r1', specJson: '{}', createdAt: clock.now() }));
+    expect(leader.renew().leader).toBe(true);
+    expect(leader.take('r1')).toBe(true);
+    f1.renew();
+    f2.renew();
+    // The leader's last complete sweep; then it is cut from the service (not from the store: it renews).
+    views[0]!.sweepDone(clock.now());
+    expect([views[1]!.takeLeadIfOverdue(2 * LEASE), views[2]!.takeLeadIfOverdue(2 * LEASE)]).toEqual([false, false]);
+    const rounds: Array<[boolean, boolean]> = [];
+    for (let t = 0; t < 20; t++) {
+      await clock.advance(500);
+      for (const o of owners) o.renew();
+      rounds.push([views[1]!.takeLeadIfOverdue(2 * LEASE), views[2]!.takeLeadIfOverdue(2 * LEASE)]);
+      if (rounds.at(-1)!.some(Boolean)) break;
+    }
+    // Overdue once the last sweep is more than 6 s old (the 13th half-second), not before; one follower took it.
+    expect(rounds.slice(0, -1).every(([a, b]) => !a && !b)).toBe(true);
+    expect(rounds.at(-1)!.filter(Boolean)).toHaveLength(1);
+    expect(rounds.length).toBe(13);
+    const newLeader = rounds.at(-1)![0] ? f1 : f2;
+    // The old leader's next renewal finds the lead gone; it keeps its run, which the new leader cannot take.
+    expect(leader.renew()).toMatchObject({ leader: false, lost: [] });
+    expect(newLeader.leader).toBe(true);
+    expect(newLeader.take('r1')).toBe(false);
+    expect(() => leader.check('r1')).not.toThrow();
+    // The new leader is given its time: the other follower does not take the lead from it at once.
+    const other = newLeader === f1 ? views[2]! : views[1]!;
+    await clock.advance(500);
+    for (const o of owners) o.renew();
+    expect(other.takeLeadIfOverdue(2 * LEASE)).toBe(false);
   });
 });

@@ -344,6 +344,7 @@ function fakeView(leading: () => boolean) {
       next = { seen: [] };
       return out;
     },
+    takeLeadIfOverdue: () => false,
   };
   return { view, published, sweepsDone, reads: () => reads, handNext: (r: ReturnType<SharedView['read']>) => (next = r) };
 }
@@ -423,6 +424,34 @@ describe('the poller, several daemons on one store', () => {
     await clock.advance(INTERVAL + 60 * SPACING);
     expect(account.calls.filter((c) => c.kind === 'sweep').length).toBeGreaterThanOrEqual(45);
     expect(shared.sweepsDone.length).toBe(1);
+  });
+
+  it('following a leader whose sweeps stopped (cut from the service), takes the lead once its last complete sweep is two intervals old and sweeps in that very round (issue #38 item 5)', async () => {
+    const clock = new FakeClock(0);
+    const account = fakeAccount(clock, 10);
+    let leads = false;
+    const shared = fakeView(() => leads);
+    // The leader's last complete sweep (one page) started just before 0; none completes after it.
+    shared.handNext({ seen: [], sweep: { instances: account.instances.slice(), startedAt: -1 } });
+    const asked: Array<{ at: number; overdueMs: number }> = [];
+    shared.view.takeLeadIfOverdue = (overdueMs) => {
+      asked.push({ at: clock.now(), overdueMs });
+      leads = clock.now() - -1 > overdueMs;
+      return leads;
+    };
+    const rec = recorder();
+    start(clock, account.client, rec.subscriber, shared.view);
+    await clock.advance(4 * INTERVAL - 1);
+    // Asked every round while it follows, with two intervals for a one-page account; it leads from the third round on.
+    expect(asked).toEqual([0, INTERVAL, 2 * INTERVAL].map((at) => ({ at, overdueMs: 2 * INTERVAL })));
+    // Its own sweep goes in the round it took the lead, and every interval after; each one handed over and published.
+    expect(account.calls.filter((c) => c.kind === 'sweep').map((c) => c.at)).toEqual([2 * INTERVAL, 3 * INTERVAL]);
+    expect(rec.sweeps).toEqual([
+      { startedAt: -1, count: 10 },
+      { startedAt: 2 * INTERVAL, count: 10 },
+      { startedAt: 3 * INTERVAL, count: 10 },
+    ]);
+    expect(shared.sweepsDone).toEqual([2 * INTERVAL, 3 * INTERVAL]);
   });
 });
 

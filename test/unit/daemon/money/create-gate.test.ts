@@ -33,7 +33,9 @@ afterEach(() => {
 const account = { low: false, credit: 100 as number | null, minCreditUsd: 1, setHeld: (_held: boolean) => undefined };
 const ending = new Set<string>();
 
-function gate(over: Partial<CreateGateDeps> = {}): CreateGate {
+type Caps = ReturnType<CreateGateDeps['caps']>;
+
+function gate({ maxUsdPerHour = null, maxUsdPerDay = null, ...over }: Partial<CreateGateDeps> & Partial<Caps> = {}): CreateGate {
   account.low = false;
   account.credit = 100;
   ending.clear();
@@ -42,8 +44,7 @@ function gate(over: Partial<CreateGateDeps> = {}): CreateGate {
     clock,
     log: silentLogger(),
     account,
-    maxUsdPerHour: null,
-    maxUsdPerDay: null,
+    caps: () => ({ maxUsdPerHour, maxUsdPerDay }),
     recheckMs: 1000,
     specs: { get: () => ({ boot_timeout_s: 3600 }) as never },
     endRequested: (runId) => ending.has(runId),
