@@ -525,12 +525,12 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.runs.heldCount()).toBe(0);
     s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 2, label: 'berth:x:r1:1', at: 0 });
     s.attempts.adopt('r1', 1, 501, 0);
-    expect(s.attempts.liveInstances()).toEqual({ n: 1, usdPerHour: 2 });
+    expect(s.attempts.liveInstances()).toEqual({ n: 1, usdPerHour: 2, each: [{ runId: 'r1', instanceId: 501, usdPerHour: 2 }] });
     expect(s.spendUsd(H / 2)).toBeCloseTo(1, 9);
     expect(s.runsByState()).toEqual([{ state: 'queued', n: 1 }]);
     s.runs.setState('r1', 'cancelled', null, H);
     s.attempts.destroyConfirmed('r1', 1, 501, H);
-    expect(s.attempts.liveInstances()).toEqual({ n: 0, usdPerHour: 0 });
+    expect(s.attempts.liveInstances()).toEqual({ n: 0, usdPerHour: 0, each: [] });
     // Retention keeps what the deleted run spent.
     expect(s.purge(2 * H, 3 * H).runs).toBe(1);
     expect(s.spendUsd(3 * H)).toBeCloseTo(2, 9);
