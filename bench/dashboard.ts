@@ -1,6 +1,6 @@
 // `npm run bench -- --only dashboard`: the web dashboard in headless Chromium against a real daemon
 // with 10,000 ended runs in its store (issue #22): the runs page's first render (navigation start,
-// sign-in redirect included, to the first page of runs on screen), and the time from an event's
+// sign-in answer included, to the first page of runs on screen), and the time from an event's
 // storing to its line on an open run page, over runs that fail over once. The browser test
 // (test/e2e/dashboard.test.ts) checks the same two figures with the same functions.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -168,7 +168,7 @@ export async function runDashboardBench(opts: { quick: boolean }): Promise<Bench
           value: `${median(renders).toFixed(0)} ms / ${Math.max(...renders).toFixed(0)} ms`,
           target: '< 1 s',
           met: Math.max(...renders) < 1000,
-          note: 'a fresh browser context each time: from the navigation to the sign-in URL (its redirect included) to the first page of 50 runs on screen (performance.now())',
+          note: 'a fresh browser context each time: from the navigation to the sign-in URL (its answer included) to the first page of 50 runs on screen (performance.now())',
         },
         {
           metric: `stored event → its line on an open run page, median / p99 (${lags.length} events, ${runs} runs failing over once)`,
