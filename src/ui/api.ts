@@ -17,18 +17,22 @@ export class ApiError extends Error {
 }
 
 /**
- * The session's CSRF token, which every request carries (reads too): the sign-in redirect gives it
- * in the fragment (#csrf=, sent to no server), and it is kept in this origin's storage, which a
- * server on another port (that may receive the session cookie) cannot read.
+ * The session's CSRF token, which every request carries (reads too): the sign-in answer gives it in
+ * the page itself (a `berth-csrf` meta element: never in a URL, which lands in places another
+ * party may read), and it is kept in this origin's storage, which a server on another port (that
+ * may receive the session cookie) cannot read.
  */
 const CSRF_KEY = 'berth_csrf';
 let csrf: string | undefined = takeSignInToken();
 
 function takeSignInToken(): string | undefined {
-  const given = /^#csrf=([A-Za-z0-9_-]+)$/.exec(location.hash)?.[1];
+  const meta = document.querySelector('meta[name="berth-csrf"]');
+  const given = meta?.getAttribute('content');
   if (given) {
     localStorage.setItem(CSRF_KEY, given);
-    history.replaceState(null, '', `${location.pathname}${location.search}`);
+    meta!.remove();
+    // The used code leaves the address bar (a reload would only be refused with it).
+    history.replaceState(null, '', `${location.pathname}${location.hash}`);
   }
   return localStorage.getItem(CSRF_KEY) ?? undefined;
 }

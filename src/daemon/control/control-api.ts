@@ -17,8 +17,8 @@
 // every port of 127.0.0.1 as one site and cookies are not kept apart by port, so a page on another
 // port sends it (an <img> to a paid GET spent the account's rate budget) and a server on another
 // port the browser is sent to receives it. The CSRF token is what another port cannot have: it
-// reaches the page once, in the sign-in redirect's fragment (never sent to a server), and lives
-// in the page origin's own storage; no route hands it to a request that does not carry it already.
+// reaches the page once, in the body of the sign-in answer (never in a URL), and lives in the page
+// origin's own storage; no route hands it to a request that does not carry it already.
 //
 // Every answer is `Cache-Control: no-store` (the CSRF token and run data never land in a disk
 // cache; the dashboard's assets say otherwise) and `X-Content-Type-Options: nosniff`.
@@ -33,7 +33,7 @@ import { BadPathError, Router } from '../../http/router.js';
 import type { Logger } from '../../logger.js';
 import { controlRoutes, type ControlApiDeps } from './control-routes.js';
 import { HttpProblem, type Answer, type ControlRoute } from './route-types.js';
-import { cookieName, readCookie } from './dashboard/cookies.js';
+import { cookieName, readCookies } from './dashboard/cookies.js';
 import type { DashboardSessions, SignIn } from './dashboard/sessions.js';
 import { isUsableToken } from '../../config/control-token.js';
 import { IdempotencyConflictError } from '../runs/submission.js';
@@ -93,15 +93,20 @@ function authenticate(
     if (tokenMatches(req.headers.authorization, tokens.current())) return 'token';
     throw new HttpProblem(401, 'unauthorized', UNAUTHORIZED);
   }
-  const sessionId = readCookie(req, cookieName(req.socket.localPort ?? 0));
+  const header = req.headers['x-csrf-token'];
+  const csrf = typeof header === 'string' ? header : url.pathname === STREAM_PATH ? (url.searchParams.get('csrf') ?? undefined) : undefined;
+  // Every cookie of the session's name is tried, not the first one sent (issue #38 item 6): one that
+  // another local page tossed in is no session and locks no one out. Of several live ones, the one
+  // the CSRF token belongs to.
+  const sent = readCookies(req, cookieName(req.socket.localPort ?? 0));
+  const live = sent.filter((id) => sessions.peek(id) !== undefined);
+  const sessionId = live.find((id) => sessions.csrfMatches(sessions.peek(id)!, csrf)) ?? live[0];
   const session = sessionId === undefined ? undefined : sessions.use(sessionId);
   if (!session) {
-    const why = sessionId === undefined ? UNAUTHORIZED : 'The dashboard session has ended: run `berth ui` to sign in again.';
+    const why = sent.length === 0 ? UNAUTHORIZED : 'The dashboard session has ended: run `berth ui` to sign in again.';
     throw new HttpProblem(401, 'unauthorized', why);
   }
   if (route?.auth === 'token') throw new HttpProblem(403, 'forbidden', 'This route takes the control token, not a dashboard session.');
-  const header = req.headers['x-csrf-token'];
-  const csrf = typeof header === 'string' ? header : url.pathname === STREAM_PATH ? (url.searchParams.get('csrf') ?? undefined) : undefined;
   const csrfOk = sessions.csrfMatches(session, csrf);
   if (req.method === 'GET') {
     if (!csrfOk)

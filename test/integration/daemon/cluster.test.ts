@@ -493,5 +493,16 @@ describe('several daemons on one Postgres store', () => {
     });
     expect(res.status).toBe(200);
     for (const d of [a, b]) await expect.poll(() => low(d), { timeout: 10_000 }).toBe(true);
+
+    // And each holds creates: a run submitted through either waits in `creating`, saying why, and
+    // no create call goes out for it.
+    const runs = [await submitTo(a, 'held-a'), await submitTo(b, 'held-b')];
+    const waiting = async (id: string) => {
+      const evs = (await a.control.api<Array<{ type: string; message: string }>>('GET', `/v1/runs/${id}/events`)).body;
+      return evs.find((e) => e.type === 'create.waiting')?.message ?? '';
+    };
+    for (const r of runs) await expect.poll(() => waiting(r.id), { timeout: 10_000 }).toMatch(/below account\.min_credit_usd \(\$10\.00\)/);
+    for (const r of runs) expect((await b.control.api<Run>('GET', `/v1/runs/${r.id}`)).body.state).toBe('creating');
+    expect(sim.history().filter((h) => runs.some((r) => h.label?.includes(r.id)))).toEqual([]);
   });
 });

@@ -21,15 +21,16 @@ const req = (method: string, path: string, opts: RawOptions = {}) => rawRequest(
 
 /**
  * Signs in as the page does: a code with the token, then GET /?code= for the cookie, with the CSRF
- * token in the redirect's fragment (which a browser sends to no server).
+ * token in the page's body (never in a URL or a Location: issue #38 item 4).
  */
 async function signIn(): Promise<{ cookie: string; csrf: string; setCookie: string }> {
   const code = await req('POST', '/v1/ui/codes');
   expect(code.status).toBe(201);
   const { url } = JSON.parse(code.text) as SignInCode;
   const answer = await req('GET', `/${new URL(url).search}`, { token: null });
-  expect(answer.status).toBe(303);
-  const csrf = /^\/#csrf=([A-Za-z0-9_-]{43})$/.exec(String(answer.headers.location))?.[1];
+  expect(answer.status).toBe(200);
+  expect(answer.headers.location).toBeUndefined();
+  const csrf = /<meta name="berth-csrf" content="([A-Za-z0-9_-]{43})"/.exec(answer.text)?.[1];
   expect(csrf).toBeDefined();
   const setCookie = String(answer.headers['set-cookie']);
   const cookie = setCookie.split(';')[0]!;
@@ -46,7 +47,7 @@ describe('dashboard sign-in', () => {
     const code = JSON.parse((await req('POST', '/v1/ui/codes')).text) as SignInCode;
     expect(code.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/\?code=[A-Za-z0-9_-]{43}$/);
     const first = await req('GET', `/${new URL(code.url).search}`, { token: null });
-    expect(first.status).toBe(303);
+    expect(first.status).toBe(200);
     const port = new URL(world.daemon.url).port;
     expect(String(first.headers['set-cookie'])).toMatch(
       new RegExp(`^berth_session_${port}=[A-Za-z0-9_-]{43}; HttpOnly; SameSite=Strict; Path=/$`),
@@ -105,6 +106,15 @@ describe('a dashboard session', () => {
     expect((await req('POST', '/v1/ui/codes', { token: null, headers })).status).toBe(403);
     expect((await req('POST', '/v1/token/rotate', { token: null, headers })).status).toBe(403);
     expect((await req('GET', '/v1/runs', { token: 'wrong', headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(401);
+  });
+
+  it("tries every cookie of the session's name: one tossed in by another local page locks no one out and is no session (issue #38 item 6)", async () => {
+    const { cookie, csrf } = await signIn();
+    const name = cookie.slice(0, cookie.indexOf('='));
+    // As a browser sends them: the tossed one (Path=/v1, the longer path) first.
+    const both = `${name}=tossed; ${cookie}`;
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: both, 'x-csrf-token': csrf } })).status).toBe(200);
+    expect((await req('GET', '/v1/runs', { token: null, headers: { cookie: `${name}=tossed`, 'x-csrf-token': csrf } })).status).toBe(401);
   });
 
   it('gives a server on another port that receives its cookie nothing: no CSRF token, no read, no paid GET, no change (issue #31 items 2, 6)', async () => {

@@ -1,7 +1,14 @@
 // A run that finds nothing to rent says what excluded the offers: a cap below the cheapest offer
-// names the cheapest and the cap; a spec no machine fits says so. They used to end with the same
-// sentence ("No usable offer matched the spec ... Tried: no offer was tried"). On the simulator.
+// names how many offers match, the cheapest (its billed price, with its disk) and the cap, each
+// checked against the simulator's own catalog; a spec no machine fits says so. They used to end with
+// the same sentence ("No usable offer matched the spec ... Tried: no offer was tried"). On the simulator.
 import { afterEach, describe, expect, it } from 'vitest';
+import type { Offer } from '../../../src/client/types.js';
+import { loadConfig } from '../../../src/config/load.js';
+import { uncappedQuery } from '../../../src/job-spec/no-offers-why.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
+import { billedPriceFor } from '../../../src/job-spec/search-query.js';
+import { parseJobSpec } from '../../../src/job-spec/validate.js';
 import { isEnded, jobSpec, startWorld, submit, type World } from '../../helpers/world.js';
 
 let world: World | undefined;
@@ -13,16 +20,29 @@ afterEach(async () => {
 describe('no usable offer: the reason', () => {
   it('a cap below the cheapest offer: how many offers match, the cheapest price with its disk, and the cap', async () => {
     world = await startWorld();
-    const run = await submit(world, jobSpec({ max_price_per_hour: 0.01 }));
+    const spec = jobSpec({ max_price_per_hour: 0.01 });
+    const run = await submit(world, spec);
     const failed = await world.waitFor(run.id, isEnded);
     expect(failed.state).toBe('failed');
     expect(failed.error?.kind).toBe('no_offers');
-    expect(failed.error?.message).toMatch(
-      /^No usable offer matched the spec after 0 of 0 relax steps: (at least )?\d+ offers match the filters; the cheapest costs \$0\.\d+\/h with 20 GB of disk, above max_price_per_hour \(\$0\.01\)\./,
-    );
-    // The cheapest named is the catalog's cheapest for these filters, as it would be billed.
-    const cheapest = Number(/costs \$(\d+\.\d+)\/h/.exec(failed.error!.message)![1]);
+    // Each part of the reason, against the catalog: the offers the filters match without the cap
+    // (as many as the explanation reads, 64), and the cheapest of them as it would be billed.
+    const resolved = planRun(parseJobSpec(spec), loadConfig({}, {}).config.runs);
+    const res = await fetch(`${world.sim.url}/api/v0/bundles/`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${world.sim.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(uncappedQuery(resolved, 0, { offerIds: [], machineIds: [] })),
+    });
+    const { offers } = (await res.json()) as { offers: Offer[] };
+    const count = offers.length >= 64 ? `at least ${offers.length} offers match` : `${offers.length} offers match`;
+    const cheapest = Math.min(...offers.map((o) => billedPriceFor(o, resolved)!));
     expect(cheapest).toBeGreaterThan(0.01);
+    const price = cheapest.toFixed(3).endsWith('0') ? cheapest.toFixed(2) : cheapest.toFixed(3);
+    expect(failed.error?.message).toMatch(
+      new RegExp(
+        `^No usable offer matched the spec after 0 of 0 relax steps: ${count} the filters; the cheapest costs \\$${price.replace('.', '\\.')}/h with 20 GB of disk, above max_price_per_hour \\(\\$0\\.01\\)\\.`,
+      ),
+    );
     expect(world.sim.history()).toEqual([]);
   });
 

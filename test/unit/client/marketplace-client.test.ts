@@ -4,6 +4,7 @@ import type { ClientEvent } from '../../../src/client/events.js';
 import { AmbiguousCreateError, AuthError, BerthError, OfferGoneError, OfferRefusedError, PermissionError } from '../../../src/errors.js';
 import { INSTANCE_COLUMNS } from '../../../src/client/marketplace-client.js';
 import { json, startFakeServer, testConfig, type FakeServer } from './fake-server.js';
+import { FakeClock } from '../../helpers/fake-clock.js';
 
 const API_KEY = 'sk-unit-test-key-0123456789';
 const offer = (id: number) => ({
@@ -22,8 +23,21 @@ let server: FakeServer;
 let client: MarketplaceClient;
 let events: ClientEvent[];
 
-function makeClient(config = testConfig(), url = server.url): MarketplaceClient {
-  return createMarketClient({ baseUrl: url, apiKey: API_KEY, config, onEvent: (e) => events.push(e) });
+function makeClient(config = testConfig(), url = server.url, clock?: FakeClock): MarketplaceClient {
+  return createMarketClient({ baseUrl: url, apiKey: API_KEY, config, onEvent: (e) => events.push(e), ...(clock ? { clock } : {}) });
+}
+
+/** Lets the real sockets of the fake server and the client turn, without moving any clock. */
+async function ioTurns(n = 50): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+}
+
+/** Turns the event loop until `ok` holds (real I/O: the fake server's answers), time standing still. */
+async function untilTrue(what: string, ok: () => boolean): Promise<void> {
+  for (let i = 0; !ok(); i++) {
+    if (i > 20_000) throw new Error(`never: ${what}`);
+    await new Promise((r) => setImmediate(r));
+  }
 }
 
 beforeEach(async () => {
@@ -225,50 +239,76 @@ describe('retries', () => {
 
   it('a 429 pauses the group for about 1/threshold s, then the call succeeds', async () => {
     await client.close();
-    client = makeClient(testConfig({ retry: { max_delay_s: 2 } }));
+    const clock = new FakeClock(0, { timeoutTurns: 20 });
+    client = makeClient(testConfig({ retry: { max_delay_s: 2 } }), server.url, clock);
     let n = 0;
     server.setHandler((_q, res) => {
       if (++n === 1) return json(res, 429, { detail: 'API requests too frequent endpoint threshold=4.0' });
       return json(res, 200, { instances: instance(9) });
     });
-    const start = performance.now();
-    expect(await client.showInstance(9)).toMatchObject({ id: 9 });
-    const elapsed = performance.now() - start;
-    expect(elapsed).toBeGreaterThan(240);
-    expect(server.requests).toHaveLength(2);
+    const got = client.showInstance(9);
+    await untilTrue('the 429', () => events.some((e) => e.type === 'rate_limited'));
     const rl = events.find((e) => e.type === 'rate_limited');
     expect(rl).toMatchObject({ type: 'rate_limited', group: 'show', threshold: 4, consecutive: 1 });
+    // 1/threshold s: 250 ms (jittered up to 1.25x), on the fake clock.
+    const pause = (rl as { pauseMs: number }).pauseMs;
+    expect(pause).toBeGreaterThanOrEqual(250);
+    await clock.advance(pause - 1);
+    await ioTurns();
+    expect(server.requests).toHaveLength(1);
+    await clock.advance(1);
+    expect(await got).toMatchObject({ id: 9 });
+    expect(server.requests).toHaveLength(2);
     expect(events.some((e) => e.type === 'resumed' && e.group === 'show')).toBe(true);
     expect(client.stats().groups.show.rateLimited).toBe(1);
   });
 
   it('a share of the rate limits (daemons on one key) spaces the calls at that fraction, reported in stats', async () => {
     await client.close();
-    client = makeClient(testConfig({ rate: { show: { per_s: 20, burst: 1 } } }));
+    const clock = new FakeClock(0, { timeoutTurns: 20 });
+    client = makeClient(testConfig({ rate: { show: { per_s: 20, burst: 1 } } }), server.url, clock);
     server.setHandler((_q, res) => json(res, 200, { instances: instance(9) }));
     client.setRateShare(1 / 4);
     expect(client.stats()).toMatchObject({ rateShare: 0.25, groups: { show: { perS: 5, burst: 1 } } });
-    const start = performance.now();
-    await Promise.all([1, 2, 3].map(() => client.showInstance(9)));
-    // 200 ms between calls at 5/s (the configured 20/s would take 100 ms for all three).
-    expect(performance.now() - start).toBeGreaterThan(380);
+    const all = Promise.all([1, 2, 3].map(() => client.showInstance(9)));
+    // 200 ms between calls at 5/s, on the fake clock (the configured 20/s would space them 50 ms).
+    await untilTrue('the first call', () => server.requests.length === 1);
+    for (const sent of [1, 2]) {
+      await clock.advance(199);
+      await ioTurns();
+      expect(server.requests).toHaveLength(sent);
+      await clock.advance(1);
+      await untilTrue(`call ${sent + 1}`, () => server.requests.length === sent + 1);
+    }
+    await all;
     client.setRateShare(1);
     expect(client.stats()).toMatchObject({ rateShare: 1, groups: { show: { perS: 20 } } });
   });
 
   it('a 429 on create pauses the create group for at least its penalty, whatever the threshold says', async () => {
     await client.close();
-    client = makeClient(testConfig({ rate: { create: { per_s: 100, burst: 1, penalty_s: 0.4 } }, retry: { max_delay_s: 2 } }));
+    const clock = new FakeClock(0, { timeoutTurns: 20 });
+    client = makeClient(
+      testConfig({ rate: { create: { per_s: 100, burst: 1, penalty_s: 0.4 } }, retry: { max_delay_s: 2 } }),
+      server.url,
+      clock,
+    );
     let n = 0;
     server.setHandler((_q, res) =>
       ++n === 1
         ? json(res, 429, { detail: 'API requests too frequent endpoint threshold=50' })
         : json(res, 200, { success: true, new_contract: 9 }),
     );
-    expect(await client.createInstance(1, createReq)).toEqual({ instanceId: 9 });
-    expect(server.requests).toHaveLength(2);
-    expect(server.requests[1]!.at - server.requests[0]!.at).toBeGreaterThanOrEqual(390);
+    const made = client.createInstance(1, createReq);
+    await untilTrue('the 429', () => events.some((e) => e.type === 'rate_limited'));
     expect(events.find((e) => e.type === 'rate_limited')).toMatchObject({ group: 'create', pauseMs: 400 });
+    // Not sent again before the penalty is over, on the fake clock (the threshold alone says 20 ms).
+    await clock.advance(399);
+    await ioTurns();
+    expect(server.requests).toHaveLength(1);
+    await clock.advance(1);
+    expect(await made).toEqual({ instanceId: 9 });
+    expect(server.requests).toHaveLength(2);
   });
 
   it('a plain-text 429 still pauses and retries', async () => {
@@ -293,12 +333,16 @@ describe('retries', () => {
   });
 
   it('cancels a call waiting for a retry', async () => {
+    await client.close();
+    // On a fake clock that never moves: the 5 s pause cannot end, so only the abort ends the call.
+    client = makeClient(testConfig(), server.url, new FakeClock(0));
     server.setHandler((_q, res) => json(res, 429, { detail: 'threshold=0.2' })); // 5 s pause
     const ac = new AbortController();
-    setTimeout(() => ac.abort(), 100);
-    const start = performance.now();
-    await expect(client.listInstances(undefined, { signal: ac.signal })).rejects.toMatchObject({ code: 'aborted' });
-    expect(performance.now() - start).toBeLessThan(1000);
+    const listed = client.listInstances(undefined, { signal: ac.signal });
+    await untilTrue('the 429', () => events.some((e) => e.type === 'rate_limited'));
+    ac.abort();
+    await expect(listed).rejects.toMatchObject({ code: 'aborted' });
+    expect(server.requests).toHaveLength(1);
   });
 });
 

@@ -43,9 +43,15 @@ describe('noOffersWhy', () => {
     expect(noOffersWhy(spec, [])).toBe('no offer matches the filters, whatever its price');
   });
 
-  it('says when offers within the cap could not be used', () => {
-    expect(noOffersWhy(spec, [offer(1, 0.005)])).toMatch(
-      /^1 offer matches the filters and 1 of them is within max_price_per_hour \(\$0\.01\), but none could be used/,
+  it('says when offers within the cap could not be used, and why they may not have been', () => {
+    expect(noOffersWhy(spec, [offer(1, 0.005)])).toBe(
+      '1 offer matches the filters and 1 of them is within max_price_per_hour ($0.01), but none could be used: blocked after failed attempts, or taken by other runs',
+    );
+  });
+
+  it('says when the offers that match state no price it can read', () => {
+    expect(noOffersWhy(spec, [offer(1, Number.NaN), offer(2, Number.NaN)])).toBe(
+      '2 offers match the filters, but none states a price berth can read',
     );
   });
 });

@@ -4,13 +4,18 @@ import type { IncomingMessage } from 'node:http';
 
 export const cookieName = (port: number) => `berth_session_${port}`;
 
-/** The value of the cookie `name` in the request's Cookie header, if any. */
-export function readCookie(req: IncomingMessage, name: string): string | undefined {
+/**
+ * The values of every cookie `name` in the request's Cookie header, in the order sent. There may be
+ * several: a page on another port of 127.0.0.1 can set one of this name (cookies are not kept apart
+ * by port) on a longer path such as /v1, which the browser sends before ours (issue #38 item 6).
+ */
+export function readCookies(req: IncomingMessage, name: string): string[] {
+  const values: string[] = [];
   for (const part of (req.headers.cookie ?? '').split(';')) {
     const i = part.indexOf('=');
-    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
+    if (i > 0 && part.slice(0, i).trim() === name) values.push(part.slice(i + 1).trim());
   }
-  return undefined;
+  return values;
 }
 
 /**

@@ -39,6 +39,14 @@ was restarted or its control token rotated since. Run <code>berth ui</code> for 
   return { status: 401, text: html, contentType: 'text/html; charset=utf-8', headers: { ...PAGE_HEADERS, 'cache-control': 'no-store' } };
 }
 
+/** The page with the session's CSRF token in a meta element, which the page's script takes (src/ui/api.ts). */
+function withCsrfToken(page: Buffer, csrf: string): string {
+  const html = page.toString('utf8');
+  const head = html.indexOf('<head>');
+  const at = head < 0 ? 0 : head + '<head>'.length;
+  return `${html.slice(0, at)}<meta name="berth-csrf" content="${csrf}" />${html.slice(at)}`;
+}
+
 export function dashboardRoutes(deps: DashboardDeps): ControlRoute[] {
   const { sessions } = deps;
   const assets = deps.assets ?? new DashboardAssets();
@@ -48,41 +56,42 @@ export function dashboardRoutes(deps: DashboardDeps): ControlRoute[] {
       path: '/',
       auth: 'open',
       doc: {
-        summary: 'The web dashboard; with ?code= (from `berth ui`), signs in and redirects to itself',
+        summary: 'The web dashboard; with ?code= (from `berth ui`), signs in',
         query: [{ name: 'code', description: 'a one-time sign-in code (POST /v1/ui/codes)', schema: { type: 'string' } }],
         responses: {
-          200: { description: 'the page', contentType: 'text/html' },
-          303: {
+          200: {
             description:
-              "signed in: a session cookie is set, the code dropped from the URL, and the session's CSRF token given in the fragment (#csrf=)",
-            contentType: 'text/plain',
+              'the page; with a good code, signed in: a session cookie is set and the session\'s CSRF token is given in the page (<meta name="berth-csrf">), never in a URL',
+            contentType: 'text/html',
           },
           401: { description: 'the code is unknown, used or expired: a page that says so', contentType: 'text/html' },
         },
         errors: [404],
       },
       handle: ({ req, url }) => {
+        const page = assets.get('index.html');
+        if (!page)
+          throw new HttpProblem(404, 'not_found', 'The dashboard is not built: run `npm run build` in the berth package, then reload.');
         const code = url.searchParams.get('code');
         if (code !== null) {
           const signIn = sessions.redeem(code);
           if (!signIn) return signInFailed();
-          // The CSRF token goes to the page in the fragment, which the browser keeps and sends to
-          // no server: the page stores it in its origin's storage, which no other port can read
-          // (the cookie goes to any port; ../control-api.ts asks both of every session request).
+          // The CSRF token goes to the page in the answer's body, which only the browser that
+          // redeemed the code reads: never in a URL or a Location (issue #38 item 4), which land in
+          // places (a history, a log, a process's arguments) another party may read. The page keeps
+          // it in its origin's storage, which no other port can read (the cookie goes to any port;
+          // ../control-api.ts asks both of every session request), and drops the code from its URL.
           return {
-            status: 303,
-            text: '',
-            contentType: 'text/plain; charset=utf-8',
+            status: 200,
+            text: withCsrfToken(page.body, signIn.session.csrf),
+            contentType: page.contentType,
             headers: {
-              location: `/#csrf=${signIn.session.csrf}`,
+              ...PAGE_HEADERS,
               'set-cookie': sessionCookie(cookieName(portOf(req)), signIn.sessionId),
               'cache-control': 'no-store',
             },
           };
         }
-        const page = assets.get('index.html');
-        if (!page)
-          throw new HttpProblem(404, 'not_found', 'The dashboard is not built: run `npm run build` in the berth package, then reload.');
         return { status: 200, text: page.body, contentType: page.contentType, headers: { ...PAGE_HEADERS, 'cache-control': 'no-store' } };
       },
     },

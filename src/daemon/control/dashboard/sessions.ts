@@ -81,10 +81,15 @@ export class DashboardSessions {
     return session;
   }
 
+  /** The live session with this id, its idle time not renewed; undefined when there is none. */
+  peek(sessionId: string): Session | undefined {
+    const session = this.sessions.get(digest(sessionId));
+    return session !== undefined && this.clock.now() < session.expiresAt ? session : undefined;
+  }
+
   /** True while the session lives (its idle time not renewed: an open event stream asks this). */
   isLive(sessionId: string): boolean {
-    const session = this.sessions.get(digest(sessionId));
-    return session !== undefined && this.clock.now() < session.expiresAt;
+    return this.peek(sessionId) !== undefined;
   }
 
   /** True when `given` is the session's CSRF token (compared in constant time). */

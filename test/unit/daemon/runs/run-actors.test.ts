@@ -12,13 +12,15 @@ import {
   AmbiguousCreateError,
   AuthError,
   BerthError,
+  LeaseLostError,
   OfferGoneError,
   OfferRefusedError,
   PermissionError,
   ServiceHttpError,
 } from '../../../../src/errors.js';
 import { AttemptJournal } from '../../../../src/daemon/runs/attempt-journal.js';
-import { SoleOwner } from '../../../../src/daemon/cluster/run-ownership.js';
+import { LeaseOwner } from '../../../../src/daemon/cluster/lease-owner.js';
+import { SoleOwner, type RunOwnership } from '../../../../src/daemon/cluster/run-ownership.js';
 import { MachineQuarantine } from '../../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../../src/daemon/runs/offer-claims.js';
 import { StoreClaims } from '../../../../src/daemon/runs/store-claims.js';
@@ -97,13 +99,18 @@ function lookups(found: (call: number) => Instance | null = () => null) {
   };
 }
 
-function actorsWith(client: MarketClient, lists: InstanceLists = lookups().lists, claims = new OfferClaims()) {
+function actorsWith(
+  client: MarketClient,
+  lists: InstanceLists = lookups().lists,
+  claims = new OfferClaims(),
+  ownership: RunOwnership = new SoleOwner(store),
+) {
   const specs = { get: () => spec };
   return makeRunActors({
     ...passThroughActorDeps(specs, clock),
     client,
     clock,
-    journal: new AttemptJournal(store, new SoleOwner(store)),
+    journal: new AttemptJournal(store, ownership),
     specs,
     reconcileGraceMs: GRACE_MS,
     claims,
@@ -235,6 +242,53 @@ describe('create actor: a fresh attempt', () => {
     await clock.settle();
     expect(calls[0]!.signal.aborted).toBe(true);
     expect(row()).toMatchObject({ create_state: 'intent', instance_id: null });
+  });
+});
+
+describe('create actor: the ownership fence on a shared store (issue #38 item 7)', () => {
+  const LEASE_MS = 30_000;
+  /** Daemon a, holding run1's lease as far as it knows (a fresh renewal). */
+  function holderA(): LeaseOwner {
+    // The database's clock is the fake one here: leases end when the test moves time.
+    store.leases.serverNow = () => clock.now();
+    const a = new LeaseOwner({ store, clock, daemonId: 'a', leaseMs: LEASE_MS });
+    a.renew();
+    expect(a.take('run1')).toBe(true);
+    return a;
+  }
+  const startCreateAs = (client: MarketClient, owner: RunOwnership) => {
+    const actor = createActor(actorsWith(client, lookups().lists, new OfferClaims(), owner).createInstance, { input: INPUT }).start();
+    return toPromise(actor);
+  };
+  /** The actor's failure, and the error it carries (the run machine's onError gets it). */
+  const leaseLost = (err: unknown) => (err as Error).cause instanceof LeaseLostError;
+
+  it('a daemon whose lease another daemon took over (the store says so, it does not know yet) writes no intent and sends no create', async () => {
+    const a = holderA();
+    // Daemon b took the run once a's lease had ended on the database's clock; a was paused meanwhile
+    // and its own clock has not moved, so only the store's fence can stop it.
+    expect(store.leases.acquire('run1', 'b', clock.now() + LEASE_MS + 1, LEASE_MS)).toBeDefined();
+    const { client, calls } = scripted(async () => ({ instanceId: 900 }));
+    expect(leaseLost(await startCreateAs(client, a).catch((e: unknown) => e))).toBe(true);
+    expect(row()).toBeUndefined();
+    expect(calls).toEqual([]);
+  });
+
+  it('a daemon that has not renewed its lease for as long as the lease lasts writes no intent and sends no create', async () => {
+    const a = holderA();
+    await clock.advance(LEASE_MS);
+    const { client, calls } = scripted(async () => ({ instanceId: 900 }));
+    expect(leaseLost(await startCreateAs(client, a).catch((e: unknown) => e))).toBe(true);
+    expect(row()).toBeUndefined();
+    expect(calls).toEqual([]);
+  });
+
+  it('the holder of the lease writes the intent and sends the create', async () => {
+    const a = holderA();
+    const { client, calls } = scripted(async () => ({ instanceId: 900 }));
+    await expect(startCreateAs(client, a)).resolves.toMatchObject({ kind: 'created', instanceId: 900 });
+    expect(row()).toMatchObject({ create_state: 'created', instance_id: 900 });
+    expect(calls).toHaveLength(1);
   });
 });
 
