@@ -87,7 +87,7 @@ interface CreatedInstance {
 }
 
 export interface CurrentUser {
-  /** Absent from some real answers (a credit-only account's `vastai show user` quoted without it); berth reads only `credit`. */
+  /** Absent from some real answers (a credit-only account's `vastai show user` quoted without it); berth records it to bind a store to its account (src/daemon/service-binding.ts). */
   id?: number | undefined;
   email?: string | undefined;
   credit?: number | undefined;
