@@ -75,7 +75,11 @@ export interface CreateInstanceRequest {
   /** $/h bid for interruptible offers; null for on-demand. */
   price?: number | null;
   runtype?: string;
-  /** Other values this create carries (the readiness token in onstart) that service text must never show. */
+  /**
+   * Other values this create carries that service text must never show (the readiness token in
+   * onstart, the spec's secrets). Env values are scrubbed from service text too: an error quoting
+   * them is rare, and the client cannot tell configuration from a secret.
+   */
   secrets?: string[];
 }
 

@@ -24,7 +24,7 @@ import type { ServiceBinding, Store } from '../store/index.js';
 const REREAD_MS = 5_000;
 
 /** A base URL as the binding compares it: no user info, no query, no trailing slash. */
-export function bindingUrl(baseUrl: string): string {
+function bindingUrl(baseUrl: string): string {
   const u = new URL(baseUrl);
   return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}`;
 }
