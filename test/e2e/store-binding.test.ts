@@ -81,6 +81,7 @@ describe('a store bound to its service and account', () => {
       // Nothing of the first one was touched: its instance still bills, for the run to find again.
       expect(first.billingNow()).toHaveLength(1);
     },
+    90_000,
   );
 
   it('refuses to start when the same service answers for another account while a run is live, and rents nothing there', async () => {
@@ -97,7 +98,7 @@ describe('a store bound to its service and account', () => {
     expect(r.stderr.trim().split('\n'), r.stderr).toHaveLength(1);
     expect(r.stderr).toMatch(/another BERTH_HOME/);
     expect(other.stats().creates_received).toBe(0);
-  });
+  }, 90_000);
 
   it('starts against another service once no run is live, and says it rebinds', async () => {
     const first = await sim();
@@ -113,5 +114,5 @@ describe('a store bound to its service and account', () => {
     expect(second.stats().creates_received).toBe(1);
     await daemon.stop();
     expect(readFileSync(join(home!, 'daemon.log'), 'utf8')).toContain(`it has no live run, so it now rents on ${second.url}`);
-  });
+  }, 90_000);
 });
