@@ -7,6 +7,11 @@
 // sought: it would blank out ordinary words and tells nothing on its own.
 //
 // Over-redaction is harmless (the text is only ever a message); a missed fragment is not.
+//
+// A container's log is another matter: it is the task's own output, read by people, and a piece of
+// a secret matched anywhere blots out ordinary words ("loaded [redacted] weights"). A program prints
+// a secret whole, or cut where its line or the log's tail is cut; so with `pieces: 'at-line-edges'`
+// every form is still replaced wherever it is, and a piece only where it starts or ends a line.
 
 /** Shortest secret worth seeking. */
 const MIN_SECRET = 4;
@@ -45,10 +50,12 @@ function formsOf(secret: string): string[] {
 export class SecretScrubber {
   private readonly known = new Set<string>();
   private readonly pieces = new Set<string>();
-  /** Forms shorter than MIN_FRAGMENT: replaced only whole. */
+  /** Forms replaced whole wherever they are: those shorter than MIN_FRAGMENT, and at line edges every one. */
   private readonly whole = new Set<string>();
+  private readonly atLineEdges: boolean;
 
-  constructor(secrets: Iterable<string> = []) {
+  constructor(secrets: Iterable<string> = [], options: { pieces?: 'anywhere' | 'at-line-edges' } = {}) {
+    this.atLineEdges = options.pieces === 'at-line-edges';
     for (const s of secrets) this.add(s);
   }
 
@@ -56,8 +63,9 @@ export class SecretScrubber {
     if (secret.length < MIN_SECRET || this.known.has(secret)) return;
     this.known.add(secret);
     for (const form of formsOf(secret)) {
-      if (form.length < MIN_FRAGMENT) this.whole.add(form);
-      else for (let i = 0; i + MIN_FRAGMENT <= form.length; i++) this.pieces.add(form.slice(i, i + MIN_FRAGMENT));
+      if (form.length < MIN_FRAGMENT || this.atLineEdges) this.whole.add(form);
+      if (form.length >= MIN_FRAGMENT)
+        for (let i = 0; i + MIN_FRAGMENT <= form.length; i++) this.pieces.add(form.slice(i, i + MIN_FRAGMENT));
     }
   }
 
@@ -69,6 +77,7 @@ export class SecretScrubber {
     for (let i = 0; i + MIN_FRAGMENT <= hay.length; i++) {
       if (this.pieces.has(hay.slice(i, i + MIN_FRAGMENT))) hidden.fill(1, i, i + MIN_FRAGMENT);
     }
+    if (this.atLineEdges) keepLineEdges(text, hidden);
     for (const form of this.whole) {
       for (let at = hay.indexOf(form); at !== -1; at = hay.indexOf(form, at + 1)) hidden.fill(1, at, at + form.length);
     }
@@ -78,6 +87,19 @@ export class SecretScrubber {
       else if (i === 0 || !hidden[i - 1]) out += MARK;
     }
     return out;
+  }
+}
+
+/** Clears every run of `hidden` that neither starts nor ends a line of `text`. */
+function keepLineEdges(text: string, hidden: Uint8Array): void {
+  for (let start = 0; start < text.length; start++) {
+    if (!hidden[start]) continue;
+    let end = start;
+    while (end < text.length && hidden[end]) end++;
+    const startsLine = start === 0 || text[start - 1] === '\n';
+    const endsLine = end === text.length || text[end] === '\n' || text[end] === '\r';
+    if (!startsLine && !endsLine) hidden.fill(0, start, end);
+    start = end;
   }
 }
 

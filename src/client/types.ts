@@ -78,7 +78,11 @@ export interface CreateInstanceRequest {
   /** $/h bid for interruptible offers; null for on-demand. */
   price?: number | null;
   runtype?: string;
-  /** Other values this create carries (the readiness token in onstart) that service text must never show. */
+  /**
+   * Other values this create carries that service text must never show (the readiness token in
+   * onstart, the spec's secrets). Env values are scrubbed from service text too: an error quoting
+   * them is rare, and the client cannot tell configuration from a secret.
+   */
   secrets?: string[];
 }
 
@@ -90,7 +94,7 @@ interface CreatedInstance {
 }
 
 export interface CurrentUser {
-  /** Absent from some real answers (a credit-only account's `vastai show user` quoted without it); berth reads only `credit`. */
+  /** Absent from some real answers (a credit-only account's `vastai show user` quoted without it); berth records it to bind a store to its account (src/daemon/service-binding.ts). */
   id?: number | undefined;
   email?: string | undefined;
   credit?: number | undefined;

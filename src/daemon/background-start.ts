@@ -44,6 +44,11 @@ export interface BackgroundDeps {
   leads: () => boolean;
   /** True once the daemon stops. */
   stopping: () => boolean;
+  /**
+   * Resolves when the runs may resume: the account they rent on is confirmed (./service-binding.ts).
+   * A rejection stops the daemon, as a failed resume does.
+   */
+  beforeResume?: (signal: AbortSignal) => Promise<void>;
   /** The runs have resumed: the daemon is ready. */
   onReady: () => void;
   /** The daemon cannot go on (`reason`): it stops, and says why. */
@@ -91,6 +96,8 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
     // No list blocks the start: a resumed run whose create may have been sent looks for its label
     // itself, and the poller's first round sweeps the account (adopting journaled creates,
     // destroying orphans) while the runs go on.
+    await deps.beforeResume?.(checksAbort.signal);
+    if (stopping()) return;
     // Each of these steps may be tried again: a berth.db locked by another program is waited out.
     await whileStoreBusy(
       'resume the runs',

@@ -24,7 +24,7 @@ import type { MarketplaceClient } from '../client/marketplace-client.js';
 import { systemClock, type Clock } from '../clock.js';
 import { loadConfig, type DeepPartial, type LoadedConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError, toRunError } from '../errors.js';
 import { createLogger, type Logger } from '../logger.js';
 import { openStore, type Store } from '../store/index.js';
 import { describePgUrl, storeLocation, type StoreLocation } from '../store/store-url.js';
@@ -52,6 +52,7 @@ import { LeaseOwner } from './cluster/lease-owner.js';
 import { agreeOnMoneyCaps } from './cluster/money-caps.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 import { checkConfigRelax } from '../job-spec/validate.js';
+import { checkServiceUrl, confirmAccount, type BindingAtStart, type ConfirmDeps } from './service-binding.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;
@@ -199,6 +200,24 @@ async function readinessCallback(
   if (!url) return undefined;
   const key = await whileStoreBusy('make the readiness key', () => store.secretKey(READY_KEY_NAME), storeWait);
   return key ? { url, tokens: new ReadyTokens(key) } : undefined;
+}
+
+/**
+ * The runs wait for the account they rent on to be confirmed (./service-binding.ts); with none to
+ * confirm they do not wait, and the account is recorded whenever it answers.
+ */
+function accountCheck(
+  binding: BindingAtStart,
+  deps: Pick<ConfirmDeps, 'store' | 'clock' | 'log'> & { client: Pick<MarketplaceClient, 'currentUser'> },
+): (signal: AbortSignal) => Promise<void> {
+  return (signal) => {
+    const confirmed = confirmAccount(binding, { ...deps, currentUser: (options) => deps.client.currentUser(options), signal });
+    if (binding.confirm !== null) return confirmed;
+    confirmed.catch((err: unknown) => {
+      if (!signal.aborted) deps.log.warn({ err: toRunError(err) }, 'could not read which account the API key belongs to');
+    });
+    return Promise.resolve();
+  };
 }
 
 /** The shortest time between two instance lists that rate_limits.list allows, s. */
@@ -370,6 +389,12 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const storeWait = { clock, log, ...(options.signal ? { signal: options.signal } : {}) };
     const store = await openDaemonStore(config, env.home, options.replaceStore, storeWait);
     releasers.push(() => store.close());
+    // The service this store rents on, before anything can call it (./service-binding.ts).
+    const binding = await whileStoreBusy(
+      'check the service this store rents on',
+      () => checkServiceUrl(store, config.service.base_url, clock.now(), log),
+      storeWait,
+    );
     const { owner, ownership } = await runOwnership(store, { config, clock, log, home: env.home, signal: options.signal });
     // Registered with the caps: a start that fails from here on deletes its heartbeat (no stalled daemon left behind).
     if (owner) releasers.push(() => owner.releaseAll());
@@ -431,7 +456,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     log.info({ url }, 'berth daemon listening; resuming the runs');
 
     const background = startBackground(
-      { config, store, client, clock, log, supervisor, poller, notifier, cluster, account, notices, leads, ...life.background },
+      {
+        ...{ config, store, client, clock, log, supervisor, poller, notifier, cluster, account, notices, leads, ...life.background },
+        beforeResume: accountCheck(binding, { store, client, clock, log }),
+      },
       releasers,
     );
     return {

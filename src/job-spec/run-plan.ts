@@ -10,7 +10,7 @@ import { JOB_SPEC_DEFAULTS, type JobSpec, type ResolvedJobSpec } from './schema.
 import { parseJobSpec, parseJsonText } from './validate.js';
 
 /** The version of the stored spec that this build writes. */
-export const STORED_SPEC_VERSION = 3;
+export const STORED_SPEC_VERSION = 4;
 /** The key of the version in the stored JSON; not a spec field, removed before the parse. */
 const VERSION_KEY = 'berth_spec_version';
 
@@ -102,7 +102,7 @@ export function planRun(spec: JobSpec, runs: Config['runs']): RunPlan {
   return planOf(withRunDefaults(spec, runs));
 }
 
-/** The JSON stored with the run: the filled spec and its version (env values included: the create needs them). */
+/** The JSON stored with the run: the filled spec and its version (env and secrets values included: the create needs them). */
 export function storedSpecText(plan: RunPlan): string {
   const { task: _task, bid: _bid, idle: _idle, ...spec } = plan;
   return JSON.stringify({ ...spec, [VERSION_KEY]: STORED_SPEC_VERSION });
@@ -136,6 +136,9 @@ const STEPS: Record<number, Step> = {
   // task is ready once the service lists it running, and the spec's rules refuse "ssh" on a task:
   // a task stored waiting for SSH reads as ready by status (a run already running is unchanged).
   2: (spec) => (specIsTask(spec) ? { ...spec, ready_when: 'status' } : spec),
+  // Version 3: before `secrets` (issue #41), every env value was scrubbed from logs as a secret.
+  // Moved into `secrets`, they still are, and are set in the instance the same way.
+  3: ({ env, ...spec }) => (env === undefined ? spec : { ...spec, secrets: env }),
 };
 
 /**

@@ -195,6 +195,23 @@ function requiresAtLeastOne(ops: Record<string, unknown>): boolean {
   );
 }
 
+/** `env` and `secrets`: both are set in the instance's environment, so the service's limits bind both. */
+const envSchema = z
+  .record(
+    z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name matches ^[A-Za-z_][A-Za-z0-9_]*$')
+      .refine((k) => !RESERVED_KEYS.has(k), notReserved),
+    // The value may be a secret: the message gives its size, never the value.
+    z.string().refine((v) => sizeOf(v) <= LIMITS.envValueMaxChars, {
+      error: (iss) => `is ${sizeOf(String(iss.input))} characters; the service takes at most ${LIMITS.envValueMaxChars} per value`,
+    }),
+  )
+  .refine((env) => envTotalSize(env) <= LIMITS.envTotalMaxChars, {
+    error: (iss) =>
+      `is ${envTotalSize(iss.input as Record<string, string>)} characters in all (as "-e NAME=value ..."); the service takes at most ${LIMITS.envTotalMaxChars}`,
+  });
+
 export const jobSpecSchema = z
   .strictObject({
     name: z
@@ -217,23 +234,14 @@ export const jobSpecSchema = z
       .refine(onstartFits, ONSTART_TOO_LARGE)
       .optional()
       .describe('Script run when the instance starts; any length (long scripts are sent compressed)'),
-    env: z
-      .record(
-        z
-          .string()
-          .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'an environment variable name matches ^[A-Za-z_][A-Za-z0-9_]*$')
-          .refine((k) => !RESERVED_KEYS.has(k), notReserved),
-        // The value is a secret: the message gives its size, never the value.
-        z.string().refine((v) => sizeOf(v) <= LIMITS.envValueMaxChars, {
-          error: (iss) => `is ${sizeOf(String(iss.input))} characters; the service takes at most ${LIMITS.envValueMaxChars} per value`,
-        }),
-      )
-      .refine((env) => envTotalSize(env) <= LIMITS.envTotalMaxChars, {
-        error: (iss) =>
-          `is ${envTotalSize(iss.input as Record<string, string>)} characters in all (as "-e NAME=value ..."); the service takes at most ${LIMITS.envTotalMaxChars}`,
-      })
+    env: envSchema
       .optional()
-      .describe('Environment variables of the instance'),
+      .describe(
+        'Environment variables of the instance, shown as written (names that say KEY, TOKEN, SECRET, PASSWORD or CREDENTIAL are kept out of logs as secrets)',
+      ),
+    secrets: envSchema
+      .optional()
+      .describe('Environment variables of the instance whose values are kept out of every log, event and answer'),
     search: searchSchema.prefault({}).describe("Offer search in the service's query language"),
     bid_price: z
       .union(
@@ -331,7 +339,26 @@ export const jobSpecSchema = z
       ),
   })
   .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) })
-  .superRefine(checkTask, { when: (payload) => isPlainObject(payload.value) });
+  .superRefine(checkTask, { when: (payload) => isPlainObject(payload.value) })
+  .superRefine(checkEnvWithSecrets, { when: (payload) => isPlainObject(payload.value) });
+
+// Both go into the instance's environment: one name may not be in both, and together they are one
+// environment for the service's total limit. Reads the raw object (see checkBid).
+function checkEnvWithSecrets(spec: { env?: unknown; secrets?: unknown }, ctx: z.RefinementCtx) {
+  if (!isPlainObject(spec.env) || !isPlainObject(spec.secrets)) return;
+  for (const name of Object.keys(spec.secrets)) {
+    if (Object.hasOwn(spec.env, name))
+      ctx.addIssue({ code: 'custom', path: ['secrets', name], message: 'is also in env: give it in one of them' });
+  }
+  const all = Object.fromEntries(Object.entries({ ...spec.env, ...spec.secrets }).map(([k, v]) => [k, String(v)]));
+  if (envTotalSize(all) > LIMITS.envTotalMaxChars) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['secrets'],
+      message: `with env is ${envTotalSize(all)} characters in all (as "-e NAME=value ..."); the service takes at most ${LIMITS.envTotalMaxChars}`,
+    });
+  }
+}
 
 // Like checkBid: reads the raw object, whatever else is wrong with it.
 function checkTask(

@@ -37,6 +37,14 @@ export interface SharedCaps {
   at: number;
 }
 
+/** The service (its base URL) and the account (users/current's `id`, null until it answered) a store rents on. */
+export interface ServiceBinding {
+  base_url: string;
+  account_id: number | null;
+  /** When it was recorded, ms. */
+  at: number;
+}
+
 /** The advisory lock of the money caps' check (any constant; "berthc" in ASCII). */
 const CAPS_LOCK = 0x626572746863;
 
@@ -158,6 +166,19 @@ export function openStore(options: StoreOptions) {
      */
     progress(): void {
       if (opened.advance) advanced = opened.advance();
+    },
+    /**
+     * The service and account this store's runs rent on (../daemon/service-binding.ts), as the last
+     * start recorded them: undefined before any did.
+     */
+    binding: {
+      save(binding: ServiceBinding): void {
+        keepMeta.run('service_binding', JSON.stringify(binding));
+      },
+      load(): ServiceBinding | undefined {
+        const value = (readKey.get('service_binding') as { value: string } | undefined)?.value;
+        return value === undefined ? undefined : (JSON.parse(value) as ServiceBinding);
+      },
     },
     /** The account's credit as the leading daemon last read it (several daemons on one store). */
     sharedCredit: {

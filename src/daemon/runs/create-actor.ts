@@ -15,6 +15,7 @@ import type { AttemptRow } from '../../store/index.js';
 import { CreateAbandoned } from '../money/create-gate.js';
 import { callbackLine } from '../inbound/ready-token.js';
 import { specOf, type RunActorDeps } from './run-actor-deps.js';
+import { instanceEnv, secretValues } from '../../job-spec/spec-secrets.js';
 
 /**
  * The backstop's grace: a task's wrapper destroys its own instance this long after the run's limit
@@ -108,6 +109,7 @@ export async function createAttempt(deps: RunActorDeps, input: CreateInput, sign
   }
   const sentAt = deps.clock.now();
   const onstart = onstartFor(deps, spec, input);
+  const env = instanceEnv(spec);
   let instanceId: number;
   let instanceApiKey: string | undefined;
   try {
@@ -118,8 +120,8 @@ export async function createAttempt(deps: RunActorDeps, input: CreateInput, sign
         disk: spec.disk_gb,
         label: row.label,
         ...(onstart.script ? { onstart: onstart.script } : {}),
-        ...(onstart.secret ? { secrets: [onstart.secret] } : {}),
-        ...(spec.env ? { env: spec.env } : {}),
+        secrets: [...(onstart.secret ? [onstart.secret] : []), ...secretValues(spec)],
+        ...(env ? { env } : {}),
         // The machine decides the attempt's bid (the spec's price, or the offer's min_bid): null on-demand.
         price: input.bidPrice,
         runtype: 'ssh_direc ssh_proxy',

@@ -66,6 +66,7 @@ describe('stored plans', () => {
     for (const extra of [
       {},
       { run: 'echo hi', max_restarts: 1, env: { TOKEN: 'secret-value' } },
+      { env: { MODEL: 'llama' }, secrets: { HF_TOKEN: 'hf_secret' } },
       { search: { type: 'bid', filters: { gpu_name: { in: ['RTX 4090'] } } }, bid_price: 'min' },
       { idle_timeout_s: 600, max_runtime_s: 3600, budget_usd: 5, relax: [{ drop: ['gpu_name'] }] },
     ]) {
@@ -110,6 +111,13 @@ describe('stored plans', () => {
     expect(readStoredPlan(v2({}))).toMatchObject({ ready_when: 'ssh', task: null });
   });
 
+  it('a version 2 spec (before secrets, every env value scrubbed) reads with its env as secrets, so it keeps that scrubbing', () => {
+    const v2 = { ...JSON.parse(storedSpecText(planOf({}))), env: { MODEL: 'llama', HF_TOKEN: 'hf_x' }, berth_spec_version: 2 };
+    const plan = readStoredPlan(JSON.stringify(v2));
+    expect(plan.env).toBeUndefined();
+    expect(plan.secrets).toEqual({ MODEL: 'llama', HF_TOKEN: 'hf_x' });
+  });
+
   it('what cannot be read is a StoredSpecError that says why and shows no value', () => {
     const plan = planOf({ env: { TOKEN: 'secret-value' } });
     const cases: Array<[string, RegExp]> = [
@@ -117,7 +125,7 @@ describe('stored plans', () => {
       ['[]', /not an object/],
       [
         JSON.stringify({ ...JSON.parse(storedSpecText(plan)), berth_spec_version: 99 }),
-        /version 99; this build of berth reads versions 1 to 3/,
+        /version 99; this build of berth reads versions 1 to 4/,
       ],
       [JSON.stringify({ ...JSON.parse(storedSpecText(plan)), max_price_per_hour: 'lots' }), /\$\.max_price_per_hour/],
       [JSON.stringify({ ...base, env: { TOKEN: 'secret-value' } }), /lacks the limits filled at submission/],

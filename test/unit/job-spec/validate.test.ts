@@ -246,6 +246,7 @@ describe('jobSpecJsonSchema', () => {
         'ready_when',
         'relax',
         'search',
+        'secrets',
         'run',
         'max_restarts',
         'idle_timeout_s',
