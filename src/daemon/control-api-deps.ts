@@ -79,6 +79,8 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
     startedAt: wiring.startedAt,
     ready: wiring.ready,
     costs: (since, service) => costsReport(store, clock.now(), since, service ? (range) => client.charges(range) : undefined),
+    // Through the client, so through its rate limiter: the searches of `berth offers` count with the runs'.
+    offers: { config, search: (query, signal) => client.searchOffers(query, { signal }) },
     account: {
       view: () => accountView({ store, now: clock.now(), account, config, stats: client.stats() }),
       checks: async (signal) => {
