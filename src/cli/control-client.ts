@@ -16,7 +16,17 @@ import { berthHome } from '../config/home.js';
 import { readControlToken } from '../config/control-token.js';
 import { proofMatches } from '../wire/control-proof.js';
 import { BerthError, type SpecIssue } from '../errors.js';
-import type { AccountChecks, CostsReport, Notification, Run, RunEvent, RunLogs, SignInCode, StreamEvent } from '../wire/control-api.js';
+import type {
+  AccountChecks,
+  CostsReport,
+  OffersReport,
+  Notification,
+  Run,
+  RunEvent,
+  RunLogs,
+  SignInCode,
+  StreamEvent,
+} from '../wire/control-api.js';
 import { SseParser } from './sse.js';
 
 const START_HINT = 'start it with `berth daemon`';
@@ -186,6 +196,11 @@ export class ControlClient {
       all.push(...page);
       after = page.at(-1)!.id;
     }
+  }
+
+  /** What a run of `spec` would find now: the daemon's searches, relax steps included (POST /v1/offers). */
+  offers(spec: unknown): Promise<OffersReport> {
+    return this.call<OffersReport>('POST', '/v1/offers', spec);
   }
 
   /** `berth doctor`'s checks, made by the daemon with its own key (GET /v1/account/checks). */

@@ -82,6 +82,19 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     );
 
   program
+    .command('offers')
+    .description('the offers a run of this job spec would find now, relax steps included, with their billed $/h (asks the daemon)')
+    .argument('<file>', 'job spec file (JSON, or YAML when it ends in .yaml or .yml)')
+    .option('--set <path=value>', 'override a field of the spec, e.g. --set max_price_per_hour=0.5 (repeatable)', collect, [])
+    .option('--json', 'print the report as JSON')
+    .addOption(new Option('--limit <n>', 'show at most N offers (default 20)').argParser(parseNumber('positive')))
+    .action(
+      run(async (file: string, opts: { set: string[]; json?: boolean; limit?: number }) =>
+        (await import('./commands/offers.js')).offersCommand(file, opts, io, env),
+      ),
+    );
+
+  program
     .command('status')
     .description('one run in detail, or a table of all runs')
     .argument('[run]', 'run id')
@@ -187,7 +200,9 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('<file>', 'job spec file (JSON, or YAML when it ends in .yaml or .yml)')
     .option('--set <path=value>', 'override a field of the spec, e.g. --set max_price_per_hour=0.5 (repeatable)', collect, [])
     .action(
-      run(async (file: string, opts: { set: string[] }) => (await import('./commands/validate.js')).validateCommand(file, opts.set, io)),
+      run(async (file: string, opts: { set: string[] }) =>
+        (await import('./commands/validate.js')).validateCommand(file, opts.set, io, env),
+      ),
     );
 
   program

@@ -69,3 +69,12 @@ export function readSpecFile(file: string, overrides: readonly string[] = []): u
   if (bytes > MAX_SPEC_BYTES) throw new SpecFileError(file, [{ path: '$', message: `the spec is ${bytes} bytes as JSON; ${TOO_LARGE}` }]);
   return spec;
 }
+
+/** `issues` found after readSpecFile (the GPU names: ./gpu-name-list.ts), placed at their line and column in the file. */
+export function placeIssuesInFile(file: string, issues: SpecIssue[]): SpecIssue[] {
+  try {
+    return placeIssues(issues, parseSpecText(readRegularFile(file), specFormatOf(file)));
+  } catch {
+    return issues;
+  }
+}

@@ -82,6 +82,8 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
     startedAt: wiring.startedAt,
     ready: wiring.ready,
     costs: (since, service) => costsReport(store, clock.now(), since, service ? (range) => client.charges(range) : undefined),
+    // Through the client, so through its rate limiter: the searches of `berth offers` count with the runs'.
+    offers: { config, search: (query, signal) => client.searchOffers(query, { signal }) },
     account: {
       view: () => {
         // The caps held to: a shared store's, which may not be this daemon's config's.

@@ -87,7 +87,7 @@ export function isSearchField(name: string): boolean {
 }
 
 /** Edit distance (insert, delete, substitute, swap of neighbours), for the nearest-name hint. */
-function distance(a: string, b: string): number {
+export function distance(a: string, b: string): number {
   const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
   for (let j = 1; j <= b.length; j++) d[0]![j] = j;
   for (let i = 1; i <= a.length; i++) {

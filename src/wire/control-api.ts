@@ -150,6 +150,49 @@ export const CostsReportSchema = z.object({
 });
 export type CostsReport = z.infer<typeof CostsReportSchema>;
 
+/** One offer of `POST /v1/offers` (`berth offers`), in the order a run would try them. */
+const OfferRowSchema = z.object({
+  /** The relax level whose search first returned it usable (0: the spec as written). */
+  level: z.number().int(),
+  id: z.number().int(),
+  machine_id: z.number().int(),
+  gpu_name: z.string(),
+  num_gpus: z.number(),
+  /** What the instance would be billed per hour, its disk (and bid) included: the price the cap is checked on. */
+  billed_usd_per_hour: z.number(),
+  /** The service's quote (dph_total), for the disk searched with. */
+  dph_total: z.number(),
+  reliability: z.number().nullable(),
+  geolocation: z.string().nullable(),
+});
+
+/** `POST /v1/offers` (`berth offers FILE`): what the run's searches would return now, relax steps included. */
+export const OffersReportSchema = z.object({
+  max_price_per_hour: z.number(),
+  disk_gb: z.number(),
+  search_type: z.string(),
+  /** Every level of the relax ladder: 0 is the spec as written, level n has steps 1..n applied. */
+  levels: z.array(
+    z.object({
+      level: z.number().int(),
+      /** The relax step this level adds, in words; null at level 0. */
+      step: z.string().nullable(),
+      /** False for the levels past the bound on searches per request (each level is one search). */
+      searched: z.boolean(),
+      /** Offers the service returned. */
+      returned: z.number().int(),
+      /** Of them, dropped because their billed price is above max_price_per_hour (or unknown). */
+      over_cap: z.number().int(),
+      /** Usable offers this level adds to the levels before it. */
+      added: z.number().int(),
+    }),
+  ),
+  /** Why some levels were not searched, or null. */
+  note: z.string().nullable(),
+  offers: z.array(OfferRowSchema),
+});
+export type OffersReport = z.infer<typeof OffersReportSchema>;
+
 /** One line of a run's event log; `count` > 1 is an event that repeated (`at` the last time, `first_at` the first). */
 export const RunEventSchema = z.object({
   id: z.number().int(),
@@ -176,6 +219,7 @@ const ERROR_KINDS = [
   'ambiguous_name', // 409: a run named by a name that several live runs share (with `run_ids`)
   'too_large', // 413: a body over 1 MiB
   'unsupported_media_type', // 415: a body that is not application/json
+  'service_error', // 502: the marketplace's answer failed a request the daemon made for it (POST /v1/offers)
   'daemon_stopping', // 503: the daemon is shutting down
   'store_unavailable', // 503: berth.db refuses writes now; retry later
   'internal', // 500: a bug; see the daemon log

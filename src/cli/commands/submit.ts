@@ -7,6 +7,7 @@ import { printJson, type Io } from '../io.js';
 import { runEndedSentence, sshCommand } from '../render.js';
 import { isEndState, isSettled } from '../../wire/run-states.js';
 import type { Run } from '../../wire/control-api.js';
+import { checkGpuNames } from '../gpu-name-list.js';
 import { readSpecFile, SpecFileError } from '../spec-file.js';
 
 export interface SubmitOptions {
@@ -19,6 +20,7 @@ export interface SubmitOptions {
 
 export async function submitCommand(file: string, options: SubmitOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
   const spec = readSpecFile(file, options.set ?? []);
+  await checkGpuNames(file, spec, io, env);
   const client = connectToDaemon(env);
   const run = await client.submit(spec, options.idempotencyKey).catch((err: unknown) => {
     // The daemon validates again (its defaults may differ): report its problems the same way.

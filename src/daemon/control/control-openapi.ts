@@ -11,6 +11,7 @@ import {
   AccountChecksSchema,
   AccountViewSchema,
   CostsReportSchema,
+  OffersReportSchema,
   ErrorEnvelopeSchema,
   HealthSchema,
   NotificationListSchema,
@@ -46,6 +47,7 @@ const COMPONENTS: Record<string, z.ZodType> = {
   AccountChecks: AccountChecksSchema,
   UiSession: UiSessionSchema,
   CostsReport: CostsReportSchema,
+  OffersReport: OffersReportSchema,
   ErrorEnvelope: ErrorEnvelopeSchema,
 };
 
@@ -60,6 +62,7 @@ const ERROR_TEXT: Record<number, string> = {
   413: 'too_large: a body over 1 MiB',
   415: 'unsupported_media_type: a body that is not application/json',
   500: 'internal: a bug; see the daemon log',
+  502: "service_error: the marketplace's search failed (POST /v1/offers)",
   503: 'daemon_stopping, or store_unavailable while berth.db refuses writes (retry later)',
 };
 

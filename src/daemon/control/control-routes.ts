@@ -17,6 +17,7 @@ import { accountRoutes, type AccountPort } from './account-routes.js';
 import type { DashboardSessions } from './dashboard/sessions.js';
 import { daemonRoutes, type ControlTokens } from './daemon-routes.js';
 import { submitRoute } from './submit-route.js';
+import { offersRoute, type OffersDeps } from './offers-route.js';
 import { runRoutes } from './run-routes.js';
 import { runActionRoutes } from './run-action-routes.js';
 import { costsRoute } from './costs-route.js';
@@ -50,6 +51,8 @@ export interface ControlApiDeps {
   costs?(sinceMs: number | undefined, service: boolean): Promise<CostsReport>;
   metrics: DaemonMetrics;
   streams: EventStreams;
+  /** POST /v1/offers (`berth offers`): the runs' search, made now (./offers-route.ts). */
+  offers?: OffersDeps;
   /** GET /v1/account and its checks (./account-routes.ts). */
   account?: AccountPort;
   /** The dashboard's sign-in codes and sessions; a token rotation ends them all. */
@@ -62,6 +65,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
   const routes: ControlRoute[] = [
     ...daemonRoutes(deps),
     submitRoute(deps),
+    offersRoute(deps.offers),
     ...runRoutes(deps),
     ...runActionRoutes(deps),
     costsRoute(deps),

@@ -19,7 +19,8 @@ export interface SubmitRouteDeps {
   clock: Pick<Clock, 'now'>;
 }
 
-async function readJson(req: IncomingMessage): Promise<unknown> {
+/** The body of a route that takes a job spec (this one, POST /v1/offers): at most MAX_SPEC_BYTES of JSON. */
+export async function readJsonSpec(req: IncomingMessage): Promise<unknown> {
   let text: string;
   try {
     text = await readBody(req, MAX_SPEC_BYTES);
@@ -55,7 +56,7 @@ export function submitRoute(deps: SubmitRouteDeps): ControlRoute {
     handle: async ({ req }) => {
       if (!isJsonContent(req))
         throw new HttpProblem(415, 'unsupported_media_type', 'POST /v1/runs takes a JSON job spec with "Content-Type: application/json".');
-      const body = await readJson(req);
+      const body = await readJsonSpec(req);
       const key = req.headers['idempotency-key'];
       const { row, created } = deps.submissions.submit(body, typeof key === 'string' && key ? key : undefined);
       return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };

@@ -25,7 +25,7 @@ import type {
 import type { Instance, Offer } from '../../client/types.js';
 import { BerthError } from '../../errors.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, relaxStepCount, usableOffers } from '../../job-spec/search-query.js';
-import { noOffersWhy, uncappedQuery } from '../../job-spec/no-offers-why.js';
+import { excludedMost, marketQuery, noOffersWhy, uncappedQuery } from '../../job-spec/no-offers-why.js';
 import { probeOnce, probeUntilReachable } from './ssh-probe.js';
 import { asRunActor } from './actor-failure.js';
 import { toStatus } from './instance-status.js';
@@ -117,13 +117,20 @@ export function makeRunActors(deps: RunActorDeps) {
       const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
       /**
        * Nothing usable after the last relax step ends the run (no_offers): one more search, without the
-       * price cap, says what excluded the offers (../../job-spec/no-offers-why.ts). Once per failing run,
+       * price cap, says what excluded the offers, and when even that finds nothing, a second one, the
+       * widest, names the filter that excluded the most (../../job-spec/no-offers-why.ts). Once per failing run,
        * through the search limiter like any search; if it fails, the run fails without the reason.
        */
       const explained = async (out: SearchOutput): Promise<SearchOutput> => {
         if (out.candidates.length > 0 || out.exhausted || input.relaxLevel < relaxStepCount(spec)) return out;
         const uncapped = await client.searchOffers(uncappedQuery(spec, input.relaxLevel, blocked), { signal }).catch(() => undefined);
-        return uncapped === undefined ? out : { ...out, noOffers: noOffersWhy(spec, uncapped) };
+        if (uncapped === undefined) return out;
+        const why = noOffersWhy(spec, uncapped);
+        if (uncapped.length > 0) return { ...out, noOffers: why };
+        // The filters match nothing at any price: one more search, the widest, names the filter that excludes the most.
+        const market = await client.searchOffers(marketQuery(spec), { signal }).catch(() => undefined);
+        const most = market === undefined ? null : excludedMost(spec, input.relaxLevel, blocked, market);
+        return { ...out, noOffers: most === null ? why : `${why}; ${most}` };
       };
       /** The run's candidates from the offers it may use, in order: quarantined machines last, then what its budget pays. */
       const choose = (usable: Offer[]): SearchOutput => {

@@ -1,7 +1,8 @@
 // A run that finds nothing to rent says what excluded the offers: a cap below the cheapest offer
 // names how many offers match, the cheapest (its billed price, with its disk) and the cap, each
 // checked against the simulator's own catalog; a spec no machine fits says so. They used to end with
-// the same sentence ("No usable offer matched the spec ... Tried: no offer was tried"). On the simulator.
+// the same sentence ("No usable offer matched the spec ... Tried: no offer was tried"); a spec whose
+// filters match nothing at any price names the filter that excluded the most. On the simulator.
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Offer } from '../../../src/client/types.js';
 import { loadConfig } from '../../../src/config/load.js';
@@ -51,6 +52,23 @@ describe('no usable offer: the reason', () => {
     const run = await submit(world, jobSpec({ search: { filters: { num_gpus: { eq: 64 } } }, max_price_per_hour: 1000 }));
     const failed = await world.waitFor(run.id, isEnded);
     expect(failed.error?.kind).toBe('no_offers');
-    expect(failed.error?.message).toContain(': no offer matches the filters, whatever its price.');
+    expect(failed.error?.message).toMatch(
+      /: no offer matches the filters, whatever its price; of the \d+ (cheapest )?rentable offers, num_gpus \(eq 64\) excludes \d+, the most\. Tried:/,
+    );
+  });
+
+  it('a GPU name no machine has is named as the filter that excluded the most (issue #41)', async () => {
+    world = await startWorld();
+    const spec = jobSpec({ search: { filters: { gpu_name: { eq: 'RTX 4900' }, num_gpus: { eq: 1 } } }, max_price_per_hour: 1000 });
+    const run = await submit(world, spec);
+    const failed = await world.waitFor(run.id, isEnded);
+    expect(failed.error?.kind).toBe('no_offers');
+    const m = /of the (\d+) (?:cheapest )?rentable offers, gpu_name \(eq RTX 4900\) excludes (\d+), the most\. Tried:/.exec(
+      failed.error!.message,
+    );
+    expect(m, failed.error!.message).not.toBeNull();
+    // No offer of the market is an RTX 4900: the filter excludes every one searched.
+    expect(m![2]).toBe(m![1]);
+    expect(world.sim.history()).toEqual([]);
   });
 });

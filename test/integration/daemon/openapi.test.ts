@@ -102,6 +102,7 @@ describe('GET /v1/openapi.json', () => {
         '/v1/costs',
         '/v1/events/stream',
         '/v1/notifications',
+        '/v1/offers',
         '/v1/openapi.json',
         '/v1/proof',
         '/v1/runs',
@@ -156,6 +157,9 @@ describe('GET /v1/openapi.json', () => {
     expect((await call('GET', '/v1/notifications?state=nope', '/v1/notifications')).status).toBe(400);
     expect((await call('GET', '/v1/events/stream?run=nosuch', '/v1/events/stream')).status).toBe(404);
     expect((await call('GET', '/v1/costs', '/v1/costs')).status).toBe(200);
+    expect((await post('/v1/offers', '/v1/offers', jobSpec({ name: 'offers' }))).status).toBe(200);
+    expect((await post('/v1/offers', '/v1/offers', { name: 'x' })).status).toBe(400);
+    expect((await call('POST', '/v1/offers', '/v1/offers', { headers: { 'content-type': 'text/plain' }, body: '{}' })).status).toBe(415);
     expect((await call('GET', '/v1/costs?since=someday', '/v1/costs')).status).toBe(400);
     const own = await call('GET', '/v1/costs?service=false', '/v1/costs');
     expect(own.status).toBe(200);
