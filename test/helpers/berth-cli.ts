@@ -19,7 +19,9 @@ export interface CliResult {
 /** The environment of a user whose berth lives in `home`. */
 export function userEnv(home: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('BERTH_')));
-  return { ...env, BERTH_HOME: home, ...extra };
+  // Never the real service: a command that reads it without being pointed at a simulator (validate's
+  // GPU-name list) finds a closed port on this machine and says so, instead of leaving the machine.
+  return { ...env, BERTH_HOME: home, BERTH_API_URL: 'http://127.0.0.1:9', ...extra };
 }
 
 /** Runs `berth ARGS` to its end (killed after `timeoutMs`, which fails the test). */
