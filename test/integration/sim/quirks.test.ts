@@ -22,9 +22,10 @@ describe('quirks', () => {
     const v0 = (await raw('/api/v0/instances/')).instances[0];
     for (const r of [shown, v1.instances[0], v0]) {
       expect(r.label).toBe('padded \n');
-      expect(r.actual_status).toMatch(/ \n$/);
-      expect(r.ssh_host).toMatch(/ \n$/);
-      expect(r.public_ipaddr).toMatch(/ \n$/);
+      // Every string the record holds (which ones are set depends on how far the instance has come).
+      const strings = Object.entries(r as Record<string, unknown>).filter(([, v]) => typeof v === 'string');
+      expect(strings.length).toBeGreaterThan(3);
+      for (const [key, value] of strings) expect(value, key).toMatch(/ \n$/);
       expect(r.id).toBe(instanceId);
     }
   });
