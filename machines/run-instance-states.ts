@@ -414,6 +414,14 @@ export const destroyingState = runSetup.createStateConfig({
   on: {
     CANCEL: { actions: 'requestCancel' },
     EXPIRE: { actions: { type: 'requestExpire', params: reasonOf } },
+    // Heard in every sub-state: a list taken after an accepted destroy that no longer holds the
+    // instance ends it, even while a retry waits or a second destroy is in flight (only a list
+    // heard while confirming counted before, so a slow list cost a whole confirm window more).
+    POLL: {
+      guard: { type: 'goneSinceDestroy', params: poll },
+      target: '#run.settle',
+      actions: ['reportDestroyConfirmed', { type: 'concludeDestroyedAttempt', params: poll }, 'reportAttemptEnded'],
+    },
   },
   states: {
     requesting: {
@@ -441,7 +449,7 @@ export const destroyingState = runSetup.createStateConfig({
       },
     },
     confirming: {
-      description: 'Destroy accepted; waits for a list taken after it that no longer holds the instance.',
+      description: 'Destroy accepted; waits for a list taken after it that no longer holds the instance (heard by the parent).',
       invoke: {
         src: 'sleepUntil',
         input: ({ context }) => ({ until: context.current!.destroyRequestedAt! + context.limits.destroyConfirmS * 1000 }),
@@ -456,13 +464,6 @@ export const destroyingState = runSetup.createStateConfig({
               }),
             },
           ],
-        },
-      },
-      on: {
-        POLL: {
-          guard: { type: 'goneSinceDestroy', params: poll },
-          target: '#run.settle',
-          actions: ['reportDestroyConfirmed', { type: 'concludeDestroyedAttempt', params: poll }, 'reportAttemptEnded'],
         },
       },
     },

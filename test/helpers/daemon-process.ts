@@ -31,6 +31,19 @@ export interface DaemonSetup {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** The daemon's log lines about one run, and its warnings and errors: the last ones of each. */
+function logLinesOf(file: string, runId: string, keep = 40): string {
+  let lines: string[];
+  try {
+    lines = readFileSync(file, 'utf8').split('\n');
+  } catch {
+    return `(no daemon log at ${file})`;
+  }
+  const ofRun = lines.filter((l) => l.includes(runId)).slice(-keep);
+  const troubles = lines.filter((l) => /"level":(40|50|60)/.test(l) && !l.includes(runId)).slice(-keep);
+  return [`daemon log, run ${runId}:`, ...ofRun, 'daemon log, other warnings and errors:', ...troubles].join('\n');
+}
+
 export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promise<DaemonProcess> {
   const configFile = join(setup.home, 'config.json');
   writeFileSync(configFile, JSON.stringify(setup.config));
@@ -65,8 +78,17 @@ export async function spawnDaemon(setup: DaemonSetup, timeoutMs = 15_000): Promi
   }
   const token = readFileSync(join(setup.home, 'control.token'), 'utf8').trim();
 
+  const api = controlApi(() => ({ url, token: d.token }));
   const d: DaemonProcess = {
-    ...controlApi(() => ({ url, token: d.token })),
+    ...api,
+    // A run that never got there says why from the daemon's own log (a CI machine cannot be asked afterwards).
+    async waitFor(runId, pred, timeoutMs) {
+      try {
+        return await api.waitFor(runId, pred, timeoutMs);
+      } catch (err) {
+        throw new Error(`${(err as Error).message}\n${logLinesOf(join(setup.home, 'daemon.log'), runId)}`, { cause: err });
+      }
+    },
     proc,
     url,
     token,

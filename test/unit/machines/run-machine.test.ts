@@ -194,6 +194,19 @@ describe('run machine: failed attempts fail over to the next offer', () => {
     await tick(LIMITS.destroyConfirmS * 1000 + 1000);
     expect(world.destroys.length).toBeGreaterThanOrEqual(2);
   });
+  it('takes a list that no longer holds the instance while the next destroy waits to be sent', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world);
+    await poll(actor, status(100, 'exited'));
+    expect(actor.getSnapshot().value).toEqual({ destroying: 'confirming' });
+    // No list came in the confirm window: the machine waits to destroy again.
+    await tick(LIMITS.destroyConfirmS * 1000 + 10);
+    expect(actor.getSnapshot().value).toEqual({ destroying: 'waiting' });
+    // The list taken now (after the accepted destroy) shows it gone: the attempt ends, no second destroy.
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('booting');
+    expect(world.destroys).toHaveLength(1);
+  });
 });
 
 describe('run machine: offers that vanish between search and create', () => {
