@@ -11,7 +11,9 @@
 //      in that shell. An onstart that ends non-zero ends the attempt before the task starts, with a
 //      marker saying so (`stage=onstart`);
 //   4. the readiness callback line (when configured), then the `run` command as `sh -c '<run>'`,
-//      stdin closed, stderr joined to stdout, so its output is the container's log;
+//      stdin closed, stderr joined to stdout, so its output is the container's log; where the
+//      image has `tee` and `mkfifo`, also appended to an out-file the daemon follows over SSH
+//      (`runCall` below), its exit code still exact;
 //   5. the end marker, a line of its own in that log: `berth-task-end run=<run id> attempt=<n>
 //      exit=<code>`. Only the task's end writes it: an outbid, a host that failed or a user's stop
 //      leaves none, so the daemon never decides a task's end on a status alone;
@@ -81,13 +83,52 @@ function selfCall(serviceUrl: string): string {
 }
 
 /**
+ * `berth_f=...`: where attempt n keeps its files in its container's temp directory, without their
+ * suffix: `.out` (the task's output), `.done` (its end marker, written before the marker is logged).
+ * The daemon's reads over SSH name them the same way (src/daemon/task-end/task-follow.ts).
+ */
+export function taskFilesVar(runId: string, n: number): string {
+  return `berth_f="\${TMPDIR:-/tmp}/berth-task-${runId}-${n}"`;
+}
+
+/**
+ * `berth_run`: the task. Its output also goes, appended, to the out-file `berth-task-<run>-<n>.out`
+ * in the container's temp directory, which the daemon reads over SSH (src/daemon/task-end/task-follow.ts):
+ * through a FIFO to a `tee` in the background, never a pipe, so the exit code is sh's own (POSIX sh
+ * has no pipefail) and a process the task leaves running with its output open cannot hold the end
+ * (a pipeline waits for its `tee`; this waits for it 5 s at most, then kills it: the task is over,
+ * its instance is about to go). The `tee` ignores HUP, INT and TERM, so a `kill 0` from the task
+ * does not cut its output short. An image without `tee` or `mkfifo` (or a temp directory that cannot
+ * be written) runs the task as before, its output in the log alone.
+ */
+function runCall(run: string): string {
+  const fifo = '"$berth_f.fifo"';
+  return [
+    `berth_run() { sh -c ${shellQuote(run)} </dev/null 2>&1; }`,
+    `if command -v tee >/dev/null 2>&1 && rm -f ${fifo} 2>/dev/null && mkfifo ${fifo} 2>/dev/null; then`,
+    `  ( trap '' HUP INT TERM; tee -a "$berth_f.out" ) <${fifo} &`,
+    '  berth_tee=$!',
+    `  berth_run >${fifo}`,
+    '  berth_rc=$?',
+    `  ( sleep 5; kill -s KILL "$berth_tee" ) >/dev/null 2>&1 &`,
+    '  berth_dog=$!',
+    '  wait "$berth_tee"',
+    `  kill "$berth_dog" 2>/dev/null; rm -f ${fifo}`,
+    'else',
+    '  berth_run',
+    '  berth_rc=$?',
+    'fi',
+  ].join('\n');
+}
+
+/**
  * `berth_end MARKER`: the attempt ended. The marker goes to the done-file first (a container stopped
  * between the two still finds it at its next start), then to the log on a line of its own, then the
  * instance stops itself. A done-file that cannot be written (a read-only temp directory) is skipped.
  */
 function endCall(runId: string, n: number): string {
   return [
-    `berth_done="\${TMPDIR:-/tmp}/berth-task-${runId}-${n}.done"`,
+    `${taskFilesVar(runId, n)}; berth_done="$berth_f.done"`,
     `berth_end() { { echo "$1" >"$berth_done"; } 2>/dev/null; printf '\\n%s\\n' "$1"; berth_self stop; }`,
   ].join('\n');
 }
@@ -119,8 +160,7 @@ export function taskScript(input: TaskScriptInput): string {
     parts.push('fi');
   }
   if (input.callbackLine) parts.push(input.callbackLine);
-  parts.push(`sh -c ${shellQuote(input.run)} </dev/null 2>&1`);
-  parts.push('berth_rc=$?');
+  parts.push(runCall(input.run));
   parts.push(marker(input.runId, input.n, ''));
   return `${parts.join('\n')}\n`;
 }

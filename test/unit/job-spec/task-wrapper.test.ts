@@ -2,7 +2,7 @@
 // the marker is written whatever the onstart does, and the self-stop reaches a local stand-in for
 // the service. Images without curl and wget are played by a PATH that holds neither.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -180,6 +180,49 @@ describe('the task wrapper under a real shell', () => {
   it('a temp directory that cannot be written costs only the done-file: the task ends as before, quietly', async () => {
     const { out } = await runWrapper(wrapper(undefined, 'echo done'), { tmp: join(scratch, 'no-such-dir') });
     expect(out).toBe(`done\n\nberth-task-end run=${RUN} attempt=1 exit=0\n`);
+  });
+
+  it.each(['sh', 'bash'] as const)(
+    "%s: the task's output also goes to its out-file, and its exit code is still exact (no pipeline)",
+    async (shell) => {
+      const tmp = mkdtempSync(join(scratch, 'container-'));
+      const { out } = await runWrapper(wrapper('echo setup', 'echo one; echo two >&2; exit 3'), { shell, tmp });
+      expect(out).toContain('setup\none\ntwo\n');
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 3, onstart: false });
+      // Only the task's output: onstart's lines and the marker are the log's alone.
+      expect(readFileSync(join(tmp, `berth-task-${RUN}-1.out`), 'utf8')).toBe('one\ntwo\n');
+      expect(readFileSync(join(tmp, `berth-task-${RUN}-1.done`), 'utf8')).toBe(`berth-task-end run=${RUN} attempt=1 exit=3\n`);
+    },
+  );
+
+  it('a container started again before its task ended appends to the out-file: what was written is kept', async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    writeFileSync(join(tmp, `berth-task-${RUN}-1.out`), 'before the restart\n');
+    await runWrapper(wrapper(undefined, 'echo after the restart'), { tmp });
+    expect(readFileSync(join(tmp, `berth-task-${RUN}-1.out`), 'utf8')).toBe('before the restart\nafter the restart\n');
+  });
+
+  it('a task that kills its own process group keeps its last lines in the out-file', async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const { out } = await runWrapper(wrapper(undefined, "trap 'kill 0' EXIT; echo bye; exit 4"), { tmp });
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 143, onstart: false });
+    // (dash then says the task's shell was `Terminated`, in the log as in the file.)
+    expect(readFileSync(join(tmp, `berth-task-${RUN}-1.out`), 'utf8')).toMatch(/^bye\n/);
+  });
+
+  it('a process the task leaves running with its output open does not hold the end', async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const { out } = await runWrapper(wrapper(undefined, '(sleep 60; echo late) & echo started; exit 2'), { tmp, timeoutMs: 30_000 });
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 2, onstart: false });
+    expect(readFileSync(join(tmp, `berth-task-${RUN}-1.out`), 'utf8')).toBe('started\n');
+  });
+
+  it('in an image without tee the output goes to the log alone, as before, and the exit code is exact', async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const noTee = pathWithout(scratch, '/usr/local/bin:/usr/bin:/bin', ['tee', ...HTTP_CLIENTS]);
+    const { out } = await runWrapper(wrapper(undefined, 'echo alone; exit 6'), { tmp, path: noTee });
+    expect(out).toBe(`alone\n\nberth-task-end run=${RUN} attempt=1 exit=6\n`);
+    expect(existsSync(join(tmp, `berth-task-${RUN}-1.out`))).toBe(false);
   });
 
   it('the backstop sleeps until an absolute time, so a container started again does not get the limit anew', async () => {
