@@ -145,6 +145,12 @@ export const configSchema = z.strictObject({
      * at most 1 day). Spaced further with many tasks: the reads take at most half the `other` group.
      */
     task_probe_interval_s: positiveSeconds(DAY).nullish(),
+    /**
+     * How many running tasks this daemon follows over SSH at once, their output streamed and their
+     * end seen from the container (default null: 200; at most 10 000; 0: none). Above it, tasks are read
+     * through the logs endpoint as without SSH. Each followed task holds one SSH connection.
+     */
+    task_follow_max: z.number().int().min(0).max(10_000).nullish(),
   }),
   readiness: z.strictObject({
     /**

@@ -37,10 +37,12 @@ export interface AttemptRow {
   ready_via: string | null;
   /** JSON array of {kind, host, port}: the SSH endpoints to show (those that answered, when probed). */
   ssh_endpoints: string | null;
-  /** The container's last log lines (≤ 4 KB, secrets removed), for a failed attempt. */
+  /** The container's last log lines (≤ 4 KB, secrets removed), for a failed or ended attempt, or a task's followed over SSH. */
   log_tail: string | null;
   /** The GPU model the attempt's offer rents, as the search listed it; null for attempts journaled before berth kept it. */
   gpu_name: string | null;
   /** How many of them the offer rents; null when gpu_name is. */
   num_gpus: number | null;
+  /** The byte after the last one of the task's out-file kept (read over SSH); null: never followed. */
+  follow_offset: number | null;
 }

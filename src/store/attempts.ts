@@ -97,6 +97,7 @@ export function createAttemptsRepo(db: SqlDb) {
     `UPDATE attempts SET ready_at = @at, ready_via = @via, ssh_endpoints = @endpoints WHERE run_id = @runId AND n = @n`,
   );
   const logTail = db.prepare(`UPDATE attempts SET log_tail = @text WHERE run_id = @runId AND n = @n`);
+  const followed = db.prepare(`UPDATE attempts SET log_tail = @tail, follow_offset = @offset WHERE run_id = @runId AND n = @n`);
   const forRun = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n`);
   // Any number of runs in one statement: their ids as one JSON array parameter.
   const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN ${jsonTextValues('?')} ORDER BY run_id, n`);
@@ -178,6 +179,10 @@ export function createAttemptsRepo(db: SqlDb) {
     /** Keeps the last lines of a failed attempt's container log. */
     setLogTail(runId: string, n: number, text: string): void {
       logTail.run({ runId, n, text });
+    },
+    /** A task's output read over SSH up to byte `offset` (exclusive), and its tail kept so far: one statement. */
+    setFollowed(runId: string, n: number, offset: number, tail: string): void {
+      followed.run({ runId, n, offset, tail });
     },
     forRun(runId: string): AttemptRow[] {
       return forRun.all(runId) as AttemptRow[];

@@ -251,4 +251,13 @@ export const HISTORY: Change[][] = [
     ]),
     index('instance_sightings_written ON instance_sightings(written_at)'),
   ],
+
+  // Version 12 (issue #39): how far the daemon has read a running task's output over SSH, so that a
+  // restarted daemon reads on from the same byte. Written with the kept tail (log_tail) in one
+  // statement: what is kept and where the next read starts never disagree.
+  [
+    add('attempts', [
+      'follow_offset bigint', // the byte after the last one of the task's out-file kept; NULL: never followed
+    ]),
+  ],
 ];

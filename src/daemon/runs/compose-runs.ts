@@ -37,6 +37,7 @@ import { StoreClaims } from './store-claims.js';
 import { Submissions } from './submission.js';
 import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
+import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 
 /**
@@ -44,6 +45,9 @@ import { TaskProbe } from '../task-end/task-probe.js';
  * next to a create's few seconds on an offer, and one query a second however many runs search.
  */
 const STORE_CLAIMS_MAX_AGE_MS = 1000;
+
+/** Running tasks followed over SSH at once by default (`runs.task_follow_max`): the budget docs/tasks.md states. */
+const TASK_FOLLOW_MAX = 200;
 
 /** What the runs are built from: the store, the service, the shared lists and the settings. */
 export interface RunsDeps {
@@ -68,6 +72,8 @@ export interface RunsDeps {
   ownership: RunOwnership;
   /** Whether this daemon does the account-wide duties now (sweep's reconcile, credit reads). */
   leads?: () => boolean;
+  /** Logins to task instances, where berth has a key: running tasks are then followed over SSH (../task-end/task-follow.ts). */
+  shells?: TaskShells;
 }
 
 /**
@@ -111,10 +117,13 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
+  const follow = composeFollow(deps, { logSecrets, runs }, releasers);
   const taskProbe = new TaskProbe({
     clock,
     log,
     tasks: () => supervisor.taskProbeTargets(),
+    // A task followed over SSH is not read through the logs endpoint while the follow works.
+    ...(follow ? { followed: (t) => follow.followed(t) } : {}),
     readEnd: (input, signal) => probeLogs.readEnd(input, signal),
     ended: (runId, n, end) => supervisor.taskEnded(runId, n, end),
     intervalMs: taskProbeIntervalMs(config),
@@ -168,9 +177,15 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
   // A run another daemon drives: its instance is read from the store.
   const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
-  const logs = new RunLogs({ store, taskLogs, instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId) });
+  const logs = new RunLogs({
+    store,
+    taskLogs,
+    instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId),
+    ...(follow ? { followed: (t) => follow.followed(t) } : {}),
+  });
   // Its own loop from now on: it reads the tasks the runs say run, whatever the poller does.
   taskProbe.start();
+  follow?.start();
   return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
 }
 
@@ -258,6 +273,36 @@ function composeMoney(
   });
   releasers.push(() => guard.stop());
   return { account, gate, prices, guard };
+}
+
+/**
+ * The task follower, when the daemon can log in to instances (`shells`) and may follow any
+ * (`runs.task_follow_max` > 0): the running tasks' output and end read over SSH. Its offset and the
+ * tail kept are one write; its one event per attempt goes to the run's events.
+ */
+function composeFollow(deps: RunsDeps, ctx: { logSecrets: LogSecrets; runs: () => Supervisor }, releasers: Releasers) {
+  const { store, clock, config, log, shells } = deps;
+  const max = config.runs.task_follow_max ?? TASK_FOLLOW_MAX;
+  if (!shells || max === 0) return undefined;
+  const { logSecrets, runs } = ctx;
+  const follow = new TaskFollow({
+    clock,
+    log,
+    shells,
+    targets: () => runs().taskProbeTargets(),
+    stored: (t) => {
+      const a = store.attempts.get(t.runId, t.n);
+      return a?.follow_offset == null ? { offset: 0, tail: null } : { offset: a.follow_offset, tail: a.log_tail };
+    },
+    save: (t, kept) => store.transaction(() => store.attempts.setFollowed(t.runId, t.n, kept.offset, kept.tail)),
+    scrub: (t, text) => logSecrets.scrubberFor(t.runId, t.n, t.instanceId).scrub(text),
+    ended: (runId, n, end) => runs().taskEnded(runId, n, end),
+    say: (t, message, data) =>
+      store.transaction(() => store.events.append({ runId: t.runId, at: clock.now(), type: 'task.ssh_fallback', message, data })),
+    max,
+  });
+  releasers.push(() => follow.stop());
+  return follow;
 }
 
 /** Every secret a container log may show, scrubbed, and the two readers of those logs: a failed attempt's and a task's end. */

@@ -1,7 +1,8 @@
 // A run's container log as `berth logs` and GET /v1/runs/{id}/logs show it: live, through the
-// service's logs endpoint, while the run holds an instance; else the last lines kept with its latest
+// service's logs endpoint, while the run holds an instance (from the store, kept as it came, while
+// its task is followed over SSH: ../task-end/task-follow.ts); else the last lines kept with its latest
 // attempt that has some. Scrubbed of every secret either way (the task logs and the journal scrub).
-import type { Store } from '../../store/index.js';
+import type { AttemptRow, Store } from '../../store/index.js';
 import { CUT_LINE } from '../task-end/failure-logs.js';
 import type { TaskLogs } from '../task-end/task-logs.js';
 
@@ -18,6 +19,8 @@ export interface RunLogsDeps {
   taskLogs: Pick<TaskLogs, 'readLog'>;
   /** The instance a live run holds now (the registry's word), or null. */
   instanceOf(runId: string): number | null;
+  /** Whether the attempt's output is followed over SSH now (../task-end/task-follow.ts): then it is read from the store, not the service. */
+  followed?(t: { runId: string; n: number }): boolean;
 }
 
 export class RunLogs {
@@ -30,15 +33,25 @@ export class RunLogs {
     const attempts = store.attempts.forRun(runId);
     const instanceId = this.deps.instanceOf(runId);
     const current = instanceId === null ? undefined : attempts.find((a) => a.instance_id === instanceId);
+    // Followed over SSH: its lines are kept as they come, and no logs-endpoint call is made for it.
+    if (current && this.deps.followed?.({ runId, n: current.n })) return tailOf(current, tail, 'live');
     if (current) {
       const got = await this.deps.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
       if (got !== null) return { instance_id: instanceId, source: 'live', text: got.text, cut: got.cut };
     }
-    const kept = [...attempts].reverse().find((a) => a.log_tail);
-    let all = kept?.log_tail ? kept.log_tail.split('\n') : [];
-    // A kept task log says when its earlier lines were left out (failure-logs.ts keptTail).
-    const keptCut = all[0] === CUT_LINE;
-    if (keptCut) all = all.slice(1);
-    return { instance_id: kept?.instance_id ?? null, source: 'kept', text: all.slice(-tail).join('\n'), cut: keptCut || all.length > tail };
+    return tailOf(
+      [...attempts].reverse().find((a) => a.log_tail),
+      tail,
+      'kept',
+    );
   }
+}
+
+/** The last `tail` lines kept with an attempt. */
+function tailOf(kept: AttemptRow | undefined, tail: number, source: RunLog['source']): RunLog {
+  let all = kept?.log_tail ? kept.log_tail.split('\n') : [];
+  // A kept task log says when its earlier lines were left out (failure-logs.ts keptTail).
+  const keptCut = all[0] === CUT_LINE;
+  if (keptCut) all = all.slice(1);
+  return { instance_id: kept?.instance_id ?? null, source, text: all.slice(-tail).join('\n'), cut: keptCut || all.length > tail };
 }

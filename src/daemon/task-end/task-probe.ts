@@ -52,6 +52,11 @@ export interface TaskProbeDeps {
   intervalMs: number;
   /** This daemon's rate of the `other` group now, calls per second (its share of the key's when shared). */
   otherPerS(): number;
+  /**
+   * Whether the attempt's output is followed over SSH now (./task-follow.ts): then its log is not
+   * read here, and a read in flight is abandoned; once the follow fails, it is read at the next tick.
+   */
+  followed?(t: TaskEndInput): boolean;
 }
 
 interface Schedule {
@@ -102,6 +107,7 @@ export class TaskProbe {
     const now = this.deps.clock.now();
     const live = new Set<string>();
     for (const t of this.deps.tasks()) {
+      if (this.deps.followed?.(t)) continue;
       const key = keyOf(t);
       live.add(key);
       const s = this.schedules.get(key);

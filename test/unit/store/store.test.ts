@@ -307,7 +307,17 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     ]);
     // `berth store migrate` copies rows column by column and the repositories read `SELECT *`: the
     // new columns come last on both backends.
-    expect(Object.keys(s.attempts.get('r1', 1)!).slice(-3)).toEqual(['log_tail', 'gpu_name', 'num_gpus']);
+    expect(Object.keys(s.attempts.get('r1', 1)!).slice(-4)).toEqual(['log_tail', 'gpu_name', 'num_gpus', 'follow_offset']);
+  });
+
+  it("keeps a followed task's offset with the tail kept so far, in one write", () => {
+    const s = fresh();
+    s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1 });
+    const start = { runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 0.4, at: 5 };
+    s.attempts.beginCreate({ ...start, label: 'berth:x:r1:1' });
+    expect(s.attempts.get('r1', 1)!.follow_offset).toBeNull();
+    s.attempts.setFollowed('r1', 1, 12, 'one\ntwo');
+    expect(s.attempts.get('r1', 1)).toMatchObject({ follow_offset: 12, log_tail: 'one\ntwo' });
   });
 
   it('records what an instance costs: billed price as listed, first running, destroy confirmed', () => {

@@ -21,6 +21,8 @@ interface Setup {
   readMs?: (t: TaskEndInput) => number;
   /** When this task's end marker is in its log (the clock's now); never by default. */
   endsAt?: (t: TaskEndInput) => number;
+  /** Whether the task is followed over SSH now. */
+  followed?: (t: TaskEndInput) => boolean;
 }
 
 function setup(tasks: () => TaskEndInput[], opts: Setup = {}) {
@@ -44,6 +46,7 @@ function setup(tasks: () => TaskEndInput[], opts: Setup = {}) {
         clock.setTimer(() => resolve({ exitCode: ended ? 0 : null, at: clock.now() }), opts.readMs?.(input) ?? 3_000);
       }),
     ended: (runId, n, end) => ended.push({ runId, n, exitCode: end.exitCode, at: clock.now() }),
+    ...(opts.followed ? { followed: opts.followed } : {}),
   });
   probe.start();
   return { clock, probe, reads, ended, aborted };
@@ -52,6 +55,25 @@ function setup(tasks: () => TaskEndInput[], opts: Setup = {}) {
 const task = (i: number): TaskEndInput => ({ runId: `run${i}`, n: 1, instanceId: 100 + i });
 
 describe('task probe', () => {
+  it('makes no log read for a task followed over SSH, abandons one in flight, and reads it at once when the follow fails', async () => {
+    const t = task(1);
+    let followed = false;
+    // Reads of 30 s: the first is still in flight at the next tick (an interval later).
+    const s = setup(() => [t], { followed: () => followed, readMs: () => 30_000 });
+    await s.clock.advance(1_000);
+    expect(s.reads.map((r) => r.at)).toEqual([0]);
+    followed = true;
+    await s.clock.advance(60_000);
+    // The read in flight when the follow began is abandoned, and none is made while it lasts.
+    expect(s.aborted).toEqual([t]);
+    expect(s.reads.map((r) => r.at)).toEqual([0]);
+    followed = false;
+    const failedAt = s.clock.now();
+    await s.clock.advance(20_000);
+    // Due at once, as a task new to the probe: read at its next tick.
+    expect(s.reads.map((r) => r.at - failedAt)).toEqual([-61_000, 19_000]);
+  });
+
   it('reads a running task at once, then an interval after each read ended, and ends it when its log holds the marker', async () => {
     const t = task(1);
     const s = setup(() => [t]);

@@ -1,0 +1,358 @@
+// The task follower (issue #39 items 2 and 3): a running task's output and end read over SSH, live,
+// with no call to the logs endpoint. The wrapper (src/job-spec/task-script.ts) appends the task's
+// output to an out-file in the container and writes its end marker to a done-file before it logs
+// it; here the daemon logs in and, on one connection per attempt, runs three commands of its own:
+//   - the watch: `read`s the done-file once it is there (a loop of the shell's own test and a short
+//     sleep: nothing the image may lack); its line is the end marker, the same the log would show;
+//   - the stream: waits for the out-file, says `berth-follow` on a line of its own, then
+//     `tail -c +K -f` from the byte after the last one kept;
+//   - at the end, the drain: `tail -c +K` once, the bytes written between the stream's last read
+//     and the done-file (the wrapper writes the done-file only after its `tee` has ended).
+// Complete lines go to the store with the offset of the byte after them, in one write
+// (`save`: the attempt's kept tail and its `follow_offset`), every FLUSH_MS or once PENDING_MAX
+// bytes wait: a daemon killed at any moment starts again at the stored offset, with no line lost
+// and none kept twice. An unfinished line waits for its end (at most LINE_MAX bytes, then it is cut).
+//
+// While the stream runs, the attempt is `followed()`: the task probe makes no logs-endpoint call for
+// it (./task-probe.ts). The moment the stream or the connection fails, it is no longer followed and
+// the probe reads it again at its next tick. What a failure means:
+//   - a dropped connection (`ssh_dropped`, or anything unexpected): attached again with backoff
+//     (RETRY_FIRST_MS doubling to RETRY_MAX_MS), at the stored offset; the task runs on, detached;
+//   - a refused key (`ssh_auth_refused`), a changed host key (`ssh_host_key_changed`), a key berth
+//     cannot use (`ssh_key`): not tried again for this attempt; ONE event says why, and the logs path reads
+//     the task as before;
+//   - an unreachable address or a proxy down (`ssh_unreachable`): tried again with backoff (an sshd
+//     may come up late); ONE event once it has failed for UNREACHABLE_SAY_MS;
+//   - an image without `tail`: no stream; the watch still sees the end, the probe reads the output.
+// Nothing here ever destroys an instance or judges a task lost: it sends the same TASK_END as the
+// probe (`ended`), and an outbid or a host failure ends the attempt's follow when the run no longer
+// lists it among its targets (the machine decides as today).
+//
+// Bound: at most `max` attempts followed at once (runs.task_follow_max); above it the probe reads
+// them. Per followed attempt: one SSH connection (one socket) with three channels at most, and
+// at most PENDING_MAX + LINE_MAX bytes of output held, plus the kept tail (4 KB).
+import type { Clock, Timer } from '../../clock.js';
+import { toRunError } from '../../errors.js';
+import { taskEndOf, taskFilesVar } from '../../job-spec/task-script.js';
+import type { Logger } from '../../logger.js';
+import { PeriodicLoop } from '../../periodic-loop.js';
+import { keptTail } from './failure-logs.js';
+
+/** How often the store is written while output comes, ms: the lag `berth logs` sees at most from this daemon. */
+const FLUSH_MS = 200;
+/** Output held before it is written at once, bytes. */
+const PENDING_MAX = 256 * 1024;
+/** The longest line kept whole; a longer one is cut there. */
+const LINE_MAX = 64 * 1024;
+const RETRY_FIRST_MS = 1000;
+const RETRY_MAX_MS = 60_000;
+/** How long an address may stay unreachable before the run's events say the logs path reads the task. */
+const UNREACHABLE_SAY_MS = 120_000;
+/** How often the runs are asked which tasks run. */
+const TICK_MS = 1000;
+/** The first line the stream prints once the out-file is there. */
+const STREAM_HEADER = 'berth-follow\n';
+
+/** A running task's attempt, as the runs name it. */
+export interface FollowTarget {
+  runId: string;
+  n: number;
+  instanceId: number;
+}
+
+/** One login to an attempt's instance (src/ssh's session is one). */
+export interface TaskShell {
+  /**
+   * Runs `command` in the container, its stdout handed over as it comes; resolves with its exit
+   * code (null: ended by a signal), rejects with an error whose `code` says why (`ssh_dropped`...).
+   * An abort ends the command's channel.
+   */
+  exec(command: string, options: { signal: AbortSignal; onStdout: (chunk: Buffer) => void }): Promise<{ code: number | null }>;
+  close(): void;
+}
+
+export interface TaskShells {
+  /** Logs in to the attempt's instance; rejects with an error whose `code` says why. */
+  open(target: FollowTarget, signal: AbortSignal): Promise<TaskShell>;
+}
+
+/** What was kept of an attempt's followed output: the byte after it, and its kept tail. */
+export interface FollowedOutput {
+  offset: number;
+  tail: string | null;
+}
+
+export interface TaskFollowDeps {
+  clock: Clock;
+  log: Logger;
+  shells: TaskShells;
+  /** The task attempts whose instance runs now (asked every tick). */
+  targets(): FollowTarget[];
+  /** What the store holds of the attempt's followed output. */
+  stored(t: FollowTarget): FollowedOutput;
+  /** Keeps the attempt's new offset and tail, in one write. */
+  save(t: FollowTarget, kept: FollowedOutput & { tail: string }): void;
+  /** Every secret the attempt's container may show, taken out of `text`. */
+  scrub(t: FollowTarget, text: string): string;
+  /** The attempt's task ended, as its done-file says: the same as the task probe's. */
+  ended(runId: string, n: number, end: { exitCode: number; onstart: boolean }): void;
+  /** One event on the run (the follow falls back to the logs path, and why). */
+  say(t: FollowTarget, message: string, data: Record<string, unknown>): void;
+  /** Attempts followed at once at most. */
+  max: number;
+}
+
+/** Why a login or a session failed, as the ssh room's errors say (`code`). */
+type Why = 'refused' | 'unreachable' | 'dropped';
+
+function whyOf(err: unknown): { why: Why; code: string } {
+  const code = typeof (err as { code?: unknown })?.code === 'string' ? (err as { code: string }).code : 'ssh_dropped';
+  if (code === 'ssh_auth_refused' || code === 'ssh_host_key_changed' || code === 'ssh_key') return { why: 'refused', code };
+  if (code === 'ssh_unreachable') return { why: 'unreachable', code };
+  return { why: 'dropped', code };
+}
+
+const SAY: Record<string, string> = {
+  ssh_auth_refused: "the instance refused berth's key",
+  ssh_host_key_changed: 'the host key of the instance changed since berth first logged in: berth refuses it',
+  ssh_key: "berth's SSH key cannot be used",
+  ssh_unreachable: 'its SSH endpoints could not be reached',
+};
+
+/** The shell commands of a follow, for attempt n of run runId (exported for the tests). */
+export function followCommands(runId: string, n: number) {
+  const files = taskFilesVar(runId, n);
+  // A fractional sleep where the image's sleep takes one (busybox, coreutils), else a second.
+  const nap = 'sleep 0.2 2>/dev/null || sleep 1';
+  return {
+    watch: `${files}; while [ ! -f "$berth_f.done" ]; do ${nap}; done; read -r berth_l <"$berth_f.done"; echo "$berth_l"`,
+    stream: (offset: number) =>
+      `${files}; while [ ! -f "$berth_f.out" ]; do ${nap}; done; echo berth-follow; exec tail -c +${offset + 1} -f "$berth_f.out"`,
+    drain: (offset: number) => `${files}; if [ -f "$berth_f.out" ]; then tail -c +${offset + 1} "$berth_f.out"; fi`,
+  };
+}
+
+/** The follow of one attempt, from its first login to its end or the run's. */
+class Follow {
+  /** The byte after the last one stored. */
+  private offset = 0;
+  private tail: string | null = null;
+  /** Bytes read after `offset`: complete lines first, then at most one unfinished. */
+  private pending = Buffer.alloc(0);
+  private flushTimer: Timer | undefined;
+  /** The stream runs: the probe leaves this attempt alone. */
+  streaming = false;
+  private said = false;
+  private unreachableSince: number | null = null;
+  readonly stop = new AbortController();
+
+  constructor(
+    readonly target: FollowTarget,
+    private readonly deps: TaskFollowDeps,
+  ) {}
+
+  async run(): Promise<void> {
+    const { clock } = this.deps;
+    const signal = this.stop.signal;
+    ({ offset: this.offset, tail: this.tail } = this.deps.stored(this.target));
+    let retryMs = RETRY_FIRST_MS;
+    while (!signal.aborted) {
+      let shell: TaskShell | undefined;
+      try {
+        shell = await this.deps.shells.open(this.target, signal);
+        this.unreachableSince = null;
+        if (await this.session(shell, signal)) return;
+        retryMs = RETRY_FIRST_MS;
+      } catch (err) {
+        if (signal.aborted) return;
+        const { why, code } = whyOf(err);
+        this.deps.log.info(
+          { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, err: toRunError(err) },
+          `attempt #${this.target.n}: the SSH follow of instance ${this.target.instanceId} failed (${code})`,
+        );
+        if (why === 'refused') return this.fallBack(code);
+        if (why === 'unreachable') {
+          this.unreachableSince ??= clock.now();
+          if (clock.now() - this.unreachableSince >= UNREACHABLE_SAY_MS) this.fallBack(code);
+        }
+      } finally {
+        this.streaming = false;
+        this.flushNow();
+        // An unfinished line is read again from its start.
+        this.pending = Buffer.alloc(0);
+        shell?.close();
+      }
+      await clock.sleep(retryMs, signal).catch(() => undefined);
+      retryMs = Math.min(RETRY_MAX_MS, retryMs * 2);
+    }
+  }
+
+  /** The logs path reads this task from now on: said once per attempt. */
+  private fallBack(code: string): void {
+    if (this.said) return;
+    this.said = true;
+    const { n, instanceId } = this.target;
+    this.deps.say(
+      this.target,
+      `attempt #${n}: ${SAY[code] ?? `SSH failed (${code})`}; its task's output and end are read through the service's logs endpoint`,
+      { n, instanceId, code },
+    );
+  }
+
+  /**
+   * One login: the watch and the stream until the done-file is read (true: the task ended, its end
+   * sent), or the login fails (throws).
+   */
+  private async session(shell: TaskShell, signal: AbortSignal): Promise<boolean> {
+    const cmds = followCommands(this.target.runId, this.target.n);
+    const streamStop = new AbortController();
+    const onAbort = () => streamStop.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    let header = Buffer.alloc(0);
+    let headerSeen = false;
+    const stream = shell
+      .exec(cmds.stream(this.offset), {
+        signal: streamStop.signal,
+        onStdout: (chunk) => {
+          // What a stream stopped for the drain (or dropped) still hands over is read again from the offset.
+          if (streamStop.signal.aborted) return;
+          if (headerSeen) return this.take(chunk);
+          header = Buffer.concat([header, chunk]);
+          if (header.length < STREAM_HEADER.length) return;
+          headerSeen = true;
+          this.streaming = true;
+          this.take(header.subarray(STREAM_HEADER.length));
+        },
+      })
+      .then(
+        // It ended by itself (no `tail` in the image): the probe reads the output; the watch goes on.
+        () => {
+          this.streaming = false;
+        },
+        (err: unknown) => {
+          this.streaming = false;
+          if (!streamStop.signal.aborted) throw err;
+        },
+      );
+    try {
+      let line = '';
+      const watched = shell.exec(cmds.watch, { signal, onStdout: (chunk) => (line += chunk.toString('utf8')) });
+      // The first failure of either is the session's (a dropped connection fails both).
+      await Promise.race([watched, stream.then(() => new Promise<never>(() => undefined))]);
+      const end = taskEndOf(line, this.target.runId, this.target.n);
+      if (!end) throw Object.assign(new Error(`the done-file held no end marker for attempt #${this.target.n}`), { code: 'ssh_dropped' });
+      streamStop.abort();
+      await stream.catch(() => undefined);
+      this.streaming = false;
+      await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
+      // The task is over: its last line is complete without a newline.
+      this.flushNow(true);
+      this.deps.log.info(
+        { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, exitCode: end.exitCode },
+        `attempt #${this.target.n}: its task ended (exit ${end.exitCode}), as its done-file on instance ${this.target.instanceId} says`,
+      );
+      this.deps.ended(this.target.runId, this.target.n, end);
+      return true;
+    } finally {
+      streamStop.abort();
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Output read: held until its lines are complete, then written within FLUSH_MS. */
+  private take(chunk: Buffer): void {
+    if (chunk.length === 0) return;
+    this.pending = Buffer.concat([this.pending, chunk]);
+    if (this.pending.length >= PENDING_MAX) return this.flushNow();
+    this.flushTimer ??= this.deps.clock.setTimer(() => {
+      this.flushTimer = undefined;
+      this.flushNow();
+    }, FLUSH_MS);
+  }
+
+  /** Writes the complete lines held (all of it when `all`), with the offset after them. */
+  private flushNow(all = false): void {
+    this.flushTimer?.cancel();
+    this.flushTimer = undefined;
+    let cut = all ? this.pending.length : this.pending.lastIndexOf(0x0a) + 1;
+    // An unfinished line longer than LINE_MAX is cut there: held output stays bounded.
+    if (cut === 0 && this.pending.length >= LINE_MAX) cut = LINE_MAX;
+    if (cut === 0) return;
+    const text = this.pending.subarray(0, cut).toString('utf8');
+    const offset = this.offset + cut;
+    const scrubbed = this.deps.scrub(this.target, text);
+    const tail = keptTail(this.tail === null ? scrubbed : `${this.tail}\n${scrubbed}`, false);
+    try {
+      this.deps.save(this.target, { offset, tail });
+    } catch (err) {
+      // Kept for the next flush: the offset stays where the store has it.
+      this.deps.log.warn({ runId: this.target.runId, err: toRunError(err) }, 'the followed output of a task could not be stored');
+      return;
+    }
+    this.offset = offset;
+    this.tail = tail;
+    this.pending = this.pending.subarray(cut);
+  }
+}
+
+export class TaskFollow {
+  private readonly follows = new Map<string, Follow>();
+  /** Attempts whose follow ended for good (refused, or their task's end sent): not followed again. */
+  private readonly done = new Set<string>();
+  private readonly loop: PeriodicLoop;
+
+  constructor(private readonly deps: TaskFollowDeps) {
+    this.loop = new PeriodicLoop({
+      clock: deps.clock,
+      run: () => this.tick(),
+      intervalMs: TICK_MS,
+      onError: (err) => deps.log.warn({ err: toRunError(err) }, 'a task follow round failed'),
+    });
+  }
+
+  start(): void {
+    this.loop.start(0);
+  }
+
+  stop(): void {
+    this.loop.stop();
+    for (const f of this.follows.values()) f.stop.abort();
+    this.follows.clear();
+  }
+
+  /** Whether the attempt's output is streamed over SSH now: the task probe leaves it alone. */
+  followed(t: { runId: string; n: number }): boolean {
+    return this.follows.get(keyOf(t))?.streaming === true;
+  }
+
+  /** One round: follows started for new targets (within `max`), ended for those no longer running. */
+  tick(): void {
+    const live = new Map<string, FollowTarget>();
+    for (const t of this.deps.targets()) live.set(keyOf(t), t);
+    for (const [key, f] of this.follows) {
+      const t = live.get(key);
+      if (t && t.instanceId === f.target.instanceId) continue;
+      f.stop.abort();
+      this.follows.delete(key);
+    }
+    for (const key of this.done) if (!live.has(key)) this.done.delete(key);
+    for (const [key, t] of live) {
+      if (this.follows.size >= this.deps.max) break;
+      if (this.follows.has(key) || this.done.has(key)) continue;
+      const f = new Follow(t, this.deps);
+      this.follows.set(key, f);
+      void f
+        .run()
+        .catch((err: unknown) => this.deps.log.warn({ runId: t.runId, err: toRunError(err) }, 'a task follow failed'))
+        .finally(() => {
+          if (this.follows.get(key) !== f) return;
+          this.follows.delete(key);
+          if (!f.stop.signal.aborted) this.done.add(key);
+        });
+    }
+  }
+}
+
+function keyOf(t: { runId: string; n: number }): string {
+  return `${t.runId}:${t.n}`;
+}

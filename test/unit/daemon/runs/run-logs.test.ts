@@ -1,0 +1,51 @@
+// A run's log while its task is followed over SSH (issue #39): read from what the follower kept,
+// with no call to the service's logs endpoint; once the follow stops, from the service again.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, expect, it } from 'vitest';
+import { RunLogs } from '../../../../src/daemon/runs/run-logs.js';
+import { openStore, type Store } from '../../../../src/store/index.js';
+
+let store: Store;
+let home: string;
+beforeEach(() => {
+  home = mkdtempSync(join(tmpdir(), 'berth-run-logs-'));
+  store = openStore({ home });
+  store.transaction(() => {
+    store.runs.insert({ id: 'r1', name: 'r1', specJson: '{}', createdAt: 1 });
+    store.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 101, machineId: 1, dphTotal: 0.5, label: 'l-r1-1', at: 2 });
+    store.attempts.adopt('r1', 1, 501, 3);
+  });
+});
+afterEach(() => {
+  store.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+it("a followed task's log is the lines its follower kept, without a logs-endpoint call; after the follow, the service's", async () => {
+  const asked: unknown[] = [];
+  let followed = true;
+  const logs = new RunLogs({
+    store,
+    taskLogs: {
+      readLog: async (at) => {
+        asked.push(at);
+        return { text: 'from the service', cut: false };
+      },
+    },
+    instanceOf: () => 501,
+    followed: () => followed,
+  });
+  store.transaction(() => store.attempts.setFollowed('r1', 1, 14, 'one\ntwo\nthree'));
+  expect(await logs.logsOf('r1', 2, AbortSignal.timeout(5000))).toEqual({
+    instance_id: 501,
+    source: 'live',
+    text: 'two\nthree',
+    cut: true,
+  });
+  expect(asked).toEqual([]);
+  followed = false;
+  expect((await logs.logsOf('r1', 2, AbortSignal.timeout(5000)))!.text).toBe('from the service');
+  expect(asked).toEqual([{ runId: 'r1', n: 1, instanceId: 501 }]);
+});

@@ -1,0 +1,339 @@
+// The task follower (issue #39 items 2 and 3) on a fake clock with a fake container behind a fake
+// shell: output kept with its offset, a drop or a restarted daemon reading on from the stored byte
+// (no line lost, none twice), the end seen from the done-file, one event when SSH is refused, and
+// the probe left to read what is not followed. The commands themselves run under a real sh at the end.
+import { spawn } from 'node:child_process';
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  followCommands,
+  TaskFollow,
+  type FollowedOutput,
+  type FollowTarget,
+  type TaskShell,
+  type TaskShells,
+} from '../../../../src/daemon/task-end/task-follow.js';
+import { silentLogger } from '../../../../src/logger.js';
+import { FakeClock } from '../../../helpers/fake-clock.js';
+
+const RUN = 'abcdefgh2345';
+const T: FollowTarget = { runId: RUN, n: 1, instanceId: 42 };
+
+/** The container's two files, as the wrapper writes them. */
+class Container {
+  out: Buffer | null = null;
+  done: string | null = null;
+  readonly listeners = new Set<() => void>();
+
+  write(text: string): void {
+    this.out = Buffer.concat([this.out ?? Buffer.alloc(0), Buffer.from(text)]);
+    for (const l of [...this.listeners]) l();
+  }
+
+  finish(exitCode: number): void {
+    this.done = `berth-task-end run=${RUN} attempt=1 exit=${exitCode}`;
+    for (const l of [...this.listeners]) l();
+  }
+}
+
+/** A login to the container: runs the follower's three commands as sh would. */
+class FakeShell implements TaskShell {
+  closed = false;
+  readonly streams: number[] = [];
+  private readonly drops = new Set<(err: Error) => void>();
+
+  constructor(private readonly c: Container) {}
+
+  exec(command: string, options: { signal: AbortSignal; onStdout: (chunk: Buffer) => void }): Promise<{ code: number | null }> {
+    const cmds = followCommands(RUN, 1);
+    const c = this.c;
+    return new Promise((resolve, reject) => {
+      const finish = (fn: () => void) => {
+        c.listeners.delete(check);
+        this.drops.delete(drop);
+        fn();
+      };
+      const drop = (err: Error) => finish(() => reject(err));
+      let sent = -1;
+      const stream = /tail -c \+(\d+) -f/.exec(command);
+      const check = () => {
+        if (command === cmds.watch) {
+          if (c.done !== null) finish(() => (options.onStdout(Buffer.from(`${c.done}\n`)), resolve({ code: 0 })));
+          return;
+        }
+        if (stream && c.out !== null) {
+          if (sent < 0) {
+            options.onStdout(Buffer.from('berth-follow\n'));
+            sent = Number(stream[1]) - 1;
+          }
+          if (c.out.length > sent) options.onStdout(c.out.subarray(sent));
+          sent = c.out.length;
+        }
+      };
+      if (stream) this.streams.push(Number(stream[1]) - 1);
+      const drain = /tail -c \+(\d+) "/.exec(command);
+      if (drain && !stream) {
+        if (c.out) options.onStdout(c.out.subarray(Number(drain[1]) - 1));
+        return resolve({ code: 0 });
+      }
+      this.drops.add(drop);
+      c.listeners.add(check);
+      options.signal.addEventListener('abort', () => drop(new Error('aborted')), { once: true });
+      check();
+    });
+  }
+
+  /** The connection drops: every command fails. */
+  drop(): void {
+    for (const d of [...this.drops]) d(Object.assign(new Error('dropped'), { code: 'ssh_dropped' }));
+  }
+
+  close(): void {
+    this.closed = true;
+  }
+}
+
+interface World {
+  clock: FakeClock;
+  follow: TaskFollow;
+  container: Container;
+  shells: FakeShell[];
+  opens: number;
+  /** What the store holds. */
+  kept: FollowedOutput;
+  ended: Array<{ exitCode: number; onstart: boolean }>;
+  said: Array<{ message: string; data: Record<string, unknown> }>;
+  /** The next logins fail with this code. */
+  refuse: string | null;
+  targets: FollowTarget[];
+}
+
+let follows: TaskFollow[] = [];
+afterEach(() => {
+  for (const f of follows) f.stop();
+  follows = [];
+});
+
+function world(opts: { container?: Container; kept?: FollowedOutput; clock?: FakeClock; max?: number } = {}): World {
+  const w: World = {
+    clock: opts.clock ?? new FakeClock(0),
+    follow: undefined as unknown as TaskFollow,
+    container: opts.container ?? new Container(),
+    shells: [],
+    opens: 0,
+    kept: opts.kept ?? { offset: 0, tail: null },
+    ended: [],
+    said: [],
+    refuse: null,
+    targets: [T],
+  };
+  const shells: TaskShells = {
+    open: async () => {
+      w.opens++;
+      if (w.refuse !== null) throw Object.assign(new Error(w.refuse), { code: w.refuse });
+      const shell = new FakeShell(w.container);
+      w.shells.push(shell);
+      return shell;
+    },
+  };
+  w.follow = new TaskFollow({
+    clock: w.clock,
+    log: silentLogger(),
+    shells,
+    targets: () => w.targets,
+    stored: () => w.kept,
+    save: (_t, kept) => (w.kept = kept),
+    scrub: (_t, text) => text.replaceAll('s3cret', '[secret]'),
+    ended: (_runId, _n, end) => w.ended.push(end),
+    say: (_t, message, data) => w.said.push({ message, data }),
+    max: opts.max ?? 200,
+  });
+  follows.push(w.follow);
+  w.follow.start();
+  return w;
+}
+
+describe('task follow', () => {
+  it("streams the task's complete lines into the kept tail with the offset after them, and sees its end from the done-file", async () => {
+    const w = world();
+    await w.clock.advance(10);
+    expect(w.follow.followed(T)).toBe(false);
+    w.container.write('one\ntwo s3cret\nthr');
+    expect(w.follow.followed(T)).toBe(true);
+    await w.clock.advance(500);
+    // Only complete lines, secrets taken out; the unfinished one waits.
+    expect(w.kept).toEqual({ offset: 'one\ntwo s3cret\n'.length, tail: 'one\ntwo [secret]' });
+    w.container.write('ee\nlast line, no newline');
+    w.container.finish(3);
+    await w.clock.advance(10);
+    expect(w.ended).toEqual([{ exitCode: 3, onstart: false }]);
+    expect(w.kept.tail).toBe('one\ntwo [secret]\nthree\nlast line, no newline');
+    expect(w.kept.offset).toBe(w.container.out!.length);
+    expect(w.shells[0]!.closed).toBe(true);
+    expect(w.said).toEqual([]);
+  });
+
+  it('a dropped connection attaches again at the stored offset: no line lost, none kept twice, and the probe reads meanwhile', async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.write('a\nb\npar');
+    await w.clock.advance(500);
+    w.shells[0]!.drop();
+    await w.clock.advance(1);
+    expect(w.follow.followed(T)).toBe(false);
+    // The task runs on, detached.
+    w.container.write('tial\nc\n');
+    await w.clock.advance(1_000);
+    expect(w.opens).toBe(2);
+    expect(w.shells[1]!.streams).toEqual([4]);
+    expect(w.follow.followed(T)).toBe(true);
+    w.container.finish(0);
+    await w.clock.advance(10);
+    expect(w.kept.tail).toBe('a\nb\npartial\nc');
+    expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+    expect(w.said).toEqual([]);
+  });
+
+  it('a restarted daemon reads on from the byte the store holds', async () => {
+    const container = new Container();
+    const first = world({ container });
+    await first.clock.advance(10);
+    container.write('1\n2\n3\n');
+    await first.clock.advance(500);
+    // The daemon is killed: lines read but not yet stored are read again by the next one.
+    container.write('4\n5\n');
+    first.follow.stop();
+    container.write('6\n');
+    const second = world({ container, kept: first.kept, clock: first.clock });
+    await second.clock.advance(10);
+    expect(second.shells[0]!.streams).toEqual(['1\n2\n3\n'.length]);
+    container.finish(0);
+    await second.clock.advance(10);
+    expect(second.kept.tail).toBe('1\n2\n3\n4\n5\n6');
+  });
+
+  it.each(['ssh_auth_refused', 'ssh_host_key_changed'])(
+    '%s: one event says the logs path reads the task; not tried again, never followed',
+    async (code) => {
+      const w = world();
+      w.refuse = code;
+      await w.clock.advance(10 * 60_000);
+      expect(w.opens).toBe(1);
+      expect(w.said).toHaveLength(1);
+      expect(w.said[0]!.message).toMatch(/logs endpoint/);
+      expect(w.said[0]!.data).toEqual({ n: 1, instanceId: 42, code });
+      expect(w.follow.followed(T)).toBe(false);
+      expect(w.ended).toEqual([]);
+    },
+  );
+
+  it('an unreachable instance is tried again with backoff; one event once it stays so, and followed once it answers', async () => {
+    const w = world();
+    w.refuse = 'ssh_unreachable';
+    await w.clock.advance(60_000);
+    expect(w.said).toEqual([]);
+    const tries = w.opens;
+    expect(tries).toBeGreaterThan(3);
+    await w.clock.advance(10 * 60_000);
+    expect(w.said).toHaveLength(1);
+    // Backing off: far fewer tries in ten minutes than in the first one.
+    expect(w.opens - tries).toBeLessThan(15);
+    w.refuse = null;
+    w.container.write('up\n');
+    await w.clock.advance(60_000);
+    expect(w.follow.followed(T)).toBe(true);
+    expect(w.said).toHaveLength(1);
+  });
+
+  it('an image without the out-file (no tee) is left to the probe, and its end is still seen from the done-file', async () => {
+    const w = world();
+    await w.clock.advance(5_000);
+    expect(w.follow.followed(T)).toBe(false);
+    w.container.finish(1);
+    await w.clock.advance(10);
+    expect(w.ended).toEqual([{ exitCode: 1, onstart: false }]);
+  });
+
+  it('an attempt that no longer runs (outbid, a host that failed) ends its session without an end', async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.write('x\n');
+    w.targets = [];
+    await w.clock.advance(2_000);
+    expect(w.follow.followed(T)).toBe(false);
+    expect(w.shells[0]!.closed).toBe(true);
+    w.container.finish(0);
+    await w.clock.advance(2_000);
+    expect(w.ended).toEqual([]);
+    expect(w.opens).toBe(1);
+  });
+
+  it('follows at most `max` attempts at once; the others are left to the probe', async () => {
+    const w = world({ max: 1 });
+    const other: FollowTarget = { runId: 'zzzzzzzzzzzz', n: 1, instanceId: 43 };
+    w.targets = [T, other];
+    await w.clock.advance(10);
+    w.container.write('x\n');
+    expect(w.opens).toBe(1);
+    expect(w.follow.followed(T)).toBe(true);
+    expect(w.follow.followed(other)).toBe(false);
+  });
+
+  it('a line longer than 64 KiB is cut there: what is held stays bounded', async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.write('y'.repeat(70 * 1024));
+    await w.clock.advance(500);
+    expect(w.kept.offset).toBe(64 * 1024);
+  });
+});
+
+/** Runs `command` under dash with the container's temp directory; resolves with its output once `until` holds. */
+function sh(command: string, tmp: string, until: (out: string) => boolean, onOut?: (out: string) => void): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('/usr/bin/dash', ['-c', command], { env: { PATH: '/usr/bin:/bin', TMPDIR: tmp }, detached: true });
+    let out = '';
+    const done = () => {
+      process.kill(-child.pid!, 'SIGKILL');
+      resolve(out);
+    };
+    child.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+      onOut?.(out);
+      if (until(out)) done();
+    });
+    child.on('error', reject);
+    child.on('close', () => resolve(out));
+  });
+}
+
+describe('the follow commands under a real sh', () => {
+  it('stream from an offset and on as the file grows, drain the rest, and read the done-file', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'berth-follow-'));
+    try {
+      const base = join(tmp, `berth-task-${RUN}-1`);
+      const cmds = followCommands(RUN, 1);
+      writeFileSync(`${base}.out`, 'abc\ndef\n');
+      let appended = false;
+      // Appended once the stream has handed over what was there: tail -f hands it over too.
+      const streamed = sh(
+        cmds.stream(4),
+        tmp,
+        (out) => out.includes('ghi\n'),
+        (out) => {
+          if (appended || !out.includes('def\n')) return;
+          appended = true;
+          appendFileSync(`${base}.out`, 'ghi\n');
+        },
+      );
+      expect(await streamed).toBe('berth-follow\ndef\nghi\n');
+      expect(await sh(cmds.drain(8), tmp, () => false)).toBe('ghi\n');
+      writeFileSync(`${base}.done`, `berth-task-end run=${RUN} attempt=1 exit=5\n`);
+      expect(await sh(cmds.watch, tmp, () => false)).toBe(`berth-task-end run=${RUN} attempt=1 exit=5\n`);
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+});
