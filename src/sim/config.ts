@@ -268,6 +268,12 @@ const simConfigSchema = z.object({
       restart_s: z.number().min(0).default(15),
       /** Sim seconds in `rebooting` before a rebooted instance starts loading again. */
       reboot_s: z.number().min(0).default(10),
+      /**
+       * Regular expressions matched against an instance's image: a match is an image its registry
+       * does not have, whose pull fails on every host (`created`, docker's "manifest ... not found").
+       * The default matches a tag or a name that says so, for trying it: `:no-such-tag`, `no-such-image`.
+       */
+      missing_images: z.array(z.string().refine(isPattern, 'a regular expression')).default([':no-such-tag$', '(^|/)no-such-image(:|$)']),
     })
     .prefault({}),
   /** Share of machines given each fault profile (the rest are healthy); the sum must be <= 1. */
