@@ -22,6 +22,7 @@ import { accountRoutes } from './routes/account.js';
 import { addForeignInstances, bulkAdminRoutes, parseBulk } from './routes/admin-bulk.js';
 import { billingRoutes } from './routes/billing.js';
 import { instanceRoutes } from './routes/instances.js';
+import { instanceSshRoutes } from './routes/instance-ssh.js';
 import { logRoutes } from './routes/logs.js';
 import { manageRoutes } from './routes/manage.js';
 import { marketRoutes } from './routes/market.js';
@@ -156,6 +157,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       ...marketRoutes,
       ...priceIncreaseRoutes,
       ...instanceRoutes,
+      ...instanceSshRoutes,
       ...manageRoutes,
       ...accountRoutes,
       ...templateRoutes,
