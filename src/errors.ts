@@ -28,6 +28,11 @@ const ERROR_CODES = [
   'control_rejected', // the control API refused a request: bad token, unknown run, idempotency conflict, ...
   'daemon_unreachable', // CLI could not reach the daemon
   'over_cap', // a payment the caps refuse (a raised bid past budget.max_usd_per_hour/_per_day or the run's budget)
+  'ssh_key', // berth's SSH key cannot be used (file readable by others, encrypted, not a private key)
+  'ssh_unreachable', // no SSH endpoint of the instance answered (refused, timed out, closed before the login)
+  'ssh_auth_refused', // the instance's sshd refused berth's key
+  'ssh_host_key_changed', // the instance offered a host key other than the one pinned at the first login
+  'ssh_dropped', // an SSH session that was logged in ended without berth closing it
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
