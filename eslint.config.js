@@ -38,7 +38,7 @@ export default tseslint.config(
   ]),
   {
     // Everything below the daemon is used by it and never reaches back up into it or the CLI.
-    files: ['src/{client,store,sim,wire,job-spec,config,http,account}/**/*.ts', 'machines/**/*.ts'],
+    files: ['src/{client,store,sim,wire,job-spec,config,http,account,ssh}/**/*.ts', 'machines/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

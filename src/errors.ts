@@ -28,6 +28,11 @@ const ERROR_CODES = [
   'control_rejected', // the control API refused a request: bad token, unknown run, idempotency conflict, ...
   'daemon_unreachable', // CLI could not reach the daemon
   'over_cap', // a payment the caps refuse (a raised bid past budget.max_usd_per_hour/_per_day or the run's budget)
+  'ssh_key', // berth's SSH key cannot be used (file readable by others, encrypted, not a private key)
+  'ssh_unreachable', // no SSH endpoint of the instance answered (refused, timed out, closed before the login)
+  'ssh_auth_refused', // the instance's sshd refused berth's key
+  'ssh_host_key_changed', // the instance offered a host key other than the one pinned at the first login
+  'ssh_dropped', // an SSH session that was logged in ended without berth closing it
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
@@ -232,6 +237,7 @@ export const RUN_ERROR_KINDS = [
   'task_failed', // the task (`run`) exited non-zero, max_restarts spent: `exit_code` says how
   'exit_unknown', // the task stopped its own instance, but its log could not be read: how it ended is unknown
   'idle', // expired: the GPU stayed idle for idle_timeout_s
+  'image_unavailable', // the image cannot be pulled on any host (name, tag or registry login)
 ] as const;
 export type RunErrorKind = (typeof RUN_ERROR_KINDS)[number];
 const RUN_ERROR_KIND_SET: ReadonlySet<string> = new Set(RUN_ERROR_KINDS);

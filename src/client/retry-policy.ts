@@ -200,6 +200,11 @@ export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
   control_rejected: TRANSIENT,
   daemon_unreachable: TRANSIENT,
   over_cap: TRANSIENT,
+  ssh_key: TRANSIENT,
+  ssh_unreachable: TRANSIENT,
+  ssh_auth_refused: TRANSIENT,
+  ssh_host_key_changed: TRANSIENT,
+  ssh_dropped: TRANSIENT,
   internal: TRANSIENT,
   not_confirmed: TRANSIENT,
   deadline: TRANSIENT,
@@ -211,6 +216,7 @@ export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
   task_failed: TRANSIENT,
   exit_unknown: TRANSIENT,
   idle: TRANSIENT,
+  image_unavailable: TRANSIENT,
 };
 
 /** The row for any thrown value: by its `code`; anything untyped is `internal` (a bug, not the service's fault). */

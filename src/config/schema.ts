@@ -175,6 +175,16 @@ export const configSchema = z.strictObject({
       .regex(/^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be HOST:PORT')
       .refine((hp) => port(hp.slice(hp.lastIndexOf(':') + 1)), 'the port must be 0 to 65535'),
   }),
+  ssh: z
+    .strictObject({
+      /**
+       * The private key berth logs in to its instances with (docs/ssh.md): not encrypted, readable by
+       * its owner only; `~/` is the user's home. Default none: berth's own ed25519 pair in
+       * BERTH_HOME/ssh/id_ed25519, made on first need.
+       */
+      private_key_path: z.string().min(1, 'must be the path of a private key file').nullish(),
+    })
+    .prefault({}),
   budget: z
     .strictObject({
       /** Daemon-wide cap on the billed $/h of every live instance plus the creates in flight; a create that would pass it waits (default none). */
