@@ -45,6 +45,8 @@ import { StoreSharedView } from './cluster/shared-view.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import type { Supervisor } from './runs/supervisor.js';
 import { composeRuns } from './runs/compose-runs.js';
+import { sshTaskShells } from './task-end/task-shells.js';
+import { loadLoginKey } from '../ssh/key-pair.js';
 import { withReleasers, type Releasers } from '../releasers.js';
 import { ClusterLoop, type ClusterLoopDeps } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
@@ -435,6 +437,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         leads,
         // Its share of the key's rate as it is now (several daemons on one key split it).
         otherPerS: () => client.stats().groups.other.perS,
+        // Running tasks followed over SSH with berth's key (read when needed: a key fixed on disk is used without a restart).
+        shells: sshTaskShells({ store, loginKey: () => loadLoginKey({ home: env.home, privateKeyPath: config.ssh.private_key_path }) }),
       },
       releasers,
     );

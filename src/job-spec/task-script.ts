@@ -50,6 +50,9 @@ export interface TaskScriptInput {
   backstop: { atS: number; madeAtS: number } | null;
 }
 
+/** Naps the wrapper waits for a following daemon's `.ack` before its self-stop (0.2 s each: 10 s). */
+const FOLLOW_ACK_WAIT = 50;
+
 /** The marker's prefix; a line of the container's log matching MARKER is the task's end. */
 export const MARKER_PREFIX = 'berth-task-end';
 const MARKER = /^berth-task-end run=([a-z2-7]+) attempt=(\d+) exit=(\d{1,3})( stage=onstart)?\s*$/;
@@ -125,11 +128,17 @@ function runCall(run: string): string {
  * `berth_end MARKER`: the attempt ended. The marker goes to the done-file first (a container stopped
  * between the two still finds it at its next start), then to the log on a line of its own, then the
  * instance stops itself. A done-file that cannot be written (a read-only temp directory) is skipped.
+ * When the daemon follows the task over SSH (its `.att` file is there), the stop waits until the
+ * daemon has read the end and the last output (its `.ack`), at most FOLLOW_ACK_WAIT × 0.2 s (or s,
+ * where `sleep` takes no fraction): a stop first would cut the login, and the end would then be read
+ * through the logs endpoint instead.
  */
 function endCall(runId: string, n: number): string {
   return [
     `${taskFilesVar(runId, n)}; berth_done="$berth_f.done"`,
-    `berth_end() { { echo "$1" >"$berth_done"; } 2>/dev/null; printf '\\n%s\\n' "$1"; berth_self stop; }`,
+    `berth_end() { { echo "$1" >"$berth_done"; } 2>/dev/null; printf '\\n%s\\n' "$1"; ` +
+      `berth_i=0; while [ -f "$berth_f.att" ] && [ ! -f "$berth_f.ack" ] && [ $berth_i -lt ${FOLLOW_ACK_WAIT} ]; do ` +
+      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; berth_self stop; }`,
   ].join('\n');
 }
 

@@ -45,4 +45,6 @@ export interface AttemptRow {
   num_gpus: number | null;
   /** The byte after the last one of the task's out-file kept (read over SSH); null: never followed. */
   follow_offset: number | null;
+  /** The instance's host key (`SHA256:...`) pinned at berth's first login; null: never logged in. */
+  ssh_host_key: string | null;
 }

@@ -98,6 +98,8 @@ export function createAttemptsRepo(db: SqlDb) {
   );
   const logTail = db.prepare(`UPDATE attempts SET log_tail = @text WHERE run_id = @runId AND n = @n`);
   const followed = db.prepare(`UPDATE attempts SET log_tail = @tail, follow_offset = @offset WHERE run_id = @runId AND n = @n`);
+  // The first pin stands: a second login never replaces it.
+  const pin = db.prepare(`UPDATE attempts SET ssh_host_key = @key WHERE run_id = @runId AND n = @n AND ssh_host_key IS NULL`);
   const forRun = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n`);
   // Any number of runs in one statement: their ids as one JSON array parameter.
   const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN ${jsonTextValues('?')} ORDER BY run_id, n`);
@@ -183,6 +185,10 @@ export function createAttemptsRepo(db: SqlDb) {
     /** A task's output read over SSH up to byte `offset` (exclusive), and its tail kept so far: one statement. */
     setFollowed(runId: string, n: number, offset: number, tail: string): void {
       followed.run({ runId, n, offset, tail });
+    },
+    /** Pins the attempt's instance's host key (SHA256 fingerprint), unless one is pinned already. */
+    pinHostKey(runId: string, n: number, key: string): void {
+      pin.run({ runId, n, key });
     },
     forRun(runId: string): AttemptRow[] {
       return forRun.all(runId) as AttemptRow[];

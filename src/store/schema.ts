@@ -253,11 +253,13 @@ export const HISTORY: Change[][] = [
   ],
 
   // Version 12 (issue #39): how far the daemon has read a running task's output over SSH, so that a
-  // restarted daemon reads on from the same byte. Written with the kept tail (log_tail) in one
-  // statement: what is kept and where the next read starts never disagree.
+  // restarted daemon reads on from the same byte (written with the kept tail, log_tail, in one
+  // statement: what is kept and where the next read starts never disagree), and the host key of
+  // the attempt's instance, pinned at berth's first login to it.
   [
     add('attempts', [
       'follow_offset bigint', // the byte after the last one of the task's out-file kept; NULL: never followed
+      'ssh_host_key text', // SHA256:... of the instance's host key at the first login; NULL: never logged in
     ]),
   ],
 ];

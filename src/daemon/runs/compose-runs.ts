@@ -20,7 +20,7 @@ import { CreateGate } from '../money/create-gate.js';
 import { MoneyGuard } from '../money/money-guard.js';
 import { PriceIncreaseWatch } from '../money/price-increases.js';
 import { AttemptJournal } from './attempt-journal.js';
-import { FailureLogs } from '../task-end/failure-logs.js';
+import { FailureLogs, keptTail } from '../task-end/failure-logs.js';
 import { IdleWatch } from '../task-end/idle-watch.js';
 import { LogSecrets } from '../task-end/log-secrets.js';
 import { MachineQuarantine } from './machine-quarantine.js';
@@ -45,6 +45,9 @@ import { TaskProbe } from '../task-end/task-probe.js';
  * next to a create's few seconds on an offer, and one query a second however many runs search.
  */
 const STORE_CLAIMS_MAX_AGE_MS = 1000;
+
+/** Lines of the log kept when a followed task had no out-file to read (as a task's end read keeps). */
+const FOLLOW_KEEP_LINES = 200;
 
 /** Running tasks followed over SSH at once by default (`runs.task_follow_max`): the budget docs/tasks.md states. */
 const TASK_FOLLOW_MAX = 200;
@@ -117,11 +120,15 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
-  const follow = composeFollow(deps, { logSecrets, runs }, releasers);
+  const follow = composeFollow(deps, { logSecrets, taskLogs, journal, runs }, releasers);
   const taskProbe = new TaskProbe({
     clock,
     log,
-    tasks: () => supervisor.taskProbeTargets(),
+    // The follower first: a task new to both is tried over SSH before its log is read.
+    tasks: () => {
+      follow?.tick();
+      return supervisor.taskProbeTargets();
+    },
     // A task followed over SSH is not read through the logs endpoint while the follow works.
     ...(follow ? { followed: (t) => follow.followed(t) } : {}),
     readEnd: (input, signal) => probeLogs.readEnd(input, signal),
@@ -181,7 +188,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     store,
     taskLogs,
     instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId),
-    ...(follow ? { followed: (t) => follow.followed(t) } : {}),
+    ...(follow ? { followed: (t) => follow.streaming(t) } : {}),
   });
   // Its own loop from now on: it reads the tasks the runs say run, whatever the poller does.
   taskProbe.start();
@@ -280,11 +287,15 @@ function composeMoney(
  * (`runs.task_follow_max` > 0): the running tasks' output and end read over SSH. Its offset and the
  * tail kept are one write; its one event per attempt goes to the run's events.
  */
-function composeFollow(deps: RunsDeps, ctx: { logSecrets: LogSecrets; runs: () => Supervisor }, releasers: Releasers) {
+function composeFollow(
+  deps: RunsDeps,
+  ctx: { logSecrets: LogSecrets; taskLogs: TaskLogs; journal: AttemptJournal; runs: () => Supervisor },
+  releasers: Releasers,
+) {
   const { store, clock, config, log, shells } = deps;
   const max = config.runs.task_follow_max ?? TASK_FOLLOW_MAX;
   if (!shells || max === 0) return undefined;
-  const { logSecrets, runs } = ctx;
+  const { logSecrets, taskLogs, journal, runs } = ctx;
   const follow = new TaskFollow({
     clock,
     log,
@@ -300,6 +311,10 @@ function composeFollow(deps: RunsDeps, ctx: { logSecrets: LogSecrets; runs: () =
     say: (t, message, data) =>
       store.transaction(() => store.events.append({ runId: t.runId, at: clock.now(), type: 'task.ssh_fallback', message, data })),
     max,
+    keepLog: async (t, signal) => {
+      const got = await taskLogs.readLog(t, FOLLOW_KEEP_LINES, signal);
+      if (got) journal.logTail(t.runId, t.n, keptTail(got.text, got.cut));
+    },
   });
   releasers.push(() => follow.stop());
   return follow;

@@ -7,15 +7,19 @@
 //   - the stream: waits for the out-file, says `berth-follow` on a line of its own, then
 //     `tail -c +K -f` from the byte after the last one kept;
 //   - at the end, the drain: `tail -c +K` once, the bytes written between the stream's last read
-//     and the done-file (the wrapper writes the done-file only after its `tee` has ended).
+//     and the done-file (the wrapper writes the done-file only after its `tee` has ended); then it
+//     writes the `.ack` the wrapper's self-stop waits for (the stream wrote `.att` when it began),
+//     so a task that stops its own instance ends through this login, not the logs endpoint.
 // Complete lines go to the store with the offset of the byte after them, in one write
 // (`save`: the attempt's kept tail and its `follow_offset`), every FLUSH_MS or once PENDING_MAX
 // bytes wait: a daemon killed at any moment starts again at the stored offset, with no line lost
 // and none kept twice. An unfinished line waits for its end (at most LINE_MAX bytes, then it is cut).
 //
-// While the stream runs, the attempt is `followed()`: the task probe makes no logs-endpoint call for
-// it (./task-probe.ts). The moment the stream or the connection fails, it is no longer followed and
-// the probe reads it again at its next tick. What a failure means:
+// While logged in (and while the first login is tried), the attempt is `followed()`: the task probe
+// makes no logs-endpoint call for it (./task-probe.ts); while the stream runs, `berth logs` reads
+// what was kept (`streaming()`). The moment the connection fails, it is no longer followed and the
+// probe reads it again at its next tick (the runs' composition syncs the follower before each of
+// the probe's ticks, so a task new to both is tried over SSH first). What a failure means:
 //   - a dropped connection (`ssh_dropped`, or anything unexpected): attached again with backoff
 //     (RETRY_FIRST_MS doubling to RETRY_MAX_MS), at the stored offset; the task runs on, detached;
 //   - a refused key (`ssh_auth_refused`), a changed host key (`ssh_host_key_changed`), a key berth
@@ -23,7 +27,8 @@
 //     the task as before;
 //   - an unreachable address or a proxy down (`ssh_unreachable`): tried again with backoff (an sshd
 //     may come up late); ONE event once it has failed for UNREACHABLE_SAY_MS;
-//   - an image without `tail`: no stream; the watch still sees the end, the probe reads the output.
+//   - an image without `tee` or `tail`: no stream; the watch still sees the end, and the log's last
+//     lines are read once through the logs endpoint then (`keepLog`), to keep the task's output.
 // Nothing here ever destroys an instance or judges a task lost: it sends the same TASK_END as the
 // probe (`ended`), and an outbid or a host failure ends the attempt's follow when the run no longer
 // lists it among its targets (the machine decides as today).
@@ -100,6 +105,8 @@ export interface TaskFollowDeps {
   say(t: FollowTarget, message: string, data: Record<string, unknown>): void;
   /** Attempts followed at once at most. */
   max: number;
+  /** The attempt's task ended and no out-file was read: its log's last lines kept through the logs path. */
+  keepLog?(t: FollowTarget, signal: AbortSignal): Promise<void>;
 }
 
 /** Why a login or a session failed, as the ssh room's errors say (`code`). */
@@ -126,9 +133,10 @@ export function followCommands(runId: string, n: number) {
   const nap = 'sleep 0.2 2>/dev/null || sleep 1';
   return {
     watch: `${files}; while [ ! -f "$berth_f.done" ]; do ${nap}; done; read -r berth_l <"$berth_f.done"; echo "$berth_l"`,
+    // `.att`: a daemon follows; the wrapper's self-stop then waits for its `.ack` (src/job-spec/task-script.ts).
     stream: (offset: number) =>
-      `${files}; while [ ! -f "$berth_f.out" ]; do ${nap}; done; echo berth-follow; exec tail -c +${offset + 1} -f "$berth_f.out"`,
-    drain: (offset: number) => `${files}; if [ -f "$berth_f.out" ]; then tail -c +${offset + 1} "$berth_f.out"; fi`,
+      `${files}; : >"$berth_f.att"; while [ ! -f "$berth_f.out" ]; do ${nap}; done; echo berth-follow; exec tail -c +${offset + 1} -f "$berth_f.out"`,
+    drain: (offset: number) => `${files}; if [ -f "$berth_f.out" ]; then tail -c +${offset + 1} "$berth_f.out"; fi; : >"$berth_f.ack"`,
   };
 }
 
@@ -140,8 +148,12 @@ class Follow {
   /** Bytes read after `offset`: complete lines first, then at most one unfinished. */
   private pending = Buffer.alloc(0);
   private flushTimer: Timer | undefined;
-  /** The stream runs: the probe leaves this attempt alone. */
+  /** The stream runs: `berth logs` reads what it kept. */
   streaming = false;
+  /** Logged in now, or attaching for the first time: the probe leaves this attempt alone. */
+  claimed = true;
+  /** The stream ever ran: the output kept is the out-file's. */
+  private streamed = false;
   private said = false;
   private unreachableSince: number | null = null;
   readonly stop = new AbortController();
@@ -160,6 +172,7 @@ class Follow {
       let shell: TaskShell | undefined;
       try {
         shell = await this.deps.shells.open(this.target, signal);
+        this.claimed = true;
         this.unreachableSince = null;
         if (await this.session(shell, signal)) return;
         retryMs = RETRY_FIRST_MS;
@@ -177,6 +190,7 @@ class Follow {
         }
       } finally {
         this.streaming = false;
+        this.claimed = false;
         this.flushNow();
         // An unfinished line is read again from its start.
         this.pending = Buffer.alloc(0);
@@ -220,7 +234,7 @@ class Follow {
           header = Buffer.concat([header, chunk]);
           if (header.length < STREAM_HEADER.length) return;
           headerSeen = true;
-          this.streaming = true;
+          this.streaming = this.streamed = true;
           this.take(header.subarray(STREAM_HEADER.length));
         },
       })
@@ -247,6 +261,8 @@ class Follow {
       await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
       // The task is over: its last line is complete without a newline.
       this.flushNow(true);
+      // No out-file (an image without tee): its output is read from the log once, to keep its tail.
+      if (!this.streamed && this.tail === null) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
       this.deps.log.info(
         { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, exitCode: end.exitCode },
         `attempt #${this.target.n}: its task ended (exit ${end.exitCode}), as its done-file on instance ${this.target.instanceId} says`,
@@ -320,8 +336,16 @@ export class TaskFollow {
     this.follows.clear();
   }
 
-  /** Whether the attempt's output is streamed over SSH now: the task probe leaves it alone. */
+  /**
+   * Whether the attempt is followed over SSH now (logged in, or attaching for the first time): the
+   * task probe leaves it alone. False from a failure until a login works again.
+   */
   followed(t: { runId: string; n: number }): boolean {
+    return this.follows.get(keyOf(t))?.claimed === true;
+  }
+
+  /** Whether the attempt's output is streamed now: `berth logs` reads what was kept of it, not the service. */
+  streaming(t: { runId: string; n: number }): boolean {
     return this.follows.get(keyOf(t))?.streaming === true;
   }
 

@@ -14,6 +14,9 @@ const RUN = 'abcdefgh2345';
 let server: Server;
 let url: string;
 const calls: Array<{ method: string; path: string; body: string }> = [];
+/** Whether the .ack file `watchedAck` existed at each call, while a test watches one. */
+const ackAtStop: boolean[] = [];
+let watchedAck: string | undefined;
 let scratch: string;
 /** A bin dir with the shell tools of a slim image but no curl and no wget. */
 let slimBin: string;
@@ -24,6 +27,7 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       calls.push({ method: req.method!, path: req.url!, body });
+      if (watchedAck !== undefined) ackAtStop.push(existsSync(watchedAck));
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true}');
     });
   });
@@ -42,7 +46,7 @@ afterAll(async () => {
 /** Runs the wrapper as the service would (the shell given), returns its output and exit code. */
 function runWrapper(
   script: string,
-  opts: { shell?: 'sh' | 'bash'; path?: string; timeoutMs?: number; tmp?: string } = {},
+  opts: { shell?: 'sh' | 'bash'; path?: string; timeoutMs?: number; tmp?: string; onOut?: (out: string) => void } = {},
 ): Promise<{ out: string; code: number | null }> {
   // The container's temp directory, where the done-file goes: a fresh one per container unless a
   // test starts the same container again.
@@ -61,7 +65,10 @@ function runWrapper(
       detached: true,
     });
     let out = '';
-    child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+    child.stdout!.on('data', (b: Buffer) => {
+      out += b.toString();
+      opts.onOut?.(out);
+    });
     child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
     const timer = setTimeout(() => process.kill(-child.pid!, 'SIGKILL'), opts.timeoutMs ?? 10_000);
     child.on('close', (code) => {
@@ -223,6 +230,23 @@ describe('the task wrapper under a real shell', () => {
     const { out } = await runWrapper(wrapper(undefined, 'echo alone; exit 6'), { tmp, path: noTee });
     expect(out).toBe(`alone\n\nberth-task-end run=${RUN} attempt=1 exit=6\n`);
     expect(existsSync(join(tmp, `berth-task-${RUN}-1.out`))).toBe(false);
+  });
+
+  it("with a daemon following over SSH (its .att file), the self-stop waits for the daemon's .ack", async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const ack = join(tmp, `berth-task-${RUN}-1.ack`);
+    writeFileSync(join(tmp, `berth-task-${RUN}-1.att`), '');
+    // The daemon acks while the wrapper naps for it: a `sleep` that writes the .ack at its first nap.
+    const bin = mkdtempSync(join(scratch, 'bin-'));
+    writeFileSync(join(bin, 'sleep'), `#!/bin/sh\n[ "$1" = 0.2 ] && : >"${ack}"\nexec /bin/sleep "$@"\n`, { mode: 0o755 });
+    calls.length = 0;
+    ackAtStop.length = 0;
+    watchedAck = ack;
+    const { out } = await runWrapper(wrapper(undefined, 'echo followed'), { tmp, path: `${bin}:/usr/local/bin:/usr/bin:/bin` });
+    watchedAck = undefined;
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+    expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+    expect(ackAtStop).toEqual([true]);
   });
 
   it('the backstop sleeps until an absolute time, so a container started again does not get the limit anew', async () => {

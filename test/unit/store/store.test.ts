@@ -307,7 +307,7 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     ]);
     // `berth store migrate` copies rows column by column and the repositories read `SELECT *`: the
     // new columns come last on both backends.
-    expect(Object.keys(s.attempts.get('r1', 1)!).slice(-4)).toEqual(['log_tail', 'gpu_name', 'num_gpus', 'follow_offset']);
+    expect(Object.keys(s.attempts.get('r1', 1)!).slice(-5)).toEqual(['log_tail', 'gpu_name', 'num_gpus', 'follow_offset', 'ssh_host_key']);
   });
 
   it("keeps a followed task's offset with the tail kept so far, in one write", () => {
@@ -318,6 +318,10 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.attempts.get('r1', 1)!.follow_offset).toBeNull();
     s.attempts.setFollowed('r1', 1, 12, 'one\ntwo');
     expect(s.attempts.get('r1', 1)).toMatchObject({ follow_offset: 12, log_tail: 'one\ntwo' });
+    // The host key pinned at the first login stands.
+    s.attempts.pinHostKey('r1', 1, 'SHA256:first');
+    s.attempts.pinHostKey('r1', 1, 'SHA256:second');
+    expect(s.attempts.get('r1', 1)!.ssh_host_key).toBe('SHA256:first');
   });
 
   it('records what an instance costs: billed price as listed, first running, destroy confirmed', () => {

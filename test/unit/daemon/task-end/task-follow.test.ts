@@ -3,7 +3,7 @@
 // (no line lost, none twice), the end seen from the done-file, one event when SSH is refused, and
 // the probe left to read what is not followed. The commands themselves run under a real sh at the end.
 import { spawn } from 'node:child_process';
-import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -105,6 +105,8 @@ interface World {
   kept: FollowedOutput;
   ended: Array<{ exitCode: number; onstart: boolean }>;
   said: Array<{ message: string; data: Record<string, unknown> }>;
+  /** Reads of the log through the logs endpoint to keep the task's output. */
+  keptLog: number;
   /** The next logins fail with this code. */
   refuse: string | null;
   targets: FollowTarget[];
@@ -128,6 +130,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     said: [],
     refuse: null,
     targets: [T],
+    keptLog: 0,
   };
   const shells: TaskShells = {
     open: async () => {
@@ -149,6 +152,9 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     ended: (_runId, _n, end) => w.ended.push(end),
     say: (_t, message, data) => w.said.push({ message, data }),
     max: opts.max ?? 200,
+    keepLog: async () => {
+      w.keptLog++;
+    },
   });
   follows.push(w.follow);
   w.follow.start();
@@ -159,9 +165,11 @@ describe('task follow', () => {
   it("streams the task's complete lines into the kept tail with the offset after them, and sees its end from the done-file", async () => {
     const w = world();
     await w.clock.advance(10);
-    expect(w.follow.followed(T)).toBe(false);
-    w.container.write('one\ntwo s3cret\nthr');
+    // Logged in: the probe leaves it alone; nothing streamed yet (the task's onstart may still run).
     expect(w.follow.followed(T)).toBe(true);
+    expect(w.follow.streaming(T)).toBe(false);
+    w.container.write('one\ntwo s3cret\nthr');
+    expect(w.follow.streaming(T)).toBe(true);
     await w.clock.advance(500);
     // Only complete lines, secrets taken out; the unfinished one waits.
     expect(w.kept).toEqual({ offset: 'one\ntwo s3cret\n'.length, tail: 'one\ntwo [secret]' });
@@ -173,6 +181,7 @@ describe('task follow', () => {
     expect(w.kept.offset).toBe(w.container.out!.length);
     expect(w.shells[0]!.closed).toBe(true);
     expect(w.said).toEqual([]);
+    expect(w.keptLog).toBe(0);
   });
 
   it('a dropped connection attaches again at the stored offset: no line lost, none kept twice, and the probe reads meanwhile', async () => {
@@ -189,6 +198,7 @@ describe('task follow', () => {
     expect(w.opens).toBe(2);
     expect(w.shells[1]!.streams).toEqual([4]);
     expect(w.follow.followed(T)).toBe(true);
+    expect(w.follow.streaming(T)).toBe(true);
     w.container.finish(0);
     await w.clock.advance(10);
     expect(w.kept.tail).toBe('a\nb\npartial\nc');
@@ -247,13 +257,14 @@ describe('task follow', () => {
     expect(w.said).toHaveLength(1);
   });
 
-  it('an image without the out-file (no tee) is left to the probe, and its end is still seen from the done-file', async () => {
+  it('an image without the out-file (no tee): its end is still seen from the done-file, and its log read once to keep its output', async () => {
     const w = world();
     await w.clock.advance(5_000);
-    expect(w.follow.followed(T)).toBe(false);
+    expect(w.follow.streaming(T)).toBe(false);
     w.container.finish(1);
     await w.clock.advance(10);
     expect(w.ended).toEqual([{ exitCode: 1, onstart: false }]);
+    expect(w.keptLog).toBe(1);
   });
 
   it('an attempt that no longer runs (outbid, a host that failed) ends its session without an end', async () => {
@@ -279,6 +290,7 @@ describe('task follow', () => {
     expect(w.opens).toBe(1);
     expect(w.follow.followed(T)).toBe(true);
     expect(w.follow.followed(other)).toBe(false);
+    expect(w.follow.streaming(other)).toBe(false);
   });
 
   it('a line longer than 64 KiB is cut there: what is held stays bounded', async () => {
@@ -329,7 +341,10 @@ describe('the follow commands under a real sh', () => {
         },
       );
       expect(await streamed).toBe('berth-follow\ndef\nghi\n');
+      // The stream said a daemon follows; the drain says it has read the end.
+      expect(existsSync(`${base}.att`)).toBe(true);
       expect(await sh(cmds.drain(8), tmp, () => false)).toBe('ghi\n');
+      expect(existsSync(`${base}.ack`)).toBe(true);
       writeFileSync(`${base}.done`, `berth-task-end run=${RUN} attempt=1 exit=5\n`);
       expect(await sh(cmds.watch, tmp, () => false)).toBe(`berth-task-end run=${RUN} attempt=1 exit=5\n`);
     } finally {

@@ -1,0 +1,54 @@
+// The follower's logins (./task-follow.ts TaskShells) through the ssh room (src/ssh/session.ts):
+// berth's key, the attempt's endpoints as the store keeps them (those the list showed when the
+// attempt became ready, else the proxy it lists), and the instance's host key pinned with the
+// attempt at the first login (`attempts.ssh_host_key`): a later login to another key is refused
+// (`ssh_host_key_changed`), also after a restart. Commands keep none of their output in memory:
+// the follower takes each chunk as it comes.
+import type { Endpoint } from '../../../machines/run-types.js';
+import type { Store } from '../../store/index.js';
+import type { BerthKey } from '../../ssh/key-pair.js';
+import { openSshSession, type SshEndpoint } from '../../ssh/session.js';
+import { BerthError } from '../../errors.js';
+import type { FollowTarget, TaskShells } from './task-follow.js';
+
+export interface SshTaskShellsDeps {
+  store: Pick<Store, 'attempts' | 'transaction'>;
+  /** berth's login key, read now; throws `ssh_key` when it cannot be used. */
+  loginKey(): BerthKey;
+  /** Before a login: berth's key put on the instance when the account's may not have reached it. */
+  prepare?(t: FollowTarget, createdAt: number | null, signal: AbortSignal): Promise<unknown>;
+}
+
+export function sshTaskShells(deps: SshTaskShellsDeps): TaskShells {
+  const { store } = deps;
+  return {
+    async open(t, signal) {
+      const a = store.attempts.get(t.runId, t.n);
+      const endpoints = a ? endpointsOf(a) : [];
+      if (!a || a.instance_id !== t.instanceId || endpoints.length === 0)
+        throw new BerthError('ssh_unreachable', `Instance ${t.instanceId} shows no SSH endpoint yet.`, { retryable: true });
+      const key = deps.loginKey();
+      await deps.prepare?.(t, a.instance_created_at, signal);
+      const pin = a.ssh_host_key;
+      const session = await openSshSession({ endpoints, key, verifyHostKey: (fp) => pin === null || fp === pin, signal });
+      if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
+      return {
+        exec: (command, options) => session.exec(command, { ...options, maxOutputBytes: 0 }),
+        close: () => session.close(),
+      };
+    },
+  };
+}
+
+/** The endpoints kept with the attempt, else the proxy its last list showed. */
+function endpointsOf(a: { ssh_endpoints: string | null; ssh_host: string | null; ssh_port: number | null }): SshEndpoint[] {
+  if (a.ssh_endpoints) {
+    try {
+      const kept = JSON.parse(a.ssh_endpoints) as Endpoint[];
+      if (Array.isArray(kept) && kept.length > 0) return kept.map(({ kind, host, port }) => ({ kind, host, port }));
+    } catch {
+      // Not JSON: the proxy below.
+    }
+  }
+  return a.ssh_host && a.ssh_port ? [{ kind: 'proxy', host: a.ssh_host, port: a.ssh_port }] : [];
+}
