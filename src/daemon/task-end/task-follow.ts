@@ -15,7 +15,7 @@
 // bytes wait: a daemon killed at any moment starts again at the stored offset, with no line lost
 // and none kept twice. An unfinished line waits for its end (at most LINE_MAX bytes, then it is cut).
 //
-// While logged in (and while the first login is tried), the attempt is `followed()`: the task probe
+// While logged in (and for FIRST_LOGIN_CLAIM_MS while the first login is tried), the attempt is `followed()`: the task probe
 // makes no logs-endpoint call for it (./task-probe.ts); while the stream runs, `berth logs` reads
 // what was kept (`streaming()`). The moment the connection fails, it is no longer followed and the
 // probe reads it again at its next tick (the runs' composition syncs the follower before each of
@@ -53,6 +53,12 @@ const RETRY_FIRST_MS = 1000;
 const RETRY_MAX_MS = 60_000;
 /** How long an address may stay unreachable before the run's events say the logs path reads the task. */
 const UNREACHABLE_SAY_MS = 120_000;
+/**
+ * How long the probe leaves a task alone while the first login to it is tried: a login takes well
+ * under this where SSH works, and an address that never answers (a NAT, a firewall) delays the
+ * probe's first read by no more than this.
+ */
+const FIRST_LOGIN_CLAIM_MS = 3000;
 /** How often the runs are asked which tasks run. */
 const TICK_MS = 1000;
 /** The first line the stream prints once the out-file is there. */
@@ -150,8 +156,12 @@ class Follow {
   private flushTimer: Timer | undefined;
   /** The stream runs: `berth logs` reads what it kept. */
   streaming = false;
-  /** Logged in now, or attaching for the first time: the probe leaves this attempt alone. */
-  claimed = true;
+  /** Logged in now. */
+  up = false;
+  /** No login has been tried to the end yet. */
+  firstTry = true;
+  /** When the follow began (the clock's now). */
+  readonly startedAt: number;
   /** The stream ever ran: the output kept is the out-file's. */
   private streamed = false;
   private said = false;
@@ -161,7 +171,14 @@ class Follow {
   constructor(
     readonly target: FollowTarget,
     private readonly deps: TaskFollowDeps,
-  ) {}
+  ) {
+    this.startedAt = deps.clock.now();
+  }
+
+  /** Logged in, or its first login still being tried (for at most FIRST_LOGIN_CLAIM_MS): the probe leaves it alone. */
+  claimed(): boolean {
+    return this.up || (this.firstTry && this.deps.clock.now() - this.startedAt < FIRST_LOGIN_CLAIM_MS);
+  }
 
   async run(): Promise<void> {
     const { clock } = this.deps;
@@ -172,7 +189,7 @@ class Follow {
       let shell: TaskShell | undefined;
       try {
         shell = await this.deps.shells.open(this.target, signal);
-        this.claimed = true;
+        this.up = true;
         this.unreachableSince = null;
         if (await this.session(shell, signal)) return;
         retryMs = RETRY_FIRST_MS;
@@ -190,7 +207,7 @@ class Follow {
         }
       } finally {
         this.streaming = false;
-        this.claimed = false;
+        this.up = this.firstTry = false;
         this.flushNow();
         // An unfinished line is read again from its start.
         this.pending = Buffer.alloc(0);
@@ -341,7 +358,7 @@ export class TaskFollow {
    * task probe leaves it alone. False from a failure until a login works again.
    */
   followed(t: { runId: string; n: number }): boolean {
-    return this.follows.get(keyOf(t))?.claimed === true;
+    return this.follows.get(keyOf(t))?.claimed() === true;
   }
 
   /** Whether the attempt's output is streamed now: `berth logs` reads what was kept of it, not the service. */

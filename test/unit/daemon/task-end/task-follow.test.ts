@@ -135,6 +135,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
   const shells: TaskShells = {
     open: async () => {
       w.opens++;
+      if (w.refuse === 'hang') return new Promise<never>(() => undefined);
       if (w.refuse !== null) throw Object.assign(new Error(w.refuse), { code: w.refuse });
       const shell = new FakeShell(w.container);
       w.shells.push(shell);
@@ -255,6 +256,15 @@ describe('task follow', () => {
     await w.clock.advance(60_000);
     expect(w.follow.followed(T)).toBe(true);
     expect(w.said).toHaveLength(1);
+  });
+
+  it('while the first login hangs, the probe waits 3 s at most, then reads the task', async () => {
+    const w = world();
+    w.refuse = 'hang';
+    await w.clock.advance(1_000);
+    expect(w.follow.followed(T)).toBe(true);
+    await w.clock.advance(2_500);
+    expect(w.follow.followed(T)).toBe(false);
   });
 
   it('an image without the out-file (no tee): its end is still seen from the done-file, and its log read once to keep its output', async () => {

@@ -1,0 +1,125 @@
+// Tasks followed over SSH by a spawned daemon (issue #39 items 2 and 3), against the simulator's
+// real sshd per instance: the output streamed and the end read from the container, with no call to
+// the logs endpoint; a daemon SIGKILLed mid-task reads on from the byte it had kept; a refused key
+// falls back to the logs path with one event, and the task still ends.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, expect, it } from 'vitest';
+import type { Run as RunView, RunEvent, RunLogs } from '../../src/wire/control-api.js';
+import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { loadLoginKey } from '../../src/ssh/key-pair.js';
+import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
+
+let sim: RunningSimulator | undefined;
+let daemon: DaemonProcess | undefined;
+let home: string | undefined;
+
+afterEach(async () => {
+  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
+  await sim?.close();
+  if (home) rmSync(home, { recursive: true, force: true });
+  sim = daemon = home = undefined;
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A simulator whose instances run an sshd that takes berth's key (on the account), and a daemon. */
+async function start(simConfig: SimConfigInput = {}) {
+  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  // berth's own key, made where the daemon will find it, and put on the account as a user would.
+  const key = loadLoginKey({ home });
+  sim = await startSimulator({
+    seed: 12,
+    config: {
+      ...FAST_SIM,
+      logs: { upload_delay_s: 0 },
+      ...simConfig,
+      account: { ssh_keys: [key.publicLine] },
+      ssh_listeners: { enabled: true },
+      onstart_exec: { enabled: true, timeout_s: 60 },
+    },
+  });
+  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG } };
+  daemon = await spawnDaemon(s);
+  return s;
+}
+
+const logCalls = () => sim!.stats().requests['PUT /api/v0/instances/request_logs/{id}/'] ?? 0;
+
+/** A task that prints `n` numbered lines, one every 0.1 s, then exits with `code`. */
+const counting = (n: number, code = 0) => `i=0; while [ $i -lt ${n} ]; do echo "line $i"; i=$((i+1)); sleep 0.1; done; exit ${code}`;
+
+/**
+ * An onstart that waits until the daemon follows (its stream has written the attempt's .att file):
+ * a task shorter than a login on a loaded machine would otherwise end, and stop its instance, first.
+ */
+const followedFirst = 'until ls "${TMPDIR:-/tmp}"/berth-task-*.att >/dev/null 2>&1; do sleep 0.1; done';
+
+const lines = (n: number) => Array.from({ length: n }, (_, i) => `line ${i}`).join('\n');
+
+it('a task followed over SSH ends with its output and exit code, with no call to the logs endpoint', async () => {
+  await start();
+  const ok = await daemon!.api<RunView>('POST', '/v1/runs', jobSpec({ ready_when: 'status', onstart: followedFirst, run: counting(15) }));
+  expect(ok.status).toBe(201);
+  const done = await daemon!.waitFor(ok.body.id, isEnded, 60_000);
+  expect(done.state).toBe('succeeded');
+  // The out-file's lines, each once, and nothing of the wrapper's (the marker is the log's alone).
+  expect(done.attempts[0]!.logs).toBe(lines(15));
+  expect(logCalls()).toBe(0);
+  expect(sim!.billingNow()).toEqual([]);
+
+  const failed = await daemon!.api<RunView>(
+    'POST',
+    '/v1/runs',
+    jobSpec({ ready_when: 'status', max_restarts: 0, onstart: followedFirst, run: counting(3, 3) }),
+  );
+  const end = await daemon!.waitFor(failed.body.id, isEnded, 60_000);
+  expect(end.state).toBe('failed');
+  expect(end.error).toMatchObject({ kind: 'task_failed', exit_code: 3 });
+  expect(end.attempts[0]!.logs).toBe(lines(3));
+  expect(logCalls()).toBe(0);
+});
+
+it('a daemon SIGKILLed mid-task reads on from the byte it kept: every line once', async () => {
+  const s = await start();
+  const created = await daemon!.api<RunView>('POST', '/v1/runs', jobSpec({ ready_when: 'status', run: counting(60) }));
+  const runId = created.body.id;
+  // Some lines followed and kept (the store's offset, read beside the daemon), then the daemon is killed without a word.
+  const db = new Database(join(s.home, 'berth.db'), { readonly: true });
+  let offset = 0;
+  for (let i = 0; i < 400 && offset < 'line 0\n'.length * 10; i++) {
+    offset =
+      (db.prepare('SELECT follow_offset FROM attempts WHERE run_id = ?').get(runId) as { follow_offset: number | null } | undefined)
+        ?.follow_offset ?? 0;
+    await sleep(50);
+  }
+  db.close();
+  expect(offset).toBeGreaterThan(0);
+  const kept = await daemon!.api<RunLogs>('GET', `/v1/runs/${runId}/logs?tail=100`);
+  expect(kept.body.text).toMatch(/^line 0\nline 1\n/);
+  await daemon!.kill9();
+  await sleep(1_000);
+  daemon = await spawnDaemon(s);
+  const done = await daemon.waitFor(runId, isEnded, 60_000);
+  expect(done.state).toBe('succeeded');
+  expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+  expect(done.attempts[0]!.logs).toBe(lines(60));
+  expect(logCalls()).toBe(0);
+});
+
+it('a key the instances refuse: one event says why, and the task ends through the logs endpoint', async () => {
+  await start({ faults: { ssh_refuse_keys: true } });
+  const created = await daemon!.api<RunView>('POST', '/v1/runs', jobSpec({ ready_when: 'status', run: counting(5) }));
+  const done = await daemon!.waitFor(created.body.id, isEnded, 60_000);
+  expect(done.state).toBe('succeeded');
+  expect(done.attempts[0]!.logs).toContain('line 4');
+  expect(logCalls()).toBeGreaterThan(0);
+  const events = await daemon!.api<RunEvent[]>('GET', `/v1/runs/${created.body.id}/events`);
+  const fallbacks = events.body.filter((e) => e.type === 'task.ssh_fallback');
+  expect(fallbacks).toHaveLength(1);
+  expect(fallbacks[0]!.message).toMatch(/refused berth's key/);
+  expect(sim!.billingNow()).toEqual([]);
+});
