@@ -8,6 +8,7 @@ import {
   destroyBackoffMs,
   firstBid,
   failureOfStatus,
+  imageUnavailable,
   isRunningStatus,
   type AttemptOutcome,
   type InstanceStatus,
@@ -115,7 +116,19 @@ function endingAs(context: RunContext, outcome: AttemptOutcome, detail: string):
 export function endingFromStatus(context: RunContext, instance: InstanceStatus, wasRunning: boolean): Change {
   const failure = failureOfStatus(instance)!;
   const ending = wasRunning ? { outcome: 'lost' as const, detail: failure.detail } : failure;
-  return withEnding(context, ending, { current: { ...context.current!, status: instance } });
+  const change: Change = { current: { ...context.current!, status: instance } };
+  // Every host would fail the same pull: the run ends once this instance is gone, no next offer.
+  if (ending.outcome === 'image_unavailable' && context.endReason === null) change.endReason = imageUnavailableError(context, instance);
+  return withEnding(context, ending, change);
+}
+
+function imageUnavailableError(context: RunContext, instance: InstanceStatus): RunError {
+  return {
+    kind: 'image_unavailable',
+    message:
+      `The image cannot be pulled (${imageUnavailable(instance)}): check the image name and tag, and image_login for a private ` +
+      `registry. berth tried no other offer, since every host would fail the same (attempt ${context.current!.n}).`,
+  };
 }
 
 /** The listed price passed the run's cap (a host raised it): the instance goes, the next offer is tried. */

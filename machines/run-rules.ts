@@ -22,6 +22,32 @@ export type { RunError } from '../src/errors.js';
 const OCI_FAILURE = /OCI runtime create failed/i;
 
 /**
+ * A status_msg saying the image was not pulled. The official client's self-test reads such a message
+ * (`actual_status: "created"`, `status_msg: "Error response from daemon: manifest for
+ * vastai/test:self-test-v2-cuda-99 not found"`, vast-cli tests/cli/test_machines_commands.py) as
+ * `docker_pull_failed` and destroys at once (vastai/cli/self_test/runtime_diagnostics.py); its
+ * pattern also matches "pull" alone, which would take a pull in progress for a failure, so berth
+ * reads docker's error phrases only.
+ */
+const PULL_FAILURE =
+  /manifest (for \S+ )?(not found|unknown)|no matching manifest|pull access denied|repository does not exist|requested access to the resource is denied|unauthorized: |no such image|invalid reference format|error pulling image|failed to pull|toomanyrequests|pull rate limit/i;
+/**
+ * Of those, the ones every host answers the same (the image, its tag or the registry login is wrong),
+ * so another offer would fail alike: the run ends at once instead of renting up to max_attempts
+ * hosts. A pull that timed out or hit a registry's rate limit (per host address) fails over.
+ */
+const IMAGE_UNAVAILABLE =
+  /manifest (for \S+ )?(not found|unknown)|no matching manifest|pull access denied|repository does not exist|requested access to the resource is denied|unauthorized: |no such image|invalid reference format/i;
+const TRANSIENT_PULL = /toomanyrequests|rate limit|timeout|timed out|i\/o timeout|connection reset|temporary failure|TLS handshake|EOF/i;
+
+/** The status says the image cannot be pulled on any host: docker's words for it, or null. */
+export function imageUnavailable(status: InstanceStatus): string | null {
+  const msg = status.status_msg;
+  if (!msg || !IMAGE_UNAVAILABLE.test(msg) || TRANSIENT_PULL.test(msg)) return null;
+  return msg.slice(0, 300);
+}
+
+/**
  * The failure an instance status means, or null while it may still boot or is healthy.
  * `exited`, `unknown` and `offline` are terminal (seed, section 3 rule 1); a container stuck in
  * `created` with an OCI error never starts (service notes); `stopped` that berth did not ask for
@@ -35,6 +61,12 @@ export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutco
   }
   if (status.status_msg && OCI_FAILURE.test(status.status_msg)) {
     return { outcome: 'exited', detail: `instance ${status.id} failed to start${msg}` };
+  }
+  if (imageUnavailable(status) !== null) {
+    return { outcome: 'image_unavailable', detail: `instance ${status.id} cannot pull its image${msg}` };
+  }
+  if (status.status_msg && PULL_FAILURE.test(status.status_msg)) {
+    return { outcome: 'exited', detail: `instance ${status.id} could not pull its image${msg}` };
   }
   if (actual === 'stopped') {
     // berth never stops an instance: a stop it did not ask for and that the service did not make

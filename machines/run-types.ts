@@ -49,6 +49,8 @@ export type AttemptOutcome =
   | 'outbid'
   /** The listed price passed max_price_per_hour (a host raised it): destroyed, next offer. */
   | 'price_over_cap'
+  /** The image cannot be pulled on any host (a wrong name, tag or registry login): the run ends. */
+  | 'image_unavailable'
   | 'expired'
   | 'offer_unavailable'
   | 'create_failed'

@@ -237,6 +237,7 @@ export const RUN_ERROR_KINDS = [
   'task_failed', // the task (`run`) exited non-zero, max_restarts spent: `exit_code` says how
   'exit_unknown', // the task stopped its own instance, but its log could not be read: how it ended is unknown
   'idle', // expired: the GPU stayed idle for idle_timeout_s
+  'image_unavailable', // the image cannot be pulled on any host (name, tag or registry login)
 ] as const;
 export type RunErrorKind = (typeof RUN_ERROR_KINDS)[number];
 const RUN_ERROR_KIND_SET: ReadonlySet<string> = new Set(RUN_ERROR_KINDS);

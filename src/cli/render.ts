@@ -3,7 +3,7 @@
 import { usdText } from '../usd-text.js';
 import type { SpecIssue } from '../errors.js';
 import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
-import { isEndState } from '../wire/run-states.js';
+import { isEndState, keptRunNeeds } from '../wire/run-states.js';
 
 const DASH = '-';
 
@@ -173,15 +173,6 @@ const HELD_HINT =
 const KEPT_HINT =
   '(kept): this berth cannot read the run (a later berth stored it, or its spec no longer passes): it is not driven here and its instance is left as it is; `berth status RUN` says what it needs, `berth cancel RUN` ends it.';
 
-/** What a daemon needs to drive a run its berth cannot read. */
-function neededText(u: NonNullable<Run['unreadable']>): string {
-  const versions = [
-    ...(u.needs_spec_version !== null ? [`stored spec version ${u.needs_spec_version}`] : []),
-    ...(u.needs_machine_version !== null ? [`run machine version ${u.needs_machine_version}`] : []),
-  ];
-  return versions.length > 0 ? `a berth that reads ${versions.join(' and ')}` : 'a berth whose job spec rules accept it';
-}
-
 /** Everything about one run: where it stands, how to connect, and every attempt with its outcome. */
 export function runDetail(run: Run, now: number): string[] {
   const inst = run.instance;
@@ -207,7 +198,7 @@ export function runDetail(run: Run, now: number): string[] {
   if (run.unreadable)
     fields.push([
       'Kept',
-      `this berth cannot drive it (${run.unreadable.reason}): it needs ${neededText(run.unreadable)}; its instance is left as it is until one drives it, or \`berth cancel ${run.id}\` ends it`,
+      `this berth cannot drive it (${run.unreadable.reason}): it needs ${keptRunNeeds(run.unreadable)}; its instance is left as it is until one drives it, or \`berth cancel ${run.id}\` ends it`,
     ]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
   const lines = table(['', ''], fields).slice(1);

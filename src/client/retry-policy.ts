@@ -216,6 +216,7 @@ export const RUN_POLICY: Readonly<Record<RunErrorKind, RunPolicy>> = {
   task_failed: TRANSIENT,
   exit_unknown: TRANSIENT,
   idle: TRANSIENT,
+  image_unavailable: TRANSIENT,
 };
 
 /** The row for any thrown value: by its `code`; anything untyped is `internal` (a bug, not the service's fault). */

@@ -68,6 +68,22 @@ export function adminRoutes(control: SimControl): Route[] {
       if (!inst) throw invalidArgs(`no live instance ${params['id']}.`);
       return { body: { success: true, stop_at_sim_s: Math.round((world.clock.simS() + after) * 1000) / 1000 } };
     }),
+    // SSH faults on one instance (ssh-server.ts): its open sessions cut now; a new host key (its
+    // sshd restarts with it now if it runs, else at its next start); every key refused, or not.
+    admin('POST', '/instances/{id}/ssh/drop', ({ world, params }) => {
+      const inst = liveInstance(world, params);
+      return { body: { success: true, listening: world.sshListeners.dropSessions(inst.hist.id) } };
+    }),
+    admin('POST', '/instances/{id}/ssh/host-key', ({ world, params }) => {
+      world.sshListeners.changeHostKey(liveInstance(world, params));
+      return { body: { success: true } };
+    }),
+    admin('PUT', '/instances/{id}/ssh/refuse-keys', ({ world, params, body }) => {
+      const refuse = bodyObject(body).refuse;
+      if (typeof refuse !== 'boolean') throw invalidArgs('refuse must be true or false.');
+      world.instanceSshKeys.refuseAll(liveInstance(world, params).hist.id, refuse);
+      return { body: { success: true, refuse } };
+    }),
     admin('PUT', '/machines/{id}/profile', ({ world, params, body }) => {
       world.profiles.setMachine(idParam(params, 'id'), profileOf(body));
       return { body: { success: true } };
@@ -118,6 +134,12 @@ export function adminRoutes(control: SimControl): Route[] {
       return { body: { success: true } };
     }),
   ];
+}
+
+function liveInstance(world: SimWorld, params: Record<string, string>) {
+  const inst = world.instances.get(idParam(params, 'id'));
+  if (!inst) throw invalidArgs(`no live instance ${params['id']}.`);
+  return inst;
 }
 
 function issuesText(error: z.ZodError): string {

@@ -53,6 +53,8 @@ export type RateGroup =
   | 'secrets'
   | 'secrets_write'
   | 'ssh_keys'
+  | 'instance_ssh'
+  | 'instance_ssh_detach'
   | 'api_keys'
   | 'api_keys_write'
   | 'templates'
@@ -98,6 +100,13 @@ export const faultConfigSchema = z.object({
    * only its disk billed. null (default): never.
    */
   service_stop_after_s: z.number().min(0).nullable().default(null),
+  /**
+   * Every instance's sshd (ssh_listeners on) refuses every key, as if its authorized_keys were lost:
+   * logins fail with "Permission denied (publickey)" while the banner still answers.
+   */
+  ssh_refuse_keys: z.boolean().default(false),
+  /** Wall milliseconds after its login that every SSH connection is cut (a dropped session); null: never. */
+  ssh_drop_after_ms: z.number().int().positive().nullable().default(null),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 
@@ -143,6 +152,8 @@ export const rateLimitSchema = z.object({
       secrets: group({ per_s: 5 }), // show_env_vars.yaml
       secrets_write: group({ per_s: 3 }), // create/update/delete_env_var.yaml
       ssh_keys: group({ per_s: 1 }), // create/update_ssh_key.yaml (list and delete undocumented)
+      instance_ssh: group({ per_s: 1 }), // attach_ssh.yaml, show_instance_ssh_keys.yaml: none documented, 1.0
+      instance_ssh_detach: group({ per_s: 2 }), // detach_ssh.yaml: 2.0
       api_keys: group({ per_s: 1 }), // show_api_keys.yaml
       api_keys_write: group({ per_s: 2 }), // create/delete_api_key.yaml
       templates: group({ per_s: 3 }), // search_templates.yaml
@@ -268,6 +279,12 @@ const simConfigSchema = z.object({
       restart_s: z.number().min(0).default(15),
       /** Sim seconds in `rebooting` before a rebooted instance starts loading again. */
       reboot_s: z.number().min(0).default(10),
+      /**
+       * Regular expressions matched against an instance's image: a match is an image its registry
+       * does not have, whose pull fails on every host (`created`, docker's "manifest ... not found").
+       * The default matches a tag or a name that says so, for trying it: `:no-such-tag`, `no-such-image`.
+       */
+      missing_images: z.array(z.string().refine(isPattern, 'a regular expression')).default([':no-such-tag$', '(^|/)no-such-image(:|$)']),
     })
     .prefault({}),
   /** Share of machines given each fault profile (the rest are healthy); the sum must be <= 1. */

@@ -8,6 +8,7 @@
 // alone, `Error response from daemon: No such container: C.<id>`, as observed on the service
 // (service-facts.md, "Added 2026-11-27").
 import { createHash } from 'node:crypto';
+import { splitImage } from './image-name.js';
 import type { SimConfig } from './config.js';
 import type { LiveInstance } from './instances.js';
 import { STATUS_MSG } from './lifecycle.js';
@@ -98,11 +99,6 @@ export function daemonLog(inst: LiveInstance): string[] {
     const when = new Date(s.at.wall_ms).toISOString();
     return `${when} instance ${inst.hist.id}: ${s.status ?? 'provisioning'}${s.msg ? ` (${s.msg})` : ''}`;
   });
-}
-
-function splitImage(image: string): { repo: string; tag: string } {
-  const colon = image.lastIndexOf(':');
-  return colon > image.lastIndexOf('/') ? { repo: image.slice(0, colon), tag: image.slice(colon + 1) } : { repo: image, tag: 'latest' };
 }
 
 function splitLines(text: string): string[] {

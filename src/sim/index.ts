@@ -22,6 +22,7 @@ import { accountRoutes } from './routes/account.js';
 import { addForeignInstances, bulkAdminRoutes, parseBulk } from './routes/admin-bulk.js';
 import { billingRoutes } from './routes/billing.js';
 import { instanceRoutes } from './routes/instances.js';
+import { instanceSshRoutes } from './routes/instance-ssh.js';
 import { logRoutes } from './routes/logs.js';
 import { manageRoutes } from './routes/manage.js';
 import { marketRoutes } from './routes/market.js';
@@ -97,6 +98,12 @@ export interface RunningSimulator {
    * may accept or reject. With `cutoverS` (sim seconds) it applies then if unanswered. Null: no such live instance.
    */
   raisePrice(instanceId: number, pct: number, cutoverS?: number): PendingRow | null;
+  /** The dropped-session fault: the instance's open SSH connections are cut now. False: no such live instance. */
+  sshDropSessions(instanceId: number): boolean;
+  /** The host-key fault: the instance's sshd gets a new host key (now if it runs, else at its next start). */
+  sshChangeHostKey(instanceId: number): boolean;
+  /** The refused-key fault on one instance: its sshd refuses every key (false: as before). */
+  sshRefuseKeys(instanceId: number, refuse?: boolean): boolean;
   setTimeScale(scale: number): void;
   /** Every instance ever created, destroyed ones included. */
   history(): SimInstanceHistory[];
@@ -156,6 +163,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       ...marketRoutes,
       ...priceIncreaseRoutes,
       ...instanceRoutes,
+      ...instanceSshRoutes,
       ...manageRoutes,
       ...accountRoutes,
       ...templateRoutes,
@@ -211,6 +219,17 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
     raisePrice: (id, pct, cutoverS) => {
       if (!(pct > 0)) throw new RangeError('pct must be above 0');
       return world.raisePrice(id, pct, cutoverS ?? null);
+    },
+    sshDropSessions: (id) => world.instances.get(id) !== undefined && (world.sshListeners.dropSessions(id), true),
+    sshChangeHostKey: (id) => {
+      const inst = world.instances.get(id);
+      if (inst) world.sshListeners.changeHostKey(inst);
+      return inst !== undefined;
+    },
+    sshRefuseKeys: (id, refuse = true) => {
+      if (!world.instances.get(id)) return false;
+      world.instanceSshKeys.refuseAll(id, refuse);
+      return true;
     },
     setTimeScale: control.setTimeScale,
     history: () => world.instances.history(),

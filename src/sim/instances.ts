@@ -21,7 +21,8 @@
 import type { SimOffer } from './catalog.js';
 import type { SimClock, SimTime } from './clock.js';
 import type { FaultProfile, SimConfig } from './config.js';
-import { planFor, rebootPlan, STATUS_MSG, type ActualStatus, type InstanceTimings, type Step } from './lifecycle.js';
+import { missingImageMessage, planFor, rebootPlan, STATUS_MSG, type ActualStatus, type InstanceTimings, type Step } from './lifecycle.js';
+import { splitImage } from './image-name.js';
 import { diskDph } from './pricing.js';
 import { newKeyValue } from './api-keys.js';
 import type { Market } from './market.js';
@@ -181,7 +182,7 @@ export class InstanceStore {
     this.nextId += 1 + Math.floor(this.idRng() * 20);
     const id = this.nextId;
     const now = this.clock.simS();
-    const timings = this.drawTimings(id);
+    const timings = this.drawTimings(id, params.image);
     const computeDph = params.price ?? offer.dph_base;
     const created = this.clock.stampAtSim(now);
     const hist: SimInstanceHistory = {
@@ -445,15 +446,17 @@ export class InstanceStore {
     this.hooks.onStatus(inst, status);
   }
 
-  private drawTimings(id: number): InstanceTimings {
+  private drawTimings(id: number, image: string): InstanceTimings {
     const rng = mulberry32(Math.floor(hashUnit(this.seed, id) * 2 ** 32));
-    const { boot_s, lost_after_s } = this.lifecycle;
+    const { boot_s, lost_after_s, missing_images } = this.lifecycle;
+    const { repo, tag } = splitImage(image);
     return {
       provision_s: this.lifecycle.provision_s,
       boot_s: between(rng, boot_s.min, boot_s.max),
       fail_after_s: this.lifecycle.fail_after_s,
       lost_after_s: between(rng, lost_after_s.min, lost_after_s.max),
       lost_to: pick(rng, ['offline', 'unknown', 'exited'] as const),
+      pull_error: missing_images.some((p) => new RegExp(p).test(image)) ? missingImageMessage(repo, tag) : null,
     };
   }
 }

@@ -7,6 +7,8 @@
 //   exited/unknown/offline  null → loading → that status (never running)
 //   stuck_loading       null → loading (forever)
 //   oci_failed          null → created with "OCI runtime create failed" (forever)
+//   (any profile) whose image matches lifecycle.missing_images: null → loading → created with
+//                       docker's pull error (forever)
 //   lost_after_running  null → loading → running → offline | unknown | exited
 import type { FaultProfile } from './config.js';
 
@@ -30,6 +32,8 @@ export interface InstanceTimings {
   lost_after_s: number;
   /** Where a lost_after_running instance ends up. */
   lost_to: 'offline' | 'unknown' | 'exited';
+  /** Docker's answer when its image cannot be pulled (`lifecycle.missing_images`); null: it pulls. */
+  pull_error: string | null;
 }
 
 export const STATUS_MSG = {
@@ -48,6 +52,11 @@ export const STATUS_MSG = {
   unavailable: "Created stopped: the machine's GPUs are not available now (cancel_unavail was false)",
 } as const;
 
+/** Docker's answer to a pull of a tag its registry does not have (Docker Hub's words). */
+export function missingImageMessage(repo: string, tag: string): string {
+  return `Error response from daemon: manifest for ${repo}:${tag} not found: manifest unknown: manifest unknown`;
+}
+
 const failure = (status: 'exited' | 'unknown' | 'offline'): string => STATUS_MSG[status];
 
 /** The plan of a new instance (`restart` false) or of a start after a stop (`restart` true). */
@@ -63,6 +72,13 @@ export function planFor(profile: FaultProfile, t: InstanceTimings, restart: bool
     return steps;
   }
   steps.push({ at, status: 'loading', msg: STATUS_MSG.loading });
+  if (t.pull_error !== null) {
+    // The pull fails on every host alike and the container is never made: `created` with docker's
+    // error, for good (the official client's self-test sees `actual_status: "created"` with "manifest
+    // for ... not found", vast-cli tests/cli/test_machines_commands.py).
+    steps.push({ at: at + Math.min(t.fail_after_s, 10), status: 'created', msg: t.pull_error });
+    return steps;
+  }
   switch (profile) {
     case 'stuck_loading':
       return steps;

@@ -104,19 +104,8 @@ export class OnstartRunner {
       cwd: dir,
       detached: true, // own process group, so a timeout kills the script's children too
       stdio: ['ignore', 'pipe', 'pipe'],
-      ...(asRoot() ? { uid: UNPRIVILEGED_ID, gid: UNPRIVILEGED_ID } : {}),
-      env: {
-        PATH: path,
-        HOME: dir,
-        // A container's /tmp is its own: the script's temp files (berth's decoded onstart among them)
-        // stay in the instance's directory, which goes with the instance, not in the machine's /tmp.
-        TMPDIR: dir,
-        ...inst.params.env,
-        CONTAINER_API_KEY: inst.apiKey,
-        CONTAINER_ID: String(id),
-        VAST_CONTAINERLABEL: `C.${id}`,
-        BERTH_SIM_URL: this.simUrl(),
-      },
+      ...runAs(),
+      env: this.envOf(inst, dir, path),
     });
     const out = new Capped(this.cfg.max_output_bytes);
     const err = new Capped(this.cfg.max_output_bytes);
@@ -198,6 +187,31 @@ export class OnstartRunner {
     this.noHttpBin = null;
   }
 
+  /**
+   * What a process in the instance's container gets (an SSH session's command, ssh-server.ts, as
+   * onstart): its directory (made at first need) and the environment a run of its script gets.
+   */
+  container(inst: LiveInstance): { dir: string; env: NodeJS.ProcessEnv } {
+    const dir = this.dirOf(inst.hist.id);
+    return { dir, env: this.envOf(inst, dir, this.pathFor(inst.params.image)) };
+  }
+
+  private envOf(inst: LiveInstance, dir: string, path: string): NodeJS.ProcessEnv {
+    const id = inst.hist.id;
+    return {
+      PATH: path,
+      HOME: dir,
+      // A container's /tmp is its own: the script's temp files (berth's decoded onstart among them)
+      // stay in the instance's directory, which goes with the instance, not in the machine's /tmp.
+      TMPDIR: dir,
+      ...inst.params.env,
+      CONTAINER_API_KEY: inst.apiKey,
+      CONTAINER_ID: String(id),
+      VAST_CONTAINERLABEL: `C.${id}`,
+      BERTH_SIM_URL: this.simUrl(),
+    };
+  }
+
   /** The instance's directory, made (owned by the scripts' user) at its first run. */
   private dirOf(instanceId: number): string {
     let dir = this.dirs.get(instanceId);
@@ -246,6 +260,11 @@ function searchableByOthers(dir: string): boolean {
 
 function asRoot(): boolean {
   return process.getuid?.() === 0;
+}
+
+/** The user a container's processes run as: `nobody` when the simulator runs as root, else its own. */
+export function runAs(): { uid?: number; gid?: number } {
+  return asRoot() ? { uid: UNPRIVILEGED_ID, gid: UNPRIVILEGED_ID } : {};
 }
 
 /**

@@ -7,11 +7,15 @@
 //            new one, and the record follows, as ports change across restarts on the service);
 //   closed — it left running (stop, outbid, reboot, exit, loss) or was destroyed: stop listening and
 //            drop open connections. Connections are then refused.
-// What a connection gets depends on the instance's profile: the banner line at once (healthy and
-// the lifecycle profiles), nothing ever listening (`ssh_refused`), a close without a byte
-// (`ssh_no_banner`), silence until the hold ends (`ssh_hang`), or closes without a banner until
-// `late_s` sim seconds after running, then the banner (`ssh_late`: a port forward whose sshd is
-// not up yet). A held connection is closed after `hold_ms` wall ms, like sshd's login grace time.
+// What a connection gets depends on the instance's profile: a real SSH server (ssh-server.ts: the
+// banner at once, then key exchange, public-key login as root, exec, shell and SFTP in the
+// instance's directory; healthy and the lifecycle profiles), nothing ever listening
+// (`ssh_refused`), a close without a byte (`ssh_no_banner`), silence until the hold ends
+// (`ssh_hang`), or closes without a banner until `late_s` sim seconds after running, then the
+// server (`ssh_late`: a port forward whose sshd is not up yet). A connection held silently, or not
+// logged in, is closed after `hold_ms` wall ms, like sshd's login grace time. The instance's host
+// key and authorized keys are in ssh-keys.ts; a restart of its sshd (the host-key fault) closes and
+// opens its listeners on the same ports.
 // In SSH launch mode sshd runs in the container beside onstart, so each connection it answered adds
 // its lines to the container log when it closes (onstart's output reaches that log "interleaved
 // with sshd's connection lines": service-facts.md, "Added 2026-11-27"); `sshdLines` gives them.
@@ -21,6 +25,17 @@ import type { SimConfig } from './config.js';
 import type { Line } from './container-logs.js';
 import { wantsDirect } from './instance-record.js';
 import type { LiveInstance, SshPorts } from './instances.js';
+import type { InstanceSshKeys } from './ssh-keys.js';
+import { Sshd } from './ssh-server.js';
+
+/** What the instances' sshd needs from the rest of the world. */
+export interface SshWorld {
+  keys: InstanceSshKeys;
+  /** The instance's directory and the environment its processes get (onstart-runner.ts). */
+  container(inst: LiveInstance): { dir: string; env: NodeJS.ProcessEnv };
+  /** The SSH faults in force now (config `faults`, changeable at run time). */
+  faults(): { refuseKeys: boolean; dropAfterMs: number | null };
+}
 
 const HOST = '127.0.0.1';
 
@@ -30,6 +45,8 @@ interface Entry {
   closed: boolean;
   servers: Set<Server>;
   sockets: Set<Socket>;
+  /** The container's sshd while it runs. */
+  sshd: Sshd;
   /** Resolve once each server of the entry has stopped (or never bound). */
   done: Promise<void>[];
 }
@@ -44,6 +61,7 @@ export class SshListeners {
   constructor(
     private readonly cfg: SimConfig['ssh_listeners'],
     private readonly clock: SimClock,
+    private readonly world: SshWorld,
   ) {}
 
   get enabled(): boolean {
@@ -60,8 +78,22 @@ export class SshListeners {
   open(inst: LiveInstance): void {
     const ports = inst.sshPorts;
     if (!ports || inst.hist.profile === 'ssh_refused') return;
-    this.close(inst.hist.id);
-    const entry: Entry = { closed: false, servers: new Set(), sockets: new Set(), done: [] };
+    const id = inst.hist.id;
+    this.close(id);
+    const sshd = new Sshd({
+      instanceId: id,
+      hostKey: this.world.keys.hostKeyForOpen(id),
+      ident: this.cfg.banner.slice('SSH-2.0-'.length),
+      keys: this.world.keys,
+      container: () => this.world.container(inst),
+      loginGraceMs: this.cfg.hold_ms,
+      faults: () => this.world.faults(),
+      log: (lines) => {
+        if (/\bssh/.test(inst.params.runtype)) this.addLines(id, lines);
+      },
+      simS: () => this.clock.simS(),
+    });
+    const entry: Entry = { closed: false, servers: new Set(), sockets: new Set(), sshd, done: [] };
     this.entries.set(inst.hist.id, entry);
     const runningSince = inst.hist.statuses.at(-1)?.at.sim_s ?? this.clock.simS();
     this.listen(entry, inst, runningSince, 'proxyPort', ports.proxyPort);
@@ -76,6 +108,20 @@ export class SshListeners {
     entry.closed = true;
     for (const server of entry.servers) if (server.listening) server.close();
     for (const socket of entry.sockets) socket.destroy();
+    entry.done.push(entry.sshd.close());
+  }
+
+  /** The dropped-session fault: the instance's open SSH connections are cut now (it goes on listening). */
+  dropSessions(instanceId: number): boolean {
+    const entry = this.entries.get(instanceId);
+    entry?.sshd.dropAll();
+    return entry !== undefined;
+  }
+
+  /** The host-key fault: a new host key from the instance's next open; a running sshd restarts with it now. */
+  changeHostKey(inst: LiveInstance): void {
+    this.world.keys.changeHostKey(inst.hist.id);
+    if (this.entries.has(inst.hist.id)) this.open(inst);
   }
 
   /** sshd's lines in the container log of an instance, each at its sim moment. */
@@ -87,6 +133,7 @@ export class SshListeners {
   forget(instanceId: number): void {
     this.close(instanceId);
     this.logs.delete(instanceId);
+    this.world.keys.forget(instanceId);
   }
 
   async closeAll(): Promise<void> {
@@ -125,23 +172,15 @@ export class SshListeners {
     const profile = inst.hist.profile;
     const late = profile === 'ssh_late' && this.clock.simS() < runningSince + this.cfg.late_s;
     if (profile === 'ssh_no_banner' || late) return void socket.end();
-    if (profile !== 'ssh_hang') {
-      socket.write(`${this.cfg.banner}\r\n`);
-      if (/\bssh/.test(inst.params.runtype)) this.logConnection(inst.hist.id, socket);
-    }
-    socket.setTimeout(this.cfg.hold_ms, () => socket.destroy());
+    if (profile === 'ssh_hang') return void socket.setTimeout(this.cfg.hold_ms, () => socket.destroy());
+    entry.sshd.inject(socket);
   }
 
-  /** What OpenSSH's sshd logs (LogLevel INFO) for a client that closes before the key exchange. */
-  private logConnection(instanceId: number, socket: Socket): void {
-    const from = `${socket.remoteAddress ?? '127.0.0.1'} port ${socket.remotePort ?? 0}`;
-    socket.once('close', () => {
-      const lines = this.logs.get(instanceId) ?? [];
-      const at = this.clock.simS();
-      lines.push({ at, text: 'error: kex_exchange_identification: Connection closed by remote host' });
-      lines.push({ at, text: `Connection closed by ${from}` });
-      this.logs.set(instanceId, lines.slice(-SSHD_LINES_KEPT));
-    });
+  /** sshd's lines for a connection that closed (ssh-server.ts writes them in OpenSSH's words). */
+  private addLines(instanceId: number, added: readonly Line[]): void {
+    const lines = this.logs.get(instanceId) ?? [];
+    lines.push(...added);
+    this.logs.set(instanceId, lines.slice(-SSHD_LINES_KEPT));
   }
 }
 

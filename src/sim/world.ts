@@ -17,6 +17,7 @@ import { OnstartRunner } from './onstart-runner.js';
 import { PriceIncreases, type PendingRow } from './price-increases.js';
 import { ProfileBook } from './profiles.js';
 import { RateLimiter } from './rate-limiter.js';
+import { InstanceSshKeys } from './ssh-keys.js';
 import { SshListeners } from './ssh-listeners.js';
 import { emptyStats, type SimStats } from './stats.js';
 import { TemplateStore } from './templates.js';
@@ -35,6 +36,8 @@ export class SimWorld {
   readonly webhooks: WebhookStore;
   readonly onstart: OnstartRunner;
   readonly sshListeners: SshListeners;
+  /** Each instance's authorized keys and host key (ssh-keys.ts). */
+  readonly instanceSshKeys = new InstanceSshKeys();
   readonly logUploads: LogUploads;
   readonly market: Market;
   readonly priceIncreases = new PriceIncreases();
@@ -68,7 +71,14 @@ export class SimWorld {
     this.webhooks = new WebhookStore(config.account.user_id, clock, config.webhooks);
     for (const w of config.webhooks.initial) this.webhooks.create(w.name, w.webhook_url, w.event_types, w.webhook_secret);
     this.onstart = new OnstartRunner(config.onstart_exec, clock, simUrl);
-    this.sshListeners = new SshListeners(config.ssh_listeners, clock);
+    this.sshListeners = new SshListeners(config.ssh_listeners, clock, {
+      keys: this.instanceSshKeys,
+      container: (inst) => this.onstart.container(inst),
+      faults: () => {
+        const f = this.faults.current();
+        return { refuseKeys: f.ssh_refuse_keys, dropAfterMs: f.ssh_drop_after_ms };
+      },
+    });
     this.logUploads = new LogUploads(config.logs, clock);
     this.market = new Market(seed, config.bids, this.catalog.offers);
     this.instances = new InstanceStore(clock, config.lifecycle, seed, this.market, {

@@ -31,3 +31,12 @@ export const isSettled = (state: string): boolean => state === 'running' || isEn
  */
 export const attemptIsLive = (attempt: { readonly outcome: string | null }): boolean =>
   attempt.outcome === null || attempt.outcome === 'running';
+
+/** What a daemon needs to drive a run this berth cannot read (`Run.unreadable`): the CLI and the dashboard say it alike. */
+export function keptRunNeeds(u: { needs_spec_version: number | null; needs_machine_version: number | null }): string {
+  const versions = [
+    ...(u.needs_spec_version !== null ? [`stored spec version ${u.needs_spec_version}`] : []),
+    ...(u.needs_machine_version !== null ? [`run machine version ${u.needs_machine_version}`] : []),
+  ];
+  return versions.length > 0 ? `a berth that reads ${versions.join(' and ')}` : 'a berth whose job spec rules accept it';
+}

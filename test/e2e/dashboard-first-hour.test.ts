@@ -4,6 +4,7 @@
 // figures stale, turns its actions off) and notices it back by itself, a run that never rented
 // says so instead of offering its log, the Submit page starts empty and from an example, and at
 // 390 px the nav is one line and the Account page's rate table fits the screen.
+import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -159,6 +160,37 @@ describe('the dashboard in the first hour', () => {
     await page.goto(`${daemon.url}/#/runs/${runningId}`);
     await page.waitForFunction(() => document.querySelector('h1 .badge')?.textContent === 'running', { timeout: 15_000 });
     expect(await cancel()).toBe(false);
+  });
+
+  it('marks a run this berth cannot read as kept, on the list and on its page, with the version it needs (#38)', async () => {
+    const id = await submitRun(jobSpec({ name: 'later-berth' }));
+    await waitForRun(id, (r) => r.state === 'running');
+    expect(await daemon.stop()).toBe(0);
+    // As a later berth would have stored it: a run machine version this build does not know.
+    const db = new Database(join(home, 'berth.db'));
+    db.prepare('UPDATE runs SET machine_version = 99 WHERE id = ?').run(id);
+    db.close();
+    daemon = await spawnDaemon(daemonSetup());
+    const kept = await waitForRun(id, (r) => r.unreadable !== null);
+    expect(kept.state).toBe('running');
+
+    await signIn(page);
+    const row = await page.waitForFunction(
+      (name: string) =>
+        [...document.querySelectorAll('tbody tr')].find((tr: any) => tr.textContent.includes(name))?.querySelector('.badge.tone-warn'),
+      { timeout: 15_000 },
+      'later-berth',
+    );
+    expect(await row.evaluate((el: any) => [el.textContent, el.title])).toEqual([
+      'kept',
+      'this berth cannot drive it: it needs a berth that reads run machine version 99',
+    ]);
+    await page.goto(`${daemon.url}/#/runs/${id}`);
+    const note = await page.waitForSelector('[data-testid="run-kept"]', { timeout: 15_000 });
+    expect(await note!.evaluate((el: any) => el.textContent)).toContain('it needs a berth that reads run machine version 99');
+    // The user can still end it.
+    expect((await daemon.api('POST', `/v1/runs/${id}/cancel`)).status).toBe(202);
+    await waitForRun(id, (r) => isEndState(r.state));
   });
 
   it('at 390 px: the nav is one line and the Account page, its rate table included, fits the screen', async () => {

@@ -86,7 +86,7 @@ function deleteSecret({ world, body }: RouteContext): RouteResult {
 }
 
 /** create_ssh_key.yaml: NUL characters are removed; an absent key is `no_ssh_key`. */
-function sshKeyOf(body: unknown): string {
+export function sshKeyOf(body: unknown): string {
   const raw = bodyObject(body, true).ssh_key;
   const key = typeof raw === 'string' ? raw.replaceAll('\u0000', '').trim() : '';
   if (key === '') throw fail(400, 'no_ssh_key', 'No ssh key provided');

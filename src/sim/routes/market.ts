@@ -53,6 +53,8 @@ async function create(ctx: RouteContext): Promise<RouteResult> {
 
   const profile = world.profiles.profileFor(offer.id, offer.machine_id);
   const inst = world.instances.create(offer, params, profile, sshPorts);
+  // Its container authorizes the account's keys as they are now (ssh-keys.ts).
+  world.instanceSshKeys.created(inst.hist.id, world.sshKeys.list());
   world.catalog.rent(offer.id, inst.hist.id);
   if (unavailable) world.instances.stop(inst, STATUS_MSG.unavailable);
   else if (req.targetState === 'stopped') world.instances.stop(inst);

@@ -3,7 +3,7 @@
 // container's output, its spend, and cancel or resume behind a confirmation.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Run, RunEvent, RunLogs } from '../../wire/control-api.js';
-import { isEndState } from '../../wire/run-states.js';
+import { isEndState, keptRunNeeds } from '../../wire/run-states.js';
 import { call, followEvents } from '../api.js';
 import { ago, localTime, usd, usdPerHour } from '../format.js';
 import { Coded, ConfirmButton, CopyButton, ErrorNote, LogBox, Section, StateBadge, useNow } from '../parts/common.js';
@@ -102,6 +102,7 @@ export function RunPage({ id }: { id: string }) {
       <h1>
         {run.name} <StateBadge state={run.state} />
         {run.held && <span class="badge tone-warn">held</span>}
+        {run.unreadable && <span class="badge tone-warn">kept</span>}
       </h1>
       <p class="muted mono">{run.id}</p>
       <ErrorNote error={error} />
@@ -129,6 +130,12 @@ export function RunPage({ id }: { id: string }) {
           </time>
         </div>
       </div>
+      {run.unreadable && !ended && (
+        <p class="notice tone-warn" data-testid="run-kept">
+          Kept: this berth cannot drive this run ({run.unreadable.reason}); it needs {keptRunNeeds(run.unreadable)}. Its instance is left as
+          it is until a daemon that can drives it, or Cancel run ends it.
+        </p>
+      )}
       {run.error && (
         <p class="error" role="status">
           Ended by {run.error.kind}: <Coded text={run.error.message} />

@@ -48,6 +48,20 @@ describe('daemon workflow against the simulator', () => {
     await cancelAndCheckNothingBills(world, run.id);
   });
 
+  it('ends a run whose image does not exist after its first instance, saying what to fix, and leaves nothing billing', async () => {
+    world = await startWorld();
+    // The simulator's missing_images default: a tag that says it does not exist.
+    const run = await submit(world, jobSpec({ image: 'pytorch/pytorch:no-such-tag', max_attempts: 5 }));
+    const ended = await world.waitFor(run.id, isEnded, 30_000);
+    expect(ended.state).toBe('failed');
+    expect(ended.error).toMatchObject({ kind: 'image_unavailable' });
+    expect(ended.error!.message).toContain('manifest for pytorch/pytorch:no-such-tag not found');
+    expect(ended.error!.message).toContain('image_login');
+    expect(ended.attempts.map((a) => a.outcome)).toEqual(['image_unavailable']);
+    expect(world.sim.history().filter((h) => h.label?.includes(run.id))).toHaveLength(1);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+
   it('succeeds after one relax step when only unverified offers match', async () => {
     world = await startWorld();
     const unverified = world.sim

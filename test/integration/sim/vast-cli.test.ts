@@ -1,6 +1,6 @@
 // The official CLI (vast-ai/vast-cli's vast.py) against the simulator: search, create, show,
-// label, stop, start, reboot, logs, user, env vars, destroy and charges, with the documented rate
-// limits on.
+// label, stop, start, reboot, logs, user, env vars, attach and detach ssh, destroy and charges,
+// with the documented rate limits on.
 // vast.py is vendored unchanged in test/fixtures/vast-cli (MIT, its LICENSE beside it; vast-ai/vast-cli
 // at 55679830a2c2, 2026-08-06). VAST_PY names another copy to try instead. The test runs wherever
 // python3 has the `requests` module, and is skipped, saying so, where it has not; in CI (CI=true)
@@ -12,10 +12,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { packagePath } from '../../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
 
+const { utils } = ssh2;
 const VAST_PY = process.env.VAST_PY ?? packagePath('test', 'fixtures', 'vast-cli', 'vast.py');
 const runnable = spawnSync('python3', ['-c', 'import requests'], { stdio: 'ignore' }).status === 0;
 const inCi = process.env.CI === 'true';
@@ -61,7 +63,7 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
   }
 
   test(
-    'search, create, show, label, stop, start, reboot, logs, user, env vars, destroy, charges: no error',
+    'search, create, show, label, stop, start, reboot, logs, user, env vars, attach and detach ssh, destroy, charges: no error',
     { timeout: 120_000 },
     async () => {
       const offers = JSON.parse(
@@ -118,6 +120,17 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
 
       expect(await vast('create', 'env-var', 'HF_TOKEN', 'abc123')).toContain('added successfully');
       expect(JSON.parse(await vast('show', 'env-vars', '--raw'))).toEqual({ HF_TOKEN: '*****' });
+
+      // An instance's own key (keys.py `attach_ssh`, `detach_ssh`): the CLI prints the answer.
+      const instanceKey = utils.generateKeyPairSync('ed25519').public;
+      expect(await vast('attach', 'ssh', String(id), instanceKey)).toContain("'msg': 'SSH key attached successfully'");
+      const attached = (await (
+        await fetch(`${sim.url}/api/v0/instances/${id}/ssh/`, { headers: { authorization: `Bearer ${sim.apiKey}` } })
+      ).json()) as { ssh_keys: string };
+      const keyId = (JSON.parse(attached.ssh_keys) as Array<{ id: number; public_key: string }>).find(
+        (k) => k.public_key === instanceKey,
+      )!.id;
+      expect(await vast('detach', 'ssh', String(id), String(keyId))).toContain("'msg': 'SSH key removed from instance.'");
 
       expect(await vast('destroy', 'instance', String(id))).toContain(`destroying instance ${id}.`);
       const charges = await vast('show', 'invoices-v1', '--charges', '--raw');

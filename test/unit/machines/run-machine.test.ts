@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createActor } from 'xstate';
 import { runMachine } from '../../../machines/run-machine.js';
-import { describeAttempts, ERRORS_LISTING_ATTEMPTS, GONE_OFFERS_KEPT } from '../../../machines/run-rules.js';
+import { describeAttempts, ERRORS_LISTING_ATTEMPTS, failureOfStatus, GONE_OFFERS_KEPT } from '../../../machines/run-rules.js';
 import {
   FakeWorld,
   LIMITS,
@@ -67,6 +67,56 @@ describe('run machine: the happy path', () => {
     await tick(1000);
     expect(stateOf(actor)).toBe('queued');
     expect(world.searches).toHaveLength(0);
+  });
+});
+
+describe('run machine: an image that cannot be pulled', () => {
+  const manifest = 'Error response from daemon: manifest for pytorch/pytorch:no-such-tag not found: manifest unknown: manifest unknown';
+
+  it('ends the run after the first instance says its image does not exist, trying no other offer', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    await poll(actor, status(100, 'loading'));
+    await poll(actor, status(100, 'created', { status_msg: manifest }));
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('failed');
+    const ctx = actor.getSnapshot().context;
+    expect(ctx.error).toMatchObject({ kind: 'image_unavailable' });
+    expect(ctx.error!.message).toContain('manifest for pytorch/pytorch:no-such-tag not found');
+    expect(world.serviceCreates).toHaveLength(1);
+    // The host did nothing wrong: it is not blocked.
+    expect(ctx.blockedMachines).toEqual([]);
+    expect(endedAttempts(emitted)[0]).toMatchObject({ n: 1, outcome: 'image_unavailable' });
+  });
+
+  it.each([
+    ['Pulling image layers', null],
+    ['success, running', null],
+    [
+      "Error response from daemon: pull access denied for me/private, repository does not exist or may require 'docker login': denied: requested access to the resource is denied",
+      'image_unavailable',
+    ],
+    [
+      'Error response from daemon: Head "https://registry-1.docker.io/v2/me/x/manifests/1": unauthorized: incorrect username or password',
+      'image_unavailable',
+    ],
+    ['Error response from daemon: no matching manifest for linux/amd64 in the manifest list entries', 'image_unavailable'],
+    ['Error response from daemon: Get "https://registry-1.docker.io/v2/": net/http: request canceled (Client.Timeout exceeded)', null],
+    ['Error response from daemon: error pulling image configuration: Get "https://x": net/http: TLS handshake timeout', 'exited'],
+    ['Error response from daemon: toomanyrequests: You have reached your pull rate limit.', 'exited'],
+  ])('reads the status message %j as %s', (msg, outcome) => {
+    expect(failureOfStatus(status(100, 'created', { status_msg: msg }))?.outcome ?? null).toBe(outcome);
+  });
+
+  it('fails over when the pull failed for a reason of that host (a registry rate limit)', async () => {
+    const world = new FakeWorld();
+    const { actor } = await admitted(world);
+    const limited = 'Error response from daemon: toomanyrequests: You have reached your pull rate limit.';
+    await poll(actor, status(100, 'created', { status_msg: limited }));
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('booting');
+    expect(actor.getSnapshot().context.current).toMatchObject({ n: 2 });
   });
 });
 
