@@ -2,11 +2,12 @@
 // instances run a real sshd. The daemon puts berth's key on the account at its start; the instance
 // created afterwards takes it; `berth ssh` logs in with it. Also: the private key never shows in
 // the daemon's log or in anything the CLI prints.
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { packagePath } from '../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import { berthKeyPath, loadLoginKey, publicKeyPart } from '../../src/ssh/key-pair.js';
 import type { Run } from '../../src/wire/control-api.js';
@@ -110,6 +111,33 @@ describe('berth ssh', () => {
       ),
     );
     expect(out).toBe('from openssh\n');
+  });
+
+  it('without a command opens a shell, which reads input that is not a terminal', async () => {
+    const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'ssh', run.id], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    proc.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    proc.stdin.end('echo "in the shell as $(id -un 2>/dev/null || echo root)"; exit 3\n');
+    const code = await new Promise<number | null>((resolve) => proc.once('exit', resolve));
+    expect(stdout).toContain('in the shell as');
+    expect(code).toBe(3);
+  });
+
+  it("doctor, asked through the daemon, finds berth's key on the account, and fails with the fix once the key file is 0644", async () => {
+    const ok = await cli(['doctor', '--json']);
+    const checks = (JSON.parse(ok.stdout) as { checks: Array<{ name: string; ok: boolean; message: string }> }).checks;
+    expect(checks.find((c) => c.name === 'ssh_key')).toMatchObject({
+      ok: true,
+      message: expect.stringMatching(/is usable and on the account$/),
+    });
+    chmodSync(berthKeyPath(home), 0o644);
+    try {
+      const bad = await cli(['doctor']);
+      expect(bad.code).toBe(1);
+      expect(bad.stdout).toContain(`is readable by others (mode 0644): run: chmod 600 ${berthKeyPath(home)}.`);
+    } finally {
+      chmodSync(berthKeyPath(home), 0o600);
+    }
   });
 
   it('says why and exits 1 for a run that holds no instance', async () => {
