@@ -142,9 +142,10 @@ describe('berth.db locked by another program at start-up', { timeout: 90_000 }, 
     const d = startDaemon(home);
     await d.listening();
     await sleep(1000);
+    // No duration asserted: the lock is never let go, so a stop that waited for it would outlast the
+    // test; that the wait ends mid-pause on its signal is store-wait.test.ts's, on the fake clock.
     const exit = await d.signal('SIGTERM');
     expect(exit.code, d.output()).toBe(0);
-    expect(exit.ms).toBeLessThan(3000);
   });
 
   it('a damaged berth.db is still refused with exit 2 and the advice to restore, lock or not', async () => {
