@@ -21,6 +21,9 @@ const SECRET_KEYS = [
   'secret',
   'secrets',
   'value',
+  // berth's SSH private key (src/ssh/key-pair.ts: BerthKey.privateKey)
+  'privateKey',
+  'private_key',
 ];
 
 const REDACT_PATHS = [

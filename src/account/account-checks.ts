@@ -1,6 +1,7 @@
 // The account checks of `berth doctor`, also run by the daemon at start: the service answers, the
-// key is valid, it holds every permission category berth calls, an SSH key is registered, and the
-// credit is above account.min_credit_usd. One result per check, in that order.
+// key is valid, it holds every permission category berth calls, berth's SSH login key is usable
+// (and whether the account holds it yet), and the credit is above account.min_credit_usd. One
+// result per check, in that order.
 //
 // Permissions are probed with harmless calls, since the service does not say which categories a
 // key holds (show_api_keys.yaml documents no permissions in the record):
@@ -15,6 +16,7 @@ import type { Charge } from '../client/marketplace-client.js';
 import type { CurrentUser, MarketClient } from '../client/types.js';
 import type { Config } from '../config/schema.js';
 import { BerthError, toRunError } from '../errors.js';
+import { publicKeyPart, type BerthKey } from '../ssh/key-pair.js';
 import { creditOf } from './credit.js';
 
 /** Far above any instance id the service has handed out (about 3 × 10^7 in 2026), and within int32. */
@@ -24,7 +26,7 @@ const PROBE_INSTANCE_ID = 2_147_483_647;
 const REQUIRED_CATEGORIES = ['misc', 'user_read', 'instance_read', 'instance_write'] as const;
 const WHAT_NEEDS = {
   misc: 'offer search needs it',
-  user_read: 'the account checks (credit, SSH key) need it',
+  user_read: "the account checks (credit, berth's SSH key on the account) need it",
   instance_read: 'the instance list berth polls needs it',
   instance_write: 'create, destroy and change-bid need it',
 } as const;
@@ -49,7 +51,7 @@ export interface AccountReport {
 }
 
 export interface CheckClient extends Pick<MarketClient, 'currentUser' | 'searchOffers' | 'listInstancePage' | 'destroyInstance'> {
-  countSshKeys(options?: { signal?: AbortSignal | undefined }): Promise<number>;
+  listSshKeys(options?: { signal?: AbortSignal | undefined }): Promise<Array<{ key: string }>>;
   charges(range: { fromS: number; toS: number }, options?: { signal?: AbortSignal | undefined }): Promise<Charge[]>;
 }
 
@@ -74,7 +76,12 @@ export async function checkAccount(
   client: CheckClient,
   config: Pick<Config, 'service' | 'account'>,
   now: number,
-  options: { signal?: AbortSignal; billing?: boolean } = {},
+  options: {
+    signal?: AbortSignal;
+    billing?: boolean;
+    /** berth's SSH login key, loaded (made on first need); throws `ssh_key` when it cannot be used. */
+    loginKey?: () => BerthKey;
+  } = {},
 ): Promise<AccountReport> {
   const { signal } = options;
   const checks: CheckResult[] = [];
@@ -154,20 +161,12 @@ export async function checkAccount(
     add('permissions', true, `${REQUIRED_CATEGORIES.join(', ')}: every category berth calls; ${billingText}`);
   }
 
+  const keyCheck = await loginKeyCheck(client, options.loginKey, user !== undefined, signal);
+  add('ssh_key', keyCheck.ok, keyCheck.message);
   if (!user) {
-    add('ssh_key', false, 'not checked (needs user_read)');
     add('credit', false, 'not checked (needs user_read)');
     return report({ missing, authFailed: missing.length > 0 });
   }
-  let sshKeys = typeof user['ssh_key'] === 'string' && (user['ssh_key'] as string).trim() !== '' ? 1 : 0;
-  if (sshKeys === 0) sshKeys = await client.countSshKeys({ signal }).catch(() => 0);
-  add(
-    'ssh_key',
-    sshKeys > 0,
-    sshKeys > 0
-      ? 'an SSH key is registered on the account'
-      : 'no SSH key is registered on the account: add yours (console Keys page, or POST /api/v0/ssh/) before you connect. Without one a VM instance can never be reached; berth rents Docker instances, which take a key added later',
-  );
   const credit = creditOf(user);
   const min = config.account.min_credit_usd;
   if (credit === null) add('credit', false, 'users/current states no credit');
@@ -179,6 +178,41 @@ export async function checkAccount(
     );
   else add('credit', true, `$${credit.toFixed(2)}, above account.min_credit_usd ($${min.toFixed(2)})`);
   return report({ user, missing, authFailed: missing.length > 0 });
+}
+
+/**
+ * berth's login key: usable (its file is private, unencrypted, a private key), and on the account.
+ * A key not on the account yet passes: the daemon adds it at start, or attaches it to each instance
+ * when the API key may not add account keys (docs/ssh.md).
+ */
+async function loginKeyCheck(
+  client: CheckClient,
+  loginKey: (() => BerthKey) | undefined,
+  canReadKeys: boolean,
+  signal: AbortSignal | undefined,
+): Promise<{ ok: boolean; message: string }> {
+  if (!loginKey) return { ok: true, message: 'not checked here' };
+  let key: BerthKey;
+  try {
+    key = loginKey();
+  } catch (err) {
+    if (err instanceof BerthError && err.code === 'ssh_key') return { ok: false, message: err.message };
+    throw err;
+  }
+  const usable = `berth's SSH key ${key.path} (${key.fingerprint}) is usable`;
+  if (!canReadKeys) return { ok: false, message: `${usable}; whether the account holds it is not checked (needs user_read)` };
+  const mine = publicKeyPart(key.publicLine);
+  try {
+    const keys = await client.listSshKeys({ signal });
+    if (keys.some((k) => publicKeyPart(k.key) === mine)) return { ok: true, message: `${usable} and on the account` };
+    return {
+      ok: true,
+      message: `${usable}; not on the account yet: the daemon adds it at its start (or attaches it to each instance when the API key lacks user_write)`,
+    };
+  } catch (err) {
+    if (err instanceof BerthError && err.code === 'aborted') throw err;
+    return { ok: true, message: `${usable}; the account's keys could not be read (${toRunError(err).message})` };
+  }
 }
 
 /** `ok    service      https://... answers` for people. */

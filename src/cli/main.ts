@@ -107,6 +107,19 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     );
 
   program
+    .command('ssh')
+    .description("log in to the run's instance as root with berth's key: a shell, or one command and its exit code")
+    .argument('<run>', 'run id or name')
+    .argument('[command...]', 'the command to run there, after --')
+    .option('--print', 'print the ssh command that does the same, and run nothing')
+    .option('--config <file>', 'config file (for ssh.private_key_path)')
+    .action(
+      run(async (runId: string, command: string[], opts: { print?: boolean; config?: string }) =>
+        (await import('./commands/ssh.js')).sshCommand(runId, command, opts, io, env),
+      ),
+    );
+
+  program
     .command('events')
     .description("the run's event log, oldest first")
     .argument('<run>', 'run id')

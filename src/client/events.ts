@@ -23,6 +23,8 @@ export type ClientOperation =
   | 'api_key_create'
   | 'api_key_delete'
   | 'ssh_keys'
+  | 'ssh_key_add'
+  | 'ssh_key_attach'
   | 'charges';
 
 export type ClientEvent =

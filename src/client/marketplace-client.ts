@@ -8,6 +8,7 @@ import type { Clock } from '../clock.js';
 import type { Config, RateGroup } from '../config/schema.js';
 import { accountCalls } from './account-calls.js';
 import { accountSetupCalls } from './account-setup-calls.js';
+import { sshKeyCalls } from './ssh-key-calls.js';
 import type { ClientEvent } from './events.js';
 import { createHttp } from './http.js';
 import { instanceCalls } from './instance-calls.js';
@@ -74,6 +75,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     ...priceIncreaseCalls(caller),
     ...accountCalls(caller),
     ...accountSetupCalls(caller),
+    ...sshKeyCalls(caller),
 
     stats() {
       return { groups: limiter.stats(), ...caller.counters, rateShare: limiter.share() };

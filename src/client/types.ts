@@ -189,6 +189,13 @@ interface ApiKeyCreated {
   [field: string]: unknown;
 }
 
+export interface AccountSshKey {
+  id: number;
+  /** The public key line, `type base64 [comment]`. */
+  key: string;
+  createdAt: number | null;
+}
+
 /** MarketClient plus the seed's other endpoints, stats and shutdown. */
 export interface MarketplaceClient extends MarketClient {
   /** Secret names with masked values (the service never returns real values). */
@@ -201,6 +208,12 @@ export interface MarketplaceClient extends MarketClient {
   deleteApiKey(keyId: number, options?: CallOptions): Promise<'deleted' | 'gone'>;
   /** The SSH public keys registered on the account (`GET /api/v0/ssh/`, user_read): how many. */
   countSshKeys(options?: CallOptions): Promise<number>;
+  /** The account's SSH public keys (`GET /api/v0/ssh/`, user_read); `createdAt` ms, null when not stated. */
+  listSshKeys(options?: CallOptions): Promise<AccountSshKey[]>;
+  /** Adds a public key to the account (`POST /api/v0/ssh/`, user_write): instances created from then on take it. */
+  addSshKey(publicKey: string, options?: CallOptions): Promise<void>;
+  /** Attaches a public key to one instance (`POST /api/v0/instances/{id}/ssh/`, instance_write). */
+  attachSshKey(instanceId: number, publicKey: string, options?: CallOptions): Promise<void>;
   /**
    * Per-contract charges over whole UTC days (`GET /api/v0/charges/`, billing_read): every page of
    * the days whose 00:00 UTC lies within [fromS, toS], unix seconds.

@@ -15,6 +15,7 @@ import type { Releasers } from '../releasers.js';
 import { isStoreDamaged } from '../store/busy.js';
 import type { Store } from '../store/index.js';
 import { checkAccount, checkLines, type CheckClient } from '../account/account-checks.js';
+import type { SshKeys } from './ssh-keys.js';
 import { whileStoreBusy } from './store-wait.js';
 import type { ClusterLoop } from './cluster/cluster-loop.js';
 import type { InstancePoller } from './fleet/poller.js';
@@ -31,6 +32,8 @@ export interface BackgroundDeps {
   store: Store;
   /** The account checks' calls. */
   client: CheckClient;
+  /** berth's SSH login key: put on the account before the checks (./ssh-keys.ts). */
+  sshKeys: Pick<SshKeys, 'loginKey' | 'ensureOnAccount'>;
   clock: Clock;
   log: Logger;
   supervisor: Pick<Supervisor, 'resumeAll' | 'liveCount' | 'liveRunIds'>;
@@ -123,21 +126,28 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
   checked = (async () => {
     await started.catch(() => undefined);
     if (stopping()) return;
+    // Every daemon: one list of the account's keys (and an add when berth's is missing).
+    await deps.sshKeys.ensureOnAccount(checksAbort.signal);
+    if (stopping()) return;
     if (!leads()) {
       // Several daemons on one store: the leading one checks the account.
       account.start();
       return;
     }
     try {
-      const report = await checkAccount(client, config, clock.now(), { signal: checksAbort.signal, billing: false });
+      const report = await checkAccount(client, config, clock.now(), {
+        signal: checksAbort.signal,
+        billing: false,
+        loginKey: deps.sshKeys.loginKey,
+      });
       if (report.user) account.accept(report.user);
       for (const [i, line] of checkLines(report).entries()) {
         const check = report.checks[i]!;
         if (check.ok) log.info({ check: check.name }, `account check: ${line}`);
         else log.warn({ check: check.name }, `account check: ${line}`);
       }
-      // The credit is the create gate's to report (an event per waiting create); an SSH key stops no
-      // run (berth rents Docker instances, which take one later). The others are noted on every live
+      // The credit is the create gate's to report (an event per waiting create); berth's SSH key
+      // stops no run (without it berth follows its instances as it did before it logged in). The others are noted on every live
       // run; a run meets the refusal itself when it calls (a permission error fails it at once).
       const failing = report.checks.filter((c) => !c.ok && c.name !== 'credit' && c.name !== 'ssh_key');
       for (const c of failing)

@@ -4,6 +4,7 @@
 import type { MarketplaceClient } from '../client/marketplace-client.js';
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
+import type { BerthKey } from '../ssh/key-pair.js';
 import type { Logger } from '../logger.js';
 import type { Store } from '../store/index.js';
 import { checkAccount } from '../account/account-checks.js';
@@ -46,6 +47,8 @@ export interface ControlApiWiring {
   tokens: ControlApiDeps['tokens'];
   startedAt: number;
   ready: () => boolean;
+  /** berth's SSH login key, for the account checks (./ssh-keys.ts). */
+  loginKey: () => BerthKey;
 }
 
 /** `streamHeartbeatMs`: time between heartbeats of GET /v1/events/stream, ms (default 15 s). */
@@ -92,7 +95,7 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
         return accountView({ store, now: clock.now(), account, config: { account: config.account, budget }, stats: client.stats() });
       },
       checks: async (signal) => {
-        const report = await checkAccount(client, config, clock.now(), { signal });
+        const report = await checkAccount(client, config, clock.now(), { signal, loginKey: wiring.loginKey });
         return { ok: report.ok, checks: report.checks, missing: report.missing };
       },
     },

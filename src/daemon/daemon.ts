@@ -55,6 +55,7 @@ import { agreeOnMoneyCaps } from './cluster/money-caps.js';
 import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 import { checkConfigRelax } from '../job-spec/validate.js';
 import { checkServiceUrl, confirmAccount, type BindingAtStart, type ConfirmDeps } from './service-binding.js';
+import { makeSshKeys } from './ssh-keys.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;
@@ -412,6 +413,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     const clusterState = owner ? clusterStateOf(owner, () => cluster) : undefined;
     const { client, metrics } = daemonClient({ config, apiKey, store, clock, log, owner, clusterState });
     releasers.push(() => client.close().catch(() => undefined));
+    // berth's SSH login key (docs/ssh.md): read when needed, put on the account at start.
+    const sshKeys = makeSshKeys({ config, home: env.home, client, clock, log });
     const notifier = makeNotifier({ config, secrets: env.notifySecrets, store, clock, log, metrics, delivers: owner ? leads : undefined });
     releasers.push(() => notifier.stop());
     const hooks = runHooks(notifier, metrics);
@@ -450,7 +453,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
 
     const life = daemonLife(releasers, log, () => stillBillingWords(store));
     const controlApi = controlApiDeps(
-      { config, store, client, clock, log, runs, metrics, clusterState, tokens, startedAt, ready: life.ready },
+      { config, store, client, clock, log, runs, metrics, clusterState, tokens, startedAt, ready: life.ready, loginKey: sshKeys.loginKey },
       options.streamHeartbeatMs,
     );
     const { url, callbackListen, webhookUrl } = await openListeners(
@@ -461,7 +464,22 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
 
     const background = startBackground(
       {
-        ...{ config, store, client, clock, log, supervisor, poller, notifier, cluster, account, notices, leads, ...life.background },
+        ...{
+          config,
+          store,
+          client,
+          clock,
+          log,
+          supervisor,
+          poller,
+          notifier,
+          cluster,
+          account,
+          notices,
+          leads,
+          sshKeys,
+          ...life.background,
+        },
         beforeResume: accountCheck(binding, { store, client, clock, log }),
       },
       releasers,

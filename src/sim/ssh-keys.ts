@@ -104,7 +104,7 @@ export class InstanceSshKeys {
   hostKeyForOpen(instanceId: number): string {
     const e = this.entryOrNew(instanceId);
     if (e.hostKey === null || e.newHostKey) {
-      e.hostKey = utils.generateKeyPairSync('ed25519').private;
+      e.hostKey = ed25519KeyPair().private;
       e.newHostKey = false;
     }
     return e.hostKey;
@@ -124,6 +124,18 @@ export class InstanceSshKeys {
     let e = this.entries.get(instanceId);
     if (!e) this.entries.set(instanceId, (e = { keys: [], hostKey: null, newHostKey: false, refuseAll: false }));
     return e;
+  }
+}
+
+/**
+ * A new ed25519 key pair (OpenSSH format) that ssh2 itself can read: about 1 in 256 pairs from
+ * ssh2 1.17's `generateKeyPairSync('ed25519')` do not parse (a public key whose first byte is 0
+ * loses it: mscdex/ssh2 issues #1390, #1513), so such a pair is made again.
+ */
+export function ed25519KeyPair(): { private: string; public: string } {
+  for (;;) {
+    const pair = utils.generateKeyPairSync('ed25519');
+    if (!(utils.parseKey(pair.private) instanceof Error) && !(utils.parseKey(pair.public) instanceof Error)) return pair;
   }
 }
 

@@ -84,7 +84,18 @@ export class Sshd {
       this.conns.delete(conn);
       this.o.log([...conn.lines, ...this.closeLines(conn)]);
     });
-    const server = new Server({ hostKeys: [this.o.hostKey], ident: this.o.ident }, (client) => {
+    let server: InstanceType<typeof Server>;
+    try {
+      server = this.makeServer(conn, grace, (t) => (drop = t));
+    } catch {
+      return void socket.destroy(); // a host key ssh2 cannot read (ssh-keys.ts makes none): no sshd
+    }
+    server.injectSocket(socket);
+  }
+
+  private makeServer(conn: Conn, grace: NodeJS.Timeout, setDrop: (t: NodeJS.Timeout) => void): InstanceType<typeof Server> {
+    const socket = conn.socket;
+    return new Server({ hostKeys: [this.o.hostKey], ident: this.o.ident }, (client) => {
       conn.identified = true;
       client.on('error', () => undefined);
       client.on('authentication', (ctx) => this.authenticate(conn, ctx));
@@ -92,12 +103,11 @@ export class Sshd {
         conn.loggedIn = true;
         clearTimeout(grace);
         const after = this.o.faults().dropAfterMs;
-        if (after !== null) drop = setTimeout(() => socket.destroy(), after);
+        if (after !== null) setDrop(setTimeout(() => socket.destroy(), after));
       });
       client.on('session', (accept) => this.session(accept()));
       this.guard(client);
     });
-    server.injectSocket(socket);
   }
 
   /** The dropped-session fault: every open connection is cut now. */

@@ -47,6 +47,11 @@ export function fingerprintOf(publicBlob: Buffer): string {
   return `SHA256:${createHash('sha256').update(publicBlob).digest('base64').replace(/=+$/, '')}`;
 }
 
+/** The key part of a public key line (`type base64`), without its comment: what makes two lines the same key. */
+export function publicKeyPart(line: string): string {
+  return line.trim().split(/\s+/).slice(0, 2).join(' ');
+}
+
 function readKey(path: string, source: BerthKey['source']): BerthKey {
   let mode: number;
   try {

@@ -42,6 +42,8 @@ export interface SshLoginOptions {
 /** @public (the task follower's) */
 export interface ExecOptions {
   signal?: AbortSignal;
+  /** The command's standard input; none: it reads end-of-file at once (as `ssh -n`), never waits. */
+  stdin?: NodeJS.ReadableStream;
   /** Every chunk of the command's standard output as it comes (also when past the kept bound). */
   onStdout?: (chunk: Buffer) => void;
   onStderr?: (chunk: Buffer) => void;
@@ -69,8 +71,8 @@ export interface SshSession {
   /** Resolves when the session ends: null after `close()`, an `ssh_dropped` error otherwise. Never rejects. */
   readonly closed: Promise<BerthError | null>;
   exec(command: string, options?: ExecOptions): Promise<ExecResult>;
-  /** An interactive shell on a pseudo-terminal; the caller pipes it. */
-  shell(pty: PseudoTtyOptions): Promise<ClientChannel>;
+  /** A login shell, on a pseudo-terminal (`pty`) or without one (`false`, input not a terminal); the caller pipes it. */
+  shell(pty: PseudoTtyOptions | false): Promise<ClientChannel>;
   sftp(): Promise<SFTPWrapper>;
   close(): void;
 }
@@ -258,6 +260,8 @@ function runToEnd(ch: ClientChannel, opts: ExecOptions, resolve: (r: ExecResult)
     reject(abortedError(opts.signal?.reason));
   };
   opts.signal?.addEventListener('abort', onAbort, { once: true });
+  if (opts.stdin) opts.stdin.pipe(ch);
+  else ch.end();
   ch.on('data', (chunk: Buffer) => {
     out.add(chunk);
     opts.onStdout?.(chunk);

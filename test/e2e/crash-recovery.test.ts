@@ -2,14 +2,14 @@
 // carry on with exactly one instance per attempt, and nothing may be left billing without an owner.
 // Checked against the simulator's own history and ledger, not berth's view. Every test runs on a
 // SQLite store and on a Postgres one.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { request } from 'undici';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { createPgDatabase, type PgDatabase } from '../helpers/pg-database.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
@@ -21,21 +21,20 @@ let database: PgDatabase | undefined;
 let backend: 'sqlite' | 'postgres' = 'sqlite';
 
 afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
   await database?.drop();
   sim = daemon = home = database = undefined;
 });
+// Registered after the hook above, so run before it (vitest runs after-hooks as a stack): the daemon ends before its database.
+const world = useSpawnedWorld();
 
 async function setup(simOverrides = {}, configOverrides = {}) {
-  sim = await startSimulator({ seed: 11, config: { ...FAST_SIM, ...simOverrides } });
-  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  sim = await world.sim({ seed: 11, config: { ...FAST_SIM, ...simOverrides } });
+  home = world.home();
   if (backend === 'postgres') database = await createPgDatabase();
   const store = database ? { store: { url: database.url } } : {};
   const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...store, ...configOverrides } };
-  daemon = await spawnDaemon(s);
-  return { restart: async () => (daemon = await spawnDaemon(s)) };
+  daemon = await world.spawn(s);
+  return { restart: async () => (daemon = await world.spawn(s)) };
 }
 
 /** Instances the simulator ever made for this run, by attempt number. */

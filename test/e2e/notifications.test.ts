@@ -3,16 +3,14 @@
 // for, signed, duplicates only under the same id; and receivers that hang or refuse end `dead`
 // without holding up any run.
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
 import { NotificationBodySchema, type Notification, type NotificationBody, type Run, type RunEvent } from '../../src/wire/control-api.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { parsePrometheus, sampleValue } from '../helpers/prometheus.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
@@ -24,15 +22,14 @@ let home: string | undefined;
 const servers: Server[] = [];
 
 afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
   for (const s of servers.splice(0)) {
     s.closeAllConnections();
     await new Promise((r) => s.close(r));
   }
-  if (home) rmSync(home, { recursive: true, force: true });
   sim = daemon = home = undefined;
 });
+// Registered after the hook above, so run before it (vitest runs after-hooks as a stack): the daemon ends before its receivers.
+const world = useSpawnedWorld();
 
 interface Delivery {
   body: NotificationBody;
@@ -60,8 +57,8 @@ async function receiver(delayMs: number): Promise<{ url: string; got: Delivery[]
 }
 
 async function start(notify: unknown[], notifications: Record<string, number> = {}) {
-  sim = await startSimulator({ seed: 13, config: FAST_SIM });
-  home = mkdtempSync(join(tmpdir(), 'berth-e2e-notify-'));
+  sim = await world.sim({ seed: 13, config: FAST_SIM });
+  home = world.home('berth-e2e-notify-');
   const setup = {
     home,
     simUrl: sim.url,
@@ -69,8 +66,8 @@ async function start(notify: unknown[], notifications: Record<string, number> = 
     config: { ...FAST_CONFIG, notify, notifications: { timeout_s: 1, ...notifications } } as never,
     env: { HOOK_SECRET: SECRET },
   };
-  daemon = await spawnDaemon(setup);
-  return { restart: async () => (daemon = await spawnDaemon(setup)) };
+  daemon = await world.spawn(setup);
+  return { restart: async () => (daemon = await world.spawn(setup)) };
 }
 
 /** What the stored events call for: (event-log id, notification type) pairs. */

@@ -3,46 +3,37 @@
 // caps, started together or while the capped one is stalled (SIGSTOP), never each enforce their own:
 // one is refused (exit 2, naming both caps), or both hold to the lower one. Checked in the
 // simulator's own history: never more than the lower cap billing at once.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DeepPartial } from '../../src/config/load.js';
 import type { Config } from '../../src/config/schema.js';
-import { startSimulator, type RunningSimulator, type SimInstanceHistory } from '../../src/sim/index.js';
+import type { RunningSimulator, SimInstanceHistory } from '../../src/sim/index.js';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { createPgDatabase, queryPg, type PgDatabase } from '../helpers/pg-database.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
 const CAP = 0.2;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let sim: RunningSimulator;
 let database: PgDatabase;
-const homes: string[] = [];
-const procs: DaemonProcess[] = [];
 
 beforeEach(async () => {
   database = await createPgDatabase();
-  sim = await startSimulator({ seed: 38, config: FAST_SIM });
+  sim = await world.sim({ seed: 38, config: FAST_SIM });
 });
 afterEach(async () => {
-  for (const d of procs.splice(0)) if (d.proc.exitCode === null && d.proc.signalCode === null) await d.kill9();
-  await sim.close();
   await database.drop();
-  for (const h of homes.splice(0)) rmSync(h, { recursive: true, force: true });
 });
-
-function home(): string {
-  const h = mkdtempSync(join(tmpdir(), 'berth-caps-'));
-  homes.push(h);
-  return h;
-}
+// Registered after the hook above, so run before it (vitest runs after-hooks as a stack): the daemons end before their database.
+const world = useSpawnedWorld();
+const home = () => world.home('berth-caps-');
 
 /** A daemon process on the shared store, with `budget` as its caps. */
 async function daemon(at: string, budget: DeepPartial<Config['budget']>): Promise<DaemonProcess> {
-  const d = await spawnDaemon(
+  return world.spawn(
     {
       home: at,
       simUrl: sim.url,
@@ -51,8 +42,6 @@ async function daemon(at: string, budget: DeepPartial<Config['budget']>): Promis
     },
     30_000,
   );
-  procs.push(d);
-  return d;
 }
 
 /** The billed $/h of ours alive in the simulator at each moment one of ours was created: the most. */

@@ -3,25 +3,13 @@
 // 25 a page: the simulator's defaults, not raised) and berth's default client limits all reach
 // `running` within a deadline a user would set, on a handful of shared searches, with no offer
 // tried by two runs.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, isRunning, jobSpec } from '../helpers/world.js';
 
-let sim: RunningSimulator | undefined;
-let daemon: DaemonProcess | undefined;
-let home: string | undefined;
-afterEach(async () => {
-  await daemon?.stop();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
-});
+const world = useSpawnedWorld();
 
 const RUNS = 30;
 
@@ -29,14 +17,14 @@ describe('shared searches (#20)', () => {
   it('30 runs of one spec reach running at the documented limits on <= 5 searches, never two runs on one offer', async () => {
     const defaults = loadConfig({}, {}).config;
     // The documented limits: the simulator's own defaults, with 20% of the machines faulty.
-    sim = await startSimulator({ seed: 20, config: { ...FAST_SIM, rate_limits: {}, profile_rates: { exited: 0.1, stuck_loading: 0.1 } } });
-    home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
-    const d = (daemon = await spawnDaemon({
+    const sim = await world.sim({ seed: 20, config: { ...FAST_SIM, rate_limits: {}, profile_rates: { exited: 0.1, stuck_loading: 0.1 } } });
+    const home = world.home();
+    const d = await world.spawn({
       home,
       simUrl: sim.url,
       apiKey: sim.apiKey,
       config: { ...FAST_CONFIG, rate_limits: defaults.rate_limits, polling: { interval_s: 1 } },
-    }));
+    });
     const spec = jobSpec({ deadline_s: 120, boot_timeout_s: 5, search: { ...(jobSpec().search as object), limit: 64 } });
     const runs = await Promise.all(
       Array.from({ length: RUNS }, async () => {

@@ -3,37 +3,32 @@
 // under a secret name) never appears in the logs, the events, the API the CLI and the dashboard read
 // (`/v1/runs`, `/v1/runs/{id}`, its events and logs), or the daemon's own log.
 // `berth validate` warns of an env variable whose name says it is a secret.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
 let home: string | undefined;
 
-afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
-});
+const world = useSpawnedWorld();
 
 const SECRET = 'hf_correcthorsebatterystaple42';
 const NAMED_SECRET = 'wandb-0f1e2d3c4b5a';
 
 it('a task shows its env value as written and never a secret: logs, events, the API and the daemon log', async () => {
-  sim = await startSimulator({
+  sim = await world.sim({
     seed: 11,
     config: { ...FAST_SIM, logs: { upload_delay_s: 0 }, onstart_exec: { enabled: true, timeout_s: 30 } },
   });
-  home = mkdtempSync(join(tmpdir(), 'berth-secrets-'));
-  daemon = await spawnDaemon({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
+  home = world.home('berth-secrets-');
+  daemon = await world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
   const spec = jobSpec({
     ready_when: 'status',
     env: { MODEL: 'weights', WANDB_API_KEY: NAMED_SECRET },
@@ -70,7 +65,7 @@ it('a task shows its env value as written and never a secret: logs, events, the 
 });
 
 it('validate warns of an env variable whose name says it is a secret, and passes the spec (exit 0)', async () => {
-  home = mkdtempSync(join(tmpdir(), 'berth-secrets-'));
+  home = world.home('berth-secrets-');
   const file = join(home, 'job.json');
   writeFileSync(file, JSON.stringify(jobSpec({ env: { HF_TOKEN: 'x', MODEL: 'llama' }, secrets: { DB_PASSWORD: 'y' } })));
   const r = await berth(['validate', file], userEnv(home));

@@ -2,18 +2,17 @@
 // instances on one simulator, started against another (or against the same URL answering for
 // another account), refuses to start with exit 2, and the other service sees no create. With no
 // live run, it starts and rebinds, saying so.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
 import { createPgDatabase, type PgDatabase } from '../helpers/pg-database.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
-const sims: RunningSimulator[] = [];
 let daemon: DaemonProcess | undefined;
 let home: string | undefined;
 let database: PgDatabase | undefined;
@@ -21,29 +20,26 @@ let database: PgDatabase | undefined;
 let config: typeof FAST_CONFIG = FAST_CONFIG;
 
 afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await Promise.all(sims.splice(0).map((s) => s.close()));
-  if (home) rmSync(home, { recursive: true, force: true });
   await database?.drop();
   daemon = home = database = undefined;
   config = FAST_CONFIG;
 });
+// Registered after the hook above, so run before it (vitest runs after-hooks as a stack): the daemon ends before its database.
+const world = useSpawnedWorld();
 
 async function sim(options: { userId?: number; port?: number; apiKey?: string } = {}): Promise<RunningSimulator> {
-  const s = await startSimulator({
+  return world.sim({
     seed: 11,
     config: { ...FAST_SIM, account: { user_id: options.userId ?? 424242 } },
     ...(options.port === undefined ? {} : { port: options.port }),
     ...(options.apiKey === undefined ? {} : { apiKey: options.apiKey }),
   });
-  sims.push(s);
-  return s;
 }
 
 /** A home whose one run holds a running instance on `on`; the daemon is killed (-9), the instance bills. */
 async function homeWithLiveRun(on: RunningSimulator): Promise<string> {
-  home = mkdtempSync(join(tmpdir(), 'berth-bind-'));
-  daemon = await spawnDaemon({ home, simUrl: on.url, apiKey: on.apiKey, config });
+  home = world.home('berth-bind-');
+  daemon = await world.spawn({ home, simUrl: on.url, apiKey: on.apiKey, config });
   const res = await daemon.api<RunView>('POST', '/v1/runs', jobSpec());
   expect(res.status).toBe(201);
   await daemon.waitFor(res.body.id, isRunning, 30_000);
@@ -103,12 +99,12 @@ describe('a store bound to its service and account', () => {
   it('starts against another service once no run is live, and says it rebinds', async () => {
     const first = await sim();
     const runId = await homeWithLiveRun(first);
-    daemon = await spawnDaemon({ home: home!, simUrl: first.url, apiKey: first.apiKey, config });
+    daemon = await world.spawn({ home: home!, simUrl: first.url, apiKey: first.apiKey, config });
     await daemon.api('POST', `/v1/runs/${runId}/cancel`);
     await daemon.waitFor(runId, isEnded, 30_000);
     await daemon.stop();
     const second = await sim();
-    daemon = await spawnDaemon({ home: home!, simUrl: second.url, apiKey: second.apiKey, config });
+    daemon = await world.spawn({ home: home!, simUrl: second.url, apiKey: second.apiKey, config });
     const res = await daemon.api<RunView>('POST', '/v1/runs', jobSpec());
     await daemon.waitFor(res.body.id, isRunning, 30_000);
     expect(second.stats().creates_received).toBe(1);

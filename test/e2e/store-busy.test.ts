@@ -2,45 +2,40 @@
 // holding BEGIN IMMEDIATE, here a second connection. The daemon waits, says so, and starts once the
 // lock is gone; it never exits 2 for it nor advises a restore (under the README's systemd unit an
 // exit 2 keeps it down while instances bill). A damaged berth.db is still exit 2.
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
 import { berth, startDaemonProcess, userEnv, type DaemonChild } from '../helpers/berth-cli.js';
 import { controlApi } from '../helpers/control-api.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, isRunning, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
-const daemons: DaemonProcess[] = [];
 const children: DaemonChild[] = [];
 const locks: Database.Database[] = [];
-const dirs: string[] = [];
+/** The config files the children are started with (beside their homes). */
+const configFiles: string[] = [];
 
+const world = useSpawnedWorld();
+// Registered after the world's, so run before it (vitest runs after-hooks as a stack).
 afterEach(async () => {
   for (const l of locks.splice(0)) {
     if (l.inTransaction) l.exec('ROLLBACK');
     l.close();
   }
-  for (const d of daemons.splice(0)) if (d.proc.exitCode === null && d.proc.signalCode === null) await d.kill9();
   await Promise.all(children.splice(0).map((c) => c.kill()));
-  await sim?.close();
   sim = undefined;
-  dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true }));
+  configFiles.splice(0).forEach((f) => rmSync(f, { force: true }));
 });
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A home with one run that reached running, its daemon stopped (SIGTERM): the instance still bills. */
 async function homeWithRunningRun(): Promise<{ home: string; runId: string; instanceId: number }> {
-  sim = await startSimulator({ seed: 41, config: FAST_SIM });
-  const home = mkdtempSync(join(tmpdir(), 'berth-busy-'));
-  dirs.push(home);
-  const d = await spawnDaemon({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
-  daemons.push(d);
+  sim = await world.sim({ seed: 41, config: FAST_SIM });
+  const home = world.home('berth-busy-');
+  const d = await world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
   const res = await d.api<RunView>('POST', '/v1/runs', jobSpec());
   expect(res.status).toBe(201);
   const running = await d.waitFor(res.body.id, isRunning);
@@ -57,7 +52,7 @@ function holdWriteLock(home: string): Database.Database {
 }
 
 function startDaemon(home: string): DaemonChild {
-  dirs.push(`${home}.config.json`);
+  configFiles.push(`${home}.config.json`);
   const child = startDaemonProcess(home, userEnv(home, { BERTH_API_URL: sim!.url, BERTH_API_KEY: sim!.apiKey }), FAST_CONFIG);
   children.push(child);
   return child;
@@ -142,9 +137,10 @@ describe('berth.db locked by another program at start-up', { timeout: 90_000 }, 
     const d = startDaemon(home);
     await d.listening();
     await sleep(1000);
+    // No duration asserted: the lock is never let go, so a stop that waited for it would outlast the
+    // test; that the wait ends mid-pause on its signal is store-wait.test.ts's, on the fake clock.
     const exit = await d.signal('SIGTERM');
     expect(exit.code, d.output()).toBe(0);
-    expect(exit.ms).toBeLessThan(3000);
   });
 
   it('a damaged berth.db is still refused with exit 2 and the advice to restore, lock or not', async () => {

@@ -2,42 +2,32 @@
 // rents nothing for runs whose fate is unknown, a lost database is refused (and replaced only when
 // told), one daemon per home however many start at once, and a store that refuses writes pauses
 // runs instead of killing the daemon.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { request } from 'undici';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
 import { berth, QUICK_DAEMON, startDaemonProcess, userEnv, type DaemonChild } from '../helpers/berth-cli.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
-const daemons: DaemonProcess[] = [];
 const children: DaemonChild[] = [];
-const dirs: string[] = [];
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'berth-life-'));
-  dirs.push(d);
-  return d;
-}
+const world = useSpawnedWorld();
+const tempDir = () => world.home('berth-life-');
+// Registered after the world's, so run before it (vitest runs after-hooks as a stack).
 afterEach(async () => {
-  for (const d of daemons.splice(0)) if (d.proc.exitCode === null && d.proc.signalCode === null) await d.kill9();
   await Promise.all(children.splice(0).map((c) => c.kill()));
-  await sim?.close();
   sim = undefined;
-  dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true }));
 });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const labelled = (runId: string) => sim!.history().filter((h) => h.label?.split(':')[2] === runId);
 
 async function start(home: string, args: string[] = []): Promise<DaemonProcess> {
-  const d = await spawnDaemon({ home, simUrl: sim!.url, apiKey: sim!.apiKey, config: FAST_CONFIG, args });
-  daemons.push(d);
-  return d;
+  return world.spawn({ home, simUrl: sim!.url, apiKey: sim!.apiKey, config: FAST_CONFIG, args });
 }
 
 async function submit(d: DaemonProcess, spec = jobSpec()): Promise<string> {
@@ -53,7 +43,7 @@ function restoreBackup(file: string, home: string): void {
 
 describe('a restored backup (item 3)', () => {
   it('holds the runs it shows live: a run cancelled after the backup rents nothing, and resume or cancel settles each', async () => {
-    sim = await startSimulator({ seed: 21, config: FAST_SIM });
+    sim = await world.sim({ seed: 21, config: FAST_SIM });
     const home = tempDir();
     let d = await start(home);
     const a = await submit(d);
@@ -103,7 +93,7 @@ describe('a lost store (item 4)', () => {
   it.each(['missing', 'empty'])(
     "berth.db %s: refused with exit 2; --replace-store starts anew and destroys the old store's instances",
     async (how) => {
-      sim = await startSimulator({ seed: 22, config: FAST_SIM });
+      sim = await world.sim({ seed: 22, config: FAST_SIM });
       const home = tempDir();
       const d = await start(home);
       const run = await submit(d);
@@ -167,7 +157,7 @@ describe('one daemon per home (item 5)', () => {
 
 describe('a store that refuses writes (item 10)', () => {
   it('keeps the daemon up and responsive, answers submits 503, pauses the run, and goes on once it can write', async () => {
-    sim = await startSimulator({ seed: 23, config: { ...FAST_SIM, lifecycle: { provision_s: 5, boot_s: { min: 150, max: 150 } } } });
+    sim = await world.sim({ seed: 23, config: { ...FAST_SIM, lifecycle: { provision_s: 5, boot_s: { min: 150, max: 150 } } } });
     const home = tempDir();
     const d = await start(home);
     const run = await submit(d);
@@ -177,18 +167,17 @@ describe('a store that refuses writes (item 10)', () => {
     const other = new Database(join(home, 'berth.db'));
     other.exec('BEGIN IMMEDIATE');
     try {
-      const t0 = Date.now();
+      // No duration asserted: that a write refuses a busy lock at once instead of waiting (and
+      // freezing the event loop) is store.test.ts's, told by the outcome against a lock let go
+      // 3 s after the write; here, what the user sees while the lock lasts.
       const refused = await d.api<{ error: { kind: string } }>('POST', '/v1/runs', jobSpec());
       expect(refused.status).toBe(503);
       expect(refused.body.error.kind).toBe('store_unavailable');
-      expect(Date.now() - t0).toBeLessThan(1000);
       // The boot finishes meanwhile: that transition cannot be stored, the run pauses.
       for (let i = 0; i < 20; i++) {
-        const started = Date.now();
         const health = await request(`${d.url}/healthz`);
         await health.body.dump();
         expect(health.statusCode).toBe(200);
-        expect(Date.now() - started, 'the event loop must not freeze').toBeLessThan(500);
         await sleep(100);
       }
       expect(d.proc.exitCode).toBeNull();

@@ -3,42 +3,31 @@
 // same instance (the store id came along, so the instance's label is still this store's), and no
 // daemon starts on the SQLite file any more. Refused, with exit 2 and nothing changed: a database
 // that is not empty, a store a daemon holds, a wrong password (which no output repeats).
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
 import { openStore } from '../../src/store/index.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { createPgDatabase, queryPg, type PgDatabase } from '../helpers/pg-database.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
 let database: PgDatabase;
-const daemons: DaemonProcess[] = [];
-const dirs: string[] = [];
-function tempDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'berth-migrate-'));
-  dirs.push(d);
-  return d;
-}
 beforeEach(async () => {
   database = await createPgDatabase();
 });
 afterEach(async () => {
-  for (const d of daemons.splice(0)) if (d.proc.exitCode === null && d.proc.signalCode === null) await d.kill9();
-  await sim?.close();
   sim = undefined;
-  dirs.splice(0).forEach((d) => rmSync(d, { recursive: true, force: true }));
   await database.drop();
 });
+// Registered after the hook above, so run before it (vitest runs after-hooks as a stack): the daemons end before their database.
+const world = useSpawnedWorld();
+const tempDir = () => world.home('berth-migrate-');
 
 async function start(home: string, env: Record<string, string> = {}): Promise<DaemonProcess> {
-  const d = await spawnDaemon({ home, simUrl: sim!.url, apiKey: sim!.apiKey, config: FAST_CONFIG, env });
-  daemons.push(d);
-  return d;
+  return world.spawn({ home, simUrl: sim!.url, apiKey: sim!.apiKey, config: FAST_CONFIG, env });
 }
 
 const tables = async () =>
@@ -46,7 +35,7 @@ const tables = async () =>
 
 describe('berth store migrate', () => {
   it('copies a stopped daemon’s store into Postgres, where a new daemon resumes its run on the same instance', async () => {
-    sim = await startSimulator({ seed: 31, config: FAST_SIM });
+    sim = await world.sim({ seed: 31, config: FAST_SIM });
     const home = tempDir();
     let d = await start(home);
     const submitted = await d.api<RunView>('POST', '/v1/runs', jobSpec());

@@ -1,36 +1,26 @@
 // A daemon process SIGKILLed while its task ends (issue #19): the container stops itself with no
 // daemon to see it; the restarted daemon finds the stop in its lists, reads the end marker, records
 // the end once and destroys the instance. Checked against the simulator's own history and ledger.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
-let home: string | undefined;
 
-afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const world = useSpawnedWorld();
 
 it('SIGKILL while the task ends: the restarted daemon records the end once and leaves nothing billing', async () => {
-  sim = await startSimulator({
+  sim = await world.sim({
     seed: 11,
     config: { ...FAST_SIM, onstart_exec: { enabled: true, timeout_s: 30 }, logs: { upload_delay_s: 0 } },
   });
-  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  const home = world.home();
   const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG };
-  daemon = await spawnDaemon(s);
+  daemon = await world.spawn(s);
   const created = await daemon.api<RunView>('POST', '/v1/runs', jobSpec({ ready_when: 'status', run: 'sleep 2; echo all done' }));
   expect(created.status).toBe(201);
   const runId = created.body.id;
@@ -51,7 +41,7 @@ it('SIGKILL while the task ends: the restarted daemon records the end once and l
       .statuses.at(-1)?.status,
   ).toBe('stopped');
 
-  daemon = await spawnDaemon(s);
+  daemon = await world.spawn(s);
   const done = await daemon.waitFor(runId, isEnded, 20_000);
   expect(done.state).toBe('succeeded');
   expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);

@@ -9,31 +9,21 @@
 //   kinds of image succeed on their first instance with their output kept, none run twice;
 // - an onstart service started with `&` that logs 50 lines a second: the marker, asked for by
 //   itself (`filter`), is found however far the service's lines pushed it from the log's end.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import type { RunningSimulator, SimConfigInput } from '../../src/sim/index.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
-let home: string | undefined;
 
-afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const world = useSpawnedWorld();
 
 async function start(simConfig: SimConfigInput = {}, config: Record<string, unknown> = {}) {
-  sim = await startSimulator({
+  sim = await world.sim({
     seed: 11,
     config: {
       ...FAST_SIM,
@@ -42,9 +32,9 @@ async function start(simConfig: SimConfigInput = {}, config: Record<string, unkn
       onstart_exec: { enabled: true, timeout_s: 30, ...simConfig.onstart_exec },
     },
   });
-  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  const home = world.home();
   const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...config } };
-  daemon = await spawnDaemon(s);
+  daemon = await world.spawn(s);
   return s;
 }
 
@@ -71,7 +61,7 @@ it('a task that ended while the daemon was down past max_runtime_s succeeded: it
   expect(lastStatus(instanceId)).toBe('stopped');
   await sleep(3_500);
 
-  daemon = await spawnDaemon(s);
+  daemon = await world.spawn(s);
   const done = await daemon.waitFor(runId, isEnded, 20_000);
   expect(done.state).toBe('succeeded');
   expect(done.error).toBeNull();

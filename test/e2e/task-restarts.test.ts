@@ -7,30 +7,20 @@
 //   ("This script runs automatically on container startup", vast-ai/docs
 //   guides/reference/faq/instances.mdx), so the wrapper's done-file says the same end again instead
 //   of running the task a second time; the run ends as the task did.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, expect, it } from 'vitest';
-import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { expect, it } from 'vitest';
+import type { RunningSimulator, SimConfigInput } from '../../src/sim/index.js';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { spawnDaemon, type DaemonProcess, type DaemonSetup } from '../helpers/daemon-process.js';
+import type { DaemonProcess, DaemonSetup } from '../helpers/daemon-process.js';
+import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, isEnded, isRunning, jobSpec } from '../helpers/world.js';
 
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
-let home: string | undefined;
 
-afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
-});
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const world = useSpawnedWorld();
 
 async function start(simConfig: SimConfigInput, config: Record<string, unknown> = {}): Promise<DaemonSetup> {
-  sim = await startSimulator({
+  sim = await world.sim({
     seed: 11,
     config: {
       ...FAST_SIM,
@@ -39,9 +29,9 @@ async function start(simConfig: SimConfigInput, config: Record<string, unknown> 
       onstart_exec: { enabled: true, timeout_s: 30, no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] },
     },
   });
-  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
+  const home = world.home();
   const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...config } };
-  daemon = await spawnDaemon(s);
+  daemon = await world.spawn(s);
   return s;
 }
 
@@ -117,7 +107,7 @@ it('a task whose container is started again after it ended (reboot, outbid that 
   await until(() => [rebootedId, resumedId, restartedId].every(startedAgain), 'each container to start again and its onstart to end');
   await until(() => historyOf(restartedId).statuses.at(-1)?.status === 'stopped', 'the second self-stop');
 
-  daemon = await spawnDaemon(s);
+  daemon = await world.spawn(s);
   for (const [runId, state, outcome] of [
     [rebooted, 'succeeded', 'succeeded'],
     [resumed, 'succeeded', 'succeeded'],

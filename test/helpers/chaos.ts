@@ -116,3 +116,42 @@ export function checkAgainstLedger(sim: RunningSimulator, runs: RunView[], submi
     if (ENDED.has(r.state)) expect(r.instance, why(`ended run ${r.id} still holds an instance`)).toBeNull();
   }
 }
+
+/** A span of wall time (ms since epoch). */
+export interface WallSpan {
+  from: number;
+  to: number;
+}
+
+/**
+ * How long, in wall ms, the daemon was down (`down`: from its SIGKILL to its next start being
+ * ready) after the moment a budget run's instances had billed `budgetUsd` less one poll
+ * interval's worth (when berth sends its EXPIRE): no daemon can destroy anything then, so that
+ * spend is not the money guard's to answer for. Billing is read from the simulator's history
+ * (each instance from its create to its destroy, at `dph` per wall hour: the ledger's sim-time
+ * total over the time scale); 0 when the run never reached its budget.
+ */
+export function downtimeAfterBudget(
+  instances: SimInstanceHistory[],
+  dph: number,
+  budgetUsd: number,
+  pollS: number,
+  down: WallSpan[],
+): number {
+  const now = Date.now();
+  const lives = instances.map((h) => ({ from: h.created_at.wall_ms, to: h.destroyed_at?.wall_ms ?? now })).sort((a, b) => a.from - b.from);
+  // The wall moment the spend reached the EXPIRE threshold, instance life by instance life.
+  let leftMs = (Math.max(0, budgetUsd - (dph * pollS) / 3600) / dph) * 3_600_000;
+  let at: number | undefined;
+  for (const life of lives) {
+    const span = life.to - life.from;
+    if (span >= leftMs) {
+      at = life.from + leftMs;
+      break;
+    }
+    leftMs -= span;
+  }
+  if (at === undefined) return 0;
+  const end = Math.max(...lives.map((l) => l.to));
+  return down.reduce((sum, d) => sum + Math.max(0, Math.min(d.to, end) - Math.max(d.from, at)), 0);
+}

@@ -5,7 +5,9 @@
 // tutorial's third terminal) asks the daemon to run the same checks with its key
 // (GET /v1/account/checks): the key never has to be in every terminal.
 import { createMarketClient } from '../../client/marketplace-client.js';
+import { berthHome } from '../../config/home.js';
 import { loadConfig } from '../../config/load.js';
+import { loadLoginKey } from '../../ssh/key-pair.js';
 import { checkAccount, checkLines } from '../../account/account-checks.js';
 import { BerthError, ConfigError } from '../../errors.js';
 import type { AccountChecks } from '../../wire/control-api.js';
@@ -30,11 +32,11 @@ export async function doctorCommand(options: { config?: string; json?: boolean }
     config: { ...config, retry: { ...config.retry, max_retry_time_s: Math.min(config.retry.max_retry_time_s, 10) } },
   });
   try {
-    const report = await checkAccount(client, config, Date.now());
+    // The key the daemon of this BERTH_HOME logs in with (made here when it does not exist yet).
+    const loginKey = () => loadLoginKey({ home: berthHome(env), privateKeyPath: config.ssh.private_key_path });
+    const report = await checkAccount(client, config, Date.now(), { loginKey });
     if (options.json) printJson(io, { ok: report.ok, checks: report.checks, missing: report.missing });
     else checkLines(report).forEach((l) => io.out(l));
-    if (!options.json && report.checks.some((c) => c.name === 'ssh_key' && !c.ok) && isLoopback(config.service.base_url))
-      io.err(SIMULATOR_SSH_HINT);
     if (report.ok) return EXIT.ok;
     return report.authFailed ? EXIT.serviceAuth : EXIT.runEnded;
   } finally {
@@ -68,20 +70,4 @@ function printDaemonChecks(report: AccountChecks, options: { json?: boolean }, i
   if (report.ok) return EXIT.ok;
   const authFailed = report.missing.length > 0 || report.checks.some((c) => (c.name === 'key' || c.name === 'permissions') && !c.ok);
   return authFailed ? EXIT.serviceAuth : EXIT.runEnded;
-}
-
-/**
- * A service on this machine is most likely `berth simulate`, which registers no SSH key unless its
- * config lists one: a newcomer's first doctor then fails with no hint why.
- */
-const SIMULATOR_SSH_HINT =
-  'The service is on this machine: if it is `berth simulate`, it registers no SSH key unless its config lists one (account.ssh_keys in a file given to --config), so this check fails there; runs are not held back by it.';
-
-function isLoopback(url: string): boolean {
-  try {
-    const host = new URL(url).hostname;
-    return host === 'localhost' || host === '[::1]' || /^127\./.test(host);
-  } catch {
-    return false;
-  }
 }

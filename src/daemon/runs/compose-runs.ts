@@ -172,6 +172,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     gate,
     prices,
     idle,
+    failureLogs,
     ...(deps.hooks ? { hooks: deps.hooks } : {}),
     ownership,
     // A shared store's runs are taken through leases; a store of its own drives every run.

@@ -35,6 +35,7 @@ import type { OfferClaims } from './offer-claims.js';
 import type { PollSubscriber } from '../fleet/poller.js';
 import type { Reconciler } from './reconciler.js';
 import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
+import type { FailureLogs } from '../task-end/failure-logs.js';
 import type { IdleWatch } from '../task-end/idle-watch.js';
 import { RunDriver, type ProvidedRunMachine } from './run-driver.js';
 import { cancelRunOutsideMachine } from './run-failed-outside.js';
@@ -69,6 +70,8 @@ export interface SupervisorDeps {
   prices: Pick<PriceIncreaseWatch, 'start'>;
   /** Idle autostop: reads the same lists (gpu_util) for running runs. */
   idle: Pick<IdleWatch, 'observe' | 'forget'>;
+  /** A run resumed while destroying destroys before it asks for the container's log (../task-end/failure-logs.ts). */
+  failureLogs: Pick<FailureLogs, 'forgo'>;
   /** Notifications and metrics, handed to every run's driver. */
   hooks?: RunHooks;
   /**
@@ -428,6 +431,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     }
     const latest = this.deps.store.attempts.latest(row.id);
     if (latest && attemptIsLive(latest)) this.deps.claims.claim(latest.offer_id, row.id);
+    if (row.state === 'destroying' && latest?.instance_id != null) this.deps.failureLogs.forgo(latest.instance_id);
     const driver = new RunDriver(row, spec, {
       machine: this.deps.machine,
       store: this.deps.store,

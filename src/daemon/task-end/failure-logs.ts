@@ -61,6 +61,22 @@ export class FailureLogs {
   constructor(private readonly deps: FailureLogsDeps) {}
 
   /**
+   * A run resumed while destroying `instanceId` (a restart or a take-over): its destroy goes first,
+   * with no log asked for. A daemon killed over and over (every few seconds) would otherwise spend
+   * each life's first REQUEST_WAIT_MS on the log and die before the destroy, while the instance bills
+   * (the chaos test saw a destroy land 46 s late, past a run's budget). The log was asked for by the
+   * daemon that decided the destroy, if it lived long enough; money comes before diagnostics.
+   */
+  forgo(instanceId: number): void {
+    this.remember(instanceId);
+  }
+
+  private remember(instanceId: number): void {
+    this.asked.add(instanceId);
+    if (this.asked.size > ASKED_KEPT) this.asked.delete(this.asked.values().next().value!);
+  }
+
+  /**
    * Called by the destroy actor before every destroy: for a failed attempt, asks for the container's
    * log (once per instance), waits at most REQUEST_WAIT_MS for the answer, and fetches the upload in
    * the background. Never throws.
@@ -68,8 +84,7 @@ export class FailureLogs {
   async beforeDestroy(input: DestroyInput, signal: AbortSignal): Promise<void> {
     const { instanceId } = input;
     if (this.asked.has(instanceId)) return;
-    this.asked.add(instanceId);
-    if (this.asked.size > ASKED_KEPT) this.asked.delete(this.asked.values().next().value!);
+    this.remember(instanceId);
     if (!wantsLogs(input.outcome)) return;
     // Taken now, while the run is live: the fetch may finish after the run has ended. A log that
     // could not be scrubbed (its run's secrets unreadable) is not asked for: the destroy goes on.

@@ -50,31 +50,34 @@ describe('client against the simulator', () => {
     const [offer] = await c.searchOffers({ limit: 1 });
     const { instanceId } = await c.createInstance(offer!.id, request('berth:t:burst:1'));
 
-    const startedAt = performance.now();
     const shown = await Promise.all(Array.from({ length: 200 }, () => c.showInstance(instanceId)));
-    const elapsedS = (performance.now() - startedAt) / 1000;
 
     expect(shown.every((i) => i?.id === instanceId)).toBe(true);
-    const served = s.stats().requests['GET /api/v0/instances/{id}/'] ?? 0;
+    // The simulator's own limit (the same rate, a larger burst) is the judge, not a stopwatch: a
+    // client that sent faster than per_s would have been answered 429 for all it sent above it.
+    const received = s.stats().requests['GET /api/v0/instances/{id}/'] ?? 0;
     const rejected = s.stats().rate_limited['GET /api/v0/instances/{id}/'] ?? 0;
-    // At most burst + per_s × elapsed calls can have left the client.
-    expect(served).toBeLessThanOrEqual(burst + perS * elapsedS + 1);
-    expect(elapsedS).toBeGreaterThan(((200 - burst) / perS) * 0.95);
     expect(rejected).toBeLessThanOrEqual(2);
-    console.log(`burst of 200 shows: ${elapsedS.toFixed(2)} s, ${served} requests served, ${rejected} answered 429`);
+    expect(received).toBe(200 + rejected);
+    console.log(`burst of 200 shows: ${received} requests received, ${rejected} answered 429`);
   }, 20_000);
 
   it('a client limit set above the service limit recovers through 429 pauses of that group only', async () => {
-    const s = await start({ rate_limits: { groups: { list_v1: { per_s: 5, burst: 1 } } } });
+    // A service limit of 1/s: a 429 pauses the list group for a second or more.
+    const s = await start({ rate_limits: { groups: { list_v1: { per_s: 1, burst: 1 } } } });
     const events: ClientEvent[] = [];
     const c = client(s, { events, config: testConfig({ rate: { list: { per_s: 50, burst: 5 } }, retry: { max_delay_s: 2 } }) });
-    const lists = Promise.all(Array.from({ length: 10 }, () => c.listInstances()));
-    // While the list group is paused, another group still goes through at once.
-    await new Promise((r) => setTimeout(r, 50));
-    const t0 = performance.now();
+    const lists = Promise.all(Array.from({ length: 3 }, () => c.listInstances()));
+    // While the list group is paused, another group still goes through: its answer comes between
+    // the list group's pause and its resume (an order, not a duration).
+    await expect.poll(() => events.some((e) => e.type === 'rate_limited' && e.group === 'list')).toBe(true);
     await c.currentUser();
-    expect(performance.now() - t0).toBeLessThan(500);
-    expect(await lists).toHaveLength(10);
+    const answeredAt = events.length;
+    expect(await lists).toHaveLength(3);
+    const listPauses = (es: ClientEvent[]) =>
+      es.filter((e) => (e.type === 'rate_limited' || e.type === 'resumed') && e.group === 'list').map((e) => e.type);
+    expect(listPauses(events.slice(0, answeredAt)).at(-1)).toBe('rate_limited');
+    expect(listPauses(events.slice(answeredAt))).toContain('resumed');
 
     const rejected = s.stats().rate_limited['GET /api/v1/instances/'] ?? 0;
     expect(rejected).toBeGreaterThan(0);

@@ -173,8 +173,10 @@ describe('scoped keys, doctor and costs', () => {
     const done = await world.waitFor(run.id, (r) => r.state === 'cancelled');
     expect(done.error).toBeNull();
     expect(world.sim.billingNow()).toEqual([]);
-    // Nothing refused along the way: no 403 reached the simulator.
-    expect(world.sim.stats().statuses['403'] ?? 0).toBe(0);
+    // Nothing refused along the way but the one optional call: adding berth's SSH key to the
+    // account needs user_write, which this key lacks (berth then attaches it per instance, docs/ssh.md).
+    const refused = Object.entries(world.sim.stats().answers).filter(([, byStatus]) => byStatus['403']);
+    expect(refused).toEqual([[expect.stringMatching(/^POST \/api\/v0\/ssh\/?$/), { '403': 1 }]]);
 
     const env = userEnv(world.home, { BERTH_API_URL: world.sim.url, BERTH_API_KEY: 'scoped-four' });
     const doctor = await berth(['doctor'], env);
@@ -192,7 +194,7 @@ describe('scoped keys, doctor and costs', () => {
     expect(parsed.service.note).toMatch(/lacks billing_read/);
   });
 
-  it('doctor names instance_write for a key without it (exit 4), and every failing check of an account with no SSH key and too little credit (exit 1)', async () => {
+  it("doctor names instance_write for a key without it (exit 4), and the failing credit check of an account with too little credit (exit 1), berth's own SSH key passing", async () => {
     world = await startWorld({
       sim: { keys: [{ key: 'no-write', permissions: { api: { misc: {}, user_read: {}, instance_read: {} } } }], account: { credit: 0.5 } },
     });
@@ -211,11 +213,11 @@ describe('scoped keys, doctor and costs', () => {
       ['service', true],
       ['key', true],
       ['permissions', true],
-      ['ssh_key', false],
+      ['ssh_key', true],
       ['credit', false],
     ]);
     expect(checks[4]!.message).toMatch(/^\$0\.50 is below account\.min_credit_usd \(\$1\.00\)/);
-    expect(checks[3]!.message).toMatch(/^no SSH key is registered on the account/);
+    expect(checks[3]!.message).toMatch(/^berth's SSH key .+\/ssh\/id_ed25519 \(SHA256:\S+\) is usable/);
 
     const bad = await berth(['doctor'], env('not-a-key'));
     expect(bad.code).toBe(4);

@@ -23,15 +23,10 @@ async function taskWorld(): Promise<World> {
   });
 }
 
-/** Wall ms from the task's own stop to the destroy of its instance, from the simulator's history. */
-function stopToDestroyMs(w: World, instanceId: number): number {
-  const h = w.sim.history().find((x) => x.id === instanceId)!;
-  const stop = h.statuses.find((s) => s.status === 'stopped')!;
-  return h.destroyed_at!.wall_ms - stop.at.wall_ms;
-}
-
 describe('tasks', () => {
-  it('ends succeeded on exit 0, destroying the instance within a poll interval of the stop, and nothing bills', async () => {
+  // How soon after the task's own stop its instance is destroyed is the bench's to say (npm run bench
+  // -- --only tasks: stop → destroy at 1 and 100 tasks); here, that the stop ends the run and destroys it.
+  it('ends succeeded on exit 0 once the task stopped its instance, destroying it, and nothing bills', async () => {
     world = await taskWorld();
     const run = await submit(world, jobSpec({ ready_when: 'status', run: 'echo training; sleep 0.5; echo done' }));
     const done: Run = await world.waitFor(run.id, isEnded, 30_000);
@@ -41,10 +36,10 @@ describe('tasks', () => {
     expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
     expect(done.attempts[0]!.logs).toMatch(/training\ndone\n\nberth-task-end run=\S+ attempt=1 exit=0/);
     expect(world.sim.billingNow()).toEqual([]);
-    // The bound: one poll interval plus one list call (and here the log read) after the stop.
-    const ms = stopToDestroyMs(world, done.attempts[0]!.instance_id!);
-    // Generous for a loaded machine: npm run bench measures it.
-    expect(ms).toBeLessThan(POLL_S * 1000 + 5000);
+    // The wrapper stopped its own instance; berth destroyed it.
+    const h = world.sim.history().find((x) => x.id === done.attempts[0]!.instance_id)!;
+    expect(h.statuses.map((st) => st.status)).toContain('stopped');
+    expect(h.destroyed_at).not.toBeNull();
   });
 
   it('exit 3 with max_restarts 1 makes two attempts, each on a fresh instance, and ends failed with exit code 3', async () => {

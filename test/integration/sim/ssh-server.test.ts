@@ -7,9 +7,10 @@ import { connect } from 'node:net';
 import ssh2, { type Client as SshClient, type ClientChannel, type SFTPWrapper } from 'ssh2';
 import { afterAll, describe, expect, test } from 'vitest';
 import type { RunningSimulator, SimConfigInput } from '../../../src/sim/index.js';
+import { ed25519KeyPair } from '../../../src/sim/ssh-keys.js';
 import { call, startTestSim, waitFor } from './helpers.js';
 
-const { Client, utils } = ssh2;
+const { Client } = ssh2;
 
 const sims: RunningSimulator[] = [];
 afterAll(() => Promise.all(sims.map((s) => s.close())));
@@ -18,7 +19,7 @@ interface KeyPair {
   private: string;
   public: string;
 }
-const newKey = (): KeyPair => utils.generateKeyPairSync('ed25519');
+const newKey = (): KeyPair => ed25519KeyPair();
 
 /** A simulator on a manual clock: an instance runs once the test moves time 300 s on. */
 async function fresh(config: SimConfigInput = {}, accountKeys: string[] = []) {

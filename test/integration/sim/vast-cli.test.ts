@@ -12,12 +12,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import ssh2 from 'ssh2';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { packagePath } from '../../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../../src/sim/index.js';
+import { ed25519KeyPair } from '../../../src/sim/ssh-keys.js';
 
-const { utils } = ssh2;
 const VAST_PY = process.env.VAST_PY ?? packagePath('test', 'fixtures', 'vast-cli', 'vast.py');
 const runnable = spawnSync('python3', ['-c', 'import requests'], { stdio: 'ignore' }).status === 0;
 const inCi = process.env.CI === 'true';
@@ -122,7 +121,7 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
       expect(JSON.parse(await vast('show', 'env-vars', '--raw'))).toEqual({ HF_TOKEN: '*****' });
 
       // An instance's own key (keys.py `attach_ssh`, `detach_ssh`): the CLI prints the answer.
-      const instanceKey = utils.generateKeyPairSync('ed25519').public;
+      const instanceKey = ed25519KeyPair().public;
       expect(await vast('attach', 'ssh', String(id), instanceKey)).toContain("'msg': 'SSH key attached successfully'");
       const attached = (await (
         await fetch(`${sim.url}/api/v0/instances/${id}/ssh/`, { headers: { authorization: `Bearer ${sim.apiKey}` } })

@@ -80,6 +80,11 @@ describe('an SSH login to an instance', () => {
     expect(r).toEqual({ code: 3, signal: null, stdout: 'hi\n', stderr: 'oops\n', truncated: false });
   });
 
+  it('gives a command end-of-file for its input, so that one reading it does not wait', async () => {
+    const s = await login([direct(server.port)]);
+    expect((await s.exec('cat; echo done')).stdout).toBe('done\n');
+  });
+
   it('returns the host key to pin at the first login, and logs in again while it matches', async () => {
     const first = await login([direct(server.port)]);
     expect(first.hostKey).toBe(server.hostKey);

@@ -170,6 +170,19 @@ describe('failure logs', () => {
   });
 });
 
+describe('a run resumed while destroying', () => {
+  it('destroys first: no log is asked for an instance the daemon was told to forgo', async () => {
+    const t = setup();
+    t.logs.forgo(400);
+    await t.logs.beforeDestroy(failed('exited', 400), new AbortController().signal);
+    expect(t.requested).toEqual([]);
+    // Another instance's failure is still asked for.
+    await t.logs.beforeDestroy(failed('exited', 401), new AbortController().signal);
+    expect(t.requested.map((r) => r.id)).toEqual([401]);
+    t.logs.close();
+  });
+});
+
 describe('instance keys in the kept log (issue #18 item 2)', () => {
   const HEX_KEY = 'd15a'.repeat(16); // the service's keys: 64 hex digits
   const logWith = (key: string) =>
