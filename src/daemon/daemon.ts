@@ -46,7 +46,6 @@ import type { RunHooks } from './runs/run-hooks.js';
 import type { Supervisor } from './runs/supervisor.js';
 import { composeRuns } from './runs/compose-runs.js';
 import { sshTaskShells } from './task-end/task-shells.js';
-import { loadLoginKey } from '../ssh/key-pair.js';
 import { withReleasers, type Releasers } from '../releasers.js';
 import { ClusterLoop, type ClusterLoopDeps } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
@@ -440,8 +439,12 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         leads,
         // Its share of the key's rate as it is now (several daemons on one key split it).
         otherPerS: () => client.stats().groups.other.perS,
-        // Running tasks followed over SSH with berth's key (read when needed: a key fixed on disk is used without a restart).
-        shells: sshTaskShells({ store, loginKey: () => loadLoginKey({ home: env.home, privateKeyPath: config.ssh.private_key_path }) }),
+        // Running tasks followed over SSH with berth's key, attached to an instance the account's may not have reached.
+        shells: sshTaskShells({
+          store,
+          loginKey: sshKeys.loginKey,
+          prepare: async (t, createdAt, signal) => sshKeys.access()?.prepareInstance(t.instanceId, createdAt ?? 0, signal),
+        }),
       },
       releasers,
     );

@@ -279,7 +279,8 @@ class Follow {
       // The task is over: its last line is complete without a newline.
       this.flushNow(true);
       // No out-file (an image without tee): its output is read from the log once, to keep its tail.
-      if (!this.streamed && this.tail === null) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
+      if (!this.streamed && this.offset === 0) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
+      else this.keepMarker(line.trim());
       this.deps.log.info(
         { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, exitCode: end.exitCode },
         `attempt #${this.target.n}: its task ended (exit ${end.exitCode}), as its done-file on instance ${this.target.instanceId} says`,
@@ -289,6 +290,17 @@ class Follow {
     } finally {
       streamStop.abort();
       signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** The end marker kept after the output, as the container's log shows it (a blank line, then the marker). */
+  private keepMarker(marker: string): void {
+    const tail = keptTail(this.tail === null ? marker : `${this.tail}\n\n${marker}`, false);
+    try {
+      this.deps.save(this.target, { offset: this.offset, tail });
+      this.tail = tail;
+    } catch (err) {
+      this.deps.log.warn({ runId: this.target.runId, err: toRunError(err) }, 'the end marker of a followed task could not be stored');
     }
   }
 

@@ -178,7 +178,8 @@ describe('task follow', () => {
     w.container.finish(3);
     await w.clock.advance(10);
     expect(w.ended).toEqual([{ exitCode: 3, onstart: false }]);
-    expect(w.kept.tail).toBe('one\ntwo [secret]\nthree\nlast line, no newline');
+    // The marker after the output, as the log shows it.
+    expect(w.kept.tail).toBe(`one\ntwo [secret]\nthree\nlast line, no newline\n\nberth-task-end run=${RUN} attempt=1 exit=3`);
     expect(w.kept.offset).toBe(w.container.out!.length);
     expect(w.shells[0]!.closed).toBe(true);
     expect(w.said).toEqual([]);
@@ -202,7 +203,7 @@ describe('task follow', () => {
     expect(w.follow.streaming(T)).toBe(true);
     w.container.finish(0);
     await w.clock.advance(10);
-    expect(w.kept.tail).toBe('a\nb\npartial\nc');
+    expect(w.kept.tail).toBe(`a\nb\npartial\nc\n\nberth-task-end run=${RUN} attempt=1 exit=0`);
     expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
     expect(w.said).toEqual([]);
   });
@@ -222,7 +223,7 @@ describe('task follow', () => {
     expect(second.shells[0]!.streams).toEqual(['1\n2\n3\n'.length]);
     container.finish(0);
     await second.clock.advance(10);
-    expect(second.kept.tail).toBe('1\n2\n3\n4\n5\n6');
+    expect(second.kept.tail).toBe(`1\n2\n3\n4\n5\n6\n\nberth-task-end run=${RUN} attempt=1 exit=0`);
   });
 
   it.each(['ssh_auth_refused', 'ssh_host_key_changed'])(
