@@ -162,8 +162,6 @@ class Follow {
   firstTry = true;
   /** When the follow began (the clock's now). */
   readonly startedAt: number;
-  /** The stream ever ran: the output kept is the out-file's. */
-  private streamed = false;
   private said = false;
   private unreachableSince: number | null = null;
   readonly stop = new AbortController();
@@ -251,7 +249,7 @@ class Follow {
           header = Buffer.concat([header, chunk]);
           if (header.length < STREAM_HEADER.length) return;
           headerSeen = true;
-          this.streaming = this.streamed = true;
+          this.streaming = true;
           this.take(header.subarray(STREAM_HEADER.length));
         },
       })
@@ -278,8 +276,9 @@ class Follow {
       await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
       // The task is over: its last line is complete without a newline.
       this.flushNow(true);
-      // No out-file (an image without tee): its output is read from the log once, to keep its tail.
-      if (!this.streamed && this.offset === 0) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
+      // Nothing read (an image without tee or tail, or a task that printed nothing): its log's last
+      // lines are read once, to keep its output.
+      if (this.offset === 0) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
       else this.keepMarker(line.trim());
       this.deps.log.info(
         { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, exitCode: end.exitCode },
