@@ -14,7 +14,10 @@ import {
   chownSync,
   closeSync,
   existsSync,
+  fchmodSync,
   fstatSync,
+  ftruncateSync,
+  futimesSync,
   lstatSync,
   mkdirSync,
   openSync,
@@ -133,7 +136,6 @@ export function serveSftp(sftp: SFTPWrapper, dir: string): void {
     serve(reqid, () => {
       const [, h] = handleOf(handle);
       if (h.kind !== 'file') throw new SftpError(STATUS_CODE.FAILURE);
-      // By path would need one: the fd's own calls are enough for what clients set (mode, size, times).
       setFdAttrs(h.fd, attrs);
       ok(reqid);
     }),
@@ -254,8 +256,9 @@ function setAttrs(p: string, a: InputAttributes): void {
 }
 
 function setFdAttrs(fd: number, a: InputAttributes): void {
-  const path = `/proc/self/fd/${fd}`;
-  setAttrs(path, a);
+  if (typeof a.mode === 'number') fchmodSync(fd, a.mode & 0o7777);
+  if (typeof a.size === 'number') ftruncateSync(fd, a.size);
+  if (a.atime !== undefined && a.mtime !== undefined) futimesSync(fd, a.atime, a.mtime);
 }
 
 /** What the client sees of a file: its mode, size and times, owned by root as in the container. */

@@ -9,7 +9,7 @@
 // taken: it waits, nobody's, for a daemon that can read it (./unreadable-runs.ts); only a cancel makes
 // this daemon take it, to end it.
 import type { Config } from '../../config/schema.js';
-import { toRunError } from '../../errors.js';
+import { toRunError, LeaseLostError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { RunRow } from '../../store/index.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
@@ -97,9 +97,18 @@ export class SharedPlacement implements RunPlacement {
     this.queueTakeOver();
   }
 
-  /** Nobody's: taken now, and it ends at once (another daemon's hears the cancel from the store). */
+  /**
+   * Nobody's: taken now, and it ends at once (another daemon's hears the cancel from the store).
+   * The cancel is stored already: a lease lost while taking it (this daemon's own renewal late under
+   * load) leaves it to whichever daemon takes the run next, and the user's cancel is still answered.
+   */
   cancelled(row: RunRow): void {
-    this.takeRun(row.id);
+    try {
+      this.takeRun(row.id);
+    } catch (err) {
+      if (!(err instanceof LeaseLostError)) throw err;
+      this.deps.log.info({ runId: row.id }, `run ${row.id} is asked to end; the daemon that takes it next ends it`);
+    }
   }
 
   /** Lifted by another daemon (or the user) and driven by whoever holds it: its guard ends it. */

@@ -256,6 +256,17 @@ describe('SSH server: shell and SFTP', () => {
     await expect(sftpCall<Buffer>((cb) => sftp.readFile('etc-link/passwd', cb))).rejects.toThrow(/Permission denied/);
     await expect(sftpCall<unknown>((cb) => sftp.readdir('etc-link', cb))).rejects.toThrow(/Permission denied/);
 
+    // Attributes set through a handle and by path.
+    await sftpCall<void>((cb) => sftp.writeFile('attrs.txt', 'abcdefghijklmnop', cb));
+    const handle = await sftpCall<Buffer>((cb) => sftp.open('attrs.txt', 'r+', cb));
+    await sftpCall<void>((cb) => sftp.fsetstat(handle, { size: 10 }, cb));
+    await sftpCall<void>((cb) => sftp.fchmod(handle, 0o600, cb));
+    const fst = await sftpCall<{ size: number; mode: number }>((cb) => sftp.fstat(handle, cb));
+    expect([fst.size, fst.mode & 0o777]).toEqual([10, 0o600]);
+    await sftpCall<void>((cb) => sftp.close(handle, cb));
+    await sftpCall<void>((cb) => sftp.chmod('attrs.txt', 0o640, cb));
+    expect((await sftpCall<{ mode: number }>((cb) => sftp.stat('attrs.txt', cb))).mode & 0o777).toBe(0o640);
+
     // The directory operations.
     await sftpCall<void>((cb) => sftp.mkdir('sub', cb));
     await sftpCall<void>((cb) => sftp.rename('big.bin', 'sub/moved.bin', cb));
