@@ -231,8 +231,17 @@ function openSession(client: ssh2.Client, endpoint: SshEndpoint, hostKey: string
     closed,
     async exec(command, opts = {}) {
       if (opts.signal?.aborted) throw abortedError(opts.signal.reason);
-      const ch = await channel<ClientChannel>((cb) => client.exec(command, cb));
-      return untilEnded<ExecResult>((resolve, reject) => runToEnd(ch, opts, resolve, reject));
+      // The channel's listeners go on in ssh2's own callback, not after an await: a short command's
+      // exit status (an event, not buffered like its output) can come in the same read as the
+      // channel's opening and is emitted before a promise's continuation runs. Seen on a fresh
+      // install, where ssh2 runs without its optional native crypto: every exit code was lost.
+      return untilEnded<ExecResult>((resolve, reject) =>
+        client.exec(command, (err, ch) =>
+          err
+            ? reject(new BerthError('ssh_dropped', `The SSH server at ${where(endpoint)} refused a channel: ${err.message}.`))
+            : runToEnd(ch, opts, resolve, reject),
+        ),
+      );
     },
     shell(pty) {
       return channel<ClientChannel>((cb) => client.shell(pty, cb));
