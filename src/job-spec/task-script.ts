@@ -109,7 +109,9 @@ function runCall(run: string): string {
   return [
     `berth_run() { sh -c ${shellQuote(run)} </dev/null 2>&1; }`,
     `if command -v tee >/dev/null 2>&1 && rm -f ${fifo} 2>/dev/null && mkfifo ${fifo} 2>/dev/null; then`,
-    `  ( trap '' HUP INT TERM; tee -a "$berth_f.out" ) <${fifo} &`,
+    // The FIFO is opened inside, after the trap: opened outside, the reader is up before it ignores
+    // TERM, and a task's `kill 0` in that instant killed it (the task then died of SIGPIPE, not TERM).
+    `  ( trap '' HUP INT TERM; exec tee -a "$berth_f.out" <${fifo} ) &`,
     '  berth_tee=$!',
     `  berth_run >${fifo}`,
     '  berth_rc=$?',
