@@ -14,7 +14,9 @@
 //   status bar";
 // - a directory's contents are copied into the destination, not the directory itself (vast.py's
 //   `cloud copy` epilog: "copies all contents of /folder on instance 6003036 into /workspace in
-//   gdrive connection 'test_dir'"), as `rclone copy` does; a file lands in the destination folder.
+//   gdrive connection 'test_dir'"), as `rclone copy` does ("it is always the contents of the
+//   directory that is synced, not the directory itself", rclone.org/commands/rclone_copy); a file
+//   lands in the destination folder.
 //
 // A copy here is
 //   moving   — from the request, for bytes / `copy_mb_per_s` sim seconds (a host that is offline
