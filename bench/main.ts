@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,cluster,cli,dashboard] [-- --notify]`: runs each
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,cluster,cli,dashboard,files] [-- --notify]`: runs each
 // benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
 // CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19) and `cluster` several daemons on one Postgres store (#21) (`cluster-shared`: its one-key comparison alone; `cluster-takeover`: its kills alone) and `store-lock` the control API while another program holds berth.db (#38), run only when named; `--notify` turns a notification
@@ -13,6 +13,7 @@ import { runBerthBench, runScaleBench } from './berth.js';
 import { runCliBench } from './cli.js';
 import { runClusterBench } from './cluster.js';
 import { runDashboardBench } from './dashboard.js';
+import { runFilesBench } from './files.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
 import { runReadinessBench } from './readiness.js';
@@ -22,7 +23,7 @@ import { runSweepBench } from './sweep.js';
 import { runTasksBench } from './tasks.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard', 'files'] as const;
 /** Parts run only when named in --only. */
 const EXTRA_PARTS = ['scale', 'sweep', 'tasks', 'cluster', 'cluster-shared', 'cluster-takeover', 'store-lock'] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
@@ -100,6 +101,8 @@ async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
         return await runClusterBench({ quick: opts.quick, only: 'takeover' });
       case 'store-lock':
         return [await runStoreLockBench()];
+      case 'files':
+        return [await runFilesBench({ quick: opts.quick })];
     }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
