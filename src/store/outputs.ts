@@ -6,11 +6,15 @@
 // (`copied`). `host` names the daemon's host that keeps the files: `berth outputs` reads them there.
 import type { SqlDb } from './sql-db.js';
 
-/** One file kept: its container path (absolute), its size in bytes and its sha256 (hex). */
+/** One file kept: its container path (absolute), the name it is kept under, its size in bytes and its sha256 (hex). */
 export interface OutputFile {
   path: string;
+  /** Relative to the attempt's folder (src/daemon/task-end/outputs-download.ts keptName). */
+  name: string;
   size: number;
   sha256: string;
+  /** Only its first `size` bytes came (the size cap, or the download was stopped). */
+  partial?: true;
 }
 
 export type OutputsState = 'collecting' | 'kept' | 'partial' | 'failed' | 'copying' | 'copied';
@@ -46,6 +50,7 @@ export function createOutputsRepo(db: SqlDb) {
   const forRun = db.prepare(`SELECT * FROM run_outputs WHERE run_id = ? ORDER BY attempt`);
   const one = db.prepare(`SELECT * FROM run_outputs WHERE run_id = ? AND attempt = ?`);
   const remove = db.prepare(`DELETE FROM run_outputs WHERE run_id = ?`);
+  const forRuns = db.prepare(`SELECT * FROM run_outputs WHERE run_id IN ${db.dialect.jsonTextValues('?')} ORDER BY run_id, attempt`);
   return {
     /** The intent, before the transfer: a new try of the same attempt starts its manifest afresh. */
     begin(o: {
@@ -85,6 +90,10 @@ export function createOutputsRepo(db: SqlDb) {
     },
     forRun(runId: string): OutputsRow[] {
       return (forRun.all(runId) as StoredRow[]).map(fromStored);
+    },
+    /** Those of several runs at once (a page of the run list). */
+    forRuns(runIds: readonly string[]): OutputsRow[] {
+      return runIds.length === 0 ? [] : (forRuns.all(JSON.stringify(runIds)) as StoredRow[]).map(fromStored);
     },
     /** With its run (retention): the files on disk stay where they are. */
     deleteRun(runId: string): void {

@@ -97,7 +97,7 @@ export function runRoutes(deps: RunRoutesDeps): ControlRoute[] {
       // The row read to tell a 404 is the one shown: one read, not a second.
       handle: (r) => {
         const row = runOf(store, r);
-        return { status: 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
+        return { status: 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now(), store.outputs.forRun(row.id)) };
       },
     },
     {

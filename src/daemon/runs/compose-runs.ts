@@ -39,6 +39,9 @@ import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
 import { TaskProbe } from '../task-end/task-probe.js';
+import { OutputsDownload } from '../task-end/outputs-download.js';
+import type { FileShells } from '../task-end/task-shells.js';
+import { hostname } from 'node:os';
 
 /**
  * How long one read of the offers other daemons' runs are on serves this daemon's searches: short
@@ -77,6 +80,8 @@ export interface RunsDeps {
   leads?: () => boolean;
   /** Logins to task instances, where berth has a key: running tasks are then followed over SSH (../task-end/task-follow.ts). */
   shells?: TaskShells;
+  /** Where tasks' outputs are kept (files.outputs_dir resolved), and the logins that download them (../task-end/outputs-download.ts). */
+  outputs?: { shells: FileShells; dir: string };
 }
 
 /**
@@ -137,9 +142,21 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     otherPerS: deps.otherPerS ?? (() => config.rate_limits.other.per_s),
   });
   releasers.push(() => taskProbe.stop());
+  const outputs =
+    deps.outputs &&
+    new OutputsDownload({
+      store,
+      shells: deps.outputs.shells,
+      clock,
+      specs,
+      dir: deps.outputs.dir,
+      maxBytes: config.files.outputs_max_mb * 1024 * 1024,
+      host: hostname(),
+    });
   const machine = provideRunMachine({
     failureLogs,
     taskLogs,
+    ...(outputs ? { outputs: { collect: (input, signal) => outputs.collect(input, signal), waitS: config.files.outputs_timeout_s } } : {}),
     logSecrets,
     serviceUrl: config.service.base_url,
     ...(readyCallback ? { readyCallback } : {}),

@@ -24,6 +24,7 @@ function run(id: string, state: Run['state']): Run {
     held: false,
     unreadable: null,
     cost: { usd: 0.0072, usd_per_hour: 0 },
+    outputs: [],
   } as Run;
 }
 
