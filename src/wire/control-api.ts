@@ -246,6 +246,7 @@ const ERROR_KINDS = [
   'idempotency_conflict', // 409: the Idempotency-Key belongs to a run of another spec (with `run_id`)
   'not_held', // 409: resume of a run that is not held
   'ambiguous_name', // 409: a run named by a name that several live runs share (with `run_ids`)
+  'outputs_elsewhere', // 409: a run's outputs are kept by a daemon on another host (with `host`)
   'too_large', // 413: a body over 1 MiB
   'unsupported_media_type', // 415: a body that is not application/json
   'service_error', // 502: the marketplace's answer failed a request the daemon made for it (POST /v1/offers)
