@@ -25,7 +25,9 @@ export type ClientOperation =
   | 'ssh_keys'
   | 'ssh_key_add'
   | 'ssh_key_attach'
-  | 'charges';
+  | 'charges'
+  | 'cloud_connections'
+  | 'cloud_copy';
 
 export type ClientEvent =
   /** An attempt failed with a transient fault and will be tried again. */

@@ -8,6 +8,7 @@ import type { Clock } from '../clock.js';
 import type { Config, RateGroup } from '../config/schema.js';
 import { accountCalls } from './account-calls.js';
 import { accountSetupCalls } from './account-setup-calls.js';
+import { cloudCalls } from './cloud-calls.js';
 import { sshKeyCalls } from './ssh-key-calls.js';
 import type { ClientEvent } from './events.js';
 import { createHttp } from './http.js';
@@ -76,6 +77,7 @@ export function createMarketClient(options: MarketClientOptions): MarketplaceCli
     ...accountCalls(caller),
     ...accountSetupCalls(caller),
     ...sshKeyCalls(caller),
+    ...cloudCalls(caller),
 
     stats() {
       return { groups: limiter.stats(), ...caller.counters, rateShare: limiter.share() };

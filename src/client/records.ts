@@ -88,6 +88,9 @@ export const pendingPriceIncreasesResponseSchema = z.looseObject({
 /** show_ssh_keys.yaml: a bare array of key records. */
 export const sshKeysResponseSchema = z.array(z.unknown());
 export const sshKeySchema = z.looseObject({ id });
+/** show_connections.yaml: a bare array of `{id, cloud_type, name}`. */
+export const cloudConnectionsResponseSchema = z.array(z.unknown());
+export const cloudConnectionSchema = z.looseObject({ id, name: z.string(), cloud_type: z.string().nullish() });
 /** One contract of show_charges.yaml: `source` is `instance-<id>`, `amount` its $ over the days asked (3 decimals). */
 export const chargeSchema = z.looseObject({
   source: z.string(),

@@ -196,6 +196,28 @@ export interface AccountSshKey {
   createdAt: number | null;
 }
 
+/** One of the account's cloud connections (show_connections.yaml: `id`, `name`, `cloud_type`). */
+export interface CloudConnection {
+  id: number;
+  /** The name the user gave it (trimmed). */
+  name: string;
+  /** `cloud_type`: `s3`, `drive`, `b2`, `dropbox`, `hf`...; '' when the answer had none. */
+  type: string;
+}
+
+/** The two transfers of the service's cloud copy (cloud_copy.yaml `transfer`). */
+export type CloudTransfer = 'Instance To Cloud' | 'Cloud To Instance';
+
+export interface CloudCopyRequest {
+  instanceId: number;
+  /** A container path (Instance To Cloud) or a path in the bucket (Cloud To Instance). */
+  src: string;
+  dst: string;
+  /** The id of one of `listCloudConnections()`. */
+  connectionId: number;
+  transfer: CloudTransfer;
+}
+
 /** MarketClient plus the seed's other endpoints, stats and shutdown. */
 export interface MarketplaceClient extends MarketClient {
   /** Secret names with masked values (the service never returns real values). */
@@ -219,6 +241,14 @@ export interface MarketplaceClient extends MarketClient {
    * the days whose 00:00 UTC lies within [fromS, toS], unix seconds.
    */
   charges(range: { fromS: number; toS: number }, options?: CallOptions): Promise<Charge[]>;
+  /** The account's cloud connections (`GET /api/v0/users/cloud_integrations/`, user_read). */
+  listCloudConnections(options?: CallOptions): Promise<CloudConnection[]>;
+  /**
+   * Starts the service's cloud copy between an instance (running or stopped) and a cloud connection
+   * (`POST /api/v0/commands/rclone/`, instance_write). It answers at once: the copy's end shows only
+   * in the instance's `status_msg`, about 30 s late (./cloud-copy-status.ts).
+   */
+  startCloudCopy(request: CloudCopyRequest, options?: CallOptions): Promise<void>;
   stats(): ClientStats;
   /**
    * Daemons sharing this API key share its rate limits: with `fraction` = 1/N, every endpoint

@@ -63,7 +63,9 @@ export type RateGroup =
   | 'webhooks'
   | 'gpu_names'
   | 'charges'
-  | 'logs';
+  | 'logs'
+  | 'cloud_connections'
+  | 'cloud_copy';
 
 const rate = z.number().min(0).max(1);
 
@@ -107,6 +109,11 @@ export const faultConfigSchema = z.object({
   ssh_refuse_keys: z.boolean().default(false),
   /** Wall milliseconds after its login that every SSH connection is cut (a dropped session); null: never. */
   ssh_drop_after_ms: z.number().int().positive().nullable().default(null),
+  /**
+   * Share of cloud copies (cloud-copies.ts) that fail halfway: the first half of the bytes is
+   * written (a file cut where the half falls), then the status bar says the copy failed.
+   */
+  cloud_copy_fail_rate: rate.default(0),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 
@@ -163,6 +170,8 @@ export const rateLimitSchema = z.object({
       gpu_names: group({ per_s: 1 }), // undocumented: 1.0
       charges: group({ per_s: 1 }), // show_charges.yaml
       logs: group({ per_s: 1 }), // logs.yaml has none: 1.0
+      cloud_connections: group({ per_s: 2.9 }), // show_connections.yaml: 2.9
+      cloud_copy: group({ per_s: 1 }), // cloud_copy.yaml, cancel_sync.yaml have none: 1.0
     })
     .prefault({}),
 });
@@ -201,6 +210,17 @@ const keySchema = z.object({
   name: z.string().optional(),
   /** Absent: full access. */
   permissions: permissionsSchema.optional(),
+});
+
+/** A cloud connection of the account (show_connections.yaml: `id`, `name`, `cloud_type`). */
+const cloudConnectionSchema = z.object({
+  /** Default: 1001, 1002, ... in the order given (vast.py's `cloud copy` example shows ids like 1001). */
+  id: z.number().int().positive().optional(),
+  name: z.string().min(1),
+  /** e.g. `s3`, `drive`, `b2`, `dropbox`, `hf` (vast-cli `vastai/api/storage.py` `cloud_copy`'s docstring). */
+  cloud_type: z.string().min(1).default('s3'),
+  /** The local folder that stands for the bucket: copies land in it (it must exist). */
+  dir: z.string().min(1),
 });
 
 const webhookSeedSchema = z.object({
@@ -383,6 +403,25 @@ const simConfigSchema = z.object({
     })
     .prefault({}),
   logs: logsConfigSchema.prefault({}),
+  /** Cloud connections and the service's cloud copy (cloud-copies.ts). */
+  cloud: z
+    .object({
+      connections: z
+        .array(cloudConnectionSchema)
+        .default([])
+        .refine(
+          (cs) => new Set(cs.map((c) => c.id).filter((id) => id !== undefined)).size === cs.filter((c) => c.id !== undefined).length,
+          'ids must differ',
+        ),
+      /**
+       * Sim seconds between what a copy does and its line in the instance's status bar: vast.py's
+       * `cloud copy` says "check instance status bar for progress updates (~30 seconds delayed)".
+       */
+      status_delay_s: z.number().min(0).default(30),
+      /** Sim megabytes (10^6 bytes) per sim second a copy moves; its bytes land in one go when that time is up. */
+      copy_mb_per_s: z.number().positive().default(50),
+    })
+    .prefault({}),
   webhooks: z
     .object({
       /** Webhooks that exist at start (owned by the account). */

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { adminRoutes } from './admin-routes.js';
 import type { SimOffer } from './catalog.js';
+import type { CloudCopy } from './cloud-copies.js';
 import { SimClock } from './clock.js';
 import {
   parseSimConfig,
@@ -21,6 +22,7 @@ import type { Ledger } from './ledger.js';
 import { accountRoutes } from './routes/account.js';
 import { addForeignInstances, bulkAdminRoutes, parseBulk } from './routes/admin-bulk.js';
 import { billingRoutes } from './routes/billing.js';
+import { cloudRoutes } from './routes/cloud.js';
 import { instanceRoutes } from './routes/instances.js';
 import { instanceSshRoutes } from './routes/instance-ssh.js';
 import { logRoutes } from './routes/logs.js';
@@ -116,6 +118,8 @@ export interface RunningSimulator {
   /** The catalog (rented offers included). */
   offers(): readonly SimOffer[];
   webhookDeliveries(): Delivery[];
+  /** Every cloud copy asked for (`POST /api/v0/commands/rclone/`), with its state and bytes written. */
+  cloudCopies(): CloudCopy[];
   /**
    * Fills the account with `count` instances berth does not own (labels `<labelPrefix><n>`, default
    * `foreign-`), settled in `status` (default running), each on a free offer. Returns their ids.
@@ -170,6 +174,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       ...webhookRoutes,
       ...billingRoutes,
       ...logRoutes,
+      ...cloudRoutes,
     ],
     adminRoutes: [...adminRoutes(control), ...bulkAdminRoutes],
     adminEnabled: config.admin,
@@ -245,6 +250,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       return world.catalog.offers;
     },
     webhookDeliveries: () => world.webhooks.deliveries(),
+    cloudCopies: () => world.cloud.list(),
     addCredit: (usd) => world.addCredit(usd),
     addForeignInstances: (count, o = {}) => addForeignInstances(world, parseBulk({ count, label_prefix: o.labelPrefix, status: o.status })),
     addKey: (permissions, name = '') => world.keys.create(name, permissions ?? null).key,

@@ -124,6 +124,12 @@ export interface LiveInstance {
   next: number;
   status: ActualStatus;
   msg: string;
+  /**
+   * Lines the host writes into the status bar at a sim moment without a change of status (a cloud
+   * copy's progress, cloud-copies.ts), in time order: each becomes `msg` at its moment, and a later
+   * transition's message replaces it.
+   */
+  notes: Array<{ at: number; msg: string }>;
 }
 
 export interface InstanceHooks {
@@ -221,6 +227,7 @@ export class InstanceStore {
       next: 0,
       status: null,
       msg: '',
+      notes: [],
     };
     this.all.push(hist);
     this.live.set(id, inst);
@@ -331,6 +338,15 @@ export class InstanceStore {
     this.advance(inst);
   }
 
+  /** The host writes `msg` into the instance's status bar at sim moment `at` (now or later). */
+  note(inst: LiveInstance, at: number, msg: string): void {
+    this.advance(inst);
+    const when = Math.max(at, this.clock.simS());
+    const i = inst.notes.findIndex((n) => n.at > when);
+    inst.notes.splice(i === -1 ? inst.notes.length : i, 0, { at: when, msg });
+    this.advance(inst);
+  }
+
   /** The host of `machineId` disconnects: its live instances go offline now and stay there. */
   machineOffline(machineId: number): LiveInstance[] {
     const hit = this.list().filter((i) => i.hist.machine_id === machineId && i.status !== 'offline');
@@ -364,6 +380,12 @@ export class InstanceStore {
       const until = Math.min(now, planAt);
       const flipAt = this.nextFlip(inst, until);
       const stop = firstStop(inst);
+      const note = inst.notes[0];
+      if (note && note.at <= until && note.at <= (flipAt ?? until) && (!stop || note.at < stop.at)) {
+        inst.notes.shift();
+        inst.msg = note.msg;
+        continue;
+      }
       if (stop && stop.at <= (flipAt ?? until)) {
         this.serviceStopNow(inst, stop);
         continue;

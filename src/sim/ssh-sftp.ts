@@ -210,6 +210,18 @@ export function serveSftp(sftp: SFTPWrapper, dir: string): void {
 }
 
 /**
+ * The host path of a container path in the instance's directory `dir`, read as SFTP reads it (the
+ * service's cloud copy reaches the same files, cloud-copies.ts); null when it would lead outside.
+ */
+export function containerHostPath(dir: string, p: string): string | null {
+  try {
+    return hostPath(realpathSync(dir), p);
+  } catch {
+    return null;
+  }
+}
+
+/**
  * The host path of a container path, inside `root` (the instance's directory, resolved). `..`
  * stops at the container's `/`; a path whose existing part leads outside `root` through a link is
  * refused. `followLast` false: the last component itself may be a link (lstat, remove, rename).

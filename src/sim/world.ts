@@ -5,6 +5,7 @@
 import { SecretStore, SshKeyStore } from './account.js';
 import { ApiKeyStore } from './api-keys.js';
 import { Catalog } from './catalog.js';
+import { CloudCopies, copyFaultDice } from './cloud-copies.js';
 import type { SimClock } from './clock.js';
 import type { FaultConfig, SimConfig } from './config.js';
 import { FaultInjector } from './faults.js';
@@ -41,6 +42,8 @@ export class SimWorld {
   readonly logUploads: LogUploads;
   readonly market: Market;
   readonly priceIncreases = new PriceIncreases();
+  /** The account's cloud connections and the cloud copies under way (cloud-copies.ts). */
+  readonly cloud: CloudCopies;
   readonly stats: SimStats = emptyStats();
   /** Set once `client:low_credit` is sent; cleared when credit climbs back above the threshold. */
   private lowCreditSent = false;
@@ -88,6 +91,12 @@ export class SimWorld {
         this.onstart.forget(inst.hist.id);
         this.sshListeners.forget(inst.hist.id);
       },
+    });
+    this.cloud = new CloudCopies(config.cloud, {
+      clock,
+      instances: this.instances,
+      dirOf: (inst) => this.onstart.container(inst).dir,
+      failHalfway: copyFaultDice(seed, () => this.faults.current().cloud_copy_fail_rate),
     });
   }
 
@@ -137,6 +146,7 @@ export class SimWorld {
   tick(): void {
     this.syncMinBids();
     this.instances.advanceAll();
+    this.cloud.tick();
     const credit = this.credit();
     const threshold = this.config.account.low_credit_threshold;
     if (credit < threshold && !this.lowCreditSent) {
@@ -208,6 +218,7 @@ export class SimWorld {
   }
 
   async close(): Promise<void> {
+    await this.cloud.close();
     await Promise.all([this.onstart.close(), this.webhooks.close(), this.sshListeners.closeAll()]);
   }
 

@@ -83,6 +83,8 @@ export class RunDriver {
   /** Another daemon holds the run now: this driver does nothing more. */
   private lost = false;
   private lastPolled: InstanceStatus | undefined;
+  /** The newest list applied (when it was started) and the wall clock when it was applied: see `poll`. */
+  private newestList: { listedAt: number; appliedAt: number } | undefined;
   /** When the list that first showed the current instance running was started (for /metrics). */
   private runningListedAt: number | undefined;
   private paused = false;
@@ -278,6 +280,15 @@ export class RunDriver {
 
   poll(instance: InstanceStatus | null, listedAt: number): void {
     if (this.currentInstanceId() === null) return;
+    // Lists reach a run out of order: a daemon that follows a leader reads the leader's sightings
+    // after its own lists, and one of them may have been started before this daemon's newest list
+    // (a take-over's first rounds replay them). Applied, such stale news set a running run's
+    // instance back to `loading` (seen in chaos-pg), or counted an absence older than a sighting.
+    // So a list started before the newest one applied is dropped, unless the wall clock stepped
+    // back since that one was applied: then every list looks older, and the order starts again.
+    const now = this.deps.clock.now();
+    if (this.newestList && listedAt < this.newestList.listedAt && now >= this.newestList.appliedAt) return;
+    this.newestList = { listedAt, appliedAt: now };
     // A status seen unchanged is a no-op in every state: the machine acts on a change, on the
     // instance's absence (always sent: it is counted) or on its own timers. Not sending it spares
     // one machine transition per run per list: a run whose status changed does not wait behind the rest.

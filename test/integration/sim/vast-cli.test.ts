@@ -1,6 +1,6 @@
 // The official CLI (vast-ai/vast-cli's vast.py) against the simulator: search, create, show,
 // label, stop, start, reboot, logs, user, env vars, attach and detach ssh, destroy and charges,
-// with the documented rate limits on.
+// show connections and cloud copy, with the documented rate limits on.
 // vast.py is vendored unchanged in test/fixtures/vast-cli (MIT, its LICENSE beside it; vast-ai/vast-cli
 // at 55679830a2c2, 2026-08-06). VAST_PY names another copy to try instead. The test runs wherever
 // python3 has the `requests` module, and is skipped, saying so, where it has not; in CI (CI=true)
@@ -8,7 +8,7 @@
 // The simulator's wall clock is a manual one moved 2 s before each command, so that no command
 // meets another's rate limit and no test time is spent sleeping.
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -142,6 +142,84 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
     },
   );
 });
+
+describe.skipIf(!runnable)('the official CLI against the simulator: cloud connections and cloud copy', () => {
+  let sim: RunningSimulator;
+  let home: string;
+  const clock = { now: Date.now() };
+
+  beforeAll(async () => {
+    home = mkdtempSync(join(tmpdir(), 'berth-vast-cli-cloud-'));
+    mkdirSync(join(home, 'bucket'));
+    sim = await startSimulator({
+      timeScale: 1,
+      now: () => clock.now,
+      config: {
+        lifecycle: { provision_s: 1, boot_s: { min: 3, max: 3 } },
+        onstart_exec: { enabled: true },
+        cloud: { connections: [{ name: 'cli-s3', cloud_type: 's3', dir: join(home, 'bucket') }] },
+      },
+    });
+  });
+  afterAll(async () => {
+    await sim?.close();
+    if (home) rmSync(home, { recursive: true, force: true });
+  });
+
+  async function vast(...args: string[]): Promise<string> {
+    clock.now += 2000;
+    const { stdout, stderr } = await run('python3', [VAST_PY, '--url', sim.url, '--api-key', sim.apiKey, ...args], {
+      env: { PATH: process.env.PATH, HOME: home, VAST_URL: sim.url },
+      timeout: 20_000,
+    });
+    expect(stderr, `${args.join(' ')}: stderr`).not.toMatch(/Traceback|Error/);
+    expect(stdout, `${args.join(' ')}: stdout`).not.toMatch(/failed with error|Traceback/i);
+    return stdout;
+  }
+
+  test(
+    'show connections, then cloud copy from a stopped instance: the file lands, the status bar says finished',
+    { timeout: 60_000 },
+    async () => {
+      const shown = await vast('show', 'connections', '--raw');
+      expect(JSON.parse(shown.slice(shown.indexOf('[')))).toEqual([{ id: 1001, name: 'cli-s3', cloud_type: 's3' }]);
+      expect(await vast('show', 'connections')).toMatch(/1001\s+cli-s3\s+s3/);
+
+      const offers = JSON.parse(await vast('search', 'offers', 'num_gpus=1', '--limit', '1', '--raw')) as Array<{ id: number }>;
+      const created = await vast(
+        'create',
+        'instance',
+        String(offers[0]!.id),
+        '--image',
+        'x',
+        '--disk',
+        '10',
+        '--onstart-cmd',
+        'mkdir -p out; echo result > out/r.txt',
+      );
+      const id = Number(/'new_contract': (\d+)/.exec(created)![1]);
+      clock.now += 10_000;
+      await waitUntil(() => sim.history().find((h) => h.id === id)?.onstart?.exit_code === 0);
+      expect(await vast('stop', 'instance', String(id))).toContain(`stopping instance ${id}.`);
+
+      // The CLI's default transfer, "Instance to Cloud", is the yaml's "Instance To Cloud" in another case.
+      const copied = await vast('cloud', 'copy', '--src', '/root/out', '--dst', 'backup', '--instance', String(id), '--connection', '1001');
+      expect(copied).toContain('Cloud Copy Started');
+      clock.now += 5_000;
+      await waitUntil(() => sim.cloudCopies()[0]?.state === 'finished');
+      clock.now += 31_000;
+      const row = JSON.parse(await vast('show', 'instance', String(id), '--raw')) as { status_msg: string; actual_status: string };
+      expect(row.status_msg.trim()).toBe('Cloud Copy Operation Finished');
+      expect(row.actual_status.trim()).toBe('stopped');
+      expect(readFileSync(join(home, 'bucket', 'backup', 'r.txt'), 'utf8')).toBe('result\n');
+    },
+  );
+});
+
+async function waitUntil(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !check(); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(check()).toBe(true);
+}
 
 /** Every string (and key) trimmed, at any depth, as vast-cli's `_strip_strings` (`vastai/api/instances.py`) does to list rows. */
 function stripped(value: unknown): unknown {

@@ -132,6 +132,7 @@ beforeAll(async () => {
     if (q.method === 'POST' && path === '/api/v0/auth/apikeys/') return json(res, 200, { id: 9 });
     if (path === '/api/v0/ssh/') return json(res, 200, []);
     if (path === '/api/v0/charges/') return json(res, 200, { results: [], next_token: null });
+    if (path === '/api/v0/users/cloud_integrations/') return json(res, 200, []);
     return json(res, 200, { success: true });
   });
   client = createMarketClient({ baseUrl: server.url, apiKey: 'sk-request-shapes-0123456789', config: testConfig() });
@@ -168,6 +169,12 @@ const CALLS: Array<[string, (c: MarketplaceClient) => Promise<unknown>]> = [
   ['delete api key', (c) => c.deleteApiKey(9)],
   ['ssh keys', (c) => c.countSshKeys()],
   ['charges', (c) => c.charges({ fromS: 1_700_000_000, toS: 1_700_086_400 })],
+  ['cloud connections', (c) => c.listCloudConnections()],
+  [
+    'cloud copy',
+    (c) =>
+      c.startCloudCopy({ instanceId: 7, src: '/root/workdir/out', dst: 'bucket/run', connectionId: 1001, transfer: 'Instance To Cloud' }),
+  ],
 ];
 
 describe('requests as the official CLI sends them, against the OpenAPI request schemas', () => {

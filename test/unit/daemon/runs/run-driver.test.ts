@@ -22,7 +22,7 @@ import {
   type SleepOutput,
 } from '../../../../machines/run-machine.js';
 import { stubActor } from '../../../helpers/stub-actor.js';
-import { systemClock } from '../../../../src/clock.js';
+import { systemClock, type Clock } from '../../../../src/clock.js';
 import { loadConfig } from '../../../../src/config/load.js';
 import { AttemptJournal } from '../../../../src/daemon/runs/attempt-journal.js';
 import { SoleOwner } from '../../../../src/daemon/cluster/run-ownership.js';
@@ -84,7 +84,7 @@ function machine(failures: { value: number }): ProvidedRunMachine {
   }) as unknown as ProvidedRunMachine;
 }
 
-function start(m: ProvidedRunMachine, runSpec = spec): RunDriver {
+function start(m: ProvidedRunMachine, runSpec = spec, clock: Clock = systemClock): RunDriver {
   const log = createLogger({
     destination: new Writable({
       write(chunk: Buffer, _e, cb) {
@@ -99,7 +99,7 @@ function start(m: ProvidedRunMachine, runSpec = spec): RunDriver {
     machine: m,
     store,
     journal,
-    clock: systemClock,
+    clock,
     claims: new OfferClaims(),
     quarantine: new MachineQuarantine(1000, systemClock),
     config,
@@ -153,6 +153,35 @@ describe('run driver', () => {
     });
     expect(store.attempts.get('r1', 1)).toMatchObject({ outcome: 'cancelled' });
     expect(store.attempts.get('r1', 1)!.destroy_confirmed_at).not.toBeNull();
+  });
+
+  it('drops a list started before the newest one it applied: a replayed older sighting does not set a running instance back to loading', async () => {
+    const d = start(machine({ value: 0 }));
+    await until(() => d.state === 'booting');
+    const t = Date.now();
+    d.poll(status('running'), t);
+    await until(() => d.state === 'running');
+    // Another daemon's older list, read after this one's own (a follower's replay after a take-over).
+    d.poll(status('loading'), t - 5_000);
+    d.poll(null, t - 4_000);
+    await turn();
+    expect(d.state).toBe('running');
+    expect(store.attempts.get('r1', 1)).toMatchObject({ actual_status: 'running' });
+    // A newer list is applied as ever.
+    d.poll(status('exited'), t + 1_000);
+    await until(() => d.state === 'destroying');
+  });
+
+  it('applies lists again when the wall clock stepped back: every list then looks older than the newest applied', async () => {
+    let offset = 0;
+    const stepped: Clock = { ...systemClock, now: () => Date.now() + offset };
+    const d = start(machine({ value: 0 }), spec, stepped);
+    await until(() => d.state === 'booting');
+    d.poll(status('running'), stepped.now());
+    await until(() => d.state === 'running');
+    offset = -3_600_000; // an operator or NTP steps the clock back an hour
+    d.poll(status('exited'), stepped.now());
+    await until(() => d.state === 'destroying');
   });
 
   it(`logs a run's own destroy that keeps failing as an ALERT at error level from failure #${ALERT_AFTER} on`, async () => {
