@@ -449,6 +449,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         shells,
         // Tasks' outputs downloaded over the same logins, kept in files.outputs_dir.
         outputs: { shells, dir: outputsDir(config, env.home) },
+        // Or copied by the service to a cloud connection (outputs.cloud).
+        cloud: client,
       },
       releasers,
     );

@@ -133,3 +133,41 @@ it('a download over files.outputs_max_mb keeps what came, marked partial, and sa
   expect(events.body.find((e) => e.type === 'outputs.ended')!.message).toMatch(/outputs partial: .*files\.outputs_max_mb reached/);
   expect(sim.billingNow()).toEqual([]);
 });
+
+it('outputs to a cloud connection: the instance is stopped while the service copies, then destroyed; the file is in the bucket folder', async () => {
+  const bucket = mkdtempSync(join(tmpdir(), 'berth-bucket-'));
+  try {
+    const { daemon, sim } = await start({}, { cloud: { connections: [{ name: 'my-s3', dir: bucket }] } });
+    const spec = jobSpec({ run: writes(200_000), outputs: { paths: ['out/'], cloud: { connection: 'my-s3', path: 'runs/r1' } } });
+    const created = await daemon.api<RunView>('POST', '/v1/runs', spec);
+    expect(created.status).toBe(201);
+    const done = await daemon.waitFor(created.body.id, isEnded, 120_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.outputs).toMatchObject([{ attempt: 1, state: 'copied', detail: 'my-s3 (id 1001): runs/r1', files: [] }]);
+    // rclone copy: the directory's contents under the destination, the same bytes the task wrote.
+    expect(sha256(readFileSync(join(bucket, 'runs', 'r1', 'model.bin')))).toBe(printedHash(done));
+    // The copy ran while the instance was stopped (its GPU no longer billed), and it was destroyed after.
+    const id = done.attempts[0]!.instance_id!;
+    const copy = sim.cloudCopies().find((c) => c.instance_id === id)!;
+    expect(copy).toMatchObject({ state: 'finished', transfer: 'Instance To Cloud', src: '/root/workdir/out' });
+    const history = sim.history().find((h) => h.id === id)!;
+    const stoppedAt = history.statuses.find((s) => s.status === 'stopped')!.at.sim_s;
+    expect(stoppedAt).toBeLessThanOrEqual(copy.started_s);
+    // Stopped from before the copy until the destroy: no start in between.
+    expect(history.statuses.filter((s) => s.at.sim_s > stoppedAt).map((s) => s.status)).not.toContain('running');
+    expect(history.destroyed_at).not.toBeNull();
+    expect(history.destroyed_at!.sim_s).toBeGreaterThanOrEqual(copy.lands_s);
+    expect(sim.billingNow()).toEqual([]);
+    const events = await daemon.api<RunEvent[]>('GET', `/v1/runs/${done.id}/events`);
+    expect(events.body.find((e) => e.type === 'outputs.ended')!.message).toMatch(
+      /outputs copied to my-s3 \(id 1001\): runs\/r1 in [\d.]+ s/,
+    );
+    // berth saw the stop while the copy ran: from there its spend counts the disk's price, not the GPU's.
+    const types = events.body.map((e) => `${e.type} ${e.message}`);
+    const stopSeen = types.findIndex((t) => t.startsWith('attempt.status') && t.endsWith(`instance ${id} is stopped`));
+    expect(stopSeen).toBeGreaterThan(-1);
+    expect(stopSeen).toBeLessThan(types.findIndex((t) => t.startsWith('outputs.ended')));
+  } finally {
+    rmSync(bucket, { recursive: true, force: true });
+  }
+});

@@ -163,10 +163,15 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         { n: e.n, instanceId: e.instanceId, until: e.until },
       );
     case 'outputs.ended':
+      if (e.result.state === 'copied')
+        return append(
+          `attempt #${e.n}: outputs copied to ${e.result.detail} in ${(e.result.tookMs / 1000).toFixed(1)} s, the instance stopped (its disk billing, not its GPU)`,
+          { n: e.n, instanceId: e.instanceId, ...e.result },
+        );
       return append(
         `attempt #${e.n}: outputs ${e.result.state}: ${countText(e.result.files, 'file')}, ${e.result.bytes} bytes in ${(e.result.tookMs / 1000).toFixed(1)} s of instance time${e.result.detail ? ` (${e.result.detail})` : ''}`,
         { n: e.n, instanceId: e.instanceId, ...e.result },
-        e.result.state === 'kept' || e.result.state === 'copied' ? 'info' : 'warn',
+        e.result.state === 'kept' ? 'info' : 'warn',
       );
     case 'outputs.cut':
       return append(
