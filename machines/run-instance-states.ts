@@ -12,6 +12,8 @@
 //   rebidding         bid raised (change-bid), then waits for the instance to start again →
 //                     booting; still stopped after rebidWaitS → raise again, or fail over at the cap
 //   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
+//   collecting        a task's outputs taken (download or cloud copy) → destroying, by its end, its
+//                     deadline (files.outputs_timeout_s), a limit or a cancel
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
 import { raise } from 'xstate';
 import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, type RunError } from './run-rules.js';
@@ -120,6 +122,16 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
         ...(stoppedByTask(context.current!.status) ? { stoppedByTask: true } : {}),
       }),
       onDone: [
+        // With outputs, they are taken before the instance goes; their time budget counts from the read's end.
+        {
+          guard: ({ context, event }) => event.output.exitCode !== null && context.limits.outputs === true,
+          target: '#run.collecting',
+          actions: [
+            { type: 'markEndingTask', params: ({ event }) => ({ exitCode: event.output.exitCode!, onstart: event.output.onstart }) },
+            'reportTaskEnded',
+            { type: 'startCollecting', params: ({ event }) => ({ at: event.output.at }) },
+          ],
+        },
         {
           guard: ({ event }) => event.output.exitCode !== null,
           target: '#run.destroying',
@@ -188,18 +200,25 @@ const endedByRunReadingTask = (from: 'booting' | 'running') =>
   }) as const;
 
 /** The task probe read this attempt's end marker while its instance still runs: the task ended. */
+type TaskEndEvent = { event: { n: number; exitCode: number; onstart: boolean; at: number } };
+const ending = [
+  { type: 'markEndingTask', params: ({ event }: TaskEndEvent) => ({ exitCode: event.exitCode, onstart: event.onstart }) },
+  'reportTaskEnded',
+] as const;
 const taskEndedByProbe = {
-  TASK_END: {
-    guard: { type: 'taskEndOfCurrent', params: ({ event }: { event: { n: number } }) => ({ n: event.n }) },
-    target: '#run.destroying',
-    actions: [
-      {
-        type: 'markEndingTask',
-        params: ({ event }: { event: { exitCode: number; onstart: boolean } }) => ({ exitCode: event.exitCode, onstart: event.onstart }),
-      },
-      'reportTaskEnded',
-    ],
-  },
+  TASK_END: [
+    // With outputs, they are taken before the instance goes; their time budget counts from when the end was read.
+    {
+      guard: { type: 'taskEndOfCurrent', params: ({ event }: TaskEndEvent) => ({ n: event.n, collects: true }) },
+      target: '#run.collecting',
+      actions: [...ending, { type: 'startCollecting', params: ({ event }: TaskEndEvent) => ({ at: event.at }) }],
+    },
+    {
+      guard: { type: 'taskEndOfCurrent', params: ({ event }: TaskEndEvent) => ({ n: event.n }) },
+      target: '#run.destroying',
+      actions: ending,
+    },
+  ],
 } as const;
 
 export const bootingState = runSetup.createStateConfig({
@@ -475,5 +494,60 @@ export const destroyingState = runSetup.createStateConfig({
         onDone: 'requesting',
       },
     },
+  },
+});
+
+/**
+ * The task ended and left outputs: they are taken before the instance goes (issue #40). The instance
+ * still bills (its GPU for a download, its disk for a cloud copy on the stopped instance), so the
+ * state has its own deadline (files.outputs_timeout_s from the end, in context: a restart keeps it),
+ * and a limit reached or a cancel meanwhile stops the transfer and destroys as anywhere else; the
+ * task's end, already recorded, still decides how the run ends (settle). Whatever came is kept.
+ */
+export const collectingState = runSetup.createStateConfig({
+  description:
+    'The task ended and left outputs: they are downloaded (or copied to the cloud) before the instance is destroyed, until files.outputs_timeout_s, a limit or a cancel; what came is kept, a cut transfer marked partial.',
+  entry: 'reportCollecting',
+  invoke: [
+    {
+      src: 'collectOutputs',
+      input: ({ context }) => ({
+        runId: context.runId,
+        n: context.current!.n,
+        instanceId: context.current!.instanceId!,
+        until: context.current!.collectUntil!,
+        stopped: context.current!.status?.actual_status === 'stopped',
+      }),
+      onDone: {
+        target: '#run.destroying',
+        actions: { type: 'reportCollected', params: ({ event }) => event.output },
+      },
+      onError: {
+        target: '#run.destroying',
+        actions: { type: 'reportCollectCut', params: ({ event }) => ({ why: failureOf(event.error).error.message }) },
+      },
+    },
+    {
+      src: 'sleepUntil',
+      input: ({ context }) => ({ until: context.current!.collectUntil! }),
+      onDone: {
+        target: '#run.destroying',
+        actions: { type: 'reportCollectCut', params: { why: 'files.outputs_timeout_s passed' } },
+      },
+    },
+  ],
+  on: {
+    CANCEL: {
+      target: '#run.destroying',
+      actions: ['requestCancel', { type: 'reportCollectCut', params: { why: 'the run was cancelled' } }],
+    },
+    EXPIRE: {
+      target: '#run.destroying',
+      actions: [
+        { type: 'requestExpire', params: reasonOf },
+        { type: 'reportCollectCut', params: (a) => ({ why: `a limit was reached: ${reasonOf(a).reason.message}` }) },
+      ],
+    },
+    POLL: { actions: { type: 'notePoll', params: poll } },
   },
 });

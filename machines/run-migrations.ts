@@ -67,6 +67,9 @@ const STEPS: Record<number, Step> = {
   5: (s) => s,
   // v6 → v7: a task's end can be its onstart's failure (issue #29); an end recorded before was the task's.
   6: (s) => ({ ...s, context: { taskOnstart: false, ...s.context } }),
+  // v7 → v8: a task's outputs are taken in `collecting` (issue #40). A state was added and an
+  // optional field (`current.collectUntil`); runs stored before had no outputs: nothing to change.
+  7: (s) => s,
 };
 
 /**

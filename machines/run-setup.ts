@@ -61,6 +61,8 @@ import type {
   Candidate,
   LastLook,
   ChangeBidInput,
+  CollectInput,
+  CollectOutput,
   CreateInput,
   CreateOutput,
   DestroyInput,
@@ -107,6 +109,7 @@ export const runSetup = setup({
     probeSsh: missing<ProbeOutput, ProbeInput>('probeSsh'),
     changeBid: missing<void, ChangeBidInput>('changeBid'),
     readTaskEnd: missing<TaskEndOutput, TaskEndInput>('readTaskEnd'),
+    collectOutputs: missing<CollectOutput, CollectInput>('collectOutputs'),
   },
   guards: {
     hasCandidates: ({ context }) => context.candidates.length > 0,
@@ -172,9 +175,16 @@ export const runSetup = setup({
     /** No log of an instance its task stopped could be read: its exit code is unknown. */
     taskEndUnread: ({ context }, params: { unread: boolean }) => params.unread && stoppedByTask(context.current!.status),
     /** The probe's end marker is of the attempt that holds the instance now. */
-    taskEndOfCurrent: ({ context }, params: { n: number }) =>
-      context.limits.task && context.current?.n === params.n && context.current.instanceId !== null && context.current.ending === null,
+    taskEndOfCurrent: ({ context }, params: { n: number; collects?: boolean }) =>
+      context.limits.task &&
+      context.current?.n === params.n &&
+      context.current.instanceId !== null &&
+      context.current.ending === null &&
+      // `collects`: only when the task leaves outputs to take first.
+      (params.collects !== true || context.limits.outputs === true),
     taskFailed: ({ context }) => context.lastEnded?.outcome === 'task_failed',
+    /** The task leaves outputs to take before its instance goes (the spec's `outputs`). */
+    collectsOutputs: ({ context }) => context.limits.outputs === true,
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
@@ -342,5 +352,27 @@ export const runSetup = setup({
     countRestart: assign(({ context }) => ({ taskRestarts: context.taskRestarts + 1 })),
     failTask: assign(({ context }) => ({ error: taskFailedError(context) })),
     reportSucceeded: emit({ type: 'run.succeeded' as const }),
+    /** The task ended: its outputs are taken until files.outputs_timeout_s from then (an absolute time, so a restart keeps it). */
+    startCollecting: assign(({ context }, params: At) => ({
+      current: { ...context.current!, collectUntil: params.at + (context.limits.outputsTimeoutS ?? 0) * 1000 },
+    })),
+    reportCollecting: emit(({ context }) => ({
+      type: 'outputs.started' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      until: context.current!.collectUntil!,
+    })),
+    reportCollected: emit(({ context }, params: CollectOutput) => ({
+      type: 'outputs.ended' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      result: params,
+    })),
+    reportCollectCut: emit(({ context }, params: { why: string }) => ({
+      type: 'outputs.cut' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      why: params.why,
+    })),
   },
 });

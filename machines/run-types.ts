@@ -106,6 +106,10 @@ export interface RunLimits {
   task: boolean;
   /** Times a task that exited non-zero starts again on a fresh instance (max_restarts). */
   maxRestarts: number;
+  /** The task leaves outputs (the spec's `outputs`): taken in `collecting` before the destroy. Absent: none. */
+  outputs?: boolean;
+  /** How long `collecting` may hold the instance after the task's end, s (files.outputs_timeout_s). */
+  outputsTimeoutS?: number;
 }
 
 type ReadyWhen = 'ssh' | 'status';
@@ -186,6 +190,8 @@ export interface CurrentAttempt {
    * marker (so the stop was an outbid or a loss). Not read again until the instance starts again.
    */
   taskChecked: boolean;
+  /** While its outputs are taken (`collecting`): when that stops whatever came, ms since epoch. */
+  collectUntil?: number | null;
 }
 
 export interface RunContext {
@@ -242,7 +248,7 @@ export type RunEvent =
    * From the daemon's task probe (src/daemon/task-end/task-probe.ts): attempt n's log holds its end
    * marker while its instance still runs (an image without curl or wget cannot stop itself).
    */
-  | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean };
+  | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number };
 
 /** Events the machine reports; the daemon writes them to the run's event log with the snapshot. */
 export type RunEmitted =
@@ -276,7 +282,13 @@ export type RunEmitted =
   | { type: 'run.cancelled' }
   /** A task's end marker was read: its exit code decides how the run (or the attempt) ends. */
   | { type: 'task.ended'; n: number; instanceId: number; exitCode: number }
-  | { type: 'run.succeeded' };
+  | { type: 'run.succeeded' }
+  /** The task's outputs are being taken from its instance before the destroy (GPU time, billed), until `until`. */
+  | { type: 'outputs.started'; n: number; instanceId: number; until: number }
+  /** What the collect came to (its manifest is in the store's run_outputs). */
+  | { type: 'outputs.ended'; n: number; instanceId: number; result: CollectOutput }
+  /** The collect was stopped before it finished (time budget, a limit, a cancel, an error): what came is kept, partial. */
+  | { type: 'outputs.cut'; n: number; instanceId: number; why: string };
 
 // ---- actor contracts (implemented in src/daemon/runs/run-actors.ts) ----
 /** The candidates left from the last search, in its order: those the run's remaining budget can pay to boot (a SearchOutput). */
@@ -409,4 +421,29 @@ export interface ChangeBidInput {
   price: number;
   /** What the instance bills at that bid, $/h (the bid plus the disk): the caps check this. */
   dphTotal: number;
+}
+
+/**
+ * Takes attempt n's outputs before its instance is destroyed: downloaded over SFTP, or copied by the
+ * service to a cloud connection (the instance stopped first). Writes its intent and manifest to the
+ * store itself; an abort (a limit, a cancel, the time budget) keeps what came, marked partial.
+ */
+export interface CollectInput {
+  runId: string;
+  n: number;
+  instanceId: number;
+  /** When the machine stops the collect (ms since epoch): the actor bounds its own waits by it. */
+  until: number;
+  /** The last list showed the instance stopped (its task stopped it): nothing can be downloaded from it. */
+  stopped: boolean;
+}
+export interface CollectOutput {
+  /** kept: every path came whole; partial: some came (the size cap, a missing path); failed: nothing came; copied: the cloud copy finished. */
+  state: 'kept' | 'partial' | 'failed' | 'copied';
+  files: number;
+  bytes: number;
+  /** Why, in words (what was missing, the cap reached, the copy's destination). */
+  detail: string;
+  /** How long the transfer held the instance, ms (GPU time, in the run's spend). */
+  tookMs: number;
 }

@@ -7,8 +7,9 @@
 // ControlApiError carrying the API's error kind.
 //
 // It speaks HTTP with node:http, not undici: `berth status` must start in a few tens of ms.
-import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream, readFileSync, renameSync } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
@@ -211,6 +212,45 @@ export class ControlClient {
   /** Spend per run and instance since `since` (a date or ISO time), with the service's charges where the key may read them. */
   costs(since?: string): Promise<CostsReport> {
     return this.call<CostsReport>('GET', `/v1/costs${since ? `?since=${encodeURIComponent(since)}` : ''}`);
+  }
+
+  /**
+   * One kept output file (GET /v1/runs/{id}/outputs), streamed to `dest` through `<dest>.part` and
+   * renamed once whole; its size and sha256 as they came. Not tried again: a copy is safe to run again.
+   */
+  async downloadOutput(id: string, attempt: number, name: string, dest: string): Promise<{ size: number; sha256: string }> {
+    await this.verify();
+    const q = new URLSearchParams({ attempt: String(attempt), name });
+    const url = new URL(`/v1/runs/${encodeURIComponent(id)}/outputs?${q.toString()}`, this.address.url);
+    const part = `${dest}.part`;
+    const hash = createHash('sha256');
+    let size = 0;
+    await new Promise<void>((resolve, reject) => {
+      const req = request(url, { method: 'GET', headers: { authorization: `Bearer ${this.address.token}` } }, (res) => {
+        if (res.statusCode !== 200) {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => reject(toControlError(res.statusCode ?? 0, parseJson(Buffer.concat(chunks).toString('utf8')))));
+          return;
+        }
+        res.on('data', (c: Buffer) => {
+          hash.update(c);
+          size += c.length;
+        });
+        pipeline(res, createWriteStream(part)).then(resolve, reject);
+      });
+      req.on('error', (err) => {
+        const why = (err as NodeJS.ErrnoException).code ?? err.message;
+        reject(
+          new BerthError('daemon_unreachable', `The berth daemon at ${this.address.url} is not reachable (${why}): ${START_HINT}.`, {
+            cause: err,
+          }),
+        );
+      });
+      req.end();
+    });
+    renameSync(part, dest);
+    return { size, sha256: hash.digest('hex') };
   }
 
   cancel(id: string): Promise<Run> {

@@ -107,6 +107,19 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     );
 
   program
+    .command('outputs')
+    .description("copy a task's kept outputs (its spec's outputs) to DEST, each checked by its sha256")
+    .argument('<run>', 'run id or name')
+    .argument('[dest]', 'where to put them (default ./outputs-RUN)')
+    .option('--attempt <n>', 'the attempt whose outputs to copy (default the last that kept any)')
+    .option('--json', 'print what was copied as JSON')
+    .action(
+      run(async (runId: string, dest: string | undefined, opts: { attempt?: string; json?: boolean }) =>
+        (await import('./commands/outputs.js')).outputsCommand(runId, dest, opts, io, env),
+      ),
+    );
+
+  program
     .command('ssh')
     .description("log in to the run's instance as root with berth's key: a shell, or one command and its exit code")
     .argument('<run>', 'run id or name')

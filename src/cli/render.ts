@@ -1,5 +1,6 @@
 // Text for people: aligned tables, durations, the run detail view, the live progress line and the
 // SSH command. Pure functions from data (and `now`) to lines, so every command renders alike.
+import { countText } from '../count-text.js';
 import { usdText } from '../usd-text.js';
 import type { SpecIssue } from '../errors.js';
 import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
@@ -211,11 +212,31 @@ export function runDetail(run: Run, now: number): string[] {
         : 'Attempts: none yet',
   );
   if (run.attempts.length > 0) lines.push(...attemptsTable(run.attempts, now).map((l) => `  ${l}`));
+  lines.push(...outputsLines(run));
   for (const a of run.attempts) {
     if (!a.logs) continue;
     lines.push('', `Last log lines of attempt ${a.n} (instance ${text(a.instance_id)}, ${a.outcome ?? 'ending'}):`);
     lines.push(...a.logs.split('\n').map((l) => `  | ${l}`));
   }
+  return lines;
+}
+
+/** A task's outputs, per attempt that took them: the files with their sizes, and where they are. */
+function outputsLines(run: Run): string[] {
+  const lines: string[] = [];
+  for (const o of run.outputs) {
+    const where = o.state === 'copied' || o.state === 'copying' ? `to ${o.detail ?? 'the cloud'}` : `on ${o.host}`;
+    lines.push('', `Outputs of attempt ${o.attempt}: ${o.state}, ${countText(o.files.length, 'file')}, ${o.bytes} bytes ${where}`);
+    if (o.detail && o.state !== 'copied' && o.state !== 'copying') lines.push(`  (${o.detail})`);
+    if (o.files.length > 0)
+      lines.push(
+        ...table(
+          ['NAME', 'BYTES', 'SHA256'],
+          o.files.map((f) => [`${f.name}${f.partial ? ' (partial)' : ''}`, String(f.size), f.sha256.slice(0, 16)]),
+        ).map((l) => `  ${l}`),
+      );
+  }
+  if (run.outputs.some((o) => o.files.length > 0)) lines.push(`  berth outputs ${run.id} DEST copies them out`);
   return lines;
 }
 

@@ -185,6 +185,17 @@ export const configSchema = z.strictObject({
       private_key_path: z.string().min(1, 'must be the path of a private key file').nullish(),
     })
     .prefault({}),
+  /** A task's files (issue #40, docs/files.md): its outputs, downloaded when it ends. */
+  files: z
+    .strictObject({
+      /** Where the outputs of runs are kept, one folder per run and attempt (default none: BERTH_HOME/outputs). */
+      outputs_dir: z.string().min(1, 'must be a directory path').nullish(),
+      /** Most MB of outputs downloaded per attempt; past it the download stops and what came is kept, marked partial (default 1024). */
+      outputs_max_mb: z.number().positive().max(1_048_576).default(1024),
+      /** Most seconds an instance is held after its task ended to take its outputs (GPU time, billed), then it is destroyed (default 600, at most 1 day). */
+      outputs_timeout_s: positiveSeconds(DAY).default(600),
+    })
+    .prefault({}),
   budget: z
     .strictObject({
       /** Daemon-wide cap on the billed $/h of every live instance plus the creates in flight; a create that would pass it waits (default none). */

@@ -46,6 +46,7 @@ import type { RunHooks } from './runs/run-hooks.js';
 import type { Supervisor } from './runs/supervisor.js';
 import { composeRuns } from './runs/compose-runs.js';
 import { sshTaskShells } from './task-end/task-shells.js';
+import { outputsDir } from '../config/home.js';
 import { withReleasers, type Releasers } from '../releasers.js';
 import { ClusterLoop, type ClusterLoopDeps } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
@@ -424,6 +425,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       cluster?.stop();
       owner?.releaseAll();
     });
+    const shells = sshTaskShells({
+      store,
+      loginKey: sshKeys.loginKey,
+      prepare: async (t, createdAt, signal) => sshKeys.access()?.prepareInstance(t.instanceId, createdAt ?? 0, signal),
+    });
     const runs = composeRuns(
       {
         store,
@@ -440,11 +446,11 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         // Its share of the key's rate as it is now (several daemons on one key split it).
         otherPerS: () => client.stats().groups.other.perS,
         // Running tasks followed over SSH with berth's key, attached to an instance the account's may not have reached.
-        shells: sshTaskShells({
-          store,
-          loginKey: sshKeys.loginKey,
-          prepare: async (t, createdAt, signal) => sshKeys.access()?.prepareInstance(t.instanceId, createdAt ?? 0, signal),
-        }),
+        shells,
+        // Tasks' outputs downloaded over the same logins, kept in files.outputs_dir.
+        outputs: { shells, dir: outputsDir(config, env.home) },
+        // Or copied by the service to a cloud connection (outputs.cloud).
+        cloud: client,
       },
       releasers,
     );

@@ -6,7 +6,7 @@
 // Nothing else in the daemon fills a default or asks whether a run is a task.
 import type { Config } from '../config/schema.js';
 import { SpecError } from '../errors.js';
-import { JOB_SPEC_DEFAULTS, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { JOB_SPEC_DEFAULTS, OUTPUTS_BASE, type JobSpec, type ResolvedJobSpec } from './schema.js';
 import { parseJobSpec, parseJsonText } from './validate.js';
 
 /** The version of the stored spec that this build writes. */
@@ -33,6 +33,22 @@ export interface IdlePlan {
   gpuUtilPct: number;
 }
 
+/** What a task leaves to take when it ends (issue #40): absolute container paths, and where they go. */
+export interface OutputsPlan {
+  /** Absolute container paths, in the spec's order (relative ones resolved against OUTPUTS_BASE). */
+  paths: string[];
+  /** Copied by the service to one of the account's cloud connections instead of downloaded; null: downloaded. */
+  cloud: { connection: string | number; path: string } | null;
+}
+
+/** The spec's `outputs`, resolved: relative paths against the directory the task starts in. */
+function outputsOf(outputs: JobSpec['outputs']): OutputsPlan | null {
+  if (outputs === undefined) return null;
+  const list = Array.isArray(outputs) ? outputs : outputs.paths;
+  const paths = list.map((p) => (p.startsWith('/') ? p : `${OUTPUTS_BASE}/${p}`).replace(/\/+$/, '') || '/');
+  return { paths, cloud: Array.isArray(outputs) ? null : (outputs.cloud ?? null) };
+}
+
 /** The spec as it runs (every field the spec may default is filled), with what follows from it. */
 export type RunPlan = ResolvedJobSpec & {
   /** When the run counts as running: "status" for every task (see `planOf`), else the spec's, "ssh" by default. */
@@ -43,6 +59,8 @@ export type RunPlan = ResolvedJobSpec & {
   readonly bid: BidPlan | null;
   /** null without idle_timeout_s. */
   readonly idle: IdlePlan | null;
+  /** null without outputs. */
+  readonly collect: OutputsPlan | null;
 };
 
 /** The spec with what it left out of its limits and relax ladder filled from `config.runs`. */
@@ -94,6 +112,7 @@ function planOf(spec: ResolvedJobSpec): RunPlan {
     task,
     bid,
     idle,
+    collect: outputsOf(spec.outputs),
   };
 }
 
@@ -104,7 +123,7 @@ export function planRun(spec: JobSpec, runs: Config['runs']): RunPlan {
 
 /** The JSON stored with the run: the filled spec and its version (env and secrets values included: the create needs them). */
 export function storedSpecText(plan: RunPlan): string {
-  const { task: _task, bid: _bid, idle: _idle, ...spec } = plan;
+  const { task: _task, bid: _bid, idle: _idle, collect: _collect, ...spec } = plan;
   return JSON.stringify({ ...spec, [VERSION_KEY]: STORED_SPEC_VERSION });
 }
 

@@ -212,6 +212,38 @@ const envSchema = z
       `is ${envTotalSize(iss.input as Record<string, string>)} characters in all (as "-e NAME=value ..."); the service takes at most ${LIMITS.envTotalMaxChars}`,
   });
 
+/** The task's working directory in the container: relative output paths are relative to it (docs/files.md). */
+export const OUTPUTS_BASE = '/root/workdir';
+
+/** One output path: absolute, or relative to OUTPUTS_BASE; never `..` (a path leaves nothing to guess). */
+const outputPathSchema = z
+  .string()
+  .min(1, 'must be a container path, not empty')
+  .max(1024, 'must be at most 1024 characters')
+  .refine((p) => !p.includes('\0') && !/[\r\n]/.test(p), 'must not contain NUL or line breaks')
+  .refine((p) => !p.split('/').includes('..'), 'must not contain ".." (name the path itself)');
+
+const outputPathsSchema = z.array(outputPathSchema).min(1, 'must name at least one path').max(100, 'must name at most 100 paths');
+
+/** `outputs`: a list of paths, or the long form with a cloud destination (one path: see checkOutputs). */
+const outputsSchema = z.union(
+  [
+    outputPathsSchema,
+    z.strictObject({
+      paths: outputPathsSchema,
+      cloud: z
+        .strictObject({
+          connection: z
+            .union([z.string().min(1), z.number().int().positive()])
+            .describe('A cloud connection of the account, by name or id (GET /api/v0/users/cloud_integrations/)'),
+          path: z.string().min(1, 'must be the destination path in the bucket').max(1024).describe('Destination in the cloud storage'),
+        })
+        .optional(),
+    }),
+  ],
+  { error: (iss) => `expected a list of container paths or {paths, cloud}, got ${jsonType(iss.input)}` },
+);
+
 export const jobSpecSchema = z
   .strictObject({
     name: z
@@ -321,6 +353,13 @@ export const jobSpecSchema = z
       .max(1000)
       .optional()
       .describe('Times a task that exited non-zero starts again, each on a fresh instance (default 0); needs run'),
+    // Outputs (issue #40): container paths downloaded when the task ends, before the destroy
+    // (src/daemon/task-end/outputs-download.ts), or copied to a cloud connection (outputs.cloud).
+    outputs: outputsSchema
+      .optional()
+      .describe(
+        'Files or directories the task leaves, downloaded when it ends (any exit code) before its instance is destroyed: a list of container paths (relative ones are relative to /root/workdir, where the task starts), or {paths, cloud: {connection, path}} to copy one path to a cloud connection instead; needs run',
+      ),
     idle_timeout_s: z
       .number()
       .positive()
@@ -340,7 +379,20 @@ export const jobSpecSchema = z
   })
   .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) })
   .superRefine(checkTask, { when: (payload) => isPlainObject(payload.value) })
-  .superRefine(checkEnvWithSecrets, { when: (payload) => isPlainObject(payload.value) });
+  .superRefine(checkEnvWithSecrets, { when: (payload) => isPlainObject(payload.value) })
+  .superRefine(checkOutputs, { when: (payload) => isPlainObject(payload.value) });
+
+// Outputs come from a task's container when the task ends: without `run` there is no such end. A
+// cloud copy takes one path (FILES-DESIGN: an old "Finished" in the status bar would otherwise be
+// taken for a later copy's). Reads the raw object (see checkBid).
+function checkOutputs(spec: { outputs?: unknown; run?: unknown }, ctx: z.RefinementCtx) {
+  if (spec.outputs === undefined) return;
+  if (spec.run === undefined) ctx.addIssue({ code: 'custom', path: ['outputs'], message: 'only applies with run (a task leaves outputs)' });
+  const o = spec.outputs;
+  if (isPlainObject(o) && isPlainObject(o['cloud']) && Array.isArray(o['paths']) && o['paths'].length !== 1) {
+    ctx.addIssue({ code: 'custom', path: ['outputs', 'paths'], message: 'must name exactly one path with cloud (one cloud copy per run)' });
+  }
+}
 
 // Both go into the instance's environment: one name may not be in both, and together they are one
 // environment for the service's total limit. Reads the raw object (see checkBid).

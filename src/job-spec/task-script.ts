@@ -48,6 +48,12 @@ export interface TaskScriptInput {
   serviceUrl: string;
   /** When the container destroys itself, and when the wrapper was made (s since epoch); null: no backstop. */
   backstop: { atS: number; madeAtS: number } | null;
+  /**
+   * The task leaves outputs (issue #40): at its end the self-stop waits, at most this many seconds
+   * (files.outputs_timeout_s), for the daemon's `.got` (outputs taken): a stopped instance has no
+   * sshd to download from. Absent: no wait.
+   */
+  outputsWaitS?: number | undefined;
 }
 
 /** Naps the wrapper waits for a following daemon's `.ack` before its self-stop (0.2 s each: 10 s). */
@@ -135,12 +141,19 @@ function runCall(run: string): string {
  * where `sleep` takes no fraction): a stop first would cut the login, and the end would then be read
  * through the logs endpoint instead.
  */
-function endCall(runId: string, n: number): string {
+function endCall(runId: string, n: number, outputsWaitS?: number): string {
+  // With outputs, the daemon's `.got` is waited for whether or not it follows now: a daemon down at
+  // the task's end and back within the wait still takes them. Bounded; the daemon's destroy (or its
+  // `.got`) ends it sooner.
+  const outputs =
+    outputsWaitS === undefined
+      ? ''
+      : `berth_i=0; while [ ! -f "$berth_f.got" ] && [ $berth_i -lt ${Math.ceil(outputsWaitS)} ]; do sleep 1; berth_i=$((berth_i+1)); done; `;
   return [
     `${taskFilesVar(runId, n)}; berth_done="$berth_f.done"`,
     `berth_end() { { echo "$1" >"$berth_done"; } 2>/dev/null; printf '\\n%s\\n' "$1"; ` +
       `berth_i=0; while [ -f "$berth_f.att" ] && [ ! -f "$berth_f.ack" ] && [ $berth_i -lt ${FOLLOW_ACK_WAIT} ]; do ` +
-      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; berth_self stop; }`,
+      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; ${outputs}berth_self stop; }`,
   ].join('\n');
 }
 
@@ -159,7 +172,7 @@ export function taskScript(input: TaskScriptInput): string {
         `[ "$berth_w" -gt 0 ] && sleep "$berth_w"; echo 'berth: the run limit passed; destroying this instance'; berth_self destroy ) &`,
     );
   }
-  parts.push(endCall(input.runId, input.n));
+  parts.push(endCall(input.runId, input.n, input.outputsWaitS));
   // A container started again after its attempt ended: the same end, said again, and no second run.
   parts.push('if [ -f "$berth_done" ] && read -r berth_line <"$berth_done"; then berth_end "$berth_line"; exit 0; fi');
   if (input.onstart) {
@@ -199,6 +212,7 @@ const WORST = {
   serviceUrl: `https://${'s'.repeat(200)}`,
   callbackLine: `{ ${'c'.repeat(600)} } >/dev/null 2>&1 || true`,
   backstop: { atS: 99_999_999_999, madeAtS: 99_999_999_999 },
+  outputsWaitS: 86_400,
 };
 
 /** Whether the wrapper for `run` after `onstart` fits the service's onstart limit (compressed if need be). */

@@ -13,6 +13,7 @@ import { createOutboxRepo } from './outbox.js';
 import { createRunsRepo } from './runs.js';
 import { createWebhookEventsRepo } from './webhook-events.js';
 import { createInstanceKeysRepo } from './instance-keys.js';
+import { createOutputsRepo } from './outputs.js';
 import { createLeasesRepo, type Lease } from './leases.js';
 import { createRateSlotsRepo } from './rate-slots.js';
 import { createSightingsRepo } from './sightings.js';
@@ -79,6 +80,7 @@ export function openStore(options: StoreOptions) {
     events: createEventsRepo(db),
     webhookEvents: createWebhookEventsRepo(db),
     instanceKeys: createInstanceKeysRepo(db),
+    outputs: createOutputsRepo(db),
     outbox: createOutboxRepo(db),
     leases: createLeasesRepo(db),
     rateSlots: createRateSlotsRepo(db),
@@ -280,5 +282,6 @@ export type { RunRow, RunState } from './runs.js';
 export type { Lease } from './leases.js';
 export type { AttemptRow } from './attempts.js';
 export type { EventRow } from './events.js';
+export type { OutputFile, OutputsRow } from './outputs.js';
 export type { DeliveryOutcome, OutboxRow } from './outbox.js';
 export { isEndState } from './runs.js';

@@ -120,6 +120,7 @@ export function createRunsRepo(db: SqlDb) {
   const deleteEvents = db.prepare(`DELETE FROM events WHERE run_id = ?`);
   const deleteRun = db.prepare(`DELETE FROM runs WHERE id = ?`);
   const deleteLease = db.prepare(`DELETE FROM run_leases WHERE run_id = ?`);
+  const deleteOutputs = db.prepare(`DELETE FROM run_outputs WHERE run_id = ?`);
   const setState = db.prepare(
     `UPDATE runs SET state = @state, error_json = @errorJson, updated_at = @at,
        ended_at = CASE WHEN @ended = 1 THEN @at ELSE ended_at END WHERE id = @id`,
@@ -201,6 +202,7 @@ export function createRunsRepo(db: SqlDb) {
         deleteAttempts.run(id);
         deleteEvents.run(id);
         deleteLease.run(id);
+        deleteOutputs.run(id);
         deleteRun.run(id);
       }
       return ids.length;

@@ -262,4 +262,25 @@ export const HISTORY: Change[][] = [
       'ssh_host_key text', // SHA256:... of the instance's host key at the first login; NULL: never logged in
     ]),
   ],
+
+  // Version 13 (issue #40): the outputs a task left, per attempt: written (state `collecting`) before
+  // the transfer starts, so a daemon killed during it finds its intent, then the manifest of what came.
+  [
+    table(
+      'run_outputs',
+      [
+        'run_id key NOT NULL',
+        'attempt int NOT NULL',
+        'state key NOT NULL', // collecting, kept, partial, failed; copying, copied (a cloud copy)
+        'host text NOT NULL', // host name of the daemon that keeps the files (berth outputs reads them there)
+        'dir text', // where on that host; NULL for a cloud copy
+        'manifest_json text NOT NULL', // [{path, size, sha256}] of the files kept, container path relative to /
+        'bytes bigint NOT NULL', // their total size
+        'detail text', // why partial or failed, in words; a cloud copy's destination
+        'started_at bigint NOT NULL', // ms since epoch
+        'ended_at bigint', // ms; NULL while the transfer runs (or was cut by a daemon's death)
+      ],
+      'PRIMARY KEY (run_id, attempt)',
+    ),
+  ],
 ];

@@ -42,6 +42,7 @@ const TONES: Record<RunState, string> = {
   booting: 'busy',
   rebidding: 'warn',
   running: 'good',
+  collecting: 'busy',
   destroying: 'busy',
   succeeded: 'good',
   failed: 'bad',

@@ -68,6 +68,33 @@ const RunAttemptSchema = z.object({
   logs: z.string().nullable(),
 });
 
+/** One file of a task's outputs, as kept (docs/files.md). */
+const OutputFileSchema = z.object({
+  /** The container path it came from. */
+  path: z.string(),
+  /** Where `berth outputs` puts it, relative to DEST. */
+  name: z.string(),
+  size: z.number().int().min(0),
+  sha256: z.string(),
+  /** Only its first `size` bytes came (the size cap, or the transfer was stopped). */
+  partial: z.literal(true).optional(),
+});
+
+/** What one attempt's task left (issue #40): kept by the daemon on `host`, or copied to the cloud. */
+const RunOutputsSchema = z.object({
+  attempt: z.number().int().min(1),
+  /** collecting/copying while it goes on; kept (all came), partial (some), failed (none), copied (the cloud copy finished). */
+  state: z.enum(['collecting', 'kept', 'partial', 'failed', 'copying', 'copied']),
+  /** The host of the daemon that keeps the files (`berth outputs` reads them through a daemon there). */
+  host: z.string(),
+  files: z.array(OutputFileSchema),
+  bytes: z.number().int().min(0),
+  /** Why partial or failed; a cloud copy's destination. */
+  detail: z.string().nullable(),
+  started_at: isoTime,
+  ended_at: isoTime.nullable(),
+});
+
 /** The run object: never an API key, an instance key or an env value. */
 export const RunSchema = z.object({
   id: z.string(),
@@ -108,6 +135,8 @@ export const RunSchema = z.object({
     .nullable(),
   /** What the run cost so far, every attempt included (USD), and what it is billed now (USD/h). */
   cost: z.object({ usd: z.number(), usd_per_hour: z.number() }),
+  /** A task's outputs, per attempt that took them (its spec's `outputs`); empty otherwise. */
+  outputs: z.array(RunOutputsSchema),
 });
 
 /** Spend of one instance (`berth costs`), beside the service's charges for the same days when compared. */
@@ -217,6 +246,7 @@ const ERROR_KINDS = [
   'idempotency_conflict', // 409: the Idempotency-Key belongs to a run of another spec (with `run_id`)
   'not_held', // 409: resume of a run that is not held
   'ambiguous_name', // 409: a run named by a name that several live runs share (with `run_ids`)
+  'outputs_elsewhere', // 409: a run's outputs are kept by a daemon on another host (with `host`)
   'too_large', // 413: a body over 1 MiB
   'unsupported_media_type', // 415: a body that is not application/json
   'service_error', // 502: the marketplace's answer failed a request the daemon made for it (POST /v1/offers)
@@ -375,6 +405,7 @@ export const NotificationListSchema = z.array(NotificationSchema);
 export type Run = z.infer<typeof RunSchema>;
 export type RunInstance = z.infer<typeof RunInstanceSchema>;
 export type RunAttempt = z.infer<typeof RunAttemptSchema>;
+export type RunOutputs = z.infer<typeof RunOutputsSchema>;
 export type RunEvent = z.infer<typeof RunEventSchema>;
 export type Health = z.infer<typeof HealthSchema>;
 export type StreamEvent = z.infer<typeof StreamEventSchema>;

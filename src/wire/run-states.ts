@@ -8,6 +8,7 @@ export const RUN_STATES = [
   'booting',
   'rebidding',
   'running',
+  'collecting',
   'destroying',
   'succeeded',
   'failed',

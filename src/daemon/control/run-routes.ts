@@ -14,7 +14,11 @@ import {
 } from '../../wire/control-api.js';
 import { RUN_STATES, type RunState } from '../../wire/run-states.js';
 import type { RunLogs } from '../runs/run-logs.js';
-import { HttpProblem, runOf, wholeNumber, type ControlRoute } from './route-types.js';
+import { HttpProblem, runOf, wholeNumber, type ControlRoute, type Request } from './route-types.js';
+import { createReadStream, statSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
 import { loadRunViews, toRunEvent, toRunView } from './run-view.js';
 
 export interface RunRoutesDeps {
@@ -97,8 +101,22 @@ export function runRoutes(deps: RunRoutesDeps): ControlRoute[] {
       // The row read to tell a 404 is the one shown: one read, not a second.
       handle: (r) => {
         const row = runOf(store, r);
-        return { status: 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
+        return { status: 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now(), store.outputs.forRun(row.id)) };
       },
+    },
+    {
+      method: 'GET',
+      path: '/v1/runs/{id}/outputs',
+      doc: {
+        summary: "One file of a task's outputs, as kept (the run object lists them under `outputs`; `berth outputs` copies them all)",
+        query: [
+          { name: 'attempt', description: 'the attempt that took them', schema: { type: 'integer', minimum: 1 } },
+          { name: 'name', description: "the file's name in the list", schema: { type: 'string' } },
+        ],
+        responses: { 200: { description: "the file's bytes", contentType: 'application/octet-stream' } },
+        errors: [400, 404, 409],
+      },
+      handle: (r) => outputFile(store, r),
     },
     {
       method: 'GET',
@@ -145,4 +163,37 @@ export function runRoutes(deps: RunRoutesDeps): ControlRoute[] {
       },
     },
   ];
+}
+
+/**
+ * Streams one kept output file. The files are on the host of the daemon that took them: another
+ * daemon of a shared store says which (409 outputs_elsewhere). Only a name of the stored manifest
+ * is served, so no request names a path of its own.
+ */
+function outputFile(store: Store, r: Request): { streamed: true } {
+  const row = runOf(store, r);
+  const attempt = wholeNumber(r.url.searchParams.get('attempt'), 'attempt');
+  const name = r.url.searchParams.get('name');
+  if (attempt === undefined || !name) throw new HttpProblem(400, 'bad_request', 'attempt and name are both needed.');
+  const kept = store.outputs.get(row.id, attempt);
+  const file = kept?.files.find((f) => f.name === name);
+  if (!kept || !file) throw new HttpProblem(404, 'not_found', `Run ${row.id} kept no output ${name.slice(0, 200)} of attempt ${attempt}.`);
+  if (kept.host !== hostname() || kept.dir === null)
+    throw new HttpProblem(
+      409,
+      'outputs_elsewhere',
+      `The outputs of run ${row.id} are kept on host ${kept.host}${kept.dir ? ` (in ${kept.dir})` : ''}: run berth outputs against the daemon there.`,
+      { host: kept.host },
+    );
+  const path = join(kept.dir, file.name);
+  let size: number;
+  try {
+    size = statSync(path).size;
+  } catch {
+    throw new HttpProblem(404, 'not_found', `Output ${file.name} of run ${row.id} is no longer in ${kept.dir}.`);
+  }
+  r.res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(size) });
+  // A client that goes away ends the stream; nothing to tell anyone.
+  pipeline(createReadStream(path), r.res).catch(() => undefined);
+  return { streamed: true };
 }

@@ -1,7 +1,7 @@
 // The run object (src/wire/control-api.ts `Run`) built from the store's rows, never from the spec:
 // it holds no API key, no instance key and no env value.
 import type { RunError } from '../../errors.js';
-import type { AttemptRow, EventRow, RunRow, Store } from '../../store/index.js';
+import type { AttemptRow, EventRow, OutputsRow, RunRow, Store } from '../../store/index.js';
 import type { RunFilter } from '../../store/runs.js';
 import type { Run, RunEvent } from '../../wire/control-api.js';
 import { attemptIsLive } from '../../wire/run-states.js';
@@ -71,7 +71,21 @@ function unreadableView(run: RunRow): Run['unreadable'] {
   return why ? { reason: why.reason, needs_spec_version: why.specVersion, needs_machine_version: why.machineVersion } : null;
 }
 
-export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run {
+/** A task's outputs as the store keeps them, per attempt. */
+function outputsView(rows: OutputsRow[]): Run['outputs'] {
+  return rows.map((o) => ({
+    attempt: o.attempt,
+    state: o.state,
+    host: o.host,
+    files: o.files,
+    bytes: o.bytes,
+    detail: o.detail,
+    started_at: iso(o.started_at),
+    ended_at: o.ended_at === null ? null : iso(o.ended_at),
+  }));
+}
+
+export function toRunView(run: RunRow, attempts: AttemptRow[], now: number, outputs: OutputsRow[] = []): Run {
   const held = heldAttempt(run, attempts);
   const rented = gpuRented(attempts);
   const spec = specFacts(run.spec_json);
@@ -118,20 +132,23 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number): Run
     held: run.held_at !== null && run.ended_at === null,
     unreadable: unreadableView(run),
     cost: costView(attempts, run.ended_at, now),
+    outputs: outputsView(outputs),
   };
 }
 
 export function loadRunView(store: Store, runId: string, now: number): Run | undefined {
   const row = store.runs.get(runId);
-  return row ? toRunView(row, store.attempts.forRun(runId), now) : undefined;
+  return row ? toRunView(row, store.attempts.forRun(runId), now, store.outputs.forRun(runId)) : undefined;
 }
 
-/** A page of runs, newest first, in two queries (runs, then all their attempts), whatever its size. */
+/** A page of runs, newest first, in three queries (runs, then all their attempts and outputs), whatever its size. */
 export function loadRunViews(store: Store, page: { limit: number; after?: RunRow; filter?: RunFilter }, now: number): Run[] {
   const rows = page.filter ? store.runs.listFiltered(page.filter, page.limit, page.after) : store.runs.list(page.limit, page.after);
   const byRun = new Map<string, AttemptRow[]>(rows.map((r) => [r.id, []]));
   for (const a of store.attempts.forRuns(rows.map((r) => r.id))) byRun.get(a.run_id)?.push(a);
-  return rows.map((r) => toRunView(r, byRun.get(r.id)!, now));
+  const outputs = new Map<string, OutputsRow[]>(rows.map((r) => [r.id, []]));
+  for (const o of store.outputs.forRuns(rows.map((r) => r.id))) outputs.get(o.run_id)?.push(o);
+  return rows.map((r) => toRunView(r, byRun.get(r.id)!, now, outputs.get(r.id)));
 }
 
 /** One event-log row as the control API shows it. */

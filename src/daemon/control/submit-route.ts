@@ -59,7 +59,10 @@ export function submitRoute(deps: SubmitRouteDeps): ControlRoute {
       const body = await readJsonSpec(req);
       const key = req.headers['idempotency-key'];
       const { row, created } = deps.submissions.submit(body, typeof key === 'string' && key ? key : undefined);
-      return { status: created ? 201 : 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now()) };
+      return {
+        status: created ? 201 : 200,
+        body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now(), store.outputs.forRun(row.id)),
+      };
     },
   };
 }

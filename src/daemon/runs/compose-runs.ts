@@ -3,7 +3,8 @@
 // ownership): the services of this room and of the money room, the run machine with its actors and
 // the supervisor that drives them. No service of a room above this one is built here.
 import { destroyConfirmS, reconcileGraceMs, taskProbeIntervalMs } from '../../config/durations.js';
-import type { MarketClient } from '../../client/types.js';
+import type { MarketClient, MarketplaceClient } from '../../client/types.js';
+import { BerthError } from '../../errors.js';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
 import type { RunPlan } from '../../job-spec/run-plan.js';
@@ -39,6 +40,12 @@ import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
 import { TaskProbe } from '../task-end/task-probe.js';
+import { OutputsDownload } from '../task-end/outputs-download.js';
+import { OutputsCloud } from '../task-end/outputs-cloud.js';
+import { cloudCopyFailed, cloudCopyFinished } from '../../client/cloud-copy-status.js';
+import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
+import type { FileShells } from '../task-end/task-shells.js';
+import { hostname } from 'node:os';
 
 /**
  * How long one read of the offers other daemons' runs are on serves this daemon's searches: short
@@ -77,6 +84,10 @@ export interface RunsDeps {
   leads?: () => boolean;
   /** Logins to task instances, where berth has a key: running tasks are then followed over SSH (../task-end/task-follow.ts). */
   shells?: TaskShells;
+  /** Where tasks' outputs are kept (files.outputs_dir resolved), and the logins that download them (../task-end/outputs-download.ts). */
+  outputs?: { shells: FileShells; dir: string };
+  /** The service's cloud copy, for outputs with a cloud destination (../task-end/outputs-cloud.ts). */
+  cloud?: Pick<MarketplaceClient, 'listCloudConnections' | 'startCloudCopy'>;
 }
 
 /**
@@ -137,9 +148,11 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     otherPerS: deps.otherPerS ?? (() => config.rate_limits.other.per_s),
   });
   releasers.push(() => taskProbe.stop());
+  const outputs = composeOutputs(deps, specs);
   const machine = provideRunMachine({
     failureLogs,
     taskLogs,
+    ...(outputs ? { outputs: { collect: (input, signal) => outputs.collect(input, signal), waitS: config.files.outputs_timeout_s } } : {}),
     logSecrets,
     serviceUrl: config.service.base_url,
     ...(readyCallback ? { readyCallback } : {}),
@@ -319,6 +332,61 @@ function composeFollow(
   });
   releasers.push(() => follow.stop());
   return follow;
+}
+
+/**
+ * How a task's outputs are taken before its destroy: downloaded over SFTP (where berth logs in), or
+ * copied by the service to a cloud connection when the spec says so. Undefined: neither is possible.
+ */
+function composeOutputs(deps: RunsDeps, specs: RunSpecs) {
+  const { store, clock, config, client, lists } = deps;
+  const host = hostname();
+  const download =
+    deps.outputs &&
+    new OutputsDownload({
+      store,
+      shells: deps.outputs.shells,
+      clock,
+      specs,
+      dir: deps.outputs.dir,
+      maxBytes: config.files.outputs_max_mb * 1024 * 1024,
+      host,
+    });
+  const copy = deps.cloud;
+  const cloud =
+    copy &&
+    new OutputsCloud({
+      store,
+      clock,
+      specs,
+      host,
+      ownership: deps.ownership,
+      lookEveryMs: config.polling.interval_s * 1000,
+      cloud: {
+        setInstanceState: (id, state, options) => client.setInstanceState(id, state, options),
+        listCloudConnections: (options) => copy.listCloudConnections(options),
+        startCloudCopy: (request, options) => copy.startCloudCopy(request, options),
+        // One look through the shared lists; a list that fails is no answer this time.
+        statusMsg: (id, signal) =>
+          lists.lookAt(id, clock.now(), signal).then(
+            (i) => (i === null ? null : (i.status_msg ?? '')),
+            () => undefined,
+          ),
+        finished: cloudCopyFinished,
+        failed: cloudCopyFailed,
+      },
+    });
+  if (!download && !cloud) return undefined;
+  return {
+    collect: (input: CollectInput, signal: AbortSignal): Promise<CollectOutput> => {
+      if (specs.get(input.runId)?.collect?.cloud) {
+        if (!cloud) throw new BerthError('bad_request', 'this daemon has no cloud copy to take the outputs with');
+        return cloud.collect(input, signal);
+      }
+      if (!download) throw new BerthError('ssh_key', 'berth has no SSH login to take the outputs with');
+      return download.collect(input, signal);
+    },
+  };
 }
 
 /** Every secret a container log may show, scrubbed, and the two readers of those logs: a failed attempt's and a task's end. */

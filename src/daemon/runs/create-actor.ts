@@ -179,6 +179,9 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     n: input.n,
     serviceUrl: deps.serviceUrl,
     backstop: backstopOf(deps, spec, input),
+    // Outputs to download: the self-stop at the task's end waits for them (at most files.outputs_timeout_s).
+    // A cloud copy works on a stopped instance: no wait, the GPU stops at once.
+    outputsWaitS: spec.collect !== null && spec.collect.cloud === null ? deps.outputs?.waitS : undefined,
   };
   if (deps.readyCallback) {
     const token = deps.readyCallback.tokens.tokenFor(input.runId, input.n);

@@ -156,5 +156,28 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
       );
     case 'run.succeeded':
       return append('run succeeded: the task exited with code 0; it holds no instance', { exitCode: 0 });
+    // The outputs' transfer holds a billed instance: its time is in the events, its money in the spend.
+    case 'outputs.started':
+      return append(
+        `attempt #${e.n}: taking the task's outputs from instance ${e.instanceId} before its destroy (until ${new Date(e.until).toISOString()}; the instance bills meanwhile)`,
+        { n: e.n, instanceId: e.instanceId, until: e.until },
+      );
+    case 'outputs.ended':
+      if (e.result.state === 'copied')
+        return append(
+          `attempt #${e.n}: outputs copied to ${e.result.detail} in ${(e.result.tookMs / 1000).toFixed(1)} s, the instance stopped (its disk billing, not its GPU)`,
+          { n: e.n, instanceId: e.instanceId, ...e.result },
+        );
+      return append(
+        `attempt #${e.n}: outputs ${e.result.state}: ${countText(e.result.files, 'file')}, ${e.result.bytes} bytes in ${(e.result.tookMs / 1000).toFixed(1)} s of instance time${e.result.detail ? ` (${e.result.detail})` : ''}`,
+        { n: e.n, instanceId: e.instanceId, ...e.result },
+        e.result.state === 'kept' ? 'info' : 'warn',
+      );
+    case 'outputs.cut':
+      return append(
+        `attempt #${e.n}: the outputs' transfer from instance ${e.instanceId} stopped (${e.why}); what came is kept, marked partial`,
+        { n: e.n, instanceId: e.instanceId, why: e.why },
+        'warn',
+      );
   }
 }

@@ -46,8 +46,12 @@ export interface PollRouterDeps {
   idle: Pick<IdleWatch, 'observe'>;
 }
 
-/** Run states in which a run waits on the poller: for its instance to run (again, after a rebid), or to be gone. */
-const WAITING_STATES = new Set(['booting', 'rebidding', 'destroying']);
+/**
+ * Run states in which a run waits on the poller: for its instance to run (again, after a rebid), to
+ * be gone, or (collecting a task's outputs) to show it stopped for a cloud copy, so that its spend
+ * drops to the disk's price from the stop on.
+ */
+const WAITING_STATES = new Set(['booting', 'rebidding', 'collecting', 'destroying']);
 
 export class PollRouter implements PollSubscriber {
   constructor(private readonly deps: PollRouterDeps) {}
@@ -68,7 +72,7 @@ export class PollRouter implements PollSubscriber {
         if (placement.unconfirmed(driver.runId)) (driver.state === 'running' ? forEnd : forStatus).push(id);
         continue;
       }
-      (driver.state === 'booting' ? forStatus : forAbsence).push(id);
+      (driver.state === 'booting' || driver.state === 'collecting' ? forStatus : forAbsence).push(id);
     }
     return { forStatus, forAbsence, forEnd };
   }

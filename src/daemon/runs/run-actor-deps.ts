@@ -12,6 +12,7 @@ import type { FailureLogs } from '../task-end/failure-logs.js';
 import type { LogSecrets } from '../task-end/log-secrets.js';
 import type { ReadyTokens } from '../inbound/ready-token.js';
 import type { TaskLogs } from '../task-end/task-logs.js';
+import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from '../fleet/poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
@@ -43,6 +44,12 @@ export interface RunActorDeps {
   offersPerSearch: number;
   /** The money checks every search, create and bid passes. */
   money: MoneyPort;
+  /** Takes a task's outputs before its destroy (runs with `outputs`); absent: berth cannot log in, none are taken. */
+  outputs?: {
+    collect(input: CollectInput, signal: AbortSignal): Promise<CollectOutput>;
+    /** files.outputs_timeout_s: how long a task's wrapper keeps its instance running for them at its end. */
+    waitS: number;
+  };
   /** Reads a stopped task's end marker from its log (runs with `run`). */
   taskLogs: Pick<TaskLogs, 'readEnd'>;
   /** Where an instance's own key goes once a create answers with it, so its logs are scrubbed of it. */

@@ -9,6 +9,8 @@ import type {
   BootDeadlineOutput,
   Candidate,
   ChangeBidInput,
+  CollectInput,
+  CollectOutput,
   ProbeInput,
   ProbeOutput,
   CreateInput,
@@ -196,6 +198,12 @@ export function makeRunActors(deps: RunActorDeps) {
     })),
 
     readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) => deps.taskLogs.readEnd(input, signal)),
+
+    // A task's outputs, before its destroy (../task-end/outputs-download.ts); bounded by the machine.
+    collectOutputs: actor<CollectOutput, CollectInput>(async ({ input, signal }) => {
+      if (!deps.outputs) throw new BerthError('ssh_key', 'berth has no SSH login to take the outputs with.');
+      return deps.outputs.collect(input, signal);
+    }),
 
     changeBid: actor<void, ChangeBidInput>(async ({ input, signal }) => {
       const refused = bidRefusal(deps.money, input);

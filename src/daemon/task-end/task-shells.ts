@@ -8,8 +8,17 @@ import type { Endpoint } from '../../../machines/run-types.js';
 import type { Store } from '../../store/index.js';
 import type { BerthKey } from '../../ssh/key-pair.js';
 import { openSshSession, type SshEndpoint } from '../../ssh/session.js';
+import type { SFTPWrapper } from 'ssh2';
 import { BerthError } from '../../errors.js';
-import type { FollowTarget, TaskShells } from './task-follow.js';
+import type { FollowTarget, TaskShell, TaskShells } from './task-follow.js';
+
+/** A login that also reads the container's files (a task's outputs, ./outputs-download.ts). */
+export interface FileShell extends TaskShell {
+  sftp(): Promise<SFTPWrapper>;
+}
+export interface FileShells extends TaskShells {
+  open(target: FollowTarget, signal: AbortSignal): Promise<FileShell>;
+}
 
 export interface SshTaskShellsDeps {
   store: Pick<Store, 'attempts' | 'transaction'>;
@@ -19,7 +28,7 @@ export interface SshTaskShellsDeps {
   prepare?(t: FollowTarget, createdAt: number | null, signal: AbortSignal): Promise<unknown>;
 }
 
-export function sshTaskShells(deps: SshTaskShellsDeps): TaskShells {
+export function sshTaskShells(deps: SshTaskShellsDeps): FileShells {
   const { store } = deps;
   return {
     async open(t, signal) {
@@ -34,6 +43,7 @@ export function sshTaskShells(deps: SshTaskShellsDeps): TaskShells {
       if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
       return {
         exec: (command, options) => session.exec(command, { ...options, maxOutputBytes: 0 }),
+        sftp: () => session.sftp(),
         close: () => session.close(),
       };
     },

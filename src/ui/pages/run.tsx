@@ -193,6 +193,50 @@ export function RunPage({ id }: { id: string }) {
         </Section>
       )}
 
+      {run.outputs.length > 0 && (
+        <Section title="Outputs" id="outputs">
+          {run.outputs.map((o) => (
+            <div>
+              <p>
+                Attempt #{o.attempt}: {o.state}, {o.files.length} {o.files.length === 1 ? 'file' : 'files'}, {o.bytes} bytes{' '}
+                {o.state === 'copied' || o.state === 'copying' ? `to ${o.detail ?? 'the cloud'}` : `kept on ${o.host}`}
+                {o.detail && o.state !== 'copied' && o.state !== 'copying' && <span class="muted"> ({o.detail})</span>}
+              </p>
+              {o.files.length > 0 && (
+                <table>
+                  <thead>
+                    <tr>
+                      <th>File</th>
+                      <th>Bytes</th>
+                      <th>sha256</th>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {o.files.map((f) => (
+                      <tr>
+                        <td>
+                          <code>{f.name}</code>
+                          {f.partial && <span class="muted"> (partial)</span>}
+                        </td>
+                        <td>{f.size}</td>
+                        <td>
+                          <code>{f.sha256.slice(0, 16)}</code>
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              )}
+            </div>
+          ))}
+          {run.outputs.some((o) => o.files.length > 0) && (
+            <p class="muted">
+              <code>berth outputs {run.id} DEST</code> copies them out.
+            </p>
+          )}
+        </Section>
+      )}
+
       {endedLogs.length > 0 && (
         <Section title="Last log lines of ended attempts" id="attempt-logs">
           {endedLogs.map((a) => (

@@ -68,6 +68,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
     held: false,
     unreadable: null,
     cost: { usd: 0.012, usd_per_hour: 0.3 },
+    outputs: [],
     ...changes,
   };
 }

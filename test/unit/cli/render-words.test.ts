@@ -24,6 +24,7 @@ function run(id: string, state: Run['state']): Run {
     held: false,
     unreadable: null,
     cost: { usd: 0.0072, usd_per_hour: 0 },
+    outputs: [],
   } as Run;
 }
 
@@ -36,6 +37,32 @@ describe('words of the run views', () => {
   it('says an ended run that never rented has no attempts, not "none yet"', () => {
     expect(runDetail(run('a', 'cancelled'), Date.parse(at))).toContain('Attempts: none (it ended before it rented an instance)');
     expect(runDetail(run('a', 'searching'), Date.parse(at))).toContain('Attempts: none yet');
+  });
+
+  it("lists a task's outputs with their sizes, marks a partial file, and says how to copy them (issue #40)", () => {
+    const r = {
+      ...run('a', 'succeeded'),
+      outputs: [
+        {
+          attempt: 1,
+          state: 'partial' as const,
+          host: 'box1',
+          bytes: 1_048_576,
+          detail: 'files.outputs_max_mb reached',
+          started_at: at,
+          ended_at: at,
+          files: [
+            { path: '/root/workdir/out/model.bin', name: 'out/model.bin', size: 786_432, sha256: 'ab'.repeat(32) },
+            { path: '/root/workdir/out/b.bin', name: 'out/b.bin', size: 262_144, sha256: 'cd'.repeat(32), partial: true as const },
+          ],
+        },
+      ],
+    };
+    const text = runDetail(r, Date.parse(at)).join('\n');
+    expect(text).toContain('Outputs of attempt 1: partial, 2 files, 1048576 bytes on box1');
+    expect(text).toMatch(/out\/model\.bin\s+786432\s+abababababababab/);
+    expect(text).toMatch(/out\/b\.bin \(partial\)\s+262144/);
+    expect(text).toContain('berth outputs a DEST copies them out');
   });
 
   it('says how a run ended as a sentence', () => {

@@ -16,6 +16,8 @@ import {
   type CreateOutput,
   type CreateResult as CreateAnswer,
   type ChangeBidInput,
+  type CollectInput,
+  type CollectOutput,
   type DestroyInput,
   type Endpoint,
   type ProbeInput,
@@ -97,6 +99,12 @@ export class FakeWorld {
   taskReadMs = 0;
   /** Instances whose log could not be read at all (no upload came). */
   taskUnread = new Set<number>();
+  /** Outputs taken (issue #40): each collect started, how long one takes (ms of fake time), and what it answers. */
+  collects: CollectInput[] = [];
+  collectMs = 0;
+  collectAnswer: CollectOutput | Error = { state: 'kept', files: 1, bytes: 100, detail: '', tookMs: 0 };
+  /** Collects stopped by the machine before they finished (left the state). */
+  collectsAborted = 0;
   /** Pending creates the test resolves by hand (for "cancel while creating"). */
   holdCreates = false;
   private held: Array<() => void> = [];
@@ -155,6 +163,20 @@ export class FakeWorld {
         if (this.taskUnread.has(input.instanceId)) return { exitCode: null, unread: true, at: Date.now() };
         const exitCode = this.taskExits.get(input.instanceId) ?? null;
         return { exitCode, onstart: this.taskOnstart.has(input.instanceId), at: Date.now() };
+      }),
+      collectOutputs: stubActor<CollectOutput, CollectInput>(async ({ input, signal }) => {
+        this.collects.push(input);
+        if (this.collectMs > 0)
+          await new Promise<void>((resolve, reject) => {
+            const t = setTimeout(resolve, this.collectMs);
+            signal.addEventListener('abort', () => {
+              clearTimeout(t);
+              this.collectsAborted++;
+              reject(new Error('stopped'));
+            });
+          });
+        if (this.collectAnswer instanceof Error) throw this.collectAnswer;
+        return this.collectAnswer;
       }),
       changeBid: stubActor<void, ChangeBidInput>(async ({ input }) => {
         this.bids.push(input);

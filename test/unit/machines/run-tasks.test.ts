@@ -281,10 +281,10 @@ describe('run machine: tasks that end late, limits and losses (issue #29)', () =
     const { actor, emitted } = await admitted(world);
     const id = await bootToRunning(actor);
     // An end of another attempt is not this one's.
-    actor.send({ type: 'TASK_END', n: 9, exitCode: 0, onstart: false });
+    actor.send({ type: 'TASK_END', n: 9, exitCode: 0, onstart: false, at: 0 });
     await tick(0);
     expect(stateOf(actor)).toBe('running');
-    actor.send({ type: 'TASK_END', n: 1, exitCode: 0, onstart: false });
+    actor.send({ type: 'TASK_END', n: 1, exitCode: 0, onstart: false, at: 0 });
     await tick(0);
     expect(stateOf(actor)).toBe('destroying');
     expect(world.destroys.map((d) => d.instanceId)).toEqual([id]);

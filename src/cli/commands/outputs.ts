@@ -1,0 +1,71 @@
+// `berth outputs RUN [DEST] [--attempt N]`: copies the outputs a task left (its spec's `outputs`,
+// kept by the daemon that took them, issue #40) to DEST, through the control API, each file checked
+// against the sha256 the daemon computed as it downloaded it. The files live on the host of that
+// daemon: asked of a daemon on another host (a shared store), the daemon's answer names the host.
+// A partial set (the size cap, a cut transfer) is copied as it is, and said on stderr.
+import { mkdirSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { countText } from '../../count-text.js';
+import { BerthError } from '../../errors.js';
+import type { RunOutputs } from '../../wire/control-api.js';
+import { connectToDaemon } from '../control-client.js';
+import { EXIT } from '../exit-codes.js';
+import { printJson, type Io } from '../io.js';
+
+export async function outputsCommand(
+  runId: string,
+  dest: string | undefined,
+  options: { attempt?: string; json?: boolean },
+  io: Io,
+  env: NodeJS.ProcessEnv,
+): Promise<number> {
+  const wanted = options.attempt === undefined ? undefined : Number(options.attempt);
+  if (wanted !== undefined && (!Number.isInteger(wanted) || wanted < 1))
+    throw new BerthError('bad_request', '--attempt must be a whole number from 1.');
+  const client = connectToDaemon(env);
+  const run = await client.getRun(runId);
+  const kept = chosen(run.outputs, wanted);
+  if (!kept) {
+    const why =
+      run.outputs.length === 0
+        ? 'none were taken (its spec names no outputs, or its task has not ended yet)'
+        : `attempt ${wanted} took none`;
+    throw new BerthError('bad_request', `Run ${run.id} has no outputs to copy: ${why}.`);
+  }
+  if (kept.state === 'collecting' || kept.state === 'copying')
+    throw new BerthError(
+      'bad_request',
+      `Run ${run.id}'s outputs are still being taken (attempt ${kept.attempt}); try again once it has ended.`,
+    );
+  if (kept.files.length === 0) {
+    const where =
+      kept.state === 'copied' ? `they were copied to the cloud: ${kept.detail ?? ''}` : `none came (${kept.detail ?? kept.state})`;
+    throw new BerthError('bad_request', `Run ${run.id} keeps no output files of attempt ${kept.attempt}: ${where}.`);
+  }
+  const root = resolve(dest ?? `outputs-${run.id}`);
+  const copied: Array<{ name: string; size: number; sha256: string }> = [];
+  for (const f of kept.files) {
+    const to = join(root, ...f.name.split('/'));
+    // The daemon names only what it kept, but a name that would leave DEST is refused all the same.
+    if (!to.startsWith(`${root}/`)) throw new BerthError('bad_request', `Output name ${f.name} would leave ${root}; not copied.`);
+    mkdirSync(dirname(to), { recursive: true });
+    const got = await client.downloadOutput(run.id, kept.attempt, f.name, to);
+    if (got.size !== f.size || got.sha256 !== f.sha256)
+      throw new BerthError(
+        'bad_response',
+        `${f.name} came as ${got.size} bytes with sha256 ${got.sha256}, but the daemon kept ${f.size} bytes with sha256 ${f.sha256}: ${to} is not the kept file.`,
+      );
+    copied.push({ name: f.name, size: got.size, sha256: got.sha256 });
+  }
+  const bytes = copied.reduce((n, f) => n + f.size, 0);
+  if (options.json) printJson(io, { run: run.id, attempt: kept.attempt, state: kept.state, dest: root, files: copied });
+  else io.out(`Copied ${countText(copied.length, 'file')} (${bytes} bytes) of run ${run.id}, attempt ${kept.attempt}, to ${root}.`);
+  if (kept.state === 'partial') io.err(`These outputs are partial: ${kept.detail ?? 'not every file came whole'}.`);
+  return EXIT.ok;
+}
+
+/** The attempt asked for, else the last one that kept any file, else the last one. */
+function chosen(outputs: RunOutputs[], attempt: number | undefined): RunOutputs | undefined {
+  if (attempt !== undefined) return outputs.find((o) => o.attempt === attempt);
+  return outputs.findLast((o) => o.files.length > 0) ?? outputs.at(-1);
+}
