@@ -251,6 +251,7 @@ describe('jobSpecJsonSchema', () => {
         'max_restarts',
         'idle_timeout_s',
         'idle_gpu_util_pct',
+        'outputs',
       ].sort(),
     );
     expect(schema.required.sort()).toEqual(['image', 'max_price_per_hour', 'name']);
