@@ -12,7 +12,8 @@
 // instance's directory; healthy and the lifecycle profiles), nothing ever listening
 // (`ssh_refused`), a close without a byte (`ssh_no_banner`), silence until the hold ends
 // (`ssh_hang`), or closes without a banner until `late_s` sim seconds after running, then the
-// server (`ssh_late`: a port forward whose sshd is not up yet). A connection held silently, or not
+// server (`ssh_late`: a port forward whose sshd is not up yet), or the server at once but every key
+// refused until `late_s` (`ssh_keys_late`: sshd up before the container's keys). A connection held silently, or not
 // logged in, is closed after `hold_ms` wall ms, like sshd's login grace time. The instance's host
 // key and authorized keys are in ssh-keys.ts; a restart of its sshd (the host-key fault) closes and
 // opens its listeners on the same ports.
@@ -80,6 +81,7 @@ export class SshListeners {
     if (!ports || inst.hist.profile === 'ssh_refused') return;
     const id = inst.hist.id;
     this.close(id);
+    const runningSince = inst.hist.statuses.at(-1)?.at.sim_s ?? this.clock.simS();
     const sshd = new Sshd({
       instanceId: id,
       hostKey: this.world.keys.hostKeyForOpen(id),
@@ -88,6 +90,7 @@ export class SshListeners {
       container: () => this.world.container(inst),
       loginGraceMs: this.cfg.hold_ms,
       faults: () => this.world.faults(),
+      keysReady: () => inst.hist.profile !== 'ssh_keys_late' || this.clock.simS() >= runningSince + this.cfg.late_s,
       log: (lines) => {
         if (/\bssh/.test(inst.params.runtype)) this.addLines(id, lines);
       },
@@ -95,7 +98,6 @@ export class SshListeners {
     });
     const entry: Entry = { closed: false, servers: new Set(), sockets: new Set(), sshd, done: [] };
     this.entries.set(inst.hist.id, entry);
-    const runningSince = inst.hist.statuses.at(-1)?.at.sim_s ?? this.clock.simS();
     this.listen(entry, inst, runningSince, 'proxyPort', ports.proxyPort);
     if (hasDirect(inst)) this.listen(entry, inst, runningSince, 'directPort', ports.directPort);
   }

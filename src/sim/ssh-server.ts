@@ -46,6 +46,8 @@ export interface SshdOptions {
   loginGraceMs: number;
   /** The faults in force now: every key refused; logged-in connections cut after this many wall ms. */
   faults(): { refuseKeys: boolean; dropAfterMs: number | null };
+  /** Whether the container's keys are in place yet (an `ssh_keys_late` instance's are not, at first): every key is refused until then. */
+  keysReady(): boolean;
   /** sshd's lines for a connection that closed, each with the sim moment it happened. */
   log(lines: Array<{ at: number; text: string }>): void;
   simS(): number;
@@ -134,7 +136,7 @@ export class Sshd {
     conn.user = ctx.username;
     if (ctx.username !== 'root' || ctx.method !== 'publickey') return ctx.reject(['publickey']);
     const desc = `${keyType(ctx.key.algo)} ${fingerprint(ctx.key.data)}`;
-    const key = this.o.faults().refuseKeys ? null : this.o.keys.parsedKey(this.o.instanceId, ctx.key.data);
+    const key = this.o.faults().refuseKeys || !this.o.keysReady() ? null : this.o.keys.parsedKey(this.o.instanceId, ctx.key.data);
     const verified = key !== null && (ctx.signature === undefined || key.verify(ctx.blob!, ctx.signature, ctx.hashAlgo) === true);
     if (!verified) {
       conn.lines.push({ at: now, text: `Failed publickey for root from ${conn.from} ssh2: ${desc}` });

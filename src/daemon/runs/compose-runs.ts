@@ -38,6 +38,7 @@ import { Submissions } from './submission.js';
 import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
+import type { AttemptLogins } from '../task-end/task-shells.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 
 /**
@@ -77,6 +78,8 @@ export interface RunsDeps {
   leads?: () => boolean;
   /** Logins to task instances, where berth has a key: running tasks are then followed over SSH (../task-end/task-follow.ts). */
   shells?: TaskShells;
+  /** The same logins, for readiness by SSH: a command run once the banner answers (./ssh-login.ts). */
+  logins?: AttemptLogins;
 }
 
 /**
@@ -155,6 +158,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     searchShareMs: config.runs.search_share_s * 1000,
     offersPerSearch: config.runs.gone_offers_per_search,
     ownership,
+    ...(deps.logins ? { logins: deps.logins } : {}),
   });
   const supervisor: Supervisor = new Supervisor({
     store,

@@ -15,6 +15,7 @@ import type { TaskLogs } from '../task-end/task-logs.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from '../fleet/poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
+import type { AttemptLogins } from '../task-end/task-shells.js';
 
 export interface RunActorDeps {
   client: MarketClient;
@@ -54,6 +55,8 @@ export interface RunActorDeps {
    * or a bid change is sent. A create's fence is its journaled intent (the journal's write).
    */
   ownership: Pick<RunOwnership, 'check'>;
+  /** Logins to an attempt's instance with berth's key (readiness by SSH runs a command over one); absent: no key, the banner alone. */
+  logins?: AttemptLogins;
 }
 
 /** The money room's two checks, as the actors use them. */

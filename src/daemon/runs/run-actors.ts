@@ -9,6 +9,8 @@ import type {
   BootDeadlineOutput,
   Candidate,
   ChangeBidInput,
+  LoginInput,
+  LoginOutput,
   ProbeInput,
   ProbeOutput,
   CreateInput,
@@ -27,6 +29,7 @@ import { BerthError } from '../../errors.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, relaxStepCount, usableOffers } from '../../job-spec/search-query.js';
 import { excludedMost, marketQuery, noOffersWhy, uncappedQuery } from '../../job-spec/no-offers-why.js';
 import { probeOnce, probeUntilReachable } from './ssh-probe.js';
+import { loginWhenReady } from './ssh-login.js';
 import { asRunActor } from './actor-failure.js';
 import { toStatus } from './instance-status.js';
 import { SearchPool } from './search-pool.js';
@@ -194,6 +197,10 @@ export function makeRunActors(deps: RunActorDeps) {
     probeSsh: actor<ProbeOutput, ProbeInput>(async ({ input, signal }) => ({
       reachable: await probeUntilReachable(input.endpoints, deps.clock, signal),
     })),
+
+    loginSsh: actor<LoginOutput, LoginInput>(({ input, signal }) =>
+      loginWhenReady({ clock: deps.clock, login: deps.logins }, input, signal),
+    ),
 
     readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) => deps.taskLogs.readEnd(input, signal)),
 
