@@ -67,6 +67,9 @@ const STEPS: Record<number, Step> = {
   5: (s) => s,
   // v6 → v7: a task's end can be its onstart's failure (issue #29); an end recorded before was the task's.
   6: (s) => ({ ...s, context: { taskOnstart: false, ...s.context } }),
+  // v7 → v8: readiness by SSH logs in after the banner (issue #39), in `booting.loggingIn`. A state
+  // was added, none removed or reshaped: nothing to change (an older berth cannot resume a run stored in it).
+  7: (s) => s,
 };
 
 /**
