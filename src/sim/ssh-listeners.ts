@@ -18,7 +18,7 @@
 // key and authorized keys are in ssh-keys.ts; a restart of its sshd (the host-key fault) closes and
 // opens its listeners on the same ports.
 // In SSH launch mode sshd runs in the container beside onstart, so each connection it answered adds
-// its lines to the container log when it closes (onstart's output reaches that log "interleaved
+// its lines to the container log as they happen (onstart's output reaches that log "interleaved
 // with sshd's connection lines": service-facts.md, "Added 2026-11-27"); `sshdLines` gives them.
 import { createServer, type Server, type Socket } from 'node:net';
 import type { SimClock } from './clock.js';
@@ -91,8 +91,8 @@ export class SshListeners {
       loginGraceMs: this.cfg.hold_ms,
       faults: () => this.world.faults(),
       keysReady: () => inst.hist.profile !== 'ssh_keys_late' || this.clock.simS() >= runningSince + this.cfg.late_s,
-      log: (lines) => {
-        if (/\bssh/.test(inst.params.runtype)) this.addLines(id, lines);
+      log: (line) => {
+        if (/\bssh/.test(inst.params.runtype)) this.addLine(id, line);
       },
       simS: () => this.clock.simS(),
     });
@@ -178,11 +178,12 @@ export class SshListeners {
     entry.sshd.inject(socket);
   }
 
-  /** sshd's lines for a connection that closed (ssh-server.ts writes them in OpenSSH's words). */
-  private addLines(instanceId: number, added: readonly Line[]): void {
+  /** One of sshd's lines, as it happens (ssh-server.ts writes them in OpenSSH's words). */
+  private addLine(instanceId: number, line: Line): void {
     const lines = this.logs.get(instanceId) ?? [];
-    lines.push(...added);
-    this.logs.set(instanceId, lines.slice(-SSHD_LINES_KEPT));
+    lines.push(line);
+    if (lines.length > SSHD_LINES_KEPT) lines.splice(0, lines.length - SSHD_LINES_KEPT);
+    this.logs.set(instanceId, lines);
   }
 }
 
