@@ -2,9 +2,11 @@
 // (./ssh-probe.ts), berth logs in with its key (the direct address first, the proxy otherwise; the
 // key attached to the instance first where the account's may not have reached it; the host key
 // pinned with the attempt at the first login: ../task-end/task-shells.ts) and runs `true`. Exit 0:
-// the instance is ready. An sshd may answer before the container's keys are in place (the banner
-// comes from sshd, the keys from the service's agent), so a refused key, an endpoint that does not
-// answer or a dropped session is tried again, paced, until the SSH deadline. What no retry mends
+// the instance is ready. An sshd may answer before the container's keys are in place: the
+// service's own SSH banner says "If authentication fails, try again after a few seconds"
+// (guides/instances/connect/ssh.mdx, vast-ai/docs; attach_ssh.yaml says nothing of when an attached
+// key takes effect). So a refused key, an endpoint that does not answer or a dropped session is
+// tried again, paced, until the SSH deadline. What no retry mends
 // ends the wait at once: a key berth cannot use, an API key that may not attach it, a host key
 // other than the one pinned (refused, never logged in to). Either way the instance is ready by its
 // banner, as before logins: this never fails a run nor destroys a working instance; it says why.
