@@ -6,9 +6,12 @@
 //   booting           at the boot deadline, one more look at the instance (the last list seen may be
 //                     older): ready by that look → running; else → destroying (boot_timeout)
 //   booting.starting  running status → probing (or running when ready_when is "status")
-//   booting.probing   an SSH banner at an endpoint → running; none by readiness.ssh_timeout_s →
+//   booting.probing   an SSH banner at an endpoint → loggingIn; none by readiness.ssh_timeout_s →
 //                     destroying (unreachable), or running when the run is now ready by status (a
 //                     task restored from before its plan made it so)
+//   booting.loggingIn berth logs in and runs a command → running; a login that does not work by the
+//                     same SSH deadline, or cannot (no usable key, a changed host key) → running by
+//                     the banner, the reason in the running event (never destroying: SSH answers)
 //   rebidding         bid raised (change-bid), then waits for the instance to start again →
 //                     booting; still stopped after rebidWaitS → raise again, or fail over at the cap
 //   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
@@ -21,7 +24,7 @@ import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, type RunError } f
 /** How long a task's log is read at a limit while its instance may still bill its GPU (TaskEndInput.withinMs). */
 const LIMIT_READ_MS = 30_000;
 import { runSetup, type PollParams } from './run-setup.js';
-import type { BootDeadlineOutput, LastLook, ProbeOutput, SleepOutput } from './run-types.js';
+import type { BootDeadlineOutput, LastLook, LoginOutput, ProbeOutput, RunContext, SleepOutput } from './run-types.js';
 
 type AnyEvent = { event: { type: string } };
 const poll = ({ event }: AnyEvent) => event as unknown as PollParams;
@@ -169,6 +172,31 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
     },
   });
 
+/** The SSH wait's end: readiness.ssh_timeout_s after the list showed the instance running, within the boot deadline. */
+const sshDeadline = (context: RunContext): number =>
+  Math.min(context.current!.runningSeenAt! + context.limits.sshTimeoutS * 1000, context.current!.bootDeadlineAt!);
+
+/** The service moved the SSH port: probe the new endpoints (the readiness clock keeps running). */
+const probeElsewhere = {
+  guard: { type: 'runningElsewhere', params: poll },
+  target: 'probing',
+  reenter: true,
+  actions: { type: 'notePoll', params: poll },
+} as const;
+
+/** Ready by SSH once the login ended, how it ended said in the running event. */
+const readyByLogin = (login: (a: { event: unknown }) => LoginOutput) =>
+  ({
+    target: '#run.running',
+    actions: [
+      {
+        type: 'markRunning',
+        params: ({ context }: { context: RunContext }) => ({ instance: null, reachable: context.current!.reachable }),
+      },
+      { type: 'reportRunning', params: (a: { event: unknown }) => ({ via: 'ssh' as const, login: login(a) }) },
+    ],
+  }) as const;
+
 /** An SSH wait that ran out for a run now ready by status: running (by the list that began the wait), not unreachable. */
 const readyWithoutSsh = {
   guard: 'probingReadyByStatus',
@@ -300,11 +328,8 @@ export const bootingState = runSetup.createStateConfig({
             endpoints: sshEndpoints(context.current!.status),
           }),
           onDone: {
-            target: '#run.running',
-            actions: [
-              { type: 'markRunning', params: ({ event }) => ({ instance: null, reachable: (event.output as ProbeOutput).reachable }) },
-              { type: 'reportRunning', params: { via: 'ssh' } },
-            ],
+            target: 'loggingIn',
+            actions: { type: 'markReachable', params: ({ event }) => ({ reachable: (event.output as ProbeOutput).reachable }) },
           },
           onError: [
             readyWithoutSsh,
@@ -316,23 +341,32 @@ export const bootingState = runSetup.createStateConfig({
         },
         {
           src: 'sleepUntil',
-          input: ({ context }) => ({
-            until: Math.min(context.current!.runningSeenAt! + context.limits.sshTimeoutS * 1000, context.current!.bootDeadlineAt!),
-          }),
+          input: ({ context }) => ({ until: sshDeadline(context) }),
           onDone: [readyWithoutSsh, { target: '#run.destroying', actions: { type: 'markEndingUnreachable', params: {} } }],
         },
       ],
-      on: {
-        POLL: [
-          // The service moved the SSH port: probe the new endpoints (the readiness clock keeps running).
-          {
-            guard: { type: 'runningElsewhere', params: poll },
-            target: 'probing',
-            reenter: true,
-            actions: { type: 'notePoll', params: poll },
-          },
-        ],
+      on: { POLL: [probeElsewhere] },
+    },
+    loggingIn: {
+      description:
+        "SSH answered with a banner: logs in with berth's key and runs a command, tried again until the SSH deadline; the banner alone when that does not work.",
+      invoke: {
+        src: 'loginSsh',
+        input: ({ context }) => ({
+          runId: context.runId,
+          n: context.current!.n,
+          instanceId: context.current!.instanceId!,
+          endpoints: context.current!.reachable ?? [],
+          until: sshDeadline(context),
+        }),
+        onDone: readyByLogin(({ event }) => (event as { output: LoginOutput }).output),
+        // The login's own failure (it resolves with why otherwise): SSH still answered, so running by the banner.
+        onError: readyByLogin(({ event }) => {
+          const { error } = failureOf((event as { error: unknown }).error);
+          return { ok: false, code: error.kind, why: error.message };
+        }),
       },
+      on: { POLL: [probeElsewhere] },
     },
     checkingTask: checkingTaskState('starting'),
   },

@@ -70,6 +70,9 @@ const STEPS: Record<number, Step> = {
   // v7 → v8: a task's outputs are taken in `collecting` (issue #40). A state was added and an
   // optional field (`current.collectUntil`); runs stored before had no outputs: nothing to change.
   7: (s) => s,
+  // v8 → v9: readiness by SSH logs in after the banner (issue #39), in `booting.loggingIn`. A state
+  // was added, none removed or reshaped: nothing to change (an older berth cannot resume a run stored in it).
+  8: (s) => s,
 };
 
 /**

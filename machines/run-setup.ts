@@ -60,6 +60,8 @@ import type {
   BootDeadlineOutput,
   Candidate,
   LastLook,
+  LoginInput,
+  LoginOutput,
   ChangeBidInput,
   CollectInput,
   CollectOutput,
@@ -107,6 +109,7 @@ export const runSetup = setup({
     sleepUntil: missing<SleepOutput, SleepInput>('sleepUntil'),
     bootDeadline: missing<BootDeadlineOutput, BootDeadlineInput>('bootDeadline'),
     probeSsh: missing<ProbeOutput, ProbeInput>('probeSsh'),
+    loginSsh: missing<LoginOutput, LoginInput>('loginSsh'),
     changeBid: missing<void, ChangeBidInput>('changeBid'),
     readTaskEnd: missing<TaskEndOutput, TaskEndInput>('readTaskEnd'),
     collectOutputs: missing<CollectOutput, CollectInput>('collectOutputs'),
@@ -268,12 +271,17 @@ export const runSetup = setup({
     markRunning: assign(({ context }, params: { instance: InstanceStatus | null; reachable: Endpoint[] | null }) =>
       withRunning(context, params.instance, params.reachable),
     ),
-    reportRunning: emit(({ context }, params: { via: 'ssh' | 'status' | 'callback' }) => ({
+    /** The endpoints that answered with a banner, kept while berth logs in to them. */
+    markReachable: assign(({ context }, params: { reachable: Endpoint[] }) => ({
+      current: { ...context.current!, reachable: params.reachable },
+    })),
+    reportRunning: emit(({ context }, params: { via: 'ssh' | 'status' | 'callback'; login?: LoginOutput }) => ({
       type: 'attempt.running' as const,
       n: context.current!.n,
       status: context.current!.status!,
       reachable: context.current!.reachable,
       via: params.via,
+      ...(params.login ? { login: params.login } : {}),
     })),
     raiseBid: assign(({ context }, params: At) => withBidRaised(context, nextBid(context.limits, context.current!)!, params.at)),
     reportBidRaised: emit(({ context }) => ({

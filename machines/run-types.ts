@@ -268,7 +268,15 @@ export type RunEmitted =
       outcome: AttemptOutcome;
       detail: string;
     }
-  | { type: 'attempt.running'; n: number; status: InstanceStatus; reachable: Endpoint[] | null; via: 'ssh' | 'status' | 'callback' }
+  | {
+      type: 'attempt.running';
+      n: number;
+      status: InstanceStatus;
+      reachable: Endpoint[] | null;
+      via: 'ssh' | 'status' | 'callback';
+      /** Ready by SSH: whether berth logged in and ran a command, or why it took the banner alone. */
+      login?: LoginOutput;
+    }
   /** The instance is being destroyed because its attempt ended (its logs can still be asked for). */
   | { type: 'attempt.ending'; n: number; instanceId: number; outcome: AttemptOutcome; detail: string }
   /** `dphTotal`: what the instance is billed from now on, $/h (the new bid plus the disk): the money guard's new price. */
@@ -361,6 +369,22 @@ export interface ProbeOutput {
   /** Every endpoint that answered (at least one). */
   reachable: Endpoint[];
 }
+/**
+ * Once an endpoint answered with a banner: logs in with berth's key (the direct address first, the
+ * proxy otherwise) and runs a command, tried again until `until`. Never fails the run: a login that
+ * does not work by then, or cannot (no usable key, a changed host key), resolves with why.
+ */
+export interface LoginInput {
+  runId: string;
+  n: number;
+  instanceId: number;
+  /** The endpoints that answered with a banner. */
+  endpoints: Endpoint[];
+  /** The SSH deadline (readiness.ssh_timeout_s from running, within the boot deadline), ms. */
+  until: number;
+}
+/** `ok`: berth logged in and a command ran (exit 0); else the banner alone, and why (`code`: the ssh room's error code). */
+export type LoginOutput = { ok: true } | { ok: false; code: string; why: string };
 /**
  * Waits until the boot deadline, then looks once more at the instance (one list filtered on it): the
  * last list the run saw may be older than the deadline, and the instance running since. When that

@@ -157,7 +157,9 @@ export const configSchema = z.strictObject({
      * How long an instance the service lists as running may leave its SSH endpoints silent (no
      * `SSH-2.0-` banner) before it is replaced as `unreachable`, seconds (default 180). It fits
      * within the run's boot timeout: the wait ends at the boot deadline at the latest (the boot
-     * timeout counts from the create to a reachable instance), also `unreachable`.
+     * timeout counts from the create to a reachable instance), also `unreachable`. Once the banner
+     * answers, berth's login (a command run) is tried until the same deadline; without one by then
+     * the instance is ready by its banner (docs/ssh.md).
      */
     ssh_timeout_s: positiveSeconds(MAX_RUN_DURATION_S),
     /**

@@ -14,7 +14,8 @@ export const JOB_SPEC_DEFAULTS = {
   /** Instance disk, GB. */
   disk_gb: 20,
   /**
-   * Ready when SSH answers with a banner at an endpoint berth prints (not merely `running`). A task
+   * Ready when berth logged in over SSH and ran a command (the banner alone when its key is refused
+   * or cannot be used), not merely `running`. A task
    * is ready when the service lists it running: it needs no way in (run-plan.ts `planOf`).
    */
   ready_when: 'ssh',
@@ -303,7 +304,9 @@ export const jobSpecSchema = z
     ready_when: z
       .enum(['ssh', 'status'])
       .optional()
-      .describe('"ssh": running once SSH answers with a banner (default); "status": once the service says running (always, for a task)'),
+      .describe(
+        '"ssh": running once berth logged in over SSH and ran a command, or SSH answered with a banner where it cannot log in (default); "status": once the service says running (always, for a task)',
+      ),
     relax: relaxLadderSchema.optional().describe('Ordered steps applied one by one while no usable offer is found; default from config'),
     max_price_per_hour: z.number().positive().describe('Price cap in $/h (dph_total); never relaxed'),
     max_attempts: z.number().int().min(1).optional().describe('Offers tried before the run fails; default from config'),

@@ -22,6 +22,10 @@ export const FAULT_PROFILES = [
   // Healthy life, but the host reports no gpu_util (null in its record): idle autostop must read
   // that as unknown, never as idle. Appended last so that seeds keep their draws.
   'no_gpu_util',
+  // Healthy life, but its sshd answers (banner, key exchange) before the container's keys are in
+  // place: every key refused until `ssh_listeners.late_s` sim seconds after running. Appended last
+  // so that seeds keep their draws.
+  'ssh_keys_late',
 ] as const;
 export type FaultProfile = (typeof FAULT_PROFILES)[number];
 export const faultProfileSchema = z.enum(FAULT_PROFILES);
@@ -321,6 +325,7 @@ const simConfigSchema = z.object({
       ssh_hang: rate.default(0),
       ssh_late: rate.default(0),
       no_gpu_util: rate.default(0),
+      ssh_keys_late: rate.default(0),
     })
     .prefault({})
     .refine((r) => Object.values(r).reduce((s, x) => s + x, 0) <= 1, 'the rates must sum to at most 1'),
@@ -388,7 +393,7 @@ const simConfigSchema = z.object({
         .string()
         .regex(/^SSH-2\.0-\S+/, 'an SSH-2.0- identification line')
         .default('SSH-2.0-OpenSSH_8.9p1 Ubuntu-3ubuntu0.10'),
-      /** Sim seconds of running before an `ssh_late` instance sends its banner. */
+      /** Sim seconds of running before an `ssh_late` instance sends its banner (an `ssh_keys_late` one takes keys). */
       late_s: z.number().min(0).default(60),
       /** Wall milliseconds a connection is held open (after the banner, or silently) before it is closed. */
       hold_ms: z.number().int().positive().default(10_000),

@@ -29,13 +29,14 @@ const SSHD_DOWN = 'sshd: no hostkeys available -- exiting.';
 const SSH_DOWN_PROFILES = new Set(['ssh_refused', 'ssh_no_banner', 'ssh_hang']);
 
 /**
- * The container's log lines. `onstartOutputs` holds each onstart run's output (the last bytes, as
- * onstart-runner.ts keeps them) by the index in `hist.statuses` of the `running` status whose start
- * began it: each run's lines follow its own "Container ... started" line.
+ * The container's log lines. `onstartOutputs` holds each onstart run's output lines (the last bytes,
+ * as onstart-runner.ts keeps them, each at the moment it began) by the index in `hist.statuses` of
+ * the `running` status whose start began it: each run's lines follow its own "Container ... started"
+ * line, and sshd's lines fall among them by their moments, so that a live log only grows at its end.
  */
 export function containerLog(
   inst: LiveInstance,
-  onstartOutputs: ReadonlyMap<number, string>,
+  onstartOutputs: ReadonlyMap<number, readonly Line[]>,
   nowSim: number,
   ssh: SimConfig['ssh_listeners'],
   /** sshd's lines for the SSH connections made to it (ssh-listeners.ts), each at its moment. */
@@ -65,7 +66,7 @@ export function containerLog(
         add(`Container ${name} started`);
         if (SSH_DOWN_PROFILES.has(hist.profile)) add(SSHD_DOWN);
         else add(SSHD_UP, hist.profile === 'ssh_late' ? at + ssh.late_s : at);
-        for (const text of splitLines(onstartOutputs.get(i) ?? '')) add(text);
+        for (const line of onstartOutputs.get(i) ?? []) add(line.text, Math.max(at, line.at));
         break;
       case 'created':
         add(`docker: ${s.msg}.`);
@@ -99,11 +100,6 @@ export function daemonLog(inst: LiveInstance): string[] {
     const when = new Date(s.at.wall_ms).toISOString();
     return `${when} instance ${inst.hist.id}: ${s.status ?? 'provisioning'}${s.msg ? ` (${s.msg})` : ''}`;
   });
-}
-
-function splitLines(text: string): string[] {
-  if (text === '') return [];
-  return text.replace(/\n$/, '').split('\n');
 }
 
 function exitCode(msg: string): number {

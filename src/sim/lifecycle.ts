@@ -93,6 +93,7 @@ export function planFor(profile: FaultProfile, t: InstanceTimings, restart: bool
     case 'ssh_hang':
     case 'ssh_late':
     case 'no_gpu_util':
+    case 'ssh_keys_late':
     case 'lost_after_running': {
       const runAt = at + (restart ? restartLoadS : t.boot_s);
       steps.push({ at: runAt, status: 'running', msg: STATUS_MSG.running });

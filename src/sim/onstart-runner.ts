@@ -34,6 +34,7 @@ import { chownSync, mkdtempSync, realpathSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { SimClock, SimTime } from './clock.js';
+import type { Line } from './container-logs.js';
 import type { SimConfig } from './config.js';
 import { HTTP_CLIENTS, pathWithout, removeBin } from './container-path.js';
 import type { LiveInstance, OnstartResult } from './instances.js';
@@ -110,8 +111,9 @@ export class OnstartRunner {
     const out = new Capped(this.cfg.max_output_bytes);
     const err = new Capped(this.cfg.max_output_bytes);
     inst.gpuBusy = true;
-    child.stdout!.on('data', (b: Buffer) => (out.add(b), output.add(statusIndex, b)));
-    child.stderr!.on('data', (b: Buffer) => (err.add(b), output.add(statusIndex, b)));
+    // Each chunk at its sim moment: its lines take their place among sshd's in the container log.
+    child.stdout!.on('data', (b: Buffer) => (out.add(b), output.add(statusIndex, b, this.clock.simS())));
+    child.stderr!.on('data', (b: Buffer) => (err.add(b), output.add(statusIndex, b, this.clock.simS())));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -161,9 +163,9 @@ export class OnstartRunner {
     if (r) killGroup(r.child);
   }
 
-  /** Each run's output so far (stdout and stderr as they came, the last bytes), by its `running` status's index. */
-  output(instanceId: number): Map<number, string> {
-    return this.outputs.get(instanceId)?.texts() ?? new Map<number, string>();
+  /** Each run's output lines so far (stdout and stderr as they came, the last bytes), each at its moment, by its `running` status's index. */
+  output(instanceId: number): Map<number, Line[]> {
+    return this.outputs.get(instanceId)?.lines() ?? new Map<number, Line[]>();
   }
 
   /** The instance is destroyed: kill its script, drop its output, and remove its directory once its runs have closed. */

@@ -12,12 +12,13 @@
 // instance's directory; healthy and the lifecycle profiles), nothing ever listening
 // (`ssh_refused`), a close without a byte (`ssh_no_banner`), silence until the hold ends
 // (`ssh_hang`), or closes without a banner until `late_s` sim seconds after running, then the
-// server (`ssh_late`: a port forward whose sshd is not up yet). A connection held silently, or not
+// server (`ssh_late`: a port forward whose sshd is not up yet), or the server at once but every key
+// refused until `late_s` (`ssh_keys_late`: sshd up before the container's keys). A connection held silently, or not
 // logged in, is closed after `hold_ms` wall ms, like sshd's login grace time. The instance's host
 // key and authorized keys are in ssh-keys.ts; a restart of its sshd (the host-key fault) closes and
 // opens its listeners on the same ports.
 // In SSH launch mode sshd runs in the container beside onstart, so each connection it answered adds
-// its lines to the container log when it closes (onstart's output reaches that log "interleaved
+// its lines to the container log as they happen (onstart's output reaches that log "interleaved
 // with sshd's connection lines": service-facts.md, "Added 2026-11-27"); `sshdLines` gives them.
 import { createServer, type Server, type Socket } from 'node:net';
 import type { SimClock } from './clock.js';
@@ -80,6 +81,7 @@ export class SshListeners {
     if (!ports || inst.hist.profile === 'ssh_refused') return;
     const id = inst.hist.id;
     this.close(id);
+    const runningSince = inst.hist.statuses.at(-1)?.at.sim_s ?? this.clock.simS();
     const sshd = new Sshd({
       instanceId: id,
       hostKey: this.world.keys.hostKeyForOpen(id),
@@ -88,14 +90,14 @@ export class SshListeners {
       container: () => this.world.container(inst),
       loginGraceMs: this.cfg.hold_ms,
       faults: () => this.world.faults(),
-      log: (lines) => {
-        if (/\bssh/.test(inst.params.runtype)) this.addLines(id, lines);
+      keysReady: () => inst.hist.profile !== 'ssh_keys_late' || this.clock.simS() >= runningSince + this.cfg.late_s,
+      log: (line) => {
+        if (/\bssh/.test(inst.params.runtype)) this.addLine(id, line);
       },
       simS: () => this.clock.simS(),
     });
     const entry: Entry = { closed: false, servers: new Set(), sockets: new Set(), sshd, done: [] };
     this.entries.set(inst.hist.id, entry);
-    const runningSince = inst.hist.statuses.at(-1)?.at.sim_s ?? this.clock.simS();
     this.listen(entry, inst, runningSince, 'proxyPort', ports.proxyPort);
     if (hasDirect(inst)) this.listen(entry, inst, runningSince, 'directPort', ports.directPort);
   }
@@ -176,11 +178,12 @@ export class SshListeners {
     entry.sshd.inject(socket);
   }
 
-  /** sshd's lines for a connection that closed (ssh-server.ts writes them in OpenSSH's words). */
-  private addLines(instanceId: number, added: readonly Line[]): void {
+  /** One of sshd's lines, as it happens (ssh-server.ts writes them in OpenSSH's words). */
+  private addLine(instanceId: number, line: Line): void {
     const lines = this.logs.get(instanceId) ?? [];
-    lines.push(...added);
-    this.logs.set(instanceId, lines.slice(-SSHD_LINES_KEPT));
+    lines.push(line);
+    if (lines.length > SSHD_LINES_KEPT) lines.splice(0, lines.length - SSHD_LINES_KEPT);
+    this.logs.set(instanceId, lines);
   }
 }
 

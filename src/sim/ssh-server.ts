@@ -11,7 +11,8 @@
 //   sftp    — ssh-sftp.ts, on the instance's directory.
 // A connection that has not logged in after `hold_ms` is closed (sshd's LoginGraceTime).
 //
-// When a connection closes, sshd's lines for it (OpenSSH 8.9's words) go to the container log:
+// sshd's lines for a connection (OpenSSH 8.9's words) go to the container log as they happen, each
+// at its moment (as sshd's syslog writes them), so that a live log only grows at its end:
 //   no identification from the client (a banner probe):
 //       error: kex_exchange_identification: Connection closed by remote host
 //       Connection closed by 127.0.0.1 port N
@@ -46,15 +47,16 @@ export interface SshdOptions {
   loginGraceMs: number;
   /** The faults in force now: every key refused; logged-in connections cut after this many wall ms. */
   faults(): { refuseKeys: boolean; dropAfterMs: number | null };
-  /** sshd's lines for a connection that closed, each with the sim moment it happened. */
-  log(lines: Array<{ at: number; text: string }>): void;
+  /** Whether the container's keys are in place yet (an `ssh_keys_late` instance's are not, at first): every key is refused until then. */
+  keysReady(): boolean;
+  /** One of sshd's lines, written now (its sim moment). */
+  log(line: { at: number; text: string }): void;
   simS(): number;
 }
 
 interface Conn {
   socket: Socket;
   from: string;
-  lines: Array<{ at: number; text: string }>;
   identified: boolean;
   user: string | null;
   loggedIn: boolean;
@@ -72,7 +74,7 @@ export class Sshd {
   inject(socket: Socket): void {
     if (this.closed) return void socket.destroy();
     const from = `${socket.remoteAddress ?? '127.0.0.1'} port ${socket.remotePort ?? 0}`;
-    const conn: Conn = { socket, from, lines: [], identified: false, user: null, loggedIn: false, remoteEnded: false };
+    const conn: Conn = { socket, from, identified: false, user: null, loggedIn: false, remoteEnded: false };
     this.conns.add(conn);
     const grace = setTimeout(() => socket.destroy(), this.o.loginGraceMs);
     let drop: NodeJS.Timeout | undefined;
@@ -82,7 +84,7 @@ export class Sshd {
       clearTimeout(grace);
       clearTimeout(drop);
       this.conns.delete(conn);
-      this.o.log([...conn.lines, ...this.closeLines(conn)]);
+      for (const text of this.closeLines(conn)) this.say(text);
     });
     let server: InstanceType<typeof Server>;
     try {
@@ -130,34 +132,37 @@ export class Sshd {
   }
 
   private authenticate(conn: Conn, ctx: AuthContext): void {
-    const now = this.o.simS();
     conn.user = ctx.username;
     if (ctx.username !== 'root' || ctx.method !== 'publickey') return ctx.reject(['publickey']);
     const desc = `${keyType(ctx.key.algo)} ${fingerprint(ctx.key.data)}`;
-    const key = this.o.faults().refuseKeys ? null : this.o.keys.parsedKey(this.o.instanceId, ctx.key.data);
+    const key = this.o.faults().refuseKeys || !this.o.keysReady() ? null : this.o.keys.parsedKey(this.o.instanceId, ctx.key.data);
     const verified = key !== null && (ctx.signature === undefined || key.verify(ctx.blob!, ctx.signature, ctx.hashAlgo) === true);
     if (!verified) {
-      conn.lines.push({ at: now, text: `Failed publickey for root from ${conn.from} ssh2: ${desc}` });
+      this.say(`Failed publickey for root from ${conn.from} ssh2: ${desc}`);
       return ctx.reject(['publickey']);
     }
     // Without a signature the client only asks whether the key would do (RFC 4252 §7): no log line yet.
-    if (ctx.signature !== undefined) conn.lines.push({ at: now, text: `Accepted publickey for root from ${conn.from} ssh2: ${desc}` });
+    if (ctx.signature !== undefined) this.say(`Accepted publickey for root from ${conn.from} ssh2: ${desc}`);
     ctx.accept();
   }
 
-  private closeLines(conn: Conn): Array<{ at: number; text: string }> {
-    const at = this.o.simS();
-    const line = (text: string) => ({ at, text });
+  /** One of sshd's lines, to the container log now. */
+  private say(text: string): void {
+    this.o.log({ at: this.o.simS(), text });
+  }
+
+  /** sshd's lines when a connection closes. */
+  private closeLines(conn: Conn): string[] {
     if (!conn.identified)
-      return [line('error: kex_exchange_identification: Connection closed by remote host'), line(`Connection closed by ${conn.from}`)];
+      return ['error: kex_exchange_identification: Connection closed by remote host', `Connection closed by ${conn.from}`];
     if (!conn.loggedIn) {
       const who = conn.user === null ? '' : conn.user === 'root' ? 'authenticating user root ' : `invalid user ${conn.user} `;
-      return [line(`Connection closed by ${who}${conn.from} [preauth]`)];
+      return [`Connection closed by ${who}${conn.from} [preauth]`];
     }
     if (conn.remoteEnded) {
-      return [line(`Received disconnect from ${conn.from}:11: disconnected by user`), line(`Disconnected from user root ${conn.from}`)];
+      return [`Received disconnect from ${conn.from}:11: disconnected by user`, `Disconnected from user root ${conn.from}`];
     }
-    return [line(`Connection reset by ${conn.from}`)];
+    return [`Connection reset by ${conn.from}`];
   }
 
   private session(session: Session): void {

@@ -39,6 +39,7 @@ import { Submissions } from './submission.js';
 import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
+import type { AttemptLogins } from '../task-end/task-shells.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 import { OutputsDownload } from '../task-end/outputs-download.js';
 import { OutputsCloud } from '../task-end/outputs-cloud.js';
@@ -88,6 +89,8 @@ export interface RunsDeps {
   outputs?: { shells: FileShells; dir: string };
   /** The service's cloud copy, for outputs with a cloud destination (../task-end/outputs-cloud.ts). */
   cloud?: Pick<MarketplaceClient, 'listCloudConnections' | 'startCloudCopy'>;
+  /** The same logins, for readiness by SSH: a command run once the banner answers (./ssh-login.ts). */
+  logins?: AttemptLogins;
 }
 
 /**
@@ -168,6 +171,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     searchShareMs: config.runs.search_share_s * 1000,
     offersPerSearch: config.runs.gone_offers_per_search,
     ownership,
+    ...(deps.logins ? { logins: deps.logins } : {}),
   });
   const supervisor: Supervisor = new Supervisor({
     store,

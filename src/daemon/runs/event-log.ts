@@ -29,6 +29,14 @@ function sshLines(e: Extract<RunEmitted, { type: 'attempt.running' }>): string {
 
 const READY_BY = { ssh: 'its SSH answered', status: 'its status is running', callback: 'its onstart called back' } as const;
 
+/** How a run ready by SSH got there: a login that ran a command, or the banner alone and why. */
+function readyBy(e: Extract<RunEmitted, { type: 'attempt.running' }>): string {
+  if (e.via !== 'ssh' || !e.login) return READY_BY[e.via];
+  return e.login.ok
+    ? 'berth logged in over SSH and ran a command'
+    : `its SSH answered with a banner; berth did not log in: ${e.login.why}, so it is ready by the banner alone`;
+}
+
 /** `host:port (proxy) and host:port (direct)`: where SSH is being waited for. */
 function endpointsText(status: Extract<RunEmitted, { type: 'attempt.status' }>['status']): string {
   const where = sshEndpoints(status).map((p) => `${p.host}:${p.port} (${p.kind})`);
@@ -90,14 +98,19 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
       });
     }
     case 'attempt.running':
-      return append(`attempt #${e.n}: instance ${e.status.id} is ready (${READY_BY[e.via]}${sshWait(store, runId, e, at)})${sshLines(e)}`, {
-        n: e.n,
-        instanceId: e.status.id,
-        sshHost: e.status.ssh_host,
-        sshPort: e.status.ssh_port,
-        reachable: e.reachable,
-        via: e.via,
-      });
+      return append(
+        `attempt #${e.n}: instance ${e.status.id} is ready (${readyBy(e)}${sshWait(store, runId, e, at)})${sshLines(e)}`,
+        {
+          n: e.n,
+          instanceId: e.status.id,
+          sshHost: e.status.ssh_host,
+          sshPort: e.status.ssh_port,
+          reachable: e.reachable,
+          via: e.via,
+          ...(e.login ? { login: e.login } : {}),
+        },
+        e.login?.ok === false ? 'warn' : 'info',
+      );
     case 'attempt.ending':
       return append(
         `attempt #${e.n}: instance ${e.instanceId} goes (${e.outcome}${e.detail ? `: ${e.detail}` : ''})`,

@@ -16,6 +16,7 @@ import type { CollectInput, CollectOutput } from '../../../machines/run-machine.
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from '../fleet/poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
+import type { AttemptLogins } from '../task-end/task-shells.js';
 
 export interface RunActorDeps {
   client: MarketClient;
@@ -61,6 +62,8 @@ export interface RunActorDeps {
    * or a bid change is sent. A create's fence is its journaled intent (the journal's write).
    */
   ownership: Pick<RunOwnership, 'check'>;
+  /** Logins to an attempt's instance with berth's key (readiness by SSH runs a command over one); absent: no key, the banner alone. */
+  logins?: AttemptLogins;
 }
 
 /** The money room's two checks, as the actors use them. */

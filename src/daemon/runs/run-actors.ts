@@ -11,6 +11,8 @@ import type {
   ChangeBidInput,
   CollectInput,
   CollectOutput,
+  LoginInput,
+  LoginOutput,
   ProbeInput,
   ProbeOutput,
   CreateInput,
@@ -29,6 +31,7 @@ import { BerthError } from '../../errors.js';
 import { billedPriceFor, buildSearchQuery, diskPricePerHour, relaxStepCount, usableOffers } from '../../job-spec/search-query.js';
 import { excludedMost, marketQuery, noOffersWhy, uncappedQuery } from '../../job-spec/no-offers-why.js';
 import { probeOnce, probeUntilReachable } from './ssh-probe.js';
+import { loginWhenReady } from './ssh-login.js';
 import { asRunActor } from './actor-failure.js';
 import { toStatus } from './instance-status.js';
 import { SearchPool } from './search-pool.js';
@@ -196,6 +199,10 @@ export function makeRunActors(deps: RunActorDeps) {
     probeSsh: actor<ProbeOutput, ProbeInput>(async ({ input, signal }) => ({
       reachable: await probeUntilReachable(input.endpoints, deps.clock, signal),
     })),
+
+    loginSsh: actor<LoginOutput, LoginInput>(({ input, signal }) =>
+      loginWhenReady({ clock: deps.clock, login: deps.logins }, input, signal),
+    ),
 
     readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) => deps.taskLogs.readEnd(input, signal)),
 

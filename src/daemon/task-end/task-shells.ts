@@ -1,4 +1,5 @@
-// The follower's logins (./task-follow.ts TaskShells) through the ssh room (src/ssh/session.ts):
+// Logins to an attempt's instance, the follower's (./task-follow.ts TaskShells) and readiness by
+// SSH's (../runs/ssh-login.ts, at the endpoints that answered its banner), through the ssh room (src/ssh/session.ts):
 // berth's key, the attempt's endpoints as the store keeps them (those the list showed when the
 // attempt became ready, else the proxy it lists), and the instance's host key pinned with the
 // attempt at the first login (`attempts.ssh_host_key`): a later login to another key is refused
@@ -28,26 +29,40 @@ export interface SshTaskShellsDeps {
   prepare?(t: FollowTarget, createdAt: number | null, signal: AbortSignal): Promise<unknown>;
 }
 
-export function sshTaskShells(deps: SshTaskShellsDeps): FileShells {
+/** One login to an attempt's instance: a command run, its exit code; its files over SFTP. */
+export interface AttemptLogin {
+  exec(command: string, options: { signal: AbortSignal; onStdout?: (chunk: Buffer) => void }): Promise<{ code: number | null }>;
+  sftp(): Promise<SFTPWrapper>;
+  close(): void;
+}
+
+/** Logs in to an attempt's instance (at `endpoints`, else those the store keeps); rejects with an error whose `code` says why. */
+export type AttemptLogins = (t: FollowTarget, signal: AbortSignal, endpoints?: readonly SshEndpoint[]) => Promise<AttemptLogin>;
+
+/** The logins of the follower and of readiness alike: berth's key, attached first where needed, the host key pinned with the attempt. */
+export function sshAttemptLogins(deps: SshTaskShellsDeps): AttemptLogins {
   const { store } = deps;
-  return {
-    async open(t, signal) {
-      const a = store.attempts.get(t.runId, t.n);
-      const endpoints = a ? endpointsOf(a) : [];
-      if (!a || a.instance_id !== t.instanceId || endpoints.length === 0)
-        throw new BerthError('ssh_unreachable', `Instance ${t.instanceId} shows no SSH endpoint yet.`, { retryable: true });
-      const key = deps.loginKey();
-      await deps.prepare?.(t, a.instance_created_at, signal);
-      const pin = a.ssh_host_key;
-      const session = await openSshSession({ endpoints, key, verifyHostKey: (fp) => pin === null || fp === pin, signal });
-      if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
-      return {
-        exec: (command, options) => session.exec(command, { ...options, maxOutputBytes: 0 }),
-        sftp: () => session.sftp(),
-        close: () => session.close(),
-      };
-    },
+  return async (t, signal, given) => {
+    const a = store.attempts.get(t.runId, t.n);
+    const endpoints = given ?? (a ? endpointsOf(a) : []);
+    if (!a || a.instance_id !== t.instanceId || endpoints.length === 0)
+      throw new BerthError('ssh_unreachable', `Instance ${t.instanceId} shows no SSH endpoint yet.`, { retryable: true });
+    const key = deps.loginKey();
+    await deps.prepare?.(t, a.instance_created_at, signal);
+    const pin = a.ssh_host_key;
+    const session = await openSshSession({ endpoints, key, verifyHostKey: (fp) => pin === null || fp === pin, signal });
+    if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
+    return {
+      exec: (command, options) => session.exec(command, { ...options, maxOutputBytes: 0 }),
+      sftp: () => session.sftp(),
+      close: () => session.close(),
+    };
   };
+}
+
+export function sshTaskShells(deps: SshTaskShellsDeps | AttemptLogins): FileShells {
+  const login = typeof deps === 'function' ? deps : sshAttemptLogins(deps);
+  return { open: (t, signal) => login(t, signal) };
 }
 
 /** The endpoints kept with the attempt, else the proxy its last list showed. */

@@ -70,7 +70,7 @@ describe('readiness: SSH, the onstart callback, and the logs of failed attempts'
     );
     expect(events.map((e) => e.message)).toContainEqual(
       expect.stringMatching(
-        /is ready \(its SSH answered \d+\.\d s after it was listed running\); ssh -p \d+ root@127\.0\.0\.1 \(proxy\); ssh -p \d+ root@127\.0\.0\.1 \(direct\)/,
+        /is ready \(berth logged in over SSH and ran a command \d+\.\d s after it was listed running\); ssh -p \d+ root@127\.0\.0\.1 \(proxy\); ssh -p \d+ root@127\.0\.0\.1 \(direct\)/,
       ),
     );
 

@@ -301,7 +301,7 @@ describe('SSH server: host key, log lines, faults, and its end', () => {
     expect(changed.hostKey).not.toBe(first.hostKey);
   });
 
-  test("each connection adds sshd's lines to the container log when it closes: accepted, refused, disconnected", async () => {
+  test("each connection adds sshd's lines to the container log: accepted, refused, disconnected", async () => {
     const key = newKey();
     const w = await fresh({}, [key.public]);
     const { id, proxy } = await running(w);
@@ -329,6 +329,56 @@ describe('SSH server: host key, log lines, faults, and its end', () => {
       expect.stringMatching(new RegExp(`^Failed publickey for root from ${port} ssh2: ${key256}$`)),
       expect.stringMatching(new RegExp(`^Connection closed by authenticating user root ${port} \\[preauth\\]$`)),
     ]);
+  });
+
+  test("a live log only grows at its end: sshd's lines written as they happen, the onstart's output among them by its moments", async () => {
+    const key = newKey();
+    const w = await fresh({ onstart_exec: { enabled: true, timeout_s: 60 } }, [key.public]);
+    const { id, proxy } = await running(w, {
+      onstart:
+        'echo first; while [ ! -f go ]; do sleep 0.05; done; echo second; while [ ! -f go2 ]; do sleep 0.05; done; echo third; sleep 30',
+    });
+    await waitFor(async () => ((await logLines(w, id)).includes('first') ? true : undefined), 5000, 'the first line');
+    // A session stays open across both reads; another comes and goes, and the onstart prints, in between.
+    const held = await login(proxy, key);
+    w.clock.now += 1_000;
+    const other = await login(proxy, key);
+    w.clock.now += 1_000;
+    await exec(other.client, 'touch go');
+    const otherGone = closed(other.client);
+    other.client.end();
+    await otherGone;
+    const first = await waitFor(
+      async () => {
+        const got = await logLines(w, id);
+        return got.includes('second') && got.some((l) => l.startsWith('Disconnected from user root')) ? got : undefined;
+      },
+      5000,
+      'the second line and the other session ended',
+    );
+    w.clock.now += 1_000;
+    await exec(held.client, 'touch go2');
+    await waitFor(async () => ((await logLines(w, id)).includes('third') ? true : undefined), 5000, 'the third line');
+    w.clock.now += 1_000;
+    const heldGone = closed(held.client);
+    held.client.end();
+    await heldGone;
+    const second = await waitFor(
+      async () => {
+        const got = await logLines(w, id);
+        return got.length >= first.length + 3 ? got : undefined;
+      },
+      5000,
+      "the held session's end",
+    );
+    expect(second.slice(0, first.length)).toEqual(first);
+    expect(second.slice(first.length)).toEqual([
+      'third',
+      expect.stringMatching(/^Received disconnect from 127\.0\.0\.1 port \d+:11: disconnected by user$/),
+      expect.stringMatching(/^Disconnected from user root 127\.0\.0\.1 port \d+$/),
+    ]);
+    // The held session's login is in the first read, before the other's.
+    expect(first.filter((l) => l.startsWith('Accepted publickey'))).toHaveLength(2);
   });
 
   test('the refused-key fault: one instance (admin route), then every instance (faults.ssh_refuse_keys), refuses every key', async () => {

@@ -12,6 +12,8 @@ import {
   type BootDeadlineOutput,
   type Candidate,
   type LastLook,
+  type LoginInput,
+  type LoginOutput,
   type CreateInput,
   type CreateOutput,
   type CreateResult as CreateAnswer,
@@ -79,6 +81,10 @@ export class FakeWorld {
   probes: ProbeInput[] = [];
   /** What probes answer: endpoints that answer, or 'never' (the probe keeps trying until stopped). */
   probeAnswer: 'all' | 'never' | Error = 'all';
+  /** Logins after a banner (one per entry into booting.loggingIn). */
+  logins: LoginInput[] = [];
+  /** What a login answers: its output, 'deadline' (tries until `until`, then the banner alone), or an error. */
+  loginAnswer: LoginOutput | 'deadline' | Error = { ok: true };
   /** Candidates checked against the budget at each fail-over (offer ids). */
   chosen: number[][] = [];
   /** What the budget left can pay for, at a fail-over (all, unless a test says otherwise). */
@@ -156,6 +162,20 @@ export class FakeWorld {
         if (answer === 'never')
           await new Promise<void>((_, reject) => signal.addEventListener('abort', () => reject(new Error('stopped'))));
         return { reachable: input.endpoints };
+      }),
+      loginSsh: stubActor<LoginOutput, LoginInput>(async ({ input, signal }) => {
+        this.logins.push(input);
+        const answer = this.loginAnswer;
+        if (answer instanceof Error) throw answer;
+        if (answer !== 'deadline') return answer;
+        await new Promise<void>((resolve, reject) => {
+          const t = setTimeout(resolve, Math.max(0, input.until - Date.now()));
+          signal.addEventListener('abort', () => {
+            clearTimeout(t);
+            reject(new Error('stopped'));
+          });
+        });
+        return { ok: false, code: 'ssh_auth_refused', why: "the instance refused berth's key (no login by the SSH deadline)" };
       }),
       readTaskEnd: stubActor<TaskEndOutput, TaskEndInput>(async ({ input }) => {
         this.taskReads.push(input);

@@ -57,6 +57,77 @@ describe('readiness by SSH', () => {
     });
   });
 
+  it('after the banner, logs in to the endpoints that answered (until the SSH deadline) and is ready by that login', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world, { readyWhen: 'ssh', sshTimeoutS: 30, bootTimeoutS: 600 });
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'running'));
+    expect(stateOf(actor)).toBe('running');
+    expect(world.logins).toEqual([
+      {
+        runId: 'r1',
+        n: 1,
+        instanceId: id,
+        endpoints: [
+          { kind: 'proxy', host: 'ssh1.example', port: 40022 },
+          { kind: 'direct', host: '203.0.113.7', port: 41022 },
+        ],
+        until: Date.now() + 30_000,
+      },
+    ]);
+    expect(emitted.filter((e) => e.type === 'attempt.running')).toEqual([
+      expect.objectContaining({ via: 'ssh', login: { ok: true }, reachable: world.logins[0]!.endpoints }),
+    ]);
+  });
+
+  it('a login that never works by the SSH deadline: ready by the banner (never destroyed), the one running event saying why', async () => {
+    const world = new FakeWorld();
+    world.loginAnswer = 'deadline';
+    const { actor, emitted } = await admitted(world, { readyWhen: 'ssh', sshTimeoutS: 30, bootTimeoutS: 600 });
+    await poll(actor, status(100, 'running'));
+    await tick(29_000);
+    expect(actor.getSnapshot().value).toEqual({ booting: 'loggingIn' });
+    await tick(1_000);
+    expect(stateOf(actor)).toBe('running');
+    const ready = emitted.filter((e) => e.type === 'attempt.running');
+    expect(ready).toEqual([
+      expect.objectContaining({ via: 'ssh', login: expect.objectContaining({ ok: false, code: 'ssh_auth_refused' }) }),
+    ]);
+    expect(emitted.filter((e) => e.type === 'attempt.ending')).toEqual([]);
+    expect(world.destroys).toEqual([]);
+  });
+
+  it('a login actor that fails outright still leaves the instance ready by its banner, with the failure as the reason', async () => {
+    const world = new FakeWorld();
+    world.loginAnswer = Object.assign(new Error('something broke'), { code: 'internal' });
+    const { actor, emitted } = await admitted(world, { readyWhen: 'ssh' });
+    await poll(actor, status(100, 'running'));
+    expect(stateOf(actor)).toBe('running');
+    expect(emitted.find((e) => e.type === 'attempt.running')).toMatchObject({
+      via: 'ssh',
+      login: { ok: false, why: expect.stringContaining('something broke') },
+    });
+    expect(world.destroys).toEqual([]);
+  });
+
+  it('a login restored from a snapshot is tried again with the same deadline', async () => {
+    const world = new FakeWorld();
+    world.loginAnswer = 'deadline';
+    const limits = { readyWhen: 'ssh' as const, sshTimeoutS: 30, bootTimeoutS: 600 };
+    const { actor } = await admitted(world, limits);
+    await poll(actor, status(100, 'running'));
+    await tick(10_000);
+    const stored = JSON.parse(JSON.stringify(actor.getPersistedSnapshot())) as never;
+    actor.stop();
+    world.loginAnswer = { ok: true };
+    const restored = startRun(world, { limits, snapshot: stored });
+    await tick(0);
+    expect(stateOf(restored.actor)).toBe('running');
+    expect(world.logins).toHaveLength(2);
+    expect(world.logins[1]!.until).toBe(world.logins[0]!.until);
+    expect(restored.emitted.find((e) => e.type === 'attempt.running')).toMatchObject({ login: { ok: true } });
+  });
+
   it('replaces an instance that runs but never answers SSH within sshTimeoutS (unreachable: offer and machine blocked)', async () => {
     const world = new FakeWorld();
     world.probeAnswer = 'never';

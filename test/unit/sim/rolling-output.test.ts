@@ -47,3 +47,25 @@ test('a chatty run keeps its last lines however long each is', () => {
   expect(lines.at(-2)).toBe(`199 ${long}`);
   expect(lines.every((l) => l === 'the last line' || /^\d+ x{6000}$/.test(l))).toBe(true);
 });
+
+test('each line is kept with the moment its first byte was written, a cut first line left out', () => {
+  const out = new RollingOutput(14);
+  out.begin(0);
+  out.add(0, b('old\npart'), 1);
+  out.add(0, b('ial\nnext\n'), 2);
+  out.add(0, b('open'), 3);
+  // 'old\n' and part of 'partial' were dropped for the cap: 'partial' goes whole.
+  expect(out.lines().get(0)).toEqual([
+    { at: 2, text: 'next' },
+    { at: 3, text: 'open' },
+  ]);
+  const whole = new RollingOutput(100);
+  whole.begin(0);
+  whole.add(0, b('a\nb'), 5);
+  whole.add(0, b('c\n'), 6);
+  expect(whole.lines().get(0)).toEqual([
+    { at: 5, text: 'a' },
+    { at: 5, text: 'bc' },
+  ]);
+  expect(whole.texts().get(0)).toBe('a\nbc\n');
+});

@@ -16,6 +16,8 @@ import {
   type DestroyOutput,
   type ProbeInput,
   type ProbeOutput,
+  type LoginInput,
+  type LoginOutput,
   type SearchInput,
   type SearchOutput,
   type SleepInput,
@@ -74,6 +76,8 @@ function machine(failures: { value: number }): ProvidedRunMachine {
       }),
       // SSH answers at once on every endpoint the list shows.
       probeSsh: stubActor<ProbeOutput, ProbeInput>(async ({ input }) => ({ reachable: input.endpoints })),
+      // and berth logs in at once.
+      loginSsh: stubActor<LoginOutput, LoginInput>(async () => ({ ok: true })),
       // Backoffs pass at once; the run's deadline and boot timeout never come.
       bootDeadline: fromPromise<BootDeadlineOutput, BootDeadlineInput>(() => new Promise(() => undefined)),
       sleepUntil: fromPromise<SleepOutput, SleepInput>(async ({ input }) => {
