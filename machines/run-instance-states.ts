@@ -120,6 +120,12 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
         ...(stoppedByTask(context.current!.status) ? { stoppedByTask: true } : {}),
       }),
       onDone: [
+        // The workdir never arrived: the task never started; the attempt fails over.
+        {
+          guard: ({ event }) => event.output.exitCode !== null && event.output.workdir === true,
+          target: '#run.destroying',
+          actions: 'markEndingWorkdirMissing',
+        },
         {
           guard: ({ event }) => event.output.exitCode !== null,
           target: '#run.destroying',
@@ -189,17 +195,28 @@ const endedByRunReadingTask = (from: 'booting' | 'running') =>
 
 /** The task probe read this attempt's end marker while its instance still runs: the task ended. */
 const taskEndedByProbe = {
-  TASK_END: {
-    guard: { type: 'taskEndOfCurrent', params: ({ event }: { event: { n: number } }) => ({ n: event.n }) },
-    target: '#run.destroying',
-    actions: [
-      {
-        type: 'markEndingTask',
-        params: ({ event }: { event: { exitCode: number; onstart: boolean } }) => ({ exitCode: event.exitCode, onstart: event.onstart }),
+  TASK_END: [
+    // The workdir never arrived: the task never started; the attempt fails over.
+    {
+      guard: {
+        type: 'workdirMissingOfCurrent',
+        params: ({ event }: { event: { n: number; workdir?: boolean } }) => ({ n: event.n, workdir: event.workdir === true }),
       },
-      'reportTaskEnded',
-    ],
-  },
+      target: '#run.destroying',
+      actions: 'markEndingWorkdirMissing',
+    },
+    {
+      guard: { type: 'taskEndOfCurrent', params: ({ event }: { event: { n: number } }) => ({ n: event.n }) },
+      target: '#run.destroying',
+      actions: [
+        {
+          type: 'markEndingTask',
+          params: ({ event }: { event: { exitCode: number; onstart: boolean } }) => ({ exitCode: event.exitCode, onstart: event.onstart }),
+        },
+        'reportTaskEnded',
+      ],
+    },
+  ],
 } as const;
 
 export const bootingState = runSetup.createStateConfig({

@@ -21,6 +21,7 @@ import {
   endingOutbid,
   endingUnreachable,
   endingTask,
+  endingWorkdirMissing,
   endingTaskUnread,
   isGoneSinceDestroy,
   isLost,
@@ -174,6 +175,13 @@ export const runSetup = setup({
     /** The probe's end marker is of the attempt that holds the instance now. */
     taskEndOfCurrent: ({ context }, params: { n: number }) =>
       context.limits.task && context.current?.n === params.n && context.current.instanceId !== null && context.current.ending === null,
+    /** The end marker of the current attempt says its workdir never arrived (`stage=workdir`). */
+    workdirMissingOfCurrent: ({ context }, params: { n: number; workdir: boolean }) =>
+      params.workdir &&
+      context.limits.task &&
+      context.current?.n === params.n &&
+      context.current.instanceId !== null &&
+      context.current.ending === null,
     taskFailed: ({ context }) => context.lastEnded?.outcome === 'task_failed',
   },
   actions: {
@@ -315,6 +323,7 @@ export const runSetup = setup({
     reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
     reportExpired: emit(({ context }) => ({ type: 'run.expired' as const, error: context.error! })),
     reportCancelled: emit({ type: 'run.cancelled' as const }),
+    markEndingWorkdirMissing: assign(({ context }) => endingWorkdirMissing(context)),
     markEndingTask: assign(({ context }, params: { exitCode: number; onstart?: boolean | undefined }) =>
       endingTask(context, params.exitCode, params.onstart ?? false),
     ),

@@ -185,6 +185,15 @@ export const configSchema = z.strictObject({
       private_key_path: z.string().min(1, 'must be the path of a private key file').nullish(),
     })
     .prefault({}),
+  // A task's files (issue #40, docs/files.md).
+  files: z
+    .strictObject({
+      /** Largest workdir `berth submit` packs, MB (its files after .gitignore and .berthignore) (default 100, at most 10240). */
+      workdir_max_mb: z.number().positive().max(10_240).default(100),
+      /** Seconds a task's wrapper waits for its workdir before its attempt fails over (default 600, at most 1 day). */
+      upload_timeout_s: positiveSeconds(DAY).default(600),
+    })
+    .prefault({}),
   budget: z
     .strictObject({
       /** Daemon-wide cap on the billed $/h of every live instance plus the creates in flight; a create that would pass it waits (default none). */

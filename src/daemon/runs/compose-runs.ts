@@ -142,6 +142,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     taskLogs,
     logSecrets,
     serviceUrl: config.service.base_url,
+    uploadTimeoutS: config.files.upload_timeout_s,
     ...(readyCallback ? { readyCallback } : {}),
     money: { guard, gate },
     quarantine,

@@ -179,6 +179,8 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     n: input.n,
     serviceUrl: deps.serviceUrl,
     backstop: backstopOf(deps, spec, input),
+    dir: task.dir,
+    workdir: task.workdirSha256 === null ? null : { sha256: task.workdirSha256, waitS: deps.uploadTimeoutS },
   };
   if (deps.readyCallback) {
     const token = deps.readyCallback.tokens.tokenFor(input.runId, input.n);

@@ -97,7 +97,7 @@ export class RunDriver {
   /** The readiness callback of this attempt came. */
   private readyN: number | undefined;
   /** The task probe read this attempt's end marker. */
-  private taskEnd: { n: number; exitCode: number; onstart: boolean } | undefined;
+  private taskEnd: { n: number; exitCode: number; onstart: boolean; workdir?: boolean } | undefined;
   /** Destroys of this run's instances that did not take, in a row: an ALERT once they keep failing. */
   private readonly destroyFailures = new DestroyFailures();
 
@@ -205,7 +205,7 @@ export class RunDriver {
       | { type: 'CANCEL' }
       | { type: 'EXPIRE'; reason: RunError }
       | { type: 'READY'; n: number }
-      | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean },
+      | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; workdir?: boolean },
   ): void {
     if (!this.paused) this.actor?.send(event);
   }
@@ -246,7 +246,7 @@ export class RunDriver {
   }
 
   /** The task probe read attempt n's end marker: the machine ends the task if that attempt still holds its instance. */
-  taskEnded(n: number, end: { exitCode: number; onstart: boolean }): void {
+  taskEnded(n: number, end: { exitCode: number; onstart: boolean; workdir?: boolean }): void {
     this.taskEnd = { n, ...end };
     this.send({ type: 'TASK_END', n, ...end });
   }

@@ -251,6 +251,9 @@ describe('jobSpecJsonSchema', () => {
         'max_restarts',
         'idle_timeout_s',
         'idle_gpu_util_pct',
+        'workdir',
+        'workdir_dest',
+        'workdir_sha256',
       ].sort(),
     );
     expect(schema.required.sort()).toEqual(['image', 'max_price_per_hour', 'name']);

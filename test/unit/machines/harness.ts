@@ -93,6 +93,8 @@ export class FakeWorld {
   taskReads: TaskEndInput[] = [];
   /** Instances whose end marker says the user's onstart failed (stage=onstart). */
   taskOnstart = new Set<number>();
+  /** Instances whose end marker says the workdir never arrived (stage=workdir). */
+  taskWorkdir = new Set<number>();
   /** How long a log read takes (its rate token and upload), ms of fake time. */
   taskReadMs = 0;
   /** Instances whose log could not be read at all (no upload came). */
@@ -154,7 +156,8 @@ export class FakeWorld {
         if (this.taskReadMs > 0) await new Promise((r) => setTimeout(r, this.taskReadMs));
         if (this.taskUnread.has(input.instanceId)) return { exitCode: null, unread: true, at: Date.now() };
         const exitCode = this.taskExits.get(input.instanceId) ?? null;
-        return { exitCode, onstart: this.taskOnstart.has(input.instanceId), at: Date.now() };
+        const workdir = this.taskWorkdir.has(input.instanceId) ? { workdir: true } : {};
+        return { exitCode, onstart: this.taskOnstart.has(input.instanceId), ...workdir, at: Date.now() };
       }),
       changeBid: stubActor<void, ChangeBidInput>(async ({ input }) => {
         this.bids.push(input);
