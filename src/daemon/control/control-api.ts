@@ -31,6 +31,7 @@ import { BerthError, SpecError, StoreWriteError } from '../../errors.js';
 import { hasBody, isJsonContent, sendJson, sendText } from '../../http/body.js';
 import { BadPathError, Router } from '../../http/router.js';
 import type { Logger } from '../../logger.js';
+import { RAW_BODY_TYPE } from './blob-route.js';
 import { controlRoutes, type ControlApiDeps } from './control-routes.js';
 import { HttpProblem, type Answer, type ControlRoute } from './route-types.js';
 import { cookieName, readCookies } from './dashboard/cookies.js';
@@ -122,6 +123,10 @@ function authenticate(
   return { sessionId: sessionId!, session };
 }
 
+function isRawContent(req: IncomingMessage): boolean {
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === RAW_BODY_TYPE;
+}
+
 export function createControlApi(deps: ControlApiDeps): Server {
   const { tokens, log, sessions } = deps;
   const router = new Router<ControlRoute>(controlRoutes(deps));
@@ -134,9 +139,6 @@ export function createControlApi(deps: ControlApiDeps): Server {
     } catch {
       throw new HttpProblem(400, 'bad_request', 'The request target cannot be parsed.');
     }
-    if (hasBody(req) && !isJsonContent(req)) {
-      throw new HttpProblem(415, 'unsupported_media_type', 'A request body must be JSON with "Content-Type: application/json".');
-    }
     const method = req.method ?? 'GET';
     let match;
     try {
@@ -146,6 +148,13 @@ export function createControlApi(deps: ControlApiDeps): Server {
       throw err;
     }
     const route = match.kind === 'found' ? match.route : undefined;
+    // A raw body only where the route takes one, and only as application/octet-stream: a type a
+    // page cannot send without a preflight, as JSON.
+    if (route?.rawBody ? hasBody(req) && !isRawContent(req) : hasBody(req) && !isJsonContent(req)) {
+      const wanted = route?.rawBody ? RAW_BODY_TYPE : 'application/json';
+      const what = route?.rawBody ? 'A blob must be sent' : 'A request body must be JSON';
+      throw new HttpProblem(415, 'unsupported_media_type', `${what} with "Content-Type: ${wanted}".`);
+    }
     const caller = route?.auth === 'open' ? undefined : authenticate(req, url, route, tokens, sessions);
     if (match.kind === 'none') throw new HttpProblem(404, 'not_found', `No route ${method} ${url.pathname}.`);
     if (match.kind === 'method') {
