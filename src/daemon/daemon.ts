@@ -45,7 +45,8 @@ import { StoreSharedView } from './cluster/shared-view.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import type { Supervisor } from './runs/supervisor.js';
 import { composeRuns } from './runs/compose-runs.js';
-import { sshTaskShells } from './task-end/task-shells.js';
+import { openAttemptSession, sshTaskShells } from './task-end/task-shells.js';
+import type { FollowTarget } from './task-end/task-follow.js';
 import { withReleasers, type Releasers } from '../releasers.js';
 import { ClusterLoop, type ClusterLoopDeps } from './cluster/cluster-loop.js';
 import { claimDaemonId, incarnation } from './cluster/daemon-id.js';
@@ -424,6 +425,12 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       cluster?.stop();
       owner?.releaseAll();
     });
+    const logins = {
+      store,
+      loginKey: sshKeys.loginKey,
+      prepare: async (t: FollowTarget, createdAt: number | null, signal: AbortSignal) =>
+        sshKeys.access()?.prepareInstance(t.instanceId, createdAt ?? 0, signal),
+    };
     const runs = composeRuns(
       {
         store,
@@ -440,11 +447,9 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         // Its share of the key's rate as it is now (several daemons on one key split it).
         otherPerS: () => client.stats().groups.other.perS,
         // Running tasks followed over SSH with berth's key, attached to an instance the account's may not have reached.
-        shells: sshTaskShells({
-          store,
-          loginKey: sshKeys.loginKey,
-          prepare: async (t, createdAt, signal) => sshKeys.access()?.prepareInstance(t.instanceId, createdAt ?? 0, signal),
-        }),
+        shells: sshTaskShells(logins),
+        // The same logins put a task's workdir into its container (../task-files/).
+        uploadLogin: (t, signal) => openAttemptSession(logins, t, signal),
       },
       releasers,
     );

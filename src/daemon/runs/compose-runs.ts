@@ -38,6 +38,7 @@ import { Submissions } from './submission.js';
 import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
+import { WorkdirUploads, type WorkdirUploadsDeps as UploadLogins } from '../task-files/workdir-uploads.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 
 /**
@@ -77,6 +78,8 @@ export interface RunsDeps {
   leads?: () => boolean;
   /** Logins to task instances, where berth has a key: running tasks are then followed over SSH (../task-end/task-follow.ts). */
   shells?: TaskShells;
+  /** The same logins for the workdir uploads (../task-files/workdir-uploads.ts); none: no workdir reaches a task. */
+  uploadLogin?: UploadLogins['login'];
 }
 
 /**
@@ -121,6 +124,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
   const follow = composeFollow(deps, { logSecrets, taskLogs, journal, runs }, releasers);
+  const uploads = composeUploads(deps, { specs, runs }, releasers);
   const taskProbe = new TaskProbe({
     clock,
     log,
@@ -195,6 +199,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   // Its own loop from now on: it reads the tasks the runs say run, whatever the poller does.
   taskProbe.start();
   follow?.start();
+  uploads?.start();
   return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
 }
 
@@ -320,6 +325,30 @@ function composeFollow(
   });
   releasers.push(() => follow.stop());
   return follow;
+}
+
+/**
+ * The workdir uploads: every running attempt of a task with a workdir gets it over SSH before its
+ * task starts (the archive from the store); their events go to the run's events.
+ */
+function composeUploads(deps: RunsDeps, ctx: { specs: RunSpecs; runs: () => Supervisor }, releasers: Releasers) {
+  const { store, clock, config, log, uploadLogin } = deps;
+  if (!uploadLogin) return undefined;
+  const uploads = new WorkdirUploads({
+    clock,
+    log,
+    targets: () => ctx.runs().taskProbeTargets(),
+    workdirOf: (runId) => {
+      const task = ctx.specs.get(runId)?.task;
+      return task?.workdirSha256 ? { sha256: task.workdirSha256, dir: task.dir } : null;
+    },
+    archive: (sha256) => store.blobs.get(sha256),
+    login: uploadLogin,
+    say: (t, type, message, data) => store.transaction(() => store.events.append({ runId: t.runId, at: clock.now(), type, message, data })),
+    timeoutMs: config.files.upload_timeout_s * 1000,
+  });
+  releasers.push(() => uploads.stop());
+  return uploads;
 }
 
 /** Every secret a container log may show, scrubbed, and the two readers of those logs: a failed attempt's and a task's end. */

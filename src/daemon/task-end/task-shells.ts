@@ -7,7 +7,7 @@
 import type { Endpoint } from '../../../machines/run-types.js';
 import type { Store } from '../../store/index.js';
 import type { BerthKey } from '../../ssh/key-pair.js';
-import { openSshSession, type SshEndpoint } from '../../ssh/session.js';
+import { openSshSession, type SshEndpoint, type SshSession } from '../../ssh/session.js';
 import { BerthError } from '../../errors.js';
 import type { FollowTarget, TaskShells } from './task-follow.js';
 
@@ -19,19 +19,25 @@ export interface SshTaskShellsDeps {
   prepare?(t: FollowTarget, createdAt: number | null, signal: AbortSignal): Promise<unknown>;
 }
 
-export function sshTaskShells(deps: SshTaskShellsDeps): TaskShells {
+/** One login to the attempt's instance, as the follower's (the workdir upload's too: ../task-files/). */
+export async function openAttemptSession(deps: SshTaskShellsDeps, t: FollowTarget, signal: AbortSignal): Promise<SshSession> {
   const { store } = deps;
+  const a = store.attempts.get(t.runId, t.n);
+  const endpoints = a ? endpointsOf(a) : [];
+  if (!a || a.instance_id !== t.instanceId || endpoints.length === 0)
+    throw new BerthError('ssh_unreachable', `Instance ${t.instanceId} shows no SSH endpoint yet.`, { retryable: true });
+  const key = deps.loginKey();
+  await deps.prepare?.(t, a.instance_created_at, signal);
+  const pin = a.ssh_host_key;
+  const session = await openSshSession({ endpoints, key, verifyHostKey: (fp) => pin === null || fp === pin, signal });
+  if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
+  return session;
+}
+
+export function sshTaskShells(deps: SshTaskShellsDeps): TaskShells {
   return {
     async open(t, signal) {
-      const a = store.attempts.get(t.runId, t.n);
-      const endpoints = a ? endpointsOf(a) : [];
-      if (!a || a.instance_id !== t.instanceId || endpoints.length === 0)
-        throw new BerthError('ssh_unreachable', `Instance ${t.instanceId} shows no SSH endpoint yet.`, { retryable: true });
-      const key = deps.loginKey();
-      await deps.prepare?.(t, a.instance_created_at, signal);
-      const pin = a.ssh_host_key;
-      const session = await openSshSession({ endpoints, key, verifyHostKey: (fp) => pin === null || fp === pin, signal });
-      if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
+      const session = await openAttemptSession(deps, t, signal);
       return {
         exec: (command, options) => session.exec(command, { ...options, maxOutputBytes: 0 }),
         close: () => session.close(),
