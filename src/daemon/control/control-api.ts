@@ -7,7 +7,9 @@
 // - its Host is not the daemon's own loopback address (a web page's DNS-rebinding request names its
 //   own host), or it carries an Origin other than that address (any web page): 403;
 // - its target cannot be parsed: 400;
-// - it has a body that is not `application/json` (a no-preflight `text/plain` POST from a page): 415.
+// - it has a body that is not `application/json` (a no-preflight `text/plain` POST from a page): 415;
+//   a route that takes raw bytes (`rawBody`: a task's packed workdir) takes `application/octet-stream`
+//   instead, a type a page cannot send without a preflight either.
 // Then the caller is authenticated: by the bearer control token (the CLI, scripts), or by a
 // dashboard session cookie (./dashboard/). A request with an Authorization header is judged by it
 // alone. With a session, a route that takes the token only refuses (403), and every request must
