@@ -14,6 +14,7 @@
 // shell; a relative path for SFTP, whose relative paths start there), any other as written.
 // Nothing of the workdir's content is ever logged or put in an error: it may hold secrets.
 import { createHash } from 'node:crypto';
+import { posix } from 'node:path';
 import { Readable } from 'node:stream';
 import { gunzipSync } from 'node:zlib';
 import type { SFTPWrapper } from 'ssh2';
@@ -129,6 +130,7 @@ function sftpError(err: Error): BerthError {
 }
 
 const FAILURE = 4; // SSH_FX_FAILURE: OpenSSH's answer to a mkdir of a directory that exists
+const OP_UNSUPPORTED = 8; // SSH_FX_OP_UNSUPPORTED
 
 /** File by file over SFTP, the ready-file last (a temporary name, then a rename). */
 async function sftpUpload(sftp: SFTPWrapper, up: WorkdirUpload, signal: AbortSignal): Promise<void> {
@@ -142,12 +144,21 @@ async function sftpUpload(sftp: SFTPWrapper, up: WorkdirUpload, signal: AbortSig
       if (p === '' || p === '.') continue;
       await call(signal, (cb) => sftp.mkdir(p, cb), [FAILURE]);
     }
-    for (const e of await entriesOf(up.archive)) {
+    const entries = await entriesOf(up.archive);
+    const files = new Map(entries.filter((e) => e.type === 'file').map((e) => [e.path, e]));
+    for (const e of entries) {
       if (e.type === 'dir') await call(signal, (cb) => sftp.mkdir(at(e.path), { mode: e.mode }, cb), [FAILURE]);
       else if (e.type === 'file') await call(signal, (cb) => sftp.writeFile(at(e.path), e.data!, { mode: e.mode }, cb));
       else {
         await call(signal, (cb) => sftp.unlink(at(e.path), cb), [2, FAILURE]);
-        await call(signal, (cb) => sftp.symlink(e.linkpath!, at(e.path), cb));
+        try {
+          await call(signal, (cb) => sftp.symlink(e.linkpath!, at(e.path), cb));
+        } catch (err) {
+          // A server without links (OP_UNSUPPORTED): a link to a file of the workdir arrives as its copy.
+          const target = files.get(posix.normalize(posix.join(posix.dirname(e.path), e.linkpath!)));
+          if ((err as { cause?: { code?: number } }).cause?.code !== OP_UNSUPPORTED || !target) throw err;
+          await call(signal, (cb) => sftp.writeFile(at(e.path), target.data!, { mode: target.mode }, cb));
+        }
       }
     }
     const ready = at(WORKDIR_READY_FILE);

@@ -263,7 +263,16 @@ describe('the task wrapper under a real shell', () => {
 describe("the task wrapper and a task's workdir (issue #40)", () => {
   const SHA = 'ab'.repeat(32);
   const withWorkdir = (run: string, home: string, waitS: number, dir = '/root/code') =>
-    taskScript({ onstart: 'set -e\necho setup', run, runId: RUN, n: 1, serviceUrl: url, backstop: null, dir, workdir: { sha256: SHA, waitS } });
+    taskScript({
+      onstart: 'set -e\necho setup',
+      run,
+      runId: RUN,
+      n: 1,
+      serviceUrl: url,
+      backstop: null,
+      dir,
+      workdir: { sha256: SHA, waitS },
+    });
   /** What the daemon does: the files first, then the ready-file by a rename. */
   const upload = (dir: string, sha: string) => {
     mkdirSync(dir, { recursive: true });
