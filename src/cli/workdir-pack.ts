@@ -52,7 +52,7 @@ function rulesOf(dir: string): Ignore {
  * The paths to pack, relative to `dir`, '/'-separated, sorted (directories too, so that an empty
  * one arrives), and the bytes of their files. Stops as soon as the files pass `maxBytes`.
  */
-export function workdirEntries(dir: string, maxBytes: number): { paths: string[]; files: number; bytes: number } {
+function workdirEntries(dir: string, maxBytes: number): { paths: string[]; files: number; bytes: number } {
   const ig = rulesOf(dir);
   const paths: string[] = [];
   let files = 0;

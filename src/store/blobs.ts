@@ -54,4 +54,3 @@ export function createBlobsRepo(db: SqlDb) {
   };
 }
 
-export type BlobsRepo = ReturnType<typeof createBlobsRepo>;

@@ -41,7 +41,7 @@ export interface WorkdirUpload {
 export type UploadMethod = 'tar' | 'sftp' | 'present';
 
 /** The directory as an SFTP path: under /root relative to the login's home, as the wrapper's `$HOME`. */
-export function sftpDirOf(dir: string): string {
+function sftpDirOf(dir: string): string {
   const path = dir.replace(/\/+$/, '');
   if (path === '/root') return '.';
   return path.startsWith('/root/') ? path.slice('/root/'.length) : path;

@@ -27,7 +27,7 @@ const RETRY_FIRST_MS = 1000;
 const RETRY_MAX_MS = 30_000;
 
 /** A login to an attempt's instance, closed by the caller. */
-export type UploadLogin = UploadSession & { close(): void };
+type UploadLogin = UploadSession & { close(): void };
 
 export interface WorkdirUploadsDeps {
   clock: Clock;
