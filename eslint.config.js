@@ -29,7 +29,8 @@ export default tseslint.config(
   ...roomRules([
     ['src/daemon/control/**', ['daemon.js']],
     ['src/daemon/runs/**', ['daemon.js', 'control']],
-    ['src/daemon/task-end/**', ['daemon.js', 'control', 'runs']],
+    ['src/daemon/task-end/**', ['daemon.js', 'control', 'runs', 'task-files']],
+    ['src/daemon/task-files/**', ['daemon.js', 'control', 'runs']],
     [
       'src/daemon/{money,fleet,notify,inbound,cluster}/**',
       ['daemon.js', 'control', 'runs', 'money', 'fleet', 'notify', 'inbound', 'cluster'],

@@ -238,6 +238,19 @@ export function endingTask(context: RunContext, exitCode: number, onstart: boole
 }
 
 /**
+ * The task's workdir did not reach its instance in time (the marker's `stage=workdir`): the task
+ * never started, the instance goes, and the attempt ends `unreachable` (berth could not get the
+ * task's code in), so the run fails over to another offer as for any instance berth cannot reach.
+ */
+export function endingWorkdirMissing(context: RunContext): Change {
+  return endingAs(
+    context,
+    'unreachable',
+    `instance ${context.current!.instanceId} did not receive the workdir in time (files.upload_timeout_s): the task never started`,
+  );
+}
+
+/**
  * The task stopped its own instance, but its log could not be read for as long as the read went on:
  * the instance goes, and the run ends with the exit code unknown (running the task again could do
  * its work twice).

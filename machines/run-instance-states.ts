@@ -125,6 +125,12 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
         ...(stoppedByTask(context.current!.status) ? { stoppedByTask: true } : {}),
       }),
       onDone: [
+        // The workdir never arrived: the task never started; the attempt fails over.
+        {
+          guard: ({ event }) => event.output.exitCode !== null && event.output.workdir === true,
+          target: '#run.destroying',
+          actions: 'markEndingWorkdirMissing',
+        },
         // With outputs, they are taken before the instance goes; their time budget counts from the read's end.
         {
           guard: ({ context, event }) => event.output.exitCode !== null && context.limits.outputs === true,
@@ -228,13 +234,19 @@ const endedByRunReadingTask = (from: 'booting' | 'running') =>
   }) as const;
 
 /** The task probe read this attempt's end marker while its instance still runs: the task ended. */
-type TaskEndEvent = { event: { n: number; exitCode: number; onstart: boolean; at: number } };
+type TaskEndEvent = { event: { n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean } };
 const ending = [
   { type: 'markEndingTask', params: ({ event }: TaskEndEvent) => ({ exitCode: event.exitCode, onstart: event.onstart }) },
   'reportTaskEnded',
 ] as const;
 const taskEndedByProbe = {
   TASK_END: [
+    // The workdir never arrived: the task never started; the attempt fails over.
+    {
+      guard: { type: 'workdirMissingOfCurrent', params: ({ event }: TaskEndEvent) => ({ n: event.n, workdir: event.workdir === true }) },
+      target: '#run.destroying',
+      actions: 'markEndingWorkdirMissing',
+    },
     // With outputs, they are taken before the instance goes; their time budget counts from when the end was read.
     {
       guard: { type: 'taskEndOfCurrent', params: ({ event }: TaskEndEvent) => ({ n: event.n, collects: true }) },

@@ -21,6 +21,7 @@ import {
   endingOutbid,
   endingUnreachable,
   endingTask,
+  endingWorkdirMissing,
   endingTaskUnread,
   isGoneSinceDestroy,
   isLost,
@@ -185,6 +186,13 @@ export const runSetup = setup({
       context.current.ending === null &&
       // `collects`: only when the task leaves outputs to take first.
       (params.collects !== true || context.limits.outputs === true),
+    /** The end marker of the current attempt says its workdir never arrived (`stage=workdir`). */
+    workdirMissingOfCurrent: ({ context }, params: { n: number; workdir: boolean }) =>
+      params.workdir &&
+      context.limits.task &&
+      context.current?.n === params.n &&
+      context.current.instanceId !== null &&
+      context.current.ending === null,
     taskFailed: ({ context }) => context.lastEnded?.outcome === 'task_failed',
     /** The task leaves outputs to take before its instance goes (the spec's `outputs`). */
     collectsOutputs: ({ context }) => context.limits.outputs === true,
@@ -333,6 +341,7 @@ export const runSetup = setup({
     reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
     reportExpired: emit(({ context }) => ({ type: 'run.expired' as const, error: context.error! })),
     reportCancelled: emit({ type: 'run.cancelled' as const }),
+    markEndingWorkdirMissing: assign(({ context }) => endingWorkdirMissing(context)),
     markEndingTask: assign(({ context }, params: { exitCode: number; onstart?: boolean | undefined }) =>
       endingTask(context, params.exitCode, params.onstart ?? false),
     ),

@@ -248,7 +248,7 @@ export type RunEvent =
    * From the daemon's task probe (src/daemon/task-end/task-probe.ts): attempt n's log holds its end
    * marker while its instance still runs (an image without curl or wget cannot stop itself).
    */
-  | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number };
+  | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean };
 
 /** Events the machine reports; the daemon writes them to the run's event log with the snapshot. */
 export type RunEmitted =
@@ -432,6 +432,8 @@ export interface TaskEndOutput {
   exitCode: number | null;
   /** The user's onstart ended non-zero, so the task never started (the marker's `stage=onstart`). */
   onstart?: boolean;
+  /** The task's workdir did not arrive in time, so the task never started (the marker's `stage=workdir`). */
+  workdir?: boolean;
   /** No log could be read at all (no upload came, or no container): the exit code is unknown, not absent. */
   unread?: boolean;
   /** When the read ended: a stop judged afterwards dates from here (when berth learned of it). */

@@ -19,6 +19,7 @@ import { proofMatches } from '../wire/control-proof.js';
 import { BerthError, type SpecIssue } from '../errors.js';
 import type {
   AccountChecks,
+  Blob,
   CostsReport,
   OffersReport,
   Notification,
@@ -41,7 +42,7 @@ interface HttpAnswer {
 }
 
 /** One HTTP exchange; rejects with the socket's error (its `code`: ECONNREFUSED...) or a timeout. */
-function exchange(url: URL, method: string, headers: Record<string, string>, body?: string): Promise<HttpAnswer> {
+function exchange(url: URL, method: string, headers: Record<string, string>, body?: string | Buffer): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     const req = request(
       url,
@@ -163,6 +164,11 @@ export class ControlClient {
   /** Lets a run held after a restore go on. */
   resume(id: string): Promise<Run> {
     return this.call<Run>('POST', `/v1/runs/${encodeURIComponent(id)}/resume`);
+  }
+
+  /** Keeps `data` in the daemon's store under its sha256 (a task's packed workdir): the raw bytes, not JSON. */
+  putBlob(sha256: string, data: Buffer): Promise<Blob> {
+    return this.call<Blob>('POST', `/v1/blobs/${sha256}`, data, { 'content-type': 'application/octet-stream' });
   }
 
   submit(spec: unknown, idempotencyKey?: string): Promise<Run> {
@@ -346,7 +352,7 @@ export class ControlClient {
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
           ...headers,
         },
-        body === undefined ? undefined : JSON.stringify(body),
+        body === undefined ? undefined : Buffer.isBuffer(body) ? body : JSON.stringify(body),
       );
     } catch (err) {
       const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;

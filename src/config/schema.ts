@@ -187,9 +187,13 @@ export const configSchema = z.strictObject({
       private_key_path: z.string().min(1, 'must be the path of a private key file').nullish(),
     })
     .prefault({}),
-  /** A task's files (issue #40, docs/files.md): its outputs, downloaded when it ends. */
+  /** A task's files (issue #40, docs/files.md): its workdir uploaded before it starts, its outputs downloaded when it ends. */
   files: z
     .strictObject({
+      /** Largest workdir `berth submit` packs, MB (its files after .gitignore and .berthignore) (default 100, at most 10240). */
+      workdir_max_mb: z.number().positive().max(10_240).default(100),
+      /** Seconds a task's wrapper waits for its workdir before its attempt fails over (default 600, at most 1 day). */
+      upload_timeout_s: positiveSeconds(DAY).default(600),
       /** Where the outputs of runs are kept, one folder per run and attempt (default none: BERTH_HOME/outputs). */
       outputs_dir: z.string().min(1, 'must be a directory path').nullish(),
       /** Most MB of outputs downloaded per attempt; past it the download stops and what came is kept, marked partial (default 1024). */

@@ -79,6 +79,7 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
         }
       : supervisor,
     submissions: wiring.runs.submissions,
+    blobMaxBytes: config.files.workdir_max_mb * 1_000_000,
     logs: wiring.runs.logs,
     log: wiring.log,
     clock,

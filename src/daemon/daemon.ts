@@ -45,7 +45,8 @@ import { StoreSharedView } from './cluster/shared-view.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import type { Supervisor } from './runs/supervisor.js';
 import { composeRuns } from './runs/compose-runs.js';
-import { sshAttemptLogins, sshTaskShells } from './task-end/task-shells.js';
+import { openAttemptSession, sshAttemptLogins, sshTaskShells } from './task-end/task-shells.js';
+import type { FollowTarget } from './task-end/task-follow.js';
 import { outputsDir } from '../config/home.js';
 import { withReleasers, type Releasers } from '../releasers.js';
 import { ClusterLoop, type ClusterLoopDeps } from './cluster/cluster-loop.js';
@@ -426,11 +427,13 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
       owner?.releaseAll();
     });
     // Logins to the runs' instances with berth's key, attached to an instance the account's may not have reached.
-    const logins = sshAttemptLogins({
+    const sessions = {
       store,
       loginKey: sshKeys.loginKey,
-      prepare: async (t, createdAt, signal) => sshKeys.access()?.prepareInstance(t.instanceId, createdAt ?? 0, signal),
-    });
+      prepare: async (t: FollowTarget, createdAt: number | null, signal: AbortSignal) =>
+        sshKeys.access()?.prepareInstance(t.instanceId, createdAt ?? 0, signal),
+    };
+    const logins = sshAttemptLogins(sessions);
     const runs = composeRuns(
       {
         store,
@@ -453,6 +456,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         outputs: { shells: sshTaskShells(logins), dir: outputsDir(config, env.home) },
         // Or copied by the service to a cloud connection (outputs.cloud).
         cloud: client,
+        // The same logins put a task's workdir into its container (../task-files/).
+        uploadLogin: (t, signal) => openAttemptSession(sessions, t, signal),
       },
       releasers,
     );

@@ -6,7 +6,7 @@
 // Nothing else in the daemon fills a default or asks whether a run is a task.
 import type { Config } from '../config/schema.js';
 import { SpecError } from '../errors.js';
-import { JOB_SPEC_DEFAULTS, OUTPUTS_BASE, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { JOB_SPEC_DEFAULTS, OUTPUTS_BASE, WORKDIR_DEST_DEFAULT, type JobSpec, type ResolvedJobSpec } from './schema.js';
 import { parseJobSpec, parseJsonText } from './validate.js';
 
 /** The version of the stored spec that this build writes. */
@@ -18,6 +18,10 @@ const VERSION_KEY = 'berth_spec_version';
 export interface TaskPlan {
   run: string;
   maxRestarts: number;
+  /** The container directory the task starts in: the spec's workdir_dest, else /root/workdir (made empty without a workdir). */
+  dir: string;
+  /** The sha256 of the packed workdir uploaded into `dir` before the task starts, or null without one. */
+  workdirSha256: string | null;
 }
 
 /** An interruptible run's bid: the spec's price (or the offer's min_bid), its step and what an outbid does. */
@@ -89,7 +93,14 @@ function withRunDefaults(spec: JobSpec, runs: Config['runs']): ResolvedJobSpec {
  * rules refuse `ready_when: "ssh"` on a task.
  */
 function planOf(spec: ResolvedJobSpec): RunPlan {
-  const task = specIsTask(spec) ? { run: spec.run!, maxRestarts: spec.max_restarts ?? 0 } : null;
+  const task = specIsTask(spec)
+    ? {
+        run: spec.run!,
+        maxRestarts: spec.max_restarts ?? 0,
+        dir: spec.workdir_dest ?? WORKDIR_DEST_DEFAULT,
+        workdirSha256: spec.workdir_sha256 ?? null,
+      }
+    : null;
   const readyWhen = task ? 'status' : (spec.ready_when ?? JOB_SPEC_DEFAULTS.ready_when);
   const bid =
     spec.search.type === 'bid' && spec.bid_price !== undefined
@@ -107,6 +118,7 @@ function planOf(spec: ResolvedJobSpec): RunPlan {
     ...spec,
     ready_when: readyWhen,
     ...(task ? { max_restarts: task.maxRestarts } : {}),
+    ...(spec.workdir !== undefined ? { workdir_dest: spec.workdir_dest ?? WORKDIR_DEST_DEFAULT } : {}),
     ...(bid ? { bid_step_pct: bid.stepPct, on_outbid: bid.onOutbid } : {}),
     ...(idle ? { idle_gpu_util_pct: idle.gpuUtilPct } : {}),
     task,

@@ -245,6 +245,17 @@ const outputsSchema = z.union(
   { error: (iss) => `expected a list of container paths or {paths, cloud}, got ${jsonType(iss.input)}` },
 );
 
+/** Where a task's workdir lands, and where the task starts, when the spec does not say. */
+export const WORKDIR_DEST_DEFAULT = '/root/workdir';
+
+/** An absolute directory in the container, in plain characters (the wrapper quotes it for sh). */
+const containerDirSchema = z
+  .string()
+  .regex(/^\/[A-Za-z0-9._/+@=-]*$/, 'must be an absolute path of letters, digits and . _ / + @ = -')
+  .refine((s) => !s.split('/').includes('..'), 'must not contain ".."')
+  .refine((s) => s.replace(/\/+$/, '') !== '', 'must not be "/"')
+  .refine((s) => s.length <= 256, 'must be at most 256 characters');
+
 export const jobSpecSchema = z
   .strictObject({
     name: z
@@ -349,6 +360,26 @@ export const jobSpecSchema = z
       .describe(
         'Command run after onstart, in the container; when it ends the run ends (succeeded on exit 0, else failed with error.kind "task_failed") and the instance is destroyed',
       ),
+    // A task's code (issue #40, docs/files.md): packed by `berth submit`, stored with the run by its
+    // sha256, uploaded into workdir_dest on every attempt before the task starts there.
+    workdir: z
+      .string()
+      .min(1, 'must be the path of a local directory')
+      .refine((s) => !s.includes('\0'), 'must not contain NUL characters')
+      .optional()
+      .describe(
+        'A local directory (relative to the spec file) that `berth submit` packs (honouring .gitignore and .berthignore) and berth uploads into workdir_dest on every attempt; the task starts there. Needs run',
+      ),
+    workdir_dest: containerDirSchema
+      .optional()
+      .describe(
+        `Where workdir lands in the container, an absolute path (default ${WORKDIR_DEST_DEFAULT}); the task starts there. Needs workdir`,
+      ),
+    workdir_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/, 'must be 64 lowercase hex digits (the sha256 of the packed workdir)')
+      .optional()
+      .describe('Set by `berth submit`: the sha256 of the packed workdir, uploaded to the daemon before the spec (PUT /v1/blobs/{sha256})'),
     max_restarts: z
       .number()
       .int('must be a whole number')
@@ -383,7 +414,8 @@ export const jobSpecSchema = z
   .superRefine(checkBid, { when: (payload) => isPlainObject(payload.value) })
   .superRefine(checkTask, { when: (payload) => isPlainObject(payload.value) })
   .superRefine(checkEnvWithSecrets, { when: (payload) => isPlainObject(payload.value) })
-  .superRefine(checkOutputs, { when: (payload) => isPlainObject(payload.value) });
+  .superRefine(checkOutputs, { when: (payload) => isPlainObject(payload.value) })
+  .superRefine(checkWorkdir, { when: (payload) => isPlainObject(payload.value) });
 
 // Outputs come from a task's container when the task ends: without `run` there is no such end. A
 // cloud copy takes one path (FILES-DESIGN: an old "Finished" in the status bar would otherwise be
@@ -394,6 +426,16 @@ function checkOutputs(spec: { outputs?: unknown; run?: unknown }, ctx: z.Refinem
   const o = spec.outputs;
   if (isPlainObject(o) && isPlainObject(o['cloud']) && Array.isArray(o['paths']) && o['paths'].length !== 1) {
     ctx.addIssue({ code: 'custom', path: ['outputs', 'paths'], message: 'must name exactly one path with cloud (one cloud copy per run)' });
+  }
+}
+
+// The workdir is a task's code: it needs run, and its fields need it. Reads the raw object (see checkBid).
+function checkWorkdir(spec: { run?: unknown; workdir?: unknown; workdir_dest?: unknown; workdir_sha256?: unknown }, ctx: z.RefinementCtx) {
+  if (spec.workdir !== undefined && spec.run === undefined)
+    ctx.addIssue({ code: 'custom', path: ['workdir'], message: 'only applies with run (a task started in it)' });
+  for (const field of ['workdir_dest', 'workdir_sha256'] as const) {
+    if (spec[field] !== undefined && spec.workdir === undefined)
+      ctx.addIssue({ code: 'custom', path: [field], message: 'only applies with workdir' });
   }
 }
 

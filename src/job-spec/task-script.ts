@@ -54,20 +54,36 @@ export interface TaskScriptInput {
    * sshd to download from. Absent: no wait.
    */
   outputsWaitS?: number | undefined;
+  /** The container directory the task starts in (made if missing); default /root/workdir. */
+  dir?: string | undefined;
+  /** The workdir the daemon uploads into `dir`: the task waits for its ready-file, at most `waitS` seconds. */
+  workdir?: { sha256: string; waitS: number } | null | undefined;
 }
+
+/** The task's directory when the plan gives none (the job spec's WORKDIR_DEST_DEFAULT). */
+const DIR_DEFAULT = '/root/workdir';
+
+/**
+ * The file the daemon writes last into the task's directory, holding the workdir's sha256 and a
+ * newline, by a rename (src/daemon/task-files/workdir-upload.ts): once the wrapper reads the right
+ * hash there, every file of the workdir is in place.
+ */
+export const WORKDIR_READY_FILE = '.berth-ready';
 
 /** Naps the wrapper waits for a following daemon's `.ack` before its self-stop (0.2 s each: 10 s). */
 const FOLLOW_ACK_WAIT = 50;
 
 /** The marker's prefix; a line of the container's log matching MARKER is the task's end. */
 export const MARKER_PREFIX = 'berth-task-end';
-const MARKER = /^berth-task-end run=([a-z2-7]+) attempt=(\d+) exit=(\d{1,3})( stage=onstart)?\s*$/;
+const MARKER = /^berth-task-end run=([a-z2-7]+) attempt=(\d+) exit=(\d{1,3})(?: stage=(onstart|workdir))?\s*$/;
 
 /** How a task's attempt ended, as its end marker says. */
 export interface TaskEnd {
   exitCode: number;
   /** The user's onstart ended non-zero, so the task never started. */
   onstart: boolean;
+  /** The workdir did not arrive in time (`stage=workdir`), so the task never started: the attempt fails over. */
+  workdir?: boolean;
 }
 
 /** `text` as one single-quoted sh word. */
@@ -161,6 +177,42 @@ function marker(runId: string, n: number, stage: string): string {
   return `berth_end "${MARKER_PREFIX} run=${runId} attempt=${n} exit=$berth_rc${stage}"`;
 }
 
+/**
+ * A container directory as an sh word. A path under /root is read from root's home, `$HOME` (where
+ * a login's relative paths start too, OpenSSH's sftp-server included), so the wrapper, the daemon's
+ * commands and its SFTP name one directory; in a container run as root, $HOME is /root.
+ */
+export function containerDirWord(dir: string): string {
+  const path = dir.replace(/\/+$/, '');
+  if (path === '/root') return '"${HOME:-/root}"';
+  if (path.startsWith('/root/')) return `"\${HOME:-/root}"${shellQuote(path.slice('/root'.length))}`;
+  return shellQuote(path);
+}
+
+/**
+ * The task's directory, made (empty) when missing; with a workdir, the wait for its ready-file
+ * holding the right sha256, at most `waitS` one-second naps of the shell's own loop and `read`
+ * (no tool the image may lack but `sleep`). Not there in time: the marker with `stage=workdir`
+ * (the attempt fails over, the task never starts without its code). Then the `cd` the task starts from.
+ */
+function dirCall(input: TaskScriptInput): string {
+  const lines = [`berth_wd=${containerDirWord(input.dir ?? DIR_DEFAULT)}`, 'mkdir -p "$berth_wd" 2>/dev/null || :'];
+  const wd = input.workdir;
+  if (wd) {
+    const failed = (why: string) =>
+      `berth_rc=1; echo "berth: ${why}; the task does not start"; ${marker(input.runId, input.n, ' stage=workdir')}; exit 1`;
+    lines.push(
+      'berth_i=0',
+      `until [ -f "$berth_wd/${WORKDIR_READY_FILE}" ] && read -r berth_l <"$berth_wd/${WORKDIR_READY_FILE}" && [ "$berth_l" = ${wd.sha256} ]; do`,
+      `  if [ "$berth_i" -ge ${Math.ceil(wd.waitS)} ]; then ${failed(`the workdir did not arrive within ${Math.ceil(wd.waitS)} s`)}; fi`,
+      '  sleep 1; berth_i=$((berth_i+1))',
+      'done',
+      `cd "$berth_wd" || { ${failed('the workdir cannot be entered')}; }`,
+    );
+  } else lines.push('cd "$berth_wd" 2>/dev/null || :');
+  return lines.join('\n');
+}
+
 /** The whole script, before any compression (src/daemon/runs/create-actor.ts encodes it with encodeOnstart). */
 export function taskScript(input: TaskScriptInput): string {
   const parts: string[] = [`# berth task: run ${input.runId}, attempt ${input.n}`, "trap 'berth_sig=1' HUP INT TERM"];
@@ -184,6 +236,7 @@ export function taskScript(input: TaskScriptInput): string {
     parts.push('fi');
   }
   if (input.callbackLine) parts.push(input.callbackLine);
+  parts.push(dirCall(input));
   parts.push(runCall(input.run));
   parts.push(marker(input.runId, input.n, ''));
   return `${parts.join('\n')}\n`;
@@ -194,7 +247,8 @@ export function taskEndOf(log: string, runId: string, n: number): TaskEnd | null
   const lines = log.split(/\r?\n/);
   for (let i = lines.length - 1; i >= 0; i--) {
     const m = MARKER.exec(lines[i]!);
-    if (m && m[1] === runId && Number(m[2]) === n) return { exitCode: Number(m[3]), onstart: m[4] !== undefined };
+    if (m && m[1] === runId && Number(m[2]) === n)
+      return { exitCode: Number(m[3]), onstart: m[4] === 'onstart', ...(m[4] === 'workdir' ? { workdir: true } : {}) };
   }
   return null;
 }
@@ -213,6 +267,8 @@ const WORST = {
   callbackLine: `{ ${'c'.repeat(600)} } >/dev/null 2>&1 || true`,
   backstop: { atS: 99_999_999_999, madeAtS: 99_999_999_999 },
   outputsWaitS: 86_400,
+  dir: `/${'d'.repeat(255)}`,
+  workdir: { sha256: 'f'.repeat(64), waitS: 86_400 },
 };
 
 /** Whether the wrapper for `run` after `onstart` fits the service's onstart limit (compressed if need be). */

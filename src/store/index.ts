@@ -17,6 +17,7 @@ import { createOutputsRepo } from './outputs.js';
 import { createLeasesRepo, type Lease } from './leases.js';
 import { createRateSlotsRepo } from './rate-slots.js';
 import { createSightingsRepo } from './sightings.js';
+import { createBlobsRepo } from './blobs.js';
 
 /**
  * A database's failure of a write becomes a StoreWriteError (retryable); anything else is rethrown.
@@ -85,6 +86,7 @@ export function openStore(options: StoreOptions) {
     leases: createLeasesRepo(db),
     rateSlots: createRateSlotsRepo(db),
     sightings: createSightingsRepo(db),
+    blobs: createBlobsRepo(db),
   };
   const purgedSpend = db.prepare(`SELECT CAST(value AS DOUBLE PRECISION) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
   const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);
@@ -230,13 +232,15 @@ export function openStore(options: StoreOptions) {
     /**
      * Retention: deletes the runs that ended before `before` (with their attempts, events and
      * idempotency keys), every event older than it, and the notifications delivered or dead before
-     * it. In batches, so no transaction grows large.
+     * it, and the blobs no run names any more (a day after they were put). In batches, so no
+     * transaction grows large.
      */
     purge(before: number, now: number): { runs: number; events: number; notifications: number } {
       let runs = 0;
       for (let n = -1; n !== 0; runs += n) n = db.transaction(() => repos.runs.purgeEnded(before, now));
       const events = db.transaction(() => repos.events.purgeBefore(before));
       const notifications = db.transaction(() => repos.outbox.purgeFinished(before));
+      db.transaction(() => repos.blobs.purgeUnreferenced(now));
       return { runs, events, notifications };
     },
     /**

@@ -20,7 +20,9 @@ export type ColumnType =
   | 'bigint'
   | 'real'
   /** The table's own ever-growing id, its primary key. */
-  | 'serial';
+  | 'serial'
+  /** Bytes (BLOB, BYTEA). */
+  | 'bytes';
 /** `name type constraints`: the type checked here, the constraints SQL that both dialects read alike. */
 type ColumnDef = `${string} ${ColumnType}` | `${string} ${ColumnType} ${string}`;
 
@@ -281,6 +283,24 @@ export const HISTORY: Change[][] = [
         'ended_at bigint', // ms; NULL while the transfer runs (or was cut by a daemon's death)
       ],
       'PRIMARY KEY (run_id, attempt)',
+    ),
+  ],
+
+  // Version 14 (issue #40): content-addressed files a run needs, stored so that they survive a
+  // restart and reach every daemon of a shared store: a task's packed workdir (tar.gz), put by
+  // `berth submit` before the spec that names it by its sha256. In parts (./blobs.ts), each row
+  // small enough for one statement; all parts of a blob are written in one transaction.
+  [
+    table(
+      'blobs',
+      [
+        'sha256 key NOT NULL', // of the whole blob, lowercase hex
+        'part int NOT NULL', // 0, 1, ...: the blob is its parts' data in order
+        'data bytes NOT NULL',
+        'size bigint NOT NULL', // the whole blob's, bytes
+        'created_at bigint NOT NULL', // ms; one unreferenced for a day is deleted with the purge
+      ],
+      'PRIMARY KEY (sha256, part)',
     ),
   ],
 ];

@@ -236,6 +236,10 @@ export const RunEventSchema = z.object({
 /** A stored event as GET /v1/events/stream sends it (the `data` of each SSE message): the event and its run. */
 export const StreamEventSchema = RunEventSchema.extend({ run_id: z.string() });
 
+/** A blob kept by POST /v1/blobs/{sha256} (a task's packed workdir). */
+export const BlobSchema = z.object({ sha256: z.string(), size: z.number().int().min(0) });
+export type Blob = z.infer<typeof BlobSchema>;
+
 const ERROR_KINDS = [
   'bad_request', // 400: a target, query or nonce that cannot be read
   'spec', // 400: the job spec is invalid (with `issues`)
@@ -247,8 +251,8 @@ const ERROR_KINDS = [
   'not_held', // 409: resume of a run that is not held
   'ambiguous_name', // 409: a run named by a name that several live runs share (with `run_ids`)
   'outputs_elsewhere', // 409: a run's outputs are kept by a daemon on another host (with `host`)
-  'too_large', // 413: a body over 1 MiB
-  'unsupported_media_type', // 415: a body that is not application/json
+  'too_large', // 413: a body over 1 MiB (a blob: over files.workdir_max_mb)
+  'unsupported_media_type', // 415: a body that is not application/json (a blob's: application/octet-stream)
   'service_error', // 502: the marketplace's answer failed a request the daemon made for it (POST /v1/offers)
   'daemon_stopping', // 503: the daemon is shutting down
   'store_unavailable', // 503: berth.db refuses writes now; retry later

@@ -6,7 +6,7 @@ import type { RunSpecs } from '../../src/job-spec/run-specs.js';
 
 type Stubbed = Pick<
   RunActorDeps,
-  'money' | 'failureLogs' | 'taskLogs' | 'logSecrets' | 'ownership' | 'serviceUrl' | 'searchShareMs' | 'offersPerSearch'
+  'money' | 'failureLogs' | 'taskLogs' | 'logSecrets' | 'ownership' | 'serviceUrl' | 'uploadTimeoutS' | 'searchShareMs' | 'offersPerSearch'
 >;
 
 /** Money checks that let everything through; what is left of a run's limits is its whole spec's. */
@@ -25,6 +25,7 @@ export function passThroughActorDeps(specs: RunSpecs, clock: { now(): number }):
     logSecrets: { noteInstanceKey: () => undefined, forget: () => undefined },
     ownership: { check: () => undefined },
     serviceUrl: 'https://console.vast.ai',
+    uploadTimeoutS: 600,
     // The configuration's defaults (runs.search_share_s, runs.gone_offers_per_search).
     searchShareMs: 30_000,
     offersPerSearch: 3,

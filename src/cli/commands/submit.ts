@@ -1,6 +1,8 @@
 // `berth submit FILE [--wait] [--json] [--idempotency-key K]`: validate locally (an invalid spec is
 // never sent), submit, print the run id; with --wait follow the run until it runs or ends.
-import { ControlApiError, connectToDaemon } from '../control-client.js';
+import { dirname, resolve } from 'node:path';
+import { loadConfig } from '../../config/load.js';
+import { ControlApiError, connectToDaemon, type ControlClient } from '../control-client.js';
 import { EXIT, exitCodeForRun } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import { printJson, type Io } from '../io.js';
@@ -8,7 +10,8 @@ import { runEndedSentence, sshCommand } from '../render.js';
 import { isEndState, isSettled } from '../../wire/run-states.js';
 import type { Run } from '../../wire/control-api.js';
 import { checkGpuNames } from '../gpu-name-list.js';
-import { readSpecFile, SpecFileError } from '../spec-file.js';
+import { placeIssuesInFile, readSpecFile, SpecFileError } from '../spec-file.js';
+import { megabytes, packWorkdir, WorkdirError } from '../workdir-pack.js';
 
 export interface SubmitOptions {
   wait?: boolean;
@@ -22,7 +25,8 @@ export async function submitCommand(file: string, options: SubmitOptions, io: Io
   const spec = readSpecFile(file, options.set ?? []);
   await checkGpuNames(file, spec, io, env);
   const client = connectToDaemon(env);
-  const run = await client.submit(spec, options.idempotencyKey).catch((err: unknown) => {
+  const sent = await withWorkdir(file, spec, client, io, env);
+  const run = await client.submit(sent, options.idempotencyKey).catch((err: unknown) => {
     // The daemon validates again (its defaults may differ): report its problems the same way.
     if (err instanceof ControlApiError && err.kind === 'spec') {
       throw new SpecFileError(file, err.issues.length > 0 ? err.issues : [{ path: '$', message: err.message }]);
@@ -44,6 +48,36 @@ export async function submitCommand(file: string, options: SubmitOptions, io: Io
   if (!options.json) io.out(`Submitted run ${run.id} (${run.name}); following it until ${until} (Ctrl-C stops following, not the run).`);
   const settled = await watchRun(client, run, io, (r) => (task ? isEndState(r.state) : isSettled(r.state)), { quiet: options.json });
   return task ? reportTaskEnd(settled, io, options.json === true) : reportSettled(settled, io, options.json === true);
+}
+
+/**
+ * A spec with a `workdir`: the directory (relative to the spec file) packed, put in the daemon's
+ * store by its sha256, and named by the spec sent (`workdir_sha256`). Too large, or not a
+ * directory: an error said of the spec's `workdir` (exit 2), and nothing is sent.
+ */
+async function withWorkdir(file: string, spec: unknown, client: ControlClient, io: Io, env: NodeJS.ProcessEnv): Promise<unknown> {
+  const workdir = (spec as { workdir?: unknown }).workdir;
+  if (typeof workdir !== 'string') return spec;
+  // The cap this BERTH_HOME's config sets (the daemon checks its own again when the archive comes).
+  const maxMb = loadConfig({}, env).config.files.workdir_max_mb;
+  const dir = resolve(dirname(file), workdir);
+  let packed;
+  try {
+    packed = await packWorkdir(dir, maxMb);
+  } catch (err) {
+    if (err instanceof WorkdirError) throw new SpecFileError(file, placeIssuesInFile(file, [{ path: '$.workdir', message: err.message }]));
+    throw err;
+  }
+  try {
+    await client.putBlob(packed.sha256, packed.archive);
+  } catch (err) {
+    // The daemon's cap (its own config): said of the spec's workdir too.
+    if (err instanceof ControlApiError && err.kind === 'too_large')
+      throw new SpecFileError(file, [{ path: '$.workdir', message: err.message }]);
+    throw err;
+  }
+  io.err(`Packed workdir ${dir}: ${packed.files} files, ${megabytes(packed.bytes)} (${megabytes(packed.archive.length)} packed).`);
+  return { ...(spec as Record<string, unknown>), workdir_sha256: packed.sha256 };
 }
 
 /** How a task's run ended: its exit code and the last lines of its log; exit 0 only when it succeeded. */

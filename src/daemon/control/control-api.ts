@@ -7,7 +7,9 @@
 // - its Host is not the daemon's own loopback address (a web page's DNS-rebinding request names its
 //   own host), or it carries an Origin other than that address (any web page): 403;
 // - its target cannot be parsed: 400;
-// - it has a body that is not `application/json` (a no-preflight `text/plain` POST from a page): 415.
+// - it has a body that is not `application/json` (a no-preflight `text/plain` POST from a page): 415;
+//   a route that takes raw bytes (`rawBody`: a task's packed workdir) takes `application/octet-stream`
+//   instead, a type a page cannot send without a preflight either.
 // Then the caller is authenticated: by the bearer control token (the CLI, scripts), or by a
 // dashboard session cookie (./dashboard/). A request with an Authorization header is judged by it
 // alone. With a session, a route that takes the token only refuses (403), and every request must
@@ -31,6 +33,7 @@ import { BerthError, SpecError, StoreWriteError } from '../../errors.js';
 import { hasBody, isJsonContent, sendJson, sendText } from '../../http/body.js';
 import { BadPathError, Router } from '../../http/router.js';
 import type { Logger } from '../../logger.js';
+import { RAW_BODY_TYPE } from './blob-route.js';
 import { controlRoutes, type ControlApiDeps } from './control-routes.js';
 import { HttpProblem, type Answer, type ControlRoute } from './route-types.js';
 import { cookieName, readCookies } from './dashboard/cookies.js';
@@ -122,6 +125,10 @@ function authenticate(
   return { sessionId: sessionId!, session };
 }
 
+function isRawContent(req: IncomingMessage): boolean {
+  return (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase() === RAW_BODY_TYPE;
+}
+
 export function createControlApi(deps: ControlApiDeps): Server {
   const { tokens, log, sessions } = deps;
   const router = new Router<ControlRoute>(controlRoutes(deps));
@@ -134,9 +141,6 @@ export function createControlApi(deps: ControlApiDeps): Server {
     } catch {
       throw new HttpProblem(400, 'bad_request', 'The request target cannot be parsed.');
     }
-    if (hasBody(req) && !isJsonContent(req)) {
-      throw new HttpProblem(415, 'unsupported_media_type', 'A request body must be JSON with "Content-Type: application/json".');
-    }
     const method = req.method ?? 'GET';
     let match;
     try {
@@ -146,6 +150,13 @@ export function createControlApi(deps: ControlApiDeps): Server {
       throw err;
     }
     const route = match.kind === 'found' ? match.route : undefined;
+    // A raw body only where the route takes one, and only as application/octet-stream: a type a
+    // page cannot send without a preflight, as JSON.
+    if (route?.rawBody ? hasBody(req) && !isRawContent(req) : hasBody(req) && !isJsonContent(req)) {
+      const wanted = route?.rawBody ? RAW_BODY_TYPE : 'application/json';
+      const what = route?.rawBody ? 'A blob must be sent' : 'A request body must be JSON';
+      throw new HttpProblem(415, 'unsupported_media_type', `${what} with "Content-Type: ${wanted}".`);
+    }
     const caller = route?.auth === 'open' ? undefined : authenticate(req, url, route, tokens, sessions);
     if (match.kind === 'none') throw new HttpProblem(404, 'not_found', `No route ${method} ${url.pathname}.`);
     if (match.kind === 'method') {

@@ -19,6 +19,7 @@ import { daemonRoutes, type ControlTokens } from './daemon-routes.js';
 import { submitRoute } from './submit-route.js';
 import { offersRoute, type OffersDeps } from './offers-route.js';
 import { runRoutes } from './run-routes.js';
+import { blobRoute } from './blob-route.js';
 import { runActionRoutes } from './run-action-routes.js';
 import { costsRoute } from './costs-route.js';
 import type { Supervisor } from '../runs/supervisor.js';
@@ -57,6 +58,8 @@ export interface ControlApiDeps {
   account?: AccountPort;
   /** The dashboard's sign-in codes and sessions; a token rotation ends them all. */
   sessions: DashboardSessions;
+  /** The largest blob POST /v1/blobs/{sha256} takes, bytes (files.workdir_max_mb). */
+  blobMaxBytes: number;
   /** Several daemons on one store: this daemon's part, shown by /healthz. */
   cluster?: () => ClusterState;
 }
@@ -65,6 +68,7 @@ export function controlRoutes(deps: ControlApiDeps): ControlRoute[] {
   const routes: ControlRoute[] = [
     ...daemonRoutes(deps),
     submitRoute(deps),
+    blobRoute({ store: deps.store, clock: deps.clock, blobMaxBytes: deps.blobMaxBytes }),
     offersRoute(deps.offers),
     ...runRoutes(deps),
     ...runActionRoutes(deps),

@@ -102,6 +102,8 @@ export interface ControlRoute {
    * codes, rotating the token). Otherwise: the token or a dashboard session (./control-api.ts).
    */
   auth?: 'open' | 'token';
+  /** Its body is raw bytes (application/octet-stream) the route reads itself, not JSON. */
+  rawBody?: boolean;
   doc: RouteDoc;
   handle(r: Request): Answer | Promise<Answer>;
 }

@@ -40,6 +40,7 @@ import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
 import type { AttemptLogins } from '../task-end/task-shells.js';
+import { WorkdirUploads, type WorkdirUploadsDeps as UploadLogins } from '../task-files/workdir-uploads.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 import { OutputsDownload } from '../task-end/outputs-download.js';
 import { OutputsCloud } from '../task-end/outputs-cloud.js';
@@ -91,6 +92,8 @@ export interface RunsDeps {
   cloud?: Pick<MarketplaceClient, 'listCloudConnections' | 'startCloudCopy'>;
   /** The same logins, for readiness by SSH: a command run once the banner answers (./ssh-login.ts). */
   logins?: AttemptLogins;
+  /** The same logins for the workdir uploads (../task-files/workdir-uploads.ts); none: no workdir reaches a task. */
+  uploadLogin?: UploadLogins['login'];
 }
 
 /**
@@ -135,6 +138,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
   const follow = composeFollow(deps, { logSecrets, taskLogs, journal, runs }, releasers);
+  const uploads = composeUploads(deps, { specs, runs }, releasers);
   const taskProbe = new TaskProbe({
     clock,
     log,
@@ -158,6 +162,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     ...(outputs ? { outputs: { collect: (input, signal) => outputs.collect(input, signal), waitS: config.files.outputs_timeout_s } } : {}),
     logSecrets,
     serviceUrl: config.service.base_url,
+    uploadTimeoutS: config.files.upload_timeout_s,
     ...(readyCallback ? { readyCallback } : {}),
     money: { guard, gate },
     quarantine,
@@ -211,6 +216,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   // Its own loop from now on: it reads the tasks the runs say run, whatever the poller does.
   taskProbe.start();
   follow?.start();
+  uploads?.start();
   return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
 }
 
@@ -391,6 +397,30 @@ function composeOutputs(deps: RunsDeps, specs: RunSpecs) {
       return download.collect(input, signal);
     },
   };
+}
+
+/**
+ * The workdir uploads: every running attempt of a task with a workdir gets it over SSH before its
+ * task starts (the archive from the store); their events go to the run's events.
+ */
+function composeUploads(deps: RunsDeps, ctx: { specs: RunSpecs; runs: () => Supervisor }, releasers: Releasers) {
+  const { store, clock, config, log, uploadLogin } = deps;
+  if (!uploadLogin) return undefined;
+  const uploads = new WorkdirUploads({
+    clock,
+    log,
+    targets: () => ctx.runs().taskProbeTargets(),
+    workdirOf: (runId) => {
+      const task = ctx.specs.get(runId)?.task;
+      return task?.workdirSha256 ? { sha256: task.workdirSha256, dir: task.dir } : null;
+    },
+    archive: (sha256) => store.blobs.get(sha256),
+    login: uploadLogin,
+    say: (t, type, message, data) => store.transaction(() => store.events.append({ runId: t.runId, at: clock.now(), type, message, data })),
+    timeoutMs: config.files.upload_timeout_s * 1000,
+  });
+  releasers.push(() => uploads.stop());
+  return uploads;
 }
 
 /** Every secret a container log may show, scrubbed, and the two readers of those logs: a failed attempt's and a task's end. */

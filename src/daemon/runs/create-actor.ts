@@ -182,6 +182,8 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     // Outputs to download: the self-stop at the task's end waits for them (at most files.outputs_timeout_s).
     // A cloud copy works on a stopped instance: no wait, the GPU stops at once.
     outputsWaitS: spec.collect !== null && spec.collect.cloud === null ? deps.outputs?.waitS : undefined,
+    dir: task.dir,
+    workdir: task.workdirSha256 === null ? null : { sha256: task.workdirSha256, waitS: deps.uploadTimeoutS },
   };
   if (deps.readyCallback) {
     const token = deps.readyCallback.tokens.tokenFor(input.runId, input.n);

@@ -57,6 +57,8 @@ export interface RunActorDeps {
   logSecrets: Pick<LogSecrets, 'noteInstanceKey' | 'forget'>;
   /** The service's base URL (service.base_url): where a task's wrapper stops its own instance. */
   serviceUrl: string;
+  /** How long a task's wrapper waits for its workdir before its attempt fails over, s (files.upload_timeout_s; default 600). */
+  uploadTimeoutS: number;
   /**
    * Whether this daemon still holds the run (several daemons on one store): asked before a destroy
    * or a bid change is sent. A create's fence is its journaled intent (the journal's write).

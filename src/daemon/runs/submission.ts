@@ -5,8 +5,9 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Clock } from '../../clock.js';
 import type { Config } from '../../config/schema.js';
-import { BerthError } from '../../errors.js';
+import { BerthError, SpecError } from '../../errors.js';
 import { planRun, storedSpecText, type RunPlan } from '../../job-spec/run-plan.js';
+import type { JobSpec } from '../../job-spec/schema.js';
 import { checkJobSpecAgainstConfig, parseJobSpec } from '../../job-spec/validate.js';
 import type { Logger } from '../../logger.js';
 import type { RunRow, Store } from '../../store/index.js';
@@ -77,6 +78,7 @@ export class Submissions {
     intake.assertAccepting();
     const parsed = parseJobSpec(specInput);
     checkJobSpecAgainstConfig(parsed, config);
+    checkWorkdirStored(parsed, store);
     const plan = planRun(parsed, config.runs);
     const requestHash = specHash(parsed);
     const now = this.deps.clock.now();
@@ -115,6 +117,25 @@ export class Submissions {
     }
     return { row: store.runs.get(result.row.id)!, created: result.created };
   }
+}
+
+/**
+ * A workdir is a local directory: the daemon takes it only packed by `berth submit`, which puts the
+ * archive first (POST /v1/blobs/{sha256}) and names it in workdir_sha256. Nothing is stored otherwise.
+ */
+function checkWorkdirStored(spec: JobSpec, store: Pick<Store, 'blobs'>): void {
+  if (spec.workdir === undefined) return;
+  if (spec.workdir_sha256 === undefined)
+    throw new SpecError([
+      { path: '$.workdir', message: 'is a local directory: submit this spec with `berth submit`, which packs and uploads it' },
+    ]);
+  if (store.blobs.size(spec.workdir_sha256) === null)
+    throw new SpecError([
+      {
+        path: '$.workdir_sha256',
+        message: 'names no workdir archive this store holds: `berth submit` uploads it first (POST /v1/blobs/{sha256})',
+      },
+    ]);
 }
 
 /** `name`, or `name-2`, `name-3`, ...: the first that no live run has. */

@@ -304,7 +304,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   }
 
   /** The task probe read the end marker of the run's attempt n (a stale attempt is ignored by the machine). */
-  taskEnded(runId: string, n: number, end: { exitCode: number; onstart: boolean }): void {
+  taskEnded(runId: string, n: number, end: { exitCode: number; onstart: boolean; workdir?: boolean }): void {
     this.drivers.get(runId)?.taskEnded(n, end);
   }
 

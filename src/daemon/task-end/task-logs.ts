@@ -106,7 +106,7 @@ export class TaskLogs {
       if (!end) return { exitCode: null, at: this.deps.clock.now() };
       const output = tail === undefined ? await this.readOnce(input, signal, { tail: TAIL_LINES }) : tail;
       this.keepTail(input, hasLog(output) && output.text.trim() !== '' ? output : (marker ?? output!));
-      return { exitCode: end.exitCode, onstart: end.onstart, at: this.deps.clock.now() };
+      return { exitCode: end.exitCode, onstart: end.onstart, ...(end.workdir ? { workdir: true } : {}), at: this.deps.clock.now() };
     }
     signal.throwIfAborted();
     this.deps.log.warn(

@@ -47,7 +47,7 @@ export interface TaskProbeDeps {
   tasks(): TaskEndInput[];
   readEnd(input: TaskEndInput, signal: AbortSignal): Promise<TaskEndOutput>;
   /** The probe found attempt n's end marker. */
-  ended(runId: string, n: number, end: { exitCode: number; onstart: boolean }): void;
+  ended(runId: string, n: number, end: { exitCode: number; onstart: boolean; workdir?: boolean }): void;
   /** How long after its last read ended a task is read again at least, ms. */
   intervalMs: number;
   /** This daemon's rate of the `other` group now, calls per second (its share of the key's when shared). */
@@ -153,7 +153,7 @@ export class TaskProbe {
           { runId: t.runId, attempt: t.n, instanceId: t.instanceId, exitCode: end.exitCode },
           `attempt #${t.n}: the task probe read the end marker of instance ${t.instanceId} (exit ${end.exitCode})`,
         );
-        this.deps.ended(t.runId, t.n, { exitCode: end.exitCode, onstart: end.onstart ?? false });
+        this.deps.ended(t.runId, t.n, { exitCode: end.exitCode, onstart: end.onstart ?? false, ...(end.workdir ? { workdir: true } : {}) });
       })
       .catch((err: unknown) => {
         if (!stop.signal.aborted) this.deps.log.info({ runId: t.runId, err: toRunError(err) }, 'the task probe could not read a log');

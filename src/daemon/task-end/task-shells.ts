@@ -1,5 +1,6 @@
 // Logins to an attempt's instance, the follower's (./task-follow.ts TaskShells) and readiness by
-// SSH's (../runs/ssh-login.ts, at the endpoints that answered its banner), through the ssh room (src/ssh/session.ts):
+// SSH's (../runs/ssh-login.ts, at the endpoints that answered its banner), the outputs' and the
+// workdir upload's (../task-files/), through the ssh room (src/ssh/session.ts):
 // berth's key, the attempt's endpoints as the store keeps them (those the list showed when the
 // attempt became ready, else the proxy it lists), and the instance's host key pinned with the
 // attempt at the first login (`attempts.ssh_host_key`): a later login to another key is refused
@@ -8,7 +9,7 @@
 import type { Endpoint } from '../../../machines/run-types.js';
 import type { Store } from '../../store/index.js';
 import type { BerthKey } from '../../ssh/key-pair.js';
-import { openSshSession, type SshEndpoint } from '../../ssh/session.js';
+import { openSshSession, type SshEndpoint, type SshSession } from '../../ssh/session.js';
 import type { SFTPWrapper } from 'ssh2';
 import { BerthError } from '../../errors.js';
 import type { FollowTarget, TaskShell, TaskShells } from './task-follow.js';
@@ -39,19 +40,34 @@ export interface AttemptLogin {
 /** Logs in to an attempt's instance (at `endpoints`, else those the store keeps); rejects with an error whose `code` says why. */
 export type AttemptLogins = (t: FollowTarget, signal: AbortSignal, endpoints?: readonly SshEndpoint[]) => Promise<AttemptLogin>;
 
-/** The logins of the follower and of readiness alike: berth's key, attached first where needed, the host key pinned with the attempt. */
-export function sshAttemptLogins(deps: SshTaskShellsDeps): AttemptLogins {
+/**
+ * One session on an attempt's instance (at `endpoints`, else those the store keeps): berth's key,
+ * attached first where needed, the host key pinned with the attempt. The workdir upload
+ * (../task-files/) takes the session whole; the follower, readiness and the outputs take a login.
+ */
+export async function openAttemptSession(
+  deps: SshTaskShellsDeps,
+  t: FollowTarget,
+  signal: AbortSignal,
+  given?: readonly SshEndpoint[],
+): Promise<SshSession> {
   const { store } = deps;
+  const a = store.attempts.get(t.runId, t.n);
+  const endpoints = given ?? (a ? endpointsOf(a) : []);
+  if (!a || a.instance_id !== t.instanceId || endpoints.length === 0)
+    throw new BerthError('ssh_unreachable', `Instance ${t.instanceId} shows no SSH endpoint yet.`, { retryable: true });
+  const key = deps.loginKey();
+  await deps.prepare?.(t, a.instance_created_at, signal);
+  const pin = a.ssh_host_key;
+  const session = await openSshSession({ endpoints, key, verifyHostKey: (fp) => pin === null || fp === pin, signal });
+  if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
+  return session;
+}
+
+/** The logins of the follower, readiness and the outputs alike (see openAttemptSession). */
+export function sshAttemptLogins(deps: SshTaskShellsDeps): AttemptLogins {
   return async (t, signal, given) => {
-    const a = store.attempts.get(t.runId, t.n);
-    const endpoints = given ?? (a ? endpointsOf(a) : []);
-    if (!a || a.instance_id !== t.instanceId || endpoints.length === 0)
-      throw new BerthError('ssh_unreachable', `Instance ${t.instanceId} shows no SSH endpoint yet.`, { retryable: true });
-    const key = deps.loginKey();
-    await deps.prepare?.(t, a.instance_created_at, signal);
-    const pin = a.ssh_host_key;
-    const session = await openSshSession({ endpoints, key, verifyHostKey: (fp) => pin === null || fp === pin, signal });
-    if (pin === null) store.transaction(() => store.attempts.pinHostKey(t.runId, t.n, session.hostKey));
+    const session = await openAttemptSession(deps, t, signal, given);
     return {
       exec: (command, options) => session.exec(command, { ...options, maxOutputBytes: 0 }),
       sftp: () => session.sftp(),

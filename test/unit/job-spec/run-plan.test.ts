@@ -28,10 +28,19 @@ describe('planRun', () => {
 
   it('a task, a bid and an idle limit carry their defaults', () => {
     const plan = planOf({ run: 'python train.py', search: { type: 'bid' }, bid_price: 0.2, idle_timeout_s: 600 });
-    expect(plan.task).toEqual({ run: 'python train.py', maxRestarts: 0 });
+    expect(plan.task).toEqual({ run: 'python train.py', maxRestarts: 0, dir: '/root/workdir', workdirSha256: null });
     expect(plan.bid).toEqual({ price: 0.2, stepPct: 10, onOutbid: 'rebid' });
     expect(plan.idle).toEqual({ timeoutS: 600, gpuUtilPct: 5 });
     expect(plan).toMatchObject({ max_restarts: 0, bid_step_pct: 10, on_outbid: 'rebid', idle_gpu_util_pct: 5 });
+  });
+
+  it("a task's workdir lands in workdir_dest, /root/workdir by default, which the stored spec then says", () => {
+    const sha = 'a'.repeat(64);
+    const plan = planOf({ run: 'python3 train.py', workdir: './code', workdir_sha256: sha });
+    expect(plan.task).toMatchObject({ dir: '/root/workdir', workdirSha256: sha });
+    expect(plan).toMatchObject({ workdir_dest: '/root/workdir' });
+    expect(planOf({ run: 'x', workdir: 'c', workdir_dest: '/srv/app', workdir_sha256: sha }).task).toMatchObject({ dir: '/srv/app' });
+    expect(planOf({ run: 'x' })).not.toHaveProperty('workdir_dest');
   });
 
   it('a task is ready when the service lists it running; a run without a task waits for SSH unless it says "status"', () => {

@@ -31,6 +31,27 @@ describe('task fields of the job spec', () => {
     expect(pathsOf({ ...minimal, idle_gpu_util_pct: 5 })).toEqual(['$.idle_gpu_util_pct']);
   });
 
+  it('accepts a workdir with its destination, and refuses workdir without run, workdir_dest or workdir_sha256 without workdir (issue #40)', () => {
+    const sha = 'a'.repeat(64);
+    expect(
+      parseJobSpec({ ...minimal, run: 'python3 train.py', workdir: './code', workdir_dest: '/srv/app', workdir_sha256: sha }),
+    ).toMatchObject({
+      workdir: './code',
+      workdir_dest: '/srv/app',
+    });
+    expect(pathsOf({ ...minimal, workdir: './code' })).toEqual(['$.workdir']);
+    expect(pathsOf({ ...minimal, run: 'x', workdir_dest: '/srv/app' })).toEqual(['$.workdir_dest']);
+    expect(pathsOf({ ...minimal, run: 'x', workdir_sha256: sha })).toEqual(['$.workdir_sha256']);
+    expect(issuesOf({ ...minimal, workdir: './code' })[0]!.message).toMatch(/only applies with run/);
+  });
+
+  it('refuses a workdir_dest that is not a plain absolute directory, and a workdir_sha256 that is not one', () => {
+    for (const dest of ['relative/dir', '/', '/a/../etc', '/with space', "/q'uote", '/$(x)'])
+      expect(pathsOf({ ...minimal, run: 'x', workdir: '.', workdir_dest: dest }), dest).toEqual(['$.workdir_dest']);
+    expect(pathsOf({ ...minimal, run: 'x', workdir: '.', workdir_sha256: 'ABC' })).toEqual(['$.workdir_sha256']);
+    expect(pathsOf({ ...minimal, run: 'x', workdir: '' })).toEqual(['$.workdir']);
+  });
+
   it('refuses idle_gpu_util_pct outside 0-100', () => {
     expect(pathsOf({ ...minimal, idle_timeout_s: 600, idle_gpu_util_pct: 101 })).toEqual(['$.idle_gpu_util_pct']);
     expect(pathsOf({ ...minimal, idle_timeout_s: 600, idle_gpu_util_pct: -1 })).toEqual(['$.idle_gpu_util_pct']);

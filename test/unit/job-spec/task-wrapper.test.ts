@@ -2,12 +2,12 @@
 // the marker is written whatever the onstart does, and the self-stop reaches a local stand-in for
 // the service. Images without curl and wget are played by a PATH that holds neither.
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { taskEndOf, taskScript } from '../../../src/job-spec/task-script.js';
+import { taskEndOf, taskScript, WORKDIR_READY_FILE } from '../../../src/job-spec/task-script.js';
 import { HTTP_CLIENTS, pathWithout } from '../../../src/sim/container-path.js';
 
 const RUN = 'abcdefgh2345';
@@ -112,7 +112,8 @@ describe('the task wrapper under a real shell', () => {
     for (const onstart of ['cd /tmp', 'exec true', 'cd /tmp; exit 0']) {
       const { out } = await runWrapper(wrapper(onstart, 'echo "in $(pwd)"'));
       expect(taskEndOf(out, RUN, 1), `${onstart}: ${out}`).toEqual({ exitCode: 0, onstart: false });
-      expect(out).toContain(`in ${scratch}`);
+      // The task starts in /root/workdir, made empty (issue #40): $HOME/workdir, HOME being scratch here.
+      expect(out).toContain(`in ${join(scratch, 'workdir')}`);
     }
   });
 
@@ -258,3 +259,73 @@ describe('the task wrapper under a real shell', () => {
     expect(calls.map((c) => c.method)).toContain('DELETE');
   });
 });
+
+describe("the task wrapper and a task's workdir (issue #40)", () => {
+  const SHA = 'ab'.repeat(32);
+  const withWorkdir = (run: string, home: string, waitS: number, dir = '/root/code') =>
+    taskScript({
+      onstart: 'set -e\necho setup',
+      run,
+      runId: RUN,
+      n: 1,
+      serviceUrl: url,
+      backstop: null,
+      dir,
+      workdir: { sha256: SHA, waitS },
+    });
+  /** What the daemon does: the files first, then the ready-file by a rename. */
+  const upload = (dir: string, sha: string) => {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'train.sh'), 'echo "training in $(pwd)"\n');
+    writeFileSync(join(dir, 'ready.tmp'), `${sha}\n`);
+    renameSync(join(dir, 'ready.tmp'), join(dir, WORKDIR_READY_FILE));
+  };
+
+  it.each(['sh', 'bash'] as const)(
+    '%s: the task starts only once the ready-file holds its sha256, in the workdir, whatever the onstart did',
+    async (shell) => {
+      const home = mkdtempSync(join(scratch, 'home-'));
+      const dir = join(home, 'code');
+      const script = withWorkdir('sh train.sh', home, 30);
+      let wrongWritten = false;
+      const { out, code } = await runWrapperIn(home, script, shell, (sofar) => {
+        // Another workdir's hash first (a stale file): the wrapper waits on.
+        if (!wrongWritten && sofar.includes('setup')) {
+          wrongWritten = true;
+          upload(dir, 'cd'.repeat(32));
+          setTimeout(() => upload(dir, SHA), 1500);
+        }
+      });
+      expect(out).not.toContain('the task does not start');
+      expect(out).toContain(`training in ${dir}`);
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+      expect(code).toBe(0);
+    },
+  );
+
+  it.each(['sh', 'bash'] as const)(
+    '%s: a workdir that never arrives ends the attempt with stage=workdir, the task never started, the instance stopped',
+    async (shell) => {
+      calls.length = 0;
+      const home = mkdtempSync(join(scratch, 'home-'));
+      const { out } = await runWrapperIn(home, withWorkdir('echo the task ran', home, 1), shell);
+      expect(out).not.toContain('the task ran');
+      expect(out).toContain('the workdir did not arrive within 1 s; the task does not start');
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 1, onstart: false, workdir: true });
+      expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+    },
+  );
+
+  it('a workdir_dest outside /root is used as written', async () => {
+    const dir = join(mkdtempSync(join(scratch, 'dest-')), 'app');
+    upload(dir, SHA);
+    const home = mkdtempSync(join(scratch, 'home-'));
+    const { out } = await runWrapperIn(home, withWorkdir('sh train.sh', home, 5, dir), 'sh');
+    expect(out).toContain(`training in ${dir}`);
+  });
+});
+
+/** The wrapper with HOME (root's home, where /root/... lands) set to `home`. */
+function runWrapperIn(home: string, script: string, shell: 'sh' | 'bash', onOut?: (out: string) => void) {
+  return runWrapper(`HOME=${home}; export HOME\n${script}`, { shell, ...(onOut ? { onOut } : {}) });
+}

@@ -252,6 +252,9 @@ describe('jobSpecJsonSchema', () => {
         'idle_timeout_s',
         'idle_gpu_util_pct',
         'outputs',
+        'workdir',
+        'workdir_dest',
+        'workdir_sha256',
       ].sort(),
     );
     expect(schema.required.sort()).toEqual(['image', 'max_price_per_hour', 'name']);

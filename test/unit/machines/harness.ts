@@ -101,6 +101,8 @@ export class FakeWorld {
   taskReads: TaskEndInput[] = [];
   /** Instances whose end marker says the user's onstart failed (stage=onstart). */
   taskOnstart = new Set<number>();
+  /** Instances whose end marker says the workdir never arrived (stage=workdir). */
+  taskWorkdir = new Set<number>();
   /** How long a log read takes (its rate token and upload), ms of fake time. */
   taskReadMs = 0;
   /** Instances whose log could not be read at all (no upload came). */
@@ -182,7 +184,8 @@ export class FakeWorld {
         if (this.taskReadMs > 0) await new Promise((r) => setTimeout(r, this.taskReadMs));
         if (this.taskUnread.has(input.instanceId)) return { exitCode: null, unread: true, at: Date.now() };
         const exitCode = this.taskExits.get(input.instanceId) ?? null;
-        return { exitCode, onstart: this.taskOnstart.has(input.instanceId), at: Date.now() };
+        const workdir = this.taskWorkdir.has(input.instanceId) ? { workdir: true } : {};
+        return { exitCode, onstart: this.taskOnstart.has(input.instanceId), ...workdir, at: Date.now() };
       }),
       collectOutputs: stubActor<CollectOutput, CollectInput>(async ({ input, signal }) => {
         this.collects.push(input);

@@ -293,6 +293,30 @@ describe('run machine: tasks that end late, limits and losses (issue #29)', () =
     expect(emitted.filter((e) => e.type === 'task.ended')).toHaveLength(1);
   });
 
+  it('a workdir that never arrived (stage=workdir) fails the attempt over as unreachable: no task ended, another offer tried (issue #40)', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const first = await bootToRunning(actor);
+    // Read from the probe while the instance runs.
+    actor.send({ type: 'TASK_END', n: 1, exitCode: 1, onstart: false, workdir: true, at: 0 });
+    await tick(0);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('booting');
+    const second = currentInstanceId(actor);
+    expect(second).not.toBe(first);
+    expect(actor.getSnapshot().context).toMatchObject({ taskRestarts: 0, spentAttempts: 1, taskExit: null });
+    // Read from the log of the instance the wrapper stopped.
+    await bootToRunning(actor);
+    world.taskExits.set(second, 1);
+    world.taskWorkdir.add(second);
+    await poll(actor, selfStopped(second));
+    await confirmGone(actor);
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['unreachable', 'unreachable']);
+    expect(endedAttempts(emitted)[0]!.detail).toMatch(/did not receive the workdir in time/);
+    expect(emitted.filter((e) => e.type === 'task.ended')).toEqual([]);
+  });
+
   it('an onstart that failed before the task fails the run with that reason', async () => {
     const world = new FakeWorld();
     const { actor } = await admitted(world);

@@ -235,6 +235,27 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     pgDatabase = undefined;
   });
 
+  it('keeps a blob whole, in parts, under its hash; a second put changes nothing; the purge keeps it while a run names it (issue #40)', () => {
+    const s = fresh();
+    // Larger than one part (4 MiB), bytes of every value.
+    const data = Buffer.alloc(9 * 1024 * 1024 + 7);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 31 + (i >> 13)) & 0xff;
+    const sha = 'ab'.repeat(32);
+    s.transaction(() => s.blobs.put(sha, data, 1_000));
+    s.transaction(() => s.blobs.put(sha, Buffer.from('other'), 2_000));
+    expect(s.blobs.size(sha)).toBe(data.length);
+    expect(s.blobs.get(sha)!.equals(data)).toBe(true);
+    expect(s.blobs.get('cd'.repeat(32))).toBeNull();
+    expect(s.blobs.size('cd'.repeat(32))).toBeNull();
+    s.transaction(() => s.blobs.put('ef'.repeat(32), Buffer.alloc(0), 1_000));
+    expect(s.blobs.get('ef'.repeat(32))).toEqual(Buffer.alloc(0));
+    s.runs.insert({ id: 'r1', name: 'a', specJson: JSON.stringify({ workdir_sha256: sha }), createdAt: 1 });
+    // A day later: the blob a run names stays, the other goes.
+    s.purge(0, 1_000 + 25 * H);
+    expect(s.blobs.size(sha)).toBe(data.length);
+    expect(s.blobs.size('ef'.repeat(32))).toBeNull();
+  });
+
   it('returns the earlier run for a reused idempotency key', () => {
     const s = fresh();
     const first = s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });

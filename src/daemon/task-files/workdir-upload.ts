@@ -1,0 +1,172 @@
+// A task's workdir put into its container over one SSH login (issue #40): the archive `berth
+// submit` packed (a tar.gz from the store), unpacked into the task's directory, then the ready-file
+// written last, by a rename, holding the archive's sha256: the wrapper (src/job-spec/task-script.ts)
+// starts the task only once it reads that hash there, so it never starts with half its code.
+//
+// How the files go, chosen by what the image has (one probe command first):
+//   - `tar` (and `gzip`): the archive streamed as the standard input of `tar -xzf -` run in the
+//     directory: one command, one pass, the archive's own compression on the wire. An image with
+//     `tar` but no `gzip` (GNU tar runs gzip for -z) gets the archive unzipped here, `tar -xf -`.
+//   - no `tar` (or it failed): file by file over SFTP (OpenSSH's sftp-server, the standard
+//     subsystem the images' sshd serves), from the archive read here; the ready-file written to a
+//     temporary name and renamed.
+// Both name the directory as the wrapper does: a path under /root from root's home ($HOME for the
+// shell; a relative path for SFTP, whose relative paths start there), any other as written.
+// Nothing of the workdir's content is ever logged or put in an error: it may hold secrets.
+import { createHash } from 'node:crypto';
+import { posix } from 'node:path';
+import { Readable } from 'node:stream';
+import { gunzipSync } from 'node:zlib';
+import type { SFTPWrapper } from 'ssh2';
+import { Parser, type ReadEntry } from 'tar';
+import { BerthError } from '../../errors.js';
+import { containerDirWord, WORKDIR_READY_FILE } from '../../job-spec/task-script.js';
+import type { ExecOptions, ExecResult } from '../../ssh/session.js';
+
+/** What of a login the upload uses (src/ssh/session.ts SshSession). */
+export interface UploadSession {
+  exec(command: string, options?: ExecOptions): Promise<ExecResult>;
+  sftp(): Promise<SFTPWrapper>;
+}
+
+export interface WorkdirUpload {
+  /** The task's directory in the container (its plan's `dir`). */
+  dir: string;
+  sha256: string;
+  /** The tar.gz as stored. */
+  archive: Buffer;
+}
+
+/** How the workdir went: `present` when the ready-file already held its hash (a restarted daemon). */
+export type UploadMethod = 'tar' | 'sftp' | 'present';
+
+/** The directory as an SFTP path: under /root relative to the login's home, as the wrapper's `$HOME`. */
+function sftpDirOf(dir: string): string {
+  const path = dir.replace(/\/+$/, '');
+  if (path === '/root') return '.';
+  return path.startsWith('/root/') ? path.slice('/root/'.length) : path;
+}
+
+/** Puts the workdir into the container and writes its ready-file last; resolves with how it went. */
+export async function uploadWorkdir(session: UploadSession, up: WorkdirUpload, signal: AbortSignal): Promise<UploadMethod> {
+  // The store's bytes are checked before they go: the wrapper trusts the hash in the ready-file.
+  const got = createHash('sha256').update(up.archive).digest('hex');
+  if (got !== up.sha256) throw new BerthError('store', `The stored workdir archive ${up.sha256} hashes to ${got}: not uploaded.`);
+  const wd = containerDirWord(up.dir);
+  const probe = await session.exec(
+    `mkdir -p ${wd} && cd ${wd} || exit 1; ` +
+      `if [ -f ${WORKDIR_READY_FILE} ] && read -r berth_l <${WORKDIR_READY_FILE} && [ "$berth_l" = ${up.sha256} ]; then echo present; fi; ` +
+      'command -v tar >/dev/null 2>&1 && echo tar; command -v gzip >/dev/null 2>&1 && echo gzip; exit 0',
+    { signal, maxOutputBytes: 1024 },
+  );
+  const has = new Set(probe.stdout.split(/\s+/));
+  if (has.has('present')) return 'present';
+  if (probe.code === 0 && has.has('tar')) {
+    const gz = has.has('gzip');
+    const untar = await session.exec(`cd ${wd} && tar -x${gz ? 'z' : ''}f - && ${readyCommand(up.sha256)}`, {
+      signal,
+      stdin: Readable.from([gz ? up.archive : gunzipSync(up.archive)]),
+      maxOutputBytes: 4096,
+    });
+    if (untar.code === 0) return 'tar';
+  }
+  await sftpUpload(await session.sftp(), up, signal);
+  return 'sftp';
+}
+
+/** The ready-file, written to a temporary name and renamed: the wrapper never reads half of it. */
+function readyCommand(sha256: string): string {
+  return `printf '%s\\n' ${sha256} >${WORKDIR_READY_FILE}.tmp && mv -f ${WORKDIR_READY_FILE}.tmp ${WORKDIR_READY_FILE}`;
+}
+
+interface Entry {
+  path: string;
+  type: 'dir' | 'file' | 'link';
+  mode: number;
+  data?: Buffer;
+  linkpath?: string;
+}
+
+/** The archive's entries, in its order (a directory before what it holds). */
+async function entriesOf(archive: Buffer): Promise<Entry[]> {
+  const entries: Entry[] = [];
+  const parser = new Parser({
+    onReadEntry: (e: ReadEntry) => {
+      const path = e.path.replace(/^\.\/?/, '').replace(/\/+$/, '');
+      const mode = (e.mode ?? 0o644) & 0o7777;
+      if (e.type === 'Directory') {
+        if (path !== '') entries.push({ path, type: 'dir', mode });
+        return e.resume();
+      }
+      if (e.type === 'SymbolicLink') {
+        entries.push({ path, type: 'link', mode, linkpath: e.linkpath ?? '' });
+        return e.resume();
+      }
+      if (e.type !== 'File' && e.type !== 'OldFile') return e.resume();
+      const chunks: Buffer[] = [];
+      e.on('data', (c: Buffer) => chunks.push(c));
+      e.on('end', () => entries.push({ path, type: 'file', mode, data: Buffer.concat(chunks) }));
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    parser.on('end', resolve);
+    parser.on('error', reject);
+    parser.end(archive);
+  });
+  return entries;
+}
+
+/** One SFTP call as a promise; `ok` lists the status codes that count as done (a directory already there). */
+function call(signal: AbortSignal, run: (cb: (err?: Error | null) => void) => void, ok: number[] = []): Promise<void> {
+  signal.throwIfAborted();
+  return new Promise((resolve, reject) =>
+    run((err) => (err && !ok.includes((err as { code?: number }).code ?? -1) ? reject(sftpError(err)) : resolve())),
+  );
+}
+
+function sftpError(err: Error): BerthError {
+  // The message is the server's status text (a path at most, never a file's content).
+  return new BerthError('ssh_dropped', `An SFTP call failed: ${err.message}.`, { retryable: true, cause: err });
+}
+
+const FAILURE = 4; // SSH_FX_FAILURE: OpenSSH's answer to a mkdir of a directory that exists
+const OP_UNSUPPORTED = 8; // SSH_FX_OP_UNSUPPORTED
+
+/** File by file over SFTP, the ready-file last (a temporary name, then a rename). */
+async function sftpUpload(sftp: SFTPWrapper, up: WorkdirUpload, signal: AbortSignal): Promise<void> {
+  try {
+    const base = sftpDirOf(up.dir);
+    const at = (p: string) => (base === '.' ? p : `${base}/${p}`);
+    // The directory and its parents (mkdir -p): each may be there already.
+    const parts = base.split('/');
+    for (let i = 1; i <= parts.length; i++) {
+      const p = parts.slice(0, i).join('/');
+      if (p === '' || p === '.') continue;
+      await call(signal, (cb) => sftp.mkdir(p, cb), [FAILURE]);
+    }
+    const entries = await entriesOf(up.archive);
+    const files = new Map(entries.filter((e) => e.type === 'file').map((e) => [e.path, e]));
+    for (const e of entries) {
+      if (e.type === 'dir') await call(signal, (cb) => sftp.mkdir(at(e.path), { mode: e.mode }, cb), [FAILURE]);
+      else if (e.type === 'file') await call(signal, (cb) => sftp.writeFile(at(e.path), e.data!, { mode: e.mode }, cb));
+      else {
+        await call(signal, (cb) => sftp.unlink(at(e.path), cb), [2, FAILURE]);
+        try {
+          await call(signal, (cb) => sftp.symlink(e.linkpath!, at(e.path), cb));
+        } catch (err) {
+          // A server without links (OP_UNSUPPORTED): a link to a file of the workdir arrives as its copy.
+          const target = files.get(posix.normalize(posix.join(posix.dirname(e.path), e.linkpath!)));
+          if ((err as { cause?: { code?: number } }).cause?.code !== OP_UNSUPPORTED || !target) throw err;
+          await call(signal, (cb) => sftp.writeFile(at(e.path), target.data!, { mode: target.mode }, cb));
+        }
+      }
+    }
+    const ready = at(WORKDIR_READY_FILE);
+    await call(signal, (cb) => sftp.writeFile(`${ready}.tmp`, `${up.sha256}\n`, cb));
+    // SFTP version 3's rename does not replace (OpenSSH): the old ready-file goes first.
+    await call(signal, (cb) => sftp.unlink(ready, cb), [2]);
+    await call(signal, (cb) => sftp.rename(`${ready}.tmp`, ready, cb));
+  } finally {
+    sftp.end();
+  }
+}

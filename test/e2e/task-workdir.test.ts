@@ -1,0 +1,131 @@
+// A task's workdir end to end (issue #40 item 1), with a spawned daemon, the built CLI and the
+// simulator's real sshd per instance (its commands real processes in the instance's directory,
+// where /root lands): `berth submit` packs the directory next to the spec, the daemon uploads it
+// into /root/workdir on every attempt, and `run: python3 train.py` runs from it (no code in the
+// image); a workdir over the daemon's cap is refused at submit, nothing stored.
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { expect, it } from 'vitest';
+import type { Run as RunView, RunEvent } from '../../src/wire/control-api.js';
+import { loadLoginKey } from '../../src/ssh/key-pair.js';
+import { berth, userEnv } from '../helpers/berth-cli.js';
+import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
+import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
+
+const world = useSpawnedWorld();
+
+/** A simulator whose instances run an sshd that takes berth's key, a daemon, and a project dir with a spec. */
+async function start(config: Record<string, unknown> = {}) {
+  const home = world.home();
+  const key = loadLoginKey({ home });
+  const sim = await world.sim({
+    seed: 40,
+    config: {
+      ...FAST_SIM,
+      logs: { upload_delay_s: 0 },
+      account: { ssh_keys: [key.publicLine] },
+      ssh_listeners: { enabled: true },
+      onstart_exec: { enabled: true, timeout_s: 120 },
+    },
+  });
+  const daemon = await world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...config } });
+  const project = world.home('berth-project-');
+  return { home, sim, daemon, project, env: userEnv(home) };
+}
+
+/** The training code: it runs only from its workdir, prints what it sees there, and writes out/model.bin. */
+const TRAIN_PY = [
+  'import hashlib, os, time',
+  'from lib.settings import LR',
+  'time.sleep(float(os.environ.get("TRAIN_SLEEP", "0")))',
+  'os.makedirs("out", exist_ok=True)',
+  'data = bytes(range(256)) * 64',
+  'open("out/model.bin", "wb").write(data)',
+  'print("cwd", os.getcwd().endswith("/workdir"), "lr", LR, "files", sorted(os.listdir(".")))',
+  'print("model", hashlib.sha256(data).hexdigest()[:12])',
+  '',
+].join('\n');
+
+function writeProject(project: string, spec: Record<string, unknown>): string {
+  mkdirSync(join(project, 'code', 'lib'), { recursive: true });
+  writeFileSync(join(project, 'code', 'train.py'), TRAIN_PY);
+  writeFileSync(join(project, 'code', 'lib', '__init__.py'), '');
+  writeFileSync(join(project, 'code', 'lib', 'settings.py'), 'LR = 0.25\n');
+  writeFileSync(join(project, 'code', 'secrets.env'), 'TOKEN=never-shipped\n');
+  writeFileSync(join(project, 'code', 'notes.log'), 'ignored by git\n');
+  writeFileSync(join(project, 'code', '.gitignore'), '*.log\n__pycache__/\n');
+  writeFileSync(join(project, 'code', '.berthignore'), 'secrets.env\n');
+  const file = join(project, 'job.json');
+  writeFileSync(file, JSON.stringify(spec));
+  return file;
+}
+
+const taskSpec = (extra: Record<string, unknown> = {}) =>
+  jobSpec({ ready_when: 'status', run: 'python3 train.py', workdir: './code', ...extra });
+
+const events = async (daemon: { api: <T>(m: 'GET', p: string) => Promise<{ body: T }> }, runId: string) =>
+  (await daemon.api<RunEvent[]>('GET', `/v1/runs/${runId}/events`)).body;
+
+it('a task whose run is python3 train.py from its workdir succeeds in it; ignored files never reach the instance', async () => {
+  const { daemon, project, env, sim } = await start();
+  const file = writeProject(project, taskSpec());
+  const submitted = await berth(['submit', file], env, 60_000);
+  expect(submitted.stderr).toMatch(/Packed workdir .*code: 5 files/);
+  expect(submitted.code).toBe(0);
+  const runId = submitted.stdout.trim();
+  const done = await daemon.waitFor(runId, isEnded, 90_000);
+  expect(done.state).toBe('succeeded');
+  const logs = done.attempts[0]!.logs ?? '';
+  expect(logs).toContain("cwd True lr 0.25 files ['.berth-ready', '.berthignore', '.gitignore', 'lib', 'out', 'train.py']");
+  expect(logs).toMatch(/model [0-9a-f]{12}/);
+  const uploaded = (await events(daemon, runId)).filter((e) => e.type === 'workdir.uploaded');
+  expect(uploaded).toHaveLength(1);
+  expect(uploaded[0]!.data).toMatchObject({ n: 1, method: 'tar', bytes: expect.any(Number), seconds: expect.any(Number) });
+  // Nothing of the workdir's content in any event.
+  expect(JSON.stringify(await events(daemon, runId))).not.toContain('never-shipped');
+  expect(sim.billingNow()).toEqual([]);
+});
+
+it('the workdir is uploaded again on a second attempt after the first instance failed, and the task succeeds there', async () => {
+  const { daemon, project, env, sim } = await start();
+  // Long enough on the first instance for its host to fail mid-task.
+  const file = writeProject(project, taskSpec({ env: { TRAIN_SLEEP: '4' }, max_attempts: 3 }));
+  const submitted = await berth(['submit', file], env, 60_000);
+  expect(submitted.code).toBe(0);
+  const runId = submitted.stdout.trim();
+  let first: RunEvent | undefined;
+  for (let i = 0; i < 600 && !first; i++) {
+    first = (await events(daemon, runId)).find((e) => e.type === 'workdir.uploaded');
+    if (!first) await sleep(100);
+  }
+  expect(first).toBeDefined();
+  const view = (await daemon.api<RunView>('GET', `/v1/runs/${runId}`)).body;
+  expect(sim.takeMachineOffline(view.attempts[0]!.machine_id!)).toHaveLength(1);
+  const done = await daemon.waitFor(runId, isEnded, 120_000);
+  expect(done.state).toBe('succeeded');
+  expect(done.attempts.map((a) => a.outcome)).toEqual(['lost', 'succeeded']);
+  const uploads = (await events(daemon, runId)).filter((e) => e.type === 'workdir.uploaded');
+  expect(uploads.map((e) => (e.data as { n: number }).n)).toEqual([1, 2]);
+  expect(done.attempts[1]!.logs).toContain('cwd True lr 0.25');
+  expect(sim.billingNow()).toEqual([]);
+});
+
+it("a workdir over the daemon's files.workdir_max_mb is refused at submit with exit 2, and nothing is stored", async () => {
+  const { home, project, env } = await start({ files: { workdir_max_mb: 1 } });
+  const file = writeProject(project, taskSpec());
+  // 2 MB that does not compress.
+  writeFileSync(join(project, 'code', 'weights.bin'), randomBytes(2_000_000));
+  const r = await berth(['submit', file], env, 60_000);
+  expect(r.code).toBe(2);
+  expect(r.stderr).toMatch(/workdir/);
+  expect(r.stderr).toMatch(/files\.workdir_max_mb/);
+  const db = new Database(join(home, 'berth.db'), { readonly: true });
+  try {
+    expect(db.prepare('SELECT count(*) AS n FROM runs').get()).toEqual({ n: 0 });
+    expect(db.prepare('SELECT count(*) AS n FROM blobs').get()).toEqual({ n: 0 });
+  } finally {
+    db.close();
+  }
+});
