@@ -24,10 +24,10 @@ import type { RunSpecs } from '../../job-spec/run-specs.js';
 import type { Store } from '../../store/index.js';
 
 /** How late the status bar shows a copy's lines, ms (vast.py cloud__copy: "~30 seconds delayed"). */
-export const STATUS_DELAY_MS = 30_000;
+const STATUS_DELAY_MS = 30_000;
 
 /** The account's cloud connections (FILES-DESIGN: GET /api/v0/users/cloud_integrations/). */
-export interface CloudConnectionRef {
+interface CloudConnectionRef {
   id: number;
   name: string;
 }

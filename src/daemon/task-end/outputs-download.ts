@@ -54,13 +54,13 @@ interface RemoteFile {
 }
 
 /** The name a container path is kept under, relative to the attempt's folder. */
-export function keptName(path: string): string {
+function keptName(path: string): string {
   const base = `${OUTPUTS_BASE}/`;
   return path.startsWith(base) ? path.slice(base.length) : path.replace(/^\/+/, '');
 }
 
 /** The folder that keeps attempt n's outputs of a run. */
-export function attemptDir(root: string, runId: string, n: number): string {
+function attemptDir(root: string, runId: string, n: number): string {
   return join(root, runId, `attempt-${n}`);
 }
 
@@ -202,7 +202,7 @@ async function fetchFile(
     },
   });
   try {
-    const source = limit > 0 ? sftp.createReadStream(remote.path, { start: 0, end: limit - 1 }) : (async function* () {})();
+    const source = limit > 0 ? sftp.createReadStream(remote.path, { start: 0, end: limit - 1 }) : Readable.from([]);
     await pipeline(source, hashing, createWriteStream(part), { signal });
   } catch (err) {
     cut = err;
@@ -215,9 +215,8 @@ async function fetchFile(
   return { file: { path: remote.path, name: keptName(remote.path), size, sha256, ...(partial ? { partial: true } : {}) }, cut };
 }
 
-function sha256Of(path: string): Promise<string> {
+async function sha256Of(path: string): Promise<string> {
   const h = createHash('sha256');
-  return pipeline(createReadStream(path), async function* (source) {
-    for await (const chunk of source) h.update(chunk as Buffer);
-  }).then(() => h.digest('hex'));
+  for await (const chunk of createReadStream(path)) h.update(chunk as Buffer);
+  return h.digest('hex');
 }

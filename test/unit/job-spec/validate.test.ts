@@ -243,6 +243,7 @@ describe('jobSpecJsonSchema', () => {
         'name',
         'on_outbid',
         'onstart',
+        'outputs',
         'ready_when',
         'relax',
         'search',
