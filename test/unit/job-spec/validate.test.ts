@@ -252,7 +252,6 @@ describe('jobSpecJsonSchema', () => {
         'max_restarts',
         'idle_timeout_s',
         'idle_gpu_util_pct',
-        'outputs',
         'workdir',
         'workdir_dest',
         'workdir_sha256',
