@@ -38,6 +38,7 @@ import { Submissions } from './submission.js';
 import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
+import { LiveOutput } from '../task-end/live-output.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 
 /**
@@ -120,7 +121,9 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
-  const follow = composeFollow(deps, { logSecrets, taskLogs, journal, runs }, releasers);
+  // A followed task's lines, to the event streams that watch its run (the control API's).
+  const output = new LiveOutput(clock);
+  const follow = composeFollow(deps, { logSecrets, taskLogs, journal, runs, output }, releasers);
   const taskProbe = new TaskProbe({
     clock,
     log,
@@ -194,7 +197,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   // Its own loop from now on: it reads the tasks the runs say run, whatever the poller does.
   taskProbe.start();
   follow?.start();
-  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
+  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere, output };
 }
 
 /**
@@ -290,13 +293,13 @@ function composeMoney(
  */
 function composeFollow(
   deps: RunsDeps,
-  ctx: { logSecrets: LogSecrets; taskLogs: TaskLogs; journal: AttemptJournal; runs: () => Supervisor },
+  ctx: { logSecrets: LogSecrets; taskLogs: TaskLogs; journal: AttemptJournal; runs: () => Supervisor; output: LiveOutput },
   releasers: Releasers,
 ) {
   const { store, clock, config, log, shells } = deps;
   const max = config.runs.task_follow_max ?? TASK_FOLLOW_MAX;
   if (!shells || max === 0) return undefined;
-  const { logSecrets, taskLogs, journal, runs } = ctx;
+  const { logSecrets, taskLogs, journal, runs, output } = ctx;
   const follow = new TaskFollow({
     clock,
     log,
@@ -307,6 +310,7 @@ function composeFollow(
       return a?.follow_offset == null ? { offset: 0, tail: null } : { offset: a.follow_offset, tail: a.log_tail };
     },
     save: (t, kept) => store.transaction(() => store.attempts.setFollowed(t.runId, t.n, kept.offset, kept.tail)),
+    output: (t, from, to, text) => output.publish(t, from, to, text),
     scrub: (t, text) => logSecrets.scrubberFor(t.runId, t.n, t.instanceId).scrub(text),
     ended: (runId, n, end) => runs().taskEnded(runId, n, end),
     say: (t, message, data) =>

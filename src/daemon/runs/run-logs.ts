@@ -12,6 +12,8 @@ export interface RunLog {
   text: string;
   /** Earlier lines were left out: the log's end was longer than what is read or kept. */
   cut: boolean;
+  /** Streamed over SSH by this daemon now: the attempt, and the out-file's byte after `text` (live output goes on from it). */
+  stream: { n: number; offset: number } | null;
 }
 
 export interface RunLogsDeps {
@@ -34,10 +36,13 @@ export class RunLogs {
     const instanceId = this.deps.instanceOf(runId);
     const current = instanceId === null ? undefined : attempts.find((a) => a.instance_id === instanceId);
     // Followed over SSH: its lines are kept as they come, and no logs-endpoint call is made for it.
-    if (current && this.deps.followed?.({ runId, n: current.n })) return tailOf(current, tail, 'live');
+    // The row's tail and offset are one write (task-follow.ts `save`): the live output a watcher
+    // gets goes on from exactly that byte.
+    if (current && this.deps.followed?.({ runId, n: current.n }))
+      return { ...tailOf(current, tail, 'live'), stream: { n: current.n, offset: current.follow_offset ?? 0 } };
     if (current) {
       const got = await this.deps.taskLogs.readLog({ runId, n: current.n, instanceId: instanceId! }, tail, signal);
-      if (got !== null) return { instance_id: instanceId, source: 'live', text: got.text, cut: got.cut };
+      if (got !== null) return { instance_id: instanceId, source: 'live', text: got.text, cut: got.cut, stream: null };
     }
     return tailOf(
       [...attempts].reverse().find((a) => a.log_tail),
@@ -53,5 +58,11 @@ function tailOf(kept: AttemptRow | undefined, tail: number, source: RunLog['sour
   // A kept task log says when its earlier lines were left out (failure-logs.ts keptTail).
   const keptCut = all[0] === CUT_LINE;
   if (keptCut) all = all.slice(1);
-  return { instance_id: kept?.instance_id ?? null, source, text: all.slice(-tail).join('\n'), cut: keptCut || all.length > tail };
+  return {
+    instance_id: kept?.instance_id ?? null,
+    source,
+    text: all.slice(-tail).join('\n'),
+    cut: keptCut || all.length > tail,
+    stream: null,
+  };
 }
