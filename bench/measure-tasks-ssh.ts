@@ -138,8 +138,16 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
     }
     // Every follow attached (its logs read from the store, `stream` set) before the ticks count.
     for (;;) {
-      const reads = await Promise.all(ids.map((id) => d.api<{ stream: unknown }>('GET', `/v1/runs/${id}/logs?tail=1`)));
-      if (reads.every((r) => r.body.stream)) break;
+      // One at a time, and a reset connection is "not yet": a loaded machine drops kept-alive sockets.
+      let attached = true;
+      for (const id of ids) {
+        const read = await d.api<{ stream: unknown }>('GET', `/v1/runs/${id}/logs?tail=1`).catch(() => undefined);
+        if (!read?.body.stream) {
+          attached = false;
+          break;
+        }
+      }
+      if (attached) break;
       if (Date.now() - t0 > plan.timeoutMs) throw new Error('not every task was followed over SSH');
       await sleep(500);
     }
