@@ -28,6 +28,7 @@ import type {
   RunLogs,
   SignInCode,
   StreamEvent,
+  StreamOutput,
 } from '../wire/control-api.js';
 import { SseParser } from './sse.js';
 
@@ -276,16 +277,19 @@ export class ControlClient {
    * Follows GET /v1/events/stream for one run, from after `afterId` (from its first event without
    * one): each event goes to `onEvent` as it is stored. Resolves 'end' once the daemon said the run
    * has ended and sent its last event, 'closed' when the stream stopped short (a daemon stopping:
-   * reconnect with the last id), 'aborted' when `signal` fired.
+   * reconnect with the last id), 'aborted' when `signal` fired. With `onOutput`, the run's task
+   * output too (`output=1`: while the daemon follows the task over SSH); `onOpen` is called once the
+   * daemon answered, so once every later output message will come.
    */
   async streamEvents(
     id: string,
     afterId: number | undefined,
     onEvent: (e: StreamEvent) => void,
     signal: AbortSignal,
+    extra: { onOutput?: (o: StreamOutput) => void; onOpen?: () => void } = {},
   ): Promise<'end' | 'closed' | 'aborted'> {
     await this.verify();
-    const url = new URL(`/v1/events/stream?run=${encodeURIComponent(id)}`, this.address.url);
+    const url = new URL(`/v1/events/stream?run=${encodeURIComponent(id)}${extra.onOutput ? '&output=1' : ''}`, this.address.url);
     const headers: Record<string, string> = { authorization: `Bearer ${this.address.token}`, accept: 'text/event-stream' };
     if (afterId !== undefined) headers['last-event-id'] = String(afterId);
     return new Promise((resolve, reject) => {
@@ -293,6 +297,7 @@ export class ControlClient {
       const parser = new SseParser((m) => {
         if (m.event === 'end') ended = true;
         else if (m.event === 'message') onEvent(JSON.parse(m.data) as StreamEvent);
+        else if (m.event === 'output') extra.onOutput?.(JSON.parse(m.data) as StreamOutput);
       });
       const req = request(url, { method: 'GET', headers, signal }, (res) => {
         if (res.statusCode !== 200) {
@@ -302,6 +307,7 @@ export class ControlClient {
           return;
         }
         res.setEncoding('utf8');
+        extra.onOpen?.();
         res.on('data', (chunk: string) => {
           try {
             parser.push(chunk);

@@ -15,3 +15,36 @@ export function newLines(printed: readonly string[], next: readonly string[]): {
 
 /** The lines of a log text (a last newline ends the last line, it does not start an empty one). */
 export const linesOf = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
+
+/** A batch of a followed task's output, as the run's event stream sends it (StreamOutput's fields used here). */
+interface OutputBatch {
+  n: number;
+  from: number;
+  to: number;
+  lines: string[];
+  left_out: number;
+}
+
+/**
+ * Where a streamed log stands: the attempt and the byte of its out-file after the last line printed.
+ * A batch is printed once, from the offset the stored log was read at on: one that ends at or before
+ * it was in that read; one of a later attempt starts that attempt's output; one that starts past it
+ * (or says lines were left out) follows a gap.
+ */
+export class StreamedLog {
+  constructor(private at: { n: number; offset: number }) {}
+
+  /** What to print of a batch: its lines, and whether lines before them were not sent. */
+  take(o: OutputBatch): { lines: string[]; gap: boolean } {
+    if (o.n < this.at.n) return { lines: [], gap: false };
+    if (o.n > this.at.n) this.at = { n: o.n, offset: 0 };
+    if (o.to <= this.at.offset) return { lines: [], gap: false };
+    const gap = o.left_out > 0 || o.from > this.at.offset;
+    this.at = { n: o.n, offset: o.to };
+    return { lines: o.lines, gap };
+  }
+
+  get attempt(): number {
+    return this.at.n;
+  }
+}

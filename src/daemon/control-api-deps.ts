@@ -10,7 +10,7 @@ import type { Store } from '../store/index.js';
 import { checkAccount } from '../account/account-checks.js';
 import type { ControlApiDeps } from './control/control-api.js';
 import { DashboardSessions } from './control/dashboard/sessions.js';
-import { EventStreams } from './control/event-stream.js';
+import { EventStreams, type EventStreamsDeps } from './control/event-stream.js';
 import { accountView } from './money/account-view.js';
 import type { AccountWatch } from './money/account-watch.js';
 import { costsReport } from './money/costs.js';
@@ -37,6 +37,8 @@ export interface ControlApiWiring {
     runsEverywhere: RunCounts | undefined;
     submissions: ControlApiDeps['submissions'];
     logs: ControlApiDeps['logs'];
+    /** Followed tasks' output, line by line, for the event streams that ask for it. */
+    output: EventStreamsDeps['output'];
     account: Pick<AccountWatch, 'credit' | 'low'>;
     /** The caps creates are held to (a shared store's are the store's). */
     gate: Pick<CreateGate, 'caps'>;
@@ -59,6 +61,7 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
     store,
     clock,
     heartbeatMs: streamHeartbeatMs ?? STREAM_HEARTBEAT_MS,
+    output: wiring.runs.output,
     // Other daemons' events reach the streams from the store, not from this daemon's commits.
     ...(clusterState ? { storePollMs: STORE_POLL_MS } : {}),
   });

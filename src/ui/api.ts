@@ -2,7 +2,7 @@
 // sends it; no script can read it), the session's CSRF token on every state-changing request, and
 // every failure as an ApiError with the envelope's kind. The page never holds the control token.
 import type { SpecIssue } from '../errors.js';
-import type { StreamEvent, UiSession } from '../wire/control-api.js';
+import type { StreamEvent, StreamOutput, UiSession } from '../wire/control-api.js';
 import { suspectDown } from './link.js';
 
 export class ApiError extends Error {
@@ -97,13 +97,17 @@ export function followEvents(
   query: { run?: string; after?: number },
   onEvent: (e: StreamEvent) => void,
   onState?: (open: boolean) => void,
+  /** A run's task output as the daemon streams it (`output=1`): each batch of lines, once, by byte offset. */
+  onOutput?: (o: StreamOutput) => void,
 ): () => void {
   const q = new URLSearchParams();
   if (query.run) q.set('run', query.run);
   if (query.after !== undefined) q.set('after', String(query.after));
+  if (onOutput) q.set('output', '1');
   q.set('csrf', csrf ?? '');
   const source = new EventSource(`/v1/events/stream${q.size > 0 ? `?${q}` : ''}`);
   source.onmessage = (m: MessageEvent<string>) => onEvent(JSON.parse(m.data) as StreamEvent);
+  if (onOutput) source.addEventListener('output', (m: MessageEvent<string>) => onOutput(JSON.parse(m.data) as StreamOutput));
   source.onopen = () => onState?.(true);
   source.onerror = () => {
     onState?.(false);

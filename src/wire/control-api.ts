@@ -240,6 +240,23 @@ export const StreamEventSchema = RunEventSchema.extend({ run_id: z.string() });
 export const BlobSchema = z.object({ sha256: z.string(), size: z.number().int().min(0) });
 export type Blob = z.infer<typeof BlobSchema>;
 
+/**
+ * A followed task's output as GET /v1/events/stream?run=ID&output=1 sends it (an `output` message,
+ * without an `id:`: it is not stored as an event): the complete lines the daemon kept between byte
+ * `from` and byte `to` of attempt `n`'s out-file, every secret scrubbed, each cut at 4096
+ * characters; `left_out` lines before these were not sent (the run printed faster than its stream's
+ * rate, or the client read slower), and are only in what GET /v1/runs/{id}/logs keeps.
+ */
+export const StreamOutputSchema = z.object({
+  run_id: z.string(),
+  n: z.number().int(),
+  from: z.number().int(),
+  to: z.number().int(),
+  lines: z.array(z.string()),
+  left_out: z.number().int(),
+});
+export type StreamOutput = z.infer<typeof StreamOutputSchema>;
+
 const ERROR_KINDS = [
   'bad_request', // 400: a target, query or nonce that cannot be read
   'spec', // 400: the job spec is invalid (with `issues`)
@@ -402,6 +419,11 @@ export const RunLogsSchema = z.object({
   text: z.string(),
   /** Earlier lines were left out: the log was longer than what was read (1 MiB live, 4 KB kept) or than `tail`. */
   cut: z.boolean(),
+  /**
+   * Set while this daemon streams the task over SSH: the attempt and the byte of its out-file after
+   * `text`; the run's event stream with `output=1` sends what follows it. Null otherwise (read again to follow).
+   */
+  stream: z.object({ n: z.number().int(), offset: z.number().int() }).nullable(),
 });
 export type RunLogs = z.infer<typeof RunLogsSchema>;
 export const NotificationListSchema = z.array(NotificationSchema);

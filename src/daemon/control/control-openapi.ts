@@ -25,6 +25,7 @@ import {
   RunSchema,
   SignInCodeSchema,
   StreamEventSchema,
+  StreamOutputSchema,
   UiSessionSchema,
 } from '../../wire/control-api.js';
 import type { ControlRoute } from './route-types.js';
@@ -37,6 +38,7 @@ const COMPONENTS: Record<string, z.ZodType> = {
   RunEventList: RunEventListSchema,
   RunLogs: RunLogsSchema,
   StreamEvent: StreamEventSchema,
+  StreamOutput: StreamOutputSchema,
   Notification: NotificationSchema,
   NotificationList: NotificationListSchema,
   Health: HealthSchema,

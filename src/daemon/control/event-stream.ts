@@ -15,11 +15,17 @@
 // until the next commit or heartbeat. It ends when the client goes, when the daemon stops (cleanly:
 // the response is ended), for one run (`?run=ID`) once that run has ended and its last event was
 // sent (an `end` message first), and for a dashboard session's stream once the session has ended.
+//
+// A stream of one run opened with `output=1` also carries the run's task output while this daemon
+// follows it over SSH (../task-end/live-output.ts): `output` messages without an `id:` (they are not
+// stored events, so Last-Event-ID still names the last event), written as they come. While the
+// client reads slower than they come, they are left out and counted (the next one sent says how
+// many): a slow client holds no more than one message in memory.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../../clock.js';
 import { PeriodicLoop } from '../../periodic-loop.js';
 import type { EventRow, Store } from '../../store/index.js';
-import type { StreamEvent } from '../../wire/control-api.js';
+import type { StreamEvent, StreamOutput } from '../../wire/control-api.js';
 import { EventFrontier } from './event-frontier.js';
 import { toRunEvent } from './run-view.js';
 
@@ -45,12 +51,17 @@ export interface StreamOptions {
    * every heartbeat; the stream then ends.
    */
   alive?: () => boolean;
+  /** With runId: the run's task output too, as `output` messages. */
+  output?: boolean;
 }
 
 class Stream {
   private cursor: number;
   private draining = false;
   private ended = false;
+  /** Output lines not written since the last `output` message (the client read too slowly). */
+  private leftOut = 0;
+  private unwatch: (() => void) | undefined;
   /** A comment line every so often keeps proxies and clients from timing the stream out. */
   private readonly heartbeat: PeriodicLoop;
 
@@ -90,7 +101,21 @@ class Stream {
     });
     this.res.on('close', () => this.close());
     this.heartbeat.start();
+    const { runId, output } = this.options;
+    if (output && runId !== undefined) this.unwatch = this.hub.deps.output?.watch(runId, (o) => this.sendOutput(o));
     this.flush();
+  }
+
+  /** A batch of the run's output, written now, or left out (and counted) while the client catches up. */
+  private sendOutput(o: StreamOutput): void {
+    if (this.ended) return;
+    if (this.draining) {
+      this.leftOut += o.left_out + o.lines.length;
+      return;
+    }
+    const data: StreamOutput = { ...o, left_out: o.left_out + this.leftOut };
+    this.leftOut = 0;
+    if (!this.res.write(`event: output\ndata: ${JSON.stringify(data)}\n\n`)) this.draining = true;
   }
 
   /** Sends what was stored since the cursor, as far as the client takes it. */
@@ -141,6 +166,7 @@ class Stream {
   private close(): void {
     if (this.ended) return;
     this.ended = true;
+    this.unwatch?.();
     this.heartbeat.stop();
     this.hub.forget(this);
   }
@@ -167,6 +193,8 @@ export interface EventStreamsDeps {
    * connections keep writing events, ms (default 30000; see ./event-frontier.ts).
    */
   storeSettleMs?: number | undefined;
+  /** A followed task's output, for streams opened with `output` (absent: such streams carry events only). */
+  output?: { watch(runId: string, fn: (o: StreamOutput) => void): () => void } | undefined;
 }
 
 /** Every open stream of the daemon. */

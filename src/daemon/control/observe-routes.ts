@@ -84,9 +84,15 @@ export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
       doc: {
         summary: 'Server-Sent Events: run events as they are stored, resumable with Last-Event-ID',
         description:
-          'Each message: `id:` the event id, `data:` a StreamEvent. Without Last-Event-ID (or `after`), a stream of one run starts at its first event, and a stream of all runs with the events stored from now on. A stream of one run ends with an `end` message once the run has ended and its last event was sent. Heartbeat comment lines keep it open; it ends cleanly when the daemon stops.',
+          "Each message: `id:` the event id, `data:` a StreamEvent. Without Last-Event-ID (or `after`), a stream of one run starts at its first event, and a stream of all runs with the events stored from now on. A stream of one run ends with an `end` message once the run has ended and its last event was sent. Heartbeat comment lines keep it open; it ends cleanly when the daemon stops. With `run` and `output=1`, the run's task output too while this daemon follows it over SSH: `event: output` messages without an id, each a StreamOutput (components), at most 64 KiB of lines a second per attempt.",
         query: [
           { name: 'run', description: "only this run's events", schema: { type: 'string' } },
+          {
+            name: 'output',
+            description:
+              "with `run` and `1`: the run's task output too, while this daemon follows it over SSH: `output` messages (no `id:`), each a StreamOutput",
+            schema: { type: 'string', enum: ['1'] },
+          },
           {
             name: 'after',
             description: 'send the events stored after this id (as Last-Event-ID does)',
@@ -115,7 +121,8 @@ export function observeRoutes(deps: ObserveDeps): ControlRoute[] {
         const session = r.session;
         const opened = tokens.current();
         const alive = session ? () => sessions.isLive(session.sessionId) : () => tokens.current() === opened;
-        streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after, alive });
+        const output = r.url.searchParams.get('output') === '1';
+        streams.serve(r.req, r.res, { ...(runId === undefined ? {} : { runId }), after, alive, output });
         return { streamed: true };
       },
     },

@@ -41,6 +41,7 @@ import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
 import type { AttemptLogins } from '../task-end/task-shells.js';
 import { WorkdirUploads, type WorkdirUploadsDeps as UploadLogins } from '../task-files/workdir-uploads.js';
+import { LiveOutput } from '../task-end/live-output.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 import { OutputsDownload } from '../task-end/outputs-download.js';
 import { OutputsCloud } from '../task-end/outputs-cloud.js';
@@ -137,7 +138,9 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     warn: (runId, message, data) => notices.notice(runId, 'idle.warning', message, data),
     expire: (runId, reason) => supervisor.expire(runId, reason),
   });
-  const follow = composeFollow(deps, { logSecrets, taskLogs, journal, runs }, releasers);
+  // A followed task's lines, to the event streams that watch its run (the control API's).
+  const output = new LiveOutput(clock);
+  const follow = composeFollow(deps, { logSecrets, taskLogs, journal, runs, output }, releasers);
   const uploads = composeUploads(deps, { specs, runs }, releasers);
   const taskProbe = new TaskProbe({
     clock,
@@ -217,7 +220,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
   taskProbe.start();
   follow?.start();
   uploads?.start();
-  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere };
+  return { supervisor, submissions, logs, notices, account, gate, guard, runsEverywhere, output };
 }
 
 /**
@@ -313,13 +316,13 @@ function composeMoney(
  */
 function composeFollow(
   deps: RunsDeps,
-  ctx: { logSecrets: LogSecrets; taskLogs: TaskLogs; journal: AttemptJournal; runs: () => Supervisor },
+  ctx: { logSecrets: LogSecrets; taskLogs: TaskLogs; journal: AttemptJournal; runs: () => Supervisor; output: LiveOutput },
   releasers: Releasers,
 ) {
   const { store, clock, config, log, shells } = deps;
   const max = config.runs.task_follow_max ?? TASK_FOLLOW_MAX;
   if (!shells || max === 0) return undefined;
-  const { logSecrets, taskLogs, journal, runs } = ctx;
+  const { logSecrets, taskLogs, journal, runs, output } = ctx;
   const follow = new TaskFollow({
     clock,
     log,
@@ -330,6 +333,7 @@ function composeFollow(
       return a?.follow_offset == null ? { offset: 0, tail: null } : { offset: a.follow_offset, tail: a.log_tail };
     },
     save: (t, kept) => store.transaction(() => store.attempts.setFollowed(t.runId, t.n, kept.offset, kept.tail)),
+    output: (t, from, to, text) => output.publish(t, from, to, text),
     scrub: (t, text) => logSecrets.scrubberFor(t.runId, t.n, t.instanceId).scrub(text),
     ended: (runId, n, end) => runs().taskEnded(runId, n, end),
     say: (t, message, data) =>

@@ -103,6 +103,8 @@ export interface TaskFollowDeps {
   stored(t: FollowTarget): FollowedOutput;
   /** Keeps the attempt's new offset and tail, in one write. */
   save(t: FollowTarget, kept: FollowedOutput & { tail: string }): void;
+  /** The lines just kept (scrubbed), bytes `from` to `to` of the out-file: to the run's live watchers (./live-output.ts). */
+  output?(t: FollowTarget, from: number, to: number, text: string): void;
   /** Every secret the attempt's container may show, taken out of `text`. */
   scrub(t: FollowTarget, text: string): string;
   /** The attempt's task ended, as its done-file says: the same as the task probe's. */
@@ -333,6 +335,7 @@ class Follow {
       this.deps.log.warn({ runId: this.target.runId, err: toRunError(err) }, 'the followed output of a task could not be stored');
       return;
     }
+    this.deps.output?.(this.target, this.offset, offset, scrubbed);
     this.offset = offset;
     this.tail = tail;
     this.pending = this.pending.subarray(cut);

@@ -2,7 +2,7 @@
 // stream, from the last event read), how to SSH in, the last log lines of failed attempts and the
 // container's output, its spend, and cancel or resume behind a confirmation.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import type { Run, RunEvent, RunLogs } from '../../wire/control-api.js';
+import type { Run, RunEvent, RunLogs, StreamOutput } from '../../wire/control-api.js';
 import { isEndState, keptRunNeeds } from '../../wire/run-states.js';
 import { call, followEvents } from '../api.js';
 import { ago, localTime, usd, usdPerHour } from '../format.js';
@@ -26,6 +26,22 @@ function sshLines(run: Run): Array<{ line: string; kind: string }> {
   if (!i) return [];
   if (i.ssh.length > 0) return i.ssh.map((e) => ({ line: `ssh -p ${e.port} root@${e.host}`, kind: e.kind }));
   return i.ssh_host && i.ssh_port ? [{ line: `ssh -p ${i.ssh_port} root@${i.ssh_host}`, kind: 'proxy' }] : [];
+}
+
+/** Lines of the container output kept on the page. */
+const SHOWN_LINES = 200;
+
+/**
+ * The log shown with a batch of streamed output appended: only while the log read said it is
+ * streamed, and each batch once (one that ends at or before the byte shown was in the read).
+ */
+function withOutput(shown: RunLogs | 'loading' | undefined, o: StreamOutput): RunLogs | 'loading' | undefined {
+  if (!shown || shown === 'loading' || !shown.stream) return shown;
+  const { n, offset } = shown.stream;
+  if (o.n < n || (o.n === n && o.to <= offset)) return shown;
+  const gap = o.left_out > 0 || (o.n === n ? o.from > offset : o.from > 0);
+  const lines = [...(shown.text === '' ? [] : shown.text.split('\n')), ...(gap ? ['(some lines were left out)'] : []), ...o.lines];
+  return { ...shown, text: lines.slice(-SHOWN_LINES).join('\n'), stream: { n: o.n, offset: o.to } };
 }
 
 export function RunPage({ id }: { id: string }) {
@@ -58,10 +74,16 @@ export function RunPage({ id }: { id: string }) {
       if (gone) return;
       setRun(r);
       setEvents(evs);
-      stop = followEvents({ run: id, after: evs.at(-1)?.id ?? 0 }, (e) => {
-        setEvents((list) => (list.some((x) => x.id === e.id) ? list.map((x) => (x.id === e.id ? e : x)) : [...list, e]));
-        reread();
-      });
+      stop = followEvents(
+        { run: id, after: evs.at(-1)?.id ?? 0 },
+        (e) => {
+          setEvents((list) => (list.some((x) => x.id === e.id) ? list.map((x) => (x.id === e.id ? e : x)) : [...list, e]));
+          reread();
+        },
+        undefined,
+        // The task's output while the daemon streams it: appended to the log shown, from the byte it was read at.
+        (o) => setLogs((shown) => withOutput(shown, o)),
+      );
     })().catch((err: unknown) => !gone && setError(err));
     return () => {
       gone = true;
@@ -263,6 +285,7 @@ export function RunPage({ id }: { id: string }) {
                 <p class="muted">
                   {logs.source === 'live' ? `Live from instance ${logs.instance_id}` : 'Kept with the last attempt'}
                   {logs.text === '' && ': empty'}
+                  {logs.stream && ' (followed over SSH: new lines appear as the task prints them)'}
                 </p>
                 {logs.text && <LogBox text={logs.text} label="Container output" />}
               </>

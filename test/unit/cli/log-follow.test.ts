@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { linesOf, newLines } from '../../../src/cli/log-follow.js';
+import { linesOf, newLines, StreamedLog } from '../../../src/cli/log-follow.js';
 
 describe('berth logs --follow: what is new in a read', () => {
   it('prints only the lines after the overlap with what was printed', () => {
@@ -21,5 +21,30 @@ describe('berth logs --follow: what is new in a read', () => {
   it('reads a text into lines without an empty last one', () => {
     expect(linesOf('a\nb\n')).toEqual(['a', 'b']);
     expect(linesOf('')).toEqual([]);
+  });
+});
+
+describe('berth logs --follow: a streamed log, by byte offset', () => {
+  const batch = (n: number, from: number, to: number, lines: string[], left_out = 0) => ({ n, from, to, lines, left_out });
+
+  it('prints a batch once, from the offset the stored log was read at on', () => {
+    const log = new StreamedLog({ n: 1, offset: 10 });
+    // Kept before the read: already printed by it.
+    expect(log.take(batch(1, 0, 10, ['a']))).toEqual({ lines: [], gap: false });
+    expect(log.take(batch(1, 10, 14, ['b', 'c']))).toEqual({ lines: ['b', 'c'], gap: false });
+    expect(log.take(batch(1, 10, 14, ['b', 'c']))).toEqual({ lines: [], gap: false });
+  });
+
+  it('says so when lines were left out or a batch is missing', () => {
+    const log = new StreamedLog({ n: 1, offset: 0 });
+    expect(log.take(batch(1, 0, 4, ['d'], 3))).toEqual({ lines: ['d'], gap: true });
+    expect(log.take(batch(1, 9, 12, ['e']))).toEqual({ lines: ['e'], gap: true });
+  });
+
+  it('starts a later attempt’s output at its first byte, and skips an earlier attempt’s', () => {
+    const log = new StreamedLog({ n: 1, offset: 50 });
+    expect(log.take(batch(2, 0, 2, ['x']))).toEqual({ lines: ['x'], gap: false });
+    expect(log.take(batch(1, 50, 60, ['old']))).toEqual({ lines: [], gap: false });
+    expect(log.attempt).toBe(2);
   });
 });

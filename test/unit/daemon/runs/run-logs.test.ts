@@ -43,9 +43,37 @@ it("a followed task's log is the lines its follower kept, without a logs-endpoin
     source: 'live',
     text: 'two\nthree',
     cut: true,
+    // The live output goes on from the byte after what was kept (the event stream's `output`).
+    stream: { n: 1, offset: 14 },
   });
   expect(asked).toEqual([]);
   followed = false;
-  expect((await logs.logsOf('r1', 2, AbortSignal.timeout(5000)))!.text).toBe('from the service');
+  expect(await logs.logsOf('r1', 2, AbortSignal.timeout(5000))).toMatchObject({ text: 'from the service', stream: null });
   expect(asked).toEqual([{ runId: 'r1', n: 1, instanceId: 501 }]);
+});
+
+it('a task whose follow read its end: its log is what was kept, with no logs-endpoint call while its instance goes', async () => {
+  const asked: unknown[] = [];
+  const logs = new RunLogs({
+    store,
+    taskLogs: {
+      readLog: async (at) => {
+        asked.push(at);
+        return { text: 'from the service', cut: false };
+      },
+    },
+    instanceOf: () => 502,
+    followed: () => false,
+  });
+  store.transaction(() => {
+    store.runs.insert({ id: 'abc', name: 'abc', specJson: '{}', createdAt: 1 });
+    store.attempts.beginCreate({ runId: 'abc', n: 1, offerId: 102, machineId: 2, dphTotal: 0.5, label: 'l-abc-1', at: 2 });
+    store.attempts.adopt('abc', 1, 502, 3);
+    store.attempts.setFollowed('abc', 1, 4, 'one\n\nberth-task-end run=abc attempt=1 exit=0');
+  });
+  expect(await logs.logsOf('abc', 10, AbortSignal.timeout(5000))).toMatchObject({
+    text: 'one\n\nberth-task-end run=abc attempt=1 exit=0',
+    stream: null,
+  });
+  expect(asked).toEqual([]);
 });

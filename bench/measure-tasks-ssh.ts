@@ -1,0 +1,199 @@
+// Tasks followed over SSH (issue #39's Done-when): N runs with a task on the simulator at its
+// documented limits, each instance with a real sshd that takes berth's key (on the account), and a
+// real `berth daemon` at its defaults, which follows every task over SSH. While the tasks wait for
+// the bench's go file (the others look every second), the first `followers` of them print `tick <ms since epoch>` every 0.2 s, and
+// as many `berth logs RUN --follow` processes print them: each tick's lag is the wall time from the
+// task's `date` to the line on the CLI's stdout (one machine, one clock). Then every task is told to
+// end at once (each ends within 1 s of the go), and the bench reads, per instance, the wall time
+// from the go to its self-stop (the wrapper's wait for the daemon's `.ack`, plus its stop call) and
+// to its destroy, and from the simulator how many logs-endpoint calls were made (the goal: none).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Run as RunView, RunEvent } from '../src/wire/control-api.js';
+import { packagePath } from '../src/package-path.js';
+import { startSimulator } from '../src/sim/index.js';
+import { loadLoginKey } from '../src/ssh/key-pair.js';
+import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';
+
+export interface SshTasksPlan {
+  tasks: number;
+  /** Runs whose output a `berth logs --follow` process prints (each prints ticks meanwhile). */
+  followers: number;
+  pollS: number;
+  /** How long the ticks are measured before the go, ms. */
+  tickMs: number;
+  timeoutMs: number;
+}
+
+export interface SshTasksResult {
+  plan: SshTasksPlan;
+  succeeded: number;
+  /** Wall ms from the go (each task ended within 1 s of it) to its instance's destroy, per succeeded task. */
+  goToDestroyMs: number[];
+  /** Wall ms from the go to the task's end recorded by the daemon (its `task.ended` event). */
+  goToEndedMs: number[];
+  /** Wall ms from the go to the instance's self-stop: the wrapper's wait for the `.ack`, then its stop call. */
+  goToStopMs: number[];
+  /** Calls to the logs endpoint (PUT request_logs) while the tasks ran and ended. */
+  logCalls: number;
+  /** Tasks whose follow fell back to the logs path (`task.ssh_fallback` events). */
+  fallbacks: number;
+  /** Per tick printed after the followers were up: wall ms from the task's `date` to the CLI's stdout. */
+  lineLagMs: number[];
+  runAgain: number;
+  billingAfter: number;
+}
+
+/** A `berth logs RUN --follow` process: every `tick <ms>` line timed as it reaches its stdout. */
+function follower(home: string, runId: string, lags: Array<{ at: number; lag: number }>): ChildProcess {
+  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'logs', runId, '--follow', '--tail', '1'], {
+    env: { ...process.env, BERTH_HOME: home },
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
+  let rest = '';
+  proc.stdout!.setEncoding('utf8');
+  proc.stdout!.on('data', (chunk: string) => {
+    const now = Date.now();
+    const lines = (rest + chunk).split('\n');
+    rest = lines.pop()!;
+    for (const line of lines) {
+      const m = /^tick (\d+)$/.exec(line);
+      if (!m) continue;
+      lags.push({ at: Number(m[1]), lag: now - Number(m[1]) });
+    }
+  });
+  return proc;
+}
+
+export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
+  const home = mkdtempSync(join(tmpdir(), 'berth-tasks-ssh-'));
+  // berth's own key, made where the daemon finds it, and put on the account as a user would.
+  const key = loadLoginKey({ home });
+  const timeScale = 30;
+  const sim = await startSimulator({
+    config: {
+      seed: 39,
+      time_scale: timeScale,
+      tick_ms: 20,
+      catalog: { size: 2000 },
+      onstart_exec: { enabled: true, timeout_s: Math.ceil(plan.timeoutMs / 1000) },
+      // The real service's uploads take about a second (unused while SSH works; counted if not).
+      logs: { upload_delay_s: timeScale },
+      rate_limits: { enabled: true },
+      account: { ssh_keys: [key.publicLine] },
+      ssh_listeners: { enabled: true },
+    },
+  });
+  // Tasks run unprivileged in the simulator: the go file is in a directory every user can reach.
+  const goDir = mkdtempSync(join(searchableTmp(), 'berth-tasks-ssh-go-'));
+  chmodSync(goDir, 0o755);
+  const go = join(goDir, 'go');
+  let daemon: DaemonHandle | undefined;
+  const followers: ChildProcess[] = [];
+  try {
+    daemon = await spawnDaemon(home, sim.url, sim.apiKey, {
+      daemon: { listen: '127.0.0.1:0', max_active_runs: 1000 },
+      polling: { interval_s: plan.pollS },
+    });
+    const d = daemon;
+    const spec = (i: number) => ({
+      name: `task-${i}`,
+      image: 'pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime',
+      disk_gb: 20,
+      search: { filters: { num_gpus: { gte: 1 } }, order: [['dph_total', 'asc']], limit: 64 },
+      max_price_per_hour: 5,
+      ready_when: 'status',
+      boot_timeout_s: 60,
+      deadline_s: Math.ceil(plan.timeoutMs / 1000),
+      run:
+        i < plan.followers
+          ? `while [ ! -e ${go} ]; do echo "tick $(date +%s%3N)"; sleep 0.2; done; echo "task ${i} done"`
+          : // A second's sleep: 100 loops of 0.2 s, beside the follower's own, would load 2 cores more than berth does.
+            `while [ ! -e ${go} ]; do sleep 1; done; echo "task ${i} done"`,
+    });
+    const t0 = Date.now();
+    const ids: string[] = [];
+    for (let i = 0; i < plan.tasks; i++) {
+      const res = await d.api<RunView>('POST', '/v1/runs', spec(i));
+      if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${JSON.stringify(res.body)}`);
+      ids.push(res.body.id);
+    }
+    const all = async (): Promise<RunView[]> => {
+      for (let i = 0; ; i++) {
+        try {
+          return (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
+        } catch (err) {
+          if (i >= 5 || !['ECONNRESET', 'UND_ERR_SOCKET'].includes((err as { code?: string }).code ?? '')) throw err;
+          await sleep(250);
+        }
+      }
+    };
+    const ended = (v: RunView) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(v.state);
+    while (!(await all()).every((v) => v.state === 'running' || ended(v))) {
+      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every run was running after ${plan.timeoutMs} ms`);
+      await sleep(250);
+    }
+    // Every follow attached (its logs read from the store, `stream` set) before the ticks count.
+    for (;;) {
+      // One at a time, and a reset connection is "not yet": a loaded machine drops kept-alive sockets.
+      let attached = true;
+      for (const id of ids) {
+        const read = await d.api<{ stream: unknown }>('GET', `/v1/runs/${id}/logs?tail=1`).catch(() => undefined);
+        if (!read?.body.stream) {
+          attached = false;
+          break;
+        }
+      }
+      if (attached) break;
+      if (Date.now() - t0 > plan.timeoutMs) throw new Error('not every task was followed over SSH');
+      await sleep(500);
+    }
+    const callsBefore = sim.stats().requests['PUT /api/v0/instances/request_logs/{id}/'] ?? 0;
+    const lags: Array<{ at: number; lag: number }> = [];
+    for (let i = 0; i < plan.followers; i++) followers.push(follower(home, ids[i]!, lags));
+    // The followers' first reads print the ticks kept so far: only ticks printed after they are up count.
+    await sleep(3_000);
+    const from = Date.now();
+    await sleep(plan.tickMs);
+    writeFileSync(go, '');
+    const goAt = Date.now();
+    let views: RunView[] = [];
+    while (!(views = await all()).every(ended)) {
+      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every task had ended after ${plan.timeoutMs} ms`);
+      await sleep(250);
+    }
+    const logCalls = (sim.stats().requests['PUT /api/v0/instances/request_logs/{id}/'] ?? 0) - callsBefore;
+    const succeeded = views.filter((v) => v.state === 'succeeded');
+    const instances = new Set(succeeded.map((v) => v.attempts.at(-1)!.instance_id));
+    const history = sim.history().filter((h) => instances.has(h.id));
+    const events = await Promise.all(ids.map(async (id) => (await d.api<RunEvent[]>('GET', `/v1/runs/${id}/events`)).body));
+    const windowed = lags.filter((l) => l.at >= from && l.at < goAt - 500);
+    return {
+      plan,
+      succeeded: succeeded.length,
+      goToDestroyMs: history.map((h) => h.destroyed_at!.wall_ms - goAt),
+      goToStopMs: history.flatMap((h) => h.statuses.filter((s) => s.status === 'stopped').map((s) => s.at.wall_ms - goAt)),
+      goToEndedMs: events.flatMap((es) => es.filter((e) => e.type === 'task.ended').map((e) => Date.parse(e.at) - goAt)),
+      logCalls,
+      fallbacks: events.flat().filter((e) => e.type === 'task.ssh_fallback').length,
+      lineLagMs: windowed.map((l) => l.lag),
+      runAgain: views.filter((v) => v.attempts.filter((a) => a.instance_id !== null).length > 1).length,
+      billingAfter: sim.billingNow().length,
+    };
+  } finally {
+    for (const f of followers) f.kill('SIGKILL');
+    await daemon?.stop();
+    await sim.close();
+    rmSync(home, { recursive: true, force: true });
+    rmSync(goDir, { recursive: true, force: true });
+  }
+}
+
+/** The temp dir, or /tmp when the temp dir is private (the simulator's tasks run as another user). */
+function searchableTmp(): string {
+  const dir = tmpdir();
+  return (statSync(dir).mode & 0o001) !== 0 ? dir : '/tmp';
+}
