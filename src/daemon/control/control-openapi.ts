@@ -10,6 +10,7 @@ import { packageVersion } from '../../package-path.js';
 import {
   AccountChecksSchema,
   AccountViewSchema,
+  BlobSchema,
   CostsReportSchema,
   OffersReportSchema,
   ErrorEnvelopeSchema,
@@ -50,6 +51,7 @@ const COMPONENTS: Record<string, z.ZodType> = {
   UiSession: UiSessionSchema,
   CostsReport: CostsReportSchema,
   OffersReport: OffersReportSchema,
+  Blob: BlobSchema,
   ErrorEnvelope: ErrorEnvelopeSchema,
 };
 

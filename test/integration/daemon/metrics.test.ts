@@ -86,6 +86,7 @@ describe('GET /metrics', () => {
       [
         'booting',
         'cancelled',
+        'collecting',
         'creating',
         'destroying',
         'expired',

@@ -1,6 +1,7 @@
 // GET /v1/openapi.json against the daemon's real answers: a daemon in process against the
 // simulator, every route called (successes and the errors each can give), and every answer checked
 // with ajv (JSON Schema 2020-12, OpenAPI 3.1's dialect) against the document the daemon serves.
+import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -96,6 +97,7 @@ describe('GET /v1/openapi.json', () => {
         '/metrics',
         '/v1/account',
         '/v1/account/checks',
+        '/v1/blobs/{sha256}',
         '/v1/ui/codes',
         '/v1/ui/session',
         '/v1/ui/sign-out',
@@ -110,6 +112,7 @@ describe('GET /v1/openapi.json', () => {
         '/v1/runs/{id}/cancel',
         '/v1/runs/{id}/events',
         '/v1/runs/{id}/logs',
+        '/v1/runs/{id}/outputs',
         '/v1/runs/{id}/resume',
         '/v1/token/rotate',
       ].sort(),
@@ -216,6 +219,17 @@ describe('GET /v1/openapi.json', () => {
     expect((await call('GET', '/v1/ui/session', '/v1/ui/session', { token: null, headers: { cookie, 'x-csrf-token': csrf } })).status).toBe(
       401,
     );
+
+    // A task's files: a packed workdir kept under its hash (then known), one with the wrong hash
+    // refused; a run's outputs that were never kept.
+    const blob = Buffer.from('a workdir, packed');
+    const sha = createHash('sha256').update(blob).digest('hex');
+    const octets = { 'content-type': 'application/octet-stream' };
+    expect((await call('POST', `/v1/blobs/${sha}`, '/v1/blobs/{sha256}', { headers: octets, body: blob })).status).toBe(201);
+    expect((await call('POST', `/v1/blobs/${sha}`, '/v1/blobs/{sha256}', { headers: octets, body: blob })).status).toBe(200);
+    expect((await call('POST', `/v1/blobs/${'0'.repeat(64)}`, '/v1/blobs/{sha256}', { headers: octets, body: blob })).status).toBe(400);
+    expect((await call('GET', `/v1/runs/${run.id}/outputs?attempt=1&name=model.bin`, '/v1/runs/{id}/outputs')).status).toBe(404);
+    expect((await call('GET', '/v1/runs/nosuch/outputs?attempt=1&name=x', '/v1/runs/{id}/outputs')).status).toBe(404);
 
     expect((await call('POST', '/v1/token/rotate', '/v1/token/rotate')).status).toBe(200);
 
