@@ -13,6 +13,22 @@ export function newLines(printed: readonly string[], next: readonly string[]): {
   return { lines: [...next], gap: next.length > 0 };
 }
 
+/**
+ * newLines for a read from another source than the lines printed: the first read that says where
+ * the run's stream stands is the follower's kept out-file, while what was printed before came from
+ * the container's log, which also holds sshd's lines (the follower's own login among them, right
+ * after the task's first output). Lines of the printed log that the new read cannot hold are left
+ * out before the overlap is sought, so such a line does not hide it (all of the task's output was
+ * printed twice).
+ */
+export function newLinesAcrossSources(printed: readonly string[], next: readonly string[]): { lines: string[]; gap: boolean } {
+  const held = new Set(next);
+  return newLines(
+    printed.filter((line) => held.has(line)),
+    next,
+  );
+}
+
 /** The lines of a log text (a last newline ends the last line, it does not start an empty one). */
 export const linesOf = (text: string): string[] => (text === '' ? [] : text.replace(/\n$/, '').split('\n'));
 

@@ -17,7 +17,7 @@ import { isEndState } from '../../wire/run-states.js';
 import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
 import type { Io } from '../io.js';
-import { linesOf, newLines, StreamedLog } from '../log-follow.js';
+import { linesOf, newLinesAcrossSources, StreamedLog } from '../log-follow.js';
 import type { StreamOutput } from '../../wire/control-api.js';
 import { endedWords } from '../render.js';
 
@@ -91,7 +91,9 @@ async function followLogs(client: ReturnType<typeof connectToDaemon>, runId: str
         );
       if (at === null || streamed === null || at.n !== streamed.attempt) {
         // Not streamed, or streamed from this read on: the read is what is new.
-        const { lines, gap } = newLines(printed, linesOf(read.text));
+        // A read is the container's log (sshd's lines in it) or the follower's kept out-file, and
+        // which one can change between two reads: the overlap is sought across sources.
+        const { lines, gap } = newLinesAcrossSources(printed, linesOf(read.text));
         if (gap) io.err('(more lines were written than --tail holds between two reads: some may be missing)');
         print(lines);
         streamed = at && !streamOver ? new StreamedLog(at) : null;

@@ -1,7 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { linesOf, newLines, StreamedLog } from '../../../src/cli/log-follow.js';
+import { linesOf, newLines, newLinesAcrossSources, StreamedLog } from '../../../src/cli/log-follow.js';
 
 describe('berth logs --follow: what is new in a read', () => {
+  it("the first read of the follower's out-file after the container's log: an sshd line printed from the log does not hide the overlap", () => {
+    const printed = ['Server listening on 0.0.0.0 port 22.', 'step one', 'Accepted publickey for root from 127.0.0.1 port 49150 ssh2'];
+    // Read as one log, the sshd line ends the overlap and the task's output would all print again.
+    expect(newLines(printed, ['step one']).lines).toEqual(['step one']);
+    expect(newLinesAcrossSources(printed, ['step one'])).toEqual({ lines: [], gap: false });
+    expect(newLinesAcrossSources(printed, ['step one', 'step two'])).toEqual({ lines: ['step two'], gap: false });
+  });
+
   it('prints only the lines after the overlap with what was printed', () => {
     expect(newLines(['a', 'b', 'c'], ['b', 'c', 'd', 'e'])).toEqual({ lines: ['d', 'e'], gap: false });
     expect(newLines(['a', 'b', 'c'], ['a', 'b', 'c'])).toEqual({ lines: [], gap: false });
