@@ -50,6 +50,7 @@ const RUN_KEYS = [
   'id',
   'instance',
   'name',
+  'outputs',
   'relax_level',
   'state',
   'task',
