@@ -4,7 +4,7 @@
 // into /root/workdir on every attempt, and `run: python3 train.py` runs from it (no code in the
 // image); a workdir over the daemon's cap is refused at submit, nothing stored.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect, it } from 'vitest';
@@ -88,10 +88,10 @@ it('a task whose run is python3 train.py from its workdir succeeds in it; ignore
   expect(sim.billingNow()).toEqual([]);
 });
 
-it('the workdir is uploaded again on a second attempt after the first instance failed, and the task succeeds there', async () => {
+it('the workdir is uploaded again on a second attempt after the first instance failed; the task succeeds there and berth outputs gives its model.bin byte for byte', async () => {
   const { daemon, project, env, sim } = await start();
   // Long enough on the first instance for its host to fail mid-task.
-  const file = writeProject(project, taskSpec({ env: { TRAIN_SLEEP: '4' }, max_attempts: 3 }));
+  const file = writeProject(project, taskSpec({ env: { TRAIN_SLEEP: '4' }, max_attempts: 3, outputs: ['out/model.bin'] }));
   const submitted = await berth(['submit', file], env, 60_000);
   expect(submitted.code).toBe(0);
   const runId = submitted.stdout.trim();
@@ -110,6 +110,11 @@ it('the workdir is uploaded again on a second attempt after the first instance f
   expect(uploads.map((e) => (e.data as { n: number }).n)).toEqual([1, 2]);
   expect(done.attempts[1]!.logs).toContain('cwd True lr 0.25');
   expect(sim.billingNow()).toEqual([]);
+  // The model train.py wrote on the second instance, copied out as it was (issue #40's Done when).
+  const dest = world.home('berth-outputs-');
+  const copied = await berth(['outputs', runId, dest], env, 60_000);
+  expect(copied.code, copied.stderr).toBe(0);
+  expect(readFileSync(join(dest, 'out', 'model.bin')).equals(Buffer.from(Array.from({ length: 256 * 64 }, (_, i) => i % 256)))).toBe(true);
 });
 
 it("a workdir over the daemon's files.workdir_max_mb is refused at submit with exit 2, and nothing is stored", async () => {
