@@ -7,8 +7,8 @@
 // end at once (each ends within 1 s of the go), and the bench reads, per instance, the wall time
 // from the go to its self-stop (the wrapper's wait for the daemon's `.ack`, plus its stop call) and
 // to its destroy, and from the simulator how many logs-endpoint calls were made (the goal: none).
-import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, cpSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -91,6 +91,10 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
   const goDir = mkdtempSync(join(searchableTmp(), 'berth-tasks-ssh-go-'));
   chmodSync(goDir, 0o755);
   const go = join(goDir, 'go');
+  // Opened read-write by every task and never written: a read on it waits out its timeout.
+  const nap = join(goDir, 'nap');
+  execFileSync('mkfifo', [nap]);
+  chmodSync(nap, 0o666);
   let daemon: DaemonHandle | undefined;
   const followers: ChildProcess[] = [];
   try {
@@ -108,11 +112,14 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
       ready_when: 'status',
       boot_timeout_s: 60,
       deadline_s: Math.ceil(plan.timeoutMs / 1000),
+      // The waits start no process: bash's `read -t` on a FIFO nobody writes is the sleep and its
+      // EPOCHREALTIME the clock. A hundred loops of `sleep` and `date` were hundreds of forks a
+      // second on the one host all the simulated instances share, which loaded it far more than berth.
       run:
-        i < plan.followers
-          ? `while [ ! -e ${go} ]; do echo "tick $(date +%s%3N)"; sleep 0.2; done; echo "task ${i} done"`
-          : // A second's sleep: 100 loops of 0.2 s, beside the follower's own, would load 2 cores more than berth does.
-            `while [ ! -e ${go} ]; do sleep 1; done; echo "task ${i} done"`,
+        `exec bash -c 'exec 3<>${nap}; ` +
+        (i < plan.followers
+          ? `while [ ! -e ${go} ]; do t=\${EPOCHREALTIME/./}; echo "tick \${t:0:13}"; read -t 0.2 -u 3 x; done; echo "task ${i} done"'`
+          : `while [ ! -e ${go} ]; do read -t 1 -u 3 x; done; echo "task ${i} done"'`),
     });
     const t0 = Date.now();
     const ids: string[] = [];
@@ -187,6 +194,8 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
     for (const f of followers) f.kill('SIGKILL');
     await daemon?.stop();
     await sim.close();
+    // BENCH_KEEP=DIR copies the daemon's log there, to read where the time went.
+    if (process.env.BENCH_KEEP) cpSync(join(home, 'daemon.log'), join(process.env.BENCH_KEEP, 'tasks-ssh-daemon.log'));
     rmSync(home, { recursive: true, force: true });
     rmSync(goDir, { recursive: true, force: true });
   }

@@ -3,7 +3,7 @@
 // (no line lost, none twice), the end seen from the done-file, one event when SSH is refused, and
 // the probe left to read what is not followed. The commands themselves run under a real sh at the end.
 import { spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -314,9 +314,17 @@ describe('task follow', () => {
 });
 
 /** Runs `command` under dash with the container's temp directory; resolves with its output once `until` holds. */
-function sh(command: string, tmp: string, until: (out: string) => boolean, onOut?: (out: string) => void): Promise<string> {
+function sh(
+  command: string,
+  tmp: string,
+  until: (out: string) => boolean,
+  onOut?: (out: string) => void,
+  path = '/usr/bin:/bin',
+  onSpawn?: (pid: number) => void,
+): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn('/usr/bin/dash', ['-c', command], { env: { PATH: '/usr/bin:/bin', TMPDIR: tmp }, detached: true });
+    const child = spawn('/usr/bin/dash', ['-c', command], { env: { PATH: path, TMPDIR: tmp }, detached: true });
+    child.on('spawn', () => onSpawn?.(child.pid!));
     let out = '';
     const done = () => {
       process.kill(-child.pid!, 'SIGKILL');
@@ -357,9 +365,57 @@ describe('the follow commands under a real sh', () => {
       expect(await sh(cmds.drain(8), tmp, () => false)).toBe('ghi\n');
       expect(existsSync(`${base}.ack`)).toBe(true);
       writeFileSync(`${base}.done`, `berth-task-end run=${RUN} attempt=1 exit=5\n`);
-      expect(await sh(cmds.watch, tmp, () => false)).toBe(`berth-task-end run=${RUN} attempt=1 exit=5\n`);
+      expect(await sh(cmds.watch, tmp, (out) => out.includes('\n'))).toBe(`berth-task-end run=${RUN} attempt=1 exit=5\n`);
     } finally {
       rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it('the watch waits for a done-file written after it started, with tail and without', async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'berth-follow-'));
+    // An image without tail: the shell and sleep only.
+    const bare = mkdtempSync(join(tmpdir(), 'berth-follow-bin-'));
+    symlinkSync('/usr/bin/dash', join(bare, 'sh'));
+    symlinkSync('/usr/bin/sleep', join(bare, 'sleep'));
+    let pid = 0;
+    try {
+      const base = join(tmp, `berth-task-${RUN}-1`);
+      const cmds = followCommands(RUN, 1);
+      const marker = `berth-task-end run=${RUN} attempt=1 exit=0\n`;
+      for (const path of ['/usr/bin:/bin', bare]) {
+        rmSync(`${base}.done`, { force: true });
+        pid = 0;
+        const watched = sh(
+          cmds.watch,
+          tmp,
+          (out) => out.includes('\n'),
+          undefined,
+          path,
+          (p) => (pid = p),
+        );
+        // The file comes once the watch waits: its shell has started tail, or the loop's sleep.
+        // (A child still named dash has not exec'd yet, or is tail's attempt where there is none.)
+        let comm = '';
+        while (comm === '' || comm === 'dash') {
+          await new Promise((r) => setImmediate(r));
+          const child = pid === 0 ? '' : readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')[0]!;
+          // A child may be gone between the two reads (a sleep that ended).
+          if (child !== '') comm = existsSync(`/proc/${child}/comm`) ? readFileSync(`/proc/${child}/comm`, 'utf8').trim() : '';
+        }
+        // Where tail works, the wait is one tail process, not a loop of sleeps (a process a tick).
+        expect(comm).toBe(path === bare ? 'sleep' : 'tail');
+        writeFileSync(`${base}.done`, marker);
+        expect(await watched).toBe(marker);
+      }
+    } finally {
+      // A watch left waiting by a failed expectation (its group: the shell and its tail or sleep).
+      try {
+        if (pid !== 0) process.kill(-pid, 'SIGKILL');
+      } catch {
+        // Gone already: its output ended the wait.
+      }
+      rmSync(tmp, { recursive: true, force: true });
+      rmSync(bare, { recursive: true, force: true });
     }
   });
 });
