@@ -17,6 +17,7 @@ import type { Store } from '../store/index.js';
 import { checkAccount, checkLines, type CheckClient } from '../account/account-checks.js';
 import type { SshKeys } from './ssh-keys.js';
 import { whileStoreBusy } from './store-wait.js';
+import { sweepOutputs } from './task-end/outputs-retention.js';
 import type { ClusterLoop } from './cluster/cluster-loop.js';
 import type { InstancePoller } from './fleet/poller.js';
 import type { AccountWatch } from './money/account-watch.js';
@@ -45,6 +46,8 @@ export interface BackgroundDeps {
   notices: Pick<RunNotices, 'noteOn'>;
   /** Whether this daemon does the account-wide duties now (retention, the account checks). */
   leads: () => boolean;
+  /** files.outputs_dir resolved: this host's kept outputs, swept of runs retention deleted (every daemon its own). */
+  outputsDir?: string | undefined;
   /** True once the daemon stops. */
   stopping: () => boolean;
   /**
@@ -79,14 +82,20 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
     clock,
     intervalMs: RETENTION_EVERY_MS,
     run: () => {
-      if (!leads()) return;
-      const before = clock.now() - config.store.retention_days * 86_400_000;
-      const { runs, events, notifications } = store.purge(before, clock.now());
-      if (runs + events + notifications > 0) {
-        log.info(
-          { runs, events, notifications, retention_days: config.store.retention_days },
-          'deleted ended runs, events and finished notifications past their retention',
-        );
+      if (leads()) {
+        const before = clock.now() - config.store.retention_days * 86_400_000;
+        const { runs, events, notifications } = store.purge(before, clock.now());
+        if (runs + events + notifications > 0) {
+          log.info(
+            { runs, events, notifications, retention_days: config.store.retention_days },
+            'deleted ended runs, events and finished notifications past their retention',
+          );
+        }
+      }
+      // Every daemon its own host's files, after the leader's purge (another host's the round after).
+      if (deps.outputsDir !== undefined) {
+        const gone = sweepOutputs(deps.outputsDir, store.storeId, (id) => store.runs.get(id) !== undefined);
+        if (gone.length > 0) log.info({ runs: gone.length, dir: deps.outputsDir }, 'deleted the kept outputs of runs past their retention');
       }
     },
     onError: (err) => log.warn({ err: toRunError(err) }, 'could not delete old runs and events; trying again later'),

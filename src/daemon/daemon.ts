@@ -494,6 +494,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
           notices,
           leads,
           sshKeys,
+          outputsDir: outputsDir(config, env.home),
           ...life.background,
         },
         beforeResume: accountCheck(binding, { store, client, clock, log }),

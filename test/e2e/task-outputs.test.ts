@@ -129,6 +129,9 @@ it('a download over files.outputs_max_mb keeps what came, marked partial, and sa
   ]);
   const kept = readFileSync(join(home, 'outputs', done.id, 'attempt-1', 'out', 'second.bin'));
   expect(sha256(kept)).toBe(done.outputs[0]!.files[1]!.sha256);
+  // The run's folder says whose it is: retention deletes it with the run (outputs-retention.ts).
+  const storeId = (JSON.parse(readFileSync(join(home, 'store.json'), 'utf8')) as { store_id: string }).store_id;
+  expect(readFileSync(join(home, 'outputs', done.id, '.berth-store'), 'utf8').trim()).toBe(storeId);
   const events = await daemon.api<RunEvent[]>('GET', `/v1/runs/${done.id}/events`);
   expect(events.body.find((e) => e.type === 'outputs.ended')!.message).toMatch(/outputs partial: .*files\.outputs_max_mb reached/);
   expect(sim.billingNow()).toEqual([]);

@@ -16,7 +16,7 @@
 // Files land in `<outputs_dir>/<run id>/attempt-<n>/<name>`: a path under the task's directory
 // (/root/workdir) by its path relative to it, any other by its absolute path without the first '/'.
 import { createHash } from 'node:crypto';
-import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
+import { createReadStream, createWriteStream, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -29,6 +29,7 @@ import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { taskFilesVar } from '../../job-spec/task-script.js';
 import type { Store, OutputFile } from '../../store/index.js';
 import type { FileShell, FileShells } from './task-shells.js';
+import { OWNER_FILE } from './outputs-retention.js';
 
 /** Files listed under the outputs' directories at most: a bound on the manifest and on the walk. */
 const MAX_FILES = 10_000;
@@ -36,7 +37,7 @@ const MAX_FILES = 10_000;
 const NO_SUCH_FILE = 2;
 
 export interface OutputsDownloadDeps {
-  store: Pick<Store, 'outputs' | 'transaction'>;
+  store: Pick<Store, 'outputs' | 'transaction' | 'storeId'>;
   shells: FileShells;
   clock: Clock;
   specs: RunSpecs;
@@ -86,6 +87,9 @@ export class OutputsDownload {
       }),
     );
     rmSync(dir, { recursive: true, force: true });
+    // The run's folder says whose it is: retention deletes it with its run (./outputs-retention.ts).
+    mkdirSync(dirname(dir), { recursive: true });
+    writeFileSync(join(dirname(dir), OWNER_FILE), `${store.storeId}\n`);
     const files: OutputFile[] = [];
     const notes: string[] = [];
     let whole = true;

@@ -1,8 +1,9 @@
 // Durations up to their documented maxima and the store's retention, against the simulator with an
-// in-process daemon (issue #14 items 12 and 24).
+// in-process daemon (issue #14 items 12 and 24; kept outputs, issue #40).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { Run as RunView } from '../../../src/wire/control-api.js';
 import { jobSpec, startWorld, type World } from '../../helpers/world.js';
 
@@ -47,6 +48,19 @@ describe('retention (item 24)', () => {
     ).run(old, old, old);
     db.prepare(`INSERT INTO events (run_id, at, type, message) VALUES ('oldrun', ?, 'state', 'old')`).run(old);
     db.close();
+    // Kept outputs: the old run's go with it; the kept run's, another store's and a folder without
+    // berth's mark stay.
+    const storeId = (JSON.parse(readFileSync(join(world.home, 'store.json'), 'utf8')) as { store_id: string }).store_id;
+    const outputs = join(world.home, 'outputs');
+    const folder = (name: string, owner: string | null) => {
+      mkdirSync(join(outputs, name, 'attempt-1'), { recursive: true });
+      writeFileSync(join(outputs, name, 'attempt-1', 'model.bin'), 'weights');
+      if (owner !== null) writeFileSync(join(outputs, name, '.berth-store'), `${owner}\n`);
+    };
+    folder('oldrun', storeId);
+    folder(kept.body.id, storeId);
+    folder('otherstore', 'ffffffff');
+    folder('usersown', null);
 
     await world.restartDaemon();
     await world.daemon.ready;
@@ -55,5 +69,9 @@ describe('retention (item 24)', () => {
     const check = new Database(join(world.home, 'berth.db'), { readonly: true });
     expect(check.prepare(`SELECT count(*) AS n FROM events WHERE run_id = 'oldrun'`).get()).toEqual({ n: 0 });
     check.close();
+    // The sweep follows the purge in the same round.
+    await vi.waitFor(() => expect(existsSync(join(outputs, 'oldrun'))).toBe(false));
+    for (const name of [kept.body.id, 'otherstore', 'usersown'])
+      expect(existsSync(join(outputs, name, 'attempt-1', 'model.bin'))).toBe(true);
   });
 });

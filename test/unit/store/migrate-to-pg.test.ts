@@ -48,6 +48,17 @@ function sqliteStore(): void {
   s.instanceKeys.put(501, 'instance-key');
   s.webhookEvents.firstTime('ev1', 100, 'low_credit');
   s.secretKey('ready');
+  // A packed workdir of two parts (4 MiB each at most) and a kept outputs' manifest.
+  s.transaction(() => s.blobs.put('ab'.repeat(32), Buffer.alloc(5 * 1024 * 1024, 7), 11));
+  s.outputs.begin({ runId: 'r1', attempt: 1, state: 'collecting', host: 'here', dir: '/o/r1/attempt-1', detail: null, at: 12 });
+  s.outputs.finish({
+    runId: 'r1',
+    attempt: 1,
+    state: 'kept',
+    files: [{ path: '/root/out/m.bin', name: 'root/out/m.bin', size: 3, sha256: 'cd'.repeat(32) }],
+    detail: null,
+    at: 13,
+  });
   s.close();
 }
 
@@ -62,6 +73,8 @@ function snapshot(s: Store) {
     secret: s.secretKey('ready').toString('hex'),
     spend: s.spendUsd(1_000_000),
     states: s.runsByState(),
+    blob: s.blobs.get('ab'.repeat(32))?.toString('base64'),
+    outputs: s.outputs.forRun('r1'),
   };
 }
 
@@ -77,7 +90,7 @@ describe('migrateToPg', () => {
     const result = migrateToPg({ home, url: database.url });
     expect(result).toMatchObject({
       storeId: expected.storeId,
-      rows: { runs: 2, attempts: 1, events: 2_500, outbox: 1, instance_keys: 1, webhook_events: 1 },
+      rows: { runs: 2, attempts: 1, events: 2_500, outbox: 1, instance_keys: 1, webhook_events: 1, run_outputs: 1, blobs: 2 },
     });
 
     const pg = openStore({ home: join(home, 'pg'), pg: { url: database.url } });
