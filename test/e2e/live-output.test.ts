@@ -9,12 +9,11 @@ import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import type { Run as RunView, StreamOutput } from '../../src/wire/control-api.js';
 import { packagePath } from '../../src/package-path.js';
-import { loadLoginKey } from '../../src/ssh/key-pair.js';
 import { userEnv } from '../helpers/berth-cli.js';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
 import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { openSse, type SseClient } from '../helpers/sse.js';
-import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
+import { isEnded, jobSpec } from '../helpers/world.js';
 
 const world = useSpawnedWorld();
 const SECRET = 'hf_correcthorsebatterystaple42';
@@ -29,19 +28,7 @@ afterEach(() => {
 
 /** A simulator whose instances run an sshd that takes berth's key (on the account), and a daemon. */
 async function start(): Promise<{ home: string; daemon: DaemonProcess; sim: Awaited<ReturnType<typeof world.sim>> }> {
-  const home = world.home('berth-live-');
-  const key = loadLoginKey({ home });
-  const sim = await world.sim({
-    seed: 14,
-    config: {
-      ...FAST_SIM,
-      logs: { upload_delay_s: 0 },
-      account: { ssh_keys: [key.publicLine] },
-      ssh_listeners: { enabled: true },
-      onstart_exec: { enabled: true, timeout_s: 90 },
-    },
-  });
-  const daemon = await world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG } });
+  const { home, sim, daemon } = await world.sshWorld({ seed: 14, onstartTimeoutS: 90, homePrefix: 'berth-live-' });
   // The files the tasks wait for: in a directory every user can reach (the simulator runs tasks
   // unprivileged, and the test file's own TMPDIR is private).
   goDir = mkdtempSync('/tmp/berth-live-go-');

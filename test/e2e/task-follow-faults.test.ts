@@ -2,47 +2,26 @@
 // (issue #39 item 3): a host key that changes mid-task is refused, said in the run's events, and
 // the task ends through the logs path, its instance destroyed; a session dropped mid-task is
 // attached again, and every output line and the end are kept, each once.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { Run as RunView, RunEvent } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
-import { loadLoginKey } from '../../src/ssh/key-pair.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
-import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
+import type { RunningSimulator } from '../../src/sim/index.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
+import { isEnded, jobSpec } from '../helpers/world.js';
 
+const world = useSpawnedWorld();
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
-let home: string | undefined;
-
-afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
-});
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A simulator whose instances run an sshd that takes berth's key (on the account), and a daemon. */
 async function start() {
-  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
-  const key = loadLoginKey({ home });
-  sim = await startSimulator({
-    seed: 12,
-    config: {
-      ...FAST_SIM,
-      logs: { upload_delay_s: 0 },
-      account: { ssh_keys: [key.publicLine] },
-      ssh_listeners: { enabled: true },
-      onstart_exec: { enabled: true, timeout_s: 60 },
-    },
-  });
-  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG } };
-  daemon = await spawnDaemon(s);
-  return s;
+  const w = await world.sshWorld({ seed: 12 });
+  ({ sim, daemon } = w);
+  return w.setup;
 }
 
 /** A task that prints `n` numbered lines, one every 0.1 s, then exits 0. */

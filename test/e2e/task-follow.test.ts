@@ -2,49 +2,26 @@
 // real sshd per instance: the output streamed and the end read from the container, with no call to
 // the logs endpoint; a daemon SIGKILLed mid-task reads on from the byte it had kept; a refused key
 // falls back to the logs path with one event, and the task still ends.
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import type { Run as RunView, RunEvent, RunLogs } from '../../src/wire/control-api.js';
-import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
-import { loadLoginKey } from '../../src/ssh/key-pair.js';
-import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
-import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
+import type { RunningSimulator, SimConfigInput } from '../../src/sim/index.js';
+import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
+import { isEnded, jobSpec } from '../helpers/world.js';
 
+const world = useSpawnedWorld();
 let sim: RunningSimulator | undefined;
 let daemon: DaemonProcess | undefined;
-let home: string | undefined;
-
-afterEach(async () => {
-  if (daemon && daemon.proc.exitCode === null) await daemon.kill9();
-  await sim?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
-  sim = daemon = home = undefined;
-});
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A simulator whose instances run an sshd that takes berth's key (on the account), and a daemon. */
 async function start(simConfig: SimConfigInput = {}) {
-  home = mkdtempSync(join(tmpdir(), 'berth-e2e-'));
-  // berth's own key, made where the daemon will find it, and put on the account as a user would.
-  const key = loadLoginKey({ home });
-  sim = await startSimulator({
-    seed: 12,
-    config: {
-      ...FAST_SIM,
-      logs: { upload_delay_s: 0 },
-      ...simConfig,
-      account: { ssh_keys: [key.publicLine] },
-      ssh_listeners: { enabled: true },
-      onstart_exec: { enabled: true, timeout_s: 60 },
-    },
-  });
-  const s = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG } };
-  daemon = await spawnDaemon(s);
-  return s;
+  const w = await world.sshWorld({ seed: 12, sim: simConfig });
+  ({ sim, daemon } = w);
+  return w.setup;
 }
 
 const logCalls = () => sim!.stats().requests['PUT /api/v0/instances/request_logs/{id}/'] ?? 0;
@@ -105,7 +82,7 @@ it('a daemon SIGKILLed mid-task reads on from the byte it kept: every line once'
   expect(live.body.text).toMatch(/^line 0\nline 1\n/);
   await daemon!.kill9();
   await sleep(1_000);
-  daemon = await spawnDaemon(s);
+  daemon = await world.spawn(s);
   const done = await daemon.waitFor(runId, isEnded, 60_000);
   expect(done.state).toBe('succeeded');
   expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);

@@ -11,29 +11,14 @@ import { expect, it } from 'vitest';
 import type { Run as RunView, RunEvent } from '../../src/wire/control-api.js';
 import type { SimConfigInput } from '../../src/sim/index.js';
 import { packagePath } from '../../src/package-path.js';
-import { loadLoginKey } from '../../src/ssh/key-pair.js';
 import { useSpawnedWorld } from '../helpers/spawned-world.js';
-import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
+import { isEnded, jobSpec } from '../helpers/world.js';
 
 const world = useSpawnedWorld();
 
 /** A simulator whose instances run an sshd that takes berth's key (on the account), and a daemon. */
 async function start(files: Record<string, unknown> = {}, simConfig: SimConfigInput = {}) {
-  const home = world.home();
-  const key = loadLoginKey({ home });
-  const sim = await world.sim({
-    seed: 40,
-    config: {
-      ...FAST_SIM,
-      logs: { upload_delay_s: 0 },
-      ...simConfig,
-      account: { ssh_keys: [key.publicLine] },
-      ssh_listeners: { enabled: true },
-      onstart_exec: { enabled: true, timeout_s: 60 },
-    },
-  });
-  const setup = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, files } };
-  const daemon = await world.spawn(setup);
+  const { home, sim, daemon } = await world.sshWorld({ seed: 40, sim: simConfig, config: { files } });
   return { home, sim, daemon };
 }
 

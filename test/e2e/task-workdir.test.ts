@@ -9,28 +9,15 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect, it } from 'vitest';
 import type { Run as RunView, RunEvent } from '../../src/wire/control-api.js';
-import { loadLoginKey } from '../../src/ssh/key-pair.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
 import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
-import { FAST_CONFIG, FAST_SIM, isEnded, jobSpec } from '../helpers/world.js';
+import { isEnded, jobSpec } from '../helpers/world.js';
 
 const world = useSpawnedWorld();
 
 /** A simulator whose instances run an sshd that takes berth's key, a daemon, and a project dir with a spec. */
 async function start(config: Record<string, unknown> = {}) {
-  const home = world.home();
-  const key = loadLoginKey({ home });
-  const sim = await world.sim({
-    seed: 40,
-    config: {
-      ...FAST_SIM,
-      logs: { upload_delay_s: 0 },
-      account: { ssh_keys: [key.publicLine] },
-      ssh_listeners: { enabled: true },
-      onstart_exec: { enabled: true, timeout_s: 120 },
-    },
-  });
-  const daemon = await world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...config } });
+  const { home, sim, daemon } = await world.sshWorld({ seed: 40, config, onstartTimeoutS: 120 });
   const project = world.home('berth-project-');
   return { home, sim, daemon, project, env: userEnv(home) };
 }

@@ -5,8 +5,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
-import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
+import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
+import { loadLoginKey } from '../../src/ssh/key-pair.js';
 import { spawnDaemon, type DaemonProcess, type DaemonSetup } from './daemon-process.js';
+import { FAST_CONFIG, FAST_SIM } from './world.js';
 
 export interface SpawnedWorld {
   /** Starts a simulator in this process; closed after the test. */
@@ -15,6 +17,30 @@ export interface SpawnedWorld {
   home(prefix?: string): string;
   /** Spawns `berth daemon` (./daemon-process.ts); SIGKILLed after the test if still alive. */
   spawn(setup: DaemonSetup, timeoutMs?: number): Promise<DaemonProcess>;
+  /**
+   * A home with berth's own SSH key in it, a simulator whose instances run a real sshd that takes
+   * that key (put on the account, as a user would), run their onstart and upload logs at once, and
+   * a daemon on both (`setup` spawns it again).
+   */
+  sshWorld(options: SshWorldOptions): Promise<SshWorld>;
+}
+
+export interface SshWorldOptions {
+  seed: number;
+  /** More of the simulator's config (its faults, say); the SSH parts above stay. */
+  sim?: SimConfigInput;
+  /** More of the daemon's config. */
+  config?: Record<string, unknown>;
+  /** The simulator's onstart_exec.timeout_s (default 60). */
+  onstartTimeoutS?: number;
+  homePrefix?: string;
+}
+
+export interface SshWorld {
+  home: string;
+  sim: RunningSimulator;
+  daemon: DaemonProcess;
+  setup: DaemonSetup;
 }
 
 /** Call once at a test file's top level: registers the cleanup, returns what the tests start with. */
@@ -42,6 +68,23 @@ export function useSpawnedWorld(): SpawnedWorld {
       const daemon = await spawnDaemon(setup, timeoutMs);
       daemons.push(daemon);
       return daemon;
+    },
+    async sshWorld(options) {
+      const home = this.home(options.homePrefix);
+      const key = loadLoginKey({ home });
+      const sim = await this.sim({
+        seed: options.seed,
+        config: {
+          ...FAST_SIM,
+          logs: { upload_delay_s: 0 },
+          ...options.sim,
+          account: { ssh_keys: [key.publicLine] },
+          ssh_listeners: { enabled: true },
+          onstart_exec: { enabled: true, timeout_s: options.onstartTimeoutS ?? 60 },
+        },
+      });
+      const setup = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...options.config } };
+      return { home, sim, setup, daemon: await this.spawn(setup) };
     },
   };
 }
