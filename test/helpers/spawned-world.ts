@@ -25,7 +25,7 @@ export interface SpawnedWorld {
   sshWorld(options: SshWorldOptions): Promise<SshWorld>;
 }
 
-export interface SshWorldOptions {
+interface SshWorldOptions {
   seed: number;
   /** More of the simulator's config (its faults, say); the SSH parts above stay. */
   sim?: SimConfigInput;
@@ -36,7 +36,7 @@ export interface SshWorldOptions {
   homePrefix?: string;
 }
 
-export interface SshWorld {
+interface SshWorld {
   home: string;
   sim: RunningSimulator;
   daemon: DaemonProcess;
