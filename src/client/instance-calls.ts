@@ -20,10 +20,9 @@ function mayBeGone(err: unknown): boolean {
   return err instanceof ServiceHttpError && err.status === 400 && err.serviceCode === 'invalid_args';
 }
 
-export function instanceCalls(caller: ServiceCaller): Pick<
-  MarketplaceClient,
-  'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'requestLogs'
-> {
+export function instanceCalls(
+  caller: ServiceCaller,
+): Pick<MarketplaceClient, 'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'requestLogs'> {
   const { call, reportItems } = caller;
   async function showInstance(instanceId: number, signal: AbortSignal | undefined): Promise<Instance | null> {
     const path = `/api/v0/instances/${instanceId}/`;
