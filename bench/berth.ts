@@ -150,6 +150,7 @@ function routes(s: SideResult): string {
     'GET /api/v1/instances/': 'list v1',
     'GET /api/v0/instances/{id}/': 'show',
     'DELETE /api/v0/instances/{id}/': 'destroy',
+    'DELETE /api/v0/instances/': 'bulk destroy',
   };
   return Object.entries(s.requestsByRoute)
     .sort((a, b) => b[1] - a[1])

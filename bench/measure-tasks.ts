@@ -53,7 +53,15 @@ function daemonConfig(plan: TasksPlan): DeepPartial<Config> {
     ...(plan.documented
       ? {}
       : {
-          rate_limits: { search: RAISED, create: RAISED, list: { per_s: 20, burst: 20 }, destroy: RAISED, other: RAISED },
+          rate_limits: {
+            search: RAISED,
+            create: RAISED,
+            list: { per_s: 20, burst: 20 },
+            destroy: RAISED,
+            // Destroys that would wait go in bulk calls (#39): raised too, or a bulk call's 0.9/s would be timed.
+            destroy_bulk: RAISED,
+            other: RAISED,
+          },
           // The probe spaces its reads by the `other` rate: raised to 50/s it would read 100 tasks'
           // logs 25 times a second, load that the real rate never allows. Its cost is its own row.
           runs: { task_probe_interval_s: 30 },

@@ -10,6 +10,7 @@ export type ClientOperation =
   | 'list'
   | 'show'
   | 'destroy'
+  | 'destroy_bulk'
   | 'change'
   | 'change_bid'
   | 'request_logs'
@@ -38,6 +39,11 @@ export type ClientEvent =
   | { type: 'response'; op: ClientOperation; group: RateGroup; status: number | null; ms: number }
   /** A paused group takes calls again. */
   | { type: 'resumed'; group: RateGroup }
+  /**
+   * Two bulk destroys in a row failed where destroys one by one then worked: this client destroys
+   * one by one from now on (./bulk-destroy.ts). `code`, `status`: the last bulk failure's.
+   */
+  | { type: 'bulk_destroy_off'; code: ErrorCode; status?: number }
   /** A create's outcome is unknown: the caller must look for its label before anything else. */
   | { type: 'ambiguous_create'; offerId: number; label: string; code: ErrorCode }
   /**

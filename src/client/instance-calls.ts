@@ -1,7 +1,9 @@
-// One instance, by id: read it, change it (state, label, bid), ask for its log, destroy it. Reads,
-// changes and destroys are idempotent, so each is retried on transient faults; an instance the
-// service no longer knows is an answer (null, 'gone'), not a failure.
+// One instance, by id: read it, change it (state, label, bid), ask for its log, destroy it (in bulk
+// with others when many wait: ./bulk-destroy.ts). Reads, changes and destroys are idempotent, so
+// each is retried on transient faults; an instance the service no longer knows is an answer (null,
+// 'gone'), not a failure.
 import { ServiceHttpError } from '../errors.js';
+import { batchedDestroy, type DestroyOutcome } from './bulk-destroy.js';
 import { isGone, type ServiceCaller } from './service-call.js';
 import { ItemReport, oneInstance } from './record-items.js';
 import { parseBody, requestLogsResponseSchema, showResponseSchema } from './records.js';
@@ -18,13 +20,10 @@ function mayBeGone(err: unknown): boolean {
   return err instanceof ServiceHttpError && err.status === 400 && err.serviceCode === 'invalid_args';
 }
 
-export function instanceCalls({
-  call,
-  reportItems,
-}: ServiceCaller): Pick<
-  MarketplaceClient,
-  'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'requestLogs'
-> {
+export function instanceCalls(
+  caller: ServiceCaller,
+): Pick<MarketplaceClient, 'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'requestLogs'> {
+  const { call, reportItems } = caller;
   async function showInstance(instanceId: number, signal: AbortSignal | undefined): Promise<Instance | null> {
     const path = `/api/v0/instances/${instanceId}/`;
     try {
@@ -42,22 +41,26 @@ export function instanceCalls({
     }
   }
 
+  /** One instance destroyed by its own call. Idempotent: retried on transient faults, and "already gone" is success. */
+  async function destroyOne(instanceId: number, signal: AbortSignal | undefined): Promise<DestroyOutcome> {
+    try {
+      await call({ op: 'destroy', group: 'destroy', method: 'DELETE', path: `/api/v0/instances/${instanceId}/`, signal });
+      return 'destroyed';
+    } catch (err) {
+      if (isGone(err, 'no_such_instance')) return 'gone';
+      // The service's own answer decides: `{"instances": null}` is "no such instance" (vast-cli
+      // `vastai/api/instances.py`, show_instance); a record shown means the 400 was a refusal.
+      if (mayBeGone(err) && (await showInstance(instanceId, signal)) === null) return 'gone';
+      throw err;
+    }
+  }
+  // Many destroys waiting at once go in bulk calls (./bulk-destroy.ts).
+  const destroy = batchedDestroy(caller, destroyOne);
+
   return {
     showInstance: (instanceId, opts) => showInstance(instanceId, opts?.signal),
 
-    async destroyInstance(instanceId, opts) {
-      // Idempotent: retried on transient faults, and "already gone" is success.
-      try {
-        await call({ op: 'destroy', group: 'destroy', method: 'DELETE', path: `/api/v0/instances/${instanceId}/`, signal: opts?.signal });
-        return 'destroyed';
-      } catch (err) {
-        if (isGone(err, 'no_such_instance')) return 'gone';
-        // The service's own answer decides: `{"instances": null}` is "no such instance" (vast-cli
-        // `vastai/api/instances.py`, show_instance); a record shown means the 400 was a refusal.
-        if (mayBeGone(err) && (await showInstance(instanceId, opts?.signal)) === null) return 'gone';
-        throw err;
-      }
-    },
+    destroyInstance: (instanceId, opts) => destroy(instanceId, opts?.signal),
 
     async setInstanceState(instanceId, state, opts) {
       await call({

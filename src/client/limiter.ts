@@ -1,4 +1,4 @@
-// One limiter per endpoint group (search, create, list, show, change, destroy, other).
+// One limiter per endpoint group (search, create, list, show, change, bid, destroy, destroy_bulk, other).
 //
 // bottleneck holds the queue of calls that must wait and caps them in flight (`max_concurrent`);
 // its reservoir is the gate a queued call waits at. How many tokens the gate holds, and when, is
@@ -83,6 +83,11 @@ export interface Limiter {
    * `background` call goes after every other call queued in its group.
    */
   schedule<T>(group: RateGroup, fn: () => Promise<T>, signal?: AbortSignal, options?: { background?: boolean }): Promise<T>;
+  /**
+   * Whether a call of `group` scheduled now would wait (no token now, a call queued, the group
+   * paused, or no free slot). A read-only peek: nothing is taken or credited.
+   */
+  wouldWait(group: RateGroup): boolean;
   /** Pauses the group after a 429; `pauseMs` is the wait until it resumes. */
   pause(group: RateGroup, threshold: number | undefined): PauseInfo;
   /** Resolves when the group is not paused (at once if it is not). */
@@ -143,6 +148,12 @@ class Group {
     this.inFlight++;
     this.arm();
     return true;
+  }
+
+  /** Whether a call scheduled now would wait: tryTakeNow's test, taking nothing and changing nothing. */
+  wouldWait(): boolean {
+    if (this.waiting > 0 || this.inFlight >= this.maxConcurrent) return true;
+    return !this.bucket.hasTokenAt(this.clock.now());
   }
 
   /** A queued call that passed bottleneck's gate waits here only while fast calls hold every slot. */
@@ -320,6 +331,10 @@ export function createLimiter(rateLimits: Config['rate_limits'], options: Limite
       const info = { group, pauseMs: ms, threshold, consecutive: g.consecutive };
       options.onPause?.(info);
       return info;
+    },
+
+    wouldWait(group) {
+      return groups[group].wouldWait();
     },
 
     waitUntilResumed(group, signal) {

@@ -40,6 +40,12 @@ interface CallSpec {
   method: 'GET' | 'POST' | 'PUT' | 'DELETE';
   path: string;
   body?: unknown;
+  /**
+   * The body fixed when the call is let go (its rate token taken, just before it is sent), instead
+   * of `body`: called once, on the first attempt, and kept for the retries (a bulk destroy takes
+   * the ids that joined while it waited for its token).
+   */
+  bodyAtSend?: () => unknown;
   /** What to throw instead of retrying when a non-idempotent request may have reached the service. */
   onUnknownOutcome?: (cause: unknown) => BerthError;
   offerId?: number | undefined;
@@ -64,6 +70,8 @@ export interface ServiceCaller {
   emit(event: ClientEvent): void;
   /** Reports what an answer held that could not be read (nothing when all was well). */
   reportItems(op: ClientOperation, group: RateGroup, report: ItemReport): void;
+  /** Whether a call of `group` made now would wait for its rate limiter (see Limiter.wouldWait). */
+  wouldWait(group: RateGroup): boolean;
   /** Counted for `stats()`. */
   readonly counters: CallCounters;
 }
@@ -91,7 +99,7 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
   const secrets = new SecretScrubber([apiKey]);
 
   /** One attempt: a rate token, one HTTP exchange, a typed error for anything but 2xx. */
-  async function attempt(spec: CallSpec): Promise<HttpResponse> {
+  async function attempt(spec: CallSpec, bodyOf: () => unknown): Promise<HttpResponse> {
     for (const secret of spec.secrets ?? []) secrets.add(secret);
     const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets };
     let inFlight = false;
@@ -101,13 +109,14 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
         spec.group,
         async () => {
           await pace?.(spec.group, spec.signal);
+          const body = bodyOf();
           inFlight = true;
           // Time on the wire only (the wait for a token is the limiter's), for /metrics.
           const t0 = performance.now();
           const answer = (status: number | null) =>
             emit({ type: 'response', op: spec.op, group: spec.group, status, ms: performance.now() - t0 });
           try {
-            const got = await http.send(spec.method, spec.path, spec.body, spec.signal);
+            const got = await http.send(spec.method, spec.path, body, spec.signal);
             answer(got.status);
             return got;
           } catch (err) {
@@ -170,8 +179,14 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
   /** The one retry loop of a call. */
   async function call(spec: CallSpec): Promise<HttpResponse> {
     counters.calls++;
+    let late: { body: unknown } | undefined;
+    const bodyOf = () => {
+      if (!spec.bodyAtSend) return spec.body;
+      late ??= { body: spec.bodyAtSend() };
+      return late.body;
+    };
     try {
-      return await pRetry(() => attempt(spec), {
+      return await pRetry(() => attempt(spec, bodyOf), {
         retries: maxRetries ?? 10,
         factor: retry.factor,
         minTimeout: retry.min_delay_s * 1000,
@@ -218,6 +233,7 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
       if (!report.any) return;
       emit({ type: 'malformed_records', op, group, dropped: report.dropped, repaired: report.repaired, issues: report.issues });
     },
+    wouldWait: (group) => limiter.wouldWait(group),
     counters,
   };
 }

@@ -85,6 +85,12 @@ export class TokenBucket {
     return added;
   }
 
+  /** Whether a call at `now` would find a token, without crediting any (a read-only peek). */
+  hasTokenAt(now: number): boolean {
+    if (this.mode === 'paused') return false;
+    return this.tokens >= 1 || (this.mode === 'flowing' && this.nextAt <= now);
+  }
+
   /** When something changes without a call: the next token (flowing), the resume (paused), or never (full). */
   nextChangeAt(): number | undefined {
     if (this.mode === 'flowing') return this.nextAt;

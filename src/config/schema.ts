@@ -48,7 +48,12 @@ const rateGroupSchema = z.strictObject({
   penalty_s: z.number().nonnegative().optional(),
 });
 
-export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'other'] as const;
+/**
+ * The client's endpoint groups, one token bucket each. `destroy_bulk` is the official client's bulk
+ * destroy (`DELETE /instances/` with `instance_ids`, vast-cli `vastai/api/instances.py`), used when
+ * single destroys would wait (src/client/bulk-destroy.ts).
+ */
+export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'destroy_bulk', 'other'] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
 /** One receiver of run notifications (docs/notifications.md). */

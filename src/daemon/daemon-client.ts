@@ -61,6 +61,12 @@ function logClientEvent(log: Logger, e: ClientEvent): void {
     case 'ambiguous_create':
       log.warn({ clientEvent: e }, 'a create has an unknown outcome; looking for its label');
       break;
+    case 'bulk_destroy_off':
+      log.warn(
+        { clientEvent: e },
+        `bulk destroys failed twice in a row (${e.code}) where one-by-one destroys worked; destroying one by one from now on`,
+      );
+      break;
     case 'resumed':
       log.debug({ clientEvent: e }, `${e.group} calls resume`);
       break;

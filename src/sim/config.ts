@@ -54,6 +54,7 @@ export type RateGroup =
   | 'reboot'
   | 'change_bid'
   | 'destroy'
+  | 'destroy_bulk'
   | 'secrets'
   | 'secrets_write'
   | 'ssh_keys'
@@ -160,6 +161,7 @@ export const rateLimitSchema = z.object({
       reboot: group({ per_s: 1 }), // reboot_instance.yaml
       change_bid: group({ per_s: 5.5 }), // change_bid.yaml
       destroy: group({ per_s: 3 }), // destroy_instance.yaml
+      destroy_bulk: group({ per_s: 1 }), // DELETE /instances/ (vast-cli): undocumented, the strictest documented 1.0
       secrets: group({ per_s: 5 }), // show_env_vars.yaml
       secrets_write: group({ per_s: 3 }), // create/update/delete_env_var.yaml
       ssh_keys: group({ per_s: 1 }), // create/update_ssh_key.yaml (list and delete undocumented)

@@ -1,7 +1,8 @@
 // Changing an instance: manage (stop, start, label), reboot, change bid and destroy, with the
 // bodies their yamls document (manage_instance, stop/start/label_instance, reboot_instance,
-// change_bid, destroy_instance). Manage and destroy also accept the instance's own restricted key,
-// for a state change or destroy of that instance only.
+// change_bid, destroy_instance), and the official client's bulk destroy (no yaml). Manage and
+// destroy also accept the instance's own restricted key, for a state change or destroy of that
+// instance only (the bulk destroy does not).
 // The `unsuccessful_200_rate` fault answers 200 `{success: false, ...}` before anything is done:
 // the official CLI prints `msg` and goes on, so a client must read `success`, not just the status.
 import type { LiveInstance } from '../instances.js';
@@ -115,6 +116,37 @@ function destroy(ctx: RouteContext): RouteResult {
   return { body: { success: true, msg: 'Instance destroyed successfully' } };
 }
 
+/** vast-cli `destroy__instances` sends at most this many ids a call (`split_list(args.ids, 64)`). */
+const BULK_MAX = 64;
+
+/**
+ * The official client's bulk destroy: vast-cli `vastai/api/instances.py` `destroy_instance` sends
+ * `DELETE /instances/` with `{"instance_ids": [...]}` when given a list, and `destroy__instances`
+ * (`vastai/cli/commands/instances.py`) sends at most 64 ids a call and reads `success`. No yaml
+ * documents it, so all of this is the strictest reading: the account's key only (the instance key
+ * may destroy its own instance only, by the single route); 1 to 64 distinct integer ids, else 400
+ * `invalid_args`; any id that is not a live instance of the caller's is destroy_instance.yaml's 404
+ * `not_found` and nothing is destroyed (a client must fall back to destroys one by one); otherwise
+ * every instance is destroyed as the single route does it and the answer is `{success, msg}`.
+ */
+function destroyMany(ctx: RouteContext): RouteResult {
+  const ids = bodyObject(ctx.body).instance_ids;
+  if (
+    !Array.isArray(ids) ||
+    ids.length < 1 ||
+    ids.length > BULK_MAX ||
+    !ids.every((id) => Number.isSafeInteger(id) && (id as number) > 0) ||
+    new Set(ids).size !== ids.length
+  ) {
+    throw invalidArgs(`instance_ids must be a list of 1 to ${BULK_MAX} distinct instance ids.`);
+  }
+  const instances = (ids as number[]).map((id) => ctx.world.instances.get(id));
+  if (instances.some((inst) => inst === undefined)) throw destroyNotFound();
+  if (ctx.world.faults.unsuccessful()) return { body: UNSUCCESSFUL };
+  for (const inst of instances) ctx.world.instances.destroy(inst!);
+  return { body: { success: true, msg: `Instances ${ids.join(', ')} destroyed successfully` } };
+}
+
 export const manageRoutes: Route[] = [
   {
     method: 'PUT',
@@ -135,6 +167,15 @@ export const manageRoutes: Route[] = [
     limited: 'success_error',
     instanceKey: true,
     handler: destroy,
+  },
+  {
+    method: 'DELETE',
+    path: '/api/v0/instances',
+    auth: 'key',
+    category: 'instance_write',
+    group: 'destroy_bulk',
+    limited: 'success_error',
+    handler: destroyMany,
   },
   {
     method: 'PUT',

@@ -1,5 +1,6 @@
 // Manage, reboot, change bid and destroy with the bodies their yamls document
-// (manage/stop/start/label_instance, reboot_instance, change_bid, destroy_instance).
+// (manage/stop/start/label_instance, reboot_instance, change_bid, destroy_instance), and the official
+// client's bulk destroy (vast-cli `vastai/api/instances.py`).
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { RunningSimulator } from '../../../src/sim/index.js';
 import { call, rent, startTestSim, statusOf, waitFor } from './helpers.js';
@@ -82,6 +83,64 @@ describe('manage', () => {
       success: false,
       error: 'missing_billing',
     });
+  });
+});
+
+describe('bulk destroy (vast-cli destroy_instance with a list: DELETE /instances/ {instance_ids}; no yaml, the strictest reading)', () => {
+  const bulk = (body: unknown, key?: string) => call(sim, 'DELETE', '/api/v0/instances/', body, key);
+
+  test('destroys every id as the single destroy does: history, billing stopped, gone from the list; answers {success, msg}', async () => {
+    const ids = [(await rent(sim)).instanceId, (await rent(sim)).instanceId, (await rent(sim)).instanceId];
+    const r = await bulk({ instance_ids: ids });
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ success: true, msg: expect.any(String) });
+    const history = sim.history().filter((h) => ids.includes(h.id));
+    expect(history.map((h) => h.destroyed_at !== null)).toEqual([true, true, true]);
+    const billing = sim.ledger().billing_now;
+    expect(ids.filter((id) => billing.includes(id))).toEqual([]);
+    const listed = (await call(sim, 'GET', '/api/v1/instances/')).body.instances.map((i: { id: number }) => i.id);
+    expect(ids.filter((id) => listed.includes(id))).toEqual([]);
+    expect(sim.stats().requests['DELETE /api/v0/instances/']).toBeGreaterThanOrEqual(1);
+  });
+
+  test('all or nothing: one id that is not a live instance of the caller is 404 not_found and destroys none', async () => {
+    const live = (await rent(sim)).instanceId;
+    const done = (await rent(sim)).instanceId;
+    expect((await call(sim, 'DELETE', `/api/v0/instances/${done}/`)).status).toBe(200);
+    for (const ids of [
+      [live, 999_999],
+      [live, done],
+    ]) {
+      expect(await bulk({ instance_ids: ids })).toMatchObject({
+        status: 404,
+        body: { success: false, error: 'not_found', msg: 'Instance not found' },
+      });
+    }
+    expect(sim.history().find((h) => h.id === live)!.destroyed_at).toBeNull();
+    expect(sim.ledger().billing_now).toContain(live);
+  });
+
+  test('1 to 64 distinct integer ids, else 400 invalid_args, nothing destroyed', async () => {
+    const live = (await rent(sim)).instanceId;
+    const tooMany = [live, ...Array.from({ length: 64 }, (_, i) => 900_000 + i)];
+    for (const body of [
+      {},
+      { instance_ids: [] },
+      { instance_ids: tooMany },
+      { instance_ids: [String(live)] },
+      { instance_ids: [live, live] },
+      { instance_ids: live },
+    ]) {
+      const r = await bulk(body);
+      expect([r.status, r.body.error], JSON.stringify(body).slice(0, 60)).toEqual([400, 'invalid_args']);
+    }
+    expect(sim.history().find((h) => h.id === live)!.destroyed_at).toBeNull();
+  });
+
+  test("an instance's own key may not use it, even for its own instance", async () => {
+    const { instanceId, instanceKey } = await rent(sim);
+    expect((await bulk({ instance_ids: [instanceId] }, instanceKey)).status).toBe(403);
+    expect(sim.history().find((h) => h.id === instanceId)!.destroyed_at).toBeNull();
   });
 });
 

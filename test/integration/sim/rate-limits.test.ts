@@ -126,6 +126,8 @@ describe('documented thresholds and bodies', () => {
     ['PUT', '/api/v0/instances/reboot/1/', {}, '1.0', 'detail'],
     ['PUT', '/api/v0/instances/bid_price/1/', { client_id: 'me', price: 1 }, '5.5', 'detail'],
     ['DELETE', '/api/v0/instances/1/', undefined, '3.0', 'success_error'],
+    // The official client's bulk destroy has no yaml: the strictest documented 1.0, destroy's 429 body.
+    ['DELETE', '/api/v0/instances/', { instance_ids: [1] }, '1.0', 'success_error'],
     ['GET', '/api/v0/secrets/', undefined, '5.0', 'detail'],
     ['POST', '/api/v0/secrets/', { key: 'A', value: 'b' }, '3.0', 'detail'],
     ['GET', '/api/v0/auth/apikeys/', undefined, '1.0', 'detail'],

@@ -28,7 +28,7 @@ function make(rate: NonNullable<Parameters<typeof testConfig>[0]>['rate'], opts:
 /** Schedules `n` calls of `group` at once and records the fake time each one ran at. */
 function burstOf(
   l: Limiter,
-  group: 'search' | 'list' | 'show' | 'create',
+  group: 'search' | 'list' | 'show' | 'create' | 'destroy',
   n: number,
   work?: () => Promise<void>,
 ): { times: number[]; done: Promise<unknown> } {
@@ -224,6 +224,55 @@ describe('limiter', () => {
     await expect(call).rejects.toMatchObject({ code: 'aborted' });
     await clock.advance(3000);
     expect(ran).toBe(false);
+  });
+
+  describe('wouldWait: a read-only peek at whether a call scheduled now would wait (bulk destroys, #39)', () => {
+    it('is false while a token is there and true once it is taken, until the next one accrues', async () => {
+      const { limiter: l } = make({ destroy: { per_s: 2, burst: 1 } });
+      expect(l.wouldWait('destroy')).toBe(false);
+      const call = l.schedule('destroy', async () => {});
+      expect(l.wouldWait('destroy')).toBe(true);
+      await call;
+      await clock.advance(499);
+      expect(l.wouldWait('destroy')).toBe(true);
+      await clock.advance(1);
+      expect(l.wouldWait('destroy')).toBe(false);
+      // Other groups are their own.
+      expect(l.wouldWait('show')).toBe(false);
+    });
+
+    it('takes nothing: peeking any number of times leaves the token to the next call', async () => {
+      const { limiter: l } = make({ destroy: { per_s: 1, burst: 1 } });
+      for (let i = 0; i < 5; i++) expect(l.wouldWait('destroy')).toBe(false);
+      const { times, done } = burstOf(l, 'destroy', 2);
+      await clock.advance(1000);
+      await done;
+      expect(times).toEqual([0, 1000]);
+      expect(l.stats().destroy).toMatchObject({ scheduled: 2, sent: 2 });
+    });
+
+    it('is true while a call is queued, while the group is paused, and while every slot is held', async () => {
+      const { limiter: l } = make({ destroy: { per_s: 1, burst: 1 }, list: { per_s: 1000, burst: 100, max_concurrent: 1 } });
+      const { done } = burstOf(l, 'destroy', 2);
+      await clock.advance(999);
+      // The second call waits in the queue; a token arriving now is its, not a newcomer's.
+      expect(l.wouldWait('destroy')).toBe(true);
+      await clock.advance(1);
+      await done;
+      await clock.advance(1000);
+      expect(l.wouldWait('destroy')).toBe(false);
+      l.pause('destroy', 1);
+      expect(l.wouldWait('destroy')).toBe(true);
+      await clock.advance(1000);
+      expect(l.wouldWait('destroy')).toBe(false);
+
+      let release!: () => void;
+      const held = l.schedule('list', () => new Promise<void>((r) => (release = r)));
+      expect(l.wouldWait('list')).toBe(true);
+      release();
+      await held;
+      expect(l.wouldWait('list')).toBe(false);
+    });
   });
 
   describe('rate share (daemons sharing one API key, #21)', () => {
