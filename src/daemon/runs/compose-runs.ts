@@ -214,7 +214,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     store,
     taskLogs,
     instanceOf: (runId) => (runsEverywhere ?? supervisor).instanceOf(runId),
-    ...(follow ? { followed: (t) => follow.streaming(t) } : {}),
+    ...(follow ? { streaming: (t) => follow.streaming(t), followed: (t) => follow.followed(t) } : {}),
   });
   // Its own loop from now on: it reads the tasks the runs say run, whatever the poller does.
   taskProbe.start();

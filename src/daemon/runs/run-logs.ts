@@ -22,7 +22,14 @@ export interface RunLogsDeps {
   taskLogs: Pick<TaskLogs, 'readLog'>;
   /** The instance a live run holds now (the registry's word), or null. */
   instanceOf(runId: string): number | null;
-  /** Whether the attempt's output is followed over SSH now (../task-end/task-follow.ts): then it is read from the store, not the service. */
+  /** Whether the attempt's output is streamed over SSH now (../task-end/task-follow.ts): live output goes on from what is kept. */
+  streaming?(t: { runId: string; n: number }): boolean;
+  /**
+   * Whether berth is logged in to follow the attempt (or attaching for the first time), streaming
+   * or not: between the end its watch saw and the last bytes its drain reads, the store is read,
+   * not the service (a hundred tasks ending together were a logs-endpoint call each for every
+   * `berth logs --follow` that asked in that window).
+   */
   followed?(t: { runId: string; n: number }): boolean;
 }
 
@@ -39,8 +46,9 @@ export class RunLogs {
     // Followed over SSH: its lines are kept as they come, and no logs-endpoint call is made for it.
     // The row's tail and offset are one write (task-follow.ts `save`): the live output a watcher
     // gets goes on from exactly that byte.
-    if (current && this.deps.followed?.({ runId, n: current.n }))
+    if (current && this.deps.streaming?.({ runId, n: current.n }))
       return { ...tailOf(current, tail, 'live'), stream: { n: current.n, offset: current.follow_offset ?? 0 } };
+    if (current && this.deps.followed?.({ runId, n: current.n })) return { ...tailOf(current, tail, 'live'), stream: null };
     // Its follow read the task's end (the marker kept after the output): all of it is kept, and a
     // read of the service (while the instance is destroyed) would add only sshd's lines.
     if (current && current.follow_offset !== null && current.log_tail && taskEndOf(current.log_tail, runId, current.n))

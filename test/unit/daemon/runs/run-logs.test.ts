@@ -35,6 +35,7 @@ it("a followed task's log is the lines its follower kept, without a logs-endpoin
       },
     },
     instanceOf: () => 501,
+    streaming: () => followed,
     followed: () => followed,
   });
   store.transaction(() => store.attempts.setFollowed('r1', 1, 14, 'one\ntwo\nthree'));
@@ -63,6 +64,7 @@ it('a task whose follow read its end: its log is what was kept, with no logs-end
       },
     },
     instanceOf: () => 502,
+    streaming: () => false,
     followed: () => false,
   });
   store.transaction(() => {
@@ -73,6 +75,32 @@ it('a task whose follow read its end: its log is what was kept, with no logs-end
   });
   expect(await logs.logsOf('abc', 10, AbortSignal.timeout(5000))).toMatchObject({
     text: 'one\n\nberth-task-end run=abc attempt=1 exit=0',
+    stream: null,
+  });
+  expect(asked).toEqual([]);
+});
+
+it('a followed task between the end its watch saw and its drain: what was kept, no stream, no logs-endpoint call', async () => {
+  const asked: unknown[] = [];
+  const logs = new RunLogs({
+    store,
+    taskLogs: {
+      readLog: async (at) => {
+        asked.push(at);
+        return { text: 'from the service', cut: false };
+      },
+    },
+    instanceOf: () => 501,
+    // Logged in, its stream stopped for the drain.
+    streaming: () => false,
+    followed: () => true,
+  });
+  store.transaction(() => store.attempts.setFollowed('r1', 1, 14, 'one\ntwo\nthree'));
+  expect(await logs.logsOf('r1', 5, AbortSignal.timeout(5000))).toEqual({
+    instance_id: 501,
+    source: 'live',
+    text: 'one\ntwo\nthree',
+    cut: false,
     stream: null,
   });
   expect(asked).toEqual([]);
