@@ -11,6 +11,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, cpSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Run as RunView, RunEvent } from '../src/wire/control-api.js';
 import { packagePath } from '../src/package-path.js';
@@ -45,6 +46,11 @@ export interface SshTasksResult {
   lineLagMs: number[];
   runAgain: number;
   billingAfter: number;
+  /**
+   * Event-loop utilisation of this process, which hosts the simulator and every instance's sshd,
+   * from the go to the last run's end: near 1, the one simulator host is what the ends wait for.
+   */
+  simBusy: number;
 }
 
 /** A `berth logs RUN --follow` process: every `tick <ms>` line timed as it reaches its stdout. */
@@ -167,11 +173,13 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
     await sleep(plan.tickMs);
     writeFileSync(go, '');
     const goAt = Date.now();
+    const busyFrom = performance.eventLoopUtilization();
     let views: RunView[] = [];
     while (!(views = await all()).every(ended)) {
       if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every task had ended after ${plan.timeoutMs} ms`);
       await sleep(250);
     }
+    const simBusy = performance.eventLoopUtilization(busyFrom).utilization;
     const logCalls = (sim.stats().requests['PUT /api/v0/instances/request_logs/{id}/'] ?? 0) - callsBefore;
     const succeeded = views.filter((v) => v.state === 'succeeded');
     const instances = new Set(succeeded.map((v) => v.attempts.at(-1)!.instance_id));
@@ -189,6 +197,7 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
       lineLagMs: windowed.map((l) => l.lag),
       runAgain: views.filter((v) => v.attempts.filter((a) => a.instance_id !== null).length > 1).length,
       billingAfter: sim.billingNow().length,
+      simBusy,
     };
   } finally {
     for (const f of followers) f.kill('SIGKILL');
