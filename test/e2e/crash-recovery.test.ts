@@ -68,7 +68,9 @@ describe.each(['sqlite', 'postgres'] as const)('crash recovery (real daemon proc
 
   it('SIGKILL while booting: the restarted daemon resumes the run with the same instance', async () => {
     const { restart } = await setup({ lifecycle: { provision_s: 5, boot_s: { min: 200, max: 200 } } });
-    const runId = await submit();
+    // A boot deadline longer than a restart on a loaded machine (the default 5 s was not: the
+    // restarted daemon found the deadline passed and went on to a new instance).
+    const runId = await submit(jobSpec({ boot_timeout_s: 60 }));
     const booting = await daemon!.waitFor(runId, (r) => r.state === 'booting');
     await daemon!.kill9();
     await restart();
