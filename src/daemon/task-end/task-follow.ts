@@ -1,19 +1,26 @@
 // The task follower (issue #39 items 2 and 3): a running task's output and end read over SSH, live,
 // with no call to the logs endpoint. The wrapper (src/job-spec/task-script.ts) appends the task's
 // output to an out-file in the container and writes its end marker to a done-file before it logs
-// it; here the daemon logs in and, on one connection per attempt, runs three commands of its own:
-//   - the watch: the done-file's line, the end marker, the same the log would show. `tail -F` waits
-//     for the file to appear in one process (GNU tail polls a missing file: every 0.2 s with `-s`,
-//     every 1 s without, measured here), and the daemon ends the channel at the first whole line;
-//     an image without a `tail` that takes `-s 0.2 -F` (busybox's takes whole seconds) falls back
-//     to a loop of the shell's own test and a short sleep: five processes a second, which for a
-//     hundred followed tasks on one simulator host were 500 forks a second, most of its load;
+// it; here the daemon logs in and, on one connection per attempt, runs two commands of its own:
+//   - the watch: the done-file's line, the end marker, the same the log would show, then the
+//     out-file's size (final: the wrapper writes the done-file only after its `tee` has ended),
+//     then it waits for the daemon's word on its standard input and writes the `.ack` the wrapper's
+//     self-stop waits for (the stream wrote `.att` when it began): a task that stops its own
+//     instance ends through this login, not the logs endpoint, and only once the daemon holds its
+//     last byte. `tail -F` waits for the done-file to appear in one process (GNU tail polls a
+//     missing file: every 0.2 s with `-s`, every 1 s without, measured here) and ends once the
+//     shell has read its line (it sees its reader gone); an image without a `tail` that takes
+//     `-s 0.2 -F` (busybox's takes whole seconds) falls back to a loop of the shell's own test and
+//     a short sleep: five processes a second, which for a hundred followed tasks on one simulator
+//     host were 500 forks a second, most of its load;
 //   - the stream: waits for the out-file, says `berth-follow` on a line of its own, then
-//     `tail -c +K -f` from the byte after the last one kept;
-//   - at the end, the drain: `tail -c +K` once, the bytes written between the stream's last read
-//     and the done-file (the wrapper writes the done-file only after its `tee` has ended); then it
-//     writes the `.ack` the wrapper's self-stop waits for (the stream wrote `.att` when it began),
-//     so a task that stops its own instance ends through this login, not the logs endpoint.
+//     `tail -c +K -f` from the byte after the last one kept. At the end the daemon waits (at most
+//     CATCH_UP_MS) until it has read up to the size the watch printed, then says `ack`: no third
+//     command per task end. A hundred tasks ending together on the simulator's one host (every
+//     instance's sshd in one process, each command a process it starts) spent ~20 s in that third
+//     command, one after another;
+//   - the drain, only where the stream cannot do it (no `tail` in the image, a stream that lags,
+//     no `wc` for the size): `tail -c +K` once, the bytes after the last one read, then the `.ack`.
 // Complete lines go to the store with the offset of the byte after them, in one write
 // (`save`: the attempt's kept tail and its `follow_offset`), every FLUSH_MS or once PENDING_MAX
 // bytes wait: a daemon killed at any moment starts again at the stored offset, with no line lost
@@ -38,8 +45,9 @@
 // lists it among its targets (the machine decides as today).
 //
 // Bound: at most `max` attempts followed at once (runs.task_follow_max); above it the probe reads
-// them. Per followed attempt: one SSH connection (one socket) with three channels at most, and
+// them. Per followed attempt: one SSH connection (one socket) with two channels at a time, and
 // at most PENDING_MAX + LINE_MAX bytes of output held, plus the kept tail (4 KB).
+import { PassThrough } from 'node:stream';
 import type { Clock, Timer } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import { taskEndOf, taskFilesVar } from '../../job-spec/task-script.js';
@@ -65,6 +73,14 @@ const UNREACHABLE_SAY_MS = 120_000;
 const FIRST_LOGIN_CLAIM_MS = 3000;
 /** How often the runs are asked which tasks run. */
 const TICK_MS = 1000;
+/**
+ * How long a task's end waits for the stream to hand over the out-file's last bytes before it
+ * drains them in a command of its own: GNU tail -f hands them over at once (inotify), a polling
+ * one within its 1 s.
+ */
+const CATCH_UP_MS = 3000;
+/** How long a task's end waits for the watch to take its `ack` (write the `.ack`) before the login closes. */
+const ACK_WAIT_MS = 3000;
 /** The first line the stream prints once the out-file is there. */
 const STREAM_HEADER = 'berth-follow\n';
 
@@ -80,9 +96,12 @@ export interface TaskShell {
   /**
    * Runs `command` in the container, its stdout handed over as it comes; resolves with its exit
    * code (null: ended by a signal), rejects with an error whose `code` says why (`ssh_dropped`...).
-   * An abort ends the command's channel.
+   * An abort ends the command's channel. Without `stdin` the command reads end-of-file at once.
    */
-  exec(command: string, options: { signal: AbortSignal; onStdout: (chunk: Buffer) => void }): Promise<{ code: number | null }>;
+  exec(
+    command: string,
+    options: { signal: AbortSignal; onStdout: (chunk: Buffer) => void; stdin?: NodeJS.ReadableStream },
+  ): Promise<{ code: number | null }>;
   close(): void;
 }
 
@@ -143,10 +162,18 @@ export function followCommands(runId: string, n: number) {
   const files = taskFilesVar(runId, n);
   // A fractional sleep where the image's sleep takes one (busybox, coreutils), else a second.
   const nap = 'sleep 0.2 2>/dev/null || sleep 1';
+  // The marker, the out-file's size (an empty line where it cannot be read), then the daemon's
+  // word: `ack` writes the `.ack`; anything else, or its login gone (end-of-file), writes nothing.
+  const fin =
+    `berth_fin() { echo "$1"; wc -c 2>/dev/null <"$berth_f.out" || echo; ` +
+    `IFS= read -r berth_a <&3 && [ "$berth_a" = ack ] && : >"$berth_f.ack"; }`;
   return {
     watch:
-      `${files}; tail -s 0.2 -n +1 -F "$berth_f.done" 2>/dev/null || ` +
-      `{ while [ ! -f "$berth_f.done" ]; do ${nap}; done; read -r berth_l <"$berth_f.done"; echo "$berth_l"; }`,
+      `${files}; exec 3<&0; ${fin}; ` +
+      `if ! tail -s 0.2 -n +1 -F "$berth_f.done" 2>/dev/null | { IFS= read -r berth_l && { berth_fin "$berth_l"; true; }; }; then ` +
+      `while [ ! -f "$berth_f.done" ]; do ${nap}; done; IFS= read -r berth_l <"$berth_f.done"; berth_fin "$berth_l"; fi`,
+    /** What the watch's standard input takes once the daemon holds every byte of the out-file. */
+    ack: 'ack\n',
     // `.att`: a daemon follows; the wrapper's self-stop then waits for its `.ack` (src/job-spec/task-script.ts).
     stream: (offset: number) =>
       `${files}; : >"$berth_f.att"; while [ ! -f "$berth_f.out" ]; do ${nap}; done; echo berth-follow; exec tail -c +${offset + 1} -f "$berth_f.out"`,
@@ -162,6 +189,8 @@ class Follow {
   /** Bytes read after `offset`: complete lines first, then at most one unfinished. */
   private pending = Buffer.alloc(0);
   private flushTimer: Timer | undefined;
+  /** Told each time the stream hands something over, or ends (a task's end waiting for its last bytes). */
+  private onTaken: (() => void) | undefined;
   /** The stream runs: `berth logs` reads what it kept. */
   streaming = false;
   /** Logged in now. */
@@ -247,70 +276,92 @@ class Follow {
     signal.addEventListener('abort', onAbort, { once: true });
     let header = Buffer.alloc(0);
     let headerSeen = false;
+    let streamOver = false;
     const stream = shell
       .exec(cmds.stream(this.offset), {
         signal: streamStop.signal,
         onStdout: (chunk) => {
           // What a stream stopped for the drain (or dropped) still hands over is read again from the offset.
           if (streamStop.signal.aborted) return;
-          if (headerSeen) return this.take(chunk);
-          header = Buffer.concat([header, chunk]);
-          if (header.length < STREAM_HEADER.length) return;
-          headerSeen = true;
-          this.streaming = true;
-          this.take(header.subarray(STREAM_HEADER.length));
+          if (headerSeen) this.take(chunk);
+          else {
+            header = Buffer.concat([header, chunk]);
+            if (header.length < STREAM_HEADER.length) return;
+            headerSeen = true;
+            this.streaming = true;
+            this.take(header.subarray(STREAM_HEADER.length));
+          }
+          this.onTaken?.();
         },
       })
       .then(
         // It ended by itself (no `tail` in the image): the probe reads the output; the watch goes on.
         () => {
           this.streaming = false;
+          streamOver = true;
+          this.onTaken?.();
         },
         (err: unknown) => {
           this.streaming = false;
+          streamOver = true;
+          this.onTaken?.();
           if (!streamStop.signal.aborted) throw err;
         },
       );
     const watchStop = new AbortController();
     const onAbortWatch = () => watchStop.abort();
     signal.addEventListener('abort', onAbortWatch, { once: true });
+    // The watch's standard input: `ack` once every byte is here, end-of-file otherwise.
+    const word = new PassThrough();
     try {
       let text = '';
-      // The first whole line is the marker: `tail -F` never ends by itself.
+      let watchOver: Promise<unknown> = Promise.resolve();
+      // The marker and the out-file's size: two lines (the watch then waits for its word).
       const watched = new Promise<void>((resolve, reject) => {
-        shell
-          .exec(cmds.watch, {
-            signal: watchStop.signal,
-            onStdout: (chunk) => {
-              text += chunk.toString('utf8');
-              if (text.includes('\n')) resolve();
-            },
-          })
-          .then(() => resolve(), reject);
+        watchOver = shell.exec(cmds.watch, {
+          signal: watchStop.signal,
+          stdin: word,
+          onStdout: (chunk) => {
+            text += chunk.toString('utf8');
+            if (text.indexOf('\n') !== text.lastIndexOf('\n')) resolve();
+          },
+        });
+        watchOver.then(() => resolve(), reject);
       });
       // The first failure of either is the session's (a dropped connection fails both).
       await Promise.race([watched, stream.then(() => new Promise<never>(() => undefined))]);
-      watchStop.abort();
-      const line = text.split('\n')[0]!;
+      const [line = '', sizeLine = ''] = text.split('\n');
       const end = taskEndOf(line, this.target.runId, this.target.n);
       if (!end) throw Object.assign(new Error(`the done-file held no end marker for attempt #${this.target.n}`), { code: 'ssh_dropped' });
+      // The out-file's size, where the image's `wc` read it: the stream's last bytes are waited for.
+      const size = /^\s*\d+\s*$/.test(sizeLine) ? Number(sizeLine) : null;
+      const caughtUp = size !== null && (await this.caughtUp(size, () => streamOver, signal));
       streamStop.abort();
       await stream.catch(() => undefined);
       this.streaming = false;
-      await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
-      // The task is over: its last line is complete without a newline.
-      this.flushNow(true);
+      if (!caughtUp) {
+        word.end();
+        watchStop.abort();
+        await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
+      }
       // Nothing read (an image without tee or tail, or a task that printed nothing): its log's last
-      // lines are read once, to keep its output.
-      if (this.offset === 0) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
-      else this.keepMarker(line.trim());
+      // lines are read once, to keep its output. Else the task is over: its last line is complete
+      // without a newline, and the end marker follows it, in the same write (one commit a task end:
+      // a hundred ending together wait for each other's commits on one daemon).
+      if (this.offset + this.pending.length === 0) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
+      else this.flushNow(true, line.trim());
+      // Kept: the wrapper may stop its instance now.
+      if (caughtUp) word.end(cmds.ack);
       this.deps.log.info(
         { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, exitCode: end.exitCode },
         `attempt #${this.target.n}: its task ended (exit ${end.exitCode}), as its done-file on instance ${this.target.instanceId} says`,
       );
       this.deps.ended(this.target.runId, this.target.n, end);
+      // The login stays until the watch has written the `.ack` (bounded: the destroy is on its way).
+      if (caughtUp) await this.within(watchOver, ACK_WAIT_MS, signal);
       return true;
     } finally {
+      word.end();
       streamStop.abort();
       watchStop.abort();
       signal.removeEventListener('abort', onAbort);
@@ -318,15 +369,43 @@ class Follow {
     }
   }
 
-  /** The end marker kept after the output, as the container's log shows it (a blank line, then the marker). */
-  private keepMarker(marker: string): void {
-    const tail = keptTail(this.tail === null ? marker : `${this.tail}\n\n${marker}`, false);
-    try {
-      this.deps.save(this.target, { offset: this.offset, tail });
-      this.tail = tail;
-    } catch (err) {
-      this.deps.log.warn({ runId: this.target.runId, err: toRunError(err) }, 'the end marker of a followed task could not be stored');
-    }
+  /**
+   * Whether the stream has handed over the out-file up to `size` bytes, waiting at most
+   * CATCH_UP_MS; false at once when it is over (a drop, no `tail`).
+   */
+  private caughtUp(size: number, over: () => boolean, signal: AbortSignal): Promise<boolean> {
+    const has = () => this.offset + this.pending.length >= size;
+    if (has()) return Promise.resolve(true);
+    if (over() || signal.aborted) return Promise.resolve(false);
+    return new Promise<boolean>((resolve) => {
+      const finish = (ok: boolean) => {
+        timer.cancel();
+        this.onTaken = undefined;
+        signal.removeEventListener('abort', onAbort);
+        resolve(ok);
+      };
+      const onAbort = () => finish(false);
+      const timer = this.deps.clock.setTimer(() => finish(false), CATCH_UP_MS);
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.onTaken = () => {
+        if (has()) finish(true);
+        else if (over()) finish(false);
+      };
+    });
+  }
+
+  /** Waits for `work` to settle, `ms` at most (on the clock), or the signal. Never rejects. */
+  private within(work: Promise<unknown>, ms: number, signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const finish = () => {
+        timer.cancel();
+        signal.removeEventListener('abort', finish);
+        resolve();
+      };
+      const timer = this.deps.clock.setTimer(finish, ms);
+      signal.addEventListener('abort', finish, { once: true });
+      work.then(finish, finish);
+    });
   }
 
   /** Output read: held until its lines are complete, then written within FLUSH_MS. */
@@ -340,26 +419,31 @@ class Follow {
     }, FLUSH_MS);
   }
 
-  /** Writes the complete lines held (all of it when `all`), with the offset after them. */
-  private flushNow(all = false): void {
+  /**
+   * Writes the complete lines held (all of it when `all`), with the offset after them; with the
+   * task's end `marker`, that too, after them as the container's log shows it (a blank line, then
+   * the marker).
+   */
+  private flushNow(all = false, marker?: string): void {
     this.flushTimer?.cancel();
     this.flushTimer = undefined;
     let cut = all ? this.pending.length : this.pending.lastIndexOf(0x0a) + 1;
     // An unfinished line longer than LINE_MAX is cut there: held output stays bounded.
     if (cut === 0 && this.pending.length >= LINE_MAX) cut = LINE_MAX;
-    if (cut === 0) return;
+    if (cut === 0 && marker === undefined) return;
     const text = this.pending.subarray(0, cut).toString('utf8');
     const offset = this.offset + cut;
-    const scrubbed = this.deps.scrub(this.target, text);
-    const tail = keptTail(this.tail === null ? scrubbed : `${this.tail}\n${scrubbed}`, false);
+    const scrubbed = cut === 0 ? '' : this.deps.scrub(this.target, text);
+    let tail = cut === 0 ? this.tail : keptTail(this.tail === null ? scrubbed : `${this.tail}\n${scrubbed}`, false);
+    if (marker !== undefined) tail = keptTail(tail === null ? marker : `${tail}\n\n${marker}`, false);
     try {
-      this.deps.save(this.target, { offset, tail });
+      this.deps.save(this.target, { offset, tail: tail ?? '' });
     } catch (err) {
       // Kept for the next flush: the offset stays where the store has it.
       this.deps.log.warn({ runId: this.target.runId, err: toRunError(err) }, 'the followed output of a task could not be stored');
       return;
     }
-    this.deps.output?.(this.target, this.offset, offset, scrubbed);
+    if (cut > 0) this.deps.output?.(this.target, this.offset, offset, scrubbed);
     this.offset = offset;
     this.tail = tail;
     this.pending = this.pending.subarray(cut);

@@ -32,7 +32,10 @@ export interface SshTaskShellsDeps {
 
 /** One login to an attempt's instance: a command run, its exit code; its files over SFTP. */
 export interface AttemptLogin {
-  exec(command: string, options: { signal: AbortSignal; onStdout?: (chunk: Buffer) => void }): Promise<{ code: number | null }>;
+  exec(
+    command: string,
+    options: { signal: AbortSignal; onStdout?: (chunk: Buffer) => void; stdin?: NodeJS.ReadableStream },
+  ): Promise<{ code: number | null }>;
   sftp(): Promise<SFTPWrapper>;
   close(): void;
 }

@@ -23,9 +23,9 @@ afterEach(() => {
   rmSync(home, { recursive: true, force: true });
 });
 
-it("a followed task's log is the lines its follower kept, without a logs-endpoint call; after the follow, the service's", async () => {
+/** The run logs over the store, the follower's state as `follow` says now; `asked`: the logs-endpoint calls. */
+function logsWith(instanceId: number, follow: () => { streaming: boolean; followed: boolean }) {
   const asked: unknown[] = [];
-  let followed = true;
   const logs = new RunLogs({
     store,
     taskLogs: {
@@ -34,10 +34,16 @@ it("a followed task's log is the lines its follower kept, without a logs-endpoin
         return { text: 'from the service', cut: false };
       },
     },
-    instanceOf: () => 501,
-    streaming: () => followed,
-    followed: () => followed,
+    instanceOf: () => instanceId,
+    streaming: () => follow().streaming,
+    followed: () => follow().followed,
   });
+  return { logs, asked };
+}
+
+it("a followed task's log is the lines its follower kept, without a logs-endpoint call; after the follow, the service's", async () => {
+  let followed = true;
+  const { logs, asked } = logsWith(501, () => ({ streaming: followed, followed }));
   store.transaction(() => store.attempts.setFollowed('r1', 1, 14, 'one\ntwo\nthree'));
   expect(await logs.logsOf('r1', 2, AbortSignal.timeout(5000))).toEqual({
     instance_id: 501,
@@ -54,19 +60,7 @@ it("a followed task's log is the lines its follower kept, without a logs-endpoin
 });
 
 it('a task whose follow read its end: its log is what was kept, with no logs-endpoint call while its instance goes', async () => {
-  const asked: unknown[] = [];
-  const logs = new RunLogs({
-    store,
-    taskLogs: {
-      readLog: async (at) => {
-        asked.push(at);
-        return { text: 'from the service', cut: false };
-      },
-    },
-    instanceOf: () => 502,
-    streaming: () => false,
-    followed: () => false,
-  });
+  const { logs, asked } = logsWith(502, () => ({ streaming: false, followed: false }));
   store.transaction(() => {
     store.runs.insert({ id: 'abc', name: 'abc', specJson: '{}', createdAt: 1 });
     store.attempts.beginCreate({ runId: 'abc', n: 1, offerId: 102, machineId: 2, dphTotal: 0.5, label: 'l-abc-1', at: 2 });
@@ -80,21 +74,9 @@ it('a task whose follow read its end: its log is what was kept, with no logs-end
   expect(asked).toEqual([]);
 });
 
-it('a followed task between the end its watch saw and its drain: what was kept, no stream, no logs-endpoint call', async () => {
-  const asked: unknown[] = [];
-  const logs = new RunLogs({
-    store,
-    taskLogs: {
-      readLog: async (at) => {
-        asked.push(at);
-        return { text: 'from the service', cut: false };
-      },
-    },
-    instanceOf: () => 501,
-    // Logged in, its stream stopped for the drain.
-    streaming: () => false,
-    followed: () => true,
-  });
+it('a followed task between the end its watch saw and its last bytes kept: what was kept, no stream, no logs-endpoint call', async () => {
+  // Logged in, its stream stopped (caught up, or for the drain).
+  const { logs, asked } = logsWith(501, () => ({ streaming: false, followed: true }));
   store.transaction(() => store.attempts.setFollowed('r1', 1, 14, 'one\ntwo\nthree'));
   expect(await logs.logsOf('r1', 5, AbortSignal.timeout(5000))).toEqual({
     instance_id: 501,

@@ -21,10 +21,16 @@ import { FakeClock } from '../../../helpers/fake-clock.js';
 const RUN = 'abcdefgh2345';
 const T: FollowTarget = { runId: RUN, n: 1, instanceId: 42 };
 
-/** The container's two files, as the wrapper writes them. */
+/** The container's files, as the wrapper writes them. */
 class Container {
   out: Buffer | null = null;
   done: string | null = null;
+  /** The `.ack`: the daemon holds the task's end and every byte of its output. */
+  acked = false;
+  /** The stream hands over no byte past this one (a tail that lags); null: every byte at once. */
+  streamUpTo: number | null = null;
+  /** The image has no `wc`: the watch prints an empty line for the out-file's size. */
+  noWc = false;
   readonly listeners = new Set<() => void>();
 
   write(text: string): void {
@@ -38,15 +44,20 @@ class Container {
   }
 }
 
-/** A login to the container: runs the follower's three commands as sh would. */
+/** A login to the container: runs the follower's commands as sh would. */
 class FakeShell implements TaskShell {
   closed = false;
   readonly streams: number[] = [];
+  /** The drains run (the offset each read from). */
+  readonly drains: number[] = [];
   private readonly drops = new Set<(err: Error) => void>();
 
   constructor(private readonly c: Container) {}
 
-  exec(command: string, options: { signal: AbortSignal; onStdout: (chunk: Buffer) => void }): Promise<{ code: number | null }> {
+  exec(
+    command: string,
+    options: { signal: AbortSignal; onStdout: (chunk: Buffer) => void; stdin?: NodeJS.ReadableStream },
+  ): Promise<{ code: number | null }> {
     const cmds = followCommands(RUN, 1);
     const c = this.c;
     return new Promise((resolve, reject) => {
@@ -57,10 +68,23 @@ class FakeShell implements TaskShell {
       };
       const drop = (err: Error) => finish(() => reject(err));
       let sent = -1;
+      let watchPrinted = false;
       const stream = /tail -c \+(\d+) -f/.exec(command);
       const check = () => {
         if (command === cmds.watch) {
-          if (c.done !== null) finish(() => (options.onStdout(Buffer.from(`${c.done}\n`)), resolve({ code: 0 })));
+          if (c.done === null || watchPrinted) return;
+          watchPrinted = true;
+          // The marker, the out-file's size, then its word: `ack` writes the `.ack`.
+          options.onStdout(Buffer.from(`${c.done}\n${c.noWc || c.out === null ? '' : c.out.length}\n`));
+          if (!options.stdin) return finish(() => resolve({ code: 0 }));
+          let word = '';
+          options.stdin.on('data', (b: Buffer) => (word += b.toString()));
+          options.stdin.on('end', () =>
+            finish(() => {
+              if (word === cmds.ack) c.acked = true;
+              resolve({ code: 0 });
+            }),
+          );
           return;
         }
         if (stream && c.out !== null) {
@@ -68,14 +92,17 @@ class FakeShell implements TaskShell {
             options.onStdout(Buffer.from('berth-follow\n'));
             sent = Number(stream[1]) - 1;
           }
-          if (c.out.length > sent) options.onStdout(c.out.subarray(sent));
-          sent = c.out.length;
+          const upTo = Math.min(c.out.length, c.streamUpTo ?? Infinity);
+          if (upTo > sent) options.onStdout(c.out.subarray(sent, upTo));
+          sent = Math.max(sent, upTo);
         }
       };
       if (stream) this.streams.push(Number(stream[1]) - 1);
       const drain = /tail -c \+(\d+) "/.exec(command);
       if (drain && !stream) {
+        this.drains.push(Number(drain[1]) - 1);
         if (c.out) options.onStdout(c.out.subarray(Number(drain[1]) - 1));
+        c.acked = true;
         return resolve({ code: 0 });
       }
       this.drops.add(drop);
@@ -103,6 +130,8 @@ interface World {
   opens: number;
   /** What the store holds. */
   kept: FollowedOutput;
+  /** Writes to the store (each its own commit). */
+  saves: number;
   ended: Array<{ exitCode: number; onstart: boolean }>;
   said: Array<{ message: string; data: Record<string, unknown> }>;
   /** Reads of the log through the logs endpoint to keep the task's output. */
@@ -126,6 +155,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     shells: [],
     opens: 0,
     kept: opts.kept ?? { offset: 0, tail: null },
+    saves: 0,
     ended: [],
     said: [],
     refuse: null,
@@ -148,7 +178,10 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     shells,
     targets: () => w.targets,
     stored: () => w.kept,
-    save: (_t, kept) => (w.kept = kept),
+    save: (_t, kept) => {
+      w.kept = kept;
+      w.saves++;
+    },
     scrub: (_t, text) => text.replaceAll('s3cret', '[secret]'),
     ended: (_runId, _n, end) => w.ended.push(end),
     say: (_t, message, data) => w.said.push({ message, data }),
@@ -175,15 +208,63 @@ describe('task follow', () => {
     // Only complete lines, secrets taken out; the unfinished one waits.
     expect(w.kept).toEqual({ offset: 'one\ntwo s3cret\n'.length, tail: 'one\ntwo [secret]' });
     w.container.write('ee\nlast line, no newline');
+    const saves = w.saves;
     w.container.finish(3);
     await w.clock.advance(10);
+    // The last lines and the end marker in one write.
+    expect(w.saves).toBe(saves + 1);
     expect(w.ended).toEqual([{ exitCode: 3, onstart: false }]);
     // The marker after the output, as the log shows it.
     expect(w.kept.tail).toBe(`one\ntwo [secret]\nthree\nlast line, no newline\n\nberth-task-end run=${RUN} attempt=1 exit=3`);
     expect(w.kept.offset).toBe(w.container.out!.length);
+    // Every byte came through the stream: no drain, the watch wrote the `.ack` on the daemon's word.
+    expect(w.shells[0]!.drains).toEqual([]);
+    expect(w.container.acked).toBe(true);
     expect(w.shells[0]!.closed).toBe(true);
     expect(w.said).toEqual([]);
     expect(w.keptLog).toBe(0);
+  });
+
+  it("the end waits for the stream to hand over the out-file's last bytes, then acks; a stream that lags past 3 s is drained", async () => {
+    for (const lag of ['caught up', 'lagging'] as const) {
+      const w = world();
+      await w.clock.advance(10);
+      w.container.write('a\nb\n');
+      await w.clock.advance(500);
+      // The stream's tail has not read the last line yet when the done-file comes.
+      w.container.streamUpTo = 4;
+      w.container.write('last\n');
+      w.container.finish(0);
+      await w.clock.advance(1_000);
+      expect(w.ended).toEqual([]);
+      expect(w.container.acked).toBe(false);
+      if (lag === 'caught up') {
+        w.container.streamUpTo = null;
+        w.container.write('');
+        await w.clock.advance(10);
+        expect(w.shells[0]!.drains).toEqual([]);
+      } else {
+        await w.clock.advance(2_000);
+        expect(w.shells[0]!.drains).toEqual([4]);
+      }
+      expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+      expect(w.container.acked).toBe(true);
+      expect(w.kept).toEqual({ offset: 9, tail: `a\nb\nlast\n\nberth-task-end run=${RUN} attempt=1 exit=0` });
+      w.follow.stop();
+    }
+  });
+
+  it("without the out-file's size (no wc in the image) the end drains the rest", async () => {
+    const w = world();
+    w.container.noWc = true;
+    await w.clock.advance(10);
+    w.container.write('x\n');
+    w.container.finish(0);
+    await w.clock.advance(10);
+    expect(w.shells[0]!.drains).toEqual([2]);
+    expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+    expect(w.container.acked).toBe(true);
+    expect(w.kept.offset).toBe(2);
   });
 
   it('a dropped connection attaches again at the stored offset: no line lost, none kept twice, and the probe reads meanwhile', async () => {
@@ -340,8 +421,40 @@ function sh(
   });
 }
 
+/** A process's file under /proc, '' once it is gone (the shell's children come and go). */
+function procFile(name: string): (pid: string) => string {
+  return (pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/${name}`, 'utf8').trim();
+    } catch {
+      return '';
+    }
+  };
+}
+
+function childrenOf(pid: number): string[] {
+  return pid === 0 ? [] : procFile(`task/${pid}/children`)(String(pid)).split(' ').filter(Boolean);
+}
+
+/**
+ * Runs the watch under dash until it ends by itself (its pipeline's `tail` too: dash waits for it),
+ * given `word` on its standard input once it printed its two lines (null: end-of-file only).
+ */
+function watchUntilItEnds(command: string, tmp: string, word: string | null, path = '/usr/bin:/bin'): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('/usr/bin/dash', ['-c', command], { env: { PATH: path, TMPDIR: tmp }, detached: true });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+      if (out.split('\n').length > 2 && child.stdin.writable) child.stdin.end(word ?? undefined);
+    });
+    child.on('error', reject);
+    child.on('close', () => resolve(out));
+  });
+}
+
 describe('the follow commands under a real sh', () => {
-  it('stream from an offset and on as the file grows, drain the rest, and read the done-file', async () => {
+  it('stream from an offset and on as the file grows, drain the rest, and read the done-file and the size', async () => {
     const tmp = mkdtempSync(join(tmpdir(), 'berth-follow-'));
     try {
       const base = join(tmp, `berth-task-${RUN}-1`);
@@ -364,8 +477,29 @@ describe('the follow commands under a real sh', () => {
       expect(existsSync(`${base}.att`)).toBe(true);
       expect(await sh(cmds.drain(8), tmp, () => false)).toBe('ghi\n');
       expect(existsSync(`${base}.ack`)).toBe(true);
-      writeFileSync(`${base}.done`, `berth-task-end run=${RUN} attempt=1 exit=5\n`);
-      expect(await sh(cmds.watch, tmp, (out) => out.includes('\n'))).toBe(`berth-task-end run=${RUN} attempt=1 exit=5\n`);
+      rmSync(`${base}.ack`);
+      const marker = `berth-task-end run=${RUN} attempt=1 exit=5`;
+      writeFileSync(`${base}.done`, `${marker}\n`);
+      // The watch: the marker, the out-file's size; the `.ack` only on the daemon's `ack`, and it
+      // ends by itself either way (its tail with it), with and without tail and wc in the image.
+      const bare = mkdtempSync(join(tmpdir(), 'berth-follow-bin-'));
+      symlinkSync('/usr/bin/dash', join(bare, 'sh'));
+      try {
+        for (const [path, size] of [
+          ['/usr/bin:/bin', '12'],
+          [bare, ''],
+        ] as const) {
+          expect(await watchUntilItEnds(cmds.watch, tmp, null, path)).toBe(`${marker}\n${size}\n`);
+          expect(existsSync(`${base}.ack`)).toBe(false);
+          expect(await watchUntilItEnds(cmds.watch, tmp, 'no\n', path)).toBe(`${marker}\n${size}\n`);
+          expect(existsSync(`${base}.ack`)).toBe(false);
+          expect(await watchUntilItEnds(cmds.watch, tmp, cmds.ack, path)).toBe(`${marker}\n${size}\n`);
+          expect(existsSync(`${base}.ack`)).toBe(true);
+          rmSync(`${base}.ack`);
+        }
+      } finally {
+        rmSync(bare, { recursive: true, force: true });
+      }
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
@@ -388,24 +522,27 @@ describe('the follow commands under a real sh', () => {
         const watched = sh(
           cmds.watch,
           tmp,
-          (out) => out.includes('\n'),
+          (out) => out.split('\n').length > 2,
           undefined,
           path,
           (p) => (pid = p),
         );
         // The file comes once the watch waits: its shell has started tail, or the loop's sleep.
-        // (A child still named dash has not exec'd yet, or is tail's attempt where there is none.)
+        // (A child still named dash has not exec'd yet, is the pipeline's reader, or tail's attempt
+        // where there is none.)
         let comm = '';
-        while (comm === '' || comm === 'dash') {
+        while (comm === '') {
           await new Promise((r) => setImmediate(r));
-          const child = pid === 0 ? '' : readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')[0]!;
-          // A child may be gone between the two reads (a sleep that ended).
-          if (child !== '') comm = existsSync(`/proc/${child}/comm`) ? readFileSync(`/proc/${child}/comm`, 'utf8').trim() : '';
+          comm =
+            childrenOf(pid)
+              .map(procFile('comm'))
+              .find((c) => c === 'tail' || c === 'sleep') ?? '';
         }
         // Where tail works, the wait is one tail process, not a loop of sleeps (a process a tick).
         expect(comm).toBe(path === bare ? 'sleep' : 'tail');
         writeFileSync(`${base}.done`, marker);
-        expect(await watched).toBe(marker);
+        // No out-file: its size is an empty line (the daemon then drains).
+        expect(await watched).toBe(`${marker}\n`);
       }
     } finally {
       // A watch left waiting by a failed expectation (its group: the shell and its tail or sleep).
