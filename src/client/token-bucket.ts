@@ -126,7 +126,14 @@ function checkRate(perS: number, burst: number): void {
   if (!(perS > 0) || !(burst >= 1)) throw new RangeError(`a token bucket needs per_s > 0 and burst >= 1, got ${perS} and ${burst}`);
 }
 
-/** The pause after a 429: ~1/threshold s, doubled per 429 in a row, jittered up to +50%, then capped. */
+/**
+ * The pause after a 429: ~1/threshold s, doubled per 429 in a row, jittered up to +50%, then capped;
+ * never shorter than 1/threshold s, the service's own interval, whatever the cap: the service counts
+ * a refused request as a request (rate-limits-and-errors.mdx enforces a minimum interval between
+ * requests; the simulator's `count_refused`), so retries spaced closer than that are all refused.
+ * Seen: a daemon with `retry.max_delay_s` 0.5 asked the `other` group (1 a second) every 0.5 s
+ * and was refused 26 times in a row while two other daemons shared the account.
+ */
 export interface PausePolicy {
   /** Longest pause, ms: the jitter never takes it past this (`retry.max_delay_s`). */
   maxPauseMs: number;
@@ -138,5 +145,5 @@ export function pauseMs(threshold: number | undefined, consecutive: number, rand
   const base = threshold ? 1000 / threshold : 1000;
   const grown = base * 2 ** Math.min(Math.max(consecutive, 1) - 1, 16);
   const jittered = grown * (1 + 0.5 * random);
-  return Math.round(Math.max(policy.penaltyMs ?? 0, Math.min(policy.maxPauseMs, jittered)));
+  return Math.round(Math.max(policy.penaltyMs ?? 0, base, Math.min(policy.maxPauseMs, jittered)));
 }

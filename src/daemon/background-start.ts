@@ -173,7 +173,9 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
     // The runs could not be resumed: the daemon cannot go on. Only a damaged store is told to
     // restore a backup; anything else (a full disk, a bug) says what it is and no more.
     const why = toRunError(err).message;
-    log.fatal({ err: toRunError(err) }, `berth daemon cannot go on: ${why}`);
+    // The stack too: which step could not go on is what the next person needs (a chaos run saw a
+    // daemon exit 2 on a Postgres restart during its start, in a race not yet caught with it).
+    log.fatal({ err: toRunError(err), stack: err instanceof Error ? err.stack : undefined }, `berth daemon cannot go on: ${why}`);
     const reason = isStoreDamaged(err)
       ? new StoreError(
           `The store cannot be read (${why}): keep berth.db as it is and restore it from a backup (docs/operating.md: Backup, Restore).`,

@@ -1,11 +1,15 @@
 // A start-up step that finds berth.db locked by another program (a `sqlite3` shell holding
-// BEGIN IMMEDIATE, a backup tool) waits and tries again, saying so in the log, for as long as it
-// takes: the lock is someone else's transaction, it ends, and nothing is lost meanwhile. The daemon
-// never exits for it (under the systemd unit of docs/operating.md an exit 2 would keep it down while instances
-// bill) and never advises a restore for it. Any other failure is the step's own, thrown as it is.
+// BEGIN IMMEDIATE, a backup tool), or a Postgres store that does not answer (its server
+// restarting, the network cut), waits and tries again, saying so in the log, for as long as it
+// takes: the lock is someone else's transaction and the server comes back, and nothing is lost
+// meanwhile. The daemon never exits for it (under the systemd unit of docs/operating.md an exit 2
+// would keep it down while instances bill) and never advises a restore for it. Any other failure
+// is the step's own, thrown as it is. Seen (chaos-pg, seed 184132459): a daemon restarted just
+// before its Postgres server was killed exited 2 half way through resuming its runs. The steps
+// are made to be called again after a failure part way (runs already resumed are skipped).
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
-import { isStoreBusy } from '../store/busy.js';
+import { isStoreAway, isStoreBusy } from '../store/busy.js';
 
 /** First pause between tries, ms; it doubles up to MAX_PAUSE_MS. */
 const FIRST_PAUSE_MS = 250;
@@ -26,16 +30,19 @@ export async function whileStoreBusy<T>(what: string, step: () => T, deps: Store
   const since = clock.now();
   let pause = FIRST_PAUSE_MS;
   let saidAt: number | undefined;
+  let away = false;
   for (;;) {
     try {
       const result = step();
       if (saidAt !== undefined) {
         const waited = (clock.now() - since) / 1000;
-        log.info({ waited_s: waited }, `berth.db is free again after ${waited.toFixed(1)} s: went on to ${what}`);
+        const store = away ? 'the Postgres store answers again' : 'berth.db is free again';
+        log.info({ waited_s: waited }, `${store} after ${waited.toFixed(1)} s: went on to ${what}`);
       }
       return result;
     } catch (err) {
-      if (!isStoreBusy(err)) throw err;
+      away = isStoreAway(err);
+      if (!away && !isStoreBusy(err)) throw err;
       if (saidAt === undefined || clock.now() - saidAt >= SAY_AGAIN_MS) {
         saidAt = clock.now();
         log.warn(
@@ -43,7 +50,9 @@ export async function whileStoreBusy<T>(what: string, step: () => T, deps: Store
             code: (err as { sqliteCode?: string; code?: string }).sqliteCode ?? (err as { code?: string }).code,
             waited_s: (saidAt - since) / 1000,
           },
-          `berth.db is locked by another program (a sqlite3 shell or a backup holding a transaction?): waiting for it to ${what}; trying again every few seconds, nothing is lost meanwhile`,
+          away
+            ? `the Postgres store does not answer (its server restarting or out of reach?): waiting for it to ${what}; trying again every few seconds, nothing is lost meanwhile`
+            : `berth.db is locked by another program (a sqlite3 shell or a backup holding a transaction?): waiting for it to ${what}; trying again every few seconds, nothing is lost meanwhile`,
         );
       }
     }

@@ -3,6 +3,7 @@
 // advise a restore. SQLite says SQLITE_BUSY (or an extended SQLITE_BUSY_*) once the busy timeout has
 // passed, SQLITE_LOCKED for a conflict inside one process.
 import { StoreWriteError } from '../errors.js';
+import { isTransientPgCode } from './pg/pg-errors.js';
 
 function sqliteCodeOf(err: unknown): string | undefined {
   if (err instanceof StoreWriteError) return err.sqliteCode;
@@ -19,4 +20,12 @@ export function isStoreBusy(err: unknown): boolean {
 export function isStoreDamaged(err: unknown): boolean {
   const code = sqliteCodeOf(err);
   return code !== undefined && (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB');
+}
+
+/**
+ * A Postgres store that does not answer now (the server restarting, the network cut): transient, as
+ * ./pg/pg-errors.ts reads its codes; the daemon waits for it as for a locked berth.db.
+ */
+export function isStoreAway(err: unknown): boolean {
+  return err instanceof StoreWriteError && !err.sqliteCode.startsWith('SQLITE_') && isTransientPgCode(err.sqliteCode);
 }

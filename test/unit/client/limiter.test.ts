@@ -191,13 +191,15 @@ describe('limiter', () => {
     expect(l.stats().create.rateLimited).toBe(4);
   });
 
-  it('pauses create for at least its penalty_s, and never past the cap with jitter (#14 item 26)', async () => {
+  it('pauses create for at least its penalty_s, and never past the cap with jitter (#14 item 26) unless the interval itself is longer', async () => {
     clock = new FakeClock(0, { timeoutTurns: 20 });
     const cfg = testConfig({ rate: { create: { per_s: 3, burst: 1, penalty_s: 12 } } });
     limiter = createLimiter(cfg.rate_limits, { clock, random: () => 0.999, maxPauseMs: 15_000 });
     expect(limiter.pause('create', 4.5).pauseMs).toBe(12_000);
     expect(limiter.pause('list', 0.1).pauseMs).toBe(14_995); // 10 s with +49.95% jitter
-    expect(limiter.pause('show', 0.05).pauseMs).toBe(15_000); // 20 s grown: held at the cap
+    expect(limiter.pause('show', 0.08).pauseMs).toBe(15_000); // 12.5 s, 18.7 s jittered: held at the cap
+    // The service's own interval (20 s) wins over the cap: a retry sooner is refused and counted.
+    expect(limiter.pause('bid', 0.05).pauseMs).toBe(20_000);
   });
 
   it('waits until a resume and wakes every waiter once', async () => {

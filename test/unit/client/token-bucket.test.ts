@@ -108,6 +108,14 @@ describe('pause after a 429', () => {
     for (const r of [0, 0.3, 0.6, 0.999]) expect(pauseMs(1, 20, r, policy)).toBeLessThanOrEqual(15_000);
   });
 
+  it("is never shorter than the service's interval (1/threshold), even with a lower cap: closer retries are all refused", () => {
+    expect(pauseMs(1, 1, 0, { maxPauseMs: 500 })).toBe(1000);
+    expect(pauseMs(1, 26, 0.999, { maxPauseMs: 500 })).toBe(1000);
+    expect(pauseMs(undefined, 3, 0, { maxPauseMs: 200 })).toBe(1000);
+    // A cap above the interval still caps the growth.
+    expect(pauseMs(1, 26, 0.999, { maxPauseMs: 1500 })).toBe(1500);
+  });
+
   it('is never shorter than the endpoint penalty, even below the cap', () => {
     expect(pauseMs(4.5, 1, 0, { maxPauseMs: 15_000, penaltyMs: 12_000 })).toBe(12_000);
     expect(pauseMs(4.5, 1, 0, { maxPauseMs: 5_000, penaltyMs: 12_000 })).toBe(12_000);

@@ -52,6 +52,41 @@ describe('whileStoreBusy', () => {
     ]);
   });
 
+  it('waits out a Postgres store that does not answer (its server restarting), but not a Postgres error that is a bug', async () => {
+    const clock = new FakeClock();
+    const { lines, log } = capture();
+    let tries = 0;
+    const done = whileStoreBusy(
+      'resume the runs',
+      () => {
+        tries++;
+        if (tries === 1) throw new StoreWriteError('ECONNREFUSED');
+        if (tries === 2) throw new StoreWriteError('57P01');
+        return 'resumed';
+      },
+      { clock, log },
+    );
+    await settle();
+    await clock.advance(250);
+    expect(tries).toBe(2);
+    await clock.advance(500);
+    expect(await done).toBe('resumed');
+    expect(lines.map((l) => [l.level, l.msg])).toEqual([
+      [40, expect.stringMatching(/^the Postgres store does not answer .*waiting for it to resume the runs/)],
+      [30, 'the Postgres store answers again after 0.8 s: went on to resume the runs'],
+    ]);
+    // A unique violation is no outage: thrown at once.
+    await expect(
+      whileStoreBusy(
+        'resume the runs',
+        () => {
+          throw new StoreWriteError('23505');
+        },
+        { clock, log },
+      ),
+    ).rejects.toMatchObject({ sqliteCode: '23505' });
+  });
+
   it('throws anything else at once: a damaged or foreign store is not waited for', async () => {
     const clock = new FakeClock();
     const { lines, log } = capture();
