@@ -18,6 +18,7 @@ import { countText } from '../count-text.js';
 import type { CurrentUser } from '../client/types.js';
 import { BerthError, ConfigError, toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { whileStoreBusy } from './store-wait.js';
 import type { ServiceBinding, Store } from '../store/index.js';
 
 /** How long a start waits before reading users/current again after a transient failure, ms. */
@@ -105,16 +106,25 @@ export async function confirmAccount(at: BindingAtStart, deps: ConfirmDeps): Pro
   }
   const id = typeof user.id === 'number' ? user.id : null;
   if (id === null) return;
-  const recorded = deps.store.binding.load();
   if (at.confirm !== null && id !== at.confirm) {
     throw refusal(at.live, `account #${at.confirm} at ${at.baseUrl}`, `the API key is account #${id}'s`, 'service.api_key_file');
   }
-  if (recorded && recorded.account_id !== null && recorded.account_id !== id) {
-    log.warn(
-      { was: recorded.account_id, now: id },
-      `this store rented on account #${recorded.account_id} before; it had no live run, so it now rents on account #${id}`,
-    );
-  }
-  if (recorded?.account_id !== id)
-    deps.store.binding.save({ base_url: at.baseUrl, account_id: id, at: clock.now() } satisfies ServiceBinding);
+  // A store that does not answer now (a Postgres server restarting, berth.db locked) is waited out:
+  // seen in chaos-pg (seed 184132459), a daemon whose store went away just after the account read
+  // exited 2 here.
+  await whileStoreBusy(
+    'record the account',
+    () => {
+      const recorded = deps.store.binding.load();
+      if (recorded && recorded.account_id !== null && recorded.account_id !== id) {
+        log.warn(
+          { was: recorded.account_id, now: id },
+          `this store rented on account #${recorded.account_id} before; it had no live run, so it now rents on account #${id}`,
+        );
+      }
+      if (recorded?.account_id !== id)
+        deps.store.binding.save({ base_url: at.baseUrl, account_id: id, at: clock.now() } satisfies ServiceBinding);
+    },
+    { clock, log, signal },
+  );
 }
