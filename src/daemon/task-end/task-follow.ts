@@ -335,7 +335,7 @@ class Follow {
       if (!end) throw Object.assign(new Error(`the done-file held no end marker for attempt #${this.target.n}`), { code: 'ssh_dropped' });
       // The out-file's size, where the image's `wc` read it: the stream's last bytes are waited for.
       const size = /^\s*\d+\s*$/.test(sizeLine) ? Number(sizeLine) : null;
-      const caughtUp = size !== null && (await this.caughtUp(size, () => streamOver, signal));
+      const caughtUp = size !== null && (await this.waitForStream(size, () => streamOver, signal));
       streamStop.abort();
       await stream.catch(() => undefined);
       this.streaming = false;
@@ -344,14 +344,16 @@ class Follow {
         watchStop.abort();
         await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
       }
-      // Nothing read (an image without tee or tail, or a task that printed nothing): its log's last
-      // lines are read once, to keep its output. Else the task is over: its last line is complete
-      // without a newline, and the end marker follows it, in the same write (one commit a task end:
-      // a hundred ending together wait for each other's commits on one daemon).
-      if (this.offset + this.pending.length === 0) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
-      else this.flushNow(true, line.trim());
-      // Kept: the wrapper may stop its instance now.
+      // The task is over: its last line is complete without a newline, and the end marker follows
+      // it, in the same write (one commit a task end: a hundred ending together wait for each
+      // other's commits on one daemon).
+      const nothingRead = this.offset + this.pending.length === 0;
+      if (!nothingRead) this.flushNow(true, line.trim());
+      // Kept: the wrapper may stop its instance now (its GPU stops billing; its log stays readable).
       if (caughtUp) word.end(cmds.ack);
+      // Nothing read (an image without tee or tail, or a task that printed nothing): its log's last
+      // lines are read once, to keep its output.
+      if (nothingRead) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
       this.deps.log.info(
         { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, exitCode: end.exitCode },
         `attempt #${this.target.n}: its task ended (exit ${end.exitCode}), as its done-file on instance ${this.target.instanceId} says`,
@@ -373,7 +375,7 @@ class Follow {
    * Whether the stream has handed over the out-file up to `size` bytes, waiting at most
    * CATCH_UP_MS; false at once when it is over (a drop, no `tail`).
    */
-  private caughtUp(size: number, over: () => boolean, signal: AbortSignal): Promise<boolean> {
+  private waitForStream(size: number, over: () => boolean, signal: AbortSignal): Promise<boolean> {
     const has = () => this.offset + this.pending.length >= size;
     if (has()) return Promise.resolve(true);
     if (over() || signal.aborted) return Promise.resolve(false);
@@ -396,6 +398,7 @@ class Follow {
 
   /** Waits for `work` to settle, `ms` at most (on the clock), or the signal. Never rejects. */
   private within(work: Promise<unknown>, ms: number, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
       const finish = () => {
         timer.cancel();

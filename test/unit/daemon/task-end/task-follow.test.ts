@@ -136,6 +136,8 @@ interface World {
   said: Array<{ message: string; data: Record<string, unknown> }>;
   /** Reads of the log through the logs endpoint to keep the task's output. */
   keptLog: number;
+  /** What each read of the log through the logs endpoint waits for (resolved: none). */
+  logRead: Promise<void>;
   /** The next logins fail with this code. */
   refuse: string | null;
   targets: FollowTarget[];
@@ -161,6 +163,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     refuse: null,
     targets: [T],
     keptLog: 0,
+    logRead: Promise.resolve(),
   };
   const shells: TaskShells = {
     open: async () => {
@@ -188,6 +191,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     max: opts.max ?? 200,
     keepLog: async () => {
       w.keptLog++;
+      await w.logRead;
     },
   });
   follows.push(w.follow);
@@ -357,6 +361,24 @@ describe('task follow', () => {
     await w.clock.advance(10);
     expect(w.ended).toEqual([{ exitCode: 1, onstart: false }]);
     expect(w.keptLog).toBe(1);
+  });
+
+  it('a task that printed nothing: the watch acks at once (its instance may stop) while its log is read to keep its output', async () => {
+    const w = world();
+    let release!: () => void;
+    w.logRead = new Promise<void>((r) => (release = r));
+    await w.clock.advance(10);
+    w.container.write('');
+    w.container.finish(0);
+    await w.clock.advance(10);
+    expect(w.keptLog).toBe(1);
+    // The wrapper's self-stop is not held for the log read (up to a second or more on the service).
+    expect(w.container.acked).toBe(true);
+    expect(w.ended).toEqual([]);
+    release();
+    await w.clock.advance(10);
+    expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+    expect(w.shells[0]!.drains).toEqual([]);
   });
 
   it('an attempt that no longer runs (outbid, a host that failed) ends its session without an end', async () => {
