@@ -126,21 +126,23 @@ function checkRate(perS: number, burst: number): void {
   if (!(perS > 0) || !(burst >= 1)) throw new RangeError(`a token bucket needs per_s > 0 and burst >= 1, got ${perS} and ${burst}`);
 }
 
-/**
- * The pause after a 429: ~1/threshold s, doubled per 429 in a row, jittered up to +50%, then capped;
- * never shorter than 1/threshold s, the service's own interval, whatever the cap: the service counts
- * a refused request as a request (rate-limits-and-errors.mdx enforces a minimum interval between
- * requests; the simulator's `count_refused`), so retries spaced closer than that are all refused.
- * Seen: a daemon with `retry.max_delay_s` 0.5 asked the `other` group (1 a second) every 0.5 s
- * and was refused 26 times in a row while two other daemons shared the account.
- */
+/** How `pauseMs` is bounded. */
 export interface PausePolicy {
-  /** Longest pause, ms: the jitter never takes it past this (`retry.max_delay_s`). */
+  /** Longest pause, ms (`retry.max_delay_s`): the jitter never takes it past this; the 429's own interval, when longer, does. */
   maxPauseMs: number;
   /** Shortest pause, ms: the service's `penalty` for this endpoint (create: 12 s); wins over the cap. */
   penaltyMs?: number;
 }
 
+/**
+ * The pause after a 429: ~1/threshold s, doubled per 429 in a row, jittered up to +50%, then capped;
+ * never shorter than 1/threshold s, the interval the 429 names, whatever the cap. The docs enforce
+ * "a minimum interval between requests" (rate-limits-and-errors.mdx:26) and are silent on whether a
+ * refused request restarts it; the simulator takes the strictest reading (it does: `count_refused`,
+ * docs/simulator.md's evidence table), under which every retry sooner than the interval is refused
+ * too. Seen: a daemon with `retry.max_delay_s` 0.5 asked the `other` group (1 a second) every 0.5 s
+ * and was refused 26 times in a row while two other daemons shared the account.
+ */
 export function pauseMs(threshold: number | undefined, consecutive: number, random: number, policy: PausePolicy): number {
   const base = threshold ? 1000 / threshold : 1000;
   const grown = base * 2 ** Math.min(Math.max(consecutive, 1) - 1, 16);

@@ -27,5 +27,5 @@ export function isStoreDamaged(err: unknown): boolean {
  * ./pg/pg-errors.ts reads its codes; the daemon waits for it as for a locked berth.db.
  */
 export function isStoreAway(err: unknown): boolean {
-  return err instanceof StoreWriteError && !err.sqliteCode.startsWith('SQLITE_') && isTransientPgCode(err.sqliteCode);
+  return err instanceof StoreWriteError && isTransientPgCode(err.sqliteCode);
 }
