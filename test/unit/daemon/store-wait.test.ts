@@ -21,29 +21,33 @@ function capture() {
 const busy = () => Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' });
 const settle = () => new Promise((r) => setImmediate(r));
 
+/** A resume step that throws `failures` in turn, then resumes; `tries()` counts its calls. */
+function failingFirst(...failures: Error[]) {
+  let tries = 0;
+  return {
+    tries: () => tries,
+    step: () => {
+      const failure = failures[tries++];
+      if (failure) throw failure;
+      return 'resumed';
+    },
+  };
+}
+
 describe('whileStoreBusy', () => {
   it('tries again after growing pauses while berth.db is locked, warns once, and says when it is free', async () => {
     const clock = new FakeClock();
     const { lines, log } = capture();
-    let tries = 0;
-    const done = whileStoreBusy(
-      'resume the runs',
-      () => {
-        tries++;
-        if (tries === 1) throw busy();
-        if (tries < 4) throw new StoreWriteError('SQLITE_BUSY_SNAPSHOT');
-        return 'resumed';
-      },
-      { clock, log },
-    );
+    const { tries, step } = failingFirst(busy(), new StoreWriteError('SQLITE_BUSY_SNAPSHOT'), new StoreWriteError('SQLITE_BUSY_SNAPSHOT'));
+    const done = whileStoreBusy('resume the runs', step, { clock, log });
     await settle();
-    expect(tries).toBe(1);
+    expect(tries()).toBe(1);
     await clock.advance(249);
-    expect(tries).toBe(1);
+    expect(tries()).toBe(1);
     await clock.advance(1);
-    expect(tries).toBe(2);
+    expect(tries()).toBe(2);
     await clock.advance(500);
-    expect(tries).toBe(3);
+    expect(tries()).toBe(3);
     await clock.advance(1000);
     expect(await done).toBe('resumed');
     expect(lines.map((l) => [l.level, l.msg])).toEqual([
@@ -55,20 +59,11 @@ describe('whileStoreBusy', () => {
   it('waits out a Postgres store that does not answer (its server restarting), but not a Postgres error that is a bug', async () => {
     const clock = new FakeClock();
     const { lines, log } = capture();
-    let tries = 0;
-    const done = whileStoreBusy(
-      'resume the runs',
-      () => {
-        tries++;
-        if (tries === 1) throw new StoreWriteError('ECONNREFUSED');
-        if (tries === 2) throw new StoreWriteError('57P01');
-        return 'resumed';
-      },
-      { clock, log },
-    );
+    const { tries, step } = failingFirst(new StoreWriteError('ECONNREFUSED'), new StoreWriteError('57P01'));
+    const done = whileStoreBusy('resume the runs', step, { clock, log });
     await settle();
     await clock.advance(250);
-    expect(tries).toBe(2);
+    expect(tries()).toBe(2);
     await clock.advance(500);
     expect(await done).toBe('resumed');
     expect(lines.map((l) => [l.level, l.msg])).toEqual([
@@ -76,15 +71,9 @@ describe('whileStoreBusy', () => {
       [30, 'the Postgres store answers again after 0.8 s: went on to resume the runs'],
     ]);
     // A unique violation is no outage: thrown at once.
-    await expect(
-      whileStoreBusy(
-        'resume the runs',
-        () => {
-          throw new StoreWriteError('23505');
-        },
-        { clock, log },
-      ),
-    ).rejects.toMatchObject({ sqliteCode: '23505' });
+    await expect(whileStoreBusy('resume the runs', failingFirst(new StoreWriteError('23505')).step, { clock, log })).rejects.toMatchObject({
+      sqliteCode: '23505',
+    });
   });
 
   it('throws anything else at once: a damaged or foreign store is not waited for', async () => {
