@@ -106,9 +106,19 @@ export function openStore(options: StoreOptions) {
   /** See `transaction` below. */
   /** The generation `progress` advanced to in the transaction under way (a shared store). */
   let advanced = 0;
+  /**
+   * What to do should a write not commit after all (`ifRolledBack`): a list per level of the
+   * transaction under way, the outermost first. Empty outside a transaction.
+   */
+  const undoLevels: Array<Array<(err: unknown) => void>> = [];
+  function undo(hooks: Array<(err: unknown) => void>, err: unknown): void {
+    for (const hook of hooks) hook(err);
+  }
   function transaction<T>(fn: () => T): T {
+    if (undoLevels.length > 0) return nested(fn);
     let generation = 0;
     let result: T;
+    undoLevels.push([]);
     try {
       result = db.transaction(() => {
         advanced = 0;
@@ -117,10 +127,31 @@ export function openStore(options: StoreOptions) {
         return value;
       });
     } catch (err) {
-      throw asWriteError(err);
+      const failed = asWriteError(err);
+      undo(undoLevels.pop()!, failed);
+      throw failed;
     }
+    undoLevels.pop();
     opened.committed(generation);
     for (const listener of commitListeners) listener();
+    return result;
+  }
+  /**
+   * A transaction inside another (a savepoint): its writes commit with the outermost one, so the
+   * generation, the commit listeners and its undo hooks wait for that.
+   */
+  function nested<T>(fn: () => T): T {
+    undoLevels.push([]);
+    let result: T;
+    try {
+      result = db.transaction(fn);
+    } catch (err) {
+      const failed = asWriteError(err);
+      undo(undoLevels.pop()!, failed);
+      throw failed;
+    }
+    const hooks = undoLevels.pop()!;
+    undoLevels.at(-1)!.push(...hooks);
     return result;
   }
   return {
@@ -212,6 +243,14 @@ export function openStore(options: StoreOptions) {
      */
     serializeCaps(): void {
       capsLock?.get();
+    },
+    /**
+     * Inside a transaction: calls `hook` (with the error) should what it wrote so far not commit
+     * after all: the transaction, or one around it (a group commit, ./group-commit.ts), failed
+     * after it. Outside one, nothing: what was written has committed. A hook must not write.
+     */
+    ifRolledBack(hook: (err: unknown) => void): void {
+      undoLevels.at(-1)?.push(hook);
     },
     /**
      * Calls `listener` after every transaction above has committed (the event stream reads what it

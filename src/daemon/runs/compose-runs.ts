@@ -39,6 +39,7 @@ import { Submissions } from './submission.js';
 import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
+import { GroupCommit } from '../../store/group-commit.js';
 import type { AttemptLogins } from '../task-end/task-shells.js';
 import { WorkdirUploads, type WorkdirUploadsDeps as UploadLogins } from '../task-files/workdir-uploads.js';
 import { LiveOutput } from '../task-end/live-output.js';
@@ -323,6 +324,7 @@ function composeFollow(
   const max = config.runs.task_follow_max ?? TASK_FOLLOW_MAX;
   if (!shells || max === 0) return undefined;
   const { logSecrets, taskLogs, journal, runs, output } = ctx;
+  const ends = new GroupCommit({ transaction: (fn) => store.transaction(fn) });
   const follow = new TaskFollow({
     clock,
     log,
@@ -336,6 +338,7 @@ function composeFollow(
     output: (t, from, to, text) => output.publish(t, from, to, text),
     scrub: (t, text) => logSecrets.scrubberFor(t.runId, t.n, t.instanceId).scrub(text),
     ended: (runId, n, end) => runs().taskEnded(runId, n, end),
+    commitEnd: (write) => ends.add(write),
     say: (t, message, data) =>
       store.transaction(() => store.events.append({ runId: t.runId, at: clock.now(), type: 'task.ssh_fallback', message, data })),
     max,

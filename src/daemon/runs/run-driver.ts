@@ -323,6 +323,11 @@ export class RunDriver {
       if (err instanceof LeaseLostError) return this.handOver();
       return this.pause(err);
     }
+    // Written inside a group commit (many tasks ending at once, ../../store/group-commit.ts), it is
+    // kept only if the group commits: if not, the run pauses as if this write had failed.
+    this.deps.store.ifRolledBack((err) => {
+      if (!this.paused) this.pause(err);
+    });
     // An ended attempt frees its offer for the daemon's other runs (not the next attempt's offer).
     // A machine that failed is tried last by the daemon's other runs for a while.
     for (const e of events) {

@@ -81,6 +81,11 @@ const TICK_MS = 1000;
 const CATCH_UP_MS = 3000;
 /** How long a task's end waits for the watch to take its `ack` (write the `.ack`) before the login closes. */
 const ACK_WAIT_MS = 3000;
+/**
+ * The ack the wrapper's self-stop waits for: a line to its `.ack` FIFO, opened read-write so that
+ * it never blocks (a wrapper gone leaves no reader); where the wrapper made no FIFO, a file it sees.
+ */
+const ACK_WRITE = 'echo ack 1<>"$berth_f.ack"';
 /** The first line the stream prints once the out-file is there. */
 const STREAM_HEADER = 'berth-follow\n';
 
@@ -138,6 +143,12 @@ export interface TaskFollowDeps {
   max: number;
   /** The attempt's task ended and no out-file was read: its log's last lines kept through the logs path. */
   keepLog?(t: FollowTarget, signal: AbortSignal): Promise<void>;
+  /**
+   * Runs `write` (a task's last lines and its end) in one commit with the other tasks ending now
+   * (../../store/group-commit.ts); resolves once committed, rejects if it did not commit. Without
+   * it, `write` runs at once.
+   */
+  commitEnd?(write: () => void): Promise<void>;
 }
 
 /** Why a login or a session failed, as the ssh room's errors say (`code`). */
@@ -166,7 +177,7 @@ export function followCommands(runId: string, n: number) {
   // word: `ack` writes the `.ack`; anything else, or its login gone (end-of-file), writes nothing.
   const fin =
     `berth_fin() { echo "$1"; wc -c 2>/dev/null <"$berth_f.out" || echo; ` +
-    `IFS= read -r berth_a <&3 && [ "$berth_a" = ack ] && : >"$berth_f.ack"; }`;
+    `IFS= read -r berth_a <&3 && [ "$berth_a" = ack ] && ${ACK_WRITE}; }`;
   return {
     watch:
       `${files}; exec 3<&0; ${fin}; ` +
@@ -177,8 +188,18 @@ export function followCommands(runId: string, n: number) {
     // `.att`: a daemon follows; the wrapper's self-stop then waits for its `.ack` (src/job-spec/task-script.ts).
     stream: (offset: number) =>
       `${files}; : >"$berth_f.att"; while [ ! -f "$berth_f.out" ]; do ${nap}; done; echo berth-follow; exec tail -c +${offset + 1} -f "$berth_f.out"`,
-    drain: (offset: number) => `${files}; if [ -f "$berth_f.out" ]; then tail -c +${offset + 1} "$berth_f.out"; fi; : >"$berth_f.ack"`,
+    drain: (offset: number) => `${files}; if [ -f "$berth_f.out" ]; then tail -c +${offset + 1} "$berth_f.out"; fi; ${ACK_WRITE}`,
   };
+}
+
+/** A write with no group commit: done now. */
+function atOnce(write: () => void): Promise<void> {
+  try {
+    write();
+    return Promise.resolve();
+  } catch (err) {
+    return Promise.reject(err as Error);
+  }
 }
 
 /** The follow of one attempt, from its first login to its end or the run's. */
@@ -344,21 +365,31 @@ class Follow {
         watchStop.abort();
         await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
       }
-      // The task is over: its last line is complete without a newline, and the end marker follows
-      // it, in the same write (one commit a task end: a hundred ending together wait for each
-      // other's commits on one daemon).
       const nothingRead = this.offset + this.pending.length === 0;
-      if (!nothingRead) this.flushNow(true, line.trim());
-      // Kept: the wrapper may stop its instance now (its GPU stops billing; its log stays readable).
-      if (caughtUp) word.end(cmds.ack);
-      // Nothing read (an image without tee or tail, or a task that printed nothing): its log's last
-      // lines are read once, to keep its output.
+      // Nothing read (an image without tee or tail, or a task that printed nothing): nothing to
+      // keep from the out-file, so the wrapper may stop its instance at once; its log's last lines
+      // are read once, to keep its output.
+      if (nothingRead && caughtUp) word.end(cmds.ack);
       if (nothingRead) await this.deps.keepLog?.(this.target, signal).catch(() => undefined);
       this.deps.log.info(
         { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, exitCode: end.exitCode },
         `attempt #${this.target.n}: its task ended (exit ${end.exitCode}), as its done-file on instance ${this.target.instanceId} says`,
       );
-      this.deps.ended(this.target.runId, this.target.n, end);
+      // The task is over: its last line is complete without a newline, and the end marker follows
+      // it, in the same write as the run's end of the task, one commit with the other tasks ending
+      // now. Should that commit fail, the follow logs in again from what the store holds.
+      const kept = { offset: this.offset, tail: this.tail, pending: this.pending };
+      try {
+        await (this.deps.commitEnd ?? atOnce)(() => {
+          if (!nothingRead) this.flushNow(true, line.trim());
+          this.deps.ended(this.target.runId, this.target.n, end);
+        });
+      } catch (err) {
+        ({ offset: this.offset, tail: this.tail, pending: this.pending } = kept);
+        throw err;
+      }
+      // Kept: the wrapper may stop its instance now (its GPU stops billing; its log stays readable).
+      if (!nothingRead && caughtUp) word.end(cmds.ack);
       // The login stays until the watch has written the `.ack` (bounded: the destroy is on its way).
       if (caughtUp) await this.within(watchOver, ACK_WAIT_MS, signal);
       return true;

@@ -1,8 +1,8 @@
 // The task wrapper run for real by dash and bash (issue #29): the user's onstart cannot break it,
 // the marker is written whatever the onstart does, and the self-stop reaches a local stand-in for
 // the service. Images without curl and wget are played by a PATH that holds neither.
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +14,7 @@ const RUN = 'abcdefgh2345';
 let server: Server;
 let url: string;
 const calls: Array<{ method: string; path: string; body: string }> = [];
-/** Whether the .ack file `watchedAck` existed at each call, while a test watches one. */
+/** Whether the .ack file `watchedAck` was there, acked (a plain file), at each call, while a test watches one. */
 const ackAtStop: boolean[] = [];
 let watchedAck: string | undefined;
 let scratch: string;
@@ -27,7 +27,7 @@ beforeAll(async () => {
     req.on('data', (c: Buffer) => (body += c.toString()));
     req.on('end', () => {
       calls.push({ method: req.method!, path: req.url!, body });
-      if (watchedAck !== undefined) ackAtStop.push(existsSync(watchedAck));
+      if (watchedAck !== undefined) ackAtStop.push(existsSync(watchedAck) && statSync(watchedAck).isFile());
       res.writeHead(200, { 'content-type': 'application/json' }).end('{"success":true}');
     });
   });
@@ -233,17 +233,52 @@ describe('the task wrapper under a real shell', () => {
     expect(existsSync(join(tmp, `berth-task-${RUN}-1.out`))).toBe(false);
   });
 
-  it("with a daemon following over SSH (its .att file), the self-stop waits for the daemon's .ack", async () => {
+  it("with a daemon following over SSH (its .att file), the self-stop waits for the daemon's ack on a FIFO, and no longer than its bound", async () => {
+    for (const daemon of ['acks', 'is silent'] as const) {
+      const tmp = mkdtempSync(join(scratch, 'container-'));
+      const ack = join(tmp, `berth-task-${RUN}-1.ack`);
+      writeFileSync(join(tmp, `berth-task-${RUN}-1.att`), '');
+      // The bound's `sleep` returns at once where the daemon stays silent (the 10 s, shortened).
+      const bin = mkdtempSync(join(scratch, 'bin-'));
+      if (daemon === 'is silent') writeFileSync(join(bin, 'sleep'), '#!/bin/sh\nexec /bin/sleep 0\n', { mode: 0o755 });
+      calls.length = 0;
+      ackAtStop.length = 0;
+      watchedAck = ack;
+      let acked = false;
+      const { out } = await runWrapper(wrapper(undefined, 'echo followed'), {
+        tmp,
+        path: `${bin}:/usr/local/bin:/usr/bin:/bin`,
+        // The daemon's watch: once the marker is out, its ack, as followCommands writes it.
+        onOut: (text) => {
+          if (daemon !== 'acks' || acked || !text.includes('berth-task-end')) return;
+          acked = true;
+          // The wrapper holds the FIFO open and waits on it, no stop yet.
+          expect(statSync(ack).isFIFO()).toBe(true);
+          expect(calls).toEqual([]);
+          execFileSync('/usr/bin/dash', ['-c', `berth_f=${join(tmp, `berth-task-${RUN}-1`)}; echo ack 1<>"$berth_f.ack"`]);
+        },
+      });
+      watchedAck = undefined;
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+      expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+      // Acked: a plain `.ack` file remains, for a start of this container again. Silent: the stop all the same.
+      expect(ackAtStop).toEqual([daemon === 'acks']);
+      if (daemon === 'is silent') expect(statSync(ack).isFIFO()).toBe(true);
+    }
+  });
+
+  it('without mkfifo in the image the self-stop naps until the .ack file appears', async () => {
     const tmp = mkdtempSync(join(scratch, 'container-'));
     const ack = join(tmp, `berth-task-${RUN}-1.ack`);
     writeFileSync(join(tmp, `berth-task-${RUN}-1.att`), '');
-    // The daemon acks while the wrapper naps for it: a `sleep` that writes the .ack at its first nap.
+    const noFifo = pathWithout(scratch, '/usr/local/bin:/usr/bin:/bin', ['mkfifo']);
+    // The daemon acks while the wrapper naps for it: a `sleep` that writes the ack at its first nap.
     const bin = mkdtempSync(join(scratch, 'bin-'));
-    writeFileSync(join(bin, 'sleep'), `#!/bin/sh\n[ "$1" = 0.2 ] && : >"${ack}"\nexec /bin/sleep "$@"\n`, { mode: 0o755 });
+    writeFileSync(join(bin, 'sleep'), `#!/bin/sh\n[ "$1" = 0.2 ] && echo ack 1<>"${ack}"\nexec /bin/sleep "$@"\n`, { mode: 0o755 });
     calls.length = 0;
     ackAtStop.length = 0;
     watchedAck = ack;
-    const { out } = await runWrapper(wrapper(undefined, 'echo followed'), { tmp, path: `${bin}:/usr/local/bin:/usr/bin:/bin` });
+    const { out } = await runWrapper(wrapper(undefined, 'echo followed'), { tmp, path: `${bin}:${noFifo}` });
     watchedAck = undefined;
     expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
     expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);

@@ -88,7 +88,12 @@ function machine(failures: { value: number }): ProvidedRunMachine {
   }) as unknown as ProvidedRunMachine;
 }
 
-function start(m: ProvidedRunMachine, runSpec = spec, clock: Clock = systemClock): RunDriver {
+function start(
+  m: ProvidedRunMachine,
+  runSpec = spec,
+  clock: Clock = systemClock,
+  onPaused: (runId: string) => void = () => undefined,
+): RunDriver {
   const log = createLogger({
     destination: new Writable({
       write(chunk: Buffer, _e, cb) {
@@ -109,7 +114,7 @@ function start(m: ProvidedRunMachine, runSpec = spec, clock: Clock = systemClock
     config,
     log,
     onEnded: () => undefined,
-    onPaused: () => undefined,
+    onPaused,
     onProgress: () => undefined,
     onLost: () => undefined,
     ownership: new SoleOwner(store),
@@ -157,6 +162,26 @@ describe('run driver', () => {
     });
     expect(store.attempts.get('r1', 1)).toMatchObject({ outcome: 'cancelled' });
     expect(store.attempts.get('r1', 1)!.destroy_confirmed_at).not.toBeNull();
+  });
+
+  it('a transition written inside a group commit that then fails pauses the run, as a write of its own that failed would', async () => {
+    const paused: string[] = [];
+    const d = start(machine({ value: 0 }), spec, systemClock, (id) => paused.push(id));
+    await until(() => d.state === 'booting');
+    d.poll(status('running'), Date.now());
+    await until(() => d.state === 'running');
+    // The cancel's transition is written in a savepoint; the group around it fails after it.
+    expect(() =>
+      store.transaction(() => {
+        store.transaction(() => d.cancel());
+        throw new Error('the group did not commit');
+      }),
+    ).toThrow('the group did not commit');
+    expect(paused).toEqual(['r1']);
+    expect(d.isPaused).toBe(true);
+    // What the store holds is what it held before the group: the run is running.
+    expect(store.runs.get('r1')!.state).toBe('running');
+    expect(lines.some((l) => l.level === 50 && l.msg.includes('cannot write the store'))).toBe(true);
   });
 
   it('drops a list started before the newest one it applied: a replayed older sighting does not set a running instance back to loading', async () => {

@@ -149,7 +149,15 @@ afterEach(() => {
   follows = [];
 });
 
-function world(opts: { container?: Container; kept?: FollowedOutput; clock?: FakeClock; max?: number } = {}): World {
+/** A group commit held until the test says: each end's write waits in `groups`. */
+interface HeldCommit {
+  write: () => void;
+  commit(): void;
+  /** The group fails after the write ran: what it wrote is not kept. */
+  fail(): void;
+}
+
+function world(opts: { container?: Container; kept?: FollowedOutput; clock?: FakeClock; max?: number; groups?: HeldCommit[] } = {}): World {
   const w: World = {
     clock: opts.clock ?? new FakeClock(0),
     follow: undefined as unknown as TaskFollow,
@@ -193,6 +201,26 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
       w.keptLog++;
       await w.logRead;
     },
+    ...(opts.groups
+      ? {
+          commitEnd: (write: () => void) =>
+            new Promise<void>((resolve, reject) =>
+              opts.groups!.push({
+                write,
+                commit: () => {
+                  write();
+                  resolve();
+                },
+                fail: () => {
+                  const before = { kept: w.kept, saves: w.saves };
+                  write();
+                  ({ kept: w.kept, saves: w.saves } = before);
+                  reject(new Error('the group did not commit'));
+                },
+              }),
+            ),
+        }
+      : {}),
   });
   follows.push(w.follow);
   w.follow.start();
@@ -361,6 +389,37 @@ describe('task follow', () => {
     await w.clock.advance(10);
     expect(w.ended).toEqual([{ exitCode: 1, onstart: false }]);
     expect(w.keptLog).toBe(1);
+  });
+
+  it("the end's write goes in a group commit: the wrapper's ack waits for it; a group that fails sends no ack, and the follow reads the end again", async () => {
+    const groups: HeldCommit[] = [];
+    const w = world({ groups });
+    await w.clock.advance(10);
+    w.container.write('a\n');
+    await w.clock.advance(500);
+    w.container.write('last');
+    w.container.finish(0);
+    await w.clock.advance(10);
+    // The last lines and the end wait for the group: not stored, not acked.
+    expect(groups).toHaveLength(1);
+    expect(w.ended).toEqual([]);
+    expect(w.kept).toEqual({ offset: 2, tail: 'a' });
+    expect(w.container.acked).toBe(false);
+    groups[0]!.fail();
+    await w.clock.advance(10);
+    // Not kept, so no ack: the wrapper's instance stays up for the next login.
+    expect(w.container.acked).toBe(false);
+    expect(w.kept).toEqual({ offset: 2, tail: 'a' });
+    await w.clock.advance(1_000);
+    // Logged in again, streaming from the byte the store holds, and the end read again.
+    expect(w.shells).toHaveLength(2);
+    expect(w.shells[1]!.streams).toEqual([2]);
+    expect(groups).toHaveLength(2);
+    groups[1]!.commit();
+    await w.clock.advance(10);
+    expect(w.kept).toEqual({ offset: 6, tail: `a\nlast\n\nberth-task-end run=${RUN} attempt=1 exit=0` });
+    expect(w.container.acked).toBe(true);
+    expect(w.ended.at(-1)).toEqual({ exitCode: 0, onstart: false });
   });
 
   it('a task that printed nothing: the watch acks at once (its instance may stop) while its log is read to keep its output', async () => {
