@@ -13,11 +13,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Run as RunView, RunEvent } from '../src/wire/control-api.js';
+import type { RunEvent } from '../src/wire/control-api.js';
 import { packagePath } from '../src/package-path.js';
 import { startSimulator } from '../src/sim/index.js';
 import { loadLoginKey } from '../src/ssh/key-pair.js';
 import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';
+import { TaskFleet, taskSpec } from './task-fleet.js';
 
 export interface SshTasksPlan {
   tasks: number;
@@ -109,46 +110,18 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
       polling: { interval_s: plan.pollS },
     });
     const d = daemon;
-    const spec = (i: number) => ({
-      name: `task-${i}`,
-      image: 'pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime',
-      disk_gb: 20,
-      search: { filters: { num_gpus: { gte: 1 } }, order: [['dph_total', 'asc']], limit: 64 },
-      max_price_per_hour: 5,
-      ready_when: 'status',
-      boot_timeout_s: 60,
-      deadline_s: Math.ceil(plan.timeoutMs / 1000),
-      // The waits start no process: bash's `read -t` on a FIFO nobody writes is the sleep and its
-      // EPOCHREALTIME the clock. A hundred loops of `sleep` and `date` were hundreds of forks a
-      // second on the one host all the simulated instances share, which loaded it far more than berth.
-      run:
-        `exec bash -c 'exec 3<>${nap}; ` +
-        (i < plan.followers
-          ? `while [ ! -e ${go} ]; do t=\${EPOCHREALTIME/./}; echo "tick \${t:0:13}"; read -t 0.2 -u 3 x; done; echo "task ${i} done"'`
-          : `while [ ! -e ${go} ]; do read -t 1 -u 3 x; done; echo "task ${i} done"'`),
-    });
-    const t0 = Date.now();
-    const ids: string[] = [];
-    for (let i = 0; i < plan.tasks; i++) {
-      const res = await d.api<RunView>('POST', '/v1/runs', spec(i));
-      if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${JSON.stringify(res.body)}`);
-      ids.push(res.body.id);
-    }
-    const all = async (): Promise<RunView[]> => {
-      for (let i = 0; ; i++) {
-        try {
-          return (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
-        } catch (err) {
-          if (i >= 5 || !['ECONNRESET', 'UND_ERR_SOCKET'].includes((err as { code?: string }).code ?? '')) throw err;
-          await sleep(250);
-        }
-      }
-    };
-    const ended = (v: RunView) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(v.state);
-    while (!(await all()).every((v) => v.state === 'running' || ended(v))) {
-      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every run was running after ${plan.timeoutMs} ms`);
-      await sleep(250);
-    }
+    const fleet = new TaskFleet(d, plan.timeoutMs);
+    // The waits start no process: bash's `read -t` on a FIFO nobody writes is the sleep and its
+    // EPOCHREALTIME the clock. A hundred loops of `sleep` and `date` were hundreds of forks a
+    // second on the one host all the simulated instances share, which loaded it far more than berth.
+    const run = (i: number) =>
+      `exec bash -c 'exec 3<>${nap}; ` +
+      (i < plan.followers
+        ? `while [ ! -e ${go} ]; do t=\${EPOCHREALTIME/./}; echo "tick \${t:0:13}"; read -t 0.2 -u 3 x; done; echo "task ${i} done"'`
+        : `while [ ! -e ${go} ]; do read -t 1 -u 3 x; done; echo "task ${i} done"'`);
+    await fleet.submit(plan.tasks, (i) => taskSpec(i, run(i), plan.timeoutMs));
+    const ids = fleet.ids;
+    await fleet.allRunning();
     // Every follow attached (its logs read from the store, `stream` set) before the ticks count.
     for (;;) {
       // One at a time, and a reset connection is "not yet": a loaded machine drops kept-alive sockets.
@@ -161,7 +134,7 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
         }
       }
       if (attached) break;
-      if (Date.now() - t0 > plan.timeoutMs) throw new Error('not every task was followed over SSH');
+      fleet.checkTime('not every task was followed over SSH');
       await sleep(500);
     }
     const callsBefore = sim.stats().requests['PUT /api/v0/instances/request_logs/{id}/'] ?? 0;
@@ -174,11 +147,7 @@ export async function runSshTasks(plan: SshTasksPlan): Promise<SshTasksResult> {
     writeFileSync(go, '');
     const goAt = Date.now();
     const busyFrom = performance.eventLoopUtilization();
-    let views: RunView[] = [];
-    while (!(views = await all()).every(ended)) {
-      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every task had ended after ${plan.timeoutMs} ms`);
-      await sleep(250);
-    }
+    const views = await fleet.allEnded();
     const simBusy = performance.eventLoopUtilization(busyFrom).utilization;
     const logCalls = (sim.stats().requests['PUT /api/v0/instances/request_logs/{id}/'] ?? 0) - callsBefore;
     const succeeded = views.filter((v) => v.state === 'succeeded');

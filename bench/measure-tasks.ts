@@ -11,12 +11,11 @@
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { DeepPartial } from '../src/config/load.js';
 import type { Config } from '../src/config/schema.js';
-import type { Run as RunView } from '../src/wire/control-api.js';
 import { startSimulator } from '../src/sim/index.js';
 import { spawnDaemon, type DaemonHandle } from './measure-daemon.js';
+import { TaskFleet, taskSpec } from './task-fleet.js';
 
 export interface TasksPlan {
   tasks: number;
@@ -96,51 +95,14 @@ export async function runTasks(plan: TasksPlan): Promise<TasksResult> {
   let daemon: DaemonHandle | undefined;
   try {
     daemon = await spawnDaemon(home, sim.url, sim.apiKey, daemonConfig(plan));
-    const d = daemon;
-    const spec = (i: number) => ({
-      name: `task-${i}`,
-      image: 'pytorch/pytorch:2.4.0-cuda12.4-cudnn9-runtime',
-      disk_gb: 20,
-      search: { filters: { num_gpus: { gte: 1 } }, order: [['dph_total', 'asc']], limit: 64 },
-      max_price_per_hour: 5,
-      ready_when: 'status',
-      boot_timeout_s: 60,
-      deadline_s: Math.ceil(plan.timeoutMs / 1000),
-      // One sleep at a time (not a busy loop): 100 of these on 2 cores must not be what is measured.
-      run: `while [ ! -e ${go} ]; do sleep 0.2; done; echo "task ${i} done"`,
-    });
-    const t0 = Date.now();
-    const ids: string[] = [];
-    for (let i = 0; i < plan.tasks; i++) {
-      const res = await d.api<RunView>('POST', '/v1/runs', spec(i));
-      if (res.status !== 201) throw new Error(`submit answered ${res.status}: ${JSON.stringify(res.body)}`);
-      ids.push(res.body.id);
-    }
-    // A GET again when a kept-alive connection was reset or closed under it (a machine under load
-    // misses the keep-alive's timing): the runs' list is read, nothing is changed.
-    const all = async (): Promise<RunView[]> => {
-      for (let i = 0; ; i++) {
-        try {
-          return (await d.api<RunView[]>('GET', '/v1/runs?limit=10000')).body;
-        } catch (err) {
-          if (i >= 5 || !['ECONNRESET', 'UND_ERR_SOCKET'].includes((err as { code?: string }).code ?? '')) throw err;
-          await sleep(250);
-        }
-      }
-    };
-    const ended = (v: RunView) => ['succeeded', 'failed', 'cancelled', 'expired'].includes(v.state);
+    const fleet = new TaskFleet(daemon, plan.timeoutMs);
+    // One sleep at a time (not a busy loop): 100 of these on 2 cores must not be what is measured.
+    await fleet.submit(plan.tasks, (i) => taskSpec(i, `while [ ! -e ${go} ]; do sleep 0.2; done; echo "task ${i} done"`, plan.timeoutMs));
     // Every task under way first, then all of them told to end at once.
-    while (!(await all()).every((v) => v.state === 'running' || ended(v))) {
-      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every run was running after ${plan.timeoutMs} ms`);
-      await sleep(250);
-    }
+    await fleet.allRunning();
     writeFileSync(go, '');
     const goAt = Date.now();
-    let views: RunView[] = [];
-    while (!(views = await all()).every(ended)) {
-      if (Date.now() - t0 > plan.timeoutMs) throw new Error(`not every task had ended after ${plan.timeoutMs} ms`);
-      await sleep(250);
-    }
+    const views = await fleet.allEnded();
     const succeededInstances = new Set(views.filter((v) => v.state === 'succeeded').map((v) => v.attempts.at(-1)!.instance_id));
     const stopToDestroyMs = sim
       .history()
