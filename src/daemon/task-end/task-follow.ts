@@ -192,6 +192,13 @@ export function followCommands(runId: string, n: number) {
   };
 }
 
+/** Lines stored, bytes `from` to `to` of the out-file, scrubbed. */
+interface Published {
+  from: number;
+  to: number;
+  text: string;
+}
+
 /** A write with no group commit: done now. */
 function atOnce(write: () => void): Promise<void> {
   try {
@@ -378,16 +385,19 @@ class Follow {
       // The task is over: its last line is complete without a newline, and the end marker follows
       // it, in the same write as the run's end of the task, one commit with the other tasks ending
       // now. Should that commit fail, the follow logs in again from what the store holds.
+      // The last lines go to live watchers once stored for good (a failed commit would show them twice).
       const kept = { offset: this.offset, tail: this.tail, pending: this.pending };
+      let last: Published | null = null;
       try {
         await (this.deps.commitEnd ?? atOnce)(() => {
-          if (!nothingRead) this.flushNow(true, line.trim());
+          if (!nothingRead) last = this.keep(true, line.trim());
           this.deps.ended(this.target.runId, this.target.n, end);
         });
       } catch (err) {
         ({ offset: this.offset, tail: this.tail, pending: this.pending } = kept);
         throw err;
       }
+      this.publish(last);
       // Kept: the wrapper may stop its instance now (its GPU stops billing; its log stays readable).
       if (!nothingRead && caughtUp) word.end(cmds.ack);
       // The login stays until the watch has written the `.ack` (bounded: the destroy is on its way).
@@ -453,34 +463,45 @@ class Follow {
     }, FLUSH_MS);
   }
 
+  /** Writes the complete lines held, within FLUSH_MS of their coming; a write that fails is tried at the next flush. */
+  private flushNow(): void {
+    try {
+      this.publish(this.keep());
+    } catch (err) {
+      // Kept for the next flush: the offset stays where the store has it.
+      this.deps.log.warn({ runId: this.target.runId, err: toRunError(err) }, 'the followed output of a task could not be stored');
+    }
+  }
+
   /**
-   * Writes the complete lines held (all of it when `all`), with the offset after them; with the
+   * Stores the complete lines held (all of it when `all`), with the offset after them; with the
    * task's end `marker`, that too, after them as the container's log shows it (a blank line, then
-   * the marker).
+   * the marker). Throws what the store throws, having changed nothing; returns the lines stored,
+   * for the run's live watchers.
    */
-  private flushNow(all = false, marker?: string): void {
+  private keep(all = false, marker?: string): Published | null {
     this.flushTimer?.cancel();
     this.flushTimer = undefined;
     let cut = all ? this.pending.length : this.pending.lastIndexOf(0x0a) + 1;
     // An unfinished line longer than LINE_MAX is cut there: held output stays bounded.
     if (cut === 0 && this.pending.length >= LINE_MAX) cut = LINE_MAX;
-    if (cut === 0 && marker === undefined) return;
+    if (cut === 0 && marker === undefined) return null;
     const text = this.pending.subarray(0, cut).toString('utf8');
     const offset = this.offset + cut;
     const scrubbed = cut === 0 ? '' : this.deps.scrub(this.target, text);
     let tail = cut === 0 ? this.tail : keptTail(this.tail === null ? scrubbed : `${this.tail}\n${scrubbed}`, false);
     if (marker !== undefined) tail = keptTail(tail === null ? marker : `${tail}\n\n${marker}`, false);
-    try {
-      this.deps.save(this.target, { offset, tail: tail ?? '' });
-    } catch (err) {
-      // Kept for the next flush: the offset stays where the store has it.
-      this.deps.log.warn({ runId: this.target.runId, err: toRunError(err) }, 'the followed output of a task could not be stored');
-      return;
-    }
-    if (cut > 0) this.deps.output?.(this.target, this.offset, offset, scrubbed);
+    this.deps.save(this.target, { offset, tail: tail ?? '' });
+    const stored = cut > 0 ? { from: this.offset, to: offset, text: scrubbed } : null;
     this.offset = offset;
     this.tail = tail;
     this.pending = this.pending.subarray(cut);
+    return stored;
+  }
+
+  /** Lines stored, to the run's live watchers. */
+  private publish(lines: Published | null): void {
+    if (lines) this.deps.output?.(this.target, lines.from, lines.to, lines.text);
   }
 }
 

@@ -132,6 +132,8 @@ interface World {
   kept: FollowedOutput;
   /** Writes to the store (each its own commit). */
   saves: number;
+  /** The next saves throw, as a store that cannot be written does. */
+  failSaves: number;
   ended: Array<{ exitCode: number; onstart: boolean }>;
   said: Array<{ message: string; data: Record<string, unknown> }>;
   /** Reads of the log through the logs endpoint to keep the task's output. */
@@ -166,6 +168,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     opens: 0,
     kept: opts.kept ?? { offset: 0, tail: null },
     saves: 0,
+    failSaves: 0,
     ended: [],
     said: [],
     refuse: null,
@@ -190,6 +193,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     targets: () => w.targets,
     stored: () => w.kept,
     save: (_t, kept) => {
+      if (w.failSaves > 0 && w.failSaves--) throw new Error('berth.db cannot be written');
       w.kept = kept;
       w.saves++;
     },
@@ -420,6 +424,26 @@ describe('task follow', () => {
     expect(w.kept).toEqual({ offset: 6, tail: `a\nlast\n\nberth-task-end run=${RUN} attempt=1 exit=0` });
     expect(w.container.acked).toBe(true);
     expect(w.ended.at(-1)).toEqual({ exitCode: 0, onstart: false });
+  });
+
+  it('the last lines that cannot be stored at the end hold the ack and the end: the follow logs in again and keeps them once', async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.write('a\n');
+    await w.clock.advance(500);
+    w.container.write('last');
+    w.failSaves = 1;
+    w.container.finish(0);
+    await w.clock.advance(10);
+    // Not stored: no ack (the instance stays up for the next login), no end sent.
+    expect(w.container.acked).toBe(false);
+    expect(w.ended).toEqual([]);
+    expect(w.kept).toEqual({ offset: 2, tail: 'a' });
+    await w.clock.advance(1_000);
+    expect(w.shells[1]!.streams).toEqual([2]);
+    expect(w.kept).toEqual({ offset: 6, tail: `a\nlast\n\nberth-task-end run=${RUN} attempt=1 exit=0` });
+    expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+    expect(w.container.acked).toBe(true);
   });
 
   it('a task that printed nothing: the watch acks at once (its instance may stop) while its log is read to keep its output', async () => {
