@@ -4,7 +4,8 @@
 // longer shows the instance; so a run holds at most one instance and never forgets it.
 //
 //   booting           at the boot deadline, one more look at the instance (the last list seen may be
-//                     older): ready by that look → running; else → destroying (boot_timeout)
+//                     older): ready by that look → running; else → destroying (boot_timeout); never
+//                     while a task's end is read (booting.checkingTask): the read decides first
 //   booting.starting  running status → probing (or running when ready_when is "status")
 //   booting.probing   an SSH banner at an endpoint → loggingIn; none by readiness.ssh_timeout_s →
 //                     destroying (unreachable), or running when the run is now ready by status (a
@@ -18,7 +19,7 @@
 //   collecting        a task's outputs taken (download or cloud copy) → destroying, by its end, its
 //                     deadline (files.outputs_timeout_s), a limit or a cancel
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
-import { raise } from 'xstate';
+import { raise, stateIn } from 'xstate';
 import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, type RunError } from './run-rules.js';
 
 /** How long a task's log is read at a limit while its instance may still bill its GPU (TaskEndInput.withinMs). */
@@ -106,9 +107,17 @@ const taskEndPoll = (from: 'booting' | 'running') =>
     actions: { type: 'notePoll', params: poll },
   }) as const;
 
-/** Reads the log of a task's stopped instance; without an end marker, goes back to `returnTo` and judges the last list there. */
-const checkingTaskState = (returnTo: 'starting' | 'watching') =>
-  runSetup.createStateConfig({
+/**
+ * Reads the log of a task's stopped instance; without an end marker, goes back to `returnTo` and
+ * judges the last list there. While booting it goes back by entering `booting` again: the boot
+ * deadline is `booting`'s own invoke, and it judges nothing while a task's end is read (issue #49: a
+ * task that ended in its first second, its log upload still pending when a short deadline came,
+ * was judged `boot_timeout` and run again on the next offer). Entered again, the deadline (an
+ * absolute time) fires at once if it passed meanwhile, with a last look as of then.
+ */
+const checkingTaskState = (returnTo: 'starting' | 'watching') => {
+  const back = returnTo === 'starting' ? ({ target: '#run.booting', reenter: true } as const) : ({ target: returnTo } as const);
+  return runSetup.createStateConfig({
     description:
       "A list showed the task's instance stopped or exited: its log is read for the end marker. With one, the task ended and the instance goes; without, the stop is judged as it would be without a task (a boot failure, an outbid or a loss).",
     invoke: {
@@ -160,12 +169,12 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
           target: '#run.destroying',
           actions: 'markEndingTaskUnread',
         },
-        { target: returnTo, actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: event.output.at }) }] },
+        { ...back, actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: event.output.at }) }] },
       ],
       onError: [
         { guard: 'expireRequested', target: '#run.destroying', actions: 'markEndingExpiredNow' },
         {
-          target: returnTo,
+          ...back,
           actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: failureOf(event.error).at ?? 0 }) }],
         },
       ],
@@ -177,6 +186,7 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') =>
       EXPIRE: { actions: { type: 'requestExpire', params: reasonOf } },
     },
   });
+};
 
 /** The SSH wait's end: readiness.ssh_timeout_s after the list showed the instance running, within the boot deadline. */
 const sshDeadline = (context: RunContext): number =>
@@ -274,6 +284,8 @@ export const bootingState = runSetup.createStateConfig({
       readyWhen: context.limits.readyWhen,
     }),
     onDone: [
+      // A task's end being read: the read decides first, and a return to `booting` restarts this wait.
+      { guard: stateIn('#run.booting.checkingTask') },
       {
         guard: { type: 'lookAnswersSsh', params: deadlineMet },
         target: '#run.running',

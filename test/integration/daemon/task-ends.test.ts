@@ -177,3 +177,52 @@ describe('tasks that lose their machine or are outbid (issue #29 items 5 and 8)'
     expect(world.sim.billingNow()).toEqual([]);
   }, 60_000);
 });
+
+describe('a task that ends before berth sees its instance running (issue #49 item 1)', () => {
+  // The wrapper stops its instance within a second of the task's end; the first list berth makes
+  // shows it stopped, and its log upload answers 403 for 1.5 s (150 sim s at 100x): longer than
+  // what is left of a 2 s boot deadline. The end must be read before the deadline judges the attempt.
+  const quickWorld = (sim: Record<string, unknown> = {}) =>
+    taskWorld({ logs: { upload_delay_s: 150 }, ...sim }, { polling: { interval_s: 1 } });
+  const creates = (w: World) => w.sim.history().length;
+
+  it('a task that exits 0 in its first second runs once and succeeded', async () => {
+    world = await quickWorld();
+    const run = await submit(world, jobSpec({ ready_when: 'status', boot_timeout_s: 2, run: 'echo done; exit 0' }));
+    const done: Run = await world.waitFor(run.id, isEnded, 40_000);
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(done.state).toBe('succeeded');
+    expect(creates(world)).toBe(1);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+
+  it('a task that exits 3 in its first second with max_restarts 0 runs once and failed task_failed, exit code 3', async () => {
+    world = await quickWorld();
+    const run = await submit(world, jobSpec({ ready_when: 'status', boot_timeout_s: 2, max_restarts: 0, run: 'echo bad import; exit 3' }));
+    const done: Run = await world.waitFor(run.id, isEnded, 40_000);
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['task_failed']);
+    expect(done.state).toBe('failed');
+    expect(done.error).toMatchObject({ kind: 'task_failed', exit_code: 3 });
+    expect(creates(world)).toBe(1);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+
+  it('the same under an onstart with set -e, after 1.2 MB of output: once, succeeded', async () => {
+    world = await quickWorld({ onstart_exec: { max_output_bytes: 4 * 1024 * 1024 } });
+    const line = 'y'.repeat(6000);
+    const run = await submit(
+      world,
+      jobSpec({
+        ready_when: 'status',
+        boot_timeout_s: 2,
+        onstart: 'set -e\necho setting up',
+        run: `i=0; while [ $i -lt 200 ]; do echo "step $i ${line}"; i=$((i+1)); done; exit 0`,
+      }),
+    );
+    const done: Run = await world.waitFor(run.id, isEnded, 40_000);
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(done.state).toBe('succeeded');
+    expect(creates(world)).toBe(1);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+});

@@ -153,6 +153,45 @@ describe('run machine: tasks', () => {
     expect(stateOf(actor)).toBe('succeeded');
   });
 
+  it('the boot deadline passing while the end of a task stopped before it ran is read waits for the read: the task ran once and succeeded (issue #49)', async () => {
+    const world = new FakeWorld();
+    // The upload of its log takes longer than what is left of the boot deadline.
+    world.taskReadMs = LIMITS.bootTimeoutS * 1000 + 5_000;
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    world.taskExits.set(id, 0);
+    await poll(actor, selfStopped(id));
+    await tick(LIMITS.bootTimeoutS * 1000 + 1_000);
+    // Past the deadline, still reading: nothing judged, no destroy.
+    expect(actor.getSnapshot().value).toEqual({ booting: 'checkingTask' });
+    expect(world.destroys).toHaveLength(0);
+    await tick(5_000);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(world.serviceCreates).toHaveLength(1);
+  });
+
+  it('a task stopped before it ran whose read ends past the boot deadline without a marker is judged by the deadline then, with a last look', async () => {
+    const world = new FakeWorld();
+    world.taskReadMs = LIMITS.bootTimeoutS * 1000 + 5_000;
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'exited', { intended_status: 'running' }));
+    await tick(LIMITS.bootTimeoutS * 1000 + 1_000);
+    expect(actor.getSnapshot().value).toEqual({ booting: 'checkingTask' });
+    expect(world.destroys).toHaveLength(0);
+    await tick(5_000);
+    // The read found no marker: the stop is judged as a boot failure, as without a task, and the
+    // deadline's wait, begun again, looked once more as of then.
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toHaveLength(1);
+    expect(endedAttempts(emitted)[0]!.outcome).not.toBe('succeeded');
+    expect(world.looks.length).toBeGreaterThanOrEqual(1);
+  });
+
   it('an instance that exits while booting, with no end marker in its log, fails over as exited and the run is never running', async () => {
     const world = new FakeWorld();
     const { actor, emitted } = await admitted(world);
