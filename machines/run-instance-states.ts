@@ -40,6 +40,11 @@ const deadlineMet = ({ event }: AnyEvent): { at: number; look: LastLook | null }
   const output = (event as unknown as { output: Partial<BootDeadlineOutput> & SleepOutput }).output;
   return { at: output.at, look: output.look ?? null };
 };
+/** The deadline's last look as a list of the instance (null: no list answered, or it was not in it). */
+const lookAsPoll = (a: AnyEvent): PollParams => {
+  const { at, look } = deadlineMet(a);
+  return { instance: look?.instance ?? null, listedAt: at };
+};
 const reasonOf = ({ event }: AnyEvent) => ({ reason: (event as unknown as { reason: RunError }).reason });
 
 /**
@@ -286,6 +291,14 @@ export const bootingState = runSetup.createStateConfig({
     onDone: [
       // A task's end being read: the read decides first, and a return to `booting` restarts this wait.
       { guard: stateIn('#run.booting.checkingTask') },
+      // The last look shows a task's instance stopped or exited, unseen by any list before: the task
+      // may have ended between two lists (a list interval longer than the boot deadline): its end is
+      // read before the deadline judges (issue #49, found by the task fuzzer).
+      {
+        guard: { type: 'taskMayHaveEnded', params: lookAsPoll },
+        target: '#run.booting.checkingTask',
+        actions: { type: 'notePoll', params: lookAsPoll },
+      },
       {
         guard: { type: 'lookAnswersSsh', params: deadlineMet },
         target: '#run.running',

@@ -192,6 +192,36 @@ describe('run machine: tasks', () => {
     expect(world.looks.length).toBeGreaterThanOrEqual(1);
   });
 
+  it('a task whose instance no list showed stopped before the boot deadline, its last look showing it stopped by the task, has its end read first: succeeded (issue #49, the task fuzzer)', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'loading'));
+    world.taskExits.set(id, 0);
+    world.lookAnswer = { instance: selfStopped(id), reachable: null };
+    await tick(LIMITS.bootTimeoutS * 1000 + 1_000);
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id, stoppedByTask: true }]);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+  });
+
+  it('the same last look with no end marker in the log: judged boot_timeout once the log was read', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'loading'));
+    world.lookAnswer = { instance: status(id, 'exited', { intended_status: 'running' }), reachable: null };
+    await tick(LIMITS.bootTimeoutS * 1000 + 1_000);
+    expect(world.taskReads).toHaveLength(1);
+    await tick(1_000);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(endedAttempts(emitted)).toHaveLength(1);
+    expect(endedAttempts(emitted)[0]!.outcome).not.toBe('succeeded');
+  });
+
   it('an instance that exits while booting, with no end marker in its log, fails over as exited and the run is never running', async () => {
     const world = new FakeWorld();
     const { actor, emitted } = await admitted(world);
