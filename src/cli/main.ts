@@ -133,6 +133,20 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     );
 
   program
+    .command('ssh-config')
+    .description(
+      "an OpenSSH Host block for the run's instance (ssh, scp, rsync and VS Code by name); --write keeps it in BERTH_HOME/ssh/config, included from ~/.ssh/config",
+    )
+    .argument('<run>', 'run id or name')
+    .option('--write', 'write the block and include it from ~/.ssh/config, instead of printing it')
+    .option('--config <file>', 'config file (for ssh.private_key_path)')
+    .action(
+      run(async (runId: string, opts: { write?: boolean; config?: string }) =>
+        (await import('./commands/ssh-config.js')).sshConfigCommand(runId, opts, io, env),
+      ),
+    );
+
+  program
     .command('events')
     .description("the run's event log, oldest first")
     .argument('<run>', 'run id')

@@ -113,6 +113,38 @@ describe('berth ssh', () => {
     expect(out).toBe('from openssh\n');
   });
 
+  it("ssh-config --write: OpenSSH reaches the instance by the host name it wrote, with berth's key, and a second write replaces the block", async () => {
+    const userHome = mkdtempSync(join(tmpdir(), 'berth-ssh-user-'));
+    try {
+      const withHome = { ...env, HOME: userHome };
+      const printed = await berth(['ssh-config', run.id], withHome);
+      expect(printed.code, printed.stderr).toBe(0);
+      expect(printed.stdout).toContain(`Host berth-${run.id} berth-ssh-e2e\n`);
+      for (let i = 0; i < 2; i++) {
+        const w = await berth(['ssh-config', 'ssh-e2e', '--write'], withHome);
+        expect(w.code, w.stderr).toBe(0);
+      }
+      const userConfig = readFileSync(join(userHome, '.ssh', 'config'), 'utf8');
+      expect(userConfig.match(/^Include /gm)).toHaveLength(1);
+      const berthConfig = readFileSync(join(home, 'ssh', 'config'), 'utf8');
+      expect(berthConfig.match(/^Host /gm)).toHaveLength(1);
+      // OpenSSH reads the user's config as written (-F: it takes the real user's home, not $HOME).
+      const out = await new Promise<string>((resolve, reject) =>
+        execFile(
+          'ssh',
+          ['-F', join(userHome, '.ssh', 'config'), '-o', 'BatchMode=yes', '-o', 'LogLevel=ERROR', 'berth-ssh-e2e', 'echo by name'],
+          { timeout: 15_000 },
+          (err, stdout, stderr) => (err ? reject(new Error(`${err.message}: ${stderr}`)) : resolve(stdout)),
+        ),
+      );
+      expect(out).toBe('by name\n');
+      // The instance's host key, trusted at that first login, is kept for it alone.
+      expect(readFileSync(join(home, 'ssh', 'known_hosts.d', String(run.instance!.id)), 'utf8')).toMatch(/ssh-/);
+    } finally {
+      rmSync(userHome, { recursive: true, force: true });
+    }
+  });
+
   it('without a command opens a shell, which reads input that is not a terminal', async () => {
     const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'ssh', run.id], { env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';

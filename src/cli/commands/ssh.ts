@@ -7,13 +7,12 @@
 import { join } from 'node:path';
 import { berthHome } from '../../config/home.js';
 import { loadConfig } from '../../config/load.js';
-import { BerthError } from '../../errors.js';
 import { hostPinsFile } from '../../ssh/host-pins.js';
 import { loadLoginKey } from '../../ssh/key-pair.js';
-import { openSshSession, type SshEndpoint, type SshSession } from '../../ssh/session.js';
-import type { Run } from '../../wire/control-api.js';
+import { openSshSession, type SshSession } from '../../ssh/session.js';
 import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
+import { noSshInstance, sshEndpointsOf } from '../run-ssh-endpoints.js';
 import type { Io } from '../io.js';
 
 export interface SshOptions {
@@ -24,8 +23,8 @@ export interface SshOptions {
 export async function sshCommand(runId: string, command: string[], options: SshOptions, io: Io, env: NodeJS.ProcessEnv): Promise<number> {
   const run = await connectToDaemon(env).getRun(runId);
   const instance = run.instance;
-  const endpoints = endpointsOf(run);
-  if (!instance || endpoints.length === 0) throw noInstance(run);
+  const endpoints = sshEndpointsOf(run);
+  if (!instance || endpoints.length === 0) throw noSshInstance(run);
   const { config } = loadConfig({ configFile: options.config }, env);
   const key = loadLoginKey({ home: berthHome(env), privateKeyPath: config.ssh.private_key_path });
 
@@ -48,22 +47,6 @@ export async function sshCommand(runId: string, command: string[], options: SshO
   } finally {
     session.close();
   }
-}
-
-/** The run view's endpoints (direct first); before they are known, the proxy the instance record names. */
-function endpointsOf(run: Run): SshEndpoint[] {
-  const i = run.instance;
-  if (!i) return [];
-  const listed: SshEndpoint[] = i.ssh.map((e) => ({ kind: e.kind, host: e.host, port: e.port }));
-  if (listed.length === 0 && i.ssh_host && i.ssh_port) listed.push({ kind: 'proxy', host: i.ssh_host, port: i.ssh_port });
-  return [...listed.filter((e) => e.kind === 'direct'), ...listed.filter((e) => e.kind !== 'direct')];
-}
-
-function noInstance(run: Run): BerthError {
-  const why = run.instance
-    ? `its instance ${run.instance.id} shows no SSH address yet (${run.instance.actual_status ?? 'not listed yet'})`
-    : `it holds no instance now (state ${run.state})`;
-  return new BerthError('ssh_unreachable', `Run ${run.id} cannot be logged in to: ${why}.`);
 }
 
 /** One command, its output passed through as it comes; its exit code is berth's (a signal: 128 + its number, as a shell says). */
