@@ -17,7 +17,7 @@ import type { Store } from '../store/index.js';
 import { checkAccount, checkLines, type CheckClient } from '../account/account-checks.js';
 import type { SshKeys } from './ssh-keys.js';
 import { whileStoreBusy } from './store-wait.js';
-import { sweepOutputs } from './task-end/outputs-retention.js';
+import { sweepOutputs } from './task-files/outputs-retention.js';
 import type { ClusterLoop } from './cluster/cluster-loop.js';
 import type { InstancePoller } from './fleet/poller.js';
 import type { AccountWatch } from './money/account-watch.js';

@@ -388,7 +388,7 @@ export const jobSpecSchema = z
       .optional()
       .describe('Times a task that exited non-zero starts again, each on a fresh instance (default 0); needs run'),
     // Outputs (issue #40): container paths downloaded when the task ends, before the destroy
-    // (src/daemon/task-end/outputs-download.ts), or copied to a cloud connection (outputs.cloud).
+    // (src/daemon/task-files/outputs-download.ts), or copied to a cloud connection (outputs.cloud).
     outputs: outputsSchema
       .optional()
       .describe(

@@ -9,7 +9,7 @@ import type { SqlDb } from './sql-db.js';
 /** One file kept: its container path (absolute), the name it is kept under, its size in bytes and its sha256 (hex). */
 export interface OutputFile {
   path: string;
-  /** Relative to the attempt's folder (src/daemon/task-end/outputs-download.ts keptName). */
+  /** Relative to the attempt's folder (src/daemon/task-files/outputs-download.ts keptName). */
   name: string;
   size: number;
   sha256: string;

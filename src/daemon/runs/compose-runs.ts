@@ -44,8 +44,8 @@ import type { AttemptLogins } from '../task-end/task-shells.js';
 import { WorkdirUploads, type WorkdirUploadsDeps as UploadLogins } from '../task-files/workdir-uploads.js';
 import { LiveOutput } from '../task-end/live-output.js';
 import { TaskProbe } from '../task-end/task-probe.js';
-import { OutputsDownload } from '../task-end/outputs-download.js';
-import { OutputsCloud } from '../task-end/outputs-cloud.js';
+import { OutputsDownload } from '../task-files/outputs-download.js';
+import { OutputsCloud } from '../task-files/outputs-cloud.js';
 import { cloudCopyFailed, cloudCopyFinished } from '../../client/cloud-copy-status.js';
 import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { FileShells } from '../task-end/task-shells.js';
@@ -88,9 +88,9 @@ export interface RunsDeps {
   leads?: () => boolean;
   /** Logins to task instances, where berth has a key: running tasks are then followed over SSH (../task-end/task-follow.ts). */
   shells?: TaskShells;
-  /** Where tasks' outputs are kept (files.outputs_dir resolved), and the logins that download them (../task-end/outputs-download.ts). */
+  /** Where tasks' outputs are kept (files.outputs_dir resolved), and the logins that download them (../task-files/outputs-download.ts). */
   outputs?: { shells: FileShells; dir: string };
-  /** The service's cloud copy, for outputs with a cloud destination (../task-end/outputs-cloud.ts). */
+  /** The service's cloud copy, for outputs with a cloud destination (../task-files/outputs-cloud.ts). */
   cloud?: Pick<MarketplaceClient, 'listCloudConnections' | 'startCloudCopy'>;
   /** The same logins, for readiness by SSH: a command run once the banner answers (./ssh-login.ts). */
   logins?: AttemptLogins;

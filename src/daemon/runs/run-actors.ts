@@ -206,7 +206,7 @@ export function makeRunActors(deps: RunActorDeps) {
 
     readTaskEnd: actor<TaskEndOutput, TaskEndInput>(({ input, signal }) => deps.taskLogs.readEnd(input, signal)),
 
-    // A task's outputs, before its destroy (../task-end/outputs-download.ts); bounded by the machine.
+    // A task's outputs, before its destroy (../task-files/outputs-download.ts); bounded by the machine.
     collectOutputs: actor<CollectOutput, CollectInput>(async ({ input, signal }) => {
       if (!deps.outputs) throw new BerthError('ssh_key', 'berth has no SSH login to take the outputs with.');
       return deps.outputs.collect(input, signal);

@@ -14,7 +14,7 @@ import type { SFTPWrapper } from 'ssh2';
 import { BerthError } from '../../errors.js';
 import type { FollowTarget, TaskShell, TaskShells } from './task-follow.js';
 
-/** A login that also reads the container's files (a task's outputs, ./outputs-download.ts). */
+/** A login that also reads the container's files (a task's outputs, ../task-files/outputs-download.ts). */
 export interface FileShell extends TaskShell {
   sftp(): Promise<SFTPWrapper>;
 }

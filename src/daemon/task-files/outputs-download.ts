@@ -28,7 +28,7 @@ import { OUTPUTS_BASE } from '../../job-spec/schema.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { taskFilesVar } from '../../job-spec/task-script.js';
 import type { Store, OutputFile } from '../../store/index.js';
-import type { FileShell, FileShells } from './task-shells.js';
+import type { FileShell, FileShells } from '../task-end/task-shells.js';
 import { OWNER_FILE } from './outputs-retention.js';
 
 /** Files listed under the outputs' directories at most: a bound on the manifest and on the walk. */

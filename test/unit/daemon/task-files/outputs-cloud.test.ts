@@ -4,7 +4,7 @@
 // recorded in the store's row.
 import { describe, expect, it } from 'vitest';
 import type { CollectInput } from '../../../../machines/run-machine.js';
-import { OutputsCloud, type CloudCopyPort } from '../../../../src/daemon/task-end/outputs-cloud.js';
+import { OutputsCloud, type CloudCopyPort } from '../../../../src/daemon/task-files/outputs-cloud.js';
 import type { OutputsPlan, RunPlan } from '../../../../src/job-spec/run-plan.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 
