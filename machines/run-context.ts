@@ -238,15 +238,19 @@ export function endingTask(context: RunContext, exitCode: number, onstart: boole
 }
 
 /**
- * The task's workdir did not reach its instance in time (the marker's `stage=workdir`): the task
- * never started, the instance goes, and the attempt ends `unreachable` (berth could not get the
- * task's code in), so the run fails over to another offer as for any instance berth cannot reach.
+ * The task's workdir did not reach its instance in time (the marker's `stage=workdir`), or berth
+ * gave its upload up (`refused`: the key refused, the host key changed): the task never started,
+ * the instance goes at once, and the attempt ends `unreachable` (berth could not get the task's
+ * code in), so the run fails over to another offer as for any instance berth cannot reach.
  */
-export function endingWorkdirMissing(context: RunContext): Change {
+export function endingWorkdirMissing(context: RunContext, refused?: string): Change {
+  const id = context.current!.instanceId;
   return endingAs(
     context,
     'unreachable',
-    `instance ${context.current!.instanceId} did not receive the workdir in time (files.upload_timeout_s): the task never started`,
+    refused === undefined
+      ? `instance ${id} did not receive the workdir in time (files.upload_timeout_s): the task never started`
+      : `the workdir could not be put on instance ${id} (${refused}): the task never started`,
   );
 }
 

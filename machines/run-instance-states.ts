@@ -143,7 +143,7 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') => {
         {
           guard: ({ event }) => event.output.exitCode !== null && event.output.workdir === true,
           target: '#run.destroying',
-          actions: 'markEndingWorkdirMissing',
+          actions: { type: 'markEndingWorkdirMissing', params: {} },
         },
         // With outputs, they are taken before the instance goes; their time budget counts from the read's end.
         {
@@ -249,18 +249,18 @@ const endedByRunReadingTask = (from: 'booting' | 'running') =>
   }) as const;
 
 /** The task probe read this attempt's end marker while its instance still runs: the task ended. */
-type TaskEndEvent = { event: { n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean } };
+type TaskEndEvent = { event: { n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean; workdirRefused?: string } };
 const ending = [
   { type: 'markEndingTask', params: ({ event }: TaskEndEvent) => ({ exitCode: event.exitCode, onstart: event.onstart }) },
   'reportTaskEnded',
 ] as const;
 const taskEndedByProbe = {
   TASK_END: [
-    // The workdir never arrived: the task never started; the attempt fails over.
+    // The workdir never arrived (or its upload was refused): the task never started; the attempt fails over.
     {
       guard: { type: 'workdirMissingOfCurrent', params: ({ event }: TaskEndEvent) => ({ n: event.n, workdir: event.workdir === true }) },
       target: '#run.destroying',
-      actions: 'markEndingWorkdirMissing',
+      actions: { type: 'markEndingWorkdirMissing', params: ({ event }: TaskEndEvent) => ({ refused: event.workdirRefused }) },
     },
     // With outputs, they are taken before the instance goes; their time budget counts from when the end was read.
     {

@@ -341,7 +341,9 @@ export const runSetup = setup({
     reportFailed: emit(({ context }) => ({ type: 'run.failed' as const, error: context.error! })),
     reportExpired: emit(({ context }) => ({ type: 'run.expired' as const, error: context.error! })),
     reportCancelled: emit({ type: 'run.cancelled' as const }),
-    markEndingWorkdirMissing: assign(({ context }) => endingWorkdirMissing(context)),
+    markEndingWorkdirMissing: assign(({ context }, params: { refused?: string | undefined }) =>
+      endingWorkdirMissing(context, params.refused),
+    ),
     markEndingTask: assign(({ context }, params: { exitCode: number; onstart?: boolean | undefined }) =>
       endingTask(context, params.exitCode, params.onstart ?? false),
     ),

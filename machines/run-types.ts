@@ -248,7 +248,7 @@ export type RunEvent =
    * From the daemon's task probe (src/daemon/task-end/task-probe.ts): attempt n's log holds its end
    * marker while its instance still runs (an image without curl or wget cannot stop itself).
    */
-  | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean };
+  | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean; workdirRefused?: string };
 
 /** Events the machine reports; the daemon writes them to the run's event log with the snapshot. */
 export type RunEmitted =

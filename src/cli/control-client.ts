@@ -8,7 +8,8 @@
 //
 // It speaks HTTP with node:http, not undici: `berth status` must start in a few tens of ms.
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream, readFileSync, renameSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
+import type { Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { request } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -222,14 +223,14 @@ export class ControlClient {
   }
 
   /**
-   * One kept output file (GET /v1/runs/{id}/outputs), streamed to `dest` through `<dest>.part` and
-   * renamed once whole; its size and sha256 as they came. Not tried again: a copy is safe to run again.
+   * One kept output file (GET /v1/runs/{id}/outputs), streamed into `out` (the caller's temporary,
+   * ./outputs-dest.ts); its size and sha256 as they came, for the caller to check before it keeps
+   * the file. Not tried again: a copy is safe to run again.
    */
-  async downloadOutput(id: string, attempt: number, name: string, dest: string): Promise<{ size: number; sha256: string }> {
+  async downloadOutput(id: string, attempt: number, name: string, out: Writable): Promise<{ size: number; sha256: string }> {
     await this.verify();
     const q = new URLSearchParams({ attempt: String(attempt), name });
     const url = new URL(`/v1/runs/${encodeURIComponent(id)}/outputs?${q.toString()}`, this.address.url);
-    const part = `${dest}.part`;
     const hash = createHash('sha256');
     let size = 0;
     await new Promise<void>((resolve, reject) => {
@@ -244,7 +245,7 @@ export class ControlClient {
           hash.update(c);
           size += c.length;
         });
-        pipeline(res, createWriteStream(part)).then(resolve, reject);
+        pipeline(res, out).then(resolve, reject);
       });
       req.on('error', (err) => {
         const why = (err as NodeJS.ErrnoException).code ?? err.message;
@@ -256,7 +257,6 @@ export class ControlClient {
       });
       req.end();
     });
-    renameSync(part, dest);
     return { size, sha256: hash.digest('hex') };
   }
 

@@ -112,9 +112,10 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('<run>', 'run id or name')
     .argument('[dest]', 'where to put them (default ./outputs-RUN)')
     .option('--attempt <n>', 'the attempt whose outputs to copy (default the last that kept any)')
+    .option('--force', 'replace files already in DEST (without it, nothing is copied when any is there)')
     .option('--json', 'print what was copied as JSON')
     .action(
-      run(async (runId: string, dest: string | undefined, opts: { attempt?: string; json?: boolean }) =>
+      run(async (runId: string, dest: string | undefined, opts: { attempt?: string; json?: boolean; force?: boolean }) =>
         (await import('./commands/outputs.js')).outputsCommand(runId, dest, opts, io, env),
       ),
     );

@@ -2,6 +2,7 @@
 // SSH command. Pure functions from data (and `now`) to lines, so every command renders alike.
 import { countText } from '../count-text.js';
 import { usdText } from '../usd-text.js';
+import { shownName } from './shown-name.js';
 import type { SpecIssue } from '../errors.js';
 import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
 import { isEndState, keptRunNeeds } from '../wire/run-states.js';
@@ -232,7 +233,7 @@ function outputsLines(run: Run): string[] {
       lines.push(
         ...table(
           ['NAME', 'BYTES', 'SHA256'],
-          o.files.map((f) => [`${f.name}${f.partial ? ' (partial)' : ''}`, String(f.size), f.sha256.slice(0, 16)]),
+          o.files.map((f) => [`${shownName(f.name)}${f.partial ? ' (partial)' : ''}`, String(f.size), f.sha256.slice(0, 16)]),
         ).map((l) => `  ${l}`),
       );
   }

@@ -195,13 +195,13 @@ export const configSchema = z.strictObject({
   /** A task's files (issue #40, docs/files.md): its workdir uploaded before it starts, its outputs downloaded when it ends. */
   files: z
     .strictObject({
-      /** Largest workdir `berth submit` packs, MB (its files after .gitignore and .berthignore) (default 100, at most 10240). */
+      /** Largest workdir `berth submit` packs, MiB (2^20 bytes, as outputs_max_mb; its files after the ignore rules) (default 100, at most 10240). */
       workdir_max_mb: z.number().positive().max(10_240).default(100),
       /** Seconds a task's wrapper waits for its workdir before its attempt fails over (default 600, at most 1 day). */
       upload_timeout_s: positiveSeconds(DAY).default(600),
       /** Where the outputs of runs are kept, one folder per run and attempt (default none: BERTH_HOME/outputs). */
       outputs_dir: z.string().min(1, 'must be a directory path').nullish(),
-      /** Most MB of outputs downloaded per attempt; past it the download stops and what came is kept, marked partial (default 1024). */
+      /** Most MiB (2^20 bytes, as workdir_max_mb) of outputs downloaded per attempt; past it the download stops and what came is kept, marked partial (default 1024). */
       outputs_max_mb: z.number().positive().max(1_048_576).default(1024),
       /** Most seconds an instance is held after its task ended to take its outputs (GPU time, billed), then it is destroyed (default 600, at most 1 day). */
       outputs_timeout_s: positiveSeconds(DAY).default(600),

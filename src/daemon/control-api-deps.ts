@@ -82,7 +82,7 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
         }
       : supervisor,
     submissions: wiring.runs.submissions,
-    blobMaxBytes: config.files.workdir_max_mb * 1_000_000,
+    blobMaxBytes: config.files.workdir_max_mb * 1024 * 1024,
     logs: wiring.runs.logs,
     log: wiring.log,
     clock,

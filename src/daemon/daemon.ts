@@ -458,6 +458,8 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
         cloud: client,
         // The same logins put a task's workdir into its container (../task-files/).
         uploadLogin: (t, signal) => openAttemptSession(sessions, t, signal),
+        // A workdir cannot go up while the key cannot be used: refused at submit, nothing rented.
+        loginBlocked: () => sshKeys.unusable(),
       },
       releasers,
     );

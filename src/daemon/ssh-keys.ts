@@ -4,7 +4,7 @@
 // run: berth then does what it does without SSH, and says why once.
 import type { Clock } from '../clock.js';
 import type { Config } from '../config/schema.js';
-import { toRunError } from '../errors.js';
+import { BerthError, toRunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { createKeyAccess, type KeyAccess, type KeyAccessClient } from '../ssh/key-access.js';
 import { loadLoginKey, type BerthKey } from '../ssh/key-pair.js';
@@ -12,6 +12,8 @@ import { loadLoginKey, type BerthKey } from '../ssh/key-pair.js';
 export interface SshKeys {
   /** berth's login key, read now (made on first need); throws `ssh_key` when it cannot be used. */
   loginKey(): BerthKey;
+  /** Why the key cannot be used now (the sentence with its fix), or undefined when it can. */
+  unusable(): string | undefined;
   /** Where the key is put for the instances, for the key as it is now; undefined when it cannot be used. */
   access(): KeyAccess | undefined;
   /** At daemon start: makes sure the account holds the key, and says what it found. Never throws. */
@@ -41,6 +43,14 @@ export function makeSshKeys(deps: {
   };
   return {
     loginKey,
+    unusable() {
+      try {
+        loginKey();
+        return undefined;
+      } catch (err) {
+        return err instanceof BerthError ? err.message : `its SSH key cannot be read (${String(err)})`;
+      }
+    },
     access,
     async ensureOnAccount(signal) {
       let key: BerthKey;

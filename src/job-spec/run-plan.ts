@@ -6,7 +6,8 @@
 // Nothing else in the daemon fills a default or asks whether a run is a task.
 import type { Config } from '../config/schema.js';
 import { SpecError } from '../errors.js';
-import { JOB_SPEC_DEFAULTS, OUTPUTS_BASE, WORKDIR_DEST_DEFAULT, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { JOB_SPEC_DEFAULTS, WORKDIR_DEST_DEFAULT, type JobSpec, type ResolvedJobSpec } from './schema.js';
+import { resolvedOutputPath } from './output-names.js';
 import { parseJobSpec, parseJsonText } from './validate.js';
 
 /** The version of the stored spec that this build writes. */
@@ -49,7 +50,7 @@ export interface OutputsPlan {
 function outputsOf(outputs: JobSpec['outputs']): OutputsPlan | null {
   if (outputs === undefined) return null;
   const list = Array.isArray(outputs) ? outputs : outputs.paths;
-  const paths = list.map((p) => (p.startsWith('/') ? p : `${OUTPUTS_BASE}/${p}`).replace(/\/+$/, '') || '/');
+  const paths = list.map(resolvedOutputPath);
   return { paths, cloud: Array.isArray(outputs) ? null : (outputs.cloud ?? null) };
 }
 

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { MAX_RUN_DURATION_S, RESERVED_KEYS, type RelaxStep } from '../config/schema.js';
 import { CREATE_INPUT_LIMITS as LIMITS, envTotalSize, sizeOf } from './create-input-limits.js';
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
+import { clashingOutputs } from './output-names.js';
 import { isSearchField, operandIssues, unknownSearchFieldMessage } from './search-fields.js';
 import { TASK_TOO_LARGE, taskFits } from './task-script.js';
 
@@ -213,10 +214,7 @@ const envSchema = z
       `is ${envTotalSize(iss.input as Record<string, string>)} characters in all (as "-e NAME=value ..."); the service takes at most ${LIMITS.envTotalMaxChars}`,
   });
 
-/** The task's working directory in the container: relative output paths are relative to it (docs/files.md). */
-export const OUTPUTS_BASE = '/root/workdir';
-
-/** One output path: absolute, or relative to OUTPUTS_BASE; never `..` (a path leaves nothing to guess). */
+/** One output path: absolute, or relative to OUTPUTS_BASE (./output-names.ts); never `..` (a path leaves nothing to guess). */
 const outputPathSchema = z
   .string()
   .min(1, 'must be a container path, not empty')
@@ -427,6 +425,15 @@ function checkOutputs(spec: { outputs?: unknown; run?: unknown }, ctx: z.Refinem
   if (isPlainObject(o) && isPlainObject(o['cloud']) && Array.isArray(o['paths']) && o['paths'].length !== 1) {
     ctx.addIssue({ code: 'custom', path: ['outputs', 'paths'], message: 'must name exactly one path with cloud (one cloud copy per run)' });
   }
+  const list = Array.isArray(o) ? o : isPlainObject(o) && Array.isArray(o['paths']) ? o['paths'] : [];
+  if (!list.every((p): p is string => typeof p === 'string')) return;
+  const at = Array.isArray(o) ? ['outputs'] : ['outputs', 'paths'];
+  for (const c of clashingOutputs(list))
+    ctx.addIssue({
+      code: 'custom',
+      path: [...at, c.index],
+      message: `would be kept as ${JSON.stringify(c.name)}, where ${at.join('.')}[${c.other}] (${JSON.stringify(list[c.other])}) keeps its files too (one name for two files, or one folder inside the other): drop one of the two paths`,
+    });
 }
 
 // The workdir is a task's code: it needs run, and its fields need it. Reads the raw object (see checkBid).

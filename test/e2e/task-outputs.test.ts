@@ -1,10 +1,11 @@
 // A task's outputs taken by a spawned daemon before its instance's destroy (issue #40 items 2 and 3),
 // over SFTP on the simulator's sshd per instance: a task that writes random bytes and exits 0 (or
 // non-zero) has them downloaded, checked and kept; `berth outputs RUN DEST` gives the same bytes; a
-// download over files.outputs_max_mb is kept in part and marked so; nothing bills afterwards.
+// download over files.outputs_max_mb is kept in part and marked so; nothing bills afterwards. A
+// second `berth outputs` over a changed local file replaces it only with --force (issue #48).
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
@@ -71,6 +72,17 @@ it("downloads a succeeded task's outputs before the destroy, and `berth outputs 
     const copy = readFileSync(join(dest, 'out', 'model.bin'));
     expect(copy.length).toBe(100_000);
     expect(sha256(copy)).toBe(hash);
+
+    // A second copy over a file the user changed replaces nothing without --force (issue #48).
+    writeFileSync(join(dest, 'out', 'model.bin'), 'mine');
+    const again = await berth(home, ['outputs', done.id, dest]);
+    expect(again.code).toBe(2);
+    expect(again.stdout).toBe('');
+    expect(again.stderr).toContain(`out/model.bin: ${join(dest, 'out', 'model.bin')} is already there`);
+    expect(readFileSync(join(dest, 'out', 'model.bin'), 'utf8')).toBe('mine');
+    const forced = await berth(home, ['outputs', done.id, dest, '--force']);
+    expect(forced.code).toBe(0);
+    expect(sha256(readFileSync(join(dest, 'out', 'model.bin')))).toBe(hash);
   } finally {
     rmSync(dest, { recursive: true, force: true });
   }

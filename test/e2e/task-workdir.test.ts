@@ -2,13 +2,15 @@
 // simulator's real sshd per instance (its commands real processes in the instance's directory,
 // where /root lands): `berth submit` packs the directory next to the spec, the daemon uploads it
 // into /root/workdir on every attempt, and `run: python3 train.py` runs from it (no code in the
-// image); a workdir over the daemon's cap is refused at submit, nothing stored.
+// image); a workdir over the daemon's cap, or sent while berth's SSH key cannot be used, is refused
+// at submit, nothing stored or rented.
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect, it } from 'vitest';
 import type { Run as RunView, RunEvent } from '../../src/wire/control-api.js';
+import { loadLoginKey } from '../../src/ssh/key-pair.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
 import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { isEnded, jobSpec } from '../helpers/world.js';
@@ -102,6 +104,25 @@ it('the workdir is uploaded again on a second attempt after the first instance f
   const copied = await berth(['outputs', runId, dest], env, 60_000);
   expect(copied.code, copied.stderr).toBe(0);
   expect(readFileSync(join(dest, 'out', 'model.bin')).equals(Buffer.from(Array.from({ length: 256 * 64 }, (_, i) => i % 256)))).toBe(true);
+});
+
+it("a workdir submitted while berth's SSH key cannot be used is refused with exit 2 and the fix; nothing is rented (issue #48)", async () => {
+  const { home, project, env, sim } = await start();
+  const key = loadLoginKey({ home }).path;
+  chmodSync(key, 0o644);
+  const file = writeProject(project, taskSpec());
+  const r = await berth(['submit', file], env, 60_000);
+  expect(r.code).toBe(2);
+  expect(r.stderr).toContain('workdir');
+  expect(r.stderr).toContain(`chmod 600 ${key}`);
+  expect(r.stdout).toBe('');
+  expect(sim.ledger().instances).toEqual([]);
+  const db = new Database(join(home, 'berth.db'), { readonly: true });
+  try {
+    expect(db.prepare('SELECT count(*) AS n FROM runs').get()).toEqual({ n: 0 });
+  } finally {
+    db.close();
+  }
 });
 
 it("a workdir over the daemon's files.workdir_max_mb is refused at submit with exit 2, and nothing is stored", async () => {

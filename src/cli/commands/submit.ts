@@ -77,6 +77,7 @@ async function withWorkdir(file: string, spec: unknown, client: ControlClient, i
     throw err;
   }
   io.err(`Packed workdir ${dir}: ${packed.files} files, ${megabytes(packed.bytes)} (${megabytes(packed.archive.length)} packed).`);
+  for (const w of packed.warnings) io.err(`Warning: ${w}.`);
   return { ...(spec as Record<string, unknown>), workdir_sha256: packed.sha256 };
 }
 

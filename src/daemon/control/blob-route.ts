@@ -24,8 +24,9 @@ export const RAW_BODY_TYPE = 'application/octet-stream';
 
 const SHA256 = /^[0-9a-f]{64}$/;
 
+/** In MiB, the unit of files.workdir_max_mb. */
 function mb(bytes: number): string {
-  return `${(bytes / 1_000_000).toFixed(1)} MB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MiB`;
 }
 
 function tooLarge(size: string, maxBytes: number): HttpProblem {

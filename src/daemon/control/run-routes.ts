@@ -20,6 +20,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { loadRunViews, toRunEvent, toRunView } from './run-view.js';
+import { keptFileShownAs } from './output-names.js';
 
 export interface RunRoutesDeps {
   store: Store;
@@ -168,7 +169,8 @@ export function runRoutes(deps: RunRoutesDeps): ControlRoute[] {
 /**
  * Streams one kept output file. The files are on the host of the daemon that took them: another
  * daemon of a shared store says which (409 outputs_elsewhere). Only a name of the stored manifest
- * is served, so no request names a path of its own.
+ * is served, so no request names a path of its own; asked by the name the run object shows
+ * (scrubbed of the run's secrets, ./output-names.ts).
  */
 function outputFile(store: Store, r: Request): { streamed: true } {
   const row = runOf(store, r);
@@ -176,7 +178,7 @@ function outputFile(store: Store, r: Request): { streamed: true } {
   const name = r.url.searchParams.get('name');
   if (attempt === undefined || !name) throw new HttpProblem(400, 'bad_request', 'attempt and name are both needed.');
   const kept = store.outputs.get(row.id, attempt);
-  const file = kept?.files.find((f) => f.name === name);
+  const file = kept && keptFileShownAs(row.spec_json, kept.files, name);
   if (!kept || !file) throw new HttpProblem(404, 'not_found', `Run ${row.id} kept no output ${name.slice(0, 200)} of attempt ${attempt}.`);
   if (kept.host !== hostname() || kept.dir === null)
     throw new HttpProblem(

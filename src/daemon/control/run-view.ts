@@ -8,6 +8,7 @@ import { attemptIsLive } from '../../wire/run-states.js';
 import { costView } from '../../store/spend.js';
 import { specIsTask } from '../../job-spec/run-plan.js';
 import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
+import { shownOutputFiles } from './output-names.js';
 import { unreadableForView } from '../runs/unreadable-runs.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -71,13 +72,13 @@ function unreadableView(run: RunRow): Run['unreadable'] {
   return why ? { reason: why.reason, needs_spec_version: why.specVersion, needs_machine_version: why.machineVersion } : null;
 }
 
-/** A task's outputs as the store keeps them, per attempt. */
-function outputsView(rows: OutputsRow[]): Run['outputs'] {
+/** A task's outputs as the store keeps them, per attempt; the names scrubbed of the run's secrets (./output-names.ts). */
+function outputsView(specJson: string, rows: OutputsRow[]): Run['outputs'] {
   return rows.map((o) => ({
     attempt: o.attempt,
     state: o.state,
     host: o.host,
-    files: o.files,
+    files: shownOutputFiles(specJson, o.files),
     bytes: o.bytes,
     detail: o.detail,
     started_at: iso(o.started_at),
@@ -132,7 +133,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number, outp
     held: run.held_at !== null && run.ended_at === null,
     unreadable: unreadableView(run),
     cost: costView(attempts, run.ended_at, now),
-    outputs: outputsView(outputs),
+    outputs: outputsView(run.spec_json, outputs),
   };
 }
 

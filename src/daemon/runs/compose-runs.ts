@@ -35,7 +35,7 @@ import { SolePlacement } from './run-placement.js';
 import { SharedPlacement } from './shared-placement.js';
 import { sharedRuns } from './shared-runs.js';
 import { StoreClaims } from './store-claims.js';
-import { Submissions } from './submission.js';
+import { Submissions, type SubmissionsDeps } from './submission.js';
 import { Supervisor } from './supervisor.js';
 import { TaskLogs } from '../task-end/task-logs.js';
 import { TaskFollow, type TaskShells } from '../task-end/task-follow.js';
@@ -96,6 +96,8 @@ export interface RunsDeps {
   logins?: AttemptLogins;
   /** The same logins for the workdir uploads (../task-files/workdir-uploads.ts); none: no workdir reaches a task. */
   uploadLogin?: UploadLogins['login'];
+  /** Why berth's key cannot be used now (a workdir is then refused at submit: ./submission.ts). */
+  loginBlocked?: SubmissionsDeps['loginBlocked'];
 }
 
 /**
@@ -208,7 +210,14 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
         : new SolePlacement(runs, { store, clock, hooks: deps.hooks }),
   });
   releasers.push(() => supervisor.stop());
-  const submissions = new Submissions({ store, clock, config, log, intake: supervisor });
+  const submissions = new Submissions({
+    store,
+    clock,
+    config,
+    log,
+    intake: supervisor,
+    ...(deps.loginBlocked ? { loginBlocked: deps.loginBlocked } : {}),
+  });
   // A run another daemon drives: its instance is read from the store.
   const runsEverywhere = ownership.shared ? sharedRuns({ store, local: supervisor }) : undefined;
   const logs = new RunLogs({
@@ -424,6 +433,8 @@ function composeUploads(deps: RunsDeps, ctx: { specs: RunSpecs; runs: () => Supe
     archive: (sha256) => store.blobs.get(sha256),
     login: uploadLogin,
     say: (t, type, message, data) => store.transaction(() => store.events.append({ runId: t.runId, at: clock.now(), type, message, data })),
+    // The wrapper's marker would say `stage=workdir` after files.upload_timeout_s: said now instead.
+    givenUp: (t, why) => ctx.runs().taskEnded(t.runId, t.n, { exitCode: 1, onstart: false, workdir: true, workdirRefused: why }),
     timeoutMs: config.files.upload_timeout_s * 1000,
   });
   releasers.push(() => uploads.stop());

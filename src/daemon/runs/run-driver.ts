@@ -99,7 +99,7 @@ export class RunDriver {
   /** The readiness callback of this attempt came. */
   private readyN: number | undefined;
   /** The task probe read this attempt's end marker. */
-  private taskEnd: { n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean } | undefined;
+  private taskEnd: { n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean; workdirRefused?: string } | undefined;
   /** Destroys of this run's instances that did not take, in a row: an ALERT once they keep failing. */
   private readonly destroyFailures = new DestroyFailures();
 
@@ -207,7 +207,7 @@ export class RunDriver {
       | { type: 'CANCEL' }
       | { type: 'EXPIRE'; reason: RunError }
       | { type: 'READY'; n: number }
-      | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean },
+      | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean; workdirRefused?: string },
   ): void {
     if (!this.paused) this.actor?.send(event);
   }
@@ -248,7 +248,7 @@ export class RunDriver {
   }
 
   /** The task probe read attempt n's end marker: the machine ends the task if that attempt still holds its instance. */
-  taskEnded(n: number, end: { exitCode: number; onstart: boolean; workdir?: boolean }): void {
+  taskEnded(n: number, end: { exitCode: number; onstart: boolean; workdir?: boolean; workdirRefused?: string }): void {
     // When it was read: a task's outputs are taken for files.outputs_timeout_s from then.
     this.taskEnd = { n, ...end, at: this.deps.clock.now() };
     this.send({ type: 'TASK_END', ...this.taskEnd });

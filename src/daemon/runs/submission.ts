@@ -66,6 +66,13 @@ export interface SubmissionsDeps {
   config: Config;
   log: Logger;
   intake: RunIntake;
+  /**
+   * Why berth cannot log in to its instances now (its SSH key unusable: the sentence with its fix),
+   * or undefined when it can: a workdir goes up over that login, so a spec with one is refused
+   * rather than rented for an upload that cannot happen. Asked at each such submit (a key fixed on
+   * disk counts at once). Absent: no check (tests that upload nothing).
+   */
+  loginBlocked?(): string | undefined;
 }
 
 /** `POST /v1/runs`: a job spec validated, resolved and stored with its `submitted` event, then handed to the registry. */
@@ -79,6 +86,7 @@ export class Submissions {
     const parsed = parseJobSpec(specInput);
     checkJobSpecAgainstConfig(parsed, config);
     checkWorkdirStored(parsed, store);
+    checkWorkdirCanGoUp(parsed, this.deps.loginBlocked);
     const plan = planRun(parsed, config.runs);
     const requestHash = specHash(parsed);
     const now = this.deps.clock.now();
@@ -137,6 +145,21 @@ function checkWorkdirStored(spec: JobSpec, store: Pick<Store, 'blobs'>): void {
       },
     ]);
 }
+
+/** A workdir goes up over berth's SSH login: while its key cannot be used, nothing is rented for it. */
+function checkWorkdirCanGoUp(spec: JobSpec, loginBlocked: SubmissionsDeps['loginBlocked']): void {
+  if (spec.workdir === undefined) return;
+  const why = loginBlocked?.();
+  if (why === undefined) return;
+  throw new SpecError([
+    {
+      path: '$.workdir',
+      message: `cannot reach an instance now, so nothing was rented: berth puts it there over SSH, but ${lowerFirst(why).replace(/\.$/, '')}; then submit again (the daemon needs no restart)`,
+    },
+  ]);
+}
+
+const lowerFirst = (text: string) => text.charAt(0).toLowerCase() + text.slice(1);
 
 /** `name`, or `name-2`, `name-3`, ...: the first that no live run has. */
 function uniqueLiveName(name: string, live: readonly Pick<RunRow, 'name'>[]): string {

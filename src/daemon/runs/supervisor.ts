@@ -303,8 +303,11 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     return store.runs.get(runId);
   }
 
-  /** The task probe read the end marker of the run's attempt n (a stale attempt is ignored by the machine). */
-  taskEnded(runId: string, n: number, end: { exitCode: number; onstart: boolean; workdir?: boolean }): void {
+  /**
+   * The task probe read the end marker of the run's attempt n (a stale attempt is ignored by the
+   * machine); or the workdir upload was refused (`workdirRefused`): the task never starts there.
+   */
+  taskEnded(runId: string, n: number, end: { exitCode: number; onstart: boolean; workdir?: boolean; workdirRefused?: string }): void {
     this.drivers.get(runId)?.taskEnded(n, end);
   }
 

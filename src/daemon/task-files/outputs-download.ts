@@ -24,7 +24,7 @@ import type { SFTPWrapper, Stats } from 'ssh2';
 import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
-import { OUTPUTS_BASE } from '../../job-spec/schema.js';
+import { keptOutputName as keptName } from '../../job-spec/output-names.js';
 import type { RunSpecs } from '../../job-spec/run-specs.js';
 import { taskFilesVar } from '../../job-spec/task-script.js';
 import type { Store, OutputFile } from '../../store/index.js';
@@ -52,12 +52,6 @@ export interface OutputsDownloadDeps {
 interface RemoteFile {
   path: string;
   size: number;
-}
-
-/** The name a container path is kept under, relative to the attempt's folder. */
-function keptName(path: string): string {
-  const base = `${OUTPUTS_BASE}/`;
-  return path.startsWith(base) ? path.slice(base.length) : path.replace(/^\/+/, '');
 }
 
 /** The folder that keeps attempt n's outputs of a run. */

@@ -11,10 +11,12 @@
 //   - a dropped login, an unreachable address, an SFTP failure: tried again with backoff
 //     (RETRY_FIRST_MS doubling to RETRY_MAX_MS) while the attempt runs;
 //   - a refused key, a changed host key, a key berth cannot use, an archive the store no longer
-//     holds or that fails its hash: given up, said once (`workdir.upload_failed`).
-// Nothing here ends an attempt or destroys an instance: a workdir that never arrives is the
-// wrapper's to say (its marker's `stage=workdir` after files.upload_timeout_s), and the run fails
-// over as for any end (src/job-spec/task-script.ts); the task never starts without its code.
+//     holds or that fails its hash: given up, said once (`workdir.upload_failed`), and the attempt
+//     told at once (`givenUp`): its task never started, so its instance goes now and the run fails
+//     over, instead of billing until the wrapper's files.upload_timeout_s.
+// A workdir that never arrives otherwise is the wrapper's to say (its marker's `stage=workdir`
+// after files.upload_timeout_s), and the run fails over as for any end
+// (src/job-spec/task-script.ts); the task never starts without its code.
 import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
@@ -41,6 +43,8 @@ export interface WorkdirUploadsDeps {
   login(t: FollowTarget, signal: AbortSignal): Promise<UploadLogin>;
   /** One event on the run. */
   say(t: FollowTarget, type: 'workdir.uploaded' | 'workdir.upload_failed', message: string, data: Record<string, unknown>): void;
+  /** The upload was given up (`why`: its error code): the attempt's task never starts, so its instance goes at once. */
+  givenUp(t: FollowTarget, why: string): void;
   /** How long one try may take, ms (files.upload_timeout_s: the wrapper waits no longer). */
   timeoutMs: number;
 }
@@ -128,9 +132,10 @@ export class WorkdirUploads {
           this.deps.say(
             t,
             'workdir.upload_failed',
-            `attempt #${t.n}: the workdir cannot reach instance ${t.instanceId} (${code}); its task will not start, and the attempt fails over once files.upload_timeout_s has passed`,
+            `attempt #${t.n}: the workdir cannot reach instance ${t.instanceId} (${code}); its task will not start, so the instance is given up now and the run fails over`,
             { n: t.n, instanceId: t.instanceId, code },
           );
+          this.deps.givenUp(t, code);
           return;
         }
       }

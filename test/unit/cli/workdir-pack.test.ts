@@ -1,5 +1,6 @@
-// Packing a task's workdir (src/cli/workdir-pack.ts, issue #40): what git would commit, with
-// .berthignore on top, refused above the cap before anything is packed.
+// Packing a task's workdir (src/cli/workdir-pack.ts, issue #40): what git would commit (nested
+// .gitignore files and .git/info/exclude too, issue #48), with .berthignore on top, a .env shipped
+// named in a warning, refused above the cap (MiB) before anything is packed.
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -71,6 +72,66 @@ describe('packWorkdir', () => {
     expect(packed.files).toBe(6);
   });
 
+  it("follows git's rules below the root: nested .gitignore files (relative to their folder, deeper ones last) and .git/info/exclude (issue #48)", async () => {
+    const dir = tree({
+      'train.py': 'x',
+      'notes.tmp': 'excluded by info/exclude',
+      'keep.tmp': 'the root .gitignore re-includes it over info/exclude',
+      '.git/info/exclude': '*.tmp\n',
+      '.gitignore': '!keep.tmp\n*.ckpt\n',
+      'sub/.gitignore': '.env\n/local.txt\n!wanted.ckpt\n',
+      'sub/.env': 'SECRET=1\n',
+      'sub/local.txt': 'only sub/local.txt',
+      'sub/deeper/local.txt': 'anchored to sub/: this one ships',
+      'sub/wanted.ckpt': 'the deeper rule wins',
+      'sub/other.ckpt': 'the root rule still applies',
+      'cache/.gitignore': '*\n',
+      'cache/blob.bin': 'a folder that ignores all it holds',
+    });
+    const got = await entries((await packWorkdir(dir, 100)).archive);
+    expect(Object.keys(got).sort()).toEqual(
+      [
+        '.gitignore',
+        'cache',
+        'keep.tmp',
+        'sub',
+        'sub/.gitignore',
+        'sub/deeper',
+        'sub/deeper/local.txt',
+        'sub/wanted.ckpt',
+        'train.py',
+      ].sort(),
+    );
+  });
+
+  it('reads info/exclude through a .git file that names the repository (a linked worktree)', async () => {
+    const dir = tree({
+      'repo/.git/worktrees/wt/commondir': '../..\n',
+      'repo/.git/info/exclude': 'secret.txt\n',
+      'wt/.git': 'gitdir: ../repo/.git/worktrees/wt\n',
+      'wt/secret.txt': 'x',
+      'wt/code.py': 'y',
+    });
+    const got = await entries((await packWorkdir(join(dir, 'wt'), 100)).archive);
+    expect(Object.keys(got).sort()).toEqual(['code.py']);
+  });
+
+  it('warns about each .env it ships, naming it but never its content; an example or an ignored one is no warning', async () => {
+    const dir = tree({
+      '.env': 'TOKEN=abc123\n',
+      'sub/.env.local': 'K=v\n',
+      '.env.example': 'TOKEN=\n',
+      'ignored/.env': 'x',
+      '.berthignore': 'ignored/\n',
+    });
+    const packed = await packWorkdir(dir, 100);
+    expect(packed.warnings).toEqual([
+      "the workdir ships .env, sub/.env.local to the instance as it is: put its secrets in the spec's `secrets` (kept out of logs), or list it in .berthignore",
+    ]);
+    expect(JSON.stringify(packed.warnings)).not.toContain('abc123');
+    expect((await packWorkdir(tree({ 'a.py': 'x' }), 1)).warnings).toEqual([]);
+  });
+
   it('packs an empty directory', async () => {
     const packed = await packWorkdir(tree({}), 1);
     expect(packed.files).toBe(0);
@@ -83,7 +144,7 @@ describe('packWorkdir', () => {
     const err = await packWorkdir(dir, 1).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(WorkdirError);
     expect((err as WorkdirError).code).toBe('spec');
-    expect((err as Error).message).toMatch(/more than 1\.0 MB after \.gitignore and \.berthignore \(files\.workdir_max_mb is 1\)/);
+    expect((err as Error).message).toMatch(/more than 1\.0 MiB after \.gitignore and \.berthignore \(files\.workdir_max_mb is 1\)/);
     expect((err as Error).message).toMatch(/\.berthignore.*or raise files\.workdir_max_mb/);
     // The same without b.bin fits.
     rmSync(join(dir, 'b.bin'));

@@ -34,4 +34,17 @@ describe('outputs in the job spec', () => {
       '$.outputs.paths: must name exactly one path with cloud (one cloud copy per run)',
     ]);
   });
+
+  it('refuses two paths kept under one name, or one folder inside the other, naming the field (issue #48)', () => {
+    expect(pathsOf({ ...task, outputs: ['res/', '/res/'] })).toEqual([
+      '$.outputs[1]: would be kept as "res", where outputs[0] ("res/") keeps its files too (one name for two files, or one folder inside the other): drop one of the two paths',
+    ]);
+    expect(pathsOf({ ...task, outputs: ['out', '/root/workdir/out/model.bin'] })).toEqual([
+      '$.outputs[1]: would be kept as "out/model.bin", where outputs[0] ("out") keeps its files too (one name for two files, or one folder inside the other): drop one of the two paths',
+    ]);
+    expect(pathsOf({ ...task, outputs: { paths: ['./a', 'a'], cloud: undefined } })[0]).toMatch(
+      /^\$\.outputs\.paths\[1\]: would be kept as "a"/,
+    );
+    expect(() => parseJobSpec({ ...task, outputs: ['out', 'outer', '/out2', 'res/a', '/res/b'] })).not.toThrow();
+  });
 });

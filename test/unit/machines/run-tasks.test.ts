@@ -386,6 +386,22 @@ describe('run machine: tasks that end late, limits and losses (issue #29)', () =
     expect(emitted.filter((e) => e.type === 'task.ended')).toEqual([]);
   });
 
+  it('a workdir upload berth gave up (its key refused) gives the instance up at once, saying why, and fails over (issue #48)', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const first = await bootToRunning(actor);
+    actor.send({ type: 'TASK_END', n: 1, exitCode: 1, onstart: false, workdir: true, workdirRefused: 'ssh_auth_refused', at: 0 });
+    await tick(0);
+    expect(stateOf(actor)).toBe('destroying');
+    expect(world.destroys.map((d) => d.instanceId)).toEqual([first]);
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('booting');
+    expect(endedAttempts(emitted).map((a) => [a.outcome, a.detail])).toEqual([
+      ['unreachable', `the workdir could not be put on instance ${first} (ssh_auth_refused): the task never started`],
+    ]);
+    expect(emitted.filter((e) => e.type === 'task.ended')).toEqual([]);
+  });
+
   it('an onstart that failed before the task fails the run with that reason', async () => {
     const world = new FakeWorld();
     const { actor } = await admitted(world);
