@@ -82,6 +82,54 @@ export function isRunningStatus(status: InstanceStatus): boolean {
 }
 
 /**
+ * How long a `stopped` that berth did not ask for may last while the instance boots before it is
+ * judged a loss. A third party reports `stopped` appearing benignly early in a healthy container's
+ * life (inference-plane's vast notes, in ../shared/notes/service-facts.md "Added 2026-12-01"), and
+ * berth's lists come every few seconds: a stop that is still there this long after a list first
+ * showed it is not such a blip. The boot deadline bounds it in any case. Not for a stop the task
+ * made (intended_status stopped: its end is read, run-instance-states.ts) nor an outbid (a bid run).
+ */
+export const STOPPED_BLIP_MS = 30_000;
+
+/**
+ * Since when the listed `actual_status` has been what it is: the attempt's record of it when a list
+ * before this one showed the same, else the time of this list (a status never seen before, or one
+ * restored from a snapshot that did not keep it, starts its count now).
+ */
+export function statusSince(current: Pick<CurrentAttempt, 'status' | 'statusSince'>, status: InstanceStatus, listedAt: number): number {
+  return current.status !== null && current.status.actual_status === status.actual_status && typeof current.statusSince === 'number'
+    ? current.statusSince
+    : listedAt;
+}
+
+/** A `stopped` berth did not ask for and the task did not make: a blip while young, a loss once it lasts. */
+export function unaskedStop(status: InstanceStatus): boolean {
+  return status.actual_status === 'stopped' && status.intended_status !== 'stopped';
+}
+
+/**
+ * Neither running nor a failure: `null` while the contract is made, `loading`, `created`, `frozen`,
+ * `restarting`, `rebooting`, `recycling` (SkyPilot's vast provisioner waits on null, created,
+ * restarting, rebooting and loading; `recycling` follows a recycle, recycle_instance.yaml), and any
+ * value the service adds without notice (SkyPilot reads those as still starting). While booting each
+ * is "still starting" until the boot deadline; after the instance ran, each is waited on for as long
+ * as a boot may take (bootTimeoutS), then the instance is lost. `exited`, `unknown` and `offline`
+ * are failures, not these (SPEC 3 rule 1; SkyPilot fails them at once: a host without heartbeat).
+ */
+export function notRunningYet(status: InstanceStatus): boolean {
+  return status.actual_status !== 'running' && status.actual_status !== 'stopped' && failureOfStatus(status) === null;
+}
+
+/**
+ * Whether berth judges this status by how long it lasts, so that a list showing it unchanged must
+ * still reach the run (the driver passes on changes only otherwise): an unasked stop, and, once the
+ * attempt's instance has run, any status that is not running.
+ */
+export function judgedWhileItLasts(status: InstanceStatus, hasRun: boolean): boolean {
+  return unaskedStop(status) || (hasRun && notRunningYet(status));
+}
+
+/**
  * Outcomes after which the machine (not only the offer) is not tried again for this run: the host
  * itself failed. Not an offer taken by someone else, a refused create, an outbid (the market moved,
  * not the machine), nor an attempt the run itself ended (cancelled, expired).
