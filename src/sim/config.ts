@@ -119,6 +119,28 @@ export const faultConfigSchema = z.object({
    * written (a file cut where the half falls), then the status bar says the copy failed.
    */
   cloud_copy_fail_rate: rate.default(0),
+  /**
+   * Statuses a new instance shows after provisioning and before it loads, in order, each for `s` sim
+   * seconds: the service's answers berth's lists may meet early in a healthy boot (issue #49).
+   * `stopped` (intended still `running`) is the early blip a third party reports (inference-plane's
+   * vast notes); `frozen`, `restarting`, `recycling` or a value nobody knew are what SkyPilot's vast
+   * provisioner meets (service-facts "Added 2026-12-01"); `null` is the contract being made. Never
+   * `running`. Default none.
+   */
+  boot_detour: z
+    .array(
+      z.object({
+        status: z
+          .string()
+          .regex(/^[a-z_]{1,32}$/, 'a status word')
+          .refine((v) => v !== 'running', 'not running: the detour comes before the instance runs')
+          .nullable(),
+        s: z.number().positive(),
+      }),
+    )
+    .default([]),
+  /** Share of creates whose instance takes `boot_detour` (1: every one while it is set). */
+  boot_detour_rate: rate.default(1),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 

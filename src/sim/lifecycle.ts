@@ -16,7 +16,21 @@ import type { FaultProfile } from './config.js';
  * `null` is the service's provisioning status; `stopped` follows a stop, an outbid, or a create
  * that could not start; `rebooting` follows a reboot.
  */
-export type ActualStatus = null | 'created' | 'loading' | 'running' | 'rebooting' | 'stopped' | 'exited' | 'unknown' | 'offline';
+export type ActualStatus =
+  | null
+  | 'created'
+  | 'loading'
+  | 'running'
+  | 'rebooting'
+  | 'stopped'
+  | 'exited'
+  | 'unknown'
+  | 'offline'
+  // Shown only on a boot detour (faults.boot_detour): anything the service may say, known or not.
+  | DetourStatus;
+
+/** A status word of `faults.boot_detour` (never `running`); `string & {}` keeps the known ones named. */
+type DetourStatus = string & {};
 
 export interface Step {
   /** Sim seconds after the phase start. */
@@ -103,6 +117,25 @@ export function planFor(profile: FaultProfile, t: InstanceTimings, restart: bool
       return steps;
     }
   }
+}
+
+/**
+ * The plan with a detour before it loads (`faults.boot_detour`): each status for its `s` from the end
+ * of provisioning (`from`), everything after pushed back by the detour's length. A detour's status
+ * carries no message: what the service writes then is not known.
+ */
+export function withDetour(plan: Step[], detour: ReadonlyArray<{ status: string | null; s: number }>, from: number): Step[] {
+  if (detour.length === 0) return plan;
+  const total = detour.reduce((sum, d) => sum + d.s, 0);
+  const before = plan.filter((st) => st.at < from);
+  const after = plan.filter((st) => st.at >= from).map((st) => ({ ...st, at: st.at + total }));
+  const steps: Step[] = [];
+  let at = from;
+  for (const d of detour) {
+    steps.push({ at, status: d.status, msg: '' });
+    at += d.s;
+  }
+  return [...before, ...steps, ...after];
 }
 
 /** The plan of a reboot: `rebooting` for `rebootS`, then the plan of a start. */

@@ -52,7 +52,7 @@ async function create(ctx: RouteContext): Promise<RouteResult> {
   if ((unavailable || losingBid) && cancelUnavail) throw askGone(offerId);
 
   const profile = world.profiles.profileFor(offer.id, offer.machine_id);
-  const inst = world.instances.create(offer, params, profile, sshPorts);
+  const inst = world.instances.create(offer, params, profile, sshPorts, world.faults.bootDetour());
   // Its container authorizes the account's keys as they are now (ssh-keys.ts).
   world.instanceSshKeys.created(inst.hist.id, world.sshKeys.list());
   world.catalog.rent(offer.id, inst.hist.id);
