@@ -20,6 +20,14 @@ export type { AttemptOutcome, AttemptSummary, InstanceStatus } from './run-types
 export type { RunError } from '../src/errors.js';
 
 const OCI_FAILURE = /OCI runtime create failed/i;
+/**
+ * Docker could not publish the container's ports: another container holds them. The service accepts
+ * two creates on one offer and launches both; the losers "fail to fully start or raise an error when
+ * the remote node's Docker daemon attempts to bind the same port multiple times", an error that
+ * reaches the caller only in the instance's record (SkyPilot PR #9117, 2026-03). Docker's words:
+ * "Bind for 0.0.0.0:P failed: port is already allocated", or "address already in use".
+ */
+const PORT_TAKEN = /port is already allocated|address already in use/i;
 
 /**
  * A status_msg saying the image was not pulled. The official client's self-test reads such a message
@@ -50,7 +58,8 @@ export function imageUnavailable(status: InstanceStatus): string | null {
 /**
  * The failure an instance status means, or null while it may still boot or is healthy.
  * `exited`, `unknown` and `offline` are terminal (seed, section 3 rule 1); a container stuck in
- * `created` with an OCI error never starts (service notes); `stopped` that berth did not ask for
+ * `created` with an OCI error never starts (service notes), nor one whose ports another container
+ * holds (a double-bought offer, PORT_TAKEN); `stopped` that berth did not ask for
  * means an interruptible instance was outbid.
  */
 export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutcome; detail: string } | null {
@@ -58,6 +67,12 @@ export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutco
   const msg = status.status_msg ? `: ${status.status_msg.slice(0, 200)}` : '';
   if (actual === 'exited' || actual === 'unknown' || actual === 'offline') {
     return { outcome: actual, detail: `instance ${status.id} went ${actual}${msg}` };
+  }
+  if (actual !== 'running' && status.status_msg && PORT_TAKEN.test(status.status_msg)) {
+    return {
+      outcome: 'exited',
+      detail: `instance ${status.id} cannot start: another container holds its ports (most likely a create on the same offer that won)${msg}`,
+    };
   }
   if (status.status_msg && OCI_FAILURE.test(status.status_msg)) {
     return { outcome: 'exited', detail: `instance ${status.id} failed to start${msg}` };

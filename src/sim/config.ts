@@ -141,6 +141,19 @@ export const faultConfigSchema = z.object({
     .default([]),
   /** Share of creates whose instance takes `boot_detour` (1: every one while it is set). */
   boot_detour_rate: rate.default(1),
+  /**
+   * Share of creates on whose offer another account's create lands at the same moment: both are
+   * accepted (SkyPilot PR #9117, 2026-03: "it accepts both and attempts to launch both") and this
+   * one loses: it never fully starts and its create is answered as usual. The offer stays rented by
+   * the other account.
+   */
+  double_buy_rate: rate.default(0),
+  /**
+   * What the loser shows: `port_error`, loading then `created` with docker's port-bind error in
+   * `status_msg` (#9117: the Docker daemon "attempts to bind the same port multiple times");
+   * `silent`, loading for ever (#9117: "fail to fully start").
+   */
+  double_buy_sign: z.enum(['port_error', 'silent']).default('port_error'),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 

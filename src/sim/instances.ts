@@ -22,6 +22,7 @@ import type { SimOffer } from './catalog.js';
 import type { SimClock, SimTime } from './clock.js';
 import type { FaultProfile, SimConfig } from './config.js';
 import {
+  doubleBoughtPlan,
   missingImageMessage,
   planFor,
   rebootPlan,
@@ -164,16 +165,20 @@ export class InstanceStore {
     this.nextId = 9_400_000 + Math.floor(this.idRng() * 100_000);
   }
 
-  /** `detour`: statuses it shows before it loads (faults.boot_detour), none by default. */
+  /**
+   * `detour`: statuses it shows before it loads (faults.boot_detour), none by default.
+   * `lostDoubleBuy`: another create on its offer won (faults.double_buy_rate): it never fully starts.
+   */
   create(
     offer: SimOffer,
     params: CreateParams,
     profile: FaultProfile,
     sshPorts: SshPorts | null = null,
-    detour: ReadonlyArray<{ status: string | null; s: number }> = [],
+    opts: { detour?: ReadonlyArray<{ status: string | null; s: number }>; lostDoubleBuy?: 'port_error' | 'silent' | null } = {},
   ): LiveInstance {
     const inst = this.make(offer, params, profile, sshPorts);
-    inst.plan = withDetour(inst.plan, detour, inst.timings.provision_s);
+    if (opts.lostDoubleBuy) inst.plan = doubleBoughtPlan(inst.timings, opts.lostDoubleBuy);
+    inst.plan = withDetour(inst.plan, opts.detour ?? [], inst.timings.provision_s);
     const now = inst.phaseStart;
     // A bid that loses now waits, stopped, for the machine (create_instance.yaml: interruptibles
     // default to cancel_unavail false, so they are created even when they cannot start now).

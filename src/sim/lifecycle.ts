@@ -63,6 +63,9 @@ export const STATUS_MSG = {
   rebooting: 'Rebooting: docker stop, then docker start',
   outbid: 'Outbid: the bid is below the current minimum bid; the instance resumes when its bid wins again',
   bidTooLow: 'Waiting: the bid is below the current minimum bid; the instance starts when its bid wins',
+  // Docker's words when a container's published port is taken (a create that lost its offer, SkyPilot #9117).
+  portTaken:
+    'Error response from daemon: driver failed programming external connectivity on endpoint C.0: Bind for 0.0.0.0:22 failed: port is already allocated',
   unavailable: "Created stopped: the machine's GPUs are not available now (cancel_unavail was false)",
 } as const;
 
@@ -136,6 +139,23 @@ export function withDetour(plan: Step[], detour: ReadonlyArray<{ status: string 
     at += d.s;
   }
   return [...before, ...steps, ...after];
+}
+
+/**
+ * The plan of a create that lost its offer to another create on it (faults.double_buy_rate): it
+ * never fully starts. `port_error`: loading, then `created` with docker's port-bind error;
+ * `silent`: loading for ever.
+ */
+export function doubleBoughtPlan(t: InstanceTimings, sign: 'port_error' | 'silent'): Step[] {
+  const steps: Step[] = [];
+  let at = 0;
+  if (t.provision_s > 0) {
+    steps.push({ at: 0, status: null, msg: STATUS_MSG.provisioning });
+    at = t.provision_s;
+  }
+  steps.push({ at, status: 'loading', msg: STATUS_MSG.loading });
+  if (sign === 'port_error') steps.push({ at: at + Math.min(t.fail_after_s, 10), status: 'created', msg: STATUS_MSG.portTaken });
+  return steps;
 }
 
 /** The plan of a reboot: `rebooting` for `rebootS`, then the plan of a start. */

@@ -60,3 +60,33 @@ describe('the service’s other statuses while booting', () => {
     await cancelAndCheckNothingBills(world, run.id);
   });
 });
+
+describe('a create that lost its offer to another create on it (double-bought)', () => {
+  it('with docker’s port error, fails over at once: destroyed, the next offer runs, nothing left billing', async () => {
+    world = await startWorld({ sim: { faults: { double_buy_rate: 1 } } });
+    // A boot deadline far longer than the test: only the sign can end the first attempt in time.
+    const run = await submit(world, jobSpec({ boot_timeout_s: 600, ready_when: 'status' }));
+    await expect.poll(() => madeFor(world!, run.id).length, { timeout: 10_000 }).toBe(1);
+    world.sim.setFaults({ double_buy_rate: 0 });
+    const running = await world.waitFor(run.id, isRunning);
+    expect(running.attempts.map((a) => a.outcome)).toEqual(['exited', 'running']);
+    expect(running.attempts[0]!.detail).toMatch(/another container holds its ports/);
+    const [lost, next] = madeFor(world, run.id);
+    expect(lost!.destroyed).toBe(true);
+    expect(lost!.statuses).not.toContain('running');
+    expect(next!.destroyed).toBe(false);
+    expect(world.sim.stats().offers_double_bought).toBe(1);
+    await cancelAndCheckNothingBills(world, run.id);
+  });
+
+  it('without a sign (it loads for ever), the boot deadline ends it; then the next offer runs', async () => {
+    world = await startWorld({ sim: { faults: { double_buy_rate: 1, double_buy_sign: 'silent' } } });
+    const run = await submit(world, jobSpec({ boot_timeout_s: 3, ready_when: 'status' }));
+    await expect.poll(() => madeFor(world!, run.id).length, { timeout: 10_000 }).toBe(1);
+    world.sim.setFaults({ double_buy_rate: 0 });
+    const running = await world.waitFor(run.id, isRunning);
+    expect(running.attempts.map((a) => a.outcome)).toEqual(['boot_timeout', 'running']);
+    expect(madeFor(world, run.id)[0]!.destroyed).toBe(true);
+    await cancelAndCheckNothingBills(world, run.id);
+  });
+});

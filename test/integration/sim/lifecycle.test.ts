@@ -109,6 +109,29 @@ describe('fault profiles', () => {
     expect(statuses(plain, other)).toEqual([null, 'loading', 'running']);
   });
 
+  test('a double-bought offer (faults.double_buy_rate): the create is answered, its instance never runs, the offer stays taken', async () => {
+    const sim = await fresh({ config: { faults: { double_buy_rate: 1 } } });
+    const offer = sim.offers()[7]!;
+    const res = await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' });
+    expect(res.status).toBe(200);
+    expect(res.body.success).toBe(true);
+    const id = res.body.new_contract as number;
+    await waitFor(async () => ((await statusOf(sim, id)) === 'created' ? true : undefined), 3000, 'the port error');
+    const rec = (await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances;
+    expect(rec.status_msg).toMatch(/port is already allocated/);
+    expect(statuses(sim, id)).toEqual([null, 'loading', 'created']);
+    expect(sim.stats().offers_double_bought).toBe(1);
+    // Ours goes; the other account keeps the offer.
+    await call(sim, 'DELETE', `/api/v0/instances/${id}/`);
+    sim.setFaults({ double_buy_rate: 0 });
+    expect((await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' })).status).toBe(410);
+    // Silent: it loads for ever.
+    const silent = await fresh({ config: { faults: { double_buy_rate: 1, double_buy_sign: 'silent' } } });
+    const other = (await call(silent, 'PUT', `/api/v0/asks/${silent.offers()[7]!.id}/`, { image: 'x' })).body.new_contract;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(statuses(silent, other)).toEqual([null, 'loading']);
+  });
+
   test('a boot detour through running is refused', async () => {
     const sim = await fresh();
     const res = await call(sim, 'PUT', '/_sim/faults', { boot_detour: [{ status: 'running', s: 1 }] });

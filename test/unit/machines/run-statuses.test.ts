@@ -189,4 +189,21 @@ describe('run machine: statuses other than running and the failures', () => {
     expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
     expect(world.serviceCreates).toHaveLength(1);
   });
+
+  it('a create that lost its offer (docker cannot bind its ports) fails over at once, not at the boot deadline', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'loading'));
+    const msg =
+      'Error response from daemon: driver failed programming external connectivity on endpoint C.1: Bind for 0.0.0.0:22 failed: port is already allocated';
+    await poll(actor, status(id, 'created', { status_msg: msg }));
+    expect(world.destroys.map((d) => d.instanceId)).toEqual([id]);
+    await confirmGone(actor);
+    const [ended] = endedAttempts(emitted);
+    expect(ended).toMatchObject({ outcome: 'exited' });
+    expect(ended!.detail).toMatch(/another container holds its ports/);
+    expect(stateOf(actor)).toBe('booting');
+    expect(currentInstanceId(actor)).not.toBe(id);
+  });
 });
