@@ -10,6 +10,7 @@ import {
   failureOfStatus,
   imageUnavailable,
   isRunningStatus,
+  statusSince,
   type AttemptOutcome,
   type InstanceStatus,
   type RunError,
@@ -135,6 +136,14 @@ function imageUnavailableError(context: RunContext, instance: InstanceStatus): R
 export function endingPriceOverCap(context: RunContext, instance: InstanceStatus): Change {
   const detail = `instance ${instance.id} is listed at $${instance.dph_total}/h, above max_price_per_hour ($${context.limits.maxPricePerHour}/h): its host raised the price; failing over`;
   return withEnding(context, { outcome: 'price_over_cap', detail }, { current: { ...context.current!, status: instance } });
+}
+
+/** After it ran, the instance was listed neither running nor failed for as long as a boot may take (run-rules.ts notRunningYet). */
+export function endingNotRunning(context: RunContext, instance: InstanceStatus, listedAt: number): Change {
+  const s = Math.round((listedAt - statusSince(context.current!, instance, listedAt)) / 1000);
+  const msg = instance.status_msg ? `: ${instance.status_msg.slice(0, 200)}` : '';
+  const detail = `instance ${instance.id} listed ${instance.actual_status === null ? 'without a status' : `'${instance.actual_status}'`} for ${s} s after it ran${msg}`;
+  return withEnding(context, { outcome: 'lost', detail }, { current: { ...context.current!, status: instance } });
 }
 
 export function endingMissing(context: RunContext): Change {

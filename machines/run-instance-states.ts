@@ -6,7 +6,8 @@
 //   booting           at the boot deadline, one more look at the instance (the last list seen may be
 //                     older): ready by that look → running; else → destroying (boot_timeout); never
 //                     while a task's end is read (booting.checkingTask): the read decides first
-//   booting.starting  running status → probing (or running when ready_when is "status")
+//   booting.starting  running status → probing (or running when ready_when is "status"); any other
+//                     status waits, an unasked stop until it lasts STOPPED_BLIP_MS (run-rules.ts)
 //   booting.probing   an SSH banner at an endpoint → loggingIn; none by readiness.ssh_timeout_s →
 //                     destroying (unreachable), or running when the run is now ready by status (a
 //                     task restored from before its plan made it so)
@@ -15,7 +16,8 @@
 //                     the banner, the reason in the running event (never destroying: SSH answers)
 //   rebidding         bid raised (change-bid), then waits for the instance to start again →
 //                     booting; still stopped after rebidWaitS → raise again, or fail over at the cap
-//   running           lost, failed or outbid → destroying (or rebidding); cancel/expire → destroying
+//   running           lost, failed or outbid → destroying (or rebidding); listed neither running nor
+//                     failed for bootTimeoutS → destroying (lost); cancel/expire → destroying
 //   collecting        a task's outputs taken (download or cloud copy) → destroying, by its end, its
 //                     deadline (files.outputs_timeout_s), a limit or a cancel
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
@@ -87,7 +89,8 @@ function unwantedPolls(wasRunning: boolean) {
       actions: [{ type: 'markEndingPriceOverCap', params: (a: AnyEvent) => ({ instance: poll(a).instance }) }, ...fresh],
     },
     {
-      guard: { type: 'statusIsFailure', params: poll },
+      // While booting, a stop berth did not ask for is a loss only once it lasts (run-rules.ts STOPPED_BLIP_MS).
+      guard: { type: wasRunning ? 'statusIsFailure' : 'bootStatusIsFailure', params: poll },
       target: '#run.destroying',
       actions: [{ type: 'markEndingFromStatus', params: (a: AnyEvent) => ({ instance: poll(a).instance, wasRunning }) }, ...fresh],
     },
@@ -96,6 +99,16 @@ function unwantedPolls(wasRunning: boolean) {
       target: '#run.destroying',
       actions: ['markEndingMissing', ...fresh],
     },
+    // After it ran: frozen, restarting, a new value ... for as long as a boot may take (while booting, the boot deadline judges).
+    ...(wasRunning
+      ? ([
+          {
+            guard: { type: 'notRunningTooLong', params: poll },
+            target: '#run.destroying',
+            actions: [{ type: 'markEndingNotRunning', params: poll }, ...fresh],
+          },
+        ] as const)
+      : ([] as const)),
   ] as const;
 }
 

@@ -73,6 +73,10 @@ const STEPS: Record<number, Step> = {
   // v8 → v9: readiness by SSH logs in after the banner (issue #39), in `booting.loggingIn`. A state
   // was added, none removed or reshaped: nothing to change (an older berth cannot resume a run stored in it).
   8: (s) => s,
+  // v9 → v10: an attempt keeps since when its listed status has been what it is (issue #49:
+  // `current.statusSince`, optional). A run stored before counts it from its next list: a stop
+  // while booting gets its blip window again, bounded by the boot deadline as before.
+  9: (s) => s,
 };
 
 /**

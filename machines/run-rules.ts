@@ -20,6 +20,14 @@ export type { AttemptOutcome, AttemptSummary, InstanceStatus } from './run-types
 export type { RunError } from '../src/errors.js';
 
 const OCI_FAILURE = /OCI runtime create failed/i;
+/**
+ * Docker could not publish the container's ports: another container holds them. The service accepts
+ * two creates on one offer and launches both; the losers "fail to fully start or raise an error when
+ * the remote node's Docker daemon attempts to bind the same port multiple times", an error that
+ * reaches the caller only in the instance's record (SkyPilot PR #9117, 2026-03). Docker's words:
+ * "Bind for 0.0.0.0:P failed: port is already allocated", or "address already in use".
+ */
+const PORT_TAKEN = /port is already allocated|address already in use/i;
 
 /**
  * A status_msg saying the image was not pulled. The official client's self-test reads such a message
@@ -50,7 +58,8 @@ export function imageUnavailable(status: InstanceStatus): string | null {
 /**
  * The failure an instance status means, or null while it may still boot or is healthy.
  * `exited`, `unknown` and `offline` are terminal (seed, section 3 rule 1); a container stuck in
- * `created` with an OCI error never starts (service notes); `stopped` that berth did not ask for
+ * `created` with an OCI error never starts (service notes), nor one whose ports another container
+ * holds (a double-bought offer, PORT_TAKEN); `stopped` that berth did not ask for
  * means an interruptible instance was outbid.
  */
 export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutcome; detail: string } | null {
@@ -58,6 +67,12 @@ export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutco
   const msg = status.status_msg ? `: ${status.status_msg.slice(0, 200)}` : '';
   if (actual === 'exited' || actual === 'unknown' || actual === 'offline') {
     return { outcome: actual, detail: `instance ${status.id} went ${actual}${msg}` };
+  }
+  if (actual !== 'running' && status.status_msg && PORT_TAKEN.test(status.status_msg)) {
+    return {
+      outcome: 'exited',
+      detail: `instance ${status.id} cannot start: another container holds its ports (most likely a create on the same offer that won)${msg}`,
+    };
   }
   if (status.status_msg && OCI_FAILURE.test(status.status_msg)) {
     return { outcome: 'exited', detail: `instance ${status.id} failed to start${msg}` };
@@ -79,6 +94,54 @@ export function failureOfStatus(status: InstanceStatus): { outcome: AttemptOutco
 
 export function isRunningStatus(status: InstanceStatus): boolean {
   return status.actual_status === 'running';
+}
+
+/**
+ * How long a `stopped` that berth did not ask for may last while the instance boots before it is
+ * judged a loss. A third party reports `stopped` appearing benignly early in a healthy container's
+ * life (inference-plane's vast notes, in ../shared/notes/service-facts.md "Added 2026-12-01"), and
+ * berth's lists come every few seconds: a stop that is still there this long after a list first
+ * showed it is not such a blip. The boot deadline bounds it in any case. Not for a stop the task
+ * made (intended_status stopped: its end is read, run-instance-states.ts) nor an outbid (a bid run).
+ */
+export const STOPPED_BLIP_MS = 30_000;
+
+/**
+ * Since when the listed `actual_status` has been what it is: the attempt's record of it when a list
+ * before this one showed the same, else the time of this list (a status never seen before, or one
+ * restored from a snapshot that did not keep it, starts its count now).
+ */
+export function statusSince(current: Pick<CurrentAttempt, 'status' | 'statusSince'>, status: InstanceStatus, listedAt: number): number {
+  return current.status !== null && current.status.actual_status === status.actual_status && typeof current.statusSince === 'number'
+    ? current.statusSince
+    : listedAt;
+}
+
+/** A `stopped` berth did not ask for and the task did not make: a blip while young, a loss once it lasts. */
+export function unaskedStop(status: InstanceStatus): boolean {
+  return status.actual_status === 'stopped' && status.intended_status !== 'stopped';
+}
+
+/**
+ * Neither running nor a failure: `null` while the contract is made, `loading`, `created`, `frozen`,
+ * `restarting`, `rebooting`, `recycling` (SkyPilot's vast provisioner waits on null, created,
+ * restarting, rebooting and loading; `recycling` follows a recycle, recycle_instance.yaml), and any
+ * value the service adds without notice (SkyPilot reads those as still starting). While booting each
+ * is "still starting" until the boot deadline; after the instance ran, each is waited on for as long
+ * as a boot may take (bootTimeoutS), then the instance is lost. `exited`, `unknown` and `offline`
+ * are failures, not these (SPEC 3 rule 1; SkyPilot fails them at once: a host without heartbeat).
+ */
+export function notRunningYet(status: InstanceStatus): boolean {
+  return status.actual_status !== 'running' && status.actual_status !== 'stopped' && failureOfStatus(status) === null;
+}
+
+/**
+ * Whether berth judges this status by how long it lasts, so that a list showing it unchanged must
+ * still reach the run (the driver passes on changes only otherwise): an unasked stop, and, once the
+ * attempt's instance has run, any status that is not running.
+ */
+export function judgedWhileItLasts(status: InstanceStatus, hasRun: boolean): boolean {
+  return unaskedStop(status) || (hasRun && notRunningYet(status));
 }
 
 /**

@@ -18,6 +18,7 @@ import {
   endingFromStatus,
   endingPriceOverCap,
   endingMissing,
+  endingNotRunning,
   endingOutbid,
   endingUnreachable,
   endingTask,
@@ -50,7 +51,11 @@ import {
   sameEndpoints,
   sameStatus,
   sshEndpoints,
+  STOPPED_BLIP_MS,
+  statusSince,
   stoppedByTask,
+  notRunningYet,
+  unaskedStop,
   type AttemptOutcome,
   type InstanceStatus,
   type RunError,
@@ -128,6 +133,21 @@ export const runSetup = setup({
     goneBudgetSpent: ({ context }) => context.goneThisSearch >= context.limits.goneOffersPerSearch,
     statusIsRunning: (_, params: PollParams) => params.instance !== null && isRunningStatus(params.instance),
     statusIsFailure: (_, params: PollParams) => params.instance !== null && failureOfStatus(params.instance) !== null,
+    /**
+     * The same while booting, but a stop berth did not ask for is not a loss until it has lasted
+     * STOPPED_BLIP_MS (a benign early `stopped`, run-rules.ts); the boot deadline bounds it too.
+     */
+    bootStatusIsFailure: ({ context }, params: PollParams) =>
+      params.instance !== null &&
+      failureOfStatus(params.instance) !== null &&
+      !(
+        unaskedStop(params.instance) && params.listedAt - statusSince(context.current!, params.instance, params.listedAt) < STOPPED_BLIP_MS
+      ),
+    /** After it ran, listed neither running nor failed (frozen, restarting, a new value ...) for as long as a boot may take. */
+    notRunningTooLong: ({ context }, params: PollParams) =>
+      params.instance !== null &&
+      notRunningYet(params.instance) &&
+      params.listedAt - statusSince(context.current!, params.instance, params.listedAt) >= context.limits.bootTimeoutS * 1000,
     /** Listed above max_price_per_hour: a host raised the price of the running contract. */
     priceOverCap: ({ context }, params: PollParams) =>
       params.instance !== null && priceOverCap(params.instance, context.limits.maxPricePerHour),
@@ -242,6 +262,7 @@ export const runSetup = setup({
       endingFromStatus(context, params.instance!, params.wasRunning),
     ),
     markEndingMissing: assign(({ context }) => endingMissing(context)),
+    markEndingNotRunning: assign(({ context }, params: PollParams) => endingNotRunning(context, params.instance!, params.listedAt)),
     markEndingCancelled: assign(({ context }) => endingCancelled(context)),
     markEndingBootTimeout: assign(({ context }, params: { at: number; look: LastLook | null }) =>
       endingBootTimeout(context, params.at, params.look),
@@ -272,7 +293,13 @@ export const runSetup = setup({
       }
       const changed = !sameStatus(params.instance, cur.status);
       if (changed) enqueue.emit({ type: 'attempt.status', n: cur.n, status: params.instance });
-      if (changed || cur.missingPolls > 0) enqueue.assign({ current: { ...cur, status: params.instance, missingPolls: 0 } });
+      const since = statusSince(cur, params.instance, params.listedAt);
+      // Started again after a stop whose log held no end (a blip while booting): its next stop is read afresh.
+      const rechecks = cur.taskChecked && !mayBeTaskEnd(params.instance);
+      if (changed || cur.missingPolls > 0 || since !== cur.statusSince || rechecks)
+        enqueue.assign({
+          current: { ...cur, status: params.instance, missingPolls: 0, statusSince: since, ...(rechecks ? { taskChecked: false } : {}) },
+        });
     }),
     markProbing: assign(({ context }, params: PollParams) => withProbing(context, params.instance!, params.listedAt)),
     reportProbing: emit(({ context }) => ({ type: 'attempt.status' as const, n: context.current!.n, status: context.current!.status! })),

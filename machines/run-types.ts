@@ -175,6 +175,12 @@ export interface CurrentAttempt {
   retryAt: number | null;
   missingPolls: number;
   status: InstanceStatus | null;
+  /**
+   * When a list first showed the current `actual_status` (ms since epoch): a stop while booting
+   * and a status other than running after it ran are judged by how long they last (run-rules.ts).
+   * Absent in snapshots stored before machine version 10: counted from the next list.
+   */
+  statusSince?: number | null;
   /** Why the instance is being destroyed; null while it is wanted. */
   ending: { outcome: AttemptOutcome; detail: string } | null;
   /** The attempt's current bid, $/h of compute; null on-demand. */

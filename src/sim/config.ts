@@ -119,6 +119,41 @@ export const faultConfigSchema = z.object({
    * written (a file cut where the half falls), then the status bar says the copy failed.
    */
   cloud_copy_fail_rate: rate.default(0),
+  /**
+   * Statuses a new instance shows after provisioning and before it loads, in order, each for `s` sim
+   * seconds: the service's answers berth's lists may meet early in a healthy boot (issue #49).
+   * `stopped` (intended still `running`) is the early blip a third party reports (inference-plane's
+   * vast notes); `frozen`, `restarting`, `recycling` or a value nobody knew are what SkyPilot's vast
+   * provisioner meets (service-facts "Added 2026-12-01"); `null` is the contract being made. Never
+   * `running`. Default none.
+   */
+  boot_detour: z
+    .array(
+      z.object({
+        status: z
+          .string()
+          .regex(/^[a-z_]{1,32}$/, 'a status word')
+          .refine((v) => v !== 'running', 'not running: the detour comes before the instance runs')
+          .nullable(),
+        s: z.number().positive(),
+      }),
+    )
+    .default([]),
+  /** Share of creates whose instance takes `boot_detour` (1: every one while it is set). */
+  boot_detour_rate: rate.default(1),
+  /**
+   * Share of creates on whose offer another account's create lands at the same moment: both are
+   * accepted (SkyPilot PR #9117, 2026-03: "it accepts both and attempts to launch both") and this
+   * one loses: it never fully starts and its create is answered as usual. The offer stays rented by
+   * the other account.
+   */
+  double_buy_rate: rate.default(0),
+  /**
+   * What the loser shows: `port_error`, loading then `created` with docker's port-bind error in
+   * `status_msg` (#9117: the Docker daemon "attempts to bind the same port multiple times");
+   * `silent`, loading for ever (#9117: "fail to fully start").
+   */
+  double_buy_sign: z.enum(['port_error', 'silent']).default('port_error'),
 });
 export type FaultConfig = z.output<typeof faultConfigSchema>;
 

@@ -52,6 +52,17 @@ export class FaultInjector {
     return this.hit(this.config.unsuccessful_200_rate);
   }
 
+  /** The statuses a new instance shows before it loads (`boot_detour`, for `boot_detour_rate` of creates). */
+  bootDetour(): FaultConfig['boot_detour'] {
+    const { boot_detour, boot_detour_rate } = this.config;
+    return boot_detour.length > 0 && this.hit(boot_detour_rate) ? boot_detour : [];
+  }
+
+  /** This create lost its offer to another account's create on it: what its instance shows, or null. */
+  doubleBought(): FaultConfig['double_buy_sign'] | null {
+    return this.hit(this.config.double_buy_rate) ? this.config.double_buy_sign : null;
+  }
+
   nullInstances(): boolean {
     return this.hit(this.config.null_instances_rate);
   }

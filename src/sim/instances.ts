@@ -21,7 +21,17 @@
 import type { SimOffer } from './catalog.js';
 import type { SimClock, SimTime } from './clock.js';
 import type { FaultProfile, SimConfig } from './config.js';
-import { missingImageMessage, planFor, rebootPlan, STATUS_MSG, type ActualStatus, type InstanceTimings, type Step } from './lifecycle.js';
+import {
+  doubleBoughtPlan,
+  missingImageMessage,
+  planFor,
+  rebootPlan,
+  STATUS_MSG,
+  withDetour,
+  type ActualStatus,
+  type InstanceTimings,
+  type Step,
+} from './lifecycle.js';
 import { splitImage } from './image-name.js';
 import { diskDph } from './pricing.js';
 import { newKeyValue } from './api-keys.js';
@@ -155,8 +165,20 @@ export class InstanceStore {
     this.nextId = 9_400_000 + Math.floor(this.idRng() * 100_000);
   }
 
-  create(offer: SimOffer, params: CreateParams, profile: FaultProfile, sshPorts: SshPorts | null = null): LiveInstance {
+  /**
+   * `detour`: statuses it shows before it loads (faults.boot_detour), none by default.
+   * `lostDoubleBuy`: another create on its offer won (faults.double_buy_rate): it never fully starts.
+   */
+  create(
+    offer: SimOffer,
+    params: CreateParams,
+    profile: FaultProfile,
+    sshPorts: SshPorts | null = null,
+    opts: { detour?: ReadonlyArray<{ status: string | null; s: number }>; lostDoubleBuy?: 'port_error' | 'silent' | null } = {},
+  ): LiveInstance {
     const inst = this.make(offer, params, profile, sshPorts);
+    if (opts.lostDoubleBuy) inst.plan = doubleBoughtPlan(inst.timings, opts.lostDoubleBuy);
+    inst.plan = withDetour(inst.plan, opts.detour ?? [], inst.timings.provision_s);
     const now = inst.phaseStart;
     // A bid that loses now waits, stopped, for the machine (create_instance.yaml: interruptibles
     // default to cancel_unavail false, so they are created even when they cannot start now).

@@ -16,7 +16,21 @@ import type { FaultProfile } from './config.js';
  * `null` is the service's provisioning status; `stopped` follows a stop, an outbid, or a create
  * that could not start; `rebooting` follows a reboot.
  */
-export type ActualStatus = null | 'created' | 'loading' | 'running' | 'rebooting' | 'stopped' | 'exited' | 'unknown' | 'offline';
+export type ActualStatus =
+  | null
+  | 'created'
+  | 'loading'
+  | 'running'
+  | 'rebooting'
+  | 'stopped'
+  | 'exited'
+  | 'unknown'
+  | 'offline'
+  // Shown only on a boot detour (faults.boot_detour): anything the service may say, known or not.
+  | DetourStatus;
+
+/** A status word of `faults.boot_detour` (never `running`); `string & {}` keeps the known ones named. */
+type DetourStatus = string & {};
 
 export interface Step {
   /** Sim seconds after the phase start. */
@@ -49,6 +63,9 @@ export const STATUS_MSG = {
   rebooting: 'Rebooting: docker stop, then docker start',
   outbid: 'Outbid: the bid is below the current minimum bid; the instance resumes when its bid wins again',
   bidTooLow: 'Waiting: the bid is below the current minimum bid; the instance starts when its bid wins',
+  // Docker's words when a container's published port is taken (a create that lost its offer, SkyPilot #9117).
+  portTaken:
+    'Error response from daemon: driver failed programming external connectivity on endpoint C.0: Bind for 0.0.0.0:22 failed: port is already allocated',
   unavailable: "Created stopped: the machine's GPUs are not available now (cancel_unavail was false)",
 } as const;
 
@@ -103,6 +120,42 @@ export function planFor(profile: FaultProfile, t: InstanceTimings, restart: bool
       return steps;
     }
   }
+}
+
+/**
+ * The plan with a detour before it loads (`faults.boot_detour`): each status for its `s` from the end
+ * of provisioning (`from`), everything after pushed back by the detour's length. A detour's status
+ * carries no message: what the service writes then is not known.
+ */
+export function withDetour(plan: Step[], detour: ReadonlyArray<{ status: string | null; s: number }>, from: number): Step[] {
+  if (detour.length === 0) return plan;
+  const total = detour.reduce((sum, d) => sum + d.s, 0);
+  const before = plan.filter((st) => st.at < from);
+  const after = plan.filter((st) => st.at >= from).map((st) => ({ ...st, at: st.at + total }));
+  const steps: Step[] = [];
+  let at = from;
+  for (const d of detour) {
+    steps.push({ at, status: d.status, msg: '' });
+    at += d.s;
+  }
+  return [...before, ...steps, ...after];
+}
+
+/**
+ * The plan of a create that lost its offer to another create on it (faults.double_buy_rate): it
+ * never fully starts. `port_error`: loading, then `created` with docker's port-bind error;
+ * `silent`: loading for ever.
+ */
+export function doubleBoughtPlan(t: InstanceTimings, sign: 'port_error' | 'silent'): Step[] {
+  const steps: Step[] = [];
+  let at = 0;
+  if (t.provision_s > 0) {
+    steps.push({ at: 0, status: null, msg: STATUS_MSG.provisioning });
+    at = t.provision_s;
+  }
+  steps.push({ at, status: 'loading', msg: STATUS_MSG.loading });
+  if (sign === 'port_error') steps.push({ at: at + Math.min(t.fail_after_s, 10), status: 'created', msg: STATUS_MSG.portTaken });
+  return steps;
 }
 
 /** The plan of a reboot: `rebooting` for `rebootS`, then the plan of a start. */

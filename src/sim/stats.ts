@@ -16,6 +16,8 @@ export interface SimStats {
   creates_answered: number;
   creates_ambiguous: number;
   offers_taken: number;
+  /** Creates that lost their offer to another account's create on it (faults.double_buy_rate). */
+  offers_double_bought: number;
   drops: number;
   injected_5xx: number;
 }
@@ -31,6 +33,7 @@ export function emptyStats(): SimStats {
     creates_answered: 0,
     creates_ambiguous: 0,
     offers_taken: 0,
+    offers_double_bought: 0,
     drops: 0,
     injected_5xx: 0,
   };

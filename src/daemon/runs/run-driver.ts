@@ -28,7 +28,7 @@ import type { OfferClaims } from './offer-claims.js';
 import { runStateOf } from './run-state.js';
 import { toStatus } from './instance-status.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
-import { blocksMachine, sameStatus, type RunError } from '../../../machines/run-rules.js';
+import { blocksMachine, judgedWhileItLasts, sameStatus, type RunError } from '../../../machines/run-rules.js';
 import { canMigrate, migrateRunSnapshot, type StoredRunSnapshot } from '../../../machines/run-migrations.js';
 import { makeRunActors } from './run-actors.js';
 import type { RunActorDeps } from './run-actor-deps.js';
@@ -292,10 +292,17 @@ export class RunDriver {
     // A status seen unchanged is a no-op in every state: the machine acts on a change, on the
     // instance's absence (always sent: it is counted) or on its own timers. Not sending it spares
     // one machine transition per run per list: a run whose status changed does not wait behind the rest.
-    if (instance !== null && this.lastPolled !== undefined && sameStatus(instance, this.lastPolled)) return;
+    // Except a status judged by how long it lasts (a stop while booting, a not-running one after it
+    // ran: run-rules.ts judgedWhileItLasts): each list of it may be the one that has lasted.
+    if (instance !== null && this.lastPolled !== undefined && sameStatus(instance, this.lastPolled) && !this.judgedByDuration(instance))
+      return;
     this.lastPolled = instance ?? undefined;
     if (instance?.actual_status === 'running') this.runningListedAt ??= listedAt;
     this.actor!.send({ type: 'POLL', instance, listedAt });
+  }
+
+  private judgedByDuration(instance: InstanceStatus): boolean {
+    return judgedWhileItLasts(instance, this.actor?.getSnapshot().context.current?.runningSeenAt != null);
   }
 
   /** Stops the actor: in-flight calls are aborted; their journal rows let the next start reconcile. */

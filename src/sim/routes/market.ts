@@ -52,10 +52,15 @@ async function create(ctx: RouteContext): Promise<RouteResult> {
   if ((unavailable || losingBid) && cancelUnavail) throw askGone(offerId);
 
   const profile = world.profiles.profileFor(offer.id, offer.machine_id);
-  const inst = world.instances.create(offer, params, profile, sshPorts);
+  const lostDoubleBuy = world.faults.doubleBought();
+  const inst = world.instances.create(offer, params, profile, sshPorts, { detour: world.faults.bootDetour(), lostDoubleBuy });
   // Its container authorizes the account's keys as they are now (ssh-keys.ts).
   world.instanceSshKeys.created(inst.hist.id, world.sshKeys.list());
-  world.catalog.rent(offer.id, inst.hist.id);
+  // Another account's create on the same offer won: the offer is theirs, and stays rented after ours goes.
+  if (lostDoubleBuy) {
+    world.catalog.rent(offer.id, 0);
+    world.stats.offers_double_bought++;
+  } else world.catalog.rent(offer.id, inst.hist.id);
   if (unavailable) world.instances.stop(inst, STATUS_MSG.unavailable);
   else if (req.targetState === 'stopped') world.instances.stop(inst);
   world.webhooks.emit('client:instance_created', {

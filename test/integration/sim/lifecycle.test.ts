@@ -80,6 +80,64 @@ describe('fault profiles', () => {
     expect(sim.takeMachineOffline(offer.machine_id)).toEqual([id]);
     expect(await statusOf(sim, id)).toBe('offline');
   });
+
+  test('a boot detour (faults.boot_detour) shows its statuses, in order, between provisioning and loading; then it runs', async () => {
+    const sim = await fresh({
+      config: {
+        faults: {
+          boot_detour: [
+            // 1.5 wall s at this clock: long enough to be caught by a list.
+            { status: 'stopped', s: 1500 },
+            { status: 'frozen', s: 3 },
+            { status: 'brand_new_status', s: 3 },
+          ],
+        },
+      },
+    });
+    const offer = sim.offers()[5]!;
+    const id = (await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' })).body.new_contract;
+    await waitFor(async () => ((await statusOf(sim, id)) === 'stopped' ? true : undefined), 3000, 'the stopped blip');
+    const rec = (await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances;
+    // A blip, not a stop: the service still means it to run.
+    expect(rec.intended_status).toBe('running');
+    await waitFor(async () => ((await statusOf(sim, id)) === 'running' ? true : undefined), 5000, 'running after the detour');
+    expect(statuses(sim, id)).toEqual([null, 'stopped', 'frozen', 'brand_new_status', 'loading', 'running']);
+    // Without the fault nothing changes; with a rate of 0 no create takes it.
+    const plain = await fresh({ config: { faults: { boot_detour: [{ status: 'stopped', s: 3 }], boot_detour_rate: 0 } } });
+    const other = (await call(plain, 'PUT', `/api/v0/asks/${plain.offers()[5]!.id}/`, { image: 'x' })).body.new_contract;
+    await waitFor(async () => ((await statusOf(plain, other)) === 'running' ? true : undefined), 3000, 'running');
+    expect(statuses(plain, other)).toEqual([null, 'loading', 'running']);
+  });
+
+  test('a double-bought offer (faults.double_buy_rate): the create is answered, its instance never runs, the offer stays taken', async () => {
+    const sim = await fresh({ config: { faults: { double_buy_rate: 1 } } });
+    const offer = sim.offers()[7]!;
+    const res = await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' });
+    expect(res.status).toBe(200);
+    expect(res.body.success).toBe(true);
+    const id = res.body.new_contract as number;
+    await waitFor(async () => ((await statusOf(sim, id)) === 'created' ? true : undefined), 3000, 'the port error');
+    const rec = (await call(sim, 'GET', `/api/v0/instances/${id}/`)).body.instances;
+    expect(rec.status_msg).toMatch(/port is already allocated/);
+    expect(statuses(sim, id)).toEqual([null, 'loading', 'created']);
+    expect(sim.stats().offers_double_bought).toBe(1);
+    // Ours goes; the other account keeps the offer.
+    await call(sim, 'DELETE', `/api/v0/instances/${id}/`);
+    sim.setFaults({ double_buy_rate: 0 });
+    expect((await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x' })).status).toBe(410);
+    // Silent: it loads for ever.
+    const silent = await fresh({ config: { faults: { double_buy_rate: 1, double_buy_sign: 'silent' } } });
+    const other = (await call(silent, 'PUT', `/api/v0/asks/${silent.offers()[7]!.id}/`, { image: 'x' })).body.new_contract;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(statuses(silent, other)).toEqual([null, 'loading']);
+  });
+
+  test('a boot detour through running is refused', async () => {
+    const sim = await fresh();
+    const res = await call(sim, 'PUT', '/_sim/faults', { boot_detour: [{ status: 'running', s: 1 }] });
+    expect(res.status).toBe(400);
+    expect(JSON.stringify(res.body)).toMatch(/boot_detour/);
+  });
 });
 
 describe('billing ledger (manual clock)', () => {
