@@ -3,7 +3,8 @@
 // the tasks themselves wrote and the simulator's own history, never against berth's view.
 //
 // Each seed draws: the simulator's boot times and log-upload delay (403 until then), its fault
-// profiles (unknown/offline/stuck boots, exits, SSH refused, late or hanging), whether berth's SSH
+// profiles (unknown/offline/stuck boots, exits, SSH refused, late or hanging), statuses early in a
+// boot (a stopped blip, null, ones berth never heard of), double-bought offers, whether berth's SSH
 // key is on the account (the follow over SSH) and whether the image has curl; the daemon's list
 // interval; per task its length (0 included: it ends before any list), exit code, boot deadline,
 // `ready_when` and a `max_runtime_s` landing before, near or after its end; and when the daemon is
@@ -110,6 +111,21 @@ describe('task fuzzer (issue #49)', () => {
           ssh_refused: pick(rand, [0, 0.15]),
           ssh_late: pick(rand, [0, 0.2]),
           ssh_hang: pick(rand, [0, 0.1]),
+        },
+        // Statuses early in a healthy boot (an early stopped blip, ones berth never heard of), and
+        // offers another account buys at the same moment (the loser never starts).
+        faults: {
+          boot_detour: pick(rand, [
+            [],
+            [{ status: 'stopped', s: between(rand, 0.5, 10) }],
+            [
+              { status: null, s: between(rand, 0.5, 5) },
+              { status: pick(rand, ['frozen', 'restarting', 'recycling', 'weird_new_status']), s: between(rand, 0.5, 10) },
+            ],
+          ]),
+          boot_detour_rate: between(rand, 0, 1),
+          double_buy_rate: pick(rand, [0, 0.15]),
+          double_buy_sign: pick(rand, ['port_error', 'silent'] as const),
         },
         onstart_exec: { no_http_client_images: ['^nvidia/cuda:[^:]*-base-'] },
       };
