@@ -172,6 +172,23 @@ describe('berth ssh', () => {
     }
   });
 
+  it('a session cut because the run gave up its instance says so, and exits non-zero', async () => {
+    const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'ssh', run.id, '--', 'echo in; sleep 30'], {
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    proc.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => proc.once('exit', resolve));
+    while (!stdout.includes('in')) await new Promise((r) => setTimeout(r, 50));
+    expect((await cli(['cancel', run.id, '--wait'])).code).toBe(0);
+    const code = await exited;
+    expect(code).not.toBe(0);
+    expect(stderr).toContain(`The SSH session ended: run ${run.id} was cancelled, and berth gave up its instance ${run.instance!.id}`);
+  });
+
   it('says why and exits 1 for a run that holds no instance', async () => {
     expect((await cli(['cancel', run.id, '--wait'])).code).toBe(0);
     const r = await cli(['ssh', run.id, '--', 'echo', 'hi']);

@@ -7,9 +7,11 @@
 import { join } from 'node:path';
 import { berthHome } from '../../config/home.js';
 import { loadConfig } from '../../config/load.js';
+import { BerthError } from '../../errors.js';
 import { hostPinsFile } from '../../ssh/host-pins.js';
 import { loadLoginKey } from '../../ssh/key-pair.js';
 import { openSshSession, type SshSession } from '../../ssh/session.js';
+import type { Run } from '../../wire/control-api.js';
 import { connectToDaemon } from '../control-client.js';
 import { EXIT } from '../exit-codes.js';
 import { noSshInstance, sshEndpointsOf } from '../run-ssh-endpoints.js';
@@ -44,9 +46,49 @@ export async function sshCommand(runId: string, command: string[], options: SshO
   });
   try {
     return command.length > 0 ? await runCommand(session, command.join(' ')) : await runShell(session, env);
+  } catch (err) {
+    if (!(err instanceof BerthError) || err.code !== 'ssh_dropped') throw err;
+    throw await whyCut(run, err, () => connectToDaemon(env).getRun(run.id));
   } finally {
     session.close();
   }
+}
+
+/**
+ * A session cut: because the run's instance went (its task ended, a cancel, a limit, a loss), said
+ * with what became of the run (issue #50: "the connection closed" alone left users guessing); the
+ * drop itself otherwise.
+ */
+/** How many half-seconds a cut session waits for its run's destroy to be confirmed before it says why. */
+const DESTROY_WAIT_TRIES = 20;
+
+async function whyCut(before: Run, drop: BerthError, runNow: () => Promise<Run>): Promise<BerthError> {
+  const id = before.instance!.id;
+  let now: Run;
+  try {
+    now = await runNow();
+    // Being destroyed: why is known once the destroy is confirmed, seconds later (waited for a while).
+    for (let i = 0; i < DESTROY_WAIT_TRIES && now.state === 'destroying'; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      now = await runNow();
+    }
+  } catch {
+    return drop;
+  }
+  // Still held and not being destroyed: the link dropped, not the instance.
+  if (now.instance?.id === id && now.state !== 'destroying') return drop;
+  const attempt = now.attempts.find((a) => a.instance_id === id);
+  const exit = now.error?.exit_code ?? (attempt?.outcome === 'succeeded' ? 0 : undefined);
+  const what =
+    now.task && (attempt?.outcome === 'succeeded' || attempt?.outcome === 'task_failed')
+      ? `run ${now.id}'s task ended${exit !== undefined ? ` (exit ${exit})` : ''}`
+      : now.state === 'cancelled'
+        ? `run ${now.id} was cancelled`
+        : `run ${now.id}'s attempt ended ${attempt?.outcome ?? 'without an outcome yet'}`;
+  return new BerthError(
+    'ssh_dropped',
+    `The SSH session ended: ${what}, and berth gave up its instance ${id} (the run is ${now.state} now).`,
+  );
 }
 
 /** One command, its output passed through as it comes; its exit code is berth's (a signal: 128 + its number, as a shell says). */
@@ -82,12 +124,15 @@ async function runShell(session: SshSession, env: NodeJS.ProcessEnv): Promise<nu
   channel.pipe(process.stdout, { end: false });
   channel.stderr.pipe(process.stderr, { end: false });
   try {
-    return await new Promise<number>((resolve) => {
-      let code = 0;
+    return await new Promise<number>((resolve, reject) => {
+      let code: number | undefined;
       channel.on('exit', (c: number | null, signal?: string) => {
         code = typeof c === 'number' ? c : 128 + (signalNumber(signal ?? null) ?? 127);
       });
-      channel.once('close', () => resolve(code));
+      // Closed with no exit status: the connection went, not the shell (never a quiet exit 0).
+      channel.once('close', () =>
+        code !== undefined ? resolve(code) : reject(new BerthError('ssh_dropped', 'The SSH session ended without an exit status.')),
+      );
     });
   } finally {
     if (tty) {
