@@ -146,6 +146,11 @@ export function endingNotRunning(context: RunContext, instance: InstanceStatus, 
   return withEnding(context, { outcome: 'lost', detail }, { current: { ...context.current!, status: instance } });
 }
 
+/** The service made the instance stopped and said the create failed: it goes before anything boots. */
+export function endingCreatedStopped(context: RunContext, detail: string): Change {
+  return endingAs(context, 'create_failed', detail);
+}
+
 export function endingMissing(context: RunContext): Change {
   return endingAs(context, 'lost', `instance ${context.current!.instanceId} disappeared from the instance list`);
 }

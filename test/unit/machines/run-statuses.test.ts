@@ -206,4 +206,22 @@ describe('run machine: statuses other than running and the failures', () => {
     expect(stateOf(actor)).toBe('booting');
     expect(currentInstanceId(actor)).not.toBe(id);
   });
+
+  it('an on-demand create the service made stopped (success: false naming it) is recorded and destroyed at once; the next offer boots', async () => {
+    const world = new FakeWorld();
+    world.createResults.set(1, {
+      kind: 'created',
+      instanceId: 555,
+      createdAt: Date.now(),
+      createdStopped: 'instance 555 was created but the service answered success: false',
+    });
+    const { actor, emitted } = await admitted(world);
+    await tick(0);
+    expect(world.destroys.map((d) => d.instanceId)).toEqual([555]);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(endedAttempts(emitted)).toMatchObject([{ outcome: 'create_failed', detail: expect.stringMatching(/success: false/) }]);
+    expect(stateOf(actor)).toBe('booting');
+    expect(currentInstanceId(actor)).not.toBe(555);
+  });
 });
