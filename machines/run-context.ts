@@ -10,6 +10,7 @@ import {
   failureOfStatus,
   imageUnavailable,
   isRunningStatus,
+  mayBeTaskEnd,
   statusSince,
   type AttemptOutcome,
   type InstanceStatus,
@@ -282,8 +283,13 @@ export function endingTaskUnread(context: RunContext): Change {
 }
 
 /** The log of a stopped task instance held no end marker: the stop is judged as an outbid or a loss. */
+/**
+ * The log was read and held no end. Kept only while the last list still shows the stop: an instance
+ * that started again while its log was read (a blip while booting) has its next stop read afresh.
+ */
 export function withTaskChecked(context: RunContext): Change {
-  return { current: { ...context.current!, taskChecked: true } };
+  const cur = context.current!;
+  return { current: { ...cur, taskChecked: cur.status === null || mayBeTaskEnd(cur.status) } };
 }
 
 /** The run's error once its task failed with every restart spent. */

@@ -224,4 +224,26 @@ describe('run machine: statuses other than running and the failures', () => {
     expect(stateOf(actor)).toBe('booting');
     expect(currentInstanceId(actor)).not.toBe(555);
   });
+
+  it("a task's blip whose log read outlasts it: the instance runs meanwhile, and the task's own stop later is still read", async () => {
+    const world = new FakeWorld();
+    world.taskReadMs = 5_000;
+    const { actor, emitted } = await admitted(world, { task: true });
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'stopped'));
+    expect(world.taskReads).toHaveLength(1);
+    // While the log is read, the blip is over.
+    await poll(actor, status(id, 'loading'));
+    await poll(actor, status(id, 'running'));
+    await tick(5_000);
+    expect(stateOf(actor)).toBe('running');
+    world.taskExits.set(id, 0);
+    await poll(actor, status(id, 'stopped', { intended_status: 'stopped' }));
+    expect(world.taskReads).toHaveLength(2);
+    await tick(5_000);
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(world.serviceCreates).toHaveLength(1);
+  });
 });
