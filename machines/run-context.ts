@@ -10,6 +10,7 @@ import {
   failureOfStatus,
   imageUnavailable,
   isRunningStatus,
+  mayBeTaskEnd,
   statusSince,
   type AttemptOutcome,
   type InstanceStatus,
@@ -144,6 +145,11 @@ export function endingNotRunning(context: RunContext, instance: InstanceStatus, 
   const msg = instance.status_msg ? `: ${instance.status_msg.slice(0, 200)}` : '';
   const detail = `instance ${instance.id} listed ${instance.actual_status === null ? 'without a status' : `'${instance.actual_status}'`} for ${s} s after it ran${msg}`;
   return withEnding(context, { outcome: 'lost', detail }, { current: { ...context.current!, status: instance } });
+}
+
+/** The service made the instance stopped and said the create failed: it goes before anything boots. */
+export function endingCreatedStopped(context: RunContext, detail: string): Change {
+  return endingAs(context, 'create_failed', detail);
 }
 
 export function endingMissing(context: RunContext): Change {
@@ -281,8 +287,13 @@ export function endingTaskUnread(context: RunContext): Change {
 }
 
 /** The log of a stopped task instance held no end marker: the stop is judged as an outbid or a loss. */
+/**
+ * The log was read and held no end. Kept only while the last list still shows the stop: an instance
+ * that started again while its log was read (a blip while booting) has its next stop read afresh.
+ */
 export function withTaskChecked(context: RunContext): Change {
-  return { current: { ...context.current!, taskChecked: true } };
+  const cur = context.current!;
+  return { current: { ...cur, taskChecked: cur.status === null || mayBeTaskEnd(cur.status) } };
 }
 
 /** The run's error once its task failed with every restart spent. */

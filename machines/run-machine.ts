@@ -214,6 +214,16 @@ export const runMachine = runSetup.createMachine({
                 'markEndingForEndReason',
               ],
             },
+            // Made, but stopped by the service's own account of it: recorded, then destroyed at once.
+            {
+              guard: ({ event }) => event.output.kind === 'created' && event.output.createdStopped !== undefined,
+              target: 'destroying',
+              actions: [
+                { type: 'recordInstance', params: ({ event }) => createdOf(event.output) },
+                'reportInstance',
+                { type: 'markEndingCreatedStopped', params: ({ event }) => ({ detail: createdOf(event.output).createdStopped! }) },
+              ],
+            },
             {
               guard: ({ event }) => event.output.kind === 'created',
               target: 'booting',

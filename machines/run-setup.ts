@@ -18,6 +18,7 @@ import {
   endingFromStatus,
   endingPriceOverCap,
   endingMissing,
+  endingCreatedStopped,
   endingNotRunning,
   endingOutbid,
   endingUnreachable,
@@ -262,6 +263,7 @@ export const runSetup = setup({
       endingFromStatus(context, params.instance!, params.wasRunning),
     ),
     markEndingMissing: assign(({ context }) => endingMissing(context)),
+    markEndingCreatedStopped: assign(({ context }, params: { detail: string }) => endingCreatedStopped(context, params.detail)),
     markEndingNotRunning: assign(({ context }, params: PollParams) => endingNotRunning(context, params.instance!, params.listedAt)),
     markEndingCancelled: assign(({ context }) => endingCancelled(context)),
     markEndingBootTimeout: assign(({ context }, params: { at: number; look: LastLook | null }) =>

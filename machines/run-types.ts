@@ -339,7 +339,11 @@ export interface CreateInput {
 }
 /** What a create came to. */
 export type CreateResult =
-  | { kind: 'created'; instanceId: number; createdAt: number }
+  /**
+   * `createdStopped`: the service made the instance but said it failed (an on-demand create answered
+   * `success: false` naming it: a stopped contract, dstack #4036); it goes at once, why in it.
+   */
+  | { kind: 'created'; instanceId: number; createdAt: number; createdStopped?: string }
   | { kind: 'offer_gone'; detail: string }
   | { kind: 'create_failed'; detail: string };
 /**

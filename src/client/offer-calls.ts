@@ -80,6 +80,7 @@ export function offerCalls({
       return {
         instanceId: created.new_contract,
         ...(created.instance_api_key === undefined ? {} : { instanceApiKey: created.instance_api_key }),
+        ...(res.unsuccessful === undefined ? {} : { unsuccessful: res.unsuccessful }),
       };
     },
   };

@@ -61,12 +61,15 @@ interface CallSpec {
   background?: boolean | undefined;
 }
 
+/** A 2xx answer; `unsuccessful`: it said `success: false` and `acceptUnsuccessful` took it, in the service's words (scrubbed). */
+type CallAnswer = HttpResponse & { unsuccessful?: string };
+
 type CallCounters = Omit<ClientStats, 'groups' | 'rateShare'>;
 
 /** What every endpoint is built on: the call, and the ways the client reports instead of logging. */
 export interface ServiceCaller {
   /** Resolves with a 2xx answer, or throws a typed error once retries are spent or pointless. */
-  call(spec: CallSpec): Promise<HttpResponse>;
+  call(spec: CallSpec): Promise<CallAnswer>;
   emit(event: ClientEvent): void;
   /** Reports what an answer held that could not be read (nothing when all was well). */
   reportItems(op: ClientOperation, group: RateGroup, report: ItemReport): void;
@@ -99,7 +102,7 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
   const secrets = new SecretScrubber([apiKey]);
 
   /** One attempt: a rate token, one HTTP exchange, a typed error for anything but 2xx. */
-  async function attempt(spec: CallSpec, bodyOf: () => unknown): Promise<HttpResponse> {
+  async function attempt(spec: CallSpec, bodyOf: () => unknown): Promise<CallAnswer> {
     for (const secret of spec.secrets ?? []) secrets.add(secret);
     const ctx: ResponseContext = { method: spec.method, path: spec.path.split('?')[0]!, offerId: spec.offerId, secrets };
     let inFlight = false;
@@ -132,7 +135,10 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
     }
     if (res.status >= 200 && res.status < 300) {
       limiter.succeeded(spec.group);
-      if (!isUnsuccessful(res.body) || spec.acceptUnsuccessful?.(res.body) === true) return res;
+      if (!isUnsuccessful(res.body)) return res;
+      // Taken as the call's answer: what the service said goes with it, scrubbed like an error's text.
+      if (spec.acceptUnsuccessful?.(res.body) === true)
+        return { ...res, unsuccessful: unsuccessfulError(res.status, res.body, ctx, false).message };
       const failure = unsuccessfulError(res.status, res.body, ctx, unsuccessfulOutcome(spec.op) === 'retry');
       // A create answered `success: false` may still have made an instance: look for it by label.
       if (spec.onUnknownOutcome) throw spec.onUnknownOutcome(failure);
@@ -177,7 +183,7 @@ export function createServiceCaller({ http, limiter, apiKey, retry, maxRetries, 
   }
 
   /** The one retry loop of a call. */
-  async function call(spec: CallSpec): Promise<HttpResponse> {
+  async function call(spec: CallSpec): Promise<CallAnswer> {
     counters.calls++;
     let late: { body: unknown } | undefined;
     const bodyOf = () => {

@@ -44,10 +44,20 @@ export function sshKeyCalls({ call, reportItems }: ServiceCaller): Pick<Marketpl
         method: 'POST',
         path: `/api/v0/instances/${instanceId}/ssh/`,
         body: { ssh_key: publicKey },
+        // The server's own spec (the preview of service-facts "Added 2026-12-01") answers 200
+        // `success: false` for a key already attached: the key is there, which is what was asked.
+        // Any other `success: false` (an unknown instance) fails, not retried (retry-policy.ts).
+        acceptUnsuccessful: saysAlreadyAttached,
         signal: opts?.signal,
       });
     },
   };
+}
+
+/** A `success: false` whose words say the key is already on the instance. */
+function saysAlreadyAttached(body: unknown): boolean {
+  const b = body !== null && typeof body === 'object' ? (body as Record<string, unknown>) : {};
+  return [b['error'], b['msg']].some((v) => typeof v === 'string' && /already/i.test(v));
 }
 
 /** created_at: an ISO time (show_ssh_keys.yaml) or unix seconds; null when neither. */

@@ -91,6 +91,12 @@ interface CreatedInstance {
   instanceId: number;
   /** Restricted per-instance key; a secret: never logged or stored in status output. */
   instanceApiKey?: string;
+  /**
+   * The answer said `success: false` while naming the instance: a bid held pending (issue #30), or
+   * an on-demand contract made stopped, which will not start by itself (dstack #4036). The
+   * service's words (its `error` and `msg`), secrets scrubbed.
+   */
+  unsuccessful?: string;
 }
 
 export interface CurrentUser {

@@ -20,6 +20,13 @@ export const CREATE_INPUT_LIMITS = {
   diskMinGb: 8,
   /** `onstart`: 4048 characters; longer scripts are sent gzip+base64-compressed (./onstart.ts). */
   onstartMaxChars: 4048,
+  /**
+   * `args` + `args_str` + `onstart`: 4096 characters together (create_instance.yaml; the service
+   * notes "Added 2026-12-01"). berth sends neither `args` nor `args_str` (its instances run the
+   * image's entrypoint under the ssh runtype), so the sum is its `onstart`, which the 4048 above
+   * already holds under it: a spec passes at submit only with an `onstart` that fits both.
+   */
+  createTextTotalMaxChars: 4096,
   /** `price` (bid, $/h): min 0.001, max 128.0. */
   bidPriceMin: 0.001,
   bidPriceMax: 128,

@@ -15,8 +15,11 @@ import { gzipSync } from 'node:zlib';
 import { SpecError } from '../errors.js';
 import { CREATE_INPUT_LIMITS, sizeOf as size } from './create-input-limits.js';
 
-/** The service's limit on `onstart`, in characters. */
-export const ONSTART_MAX_CHARS = CREATE_INPUT_LIMITS.onstartMaxChars;
+/**
+ * The service's limit on `onstart`, in characters: its own, and the one on `args` + `args_str` +
+ * `onstart` together, of which berth sends `onstart` alone (create-input-limits.ts).
+ */
+export const ONSTART_MAX_CHARS = Math.min(CREATE_INPUT_LIMITS.onstartMaxChars, CREATE_INPUT_LIMITS.createTextTotalMaxChars);
 
 function wrap(script: string): string {
   const encoded = gzipSync(Buffer.from(script, 'utf8'), { level: 9 }).toString('base64');

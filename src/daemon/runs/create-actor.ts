@@ -112,8 +112,9 @@ export async function createAttempt(deps: RunActorDeps, input: CreateInput, sign
   const env = instanceEnv(spec);
   let instanceId: number;
   let instanceApiKey: string | undefined;
+  let unsuccessful: string | undefined;
   try {
-    ({ instanceId, instanceApiKey } = await client.createInstance(
+    ({ instanceId, instanceApiKey, unsuccessful } = await client.createInstance(
       offerId,
       {
         image: spec.image,
@@ -148,7 +149,15 @@ export async function createAttempt(deps: RunActorDeps, input: CreateInput, sign
     }
   }
   deps.logSecrets.noteInstanceKey(instanceId, instanceApiKey);
-  return adopted(deps, input, instanceId, sentAt);
+  const made = adopted(deps, input, instanceId, sentAt);
+  // On-demand, `success: false` naming the instance made a stopped contract that will not start by
+  // itself (dstack #4036): recorded (the run owns it) and destroyed at once by the machine. A bid's
+  // is its pending answer (issue #30): followed like any other. A restart reads the journal's
+  // `created` and follows it: stopped, it is a loss once the stop lasts (run-rules.ts STOPPED_BLIP_MS).
+  if (unsuccessful !== undefined && input.bidPrice === null && made.kind === 'created') {
+    return { ...made, createdStopped: `instance ${instanceId} was created but the service answered ${unsuccessful}` };
+  }
+  return made;
 }
 
 /**

@@ -61,6 +61,27 @@ describe('the service’s other statuses while booting', () => {
   });
 });
 
+describe('a task whose instance blips stopped while booting', () => {
+  it('runs once, on its first instance, and ends succeeded', async () => {
+    world = await startWorld({
+      sim: {
+        onstart_exec: { enabled: true, timeout_s: 30 },
+        logs: { upload_delay_s: 0 },
+        faults: { boot_detour: [{ status: 'stopped', s: 150 }] },
+      },
+      config: { polling: { interval_s: 0.2 } },
+    });
+    const run = await submit(world, jobSpec({ boot_timeout_s: 20, ready_when: 'status', run: 'echo training; sleep 0.5; echo done' }));
+    const done = await world.waitFor(run.id, (r) => r.state === 'succeeded' || r.state === 'failed' || r.state === 'cancelled', 30_000);
+    expect(done.state).toBe('succeeded');
+    expect(done.attempts.map((a) => a.outcome)).toEqual(['succeeded']);
+    const [only] = world.sim.history().filter((h) => h.label?.includes(run.id));
+    expect(only!.statuses.map((s) => s.status)).toContain('stopped');
+    expect(only!.onstart_runs).toBe(1);
+    expect(world.sim.billingNow()).toEqual([]);
+  });
+});
+
 describe('a create that lost its offer to another create on it (double-bought)', () => {
   it('with docker’s port error, fails over at once: destroyed, the next offer runs, nothing left billing', async () => {
     world = await startWorld({ sim: { faults: { double_buy_rate: 1 } } });

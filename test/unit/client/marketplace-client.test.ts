@@ -533,6 +533,27 @@ describe('instances', () => {
     expect(server.requests).toHaveLength(2);
   });
 
+  it('a start the service queues, a bid change, and SSH-key calls answered 200 `success: false` fail at once, typed, never retried', async () => {
+    server.setHandler((q, res) =>
+      json(res, 200, {
+        success: false,
+        error: q.url.includes('/ssh/') ? 'invalid_id' : 'resources_unavailable',
+        msg: q.url.includes('/ssh/') ? 'no such instance' : 'state change queued',
+      }),
+    );
+    await expect(client.setInstanceState(1, 'running')).rejects.toMatchObject({ code: 'unsuccessful', retryable: false });
+    await expect(client.changeBid(1, 0.3)).rejects.toMatchObject({ code: 'unsuccessful', retryable: false });
+    await expect(client.addSshKey('ssh-ed25519 AAAA k')).rejects.toMatchObject({ code: 'unsuccessful', retryable: false });
+    await expect(client.attachSshKey(1, 'ssh-ed25519 AAAA k')).rejects.toMatchObject({ code: 'unsuccessful', retryable: false });
+    expect(server.requests).toHaveLength(4);
+  });
+
+  it('an attach answered `success: false` because the key is already attached is done', async () => {
+    server.setHandler((_q, res) => json(res, 200, { success: false, error: 'invalid_args', msg: 'ssh key already attached to instance' }));
+    await expect(client.attachSshKey(1, 'ssh-ed25519 AAAA k')).resolves.toBeUndefined();
+    expect(server.requests).toHaveLength(1);
+  });
+
   it('destroy is retried on transient faults', async () => {
     let n = 0;
     server.setHandler((_q, res) => (++n === 1 ? res.socket?.destroy() : json(res, 200, { success: true })));

@@ -63,8 +63,32 @@ describe('case 3: a pending bid answered 200 success:false with its new_contract
   it('is taken as the create: the instance it names is returned, not thrown away', async () => {
     server.setHandler((_q, res) => json(res, 200, { success: false, new_contract: 7835611, instance_api_key: 'ik-pending' }));
     const created = await client.createInstance(5, { image: 'i', disk: 20, label: 'berth:s:r:1', price: 0.2 });
-    expect(created).toEqual({ instanceId: 7835611, instanceApiKey: 'ik-pending' });
+    expect(created).toMatchObject({ instanceId: 7835611, instanceApiKey: 'ik-pending' });
+    // The answer's failure goes with it: the caller decides (a bid is followed, on-demand destroyed).
+    expect(created.unsuccessful).toMatch(/success: false/);
     expect(server.requests).toHaveLength(1);
+  });
+
+  it('an on-demand create answered success:false naming a stopped contract: returned with the service words, secrets scrubbed (dstack #4036)', async () => {
+    server.setHandler((_q, res) =>
+      json(res, 200, {
+        success: false,
+        new_contract: 7835612,
+        error: 'resources_unavailable',
+        msg: 'created stopped; env TOKEN=s3cret-env',
+      }),
+    );
+    const created = await client.createInstance(5, { image: 'i', disk: 20, label: 'berth:s:r:1', env: { TOKEN: 's3cret-env' } });
+    expect(created.instanceId).toBe(7835612);
+    expect(created.unsuccessful).toMatch(/resources_unavailable/);
+    expect(created.unsuccessful).not.toContain('s3cret-env');
+    expect(server.requests).toHaveLength(1);
+  });
+
+  it('a plain success says nothing of failure', async () => {
+    server.setHandler((_q, res) => json(res, 200, { success: true, new_contract: 7835613 }));
+    const created = await client.createInstance(5, { image: 'i', disk: 20, label: 'berth:s:r:1' });
+    expect(created).toEqual({ instanceId: 7835613 });
   });
 
   it('a success:false that names no instance is still ambiguous (looked for by label)', async () => {

@@ -4,7 +4,8 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { issuesOf } from '../../helpers/spec-issues.js';
 import { attemptLabel } from '../../../src/daemon/runs/labels.js';
-import { CREATE_INPUT_LIMITS, envTotalSize } from '../../../src/job-spec/create-input-limits.js';
+import { CREATE_INPUT_LIMITS, envTotalSize, sizeOf } from '../../../src/job-spec/create-input-limits.js';
+import { encodeOnstart, ONSTART_MAX_CHARS } from '../../../src/job-spec/onstart.js';
 import { parseJobSpec } from '../../../src/job-spec/validate.js';
 
 const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
@@ -45,6 +46,17 @@ describe('create input limits', () => {
   it('an onstart that even compressed exceeds 4048 characters (already refused)', () => {
     const random = randomBytes(6000).toString('base64');
     expect(issuesOf({ ...minimal, onstart: random }).map((i) => i.path)).toEqual(['$.onstart']);
+  });
+
+  it('args + args_str + onstart within 4096 together: berth sends only onstart, refused at submit past its limit', () => {
+    expect(ONSTART_MAX_CHARS).toBeLessThanOrEqual(CREATE_INPUT_LIMITS.createTextTotalMaxChars);
+    // The longest script that passes as it is goes as it is, under the sum's limit.
+    const spec = parseJobSpec({ ...minimal, onstart: 'x'.repeat(ONSTART_MAX_CHARS) });
+    expect(sizeOf(encodeOnstart(spec.onstart!))).toBeLessThanOrEqual(CREATE_INPUT_LIMITS.createTextTotalMaxChars);
+    // An incompressible script past it is a spec error naming the field.
+    const random = randomBytes(3100).toString('base64');
+    expect(sizeOf(random)).toBeGreaterThan(CREATE_INPUT_LIMITS.createTextTotalMaxChars);
+    expect(issuesOf({ ...minimal, onstart: random })).toEqual([{ path: '$.onstart', message: expect.stringMatching(/4048/) }]);
   });
 
   it('the label berth builds stays within 256 characters for any attempt number', () => {

@@ -206,4 +206,44 @@ describe('run machine: statuses other than running and the failures', () => {
     expect(stateOf(actor)).toBe('booting');
     expect(currentInstanceId(actor)).not.toBe(id);
   });
+
+  it('an on-demand create the service made stopped (success: false naming it) is recorded and destroyed at once; the next offer boots', async () => {
+    const world = new FakeWorld();
+    world.createResults.set(1, {
+      kind: 'created',
+      instanceId: 555,
+      createdAt: Date.now(),
+      createdStopped: 'instance 555 was created but the service answered success: false',
+    });
+    const { actor, emitted } = await admitted(world);
+    await tick(0);
+    expect(world.destroys.map((d) => d.instanceId)).toEqual([555]);
+    expect(stateOf(actor)).toBe('destroying');
+    await confirmGone(actor);
+    expect(endedAttempts(emitted)).toMatchObject([{ outcome: 'create_failed', detail: expect.stringMatching(/success: false/) }]);
+    expect(stateOf(actor)).toBe('booting');
+    expect(currentInstanceId(actor)).not.toBe(555);
+  });
+
+  it("a task's blip whose log read outlasts it: the instance runs meanwhile, and the task's own stop later is still read", async () => {
+    const world = new FakeWorld();
+    world.taskReadMs = 5_000;
+    const { actor, emitted } = await admitted(world, { task: true });
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'stopped'));
+    expect(world.taskReads).toHaveLength(1);
+    // While the log is read, the blip is over.
+    await poll(actor, status(id, 'loading'));
+    await poll(actor, status(id, 'running'));
+    await tick(5_000);
+    expect(stateOf(actor)).toBe('running');
+    world.taskExits.set(id, 0);
+    await poll(actor, status(id, 'stopped', { intended_status: 'stopped' }));
+    expect(world.taskReads).toHaveLength(2);
+    await tick(5_000);
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+    expect(world.serviceCreates).toHaveLength(1);
+  });
 });

@@ -152,6 +152,24 @@ describe('create actor: a fresh attempt', () => {
     expect(row()).toMatchObject({ create_state: 'created', instance_id: 900, instance_created_at: sentAt });
   });
 
+  it('an on-demand create answered success: false naming its instance is recorded, and marked to go at once (dstack #4036)', async () => {
+    const { client } = scripted(async () => ({ instanceId: 901, unsuccessful: 'success: false, resources_unavailable' }) as never);
+    const out = await startCreate(client).done;
+    expect(out).toMatchObject({
+      kind: 'created',
+      instanceId: 901,
+      createdStopped: expect.stringMatching(/instance 901 .*resources_unavailable/),
+    });
+    // Owned by the run before anything else: the machine destroys it.
+    expect(row()).toMatchObject({ create_state: 'created', instance_id: 901 });
+  });
+
+  it("a bid's success: false naming its instance is its pending answer: followed as any create (issue #30)", async () => {
+    const { client } = scripted(async () => ({ instanceId: 902, unsuccessful: 'success: false' }) as never);
+    const out = await startCreate(client, lookups().lists, new OfferClaims(), { ...INPUT, bidPrice: 0.2 }).done;
+    expect(out).toEqual({ kind: 'created', instanceId: 902, createdAt: clock.now(), at: clock.now() });
+  });
+
   it('an offer gone (410 no_such_ask) moves on without counting it: the row says offer_gone', async () => {
     const { client } = scripted(fail(new OfferGoneError(31, 410)));
     await expect(startCreate(client).done).resolves.toMatchObject({ kind: 'offer_gone' });

@@ -1,5 +1,6 @@
 // The run driver with the real run machine (stub actors), a real store and a captured log: what it
 // writes to the attempts journal and how loudly it reports a destroy that keeps failing.
+import { STOPPED_BLIP_MS } from '../../../../machines/run-rules.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -182,6 +183,18 @@ describe('run driver', () => {
     // What the store holds is what it held before the group: the run is running.
     expect(store.runs.get('r1')!.state).toBe('running');
     expect(lines.some((l) => l.level === 50 && l.msg.includes('cannot write the store'))).toBe(true);
+  });
+
+  it('passes on an unchanged stop while booting: the list that shows it lasted STOPPED_BLIP_MS ends the attempt', async () => {
+    const d = start(machine({ value: 0 }));
+    await until(() => d.state === 'booting');
+    const t = Date.now();
+    d.poll(status('stopped'), t);
+    await turn();
+    expect(d.state).toBe('booting');
+    // The same record, a blip's length later: passed on (unchanged statuses otherwise are not), judged lost.
+    d.poll(status('stopped'), t + STOPPED_BLIP_MS);
+    await until(() => d.state === 'destroying');
   });
 
   it('drops a list started before the newest one it applied: a replayed older sighting does not set a running instance back to loading', async () => {
