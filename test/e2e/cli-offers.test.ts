@@ -3,6 +3,7 @@
 // does not know with the nearest one it does, and still passes, with a warning, when the service
 // cannot be reached. The built CLI spawned as a process, against a spawned daemon and the simulator.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -152,6 +153,30 @@ describe('GPU names checked against the service', () => {
       /\$\.search\.filters\.gpu_name\.in\[1\]: "RTX 3900" is not a GPU the service knows; did you mean "RTX 3090"\?/,
     );
     expect(r.stderr).not.toContain('"RTX 4090" is not');
+  });
+
+  it('validate asks the names again once after a 429, after the interval it names, and checks them (exit 2 for a typo)', async () => {
+    let calls = 0;
+    const service = createHttpServer((req, res) => {
+      calls++;
+      if (calls === 1)
+        res.writeHead(429, { 'content-type': 'application/json' }).end('{"detail": "API requests too frequent endpoint threshold=2.0"}');
+      else res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ gpu_names: ['RTX 4090', 'RTX 3090'] }));
+    });
+    await new Promise<void>((resolve) => service.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = service.address() as { port: number };
+      const r = await berth(
+        ['validate', typo('gpu_name: { eq: RTX 4900 }')],
+        userEnv(join(dir, 'limited-home'), { BERTH_API_URL: `http://127.0.0.1:${port}` }),
+      );
+      expect(calls).toBe(2);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('did you mean "RTX 4090"?');
+      expect(r.stderr).not.toContain('were not checked');
+    } finally {
+      await new Promise<void>((resolve) => service.close(() => resolve()));
+    }
   });
 
   it('validate passes with a warning when the service cannot be reached (exit 0)', async () => {
