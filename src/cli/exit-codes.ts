@@ -52,3 +52,16 @@ export function exitCodeForRun(run: { state: string; error: { kind: string } | n
   if (run.error?.kind === 'auth' || run.error?.kind === 'permission') return EXIT.serviceAuth;
   return EXIT.runEnded;
 }
+
+/**
+ * Exit code once a task's run has ended (`submit --wait`, `logs --follow`): the task's own code when
+ * it ran and exited non-zero (or its onstart did) with no restart left, as `berth ssh RUN -- CMD`
+ * exits with the command's; 0 when it succeeded; otherwise (it never ran, was cancelled, expired,
+ * its end is unknown) what exitCodeForRun says: 1, or 4 for the key. docs/cli.md has the table.
+ */
+export function exitCodeForTask(run: { state: string; error: { kind: string; exit_code?: number | undefined } | null }): number {
+  if (run.state === 'succeeded') return EXIT.ok;
+  const code = run.error?.kind === 'task_failed' ? run.error.exit_code : undefined;
+  if (code !== undefined && Number.isInteger(code) && code >= 1 && code <= 255) return code;
+  return exitCodeForRun(run);
+}

@@ -39,7 +39,7 @@ async function followRun(client: ControlClient, id: string, options: FollowOptio
  * The people's view of a followed run: attempt outcomes as they happen, under a live status line.
  * Attempts that had already ended in `seen` (what the user was last shown) are not told again.
  */
-function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): void } {
+function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; log(line: string): void; done(): void } {
   const view = new LiveView(io);
   const reported = new Set<number>(seen?.attempts.filter((a) => !attemptIsLive(a)).map((a) => a.n));
   // Readiness told once per time it was reached (a rebid restarts the check).
@@ -59,6 +59,7 @@ function progressDisplay(io: Io, seen?: Run): { onRun(run: Run): void; done(): v
       }
       view.update([progressLine(run, Date.now())], progressKey(run));
     },
+    log: (line) => view.log(line),
     done: () => view.done(),
   };
 }
@@ -68,6 +69,8 @@ export interface WatchOptions {
   quiet?: boolean | undefined;
   /** The caller's own stop signal; without one, the first SIGINT/SIGTERM stops following (exit 130). */
   signal?: AbortSignal;
+  /** Called with every fetched run and a way to print a line that stays, above the live status line (not with `quiet`). */
+  onRun?: (run: Run, log: (line: string) => void) => void;
 }
 
 /** Follows a run from `run` (as last shown) until `until`, showing progress; the run itself carries on if stopped. */
@@ -80,8 +83,14 @@ export async function watchRun(
 ): Promise<Run> {
   const display = options.quiet ? undefined : progressDisplay(io, run);
   const signals = options.signal ? undefined : abortOnSignals();
+  const onRun =
+    display &&
+    ((r: Run) => {
+      options.onRun?.(r, display.log);
+      display.onRun(r);
+    });
   try {
-    return await followRun(client, run.id, { until, signal: options.signal ?? signals?.signal, onRun: display?.onRun });
+    return await followRun(client, run.id, { until, signal: options.signal ?? signals?.signal, onRun });
   } finally {
     display?.done();
     signals?.dispose();

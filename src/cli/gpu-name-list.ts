@@ -4,9 +4,10 @@
 // `_get_gpu_names`: CACHE_DURATION = timedelta(hours=24), `requests.get(url, headers={})`; also
 // vastai/cli/util.py). berth caches the list in BERTH_HOME/gpu-names.json for a day, per base URL.
 // A service that cannot be reached never fails the check: the names are then not checked, and the
-// caller says so (a warning).
+// caller says so (a warning). A 429 is asked again once, after the interval it names.
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { berthHome } from '../config/home.js';
 import { loadConfig } from '../config/load.js';
 import { unknownGpuNameIssues, gpuNamesIn } from '../job-spec/gpu-names.js';
@@ -49,6 +50,27 @@ function writeCache(home: string, cached: Cached): void {
   }
 }
 
+/**
+ * How long to wait before asking again after a 429: the service enforces a minimum interval between
+ * requests and its 429 may name the rate (`threshold=2.0`, per second: rate-limits-and-errors.mdx,
+ * service-facts "Rate limits"), never a Retry-After. 1/threshold s, 1 s when it names none, at most
+ * RETRY_MAX_MS (validate is not to hang on a strange figure).
+ */
+function rateLimitPauseMs(body: string): number {
+  let text = body;
+  try {
+    const o = JSON.parse(body) as { detail?: unknown; msg?: unknown };
+    text = [o.detail, o.msg].filter((v) => typeof v === 'string').join(' ') || body;
+  } catch {
+    // Plain text (`API requests too frequent`), as the service often answers.
+  }
+  const m = /threshold\s*=\s*(\d+(?:\.\d+)?|\.\d+)/i.exec(text);
+  const threshold = m ? Number(m[1]) : NaN;
+  return Number.isFinite(threshold) && threshold > 0 ? Math.min(RETRY_MAX_MS, Math.ceil(1000 / threshold)) : 1000;
+}
+
+const RETRY_MAX_MS = 5000;
+
 /** The service's GPU names, from the day-old cache or the service; `ok: false` with why when neither answers. */
 async function knownGpuNames(env: NodeJS.ProcessEnv, now = Date.now()): Promise<Names> {
   let baseUrl: string;
@@ -63,8 +85,13 @@ async function knownGpuNames(env: NodeJS.ProcessEnv, now = Date.now()): Promise<
   if (cached) return { ok: true, names: cached };
   const url = `${baseUrl}/api/v0/gpu_names/unique/`;
   try {
-    const res = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
-    if (!res.ok) return { ok: false, why: `${url} answered ${res.status}` };
+    let res = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+    if (res.status === 429) {
+      // Asked once more after the interval the 429 names (issue #50): a second later it answers.
+      await sleep(rateLimitPauseMs(await res.text().catch(() => '')));
+      res = await fetch(url, { signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
+    }
+    if (!res.ok) return { ok: false, why: `${url} answered ${res.status}${res.status === 429 ? ' twice' : ''}` };
     const body = (await res.json()) as { gpu_names?: unknown };
     const names = body.gpu_names;
     if (!Array.isArray(names) || names.length === 0 || !names.every((n) => typeof n === 'string'))

@@ -87,7 +87,7 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .argument('<file>', 'job spec file (JSON, or YAML when it ends in .yaml or .yml)')
     .option('--set <path=value>', 'override a field of the spec, e.g. --set max_price_per_hour=0.5 (repeatable)', collect, [])
     .option('--json', 'print the report as JSON')
-    .addOption(new Option('--limit <n>', 'show at most N offers (default 20)').argParser(parseNumber('positive')))
+    .addOption(new Option('--limit <n>', 'show at most N offers (default 20; --json: all)').argParser(parseNumber('positive')))
     .action(
       run(async (file: string, opts: { set: string[]; json?: boolean; limit?: number }) =>
         (await import('./commands/offers.js')).offersCommand(file, opts, io, env),

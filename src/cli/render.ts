@@ -76,12 +76,21 @@ export function attemptReadyLine(run: Run): string | null {
 
 const since = (iso: string, now: number) => formatDuration(now - Date.parse(iso));
 
-/** When a booting instance is given up (boot_timeout_s), as the rest of a line; '' when it is ready or the run ended. */
+/**
+ * When a booting instance is given up (boot_timeout_s), as the rest of a line; '' when it is ready,
+ * or the run is past booting (a `destroying` run gives nothing up: issue #50).
+ */
 function bootDeadlineText(run: Run, now: number): string {
   const at = run.instance?.boot_deadline;
-  if (!at || isEndState(run.state)) return '';
+  if (!at || (run.state !== 'creating' && run.state !== 'booting')) return '';
   const left = Date.parse(at) - now;
   return left > 0 ? `given up in ${formatDuration(left)} if not ready` : 'given up now: past its boot deadline';
+}
+/** What the run cost: so far and per hour now while it may bill, its total once it ended. */
+function costText(run: Run): string {
+  if (!run.cost) return DASH;
+  if (isEndState(run.state)) return usdText(run.cost.usd);
+  return `${usdText(run.cost.usd)} so far, ${usdText(run.cost.usd_per_hour)}/h now`;
 }
 const clock = (iso: string) => new Date(iso).toLocaleTimeString('en-GB', { hour12: false });
 const price = (dph: number | null) => (dph === null ? DASH : `$${dph.toFixed(3)}/h`);
@@ -190,7 +199,7 @@ export function runDetail(run: Run, now: number): string[] {
         : DASH,
     ],
     ...sshFields(run),
-    ['Cost', run.cost ? `${usdText(run.cost.usd)} so far, ${usdText(run.cost.usd_per_hour)}/h now` : DASH],
+    ['Cost', costText(run)],
   ];
   if (inst?.ready) fields.push(['Ready', readyText(inst.ready)]);
   const boot = bootDeadlineText(run, now);

@@ -8,6 +8,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from 'node:fs';
 import { BerthError, SpecError, type SpecIssue } from '../errors.js';
 import { MAX_SPEC_BYTES, specBytes } from '../job-spec/spec-size.js';
+import { jsonPath } from '../job-spec/issues.js';
 import { parseJobSpec } from '../job-spec/validate.js';
 import { applyOverrides, parseOverride } from './spec-overrides.js';
 import { parseSpecText, placeIssues, specFormatOf, type SpecText } from './spec-text.js';
@@ -57,17 +58,42 @@ export function readSpecFile(file: string, overrides: readonly string[] = []): u
   const text = readRegularFile(file);
   let parsed: SpecText | undefined;
   let spec: unknown;
+  let sets: ReturnType<typeof parseOverride>[] = [];
   try {
     parsed = parseSpecText(text, specFormatOf(file));
-    spec = applyOverrides(parsed.value, overrides.map(parseOverride));
+    sets = overrides.map(parseOverride);
+    spec = applyOverrides(parsed.value, sets);
     parseJobSpec(spec);
   } catch (err) {
-    if (err instanceof SpecError) throw new SpecFileError(file, parsed ? placeIssues(err.issues, parsed) : err.issues);
+    if (err instanceof SpecError) {
+      const text = parsed;
+      // Placed in the file unless a --set gave the value (then the message says so).
+      const placed = err.issues.map((issue) => overrideIssue(issue, sets) ?? (text ? placeIssues([issue], text)[0]! : issue));
+      throw new SpecFileError(file, placed);
+    }
     throw err;
   }
   const bytes = specBytes(spec);
   if (bytes > MAX_SPEC_BYTES) throw new SpecFileError(file, [{ path: '$', message: `the spec is ${bytes} bytes as JSON; ${TOO_LARGE}` }]);
   return spec;
+}
+
+/**
+ * An issue at a value a `--set` gave says so, with the way to quote it when a string was wanted
+ * (`--set env.X=1` reads 1 as YAML, a number: issue #50), instead of a place in the file that the
+ * value is not in (it was "line 1, column 1").
+ */
+function overrideIssue(issue: SpecIssue, sets: ReadonlyArray<ReturnType<typeof parseOverride>>): SpecIssue | null {
+  const set = [...sets].reverse().find((o) => {
+    const at = jsonPath(o.path);
+    return issue.path === at || issue.path.startsWith(`${at}.`) || issue.path.startsWith(`${at}[`);
+  });
+  if (!set) return null;
+  const eq = set.text.indexOf('=');
+  const quote = /^expected a string, got /.test(issue.message)
+    ? `: quote the value to keep it a string, --set '${set.text.slice(0, eq)}="${set.text.slice(eq + 1)}"'`
+    : '';
+  return { ...issue, message: `${issue.message} (from --set ${set.text}${quote})` };
 }
 
 /** `issues` found after readSpecFile (the GPU names: ./gpu-name-list.ts), placed at their line and column in the file. */

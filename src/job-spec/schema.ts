@@ -63,16 +63,19 @@ const scalar = z.union([z.string(), z.number(), z.boolean()], {
   error: (iss) => `expected a string, number or boolean, got ${jsonType(iss.input)}`,
 });
 
+const bound = z.union([z.number(), z.string()], { error: (iss) => `expected a number, got ${jsonType(iss.input)}` });
+
 /** `{op: value}` in the service's query language; several operators may bound one field. */
 const filterOpsSchema = z
   .strictObject(
     {
       eq: scalar.optional(),
       neq: scalar.optional(),
-      gt: z.number().optional(),
-      gte: z.number().optional(),
-      lt: z.number().optional(),
-      lte: z.number().optional(),
+      // A string only for GPU memory in GB (`"16GB"`, ./gpu-memory.ts): checkOperands refuses it elsewhere.
+      gt: bound.optional(),
+      gte: bound.optional(),
+      lt: bound.optional(),
+      lte: bound.optional(),
       in: z.array(scalar).min(1, 'must list at least one value').optional(),
       notin: z.array(scalar).optional(),
     },

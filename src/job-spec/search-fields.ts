@@ -11,6 +11,8 @@
 // `version` (`driver_version` "535.86.05", `os_version` "22.04": a string, or the number the CLI
 // turns a dotted driver version into).
 
+import { gpuMemoryOperandIssues, isGpuMemoryField, withoutStrings } from './gpu-memory.js';
+
 export type SearchFieldKind = 'number' | 'boolean' | 'flag' | 'text' | 'version';
 
 const NUMBER_FIELDS = [
@@ -169,8 +171,15 @@ export function operandIssues(field: string, ops: Record<string, unknown>): Oper
   const expect = (path: Array<string | number>, v: unknown) => {
     if (isScalar(v) && !fitsKind(kind, v)) issues.push({ path, message: `expected ${KIND_WORDS[kind]}, got ${gotType(v)}` });
   };
+  if (isGpuMemoryField(field)) {
+    // A figure in GB (`"16GB"`) where a number is compared: ./gpu-memory.ts judges those strings.
+    issues.push(...gpuMemoryOperandIssues(ops));
+    ops = withoutStrings(ops);
+  }
   for (const [op, v] of Object.entries(ops)) {
-    if (op === 'eq' || op === 'neq') expect([op], v);
+    if ((op === 'gt' || op === 'gte' || op === 'lt' || op === 'lte') && typeof v === 'string')
+      issues.push({ path: [op], message: `expected a number, got string` });
+    else if (op === 'eq' || op === 'neq') expect([op], v);
     else if ((op === 'in' || op === 'notin') && Array.isArray(v)) v.forEach((item, i) => expect([op, i], item));
     else if ((op === 'gt' || op === 'gte' || op === 'lt' || op === 'lte') && typeof v === 'number') {
       if (kind === 'boolean' || kind === 'flag' || kind === 'text') {
@@ -184,8 +193,13 @@ export function operandIssues(field: string, ops: Record<string, unknown>): Oper
   return issues;
 }
 
+/** A figure in GB where GPU memory is compared (./gpu-memory.ts: GB_FIGURE). */
+const GB_JSON = { type: 'string', pattern: '^\\s*\\d+(\\.\\d+)?\\s*[Gg][Bb]\\s*$' };
+
 /** The JSON Schema of one known field's operators (for the dashboard's as-you-type check). */
-function operandJsonSchema(kind: SearchFieldKind): object {
+function operandJsonSchema(field: string, kind: SearchFieldKind): object {
+  const gb = isGpuMemoryField(field);
+  const compared = gb ? { anyOf: [{ type: 'number' }, GB_JSON] } : { type: 'number' };
   const value =
     kind === 'number'
       ? { type: 'number' }
@@ -202,9 +216,9 @@ function operandJsonSchema(kind: SearchFieldKind): object {
     minProperties: 1,
     additionalProperties: false,
     properties: {
-      eq: value,
+      eq: gb ? compared : value,
       neq: value,
-      ...(comparable ? { gt: { type: 'number' }, gte: { type: 'number' }, lt: { type: 'number' }, lte: { type: 'number' } } : {}),
+      ...(comparable ? { gt: compared, gte: compared, lt: compared, lte: compared } : {}),
       in: { type: 'array', minItems: 1, items: value },
       notin: { type: 'array', items: value },
     },
@@ -217,6 +231,6 @@ export function searchFiltersJsonSchema(exclude: readonly string[] = []): object
   return {
     type: 'object',
     additionalProperties: false,
-    properties: Object.fromEntries(fields.map(([f, kind]) => [f, operandJsonSchema(kind)])),
+    properties: Object.fromEntries(fields.map(([f, kind]) => [f, operandJsonSchema(f, kind)])),
   };
 }

@@ -17,6 +17,7 @@ import type { RelaxStep } from '../config/schema.js';
 import type { Offer, SearchQuery } from '../client/types.js';
 import type { ResolvedJobSpec } from './schema.js';
 import { overCap } from '../money-rules.js';
+import { gpuMemoryInMb, isGpuMemoryField } from './gpu-memory.js';
 
 /** Offers and machines a run no longer tries (their instance failed, see SPEC 4, rule 1). */
 export interface Blocked {
@@ -55,6 +56,8 @@ export function buildSearchQuery(spec: ResolvedJobSpec, relaxLevel: number, bloc
   }
   const filters: Filters = { ...SERVICE_DEFAULTED_FILTERS, ...spec.search.filters };
   for (const step of spec.relax.slice(0, relaxLevel)) applyStep(filters, step);
+  // GPU memory in GB (`"16GB"`) as the MB the service compares (./gpu-memory.ts).
+  for (const field of Object.keys(filters)) if (isGpuMemoryField(field)) filters[field] = gpuMemoryInMb(filters[field]!);
 
   filters['dph_total'] = { lte: spec.max_price_per_hour };
   filters['direct_port_count'] = withPortFloor(filters['direct_port_count']);

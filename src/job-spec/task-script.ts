@@ -10,7 +10,8 @@
 //      service runs onstart with): its `set -e`, `exit`, `exec`, traps, `cd` and syntax errors stay
 //      in that shell. An onstart that ends non-zero ends the attempt before the task starts, with a
 //      marker saying so (`stage=onstart`);
-//   4. the readiness callback line (when configured), then the `run` command as `sh -c '<run>'`,
+//   4. the readiness callback line (when configured), then the `run` command as `sh -c '<run>'`
+//      (its environment given LIVE_OUTPUT_ENV where unset, so a Python task's output is live),
 //      stdin closed, stderr joined to stdout, so its output is the container's log; where the
 //      image has `tee` and `mkfifo`, also appended to an out-file the daemon follows over SSH
 //      (`runCall` below), its exit code still exact;
@@ -227,6 +228,24 @@ function dirCall(input: TaskScriptInput): string {
   return lines.join('\n');
 }
 
+/**
+ * What the task's environment gets unless it already holds the name (the spec's `env` or
+ * `secrets`, or the image's own ENV: `${NAME=value}` assigns only an unset name, so even an empty
+ * value set on purpose stays): a Python task's `print()` under a pipe is block-buffered, so a
+ * follow showed nothing for half a minute and then every line at once (issue #50). SkyPilot sets
+ * the same for every task (sky/skylet/log_lib.py, make_task_bash_script: "export PYTHONUNBUFFERED=1",
+ * "used to disable python output buffering"). Only Python has such a switch: C's stdio (and what is
+ * built on it) has no environment variable for it (`stdbuf` works by LD_PRELOAD of a library the
+ * image may lack), and Node writes each line to a pipe as it comes. docs/tasks.md, "Output buffering".
+ */
+const LIVE_OUTPUT_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: '1' };
+
+function liveEnvCall(): string {
+  return Object.entries(LIVE_OUTPUT_ENV)
+    .map(([name, value]) => `: "\${${name}=${value}}"; export ${name}`)
+    .join('\n');
+}
+
 /** The whole script, before any compression (src/daemon/runs/create-actor.ts encodes it with encodeOnstart). */
 export function taskScript(input: TaskScriptInput): string {
   const parts: string[] = [`# berth task: run ${input.runId}, attempt ${input.n}`, "trap 'berth_sig=1' HUP INT TERM"];
@@ -251,6 +270,7 @@ export function taskScript(input: TaskScriptInput): string {
   }
   if (input.callbackLine) parts.push(input.callbackLine);
   parts.push(dirCall(input));
+  parts.push(liveEnvCall());
   parts.push(runCall(input.run));
   parts.push(marker(input.runId, input.n, ''));
   return `${parts.join('\n')}\n`;

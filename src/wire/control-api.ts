@@ -187,6 +187,8 @@ const OfferRowSchema = z.object({
   machine_id: z.number().int(),
   gpu_name: z.string(),
   num_gpus: z.number(),
+  /** Each GPU's memory as the card lists it, in MB (MiB: a 16 GB Tesla T4 lists 15360; docs/job-spec.md, "GPU memory"). */
+  gpu_ram: z.number(),
   /** What the instance would be billed per hour, its disk (and bid) included: the price the cap is checked on. */
   billed_usd_per_hour: z.number(),
   /** The service's quote (dph_total), for the disk searched with. */

@@ -78,6 +78,18 @@ describe('spec overrides on the command line (--set)', () => {
     expect(bad.stderr).toMatch(/\$\.max_price_per_hour: expected a number, got string/);
   });
 
+  it('a string field that --set gave a number says the value came from --set and how to quote it (exit 2)', async () => {
+    const file = write('over3.yaml', YAML_SPEC);
+    const bad = await berth(['validate', file, '--set', 'env.X=1'], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain(
+      `$.env.X: expected a string, got number (from --set env.X=1: quote the value to keep it a string, --set 'env.X="1"')`,
+    );
+    expect(bad.stderr).not.toMatch(/line \d+, column/);
+    const quoted = await berth(['validate', file, '--set', 'env.X="1"'], env);
+    expect(quoted.code).toBe(0);
+  });
+
   it('refuses an override that is not PATH=VALUE, or whose path runs through a value (exit 2)', async () => {
     const file = write('over2.yaml', YAML_SPEC);
     const noEq = await berth(['validate', file, '--set', 'max_price_per_hour'], env);

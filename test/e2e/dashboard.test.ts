@@ -320,10 +320,11 @@ describe('the web dashboard', () => {
     await runsTab.close();
   });
 
-  it("shows the run's spend in the money chart", async () => {
+  it("shows the run's spend in the money chart, its bar named with the run's id (names repeat: issue #50)", async () => {
     await page.goto(`${daemon.url}/#/money`);
-    await page.waitForSelector('#chart-runs li[data-label="dash-failover"]', { timeout: 10_000 });
-    const shown = await page.$eval('#chart-runs li[data-label="dash-failover"] .bar-value', (e) => e.textContent);
+    const bar = `#chart-runs li[data-label="dash-failover (${runId})"]`;
+    await page.waitForSelector(bar, { timeout: 10_000 });
+    const shown = await page.$eval(`${bar} .bar-value`, (e) => e.textContent);
     const since = new Date(Date.now() - 6 * 86_400_000).toISOString().slice(0, 10);
     const report = (await daemon.api<CostsReport>('GET', `/v1/costs?since=${since}`)).body;
     const usd = report.runs.find((r) => r.id === runId)!.usd;

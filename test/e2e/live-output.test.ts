@@ -3,14 +3,13 @@
 // (`output=1`) while the task still runs, every secret scrubbed, and bounded when the task prints
 // megabytes. Order, not time, is what the tests prove: the task waits for a file the test writes
 // only once it has seen the line before it.
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
 import type { Run as RunView, StreamOutput } from '../../src/wire/control-api.js';
-import { packagePath } from '../../src/package-path.js';
 import { userEnv } from '../helpers/berth-cli.js';
 import type { DaemonProcess } from '../helpers/daemon-process.js';
+import { spawnBerth } from '../helpers/spawned-berth.js';
 import { useSpawnedWorld } from '../helpers/spawned-world.js';
 import { openSse, type SseClient } from '../helpers/sse.js';
 import { isEnded, jobSpec } from '../helpers/world.js';
@@ -34,44 +33,6 @@ async function start(): Promise<{ home: string; daemon: DaemonProcess; sim: Awai
   goDir = mkdtempSync('/tmp/berth-live-go-');
   chmodSync(goDir, 0o755);
   return { home, daemon, sim };
-}
-
-/** `berth ARGS` spawned, its stdout read as it comes. */
-function spawnBerth(args: string[], env: NodeJS.ProcessEnv) {
-  const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  const waiters: Array<() => void> = [];
-  proc.stdout.on('data', (c: Buffer) => {
-    stdout += c.toString();
-    waiters.forEach((w) => w());
-  });
-  proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.on('exit', (code) => resolve(code)));
-  return {
-    get stdout() {
-      return stdout;
-    },
-    get stderr() {
-      return stderr;
-    },
-    exited,
-    /** Resolves once stdout holds `text` (rejects if the process ends first). */
-    until(text: string): Promise<void> {
-      return new Promise((ok, fail) => {
-        const check = () => {
-          if (stdout.includes(text)) return ok();
-          if (proc.exitCode !== null) fail(new Error(`berth ${args.join(' ')} ended before printing ${text}: ${stdout} ${stderr}`));
-        };
-        waiters.push(check);
-        void exited.then(check);
-        const timer = setTimeout(() => fail(new Error(`berth ${args.join(' ')} printed no ${text} in 60 s: ${stdout} ${stderr}`)), 60_000);
-        waiters.push(() => stdout.includes(text) && clearTimeout(timer));
-        check();
-      });
-    },
-    kill: () => proc.kill('SIGKILL'),
-  };
 }
 
 const outputsOf = (c: SseClient): StreamOutput[] =>

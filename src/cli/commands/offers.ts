@@ -14,7 +14,7 @@ import { readSpecFile, SpecFileError } from '../spec-file.js';
 export interface OffersOptions {
   set?: string[];
   json?: boolean;
-  /** At most this many offers shown (default 20); the counts per level are always whole. */
+  /** At most this many offers shown (default 20; with --json, every offer unless given); the counts per level are always whole. */
   limit?: number;
 }
 
@@ -31,9 +31,9 @@ export async function offersCommand(file: string, options: OffersOptions, io: Io
         throw new SpecFileError(file, err.issues.length > 0 ? err.issues : [{ path: '$', message: err.message }]);
       throw err;
     });
-  const limit = options.limit ?? DEFAULT_LIMIT;
-  if (options.json) printJson(io, { ...report, offers: report.offers.slice(0, limit) });
-  else offersLines(report, limit).forEach((l) => io.out(l));
+  // --json is for programs: the whole report, unless --limit asks for fewer offers (issue #50).
+  if (options.json) printJson(io, options.limit === undefined ? report : { ...report, offers: report.offers.slice(0, options.limit) });
+  else offersLines(report, options.limit ?? DEFAULT_LIMIT).forEach((l) => io.out(l));
   return EXIT.ok;
 }
 
@@ -44,13 +44,14 @@ export function offersLines(r: OffersReport, limit: number): string[] {
   else {
     lines.push(
       ...table(
-        ['#', 'LEVEL', 'OFFER', 'MACHINE', 'GPU', 'BILLED/H', 'RELIABILITY', 'WHERE'],
+        ['#', 'LEVEL', 'OFFER', 'MACHINE', 'GPU', 'VRAM', 'BILLED/H', 'RELIABILITY', 'WHERE'],
         shown.map((o, i) => [
           String(i + 1),
           String(o.level),
           String(o.id),
           String(o.machine_id),
           `${o.num_gpus}x ${o.gpu_name}`,
+          `${o.gpu_ram} MB`,
           usdText(o.billed_usd_per_hour),
           o.reliability === null ? '-' : o.reliability.toFixed(3),
           o.geolocation ?? '-',
@@ -62,6 +63,7 @@ export function offersLines(r: OffersReport, limit: number): string[] {
   lines.push(
     '',
     `Billed/h is what the instance would bill, ${r.disk_gb} GB of disk included, checked against max_price_per_hour ${usdText(r.max_price_per_hour)} (${r.search_type}).`,
+    'VRAM is each GPU\'s memory as the card lists it, in MB (MiB): a card sold as 16 GB lists from 15259 (a Tesla T4: 15360); ask for it as gpu_ram: {gte: "16GB"}.',
     'Searches, in the order a run makes them:',
   );
   for (const l of r.levels) {

@@ -1,11 +1,13 @@
 // `berth submit FILE [--wait] [--json] [--idempotency-key K]`: validate locally (an invalid spec is
-// never sent), submit, print the run id; with --wait follow the run until it runs or ends.
+// never sent), submit, print the run id; with --wait follow the run until it runs or ends (a task:
+// its lines as they come, then its end, exiting with the task's exit code).
 import { dirname, resolve } from 'node:path';
 import { loadConfig } from '../../config/load.js';
 import { ControlApiError, connectToDaemon, type ControlClient } from '../control-client.js';
-import { EXIT, exitCodeForRun } from '../exit-codes.js';
+import { EXIT, exitCodeForRun, exitCodeForTask } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import { printJson, type Io } from '../io.js';
+import { followOutput } from '../output-follow.js';
 import { runEndedSentence, sshCommand } from '../render.js';
 import { isEndState, isSettled } from '../../wire/run-states.js';
 import type { Run } from '../../wire/control-api.js';
@@ -46,8 +48,64 @@ export async function submitCommand(file: string, options: SubmitOptions, io: Io
   const { task } = run;
   const until = task ? 'it ends' : 'it runs';
   if (!options.json) io.out(`Submitted run ${run.id} (${run.name}); following it until ${until} (Ctrl-C stops following, not the run).`);
-  const settled = await watchRun(client, run, io, (r) => (task ? isEndState(r.state) : isSettled(r.state)), { quiet: options.json });
-  return task ? reportTaskEnd(settled, io, options.json === true) : reportSettled(settled, io, options.json === true);
+  const output = task && !options.json ? new TaskOutput(client, run.id, io) : undefined;
+  const settled = await watchRun(client, run, io, (r) => (task ? isEndState(r.state) && output?.done !== false : isSettled(r.state)), {
+    quiet: options.json,
+    onRun: (r, log) => output?.onRun(r, log),
+  }).finally(() => output?.stop());
+  return task
+    ? reportTaskEnd(settled, io, options.json === true, output?.started === true)
+    : reportSettled(settled, io, options.json === true);
+}
+
+/**
+ * A task's lines under `submit --wait` (issue #50), printed as they come above the progress line:
+ * followed as `berth logs --follow` does (../output-follow.ts) from the first view of the run that
+ * holds an instance in a state the task may have run in, so no log read is spent while it is
+ * queued or booting. The wait ends once the follow has printed the end's last lines.
+ */
+class TaskOutput {
+  private follow: Promise<unknown> | undefined;
+  private seenEnd!: () => void;
+  private readonly ended = new Promise<void>((resolve) => (this.seenEnd = resolve));
+  private readonly stopped = new AbortController();
+  /** The follow has read the run's end and printed its last lines (or failed, and said so). */
+  done: boolean | undefined;
+
+  constructor(
+    private readonly client: ControlClient,
+    private readonly runId: string,
+    private readonly io: Io,
+  ) {}
+
+  /** The wait is over (the run ended, or the user stopped following): no more reads. */
+  stop(): void {
+    this.stopped.abort();
+  }
+
+  get started(): boolean {
+    return this.follow !== undefined;
+  }
+
+  onRun(run: Run, log: (line: string) => void): void {
+    if (isEndState(run.state)) this.seenEnd();
+    if (this.follow !== undefined) return;
+    const ranIn = ['running', 'collecting', 'destroying'].includes(run.state) || isEndState(run.state);
+    if (!ranIn || run.attempts.every((a) => a.instance_id === null)) return;
+    this.done = false;
+    this.follow = followOutput(this.client, this.runId, {
+      tail: TASK_LOG_LINES,
+      print: (lines) => lines.forEach(log),
+      note: (text) => this.io.err(text),
+      ended: this.ended,
+      signal: this.stopped.signal,
+    })
+      .catch((err: unknown) => {
+        if (!this.stopped.signal.aborted)
+          this.io.err(`(the task's output could not be followed: ${err instanceof Error ? err.message : String(err)})`);
+      })
+      .finally(() => (this.done = true));
+  }
 }
 
 /**
@@ -81,10 +139,10 @@ async function withWorkdir(file: string, spec: unknown, client: ControlClient, i
   return { ...(spec as Record<string, unknown>), workdir_sha256: packed.sha256 };
 }
 
-/** How a task's run ended: its exit code and the last lines of its log; exit 0 only when it succeeded. */
-function reportTaskEnd(run: Run, io: Io, json: boolean): number {
+/** How a task's run ended: the last lines of its log (unless they were followed), and the task's exit code as the CLI's. */
+function reportTaskEnd(run: Run, io: Io, json: boolean, followed: boolean): number {
   if (json) printJson(io, run);
-  else {
+  else if (!followed) {
     const last = [...run.attempts].reverse().find((a) => a.logs);
     if (last?.logs) io.out(`Last lines of attempt #${last.n}:\n${last.logs.split('\n').slice(-TASK_LOG_LINES).join('\n')}`);
   }
@@ -93,7 +151,7 @@ function reportTaskEnd(run: Run, io: Io, json: boolean): number {
     return EXIT.ok;
   }
   io.err(runEndedSentence(run));
-  return exitCodeForRun(run);
+  return exitCodeForTask(run);
 }
 
 /** Log lines `submit --wait` prints at a task's end. */

@@ -68,6 +68,7 @@ async function previewOffers(specInput: unknown, deps: OffersDeps, signal: Abort
         machine_id: o.machine_id,
         gpu_name: o.gpu_name,
         num_gpus: o.num_gpus,
+        gpu_ram: o.gpu_ram,
         billed_usd_per_hour: billedPriceFor(o, spec)!,
         dph_total: o.dph_total,
         reliability: num(o['reliability']) ?? num(o['reliability2']),

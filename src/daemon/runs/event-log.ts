@@ -27,6 +27,9 @@ function sshLines(e: Extract<RunEmitted, { type: 'attempt.running' }>): string {
   return sshLine(e.status.ssh_host, e.status.ssh_port);
 }
 
+/** Attempt outcomes that are an end the user asked for, logged at info (the rest at warn). */
+const ATTEMPT_ENDS_AS_ASKED: ReadonlySet<string> = new Set(['running', 'succeeded', 'cancelled']);
+
 const READY_BY = { ssh: 'its SSH answered', status: 'its status is running', callback: 'its onstart called back' } as const;
 
 /** How a run ready by SSH got there: a login that ran a command, or the banner alone and why. */
@@ -142,7 +145,8 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
           outcome: e.outcome,
           detail: e.detail,
         },
-        e.outcome === 'running' ? 'info' : 'warn',
+        // An attempt that ended as asked (its task succeeded, a cancel) is news, not a warning (issue #50).
+        ATTEMPT_ENDS_AS_ASKED.has(e.outcome) ? 'info' : 'warn',
       );
     case 'destroy.requested':
       return append(`attempt #${e.n}: destroying instance ${e.instanceId}`, { n: e.n, instanceId: e.instanceId });

@@ -134,7 +134,13 @@ export function MoneyPage() {
                 bars={[...report.runs]
                   .sort((a, b) => b.usd - a.usd)
                   .slice(0, 30)
-                  .map((r) => ({ label: r.name, value: r.usd, text: usd(r.usd, 4), href: `#/runs/${encodeURIComponent(r.id)}` }))}
+                  // The id beside the name: several runs may share one name (a spec submitted again).
+                  .map((r) => ({
+                    label: `${r.name} (${r.id})`,
+                    value: r.usd,
+                    text: usd(r.usd, 4),
+                    href: `#/runs/${encodeURIComponent(r.id)}`,
+                  }))}
               />
             )}
           </Section>

@@ -3,7 +3,7 @@
 // container's output, its spend, and cancel or resume behind a confirmation.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Run, RunEvent, RunLogs, StreamOutput } from '../../wire/control-api.js';
-import { isEndState, keptRunNeeds } from '../../wire/run-states.js';
+import { attemptIsLive, isEndState, keptRunNeeds } from '../../wire/run-states.js';
 import { call, followEvents } from '../api.js';
 import { ago, localTime, usd, usdPerHour } from '../format.js';
 import { Coded, ConfirmButton, CopyButton, ErrorNote, LogBox, Section, StateBadge, useNow } from '../parts/common.js';
@@ -28,6 +28,9 @@ function sshLines(run: Run): Array<{ line: string; kind: string }> {
   return i.ssh_host && i.ssh_port ? [{ line: `ssh -p ${i.ssh_port} root@${i.ssh_host}`, kind: 'proxy' }] : [];
 }
 
+/** How often a running task's output is read again while the daemon does not stream it (as `berth logs --follow`). */
+const LIVE_REREAD_MS = 5_000;
+
 /** Lines of the container output kept on the page. */
 const SHOWN_LINES = 200;
 
@@ -45,7 +48,10 @@ function withOutput(shown: RunLogs | 'loading' | undefined, o: StreamOutput): Ru
 }
 
 export function RunPage({ id }: { id: string }) {
-  const [run, setRun] = useState<Run | undefined>(undefined);
+  // The run as last read, and when: the spend shown runs on from it at the rate billed (issue #50).
+  const [fetched, setFetched] = useState<{ run: Run; at: number } | undefined>(undefined);
+  const setRun = (r: Run) => setFetched({ run: r, at: Date.now() });
+  const run = fetched?.run;
   const [events, setEvents] = useState<RunEvent[]>([]);
   const [error, setError] = useState<unknown>(undefined);
   const [logs, setLogs] = useState<RunLogs | 'loading' | undefined>(undefined);
@@ -92,6 +98,34 @@ export function RunPage({ id }: { id: string }) {
     };
   }, [id]);
 
+  const loadLogs = async (again = false) => {
+    // Read again while live: the lines shown stay until the new ones come.
+    if (!again) setLogs('loading');
+    setLogError(undefined);
+    try {
+      setLogs(await call<RunLogs>('GET', `${path}/logs?tail=200`));
+    } catch (err) {
+      setLogs(undefined);
+      setLogError(err);
+    }
+  };
+
+  // A running task's output, shown without a click (issue #50): read once the task's run holds an
+  // instance it runs in (a run without a task keeps the button: no SSH follow streams it, and each
+  // read may be a call to the service), then kept up by the event stream's batches while the daemon streams
+  // it, or read again every LIVE_REREAD_MS when it does not (as `berth logs --follow` does).
+  const live = run !== undefined && run.task && run.instance !== null && run.state === 'running';
+  useEffect(() => {
+    if (!live) return;
+    if (logs === undefined) {
+      void loadLogs();
+      return;
+    }
+    if (logs === 'loading' || logs.stream) return;
+    const timer = setTimeout(() => void loadLogs(true), LIVE_REREAD_MS);
+    return () => clearTimeout(timer);
+  }, [live, logs]);
+
   if (!run)
     return (
       <>
@@ -103,19 +137,12 @@ export function RunPage({ id }: { id: string }) {
     );
 
   const ended = isEndState(run.state);
-  const endedLogs = run.attempts.filter((a) => a.logs);
+  // Only attempts that ended: a running attempt's kept tail is the live output below.
+  const endedLogs = run.attempts.filter((a) => a.logs && !attemptIsLive(a));
+  // What the run has spent by now: the last read, and what billed since at its rate.
+  const spentNow = run.cost.usd + (ended ? 0 : (run.cost.usd_per_hour * Math.max(0, now - fetched!.at)) / 3_600_000);
   const everRented = run.attempts.some((a) => a.instance_id !== null);
   const holdsNothing = run.instance === null && run.cost.usd_per_hour === 0;
-  const loadLogs = async () => {
-    setLogs('loading');
-    setLogError(undefined);
-    try {
-      setLogs(await call<RunLogs>('GET', `${path}/logs?tail=200`));
-    } catch (err) {
-      setLogs(undefined);
-      setLogError(err);
-    }
-  };
   return (
     <>
       <p>
@@ -131,7 +158,7 @@ export function RunPage({ id }: { id: string }) {
       <div class="summary">
         <div>
           <span class="label">Spend</span>
-          <strong data-testid="run-spend">{usd(run.cost.usd, 4)}</strong>
+          <strong data-testid="run-spend">{usd(spentNow, 4)}</strong>
         </div>
         <div>
           <span class="label">Billed now</span>
@@ -272,13 +299,18 @@ export function RunPage({ id }: { id: string }) {
         </Section>
       )}
 
-      <Section title="Container output" id="output">
+      <Section title={live ? 'Output (live)' : 'Container output'} id="output">
         {everRented ? (
           <>
-            <p class="muted">The last 200 lines of the run's container log (a task's output), every secret scrubbed.</p>
-            <button type="button" onClick={() => void loadLogs()} disabled={logs === 'loading' || !up}>
-              {logs === 'loading' ? 'Reading…' : logs ? 'Read again' : 'Show the log'}
-            </button>
+            <p class="muted">
+              The last 200 lines of the run's container log (a task's output), every secret scrubbed
+              {live && ', shown as the task runs'}.
+            </p>
+            {!live && (
+              <button type="button" onClick={() => void loadLogs()} disabled={logs === 'loading' || !up}>
+                {logs === 'loading' ? 'Reading…' : logs ? 'Read again' : 'Show the log'}
+              </button>
+            )}
             <ErrorNote error={logError} />
             {logs && logs !== 'loading' && (
               <>

@@ -31,8 +31,11 @@ export function AttemptTimeline({ run, events, now }: { run: Run; events: RunEve
   return (
     <ol class="timeline" aria-label="Attempts, oldest first">
       {spans.map(({ a, from, to }) => {
-        const outcome = a.outcome ?? (a.ended_at ? 'ended' : 'in progress');
-        const tone = outcomeTone(a.outcome);
+        // The run's current attempt once its task ended: still `running` in the store until the
+        // destroy is confirmed, but what goes on is the run's state (collecting its outputs, destroying).
+        const after = a.outcome === 'running' && a.n === run.attempt && (run.state === 'collecting' || run.state === 'destroying');
+        const outcome = after ? run.state : (a.outcome ?? (a.ended_at ? 'ended' : 'in progress'));
+        const tone = after ? 'busy' : outcomeTone(a.outcome);
         const level = levels.get(a.n);
         return (
           <li class="attempt" data-attempt={a.n} data-outcome={outcome}>

@@ -101,5 +101,18 @@ describe('readiness in the CLI', () => {
     const ready = run({ state: 'running' });
     expect(runDetail(ready, now).join('\n')).not.toContain('given up');
     expect(progressLine(ready, now)).not.toContain('given up');
+    // Destroyed before it was ready (a cancel, a task that ended): nothing is given up any more (issue #50).
+    const destroying = run({ state: 'destroying' }, { ready: null, ssh: [], boot_deadline: new Date(now + 118_000).toISOString() });
+    expect(progressLine(destroying, now)).not.toContain('given up');
+    expect(runDetail(destroying, now).join('\n')).not.toContain('Boot');
+  });
+
+  it('shows the cost so far and per hour while the run may bill, its total once it ended (issue #50)', () => {
+    const cost = { usd: 0.0014, usd_per_hour: 0.3 };
+    const costLine = (r: Run) => runDetail(r, Date.parse(at)).find((l) => l.startsWith('Cost'));
+    expect(costLine(run({ state: 'running', cost } as Partial<Run>))).toMatch(/^Cost\s+\$0\.0014 so far, \$0\.3000\/h now$/);
+    expect(costLine(run({ state: 'succeeded', instance: null, cost: { usd: 0.0014, usd_per_hour: 0 } } as Partial<Run>))).toMatch(
+      /^Cost\s+\$0\.0014$/,
+    );
   });
 });

@@ -46,7 +46,15 @@ afterAll(async () => {
 /** Runs the wrapper as the service would (the shell given), returns its output and exit code. */
 function runWrapper(
   script: string,
-  opts: { shell?: 'sh' | 'bash'; path?: string; timeoutMs?: number; tmp?: string; onOut?: (out: string) => void } = {},
+  opts: {
+    shell?: 'sh' | 'bash';
+    path?: string;
+    timeoutMs?: number;
+    tmp?: string;
+    onOut?: (out: string) => void;
+    /** The container's environment besides the service's own (the spec's env, the image's ENV). */
+    env?: Record<string, string>;
+  } = {},
 ): Promise<{ out: string; code: number | null }> {
   // The container's temp directory, where the done-file goes: a fresh one per container unless a
   // test starts the same container again.
@@ -60,6 +68,7 @@ function runWrapper(
         CONTAINER_ID: '42',
         HOME: scratch,
         TMPDIR: tmp,
+        ...opts.env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
       detached: true,
@@ -292,6 +301,32 @@ describe('the task wrapper under a real shell', () => {
     const script = taskScript({ run: 'sleep 30', runId: RUN, n: 1, serviceUrl: url, backstop: { atS: now + 1, madeAtS: now - 100 } });
     await runWrapper(script, { timeoutMs: 3_000 });
     expect(calls.map((c) => c.method)).toContain('DELETE');
+  });
+});
+
+describe("a task's output is live by default (issue #50)", () => {
+  const env = 'echo "PYTHONUNBUFFERED=[${PYTHONUNBUFFERED-unset}]"';
+
+  it.each(['sh', 'bash'] as const)("%s: the task's environment has PYTHONUNBUFFERED=1 when nothing set it", async (shell) => {
+    const { out } = await runWrapper(wrapper(undefined, env), { shell });
+    expect(out).toContain('PYTHONUNBUFFERED=[1]\n');
+  });
+
+  it('a value the spec or the image set is kept, even an empty one', async () => {
+    for (const value of ['0', '']) {
+      const { out } = await runWrapper(wrapper(undefined, env), { env: { PYTHONUNBUFFERED: value } });
+      expect(out).toContain(`PYTHONUNBUFFERED=[${value}]\n`);
+    }
+  });
+
+  it("a Python task's plain print() reaches the out-file before the task goes on", async () => {
+    // The task prints, then waits until the line is in its out-file: block-buffered, it never is.
+    const tmp = mkdtempSync(join(scratch, 'tmp-'));
+    const out = join(tmp, `berth-task-${RUN}-1.out`);
+    const py = `import os, time\nprint("line 1")\nfor _ in range(100):\n    if "line 1" in open("${out}").read(): break\n    time.sleep(0.05)\nelse:\n    raise SystemExit(7)\nprint("line 2")`;
+    const { out: log } = await runWrapper(wrapper(undefined, `python3 -c '${py}'`), { tmp });
+    expect(taskEndOf(log, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+    expect(readFileSync(out, 'utf8')).toBe('line 1\nline 2\n');
   });
 });
 
