@@ -80,7 +80,7 @@ export function useSpawnedWorld(): SpawnedWorld {
           ...options.sim,
           account: { ssh_keys: [key.publicLine] },
           ssh_listeners: { enabled: true },
-          onstart_exec: { enabled: true, timeout_s: options.onstartTimeoutS ?? 60 },
+          onstart_exec: { ...options.sim?.onstart_exec, enabled: true, timeout_s: options.onstartTimeoutS ?? 60 },
         },
       });
       const setup = { home, simUrl: sim.url, apiKey: sim.apiKey, config: { ...FAST_CONFIG, ...options.config } };

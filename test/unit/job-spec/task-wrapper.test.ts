@@ -185,9 +185,33 @@ describe('the task wrapper under a real shell', () => {
     expect(taskEndOf(second.out, RUN, 2)).toEqual({ exitCode: 0, onstart: false });
   });
 
-  it('a temp directory that cannot be written costs only the done-file: the task ends as before, quietly', async () => {
-    const { out } = await runWrapper(wrapper(undefined, 'echo done'), { tmp: join(scratch, 'no-such-dir') });
-    expect(out).toBe(`done\n\nberth-task-end run=${RUN} attempt=1 exit=0\n`);
+  it('a TMPDIR that does not exist: the done-file goes to /tmp instead, and the task ends as before, quietly (#49)', async () => {
+    // An attempt number of this process's own: /tmp is shared with every other test run.
+    const n = 100_000 + process.pid;
+    const base = `/tmp/berth-task-${RUN}-${n}`;
+    try {
+      const { out } = await runWrapper(wrapper(undefined, 'echo done', n), { tmp: join(scratch, 'no-such-dir') });
+      expect(out).toBe(`done\n\nberth-task-end run=${RUN} attempt=${n} exit=0\n`);
+      expect(readFileSync(`${base}.done`, 'utf8')).toBe(`berth-task-end run=${RUN} attempt=${n} exit=0\n`);
+    } finally {
+      for (const suffix of ['done', 'out', 'pid', 'fifo', 'ack']) rmSync(`${base}.${suffix}`, { force: true });
+    }
+  });
+
+  it("the task's shell writes its own pid to the .pid file, then is the task (the same process: $$ and the exit code are the task's)", async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const pidFile = join(tmp, `berth-task-${RUN}-1.pid`);
+    // A stale pid of an earlier start is emptied before the task starts.
+    writeFileSync(pidFile, '1\n');
+    const { out } = await runWrapper(
+      wrapper(`echo "before: $(cat '${pidFile}')"`, `echo "task $$ $0"; echo "file $(cat '${pidFile}')"; exit 9`),
+      { tmp },
+    );
+    const task = /task (\d+) sh\n/.exec(out);
+    expect(out).toContain('before: \n');
+    expect(task).not.toBeNull();
+    expect(out).toContain(`file ${task![1]}\n`);
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 9, onstart: false });
   });
 
   it.each(['sh', 'bash'] as const)(
