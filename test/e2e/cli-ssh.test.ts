@@ -140,6 +140,20 @@ describe('berth ssh', () => {
     }
   });
 
+  it('refuses a host whose key changed since its first login (#49): nothing runs there, and it says why', async () => {
+    // The earlier logins pinned the instance's key in BERTH_HOME/ssh/host_pins.json.
+    const pins = JSON.parse(readFileSync(join(home, 'ssh', 'host_pins.json'), 'utf8')) as Record<string, string>;
+    expect(Object.keys(pins)).toEqual([String(run.instance!.id)]);
+    // Its sshd starts again with a new host key (as another machine behind the same address would have).
+    expect(sim.sshChangeHostKey(run.instance!.id)).toBe(true);
+    const r = await cli(['ssh', run.id, '--', 'echo', 'should not run']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/SSH host key of .* is not the one pinned for this instance at its first login: berth does not log in/);
+    // The pin stands: the next try is refused the same way.
+    expect(JSON.parse(readFileSync(join(home, 'ssh', 'host_pins.json'), 'utf8'))).toEqual(pins);
+  });
+
   it('says why and exits 1 for a run that holds no instance', async () => {
     expect((await cli(['cancel', run.id, '--wait'])).code).toBe(0);
     const r = await cli(['ssh', run.id, '--', 'echo', 'hi']);
