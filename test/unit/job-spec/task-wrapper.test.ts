@@ -242,6 +242,36 @@ describe('the task wrapper under a real shell', () => {
     expect(readFileSync(join(tmp, `berth-task-${RUN}-1.out`), 'utf8')).toMatch(/^bye\n/);
   });
 
+  it("the done-file is written only once the tee has written the task's last lines to the out-file (#49)", async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const base = join(tmp, `berth-task-${RUN}-1`);
+    // A tee slow to write: it takes the whole output, then appends it a second later.
+    const bin = mkdtempSync(join(scratch, 'bin-'));
+    writeFileSync(
+      join(bin, 'tee'),
+      '#!/bin/sh\nberth_t=$(cat); sleep 1; printf \'%s\\n\' "$berth_t" >>"$2"; printf \'%s\\n\' "$berth_t"\n',
+      {
+        mode: 0o755,
+      },
+    );
+    // What the out-file held the moment the done-file appeared (as the daemon's watch sees it).
+    let outAtDone: string | null = null;
+    const look = setInterval(() => {
+      if (outAtDone === null && existsSync(`${base}.done`))
+        outAtDone = existsSync(`${base}.out`) ? readFileSync(`${base}.out`, 'utf8') : '';
+    }, 2);
+    try {
+      const { out } = await runWrapper(wrapper(undefined, 'echo first; echo the last line'), {
+        tmp,
+        path: `${bin}:/usr/local/bin:/usr/bin:/bin`,
+      });
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+    } finally {
+      clearInterval(look);
+    }
+    expect(outAtDone).toBe('first\nthe last line\n');
+  });
+
   it('a process the task leaves running with its output open does not hold the end', async () => {
     const tmp = mkdtempSync(join(scratch, 'container-'));
     const { out } = await runWrapper(wrapper(undefined, '(sleep 60; echo late) & echo started; exit 2'), { tmp, timeoutMs: 30_000 });
