@@ -152,6 +152,8 @@ interface World {
   logRead: Promise<void>;
   /** The next logins fail with this code. */
   refuse: string | null;
+  /** What went to the run's live watchers (`logs --follow`, the dashboard's stream): each batch's bytes and text. */
+  live: Array<{ from: number; to: number; text: string }>;
   targets: FollowTarget[];
 }
 
@@ -185,6 +187,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     targets: [T],
     keptLog: 0,
     logRead: Promise.resolve(),
+    live: [],
   };
   const shells: TaskShells = {
     open: async () => {
@@ -208,6 +211,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
       w.saves++;
     },
     scrub: (_t, text) => text.replaceAll('s3cret', '[secret]'),
+    output: (_t, from, to, text) => w.live.push({ from, to, text }),
     ended: (_runId, _n, end) => w.ended.push(end),
     say: (_t, message, data) => w.said.push({ message, data }),
     max: opts.max ?? 200,
@@ -421,8 +425,9 @@ describe('task follow', () => {
     expect(w.container.acked).toBe(false);
     groups[0]!.fail();
     await w.clock.advance(10);
-    // Not kept, so no ack: the wrapper's instance stays up for the next login.
+    // Not kept, so no ack: the wrapper's instance stays up for the next login; and not live either.
     expect(w.container.acked).toBe(false);
+    expect(w.live.filter((l) => l.text.includes('last'))).toEqual([]);
     expect(w.kept).toEqual({ offset: 2, tail: 'a' });
     await w.clock.advance(1_000);
     // Logged in again, streaming from the byte the store holds, and the end read again.
@@ -432,6 +437,8 @@ describe('task follow', () => {
     groups[1]!.commit();
     await w.clock.advance(10);
     expect(w.kept).toEqual({ offset: 6, tail: `a\nlast\n\nberth-task-end run=${RUN} attempt=1 exit=0` });
+    // Committed: the last line goes live, once.
+    expect(w.live.filter((l) => l.text.includes('last'))).toEqual([{ from: 2, to: 6, text: 'last' }]);
     expect(w.container.acked).toBe(true);
     expect(w.ended.at(-1)).toEqual({ exitCode: 0, onstart: false });
   });
@@ -498,6 +505,34 @@ describe('task follow', () => {
     expect(w.follow.followed(T)).toBe(true);
     expect(w.follow.followed(other)).toBe(false);
     expect(w.follow.streaming(other)).toBe(false);
+  });
+
+  it('lines a failed store write did not keep never reach the live watchers; once stored they go, once (#49)', async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.write('a\n');
+    w.failSaves = 1;
+    await w.clock.advance(500);
+    // The write failed: nothing stored, nothing live.
+    expect(w.kept).toEqual({ offset: 0, tail: null });
+    expect(w.live).toEqual([]);
+    w.container.write('b\n');
+    await w.clock.advance(500);
+    // Stored at the next flush, with what came since, and sent live in that one batch.
+    expect(w.kept).toEqual({ offset: 4, tail: 'a\nb' });
+    expect(w.live).toEqual([{ from: 0, to: 4, text: 'a\nb\n' }]);
+    // The end's last lines, whose write fails: none goes live before a write that keeps it, and none twice.
+    w.container.write('last\n');
+    w.failSaves = 1;
+    w.container.finish(0);
+    await w.clock.advance(10);
+    expect(Math.max(...w.live.map((l) => l.to))).toBeLessThanOrEqual(w.kept.offset);
+    await w.clock.advance(1_000);
+    expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+    expect(w.live).toEqual([
+      { from: 0, to: 4, text: 'a\nb\n' },
+      { from: 4, to: 9, text: 'last\n' },
+    ]);
   });
 
   it('a line longer than 64 KiB keeps its first 64 KiB and a mark; the rest of it is passed over, the next line kept whole', async () => {
