@@ -124,6 +124,9 @@ export function startBackground(deps: BackgroundDeps, releasers: Releasers): Bac
       { clock, log, signal: checksAbort.signal },
     );
     if (stopping()) return;
+    // The credit's first read at once: the create gate lets no create start until it has answered
+    // (a run resumed or submitted now must not create on an account under account.min_credit_usd).
+    account.start();
     // The first purge once the runs have resumed, then every hour from its end.
     void retention.checkNow();
     deps.onReady();

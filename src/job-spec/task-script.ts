@@ -110,11 +110,16 @@ function selfCall(serviceUrl: string): string {
 
 /**
  * `berth_f=...`: where attempt n keeps its files in its container's temp directory, without their
- * suffix: `.out` (the task's output), `.done` (its end marker, written before the marker is logged).
- * The daemon's reads over SSH name them the same way (src/daemon/task-end/task-follow.ts).
+ * suffix: `.out` (the task's output), `.done` (its end marker, written before the marker is logged),
+ * `.pid` (the task's process, while it runs). The daemon's reads over SSH name them the same way
+ * (src/daemon/task-end/task-follow.ts). A TMPDIR that is not a directory berth can write (one that
+ * does not exist, say) is /tmp instead (issue #49): a done-file that cannot be written leaves the
+ * follow nothing to see (it then finds the task's process gone, after a while).
  */
 export function taskFilesVar(runId: string, n: number): string {
-  return `berth_f="\${TMPDIR:-/tmp}/berth-task-${runId}-${n}"`;
+  return (
+    'berth_d=${TMPDIR:-/tmp}; { [ -d "$berth_d" ] && [ -w "$berth_d" ]; } || berth_d=/tmp; ' + `berth_f="$berth_d/berth-task-${runId}-${n}"`
+  );
 }
 
 /**
@@ -130,7 +135,9 @@ export function taskFilesVar(runId: string, n: number): string {
 function runCall(run: string): string {
   const fifo = '"$berth_f.fifo"';
   return [
-    `berth_run() { sh -c ${shellQuote(run)} </dev/null 2>&1; }`,
+    // The task's shell writes its pid to the `.pid` file, then execs the task (the same process):
+    // the daemon's follow sees there whether the task still runs (src/daemon/task-end/task-follow.ts).
+    `berth_run() { sh -c 'echo $$ 2>/dev/null >"$1"; exec sh -c "$2"' sh "$berth_f.pid" ${shellQuote(run)} </dev/null 2>&1; }`,
     `if command -v tee >/dev/null 2>&1 && rm -f ${fifo} 2>/dev/null && mkfifo ${fifo} 2>/dev/null; then`,
     // The FIFO is opened inside, after the trap: opened outside, the reader is up before it ignores
     // TERM, and a task's `kill 0` in that instant killed it (the task then died of SIGPIPE, not TERM).
@@ -260,6 +267,8 @@ export function taskScript(input: TaskScriptInput): string {
   parts.push(endCall(input.runId, input.n, input.outputsWaitS));
   // A container started again after its attempt ended: the same end, said again, and no second run.
   parts.push('if [ -f "$berth_done" ] && read -r berth_line <"$berth_done"; then berth_end "$berth_line"; exit 0; fi');
+  // The pid of an earlier start's task names no process of this one: emptied until the task starts.
+  parts.push('{ : >"$berth_f.pid"; } 2>/dev/null');
   if (input.onstart) {
     parts.push(`"\${BASH:-sh}" -c ${shellQuote(input.onstart)}`);
     parts.push('berth_rc=$?');

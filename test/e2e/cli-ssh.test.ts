@@ -172,7 +172,23 @@ describe('berth ssh', () => {
     }
   });
 
+  it('refuses a host whose key changed since its first login (#49): nothing runs there, and it says why', async () => {
+    // The earlier logins pinned the instance's key in BERTH_HOME/ssh/host_pins.json.
+    const pins = JSON.parse(readFileSync(join(home, 'ssh', 'host_pins.json'), 'utf8')) as Record<string, string>;
+    expect(Object.keys(pins)).toEqual([String(run.instance!.id)]);
+    // Its sshd starts again with a new host key (as another machine behind the same address would have).
+    expect(sim.sshChangeHostKey(run.instance!.id)).toBe(true);
+    const r = await cli(['ssh', run.id, '--', 'echo', 'should not run']);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toMatch(/SSH host key of .* is not the one pinned for this instance at its first login: berth does not log in/);
+    // The pin stands: the next try is refused the same way.
+    expect(JSON.parse(readFileSync(join(home, 'ssh', 'host_pins.json'), 'utf8'))).toEqual(pins);
+  });
+
   it('a session cut because the run gave up its instance says so, and exits non-zero', async () => {
+    // The test before changed the instance's host key: the pins start anew, as for a new instance.
+    rmSync(join(home, 'ssh', 'host_pins.json'), { force: true });
     const proc = spawn(process.execPath, [packagePath('bin', 'berth.js'), 'ssh', run.id, '--', 'echo in; sleep 30'], {
       env,
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -182,7 +198,9 @@ describe('berth ssh', () => {
     proc.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
     proc.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((resolve) => proc.once('exit', resolve));
-    while (!stdout.includes('in')) await new Promise((r) => setTimeout(r, 50));
+    const until = Date.now() + 15_000;
+    while (!stdout.includes('in') && proc.exitCode === null && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+    expect(stdout, stderr).toContain('in');
     expect((await cli(['cancel', run.id, '--wait'])).code).toBe(0);
     const code = await exited;
     expect(code).not.toBe(0);

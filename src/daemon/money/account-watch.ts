@@ -11,12 +11,15 @@
 // from the store every second for a while (before, it read the leader's last figure, up to
 // `account.check_interval_s` old, and the webhook changed nothing).
 //
-// States: unknown (not read yet, or the key may not read it: creates are not held back for want of
-// a figure) → ok ⇄ low. Each change is logged once and wakes the gate.
+// States: unread (no read has answered yet: the create gate lets no create start, issue #49; a
+// read that failed for now is tried again every UNREAD_RETRY_MS) → unknown (the key may not read
+// it: creates are not held back for want of a figure) or ok ⇄ low. The first answer and each change of low wake the gate; each change is logged
+// once. A daemon that does not lead, and finds no figure of the leader's in the store within
+// UNREAD_MAX_MS of its start, counts the credit unknown (a leader that cannot read it saves none).
 import { creditOf } from '../../account/credit.js';
 import type { CurrentUser, MarketClient } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
-import { toRunError } from '../../errors.js';
+import { BerthError, toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { PeriodicLoop } from '../../periodic-loop.js';
 
@@ -49,9 +52,17 @@ export interface AccountWatchDeps {
 const SHARED_POLL_MS = 1000;
 /** How long a daemon that asked the leader for a read follows the stored figure closely, ms. */
 const FOLLOW_MS = 30_000;
+/** How soon a first read that failed for now (the network, a 5xx, a rate limit) is tried again, ms. */
+const UNREAD_RETRY_MS = 5000;
+/** How long a daemon that does not lead waits for the leader's first figure before it counts the credit unknown, ms. */
+const UNREAD_MAX_MS = 30_000;
 
 export class AccountWatch {
   private creditUsd: number | null = null;
+  /** A read has answered (a figure, none, or a failure). */
+  private read1 = false;
+  /** When start() was called (the clock's now); null before. */
+  private startedAt: number | null = null;
   private readonly abort = new AbortController();
   private held = false;
   /** The reads of the credit. */
@@ -67,12 +78,16 @@ export class AccountWatch {
     const { clock, log, intervalMs, heldIntervalMs } = deps;
     this.reads = new PeriodicLoop({
       clock,
-      run: () => this.read(),
-      intervalMs: () => (this.held ? Math.min(heldIntervalMs, intervalMs) : intervalMs),
+      run: () => this.readCredit(),
+      intervalMs: () => (!this.read1 ? UNREAD_RETRY_MS : this.held ? Math.min(heldIntervalMs, intervalMs) : intervalMs),
       onError: (err) => {
         if (this.reads.stopped) return;
-        // The last figure stands: a failed read neither holds creates back nor lets them go.
+        // The last figure stands: a failed read neither holds creates back nor lets them go. A
+        // first read the key may not make (auth, permission) answers all the same: the credit is
+        // unknown, and creates go (they meet the refusal themselves). One that may answer later
+        // (the network, a 5xx, a rate limit) is tried again soon: creates wait for it.
         log.warn({ err: toRunError(err) }, 'could not read the account credit (users/current); keeping the last figure');
+        if (!this.read1 && !(err instanceof BerthError && err.retryable)) this.firstAnswer();
       },
     });
     this.polls = new PeriodicLoop({
@@ -99,9 +114,15 @@ export class AccountWatch {
     return this.deps.minCreditUsd;
   }
 
-  /** Starts the periodic reads, the first one after an interval (the start-up checks read it first). */
+  /** Whether a read of the credit has answered yet (a figure, or a failure): until then no create starts. */
+  get read(): boolean {
+    return this.read1;
+  }
+
+  /** Starts the periodic reads: the first one at once while none has answered, else after an interval. */
   start(): void {
-    this.reads.start();
+    this.startedAt ??= this.deps.clock.now();
+    this.reads.start(this.read1 ? undefined : 0);
     if (this.deps.shared) {
       // Requests made before this daemon started are not its to answer.
       try {
@@ -163,13 +184,21 @@ export class AccountWatch {
         this.answered = asked;
         void this.checkNow();
       }
-    } else if (this.deps.clock.now() < this.followUntil) {
+    } else if (!this.read1 || this.deps.clock.now() < this.followUntil) {
       const stored = shared.load();
       if (stored !== undefined) this.set(stored);
+      else if (!this.read1 && this.startedAt !== null && this.deps.clock.now() - this.startedAt >= UNREAD_MAX_MS) this.firstAnswer();
     }
   }
 
-  private async read(): Promise<void> {
+  /** The first answer: the gate looks at its waiting creates again. */
+  private firstAnswer(): void {
+    if (this.read1) return;
+    this.read1 = true;
+    this.deps.onChange();
+  }
+
+  private async readCredit(): Promise<void> {
     const { shared } = this.deps;
     if (shared && !shared.leads()) {
       // Another daemon leads: its reading, from the store, costs the account no call.
@@ -185,7 +214,8 @@ export class AccountWatch {
   private set(credit: number | null): void {
     const wasLow = this.low;
     this.creditUsd = credit;
-    if (this.low === wasLow) return;
+    if (this.low === wasLow) return this.firstAnswer();
+    this.read1 = true;
     const min = this.deps.minCreditUsd;
     if (this.low)
       this.deps.log.warn(

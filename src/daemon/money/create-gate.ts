@@ -7,7 +7,8 @@
 //                            included, plus this create's price, must stay within it;
 //   budget.max_usd_per_day   what the last 24 h cost, plus this create's price over the spec's
 //                            boot_timeout_s, must stay within it;
-//   account.min_credit_usd   the credit last read must not be below it.
+//   account.min_credit_usd   the credit last read must not be below it; until a first read of it
+//                            has answered (a daemon just started), no create starts at all.
 //
 // A waiting create is checked again whenever a run moves (an instance may be gone), when the credit
 // is read, and every poll interval (the 24 h window slides). The check and the intent's journal row
@@ -31,7 +32,7 @@ export interface CreateGateDeps {
   store: Store;
   clock: Clock;
   log: Logger;
-  account: Pick<AccountWatch, 'low' | 'credit' | 'minCreditUsd' | 'setHeld'>;
+  account: Pick<AccountWatch, 'read' | 'low' | 'credit' | 'minCreditUsd' | 'setHeld'>;
   /**
    * The daemon-wide caps, read at each decision: the config's, or on a shared store the store's
    * (../cluster/money-caps.ts), which another daemon may lower meanwhile.
@@ -50,7 +51,7 @@ export interface CreateGateDeps {
 /** Why a create may not start now (the run's event says it), or null when it may. */
 export interface Hold {
   /** Stable per cause, so a wait that goes on for the same reason is one event. */
-  key: 'per_hour' | 'per_day' | 'low_credit';
+  key: 'per_hour' | 'per_day' | 'low_credit' | 'credit_unread';
   message: string;
 }
 
@@ -204,7 +205,7 @@ export class CreateGate {
   /** A create waiting for credit has the credit read more often (a top-up is seen within a minute). */
   private tellAccount(): void {
     let held = false;
-    for (const w of this.waiting) if (w.hold.key === 'low_credit') held = true;
+    for (const w of this.waiting) if (w.hold.key === 'low_credit' || w.hold.key === 'credit_unread') held = true;
     this.deps.account.setHeld(held);
   }
 
@@ -280,6 +281,13 @@ export class CreateGate {
   /** Why this create may not start now, or null. */
   private holdFor(input: CreateInput, totals: Totals): Hold | null {
     const { account } = this.deps;
+    // A daemon just started has not read the credit yet: a create now could be one the floor forbids.
+    if (!account.read) {
+      return {
+        key: 'credit_unread',
+        message: 'the account credit has not been read yet (users/current): no create starts until it is',
+      };
+    }
     if (account.low) {
       return {
         key: 'low_credit',

@@ -21,10 +21,16 @@
 //     command, one after another;
 //   - the drain, only where the stream cannot do it (no `tail` in the image, a stream that lags,
 //     no `wc` for the size): `tail -c +K` once, the bytes after the last one read, then the `.ack`.
+//   - the look, every CHECK_MS while the done-file is not read (issue #49): whether the task's
+//     process (the `.pid` its shell wrote) is still there. A task gone with no done-file (a full
+//     temp directory, a done-file that cannot be written) at GONE_LOOKS looks in a row is handed to
+//     the logs path with one event: the wrapper printed its end marker to the log all the same, and
+//     the probe reads it there. A done-file that holds no end marker is handed over the same way.
 // Complete lines go to the store with the offset of the byte after them, in one write
 // (`save`: the attempt's kept tail and its `follow_offset`), every FLUSH_MS or once PENDING_MAX
 // bytes wait: a daemon killed at any moment starts again at the stored offset, with no line lost
-// and none kept twice. An unfinished line waits for its end (at most LINE_MAX bytes, then it is cut).
+// and none kept twice. An unfinished line waits for its end; a line past LINE_MAX is cut there with
+// a mark and the rest of it passed over (./followed-lines.ts). The watch's output is kept to WATCH_MAX.
 //
 // While logged in (and for FIRST_LOGIN_CLAIM_MS while the first login is tried), the attempt is `followed()`: the task probe
 // makes no logs-endpoint call for it (./task-probe.ts); while the stream runs, `berth logs` reads
@@ -45,8 +51,10 @@
 // lists it among its targets (the machine decides as today).
 //
 // Bound: at most `max` attempts followed at once (runs.task_follow_max); above it the probe reads
-// them. Per followed attempt: one SSH connection (one socket) with two channels at a time, and
-// at most PENDING_MAX + LINE_MAX bytes of output held, plus the kept tail (4 KB).
+// them. Per followed attempt: one SSH connection (one socket) with two channels at a time (three
+// during a look or a drain), and at most PENDING_MAX + LINE_MAX bytes of output held, plus the
+// kept tail (4 KB) and WATCH_MAX of the watch's, whatever the container prints. A task whose
+// done-file never comes is the logs path's within GONE_LOOKS × CHECK_MS of its process's end.
 import { PassThrough } from 'node:stream';
 import type { Clock, Timer } from '../../clock.js';
 import { toRunError } from '../../errors.js';
@@ -54,13 +62,25 @@ import { taskEndOf, taskFilesVar } from '../../job-spec/task-script.js';
 import type { Logger } from '../../logger.js';
 import { PeriodicLoop } from '../../periodic-loop.js';
 import { keptTail } from './failure-logs.js';
+import { FollowedLines, type HeldLines } from './followed-lines.js';
 
 /** How often the store is written while output comes, ms: the lag `berth logs` sees at most from this daemon. */
 const FLUSH_MS = 200;
 /** Output held before it is written at once, bytes. */
 const PENDING_MAX = 256 * 1024;
-/** The longest line kept whole; a longer one is cut there. */
-const LINE_MAX = 64 * 1024;
+/**
+ * The watch's output kept at most, bytes: its two lines (the end marker, under 100 bytes, and a
+ * size) fit many times over; a done-file holding more (a task that wrote there) is no end marker.
+ */
+const WATCH_MAX = 4096;
+/** How often a followed task's process is looked at while its done-file is not there, ms. */
+const CHECK_MS = 10_000;
+/**
+ * Looks in a row that find the task's process gone and no done-file before the follow hands the
+ * task to the logs path: the wrapper writes the done-file at most ~5 s after its task ends (its
+ * `tee` waited for), so two looks CHECK_MS apart never take a done-file on its way for none.
+ */
+const GONE_LOOKS = 2;
 const RETRY_FIRST_MS = 1000;
 const RETRY_MAX_MS = 60_000;
 /** How long an address may stay unreachable before the run's events say the logs path reads the task. */
@@ -162,6 +182,8 @@ function whyOf(err: unknown): { why: Why; code: string } {
 }
 
 const SAY: Record<string, string> = {
+  task_gone: 'its task is no longer running and left no done-file that berth can read (a full or unwritable temp directory)',
+  no_marker: 'its done-file holds no end marker',
   ssh_auth_refused: "the instance refused berth's key",
   ssh_host_key_changed: 'the host key of the instance changed since berth first logged in: berth refuses it',
   ssh_key: "berth's SSH key cannot be used",
@@ -182,7 +204,18 @@ export function followCommands(runId: string, n: number) {
     watch:
       `${files}; exec 3<&0; ${fin}; ` +
       `if ! tail -s 0.2 -n +1 -F "$berth_f.done" 2>/dev/null | { IFS= read -r berth_l && { berth_fin "$berth_l"; true; }; }; then ` +
-      `while [ ! -f "$berth_f.done" ]; do ${nap}; done; IFS= read -r berth_l <"$berth_f.done"; berth_fin "$berth_l"; fi`,
+      `until [ -f "$berth_f.done" ] && [ -s "$berth_f.done" ]; do ${nap}; done; IFS= read -r berth_l <"$berth_f.done"; berth_fin "$berth_l"; fi`,
+    /**
+     * A look at the task while its done-file is not there: `done` (it is), `running` (the task's
+     * process, its `.pid`, is there), `gone` (it is not, or the temp directory cannot be written:
+     * no done-file will come), `waiting` (no pid yet: onstart still runs, or a wrapper older than
+     * the `.pid`). `kill -0` or /proc: a process of another user is there all the same.
+     */
+    check:
+      `${files}; if [ -f "$berth_f.done" ] && [ -s "$berth_f.done" ]; then echo done; ` +
+      `elif { IFS= read -r berth_p <"$berth_f.pid"; } 2>/dev/null && [ -n "$berth_p" ]; then ` +
+      `if kill -0 "$berth_p" 2>/dev/null || [ -d "/proc/$berth_p" ]; then echo running; else echo gone; fi; ` +
+      `elif [ -w "$berth_d" ]; then echo waiting; else echo gone; fi`,
     /** What the watch's standard input takes once the daemon holds every byte of the out-file. */
     ack: 'ack\n',
     // `.att`: a daemon follows; the wrapper's self-stop then waits for its `.ack` (src/job-spec/task-script.ts).
@@ -214,8 +247,8 @@ class Follow {
   /** The byte after the last one stored. */
   private offset = 0;
   private tail: string | null = null;
-  /** Bytes read after `offset`: complete lines first, then at most one unfinished. */
-  private pending = Buffer.alloc(0);
+  /** Bytes read after `offset`: complete lines first, then at most one unfinished (bounded: ./followed-lines.ts). */
+  private readonly lines = new FollowedLines();
   private flushTimer: Timer | undefined;
   /** Told each time the stream hands something over, or ends (a task's end waiting for its last bytes). */
   private onTaken: (() => void) | undefined;
@@ -273,7 +306,7 @@ class Follow {
         this.up = this.firstTry = false;
         this.flushNow();
         // An unfinished line is read again from its start.
-        this.pending = Buffer.alloc(0);
+        this.lines.clear();
         shell?.close();
       }
       await clock.sleep(retryMs, signal).catch(() => undefined);
@@ -295,7 +328,8 @@ class Follow {
 
   /**
    * One login: the watch and the stream until the done-file is read (true: the task ended, its end
-   * sent), or the login fails (throws).
+   * sent), or the task is found gone without one (true: handed to the logs path), or the login
+   * fails (throws).
    */
   private async session(shell: TaskShell, signal: AbortSignal): Promise<boolean> {
     const cmds = followCommands(this.target.runId, this.target.n);
@@ -341,26 +375,48 @@ class Follow {
     signal.addEventListener('abort', onAbortWatch, { once: true });
     // The watch's standard input: `ack` once every byte is here, end-of-file otherwise.
     const word = new PassThrough();
+    const looksStop = new AbortController();
+    const onAbortLooks = () => looksStop.abort();
+    signal.addEventListener('abort', onAbortLooks, { once: true });
     try {
+      // What the watch printed: at most WATCH_MAX bytes, each chunk looked at once.
       let text = '';
+      let newlines = 0;
       let watchOver: Promise<unknown> = Promise.resolve();
       // The marker and the out-file's size: two lines (the watch then waits for its word).
-      const watched = new Promise<void>((resolve, reject) => {
+      const watched = new Promise<'watched'>((resolve, reject) => {
         watchOver = shell.exec(cmds.watch, {
           signal: watchStop.signal,
           stdin: word,
           onStdout: (chunk) => {
-            text += chunk.toString('utf8');
-            if (text.indexOf('\n') !== text.lastIndexOf('\n')) resolve();
+            if (newlines >= 2 || text.length >= WATCH_MAX) return;
+            text += chunk.subarray(0, WATCH_MAX - text.length).toString('latin1');
+            for (let i = chunk.indexOf(0x0a); i >= 0 && newlines < 2; i = chunk.indexOf(0x0a, i + 1)) newlines++;
+            if (newlines >= 2 || text.length >= WATCH_MAX) resolve('watched');
           },
         });
-        watchOver.then(() => resolve(), reject);
+        watchOver.then(() => resolve('watched'), reject);
       });
+      // Meanwhile the task is looked at: gone without a done-file, it is the logs path's.
+      const gone = this.untilGone(shell, cmds.check, looksStop.signal).then(
+        () => 'gone' as const,
+        () => new Promise<never>(() => undefined),
+      );
       // The first failure of either is the session's (a dropped connection fails both).
-      await Promise.race([watched, stream.then(() => new Promise<never>(() => undefined))]);
+      const first = await Promise.race([watched, gone, stream.then(() => new Promise<never>(() => undefined))]);
       const [line = '', sizeLine = ''] = text.split('\n');
-      const end = taskEndOf(line, this.target.runId, this.target.n);
-      if (!end) throw Object.assign(new Error(`the done-file held no end marker for attempt #${this.target.n}`), { code: 'ssh_dropped' });
+      const end = first === 'watched' ? taskEndOf(line, this.target.runId, this.target.n) : null;
+      if (!end) {
+        // No end to read over SSH (none will come, or what is there is not one): the logs path
+        // reads the task's end from its log, where the wrapper printed it, from the probe's next tick.
+        const code = first === 'gone' ? 'task_gone' : 'no_marker';
+        this.deps.log.info(
+          { runId: this.target.runId, attempt: this.target.n, instanceId: this.target.instanceId, code },
+          `attempt #${this.target.n}: no end to read over SSH on instance ${this.target.instanceId} (${code}); the logs path reads it`,
+        );
+        this.fallBack(code);
+        return true;
+      }
       // The out-file's size, where the image's `wc` read it: the stream's last bytes are waited for.
       const size = /^\s*\d+\s*$/.test(sizeLine) ? Number(sizeLine) : null;
       const caughtUp = size !== null && (await this.waitForStream(size, () => streamOver, signal));
@@ -370,9 +426,9 @@ class Follow {
       if (!caughtUp) {
         word.end();
         watchStop.abort();
-        await shell.exec(cmds.drain(this.offset + this.pending.length), { signal, onStdout: (chunk) => this.take(chunk) });
+        await shell.exec(cmds.drain(this.offset + this.lines.readBytes), { signal, onStdout: (chunk) => this.take(chunk) });
       }
-      const nothingRead = this.offset + this.pending.length === 0;
+      const nothingRead = this.offset + this.lines.readBytes === 0;
       // Nothing read (an image without tee or tail, or a task that printed nothing): nothing to
       // keep from the out-file, so the wrapper may stop its instance at once; its log's last lines
       // are read once, to keep its output.
@@ -386,7 +442,11 @@ class Follow {
       // it, in the same write as the run's end of the task, one commit with the other tasks ending
       // now. Should that commit fail, the follow logs in again from what the store holds.
       // The last lines go to live watchers once stored for good (a failed commit would show them twice).
-      const kept = { offset: this.offset, tail: this.tail, pending: this.pending };
+      const kept: { offset: number; tail: string | null; held: HeldLines } = {
+        offset: this.offset,
+        tail: this.tail,
+        held: this.lines.snapshot(),
+      };
       let last: Published | null = null;
       try {
         await (this.deps.commitEnd ?? atOnce)(() => {
@@ -394,7 +454,8 @@ class Follow {
           this.deps.ended(this.target.runId, this.target.n, end);
         });
       } catch (err) {
-        ({ offset: this.offset, tail: this.tail, pending: this.pending } = kept);
+        ({ offset: this.offset, tail: this.tail } = kept);
+        this.lines.restore(kept.held);
         throw err;
       }
       this.publish(last);
@@ -407,8 +468,30 @@ class Follow {
       word.end();
       streamStop.abort();
       watchStop.abort();
+      looksStop.abort();
       signal.removeEventListener('abort', onAbort);
       signal.removeEventListener('abort', onAbortWatch);
+      signal.removeEventListener('abort', onAbortLooks);
+    }
+  }
+
+  /**
+   * Resolves once GONE_LOOKS looks in a row, CHECK_MS apart, found the task's process gone and no
+   * done-file; rejects when `signal` fires. A look that fails (a drop: the watch fails too) is no answer.
+   */
+  private async untilGone(shell: TaskShell, command: string, signal: AbortSignal): Promise<void> {
+    let gone = 0;
+    while (gone < GONE_LOOKS) {
+      await this.deps.clock.sleep(CHECK_MS, signal);
+      let out = '';
+      const said = await shell
+        .exec(command, { signal, onStdout: (chunk) => void (out.length < 64 && (out += chunk.toString('latin1'))) })
+        .then(
+          () => out.trim(),
+          () => null,
+        );
+      if (signal.aborted) throw new Error('aborted');
+      if (said !== null) gone = said === 'gone' ? gone + 1 : 0;
     }
   }
 
@@ -417,7 +500,7 @@ class Follow {
    * CATCH_UP_MS; false at once when it is over (a drop, no `tail`).
    */
   private waitForStream(size: number, over: () => boolean, signal: AbortSignal): Promise<boolean> {
-    const has = () => this.offset + this.pending.length >= size;
+    const has = () => this.offset + this.lines.readBytes >= size;
     if (has()) return Promise.resolve(true);
     if (over() || signal.aborted) return Promise.resolve(false);
     return new Promise<boolean>((resolve) => {
@@ -455,8 +538,8 @@ class Follow {
   /** Output read: held until its lines are complete, then written within FLUSH_MS. */
   private take(chunk: Buffer): void {
     if (chunk.length === 0) return;
-    this.pending = Buffer.concat([this.pending, chunk]);
-    if (this.pending.length >= PENDING_MAX) return this.flushNow();
+    this.lines.push(chunk);
+    if (this.lines.heldBytes >= PENDING_MAX) return this.flushNow();
     this.flushTimer ??= this.deps.clock.setTimer(() => {
       this.flushTimer = undefined;
       this.flushNow();
@@ -482,20 +565,24 @@ class Follow {
   private keep(all = false, marker?: string): Published | null {
     this.flushTimer?.cancel();
     this.flushTimer = undefined;
-    let cut = all ? this.pending.length : this.pending.lastIndexOf(0x0a) + 1;
-    // An unfinished line longer than LINE_MAX is cut there: held output stays bounded.
-    if (cut === 0 && this.pending.length >= LINE_MAX) cut = LINE_MAX;
-    if (cut === 0 && marker === undefined) return null;
-    const text = this.pending.subarray(0, cut).toString('utf8');
+    const held = this.lines.snapshot();
+    // A line longer than LINE_MAX comes cut, with a mark (./followed-lines.ts): held output stays bounded.
+    const taken = this.lines.take(all);
+    if (taken === null && marker === undefined) return null;
+    const cut = taken?.bytes ?? 0;
     const offset = this.offset + cut;
-    const scrubbed = cut === 0 ? '' : this.deps.scrub(this.target, text);
-    let tail = cut === 0 ? this.tail : keptTail(this.tail === null ? scrubbed : `${this.tail}\n${scrubbed}`, false);
+    const scrubbed = taken === null || taken.text === '' ? '' : this.deps.scrub(this.target, taken.text);
+    let tail = scrubbed === '' ? this.tail : keptTail(this.tail === null ? scrubbed : `${this.tail}\n${scrubbed}`, false);
     if (marker !== undefined) tail = keptTail(tail === null ? marker : `${tail}\n\n${marker}`, false);
-    this.deps.save(this.target, { offset, tail: tail ?? '' });
-    const stored = cut > 0 ? { from: this.offset, to: offset, text: scrubbed } : null;
+    try {
+      this.deps.save(this.target, { offset, tail: tail ?? '' });
+    } catch (err) {
+      this.lines.restore(held);
+      throw err;
+    }
+    const stored = scrubbed !== '' ? { from: this.offset, to: offset, text: scrubbed } : null;
     this.offset = offset;
     this.tail = tail;
-    this.pending = this.pending.subarray(cut);
     return stored;
   }
 

@@ -194,9 +194,33 @@ describe('the task wrapper under a real shell', () => {
     expect(taskEndOf(second.out, RUN, 2)).toEqual({ exitCode: 0, onstart: false });
   });
 
-  it('a temp directory that cannot be written costs only the done-file: the task ends as before, quietly', async () => {
-    const { out } = await runWrapper(wrapper(undefined, 'echo done'), { tmp: join(scratch, 'no-such-dir') });
-    expect(out).toBe(`done\n\nberth-task-end run=${RUN} attempt=1 exit=0\n`);
+  it('a TMPDIR that does not exist: the done-file goes to /tmp instead, and the task ends as before, quietly (#49)', async () => {
+    // An attempt number of this process's own: /tmp is shared with every other test run.
+    const n = 100_000 + process.pid;
+    const base = `/tmp/berth-task-${RUN}-${n}`;
+    try {
+      const { out } = await runWrapper(wrapper(undefined, 'echo done', n), { tmp: join(scratch, 'no-such-dir') });
+      expect(out).toBe(`done\n\nberth-task-end run=${RUN} attempt=${n} exit=0\n`);
+      expect(readFileSync(`${base}.done`, 'utf8')).toBe(`berth-task-end run=${RUN} attempt=${n} exit=0\n`);
+    } finally {
+      for (const suffix of ['done', 'out', 'pid', 'fifo', 'ack']) rmSync(`${base}.${suffix}`, { force: true });
+    }
+  });
+
+  it("the task's shell writes its own pid to the .pid file, then is the task (the same process: $$ and the exit code are the task's)", async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const pidFile = join(tmp, `berth-task-${RUN}-1.pid`);
+    // A stale pid of an earlier start is emptied before the task starts.
+    writeFileSync(pidFile, '1\n');
+    const { out } = await runWrapper(
+      wrapper(`echo "before: $(cat '${pidFile}')"`, `echo "task $$ $0"; echo "file $(cat '${pidFile}')"; exit 9`),
+      { tmp },
+    );
+    const task = /task (\d+) sh\n/.exec(out);
+    expect(out).toContain('before: \n');
+    expect(task).not.toBeNull();
+    expect(out).toContain(`file ${task![1]}\n`);
+    expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 9, onstart: false });
   });
 
   it.each(['sh', 'bash'] as const)(
@@ -225,6 +249,36 @@ describe('the task wrapper under a real shell', () => {
     expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 143, onstart: false });
     // (dash then says the task's shell was `Terminated`, in the log as in the file.)
     expect(readFileSync(join(tmp, `berth-task-${RUN}-1.out`), 'utf8')).toMatch(/^bye\n/);
+  });
+
+  it("the done-file is written only once the tee has written the task's last lines to the out-file (#49)", async () => {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    const base = join(tmp, `berth-task-${RUN}-1`);
+    // A tee slow to write: it takes the whole output, then appends it a second later.
+    const bin = mkdtempSync(join(scratch, 'bin-'));
+    writeFileSync(
+      join(bin, 'tee'),
+      '#!/bin/sh\nberth_t=$(cat); sleep 1; printf \'%s\\n\' "$berth_t" >>"$2"; printf \'%s\\n\' "$berth_t"\n',
+      {
+        mode: 0o755,
+      },
+    );
+    // What the out-file held the moment the done-file appeared (as the daemon's watch sees it).
+    let outAtDone: string | null = null;
+    const look = setInterval(() => {
+      if (outAtDone === null && existsSync(`${base}.done`))
+        outAtDone = existsSync(`${base}.out`) ? readFileSync(`${base}.out`, 'utf8') : '';
+    }, 2);
+    try {
+      const { out } = await runWrapper(wrapper(undefined, 'echo first; echo the last line'), {
+        tmp,
+        path: `${bin}:/usr/local/bin:/usr/bin:/bin`,
+      });
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+    } finally {
+      clearInterval(look);
+    }
+    expect(outAtDone).toBe('first\nthe last line\n');
   });
 
   it('a process the task leaves running with its output open does not hold the end', async () => {

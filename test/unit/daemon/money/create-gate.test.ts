@@ -30,7 +30,7 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const account = { low: false, credit: 100 as number | null, minCreditUsd: 1, setHeld: (_held: boolean) => undefined };
+const account = { read: true, low: false, credit: 100 as number | null, minCreditUsd: 1, setHeld: (_held: boolean) => undefined };
 const ending = new Set<string>();
 
 type Caps = ReturnType<CreateGateDeps['caps']>;
@@ -209,6 +209,44 @@ describe('account.min_credit_usd', () => {
   });
 });
 
+describe('a daemon just started, its credit not read yet', () => {
+  it('holds every create until the first read answers: below the floor they wait on, saying why; above it they go', async () => {
+    for (const credit of [0.5, 50]) {
+      let answer!: (u: { id: number; credit: number }) => void;
+      const watch = new AccountWatch({
+        client: { currentUser: () => new Promise((resolve) => (answer = resolve)) },
+        clock,
+        log: silentLogger(),
+        minCreditUsd: 1,
+        intervalMs: 300_000,
+        heldIntervalMs: 30_000,
+        onChange: () => g.wake(),
+      });
+      const g = gate({ account: watch });
+      const run = credit < 1 ? 'a' : 'b';
+      watch.start();
+      const a = admit(g, input(run, 1, 0.1));
+      await clock.advance(10_000);
+      // The read has not answered: nothing starts, and the run says why.
+      expect(a.startedAt).toBeUndefined();
+      expect(store.events.list(run).map((e) => e.message)).toEqual([
+        'attempt #1: the create on offer 1 waits: the account credit has not been read yet (users/current): no create starts until it is',
+      ]);
+      answer({ id: 1, credit });
+      await clock.settle();
+      if (credit < 1) {
+        expect(a.startedAt).toBeUndefined();
+        expect(store.events.list(run).at(-1)!.message).toMatch(/credit \(\$0\.50\) is below account\.min_credit_usd \(\$1\.00\)/);
+      } else {
+        expect(a.startedAt).toBe(clock.now());
+        expect(events(run)).toEqual(['create.waiting', 'create.resumed']);
+      }
+      watch.stop();
+      g.stop();
+    }
+  });
+});
+
 describe('the credit while a create waits for it', () => {
   it('is read every held_check_interval_s (30 s) instead of check_interval_s (300 s), so a top-up resumes the create within a minute', async () => {
     let credit = 0.5;
@@ -266,10 +304,12 @@ describe('the credit while a create waits for it', () => {
       onChange: () => g.wake(),
     });
     const g = gate({ account: watch, maxUsdPerHour: 0.05 });
+    const t0 = clock.now();
     watch.start();
     const a = admit(g, input('a', 1, 0.1));
     await clock.advance(299_000);
-    expect([readAt, a.startedAt, g.waitingCount]).toEqual([[], undefined, 1]);
+    // The first read at start, then none sooner than the interval.
+    expect([readAt, a.startedAt, g.waitingCount]).toEqual([[t0], undefined, 1]);
     watch.stop();
   });
 });

@@ -58,7 +58,7 @@ function superviseWith(s: Store, ownership?: RunOwnership): { supervisor: Superv
     },
   } as unknown as MarketClient;
   releasers = new Releasers();
-  return composeRuns(
+  const composed = composeRuns(
     {
       store: s,
       client,
@@ -71,6 +71,9 @@ function superviseWith(s: Store, ownership?: RunOwnership): { supervisor: Superv
     },
     releasers,
   );
+  // The daemon's start-up read of the credit (issue #49: no create starts before one answered).
+  composed.account.accept({ id: 1, credit: 100 });
+  return composed;
 }
 
 const instance = (id: number, actual_status: string): Instance =>

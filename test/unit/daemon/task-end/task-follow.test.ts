@@ -15,6 +15,7 @@ import {
   type TaskShell,
   type TaskShells,
 } from '../../../../src/daemon/task-end/task-follow.js';
+import { CUT_MARK, FollowedLines, LINE_MAX } from '../../../../src/daemon/task-end/followed-lines.js';
 import { silentLogger } from '../../../../src/logger.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 
@@ -31,6 +32,10 @@ class Container {
   streamUpTo: number | null = null;
   /** The image has no `wc`: the watch prints an empty line for the out-file's size. */
   noWc = false;
+  /** What the follow's look at the task finds (its `.pid`'s process): `running`, `gone` or `waiting` (no pid yet). */
+  task: 'running' | 'gone' | 'waiting' = 'running';
+  /** The follow's looks at the task, each time it looked. */
+  readonly looks: number[] = [];
   readonly listeners = new Set<() => void>();
 
   write(text: string): void {
@@ -97,6 +102,11 @@ class FakeShell implements TaskShell {
           sent = Math.max(sent, upTo);
         }
       };
+      if (command === cmds.check) {
+        c.looks.push(c.looks.length);
+        options.onStdout(Buffer.from(`${c.done !== null ? 'done' : c.task}\n`));
+        return resolve({ code: 0 });
+      }
       if (stream) this.streams.push(Number(stream[1]) - 1);
       const drain = /tail -c \+(\d+) "/.exec(command);
       if (drain && !stream) {
@@ -142,6 +152,8 @@ interface World {
   logRead: Promise<void>;
   /** The next logins fail with this code. */
   refuse: string | null;
+  /** What went to the run's live watchers (`logs --follow`, the dashboard's stream): each batch's bytes and text. */
+  live: Array<{ from: number; to: number; text: string }>;
   targets: FollowTarget[];
 }
 
@@ -175,6 +187,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
     targets: [T],
     keptLog: 0,
     logRead: Promise.resolve(),
+    live: [],
   };
   const shells: TaskShells = {
     open: async () => {
@@ -198,6 +211,7 @@ function world(opts: { container?: Container; kept?: FollowedOutput; clock?: Fak
       w.saves++;
     },
     scrub: (_t, text) => text.replaceAll('s3cret', '[secret]'),
+    output: (_t, from, to, text) => w.live.push({ from, to, text }),
     ended: (_runId, _n, end) => w.ended.push(end),
     say: (_t, message, data) => w.said.push({ message, data }),
     max: opts.max ?? 200,
@@ -411,8 +425,9 @@ describe('task follow', () => {
     expect(w.container.acked).toBe(false);
     groups[0]!.fail();
     await w.clock.advance(10);
-    // Not kept, so no ack: the wrapper's instance stays up for the next login.
+    // Not kept, so no ack: the wrapper's instance stays up for the next login; and not live either.
     expect(w.container.acked).toBe(false);
+    expect(w.live.filter((l) => l.text.includes('last'))).toEqual([]);
     expect(w.kept).toEqual({ offset: 2, tail: 'a' });
     await w.clock.advance(1_000);
     // Logged in again, streaming from the byte the store holds, and the end read again.
@@ -422,6 +437,8 @@ describe('task follow', () => {
     groups[1]!.commit();
     await w.clock.advance(10);
     expect(w.kept).toEqual({ offset: 6, tail: `a\nlast\n\nberth-task-end run=${RUN} attempt=1 exit=0` });
+    // Committed: the last line goes live, once.
+    expect(w.live.filter((l) => l.text.includes('last'))).toEqual([{ from: 2, to: 6, text: 'last' }]);
     expect(w.container.acked).toBe(true);
     expect(w.ended.at(-1)).toEqual({ exitCode: 0, onstart: false });
   });
@@ -490,12 +507,134 @@ describe('task follow', () => {
     expect(w.follow.streaming(other)).toBe(false);
   });
 
-  it('a line longer than 64 KiB is cut there: what is held stays bounded', async () => {
+  it('lines a failed store write did not keep never reach the live watchers; once stored they go, once (#49)', async () => {
     const w = world();
     await w.clock.advance(10);
-    w.container.write('y'.repeat(70 * 1024));
+    w.container.write('a\n');
+    w.failSaves = 1;
     await w.clock.advance(500);
-    expect(w.kept.offset).toBe(64 * 1024);
+    // The write failed: nothing stored, nothing live.
+    expect(w.kept).toEqual({ offset: 0, tail: null });
+    expect(w.live).toEqual([]);
+    w.container.write('b\n');
+    await w.clock.advance(500);
+    // Stored at the next flush, with what came since, and sent live in that one batch.
+    expect(w.kept).toEqual({ offset: 4, tail: 'a\nb' });
+    expect(w.live).toEqual([{ from: 0, to: 4, text: 'a\nb\n' }]);
+    // The end's last lines, whose write fails: none goes live before a write that keeps it, and none twice.
+    w.container.write('last\n');
+    w.failSaves = 1;
+    w.container.finish(0);
+    await w.clock.advance(10);
+    expect(Math.max(...w.live.map((l) => l.to))).toBeLessThanOrEqual(w.kept.offset);
+    await w.clock.advance(1_000);
+    expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+    expect(w.live).toEqual([
+      { from: 0, to: 4, text: 'a\nb\n' },
+      { from: 4, to: 9, text: 'last\n' },
+    ]);
+  });
+
+  it('a line longer than 64 KiB keeps its first 64 KiB and a mark; the rest of it is passed over, the next line kept whole', async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.write(`${'y'.repeat(70 * 1024)}`);
+    await w.clock.advance(500);
+    // Cut at once, not held until its newline: the offset is past every byte read.
+    expect(w.kept.offset).toBe(70 * 1024);
+    expect(w.kept.tail).toMatch(/y \u2026 \[line cut at 64 KiB\]$/);
+    w.container.write(`${'y'.repeat(1024)}\nnext\n`);
+    await w.clock.advance(500);
+    expect(w.kept.offset).toBe(71 * 1024 + 'next\n'.length + 1);
+    // The tail's 4 KB hold the last line only (the cut one does not fit beside it).
+    expect(w.kept.tail).toMatch(/\nnext$/);
+  });
+
+  it('a task whose process is gone with no done-file (a full temp directory) is handed to the logs path: one event, no end sent, not followed again', async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.write('working\n');
+    await w.clock.advance(30_000);
+    // Running: looked at every 10 s, still followed.
+    expect(w.container.looks.length).toBeGreaterThanOrEqual(2);
+    expect(w.follow.followed(T)).toBe(true);
+    // The task ends; its wrapper could not write the done-file.
+    w.container.task = 'gone';
+    await w.clock.advance(10_000);
+    // One look is not enough: the done-file may be on its way (the wrapper waits for its tee first).
+    expect(w.follow.followed(T)).toBe(true);
+    await w.clock.advance(10_000);
+    expect(w.follow.followed(T)).toBe(false);
+    expect(w.follow.streaming(T)).toBe(false);
+    expect(w.said).toHaveLength(1);
+    expect(w.said[0]!.message).toMatch(/no longer running and left no done-file.*logs endpoint/);
+    expect(w.said[0]!.data).toEqual({ n: 1, instanceId: 42, code: 'task_gone' });
+    expect(w.ended).toEqual([]);
+    // What was read before is kept; the follow is over for this attempt.
+    expect(w.kept.tail).toBe('working');
+    await w.clock.advance(5 * 60_000);
+    expect(w.opens).toBe(1);
+    expect(w.said).toHaveLength(1);
+  });
+
+  it('a task whose pid is not written yet (onstart still running) stays followed; a gone look then a running one starts the count again', async () => {
+    const w = world();
+    w.container.task = 'waiting';
+    await w.clock.advance(60_000);
+    expect(w.follow.followed(T)).toBe(true);
+    w.container.task = 'gone';
+    await w.clock.advance(10_000);
+    w.container.task = 'running';
+    await w.clock.advance(10_000);
+    w.container.task = 'gone';
+    await w.clock.advance(10_000);
+    expect(w.follow.followed(T)).toBe(true);
+    w.container.finish(0);
+    await w.clock.advance(10);
+    expect(w.ended).toEqual([{ exitCode: 0, onstart: false }]);
+    expect(w.said).toEqual([]);
+  });
+
+  it("a done-file that holds no end marker (64 MB a task wrote there) hands the task to the logs path at once, the watch's output kept bounded", async () => {
+    const w = world();
+    await w.clock.advance(10);
+    w.container.done = 'x'.repeat(64 * 1024 * 1024);
+    w.container.write('');
+    await w.clock.advance(10);
+    expect(w.follow.followed(T)).toBe(false);
+    expect(w.said.map((s) => s.data['code'])).toEqual(['no_marker']);
+    expect(w.ended).toEqual([]);
+    await w.clock.advance(60_000);
+    expect(w.opens).toBe(1);
+  });
+});
+
+describe('followed lines (the out-file cut into lines, bounded)', () => {
+  it('a 64 MB line in 32 KiB chunks: at most 64 KiB held at any time, one line kept with its mark, every byte counted', () => {
+    const lines = new FollowedLines();
+    const chunk = Buffer.alloc(32 * 1024, 'z');
+    let most = 0;
+    const total = 64 * 1024 * 1024;
+    for (let sent = 0; sent < total; sent += chunk.length) {
+      lines.push(chunk);
+      most = Math.max(most, lines.heldBytes);
+    }
+    lines.push(Buffer.from('\nafter\n'));
+    const taken = lines.take()!;
+    expect(taken.bytes).toBe(total + '\nafter\n'.length);
+    expect(taken.text).toBe(`${'z'.repeat(LINE_MAX)}${CUT_MARK}\nafter\n`);
+    expect(most).toBeLessThanOrEqual(Buffer.byteLength(CUT_MARK) + LINE_MAX + 1);
+  });
+
+  it('short lines come through whole, an unfinished one waits, and take(all) hands it over', () => {
+    const lines = new FollowedLines();
+    lines.push(Buffer.from('a\nbb\nc'));
+    lines.push(Buffer.from('c\nd'));
+    expect(lines.readBytes).toBe(9);
+    expect(lines.take()).toEqual({ text: 'a\nbb\ncc\n', bytes: 8 });
+    expect(lines.take()).toBeNull();
+    expect(lines.take(true)).toEqual({ text: 'd', bytes: 1 });
+    expect(lines.empty).toBe(true);
   });
 });
 
@@ -605,6 +744,31 @@ describe('the follow commands under a real sh', () => {
       } finally {
         rmSync(bare, { recursive: true, force: true });
       }
+    } finally {
+      rmSync(tmp, { recursive: true, force: true });
+    }
+  });
+
+  it("the look at the task: running while its .pid's process is there, gone once it is not, waiting without a pid, done with a done-file", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), 'berth-follow-'));
+    try {
+      const base = join(tmp, `berth-task-${RUN}-1`);
+      const look = () => sh(followCommands(RUN, 1).check, tmp, () => false).then((out) => out.trim());
+      expect(await look()).toBe('waiting');
+      writeFileSync(`${base}.pid`, '');
+      expect(await look()).toBe('waiting');
+      writeFileSync(`${base}.pid`, `${process.pid}\n`);
+      expect(await look()).toBe('running');
+      // A process that has ended (and was waited for): its pid names nothing.
+      const ended = spawn('/bin/true');
+      await new Promise((r) => ended.on('close', r));
+      writeFileSync(`${base}.pid`, `${ended.pid}\n`);
+      expect(await look()).toBe('gone');
+      // An empty done-file (a full disk) or a directory in its place is none.
+      writeFileSync(`${base}.done`, '');
+      expect(await look()).toBe('gone');
+      writeFileSync(`${base}.done`, `berth-task-end run=${RUN} attempt=1 exit=0\n`);
+      expect(await look()).toBe('done');
     } finally {
       rmSync(tmp, { recursive: true, force: true });
     }
