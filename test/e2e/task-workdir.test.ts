@@ -3,7 +3,7 @@
 // where /root lands): `berth submit` packs the directory next to the spec, the daemon uploads it
 // into /root/workdir on every attempt, and `run: python3 train.py` runs from it (no code in the
 // image); a workdir over the daemon's cap, or sent while berth's SSH key cannot be used, is refused
-// at submit, nothing stored or rented.
+// at submit, nothing stored or rented; one the host refuses gives its instance up at once.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
