@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,tasks-ssh,cluster,cli,dashboard,files] [-- --notify]`: runs each
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,tasks-ssh,cluster,cli,dashboard,files,names] [-- --notify]`: runs each
 // benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
 // CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19) and `tasks-ssh` 100 tasks followed over SSH (#39) and `cluster` several daemons on one Postgres store (#21) (`cluster-shared`: its one-key comparison alone; `cluster-takeover`: its kills alone) and `store-lock` the control API while another program holds berth.db (#38), run only when named; `--notify` turns a notification
@@ -14,6 +14,7 @@ import { runCliBench } from './cli.js';
 import { runClusterBench } from './cluster.js';
 import { runDashboardBench } from './dashboard.js';
 import { runFilesBench } from './files.js';
+import { runNamesBench } from './names.js';
 import { runClientBench } from './client.js';
 import { runPollerBench } from './poller.js';
 import { runReadinessBench } from './readiness.js';
@@ -23,7 +24,7 @@ import { runSweepBench } from './sweep.js';
 import { runSshTasksBench, runTasksBench } from './tasks.js';
 import type { BenchRow, BenchSection } from './types.js';
 
-const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard', 'files'] as const;
+const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard', 'files', 'names'] as const;
 /** Parts run only when named in --only. */
 const EXTRA_PARTS = ['scale', 'sweep', 'tasks', 'tasks-ssh', 'cluster', 'cluster-shared', 'cluster-takeover', 'store-lock'] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
@@ -105,6 +106,8 @@ async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
         return [await runStoreLockBench()];
       case 'files':
         return [await runFilesBench({ quick: opts.quick })];
+      case 'names':
+        return [await runNamesBench({ quick: opts.quick })];
     }
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);

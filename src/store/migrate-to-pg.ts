@@ -1,6 +1,6 @@
 // `berth store migrate --to URL`: copies a SQLite store into an empty Postgres database, whole:
 // every table (runs, attempts, events, the outbox, instance keys, webhook events, kept outputs,
-// blobs, meta with the store id, so that the instances labelled with it stay this store's), in one Postgres transaction
+// blobs, the name counters, meta with the store id, so that the instances labelled with it stay this store's), in one Postgres transaction
 // that also creates the schema, so a failure part way leaves the database as empty as it was.
 //
 // The SQLite store is opened as the daemon opens it (its lock taken for the whole copy, so no
@@ -21,7 +21,18 @@ import { describePgUrl } from './store-url.js';
  * its code. Not copied: what several daemons of one Postgres store share while they run (leases,
  * rate slots, sightings), which a SQLite store, held by one daemon, never fills for another.
  */
-const TABLES = ['meta', 'runs', 'attempts', 'events', 'outbox', 'webhook_events', 'instance_keys', 'run_outputs', 'blobs'] as const;
+const TABLES = [
+  'meta',
+  'runs',
+  'attempts',
+  'events',
+  'outbox',
+  'webhook_events',
+  'instance_keys',
+  'run_outputs',
+  'blobs',
+  'run_name_suffixes',
+] as const;
 type Table = (typeof TABLES)[number];
 /** Rows read from SQLite at a time. */
 const READ_BATCH = 1_000;

@@ -97,6 +97,14 @@ export function createRunsRepo(db: SqlDb) {
     ...(f.name ? { name: `%${f.name.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%` } : {}),
   });
   const live = db.prepare(`SELECT * FROM runs WHERE ended_at IS NULL ORDER BY created_at, id`);
+  // Names among live runs, by the partial index runs_live_name, and the suffix each name tries next
+  // (run_name_suffixes): a submission's name costs a few index look-ups however many runs are stored.
+  const nameIsLive = db.prepare(`SELECT 1 AS live FROM runs WHERE name = ? AND ended_at IS NULL LIMIT 1`);
+  const takeSuffix = db.prepare(
+    `INSERT INTO run_name_suffixes (name, next_n) VALUES (?, 3)
+     ON CONFLICT (name) DO UPDATE SET next_n = run_name_suffixes.next_n + 1 RETURNING next_n - 1 AS n`,
+  );
+  const forgetSuffix = db.prepare(`DELETE FROM run_name_suffixes WHERE name = ?`);
   const progress = db.prepare(
     `UPDATE runs SET state = @state, relax_level = @relaxLevel, attempt = @attempt, error_json = @errorJson,
        snapshot_json = @snapshotJson, machine_version = @machineVersion, updated_at = @at,
@@ -156,6 +164,23 @@ export function createRunsRepo(db: SqlDb) {
     },
     live(): RunRow[] {
       return live.all() as RunRow[];
+    },
+    /**
+     * The name a run about to be inserted takes, in the same transaction: `name` when no live run
+     * has it, else `name-N` for the next N of the name's counter that no live run has (a run named
+     * `train-3` as written is stepped over). The counter starts again at 2 once `name` itself is
+     * free, so suffixes stay small; each look-up is one row of an index, whatever the store holds.
+     */
+    claimName(name: string): string {
+      if (nameIsLive.get(name) === undefined) {
+        forgetSuffix.run(name);
+        return name;
+      }
+      for (;;) {
+        const { n } = takeSuffix.get(name) as { n: number | string };
+        const candidate = `${name}-${Number(n)}`;
+        if (nameIsLive.get(candidate) === undefined) return candidate;
+      }
     },
     saveProgress(id: string, p: RunProgress): void {
       progress.run({

@@ -303,4 +303,15 @@ export const HISTORY: Change[][] = [
       'PRIMARY KEY (sha256, part)',
     ),
   ],
+
+  // Version 15 (issue #50): a submission's name costs the same however many runs are stored. Names
+  // are unique among live runs (a second live `train` is `train-2`): the index answers "is this name
+  // live" without reading the live runs, and the counter says which suffix a name tries next.
+  [
+    index('runs_live_name ON runs(name) WHERE ended_at IS NULL'),
+    table('run_name_suffixes', [
+      'name text NOT NULL PRIMARY KEY', // a name as submitted, while a live run holds it
+      'next_n bigint NOT NULL', // the suffix its next submission tries first (2, 3, ...)
+    ]),
+  ],
 ];

@@ -3,7 +3,7 @@
 // where /root lands): `berth submit` packs the directory next to the spec, the daemon uploads it
 // into /root/workdir on every attempt, and `run: python3 train.py` runs from it (no code in the
 // image); a workdir over the daemon's cap, or sent while berth's SSH key cannot be used, is refused
-// at submit, nothing stored or rented.
+// at submit, nothing stored or rented; one the host refuses gives its instance up at once.
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -123,6 +123,26 @@ it("a workdir submitted while berth's SSH key cannot be used is refused with exi
   } finally {
     db.close();
   }
+});
+
+it('a workdir upload the host refuses (its key refused) gives the instance up at once: the task never starts, the attempt fails over (issue #48)', async () => {
+  // files.upload_timeout_s at its default, 600 s: the wrapper would hold the instance that long.
+  const { home, sim, daemon } = await world.sshWorld({ seed: 40, sim: { faults: { ssh_refuse_keys: true } }, onstartTimeoutS: 120 });
+  const project = world.home('berth-project-');
+  const file = writeProject(project, taskSpec({ max_attempts: 1 }));
+  const submitted = await berth(['submit', file], userEnv(home), 60_000);
+  expect(submitted.code).toBe(0);
+  const runId = submitted.stdout.trim();
+  const done = await daemon.waitFor(runId, isEnded, 120_000);
+  expect(done.state).toBe('failed');
+  expect(done.attempts.map((a) => [a.outcome, a.detail])).toEqual([
+    ['unreachable', `the workdir could not be put on instance ${done.attempts[0]!.instance_id} (ssh_auth_refused): the task never started`],
+  ]);
+  const failed = (await events(daemon, runId)).filter((e) => e.type === 'workdir.upload_failed');
+  expect(failed.map((e) => e.message)).toEqual([
+    expect.stringMatching(/\(ssh_auth_refused\); its task will not start, so the instance is given up now/),
+  ]);
+  expect(sim.billingNow()).toEqual([]);
 });
 
 it("a workdir over the daemon's files.workdir_max_mb is refused at submit with exit 2, and nothing is stored", async () => {

@@ -94,7 +94,7 @@ export class Submissions {
       // Names are unique among live runs, so that a run can be named by its name (`berth status
       // train`): a second live `train` becomes `train-2`, said in its first event. The stored spec
       // keeps the name as written.
-      const name = uniqueLiveName(plan.name, store.runs.live());
+      const name = store.runs.claimName(plan.name);
       const inserted = store.runs.insert({
         id: newRunId(),
         name,
@@ -160,10 +160,3 @@ function checkWorkdirCanGoUp(spec: JobSpec, loginBlocked: SubmissionsDeps['login
 }
 
 const lowerFirst = (text: string) => text.charAt(0).toLowerCase() + text.slice(1);
-
-/** `name`, or `name-2`, `name-3`, ...: the first that no live run has. */
-function uniqueLiveName(name: string, live: readonly Pick<RunRow, 'name'>[]): string {
-  const taken = new Set(live.map((r) => r.name));
-  if (!taken.has(name)) return name;
-  for (let n = 2; ; n++) if (!taken.has(`${name}-${n}`)) return `${name}-${n}`;
-}

@@ -256,6 +256,29 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.blobs.size('ef'.repeat(32))).toBeNull();
   });
 
+  it('gives a new run a name no live run has: the name, else the next suffix; the counter starts again once the name is free (issue #50)', () => {
+    const s = fresh();
+    const submit = (id: string, name: string) =>
+      s.transaction(() => {
+        const taken = s.runs.claimName(name);
+        s.runs.insert({ id, name: taken, specJson: '{}', createdAt: 1 });
+        return taken;
+      });
+    expect(submit('r1', 'train')).toBe('train');
+    expect(submit('r2', 'train')).toBe('train-2');
+    // A run named train-3 as written is stepped over.
+    expect(submit('r3', 'train-3')).toBe('train-3');
+    expect(submit('r4', 'train')).toBe('train-4');
+    // An ended run's name is free again, and a free name starts its counter again.
+    s.runs.setState('r2', 'cancelled', null, 2);
+    expect(submit('r5', 'train')).toBe('train-5');
+    s.runs.setState('r1', 'cancelled', null, 3);
+    expect(submit('r6', 'train')).toBe('train');
+    expect(submit('r7', 'train')).toBe('train-2');
+    expect(submit('r8', 'eval')).toBe('eval');
+    expect(s.runs.live().map((r) => r.name)).toEqual(['train-3', 'train-4', 'train-5', 'train', 'train-2', 'eval']);
+  });
+
   it('returns the earlier run for a reused idempotency key', () => {
     const s = fresh();
     const first = s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 1, idempotencyKey: 'k' });
