@@ -1,46 +1,32 @@
-// Files benchmark (issue #40, "100 MB up and 100 MB down through the simulator, throughput
-// reported"): one simulated instance with real SSH listeners, berth's own SSH session
-// (src/ssh/session.ts) and its SFTP channel: 100 MB put into the container and 100 MB got back,
-// over the direct endpoint and over the proxy endpoint, with ssh2's fastPut/fastGet at their
-// defaults (32 KiB chunks, 64 requests in flight) and with larger chunks; then the service's cloud
-// copy of those 100 MB into the bucket folder, started through berth's client.
+// Files benchmark (issues #40, #48): the product's own transfer path beside OpenSSH's `sftp`, through
+// the same server and relay at 0 and 50 ms each way (./files-compare.ts); then the service's cloud
+// copy of a file put into a simulated instance with berth's own SFTP writes, started through
+// berth's client.
 //
 // What it measures is the SFTP path on this machine: ssh2's optional native crypto binding is not
-// built (as in CI), so its AES-GCM goes through Node's crypto module packet by packet, and the
-// client and the simulator's sshd share one process and the machine's cores. The simulator's proxy endpoint is the same
-// sshd on another port (docs/simulator.md): the proxy/direct ratio says that berth pays nothing for
-// choosing one, not what the service's proxy costs (the docs call it slower: data-movement.mdx).
-// The cloud copy's pace is the simulator's `cloud.copy_mb_per_s`, not a measurement of a cloud.
-import { createHash, randomFillSync } from 'node:crypto';
-import { closeSync, createReadStream, mkdirSync, mkdtempSync, openSync, rmSync, statSync, writeSync } from 'node:fs';
+// built (as in CI), so its AES-GCM goes through Node's crypto module packet by packet; the server
+// is the `ssh2` package's too (in a process of its own), as the simulator's sshd, so OpenSSH's
+// `sftp` meets the same server berth does. The cloud copy's pace is the simulator's
+// `cloud.copy_mb_per_s`, not a measurement of a cloud.
+import { randomFillSync } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { SFTPWrapper, TransferOptions } from 'ssh2';
 import { createMarketClient } from '../src/client/marketplace-client.js';
 import { RATE_GROUPS, type Config } from '../src/config/schema.js';
 import { FAST_SIM } from '../src/sim/presets.js';
 import { startSimulator, type RunningSimulator } from '../src/sim/index.js';
 import { loadLoginKey } from '../src/ssh/key-pair.js';
 import { openSshSession, type SshEndpoint } from '../src/ssh/session.js';
-import { median, type BenchRow, type BenchSection } from './types.js';
+import { writeFileFrom } from '../src/ssh/sftp-transfer.js';
+import { runFilesCompare } from './files-compare.js';
+import type { BenchRow, BenchSection } from './types.js';
 
 const MB = 1_000_000;
-/** Each transfer is measured this many times; the median is reported. */
-const ROUNDS = 3;
-
-interface Variant {
-  name: string;
-  opts: TransferOptions;
-}
-
-/** ssh2's defaults, then larger chunks (the client splits a request above the server's limit). */
-const VARIANTS: Variant[] = [
-  { name: 'default (32 KiB × 64)', opts: {} },
-  { name: '128 KiB × 64', opts: { chunkSize: 128 * 1024, concurrency: 64 } },
-];
 
 export async function runFilesBench(opts: { quick: boolean }): Promise<BenchSection> {
   const sizeMb = opts.quick ? 20 : 100;
+  const rows: BenchRow[] = await runFilesCompare(opts);
   const work = mkdtempSync(join(tmpdir(), 'berth-bench-files-'));
   const bucket = join(work, 'bucket');
   mkdirSync(bucket);
@@ -53,67 +39,21 @@ export async function runFilesBench(opts: { quick: boolean }): Promise<BenchSect
       cloud: { connections: [{ name: 'bench-bucket', dir: bucket }] },
     },
   });
-  const rows: BenchRow[] = [];
   try {
-    const local = join(work, 'up.bin');
-    const upHash = writeRandom(local, sizeMb * MB);
     const { id, endpoints } = await runningInstance(sim);
-    // Rounds alternate the endpoints and chunk sizes, so that the machine's other load falls on all alike.
-    const samples = new Map<string, { up: number[]; down: number[] }>();
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const variant of VARIANTS) {
-        for (const endpoint of endpoints) {
-          const session = await openSshSession({ endpoints: [endpoint], key, verifyHostKey: () => true });
-          try {
-            const sftp = await session.sftp();
-            const remote = `/root/up-${endpoint.kind}.bin`;
-            const t0 = performance.now();
-            await transfer(sftp, 'put', local, remote, variant.opts);
-            const t1 = performance.now();
-            const back = join(work, `down-${endpoint.kind}.bin`);
-            await transfer(sftp, 'get', remote, back, variant.opts);
-            const t2 = performance.now();
-            if (statSync(back).size !== sizeMb * MB || (await hashOf(back)) !== upHash) throw new Error(`${back}: not the bytes sent`);
-            rmSync(back);
-            const k = `${variant.name} ${endpoint.kind}`;
-            const got = samples.get(k) ?? { up: [], down: [] };
-            got.up.push(sizeMb / ((t1 - t0) / 1000));
-            got.down.push(sizeMb / ((t2 - t1) / 1000));
-            samples.set(k, got);
-          } finally {
-            session.close();
-          }
-        }
-      }
-    }
-    const speeds = new Map<string, { up: number; down: number }>();
-    for (const variant of VARIANTS) {
-      for (const endpoint of endpoints) {
-        const got = samples.get(`${variant.name} ${endpoint.kind}`)!;
-        speeds.set(`${variant.name} ${endpoint.kind}`, { up: median(got.up), down: median(got.down) });
-        rows.push({
-          metric: `SFTP ${sizeMb} MB up / down, ${endpoint.kind}, ${variant.name}`,
-          value: `${fmt(median(got.up))} / ${fmt(median(got.down))} MB/s`,
-          note: `median of ${ROUNDS} (up ${range(got.up)}, down ${range(got.down)} MB/s); fastPut then fastGet over one berth session (src/ssh/session.ts) to the simulator's sshd; the file read back is byte-identical (sha256)`,
-        });
-      }
-    }
-    const d = speeds.get(`${VARIANTS[0]!.name} direct`);
-    const p = speeds.get(`${VARIANTS[0]!.name} proxy`);
-    if (d && p) {
-      rows.push({
-        metric: 'SFTP proxy / direct, up / down (defaults)',
-        value: `${(p.up / d.up).toFixed(2)}× / ${(p.down / d.down).toFixed(2)}×`,
-        note: "the simulator's proxy is the same sshd on another port: this says berth's choice of endpoint costs nothing here, not what the service's proxy costs",
-      });
-    }
-    const big = speeds.get(`${VARIANTS[1]!.name} direct`);
-    if (d && big) {
-      rows.push({
-        metric: `SFTP ${VARIANTS[1]!.name} / default, up / down (direct)`,
-        value: `${(big.up / d.up).toFixed(2)}× / ${(big.down / d.down).toFixed(2)}×`,
-        note: 'larger SFTP requests, the same number in flight',
-      });
+    const session = await openSshSession({ endpoints, key, verifyHostKey: () => true });
+    try {
+      const sftp = await session.sftp();
+      await writeFileFrom(
+        sftp,
+        '/root/up-direct.bin',
+        randomFillSync(Buffer.alloc(sizeMb * MB)),
+        { from: 0, truncate: true },
+        new AbortController().signal,
+      );
+      sftp.end();
+    } finally {
+      session.close();
     }
     rows.push(await cloudCopy(sim, id, sizeMb, bucket));
     rows.push({
@@ -125,7 +65,7 @@ export async function runFilesBench(opts: { quick: boolean }): Promise<BenchSect
     await sim.close();
     rmSync(work, { recursive: true, force: true });
   }
-  return { title: `Files: ${sizeMb} MB over SFTP and the cloud copy (simulator)`, rows };
+  return { title: `Files: berth's own path beside OpenSSH's sftp, and the cloud copy (${sizeMb} MB)`, rows };
 }
 
 interface Answer {
@@ -203,41 +143,6 @@ async function cloudCopy(sim: RunningSimulator, id: number, sizeMb: number, buck
   }
 }
 
-function transfer(sftp: SFTPWrapper, dir: 'put' | 'get', from: string, to: string, opts: TransferOptions): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const done = (err?: Error | null) => (err ? reject(err) : resolve());
-    if (dir === 'put') sftp.fastPut(from, to, opts, done);
-    else sftp.fastGet(from, to, opts, done);
-  });
-}
-
-/** Writes `bytes` random bytes to `path`; returns their sha256. */
-function writeRandom(path: string, bytes: number): string {
-  const hash = createHash('sha256');
-  const fd = openSync(path, 'w');
-  const buf = Buffer.alloc(1 << 20);
-  try {
-    for (let left = bytes; left > 0; left -= buf.length) {
-      const part = randomFillSync(buf).subarray(0, Math.min(buf.length, left));
-      hash.update(part);
-      writeSync(fd, part);
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return hash.digest('hex');
-}
-
-function hashOf(path: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const hash = createHash('sha256');
-    createReadStream(path)
-      .on('data', (b) => hash.update(b))
-      .on('end', () => resolve(hash.digest('hex')))
-      .on('error', reject);
-  });
-}
-
 function nativeCrypto(): boolean {
   try {
     statSync(new URL('../../node_modules/ssh2/lib/protocol/crypto/build', import.meta.url));
@@ -254,7 +159,5 @@ function clientConfig(): Pick<Config, 'service' | 'rate_limits' | 'retry'> {
     retry: { max_retry_time_s: 30, min_delay_s: 0.05, max_delay_s: 1, factor: 2 },
   };
 }
-
-const range = (xs: number[]) => `${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))}`;
 
 const fmt = (n: number) => n.toLocaleString('en-US', { maximumFractionDigits: 1, minimumFractionDigits: 1 });

@@ -78,6 +78,9 @@ export class Sshd {
     this.conns.add(conn);
     const grace = setTimeout(() => socket.destroy(), this.o.loginGraceMs);
     let drop: NodeJS.Timeout | undefined;
+    // As OpenSSH's sshd: every session's socket has Nagle off (packet.c ssh_packet_set_interactive,
+    // called from session.c do_exec_no_pty for exec and the sftp subsystem alike, sets set_nodelay).
+    socket.setNoDelay(true);
     socket.on('end', () => (conn.remoteEnded = true));
     socket.on('error', () => undefined); // a client that resets is not our problem
     socket.once('close', () => {

@@ -44,7 +44,11 @@ const HOME = '/root';
 /** Container paths that are the instance's directory itself. */
 const ROOTS = [HOME, '/workspace'];
 
-type Handle = { kind: 'file'; fd: number } | { kind: 'dir'; path: string; listed: boolean };
+/** Names one READDIR answer holds at most (OpenSSH's sftp-server). */
+const READDIR_PAGE = 100;
+
+/** An open file, or an open folder with the names not yet sent (read at the first READDIR). */
+type Handle = { kind: 'file'; fd: number } | { kind: 'dir'; path: string; left?: string[] };
 
 class SftpError extends Error {
   constructor(readonly status: number) {
@@ -144,19 +148,30 @@ export function serveSftp(sftp: SFTPWrapper, dir: string): void {
     serve(reqid, () => {
       const host = path(p);
       if (!statSync(host).isDirectory()) throw new SftpError(STATUS_CODE.FAILURE);
-      sftp.handle(reqid, newHandle({ kind: 'dir', path: host, listed: false }));
+      sftp.handle(reqid, newHandle({ kind: 'dir', path: host }));
     }),
   );
+  // Paged as OpenSSH's sftp-server pages it (sftp-server.c process_readdir: "send up to 100
+  // entries in one message", then the next READDIR the next ones, then EOF): one answer for a
+  // large folder would pass the 256 KiB packet a client accepts (ssh2's bound).
   sftp.on('READDIR', (reqid, handle) =>
     serve(reqid, () => {
       const [, h] = handleOf(handle);
       if (h.kind !== 'dir') throw new SftpError(STATUS_CODE.FAILURE);
-      if (h.listed) return sftp.status(reqid, STATUS_CODE.EOF);
-      h.listed = true;
-      const names: FileEntry[] = ['.', '..', ...readdirSync(h.path)].map((name) => {
-        const attrs = attrsOf(lstatSync(name === '..' && h.path === root ? root : join(h.path, name)));
-        return { filename: name, longname: longname(name, attrs), attrs };
-      });
+      h.left ??= ['.', '..', ...readdirSync(h.path)];
+      const page = h.left.splice(0, READDIR_PAGE);
+      if (page.length === 0) return sftp.status(reqid, STATUS_CODE.EOF);
+      const names: FileEntry[] = [];
+      for (const name of page) {
+        let stats: Stats;
+        try {
+          stats = lstatSync(name === '..' && h.path === root ? root : join(h.path, name));
+        } catch {
+          continue; // gone since the folder was read: left out, as sftp-server does when its lstat fails
+        }
+        const attrs = attrsOf(stats);
+        names.push({ filename: name, longname: longname(name, attrs), attrs });
+      }
       sftp.name(reqid, names);
     }),
   );
@@ -195,8 +210,9 @@ export function serveSftp(sftp: SFTPWrapper, dir: string): void {
   );
   sftp.on('REALPATH', (reqid, p) =>
     serve(reqid, () => {
+      // Links resolved, as sftp-server's realpath(3) resolves them; a path not there yet as given.
       const host = path(p);
-      const shown = containerPath(root, host);
+      const shown = containerPath(root, existsSync(host) ? realpathSync(host) : host);
       sftp.name(reqid, [{ filename: shown, longname: shown, attrs: {} as Attributes }]);
     }),
   );

@@ -167,6 +167,11 @@ function loginTo(endpoint: SshEndpoint, options: SshLoginOptions): Promise<SshSe
       },
     };
     client.connect(config);
+    // Nagle off, as OpenSSH's ssh does for every session (packet.c ssh_packet_set_interactive calls
+    // set_nodelay for interactive and bulk sessions alike): an SFTP request or a command's small
+    // answer otherwise waits for the peer's delayed ACK (~40 ms a round trip, issue #48). ssh2
+    // made the socket in connect(); Node applies the option once it connects.
+    client.setNoDelay(true);
   });
 }
 

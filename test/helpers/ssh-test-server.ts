@@ -1,10 +1,11 @@
 // A real SSH server for tests of src/ssh/: ssh2's Server on a loopback port, publickey logins for
 // the keys it is given, and `exec` run as a real `sh -c` process. Not the simulator's sshd: a
-// small stand-in that tests can bend (refuse everyone, change its host key, drop a session).
+// small stand-in that tests can bend (refuse everyone, change its host key, drop a session, serve
+// SFTP through a handler the test gives, e.g. the simulator's sftp-server over a temp folder).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import ssh2 from 'ssh2';
+import ssh2, { type SFTPWrapper } from 'ssh2';
 import { fingerprintOf, generateEd25519 } from '../../src/ssh/key-pair.js';
 
 export interface SshTestServer {
@@ -19,7 +20,12 @@ export interface SshTestServer {
   close(): Promise<void>;
 }
 
-export async function startSshTestServer(opts: { authorizedKeys: string[]; hostKey?: string }): Promise<SshTestServer> {
+export async function startSshTestServer(opts: {
+  authorizedKeys: string[];
+  hostKey?: string;
+  /** Serves each session's `sftp` subsystem; none: SFTP is refused. */
+  sftp?: (stream: SFTPWrapper) => void;
+}): Promise<SshTestServer> {
   const hostKeyText = opts.hostKey ?? generateEd25519('test host').private;
   const parsedHost = ssh2.utils.parseKey(hostKeyText);
   if (parsedHost instanceof Error || Array.isArray(parsedHost)) throw new Error('bad host key');
@@ -34,6 +40,8 @@ export async function startSshTestServer(opts: { authorizedKeys: string[]; hostK
 
   const server = new ssh2.Server({ hostKeys: [hostKeyText] }, (client) => {
     clients.add(client);
+    // As OpenSSH's sshd (packet.c ssh_packet_set_interactive); ssh2's types omit the method.
+    (client as unknown as { setNoDelay(on: boolean): void }).setNoDelay(true);
     client.on('error', () => {});
     client.on('close', () => clients.delete(client));
     client.on('authentication', (ctx) => {
@@ -52,6 +60,7 @@ export async function startSshTestServer(opts: { authorizedKeys: string[]; hostK
     client.on('ready', () => {
       client.on('session', (accept) => {
         const session = accept();
+        session.on('sftp', (acceptSftp, reject) => (opts.sftp ? opts.sftp(acceptSftp()) : reject()));
         session.on('exec', (acceptExec, _reject, info) => {
           const stream = acceptExec();
           const child = spawn('sh', ['-c', info.command], { stdio: ['pipe', 'pipe', 'pipe'] });

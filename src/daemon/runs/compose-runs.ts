@@ -377,6 +377,7 @@ function composeOutputs(deps: RunsDeps, specs: RunSpecs) {
       dir: deps.outputs.dir,
       maxBytes: config.files.outputs_max_mb * 1024 * 1024,
       host,
+      say: (runId, type, message, data) => store.transaction(() => store.events.append({ runId, at: clock.now(), type, message, data })),
     });
   const copy = deps.cloud;
   const cloud =

@@ -3,15 +3,17 @@
 // whose PATH has no tar, file by file over SFTP. Either way the files land in the task's directory
 // (/root/workdir: the instance's directory, as the wrapper and SFTP name it) and the ready-file holds
 // the hash; a second upload finds it there.
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { startTcpRelay } from '../../../bench/tcp-relay.js';
 import { packWorkdir } from '../../../src/cli/workdir-pack.js';
 import { uploadWorkdir } from '../../../src/daemon/task-files/workdir-upload.js';
 import type { RunningSimulator } from '../../../src/sim/index.js';
 import { pathWithout } from '../../../src/sim/container-path.js';
-import { loadLoginKey } from '../../../src/ssh/key-pair.js';
+import { loadLoginKey, type BerthKey } from '../../../src/ssh/key-pair.js';
 import { openSshSession, type SshSession } from '../../../src/ssh/session.js';
 import { call, startTestSim } from '../sim/helpers.js';
 
@@ -26,8 +28,8 @@ afterAll(async () => {
   rmSync(scratch, { recursive: true, force: true });
 });
 
-/** A running instance of a simulator whose containers get `path`, logged in to with berth's key. */
-async function loggedIn(path: string): Promise<SshSession> {
+/** A running instance of a simulator whose containers get `path`: its direct SSH port, and berth's key. */
+async function instance(path: string) {
   const key = loadLoginKey({ home: mkdtempSync(join(scratch, 'home-')) });
   const clock = { now: 1_000_000 };
   const sim = await startTestSim({
@@ -45,13 +47,19 @@ async function loggedIn(path: string): Promise<SshSession> {
   const created = await call(sim, 'PUT', `/api/v0/asks/${offer.id}/`, { image: 'x', runtype: 'ssh_direc ssh_proxy' });
   clock.now += 300_000;
   const rec = (await call(sim, 'GET', `/api/v0/instances/${created.body.new_contract}/`)).body.instances;
-  const session = await openSshSession({
-    endpoints: [{ kind: 'direct', host: '127.0.0.1', port: Number(rec.ports['22/tcp'][0].HostPort) }],
-    key,
-    verifyHostKey: () => true,
-  });
+  return { port: Number(rec.ports['22/tcp'][0].HostPort), key };
+}
+
+async function login(port: number, key: Pick<BerthKey, 'privateKey'>): Promise<SshSession> {
+  const session = await openSshSession({ endpoints: [{ kind: 'direct', host: '127.0.0.1', port }], key, verifyHostKey: () => true });
   sessions.push(session);
   return session;
+}
+
+/** A running instance, logged in to with berth's key. */
+async function loggedIn(path: string): Promise<SshSession> {
+  const { port, key } = await instance(path);
+  return login(port, key);
 }
 
 async function packed() {
@@ -111,6 +119,36 @@ describe('uploadWorkdir into a simulator instance', () => {
     // tar: the test's private temp dir keeps the instance's processes, run as nobody, out of that
     // image's bin dir, so its shell commands cannot run there.)
     if (method === 'tar') await expect(uploadWorkdir(session, up, new AbortController().signal)).resolves.toBe('present');
+  });
+
+  it('goes on after a cut from the bytes the container has, on the next login', async () => {
+    const { port, key } = await instance(PATH);
+    const relay = await startTcpRelay({ host: '127.0.0.1', port });
+    try {
+      const dir = mkdtempSync(join(scratch, 'big-'));
+      writeFileSync(join(dir, 'weights.bin'), randomBytes(12 * 1024 * 1024)); // incompressible: 12 MiB on the wire
+      const p = await packWorkdir(dir, 100);
+      const up = { dir: '/root/workdir', sha256: p.sha256, archive: p.archive };
+      relay.cutAfter(8 * 1024 * 1024);
+      await expect(uploadWorkdir(await login(relay.port, key), up, new AbortController().signal)).rejects.toMatchObject({
+        code: 'ssh_dropped',
+        retryable: true,
+      });
+      const first = relay.upBytes;
+      await expect(uploadWorkdir(await login(relay.port, key), up, new AbortController().signal)).resolves.toBe('tar');
+      // The second try sent what the first had not, and the overlap: not the archive again.
+      expect(relay.upBytes - first).toBeLessThan(p.archive.length - 8 * 1024 * 1024 + 3 * 1024 * 1024);
+      const session = await login(port, key);
+      const got = await session.exec('cd "$HOME/workdir" && sha256sum weights.bin && ls -a "$HOME"');
+      expect(got.stdout).toContain(
+        createHash('sha256')
+          .update(readFileSync(join(dir, 'weights.bin')))
+          .digest('hex'),
+      );
+      expect(got.stdout).not.toContain('.berth-workdir-'); // the archive deleted once unpacked
+    } finally {
+      await relay.close();
+    }
   });
 
   it('refuses an archive that does not match its hash, and sends nothing', async () => {
