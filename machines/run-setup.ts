@@ -196,6 +196,20 @@ export const runSetup = setup({
     taskFailed: ({ context }) => context.lastEnded?.outcome === 'task_failed',
     /** The task leaves outputs to take before its instance goes (the spec's `outputs`). */
     collectsOutputs: ({ context }) => context.limits.outputs === true,
+    /**
+     * A cancel of a task with outputs takes them first (issue #48), unless it says not to (`now`:
+     * `--no-outputs`, a second cancel) or carries no time (carried again from the store: judged
+     * where the run stands, never a reason to start a collection without a deadline).
+     */
+    cancelTakesOutputs: ({ context }, params: { at?: number | undefined; now?: boolean | undefined }) =>
+      context.limits.outputs === true && params.now !== true && params.at !== undefined,
+    /** A limit reached on a task with outputs whose log shows no end: the task is stopped and its outputs taken. */
+    expireTakesOutputs: ({ context }) => context.expire !== null && context.limits.outputs === true,
+    /** A host's price over the cap on a task with outputs: taken before the fail-over. */
+    priceOverCapTakingOutputs: ({ context }, params: PollParams) =>
+      context.limits.outputs === true && params.instance !== null && priceOverCap(params.instance, context.limits.maxPricePerHour),
+    /** No limit had been reached before this one (the money guard tells once; a replay is not news). */
+    firstExpire: ({ context }) => context.expire === null,
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
@@ -384,6 +398,13 @@ export const runSetup = setup({
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
       result: params,
+    })),
+    reportOverLimit: emit(({ context }, params: { reason: RunError }) => ({
+      type: 'outputs.over_limit' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      reason: params.reason,
+      until: context.current!.collectUntil!,
     })),
     reportCollectCut: emit(({ context }, params: { why: string }) => ({
       type: 'outputs.cut' as const,

@@ -407,6 +407,13 @@ export const NotificationBodySchema = z.object({
   log_id: z.number().int().nullable(),
 });
 
+/**
+ * The optional JSON body of POST /v1/runs/{id}/cancel. `no_outputs`: destroy at once, without taking
+ * a task's outputs first (issue #48); a second cancel of the same run does the same.
+ */
+export const CancelBodySchema = z.object({ no_outputs: z.boolean().optional() }).strict();
+export type CancelBody = z.infer<typeof CancelBodySchema>;
+
 export const RunListSchema = z.array(RunSchema);
 export const RunEventListSchema = z.array(RunEventSchema);
 

@@ -46,6 +46,7 @@ import { LiveOutput } from '../task-end/live-output.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 import { OutputsDownload } from '../task-end/outputs-download.js';
 import { OutputsCloud } from '../task-end/outputs-cloud.js';
+import { stopTask, TASK_STOP_GRACE_S } from '../task-end/task-stop.js';
 import { cloudCopyFailed, cloudCopyFinished } from '../../client/cloud-copy-status.js';
 import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { FileShells } from '../task-end/task-shells.js';
@@ -394,8 +395,21 @@ function composeOutputs(deps: RunsDeps, specs: RunSpecs) {
       },
     });
   if (!download && !cloud) return undefined;
+  const shells = deps.outputs?.shells;
   return {
-    collect: (input: CollectInput, signal: AbortSignal): Promise<CollectOutput> => {
+    collect: async (input: CollectInput, signal: AbortSignal): Promise<CollectOutput> => {
+      // A cancel or a limit while the task ran (issue #48): stopped first, TERM then KILL, so that what
+      // it wrote is whole. Where berth cannot log in a cloud copy's stop of the instance stops it.
+      if (input.stopTask && shells && !input.stopped) {
+        const stopped = await stopTask(shells, input, signal);
+        deps.log
+          .child({ runId: input.runId })
+          .info(
+            stopped === 'stopped'
+              ? `attempt #${input.n}: task stopped (TERM, then KILL after ${TASK_STOP_GRACE_S} s) before its outputs are taken`
+              : `attempt #${input.n}: task not stopped before its outputs are taken (${stopped === 'no_pid' ? 'its wrapper left no pid' : stopped.failed})`,
+          );
+      }
       if (specs.get(input.runId)?.collect?.cloud) {
         if (!cloud) throw new BerthError('bad_request', 'this daemon has no cloud copy to take the outputs with');
         return cloud.collect(input, signal);

@@ -186,6 +186,12 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         { n: e.n, instanceId: e.instanceId, ...e.result },
         e.result.state === 'kept' ? 'info' : 'warn',
       );
+    case 'outputs.over_limit':
+      return append(
+        `attempt #${e.n}: a limit was reached (${e.reason.kind}: ${e.reason.message}) while the task's outputs are taken; they go on until ${new Date(e.until).toISOString()} at most (files.outputs_timeout_s), then instance ${e.instanceId} is destroyed`,
+        { n: e.n, instanceId: e.instanceId, reason: e.reason, until: e.until },
+        'warn',
+      );
     case 'outputs.cut':
       return append(
         `attempt #${e.n}: the outputs' transfer from instance ${e.instanceId} stopped (${e.why}); what came is kept, marked partial`,
