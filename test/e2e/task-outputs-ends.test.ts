@@ -1,0 +1,74 @@
+// A task's outputs taken however its run ends (issue #48 item 1), by a spawned daemon over SFTP on
+// the simulator's sshd per instance: a task that has written a checkpoint and is cancelled, or
+// reaches max_runtime_s, is stopped (TERM: it writes its last checkpoint) and its outputs are kept
+// before the destroy; `no_outputs` destroys at once. Nothing bills afterwards.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import type { Run as RunView, RunEvent } from '../../src/wire/control-api.js';
+import { useSpawnedWorld } from '../helpers/spawned-world.js';
+import { isEnded, jobSpec } from '../helpers/world.js';
+
+const world = useSpawnedWorld();
+
+/**
+ * Writes a checkpoint, says so, and trains forever; TERM makes it write its last checkpoint and
+ * exit. Its directory is /root/workdir ($HOME/workdir here: the simulator's container home).
+ */
+const TRAINS =
+  `mkdir -p "$HOME/workdir/out" && cd "$HOME/workdir" && ` +
+  `trap 'echo final > out/ckpt.txt; echo stopped by TERM; exit 143' TERM; ` +
+  `echo epoch1 > out/ckpt.txt; echo "epoch 1 saved"; while :; do sleep 1; done`;
+
+const saved = (r: RunView) => r.state === 'running' && (r.attempts[0]?.logs ?? '').includes('epoch 1 saved');
+
+async function start() {
+  return world.sshWorld({ seed: 48, onstartTimeoutS: 300 });
+}
+
+async function eventTypes(daemon: { api: <T>(m: string, p: string) => Promise<{ body: T }> }, id: string) {
+  return (await daemon.api<RunEvent[]>('GET', `/v1/runs/${id}/events`)).body.map((e) => e.type);
+}
+
+it('a task with outputs cancelled mid-run is stopped, keeps the checkpoint it wrote, and ends cancelled', async () => {
+  const { home, sim, daemon } = await start();
+  const created = await daemon.api<RunView>('POST', '/v1/runs', jobSpec({ run: TRAINS, outputs: ['out/'] }));
+  expect(created.status).toBe(201);
+  await daemon.waitFor(created.body.id, saved, 90_000);
+  const cancel = await daemon.api<RunView>('POST', `/v1/runs/${created.body.id}/cancel`);
+  expect(cancel.status).toBe(202);
+  const done = await daemon.waitFor(created.body.id, isEnded, 90_000);
+  expect(done.state).toBe('cancelled');
+  expect(done.outputs).toMatchObject([{ attempt: 1, state: 'kept', files: [{ name: 'out/ckpt.txt', size: 6 }] }]);
+  // TERM reached the task, which wrote its last checkpoint before the download.
+  expect(readFileSync(join(home, 'outputs', done.id, 'attempt-1', 'out', 'ckpt.txt'), 'utf8')).toBe('final\n');
+  expect(sim.billingNow()).toEqual([]);
+  const types = await eventTypes(daemon, done.id);
+  expect(types.indexOf('outputs.ended')).toBeGreaterThan(-1);
+  expect(types.indexOf('outputs.ended')).toBeLessThan(types.indexOf('destroy.requested'));
+});
+
+it('a task with outputs that reaches max_runtime_s is stopped, keeps its checkpoint, and ends expired', async () => {
+  const { home, sim, daemon } = await start();
+  const created = await daemon.api<RunView>('POST', '/v1/runs', jobSpec({ run: TRAINS, outputs: ['out/ckpt.txt'], max_runtime_s: 15 }));
+  expect(created.status).toBe(201);
+  const done = await daemon.waitFor(created.body.id, isEnded, 120_000);
+  expect(done.state).toBe('expired');
+  expect(done.error).toMatchObject({ kind: 'max_runtime' });
+  expect(done.outputs).toMatchObject([{ attempt: 1, state: 'kept', files: [{ name: 'out/ckpt.txt' }] }]);
+  expect(readFileSync(join(home, 'outputs', done.id, 'attempt-1', 'out', 'ckpt.txt'), 'utf8')).toBe('final\n');
+  expect(sim.billingNow()).toEqual([]);
+});
+
+it('a cancel with no_outputs destroys at once: nothing is taken', async () => {
+  const { sim, daemon } = await start();
+  const created = await daemon.api<RunView>('POST', '/v1/runs', jobSpec({ run: TRAINS, outputs: ['out/'] }));
+  await daemon.waitFor(created.body.id, saved, 90_000);
+  const cancel = await daemon.api<RunView>('POST', `/v1/runs/${created.body.id}/cancel`, { no_outputs: true });
+  expect(cancel.status).toBe(202);
+  const done = await daemon.waitFor(created.body.id, isEnded, 90_000);
+  expect(done.state).toBe('cancelled');
+  expect(done.outputs).toEqual([]);
+  expect(await eventTypes(daemon, done.id)).not.toContain('outputs.started');
+  expect(sim.billingNow()).toEqual([]);
+});
