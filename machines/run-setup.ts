@@ -95,6 +95,9 @@ const missing = <T, I>(name: string) =>
     throw new Error(`run actor "${name}" was not provided`);
   });
 
+/** How long an instance its task stopped may take to start again before its outputs are taken, s. */
+const STOPPED_START_S = 180;
+
 export const runSetup = setup({
   types: {
     context: {} as RunContext,
@@ -383,9 +386,17 @@ export const runSetup = setup({
     countRestart: assign(({ context }) => ({ taskRestarts: context.taskRestarts + 1 })),
     failTask: assign(({ context }) => ({ error: taskFailedError(context) })),
     reportSucceeded: emit({ type: 'run.succeeded' as const }),
-    /** The task ended: its outputs are taken until files.outputs_timeout_s from then (an absolute time, so a restart keeps it). */
+    /**
+     * The task ended: its outputs are taken until files.outputs_timeout_s from then (an absolute time,
+     * so a restart keeps it). An instance its task stopped (the daemon was away at its end) is started
+     * again first (issue #48): STOPPED_START_S more for that.
+     */
     startCollecting: assign(({ context }, params: At) => ({
-      current: { ...context.current!, collectUntil: params.at + (context.limits.outputsTimeoutS ?? 0) * 1000 },
+      current: {
+        ...context.current!,
+        collectUntil:
+          params.at + ((context.limits.outputsTimeoutS ?? 0) + (stoppedByTask(context.current!.status) ? STOPPED_START_S : 0)) * 1000,
+      },
     })),
     reportCollecting: emit(({ context }) => ({
       type: 'outputs.started' as const,

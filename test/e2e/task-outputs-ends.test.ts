@@ -72,3 +72,37 @@ it('a cancel with no_outputs destroys at once: nothing is taken', async () => {
   expect(await eventTypes(daemon, done.id)).not.toContain('outputs.started');
   expect(sim.billingNow()).toEqual([]);
 });
+
+it('a daemon SIGTERMed before the task ends, back after the wrapper stopped its instance, starts it again, takes the outputs, then destroys it', async () => {
+  const w = await world.sshWorld({ seed: 49, onstartTimeoutS: 300, config: { files: { outputs_timeout_s: 3 } } });
+  // Writes its result and ends a while after it says it started: time to stop the daemon first.
+  const run =
+    `mkdir -p "$HOME/workdir/out" && cd "$HOME/workdir" && echo "started"; sleep 6; ` +
+    `head -c 20000 /dev/urandom > out/model.bin && sha256sum out/model.bin`;
+  const created = await w.daemon.api<RunView>('POST', '/v1/runs', jobSpec({ run, outputs: ['out/model.bin'] }));
+  expect(created.status).toBe(201);
+  const id = created.body.id;
+  await w.daemon.waitFor(id, (r) => r.state === 'running', 90_000);
+  await w.daemon.stop();
+  // The task ends, its wrapper waits files.outputs_timeout_s (3 s) for a daemon's `.got`, then stops its instance.
+  const instanceId = (await (async () => {
+    for (let i = 0; i < 240; i++) {
+      const h = w.sim.history().find((x) => x.statuses.some((s) => s.status === 'stopped'));
+      if (h) return h.id;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    return null;
+  })())!;
+  expect(instanceId).not.toBeNull();
+  const daemon = await world.spawn(w.setup);
+  const done = await daemon.waitFor(id, isEnded, 120_000);
+  expect(done.state).toBe('succeeded');
+  expect(done.outputs).toMatchObject([{ attempt: 1, state: 'kept', files: [{ name: 'out/model.bin', size: 20_000 }] }]);
+  expect(done.outputs_missing).toBeNull();
+  const h = w.sim.history().find((x) => x.id === instanceId)!;
+  const stoppedAt = h.statuses.find((s) => s.status === 'stopped')!.at.sim_s;
+  // Started again after the stop, then destroyed.
+  expect(h.statuses.filter((s) => s.at.sim_s > stoppedAt).map((s) => s.status)).toContain('running');
+  expect(h.destroyed_at).not.toBeNull();
+  expect(w.sim.billingNow()).toEqual([]);
+});

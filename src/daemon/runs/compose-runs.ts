@@ -47,6 +47,7 @@ import { TaskProbe } from '../task-end/task-probe.js';
 import { OutputsDownload } from '../task-end/outputs-download.js';
 import { OutputsCloud } from '../task-end/outputs-cloud.js';
 import { stopTask, TASK_STOP_GRACE_S } from '../task-end/task-stop.js';
+import { startStopped } from '../task-end/stopped-start.js';
 import { cloudCopyFailed, cloudCopyFinished } from '../../client/cloud-copy-status.js';
 import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { FileShells } from '../task-end/task-shells.js';
@@ -409,6 +410,26 @@ function composeOutputs(deps: RunsDeps, specs: RunSpecs) {
               ? `attempt #${input.n}: task stopped (TERM, then KILL after ${TASK_STOP_GRACE_S} s) before its outputs are taken`
               : `attempt #${input.n}: task not stopped before its outputs are taken (${stopped === 'no_pid' ? 'its wrapper left no pid' : stopped.failed})`,
           );
+      }
+      // Stopped by its task while no daemon took them (the daemon was away): started again first (issue #48).
+      if (input.stopped && shells && !specs.get(input.runId)?.collect?.cloud) {
+        const why = await startStopped(
+          {
+            clock,
+            start: (id, s) => {
+              // A start is a path to money: only the daemon that owns the run sends it.
+              deps.ownership.check(input.runId);
+              return client.setInstanceState(id, 'running', { signal: s });
+            },
+            lookAt: (id, after, s) => lists.lookAt(id, after, s),
+            shells,
+            lookEveryMs: config.polling.interval_s * 1000,
+          },
+          input,
+          signal,
+        );
+        if (why === null) input = { ...input, stopped: false };
+        else deps.log.child({ runId: input.runId }).warn(`attempt #${input.n}: outputs not taken from its stopped instance: ${why}`);
       }
       if (specs.get(input.runId)?.collect?.cloud) {
         if (!cloud) throw new BerthError('bad_request', 'this daemon has no cloud copy to take the outputs with');
