@@ -73,6 +73,15 @@ const STEPS: Record<number, Step> = {
   // v8 → v9: readiness by SSH logs in after the banner (issue #39), in `booting.loggingIn`. A state
   // was added, none removed or reshaped: nothing to change (an older berth cannot resume a run stored in it).
   8: (s) => s,
+  // v9 → v10: an instance its task stopped before its outputs were taken is started again, kept
+  // stopped meanwhile for `limits.stoppedKeepS` (issue #48): the limits as this berth derives them.
+  9: (s, limits) => {
+    const context = s.context as Record<string, unknown>;
+    const stored = context['limits'] as Record<string, unknown>;
+    return limits.stoppedKeepS === undefined
+      ? s
+      : { ...s, context: { ...context, limits: { ...stored, stoppedKeepS: limits.stoppedKeepS } } };
+  },
 };
 
 /**

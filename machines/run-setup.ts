@@ -95,7 +95,7 @@ const missing = <T, I>(name: string) =>
     throw new Error(`run actor "${name}" was not provided`);
   });
 
-/** How long an instance its task stopped may take to start again before its outputs are taken, s. */
+/** How long an instance its task stopped may take to start again before its outputs are taken, s (limits without stoppedKeepS). */
 const STOPPED_START_S = 180;
 
 export const runSetup = setup({
@@ -395,7 +395,10 @@ export const runSetup = setup({
       current: {
         ...context.current!,
         collectUntil:
-          params.at + ((context.limits.outputsTimeoutS ?? 0) + (stoppedByTask(context.current!.status) ? STOPPED_START_S : 0)) * 1000,
+          params.at +
+          ((context.limits.outputsTimeoutS ?? 0) +
+            (stoppedByTask(context.current!.status) ? (context.limits.stoppedKeepS ?? STOPPED_START_S) : 0)) *
+            1000,
       },
     })),
     reportCollecting: emit(({ context }) => ({

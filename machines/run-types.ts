@@ -110,6 +110,11 @@ export interface RunLimits {
   outputs?: boolean;
   /** How long `collecting` may hold the instance after the task's end, s (files.outputs_timeout_s). */
   outputsTimeoutS?: number;
+  /**
+   * How long an instance its task stopped before its outputs were taken is kept stopped while it is
+   * started again (files.stopped_keep_s), s: `collecting` holds it that much longer. Absent: 180.
+   */
+  stoppedKeepS?: number;
 }
 
 type ReadyWhen = 'ssh' | 'status';

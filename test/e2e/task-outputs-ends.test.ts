@@ -105,4 +105,44 @@ it('a daemon SIGTERMed before the task ends, back after the wrapper stopped its 
   expect(h.statuses.filter((s) => s.at.sim_s > stoppedAt).map((s) => s.status)).toContain('running');
   expect(h.destroyed_at).not.toBeNull();
   expect(w.sim.billingNow()).toEqual([]);
-});
+}, 180_000);
+
+it('a simulated start that stays queued keeps the stopped instance (its disk billing) for files.stopped_keep_s and says so, then destroys it with the outputs marked failed', async () => {
+  const w = await world.sshWorld({
+    seed: 50,
+    onstartTimeoutS: 300,
+    sim: { faults: { start_stays_queued: true } },
+    config: { files: { outputs_timeout_s: 3, stopped_keep_s: 20 } },
+  });
+  const run = `mkdir -p "$HOME/workdir/out" && cd "$HOME/workdir" && echo "started"; sleep 6; echo done > out/model.bin`;
+  const created = await w.daemon.api<RunView>('POST', '/v1/runs', jobSpec({ run, outputs: ['out/model.bin'] }));
+  const id = created.body.id;
+  await w.daemon.waitFor(id, (r) => r.state === 'running', 90_000);
+  await w.daemon.stop();
+  let instanceId: number | null = null;
+  for (let i = 0; i < 240 && instanceId === null; i++) {
+    instanceId = w.sim.history().find((x) => x.statuses.some((s) => s.status === 'stopped'))?.id ?? null;
+    if (instanceId === null) await new Promise((r) => setTimeout(r, 250));
+  }
+  expect(instanceId).not.toBeNull();
+  const daemon = await world.spawn(w.setup);
+  // Kept stopped, and said so: the instance is not destroyed while the start is tried again.
+  let kept: RunEvent | undefined;
+  for (let i = 0; i < 240 && !kept; i++) {
+    kept = (await daemon.api<RunEvent[]>('GET', `/v1/runs/${id}/events`)).body.find((e) => e.type === 'outputs.kept_stopped');
+    if (!kept) await new Promise((r) => setTimeout(r, 250));
+  }
+  expect(kept?.message).toMatch(/is kept stopped \(its disk billing\) while berth starts it again: it stayed stopped after a start/);
+  const during = w.sim.history().find((x) => x.id === instanceId)!;
+  expect(during.destroyed_at).toBeNull();
+  expect(during.statuses.at(-1)!.status).toBe('stopped');
+  const seen = (await daemon.api<RunView>('GET', `/v1/runs/${id}`)).body;
+  expect(seen.state).toBe('collecting');
+  expect(seen.cost.usd_per_hour).toBeGreaterThan(0);
+  // Past files.stopped_keep_s: destroyed, the outputs failed, and the run says so.
+  const done = await daemon.waitFor(id, isEnded, 120_000);
+  expect(done.state).toBe('succeeded');
+  expect(done.outputs_missing).toMatchObject({ state: 'failed', cause: expect.stringMatching(/stopped/) });
+  expect(w.sim.history().find((x) => x.id === instanceId)!.destroyed_at).not.toBeNull();
+  expect(w.sim.billingNow()).toEqual([]);
+}, 180_000);

@@ -353,6 +353,9 @@ function composeFollow(
   return follow;
 }
 
+/** Between two starts of a stopped instance that stays stopped (a start queued or refused), ms. */
+const STOPPED_RETRY_MS = 60_000;
+
 /**
  * How a task's outputs are taken before its destroy: downloaded over SFTP (where berth logs in), or
  * copied by the service to a cloud connection when the spec says so. Undefined: neither is possible.
@@ -424,8 +427,20 @@ function composeOutputs(deps: RunsDeps, specs: RunSpecs) {
             lookAt: (id, after, s) => lists.lookAt(id, after, s),
             shells,
             lookEveryMs: config.polling.interval_s * 1000,
+            retryEveryMs: STOPPED_RETRY_MS,
+            keptStopped: (why) =>
+              store.transaction(() =>
+                store.events.append({
+                  runId: input.runId,
+                  at: clock.now(),
+                  type: 'outputs.kept_stopped',
+                  message: `attempt #${input.n}: instance ${input.instanceId}, stopped by its task before its outputs were taken, is kept stopped (its disk billing) while berth starts it again: ${why}; it is destroyed, its outputs failed, if it does not start by ${new Date(input.until - config.files.outputs_timeout_s * 1000).toISOString()} (files.stopped_keep_s)`,
+                  data: { n: input.n, instanceId: input.instanceId, why },
+                }),
+              ),
           },
-          input,
+          // The download needs files.outputs_timeout_s of the collection's deadline once it runs.
+          { ...input, keepUntil: input.until - config.files.outputs_timeout_s * 1000 },
           signal,
         );
         if (why === null) input = { ...input, stopped: false };

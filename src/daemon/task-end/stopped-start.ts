@@ -19,33 +19,53 @@ export interface StoppedStartDeps {
   shells: FileShells;
   /** Between two looks, ms (a poll interval). */
   lookEveryMs: number;
+  /** Between two starts of an instance that stays stopped, ms. */
+  retryEveryMs: number;
+  /** Tells the user, once, that the instance is kept stopped (an event on the run). */
+  keptStopped(why: string): void;
 }
 
-/** Starts the instance and waits until berth can log in, until `until`; resolves with why not, or null once it can. */
+/**
+ * Starts the instance and waits until berth can log in; a start refused or queued (it stays
+ * stopped) is sent again every `retryEveryMs`, the instance kept stopped (its disk billing) until
+ * `keepUntil` (files.stopped_keep_s), and the user told once. Resolves with why not, or null once
+ * berth can log in.
+ */
 export async function startStopped(
   deps: StoppedStartDeps,
-  t: { runId: string; n: number; instanceId: number; until: number },
+  t: { runId: string; n: number; instanceId: number; keepUntil: number },
   signal: AbortSignal,
 ): Promise<string | null> {
   const { clock } = deps;
-  try {
-    await deps.start(t.instanceId, signal);
-  } catch (err) {
-    return `it could not be started again (${(err as Error).message})`;
-  }
+  let told = false;
   for (;;) {
-    if (signal.aborted) return 'stopped while it was started again';
-    const seen = await deps.lookAt(t.instanceId, clock.now(), signal).catch(() => null);
-    const status = seen?.actual_status ?? 'not listed';
-    if (status === 'running') {
-      try {
-        (await deps.shells.open(t, signal)).close();
-        return null;
-      } catch {
-        // sshd not up yet: looked at again below.
-      }
+    let why: string;
+    try {
+      await deps.start(t.instanceId, signal);
+      why = 'it stayed stopped after a start (queued, or the machine has no free GPU)';
+    } catch (err) {
+      why = `its start was refused (${(err as Error).message})`;
     }
-    if (clock.now() + deps.lookEveryMs >= t.until) return `it was started again but was ${status} when its time ran out`;
-    await clock.sleepUntil(clock.now() + deps.lookEveryMs, signal).catch(() => undefined);
+    const nextStart = Math.min(clock.now() + deps.retryEveryMs, t.keepUntil);
+    for (;;) {
+      if (signal.aborted) return 'stopped while it was started again';
+      const seen = await deps.lookAt(t.instanceId, clock.now(), signal).catch(() => null);
+      if (seen?.actual_status === 'running') {
+        try {
+          (await deps.shells.open(t, signal)).close();
+          return null;
+        } catch {
+          // sshd not up yet: looked at again below.
+        }
+        why = 'it runs again, but berth could not log in yet';
+      } else if (!told && seen !== null) {
+        // Listed stopped after a start: the user hears at once that it is kept, not lost.
+        told = true;
+        deps.keptStopped(why);
+      }
+      if (clock.now() + deps.lookEveryMs >= nextStart) break;
+      await clock.sleepUntil(clock.now() + deps.lookEveryMs, signal).catch(() => undefined);
+    }
+    if (clock.now() + deps.lookEveryMs >= t.keepUntil) return `${why}, until files.stopped_keep_s passed`;
   }
 }
