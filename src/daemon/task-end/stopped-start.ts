@@ -63,9 +63,9 @@ export async function startStopped(
         told = true;
         deps.keptStopped(why);
       }
-      if (clock.now() + deps.lookEveryMs >= nextStart) break;
-      await clock.sleepUntil(clock.now() + deps.lookEveryMs, signal).catch(() => undefined);
+      if (clock.now() >= nextStart) break;
+      await clock.sleepUntil(Math.min(clock.now() + deps.lookEveryMs, nextStart), signal).catch(() => undefined);
     }
-    if (clock.now() + deps.lookEveryMs >= t.keepUntil) return `${why}, until files.stopped_keep_s passed`;
+    if (clock.now() >= t.keepUntil) return `${why}, until files.stopped_keep_s passed`;
   }
 }
