@@ -17,12 +17,15 @@
 //   rebidding         bid raised (change-bid), then waits for the instance to start again →
 //                     booting; still stopped after rebidWaitS → raise again, or fail over at the cap
 //   running           lost, failed or outbid → destroying (or rebidding); listed neither running nor
-//                     failed for bootTimeoutS → destroying (lost); cancel/expire → destroying
-//   collecting        a task's outputs taken (download or cloud copy) → destroying, by its end, its
-//                     deadline (files.outputs_timeout_s), a limit or a cancel
+//                     failed for bootTimeoutS → destroying (lost); cancel/expire → destroying;
+//                     with outputs, a cancel, a limit or a price over the cap → collecting first
+//   collecting        a task's outputs taken (download or cloud copy; a task that had not ended
+//                     stopped first) → destroying, by its end, its deadline (files.outputs_timeout_s)
+//                     or a cancel that says not to take them (`--no-outputs`, a second cancel); a
+//                     limit reached meanwhile waits for that deadline
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
 import { raise, stateIn } from 'xstate';
-import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, type RunError } from './run-rules.js';
+import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, stopsTaskFirst, type RunError } from './run-rules.js';
 
 /** How long a task's log is read at a limit while its instance may still bill its GPU (TaskEndInput.withinMs). */
 const LIMIT_READ_MS = 30_000;
@@ -56,6 +59,20 @@ const reasonOf = ({ event }: AnyEvent) => ({ reason: (event as unknown as { reas
  */
 function unwantedPolls(wasRunning: boolean) {
   const fresh = wasRunning ? ([{ type: 'restartDeadline', params: poll }] as const) : ([] as const);
+  // A running task with outputs whose host raised its price: they are taken before the fail-over (issue #48).
+  const overCapCollecting = wasRunning
+    ? ([
+        {
+          guard: { type: 'priceOverCapTakingOutputs', params: poll },
+          target: '#run.collecting',
+          actions: [
+            { type: 'markEndingPriceOverCap', params: (a: AnyEvent) => ({ instance: poll(a).instance }) },
+            { type: 'startCollecting', params: listedAt },
+            ...fresh,
+          ],
+        },
+      ] as const)
+    : ([] as const);
   return [
     {
       guard: { type: 'outbidToRebid', params: poll },
@@ -83,6 +100,7 @@ function unwantedPolls(wasRunning: boolean) {
         ...fresh,
       ],
     },
+    ...overCapCollecting,
     {
       guard: { type: 'priceOverCap', params: poll },
       target: '#run.destroying',
@@ -179,7 +197,13 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') => {
             'reportTaskEnded',
           ],
         },
-        // A limit was reached (entered on EXPIRE, or it came while reading) and the task had not ended.
+        // A limit was reached (entered on EXPIRE, or it came while reading) and the task had not ended:
+        // with outputs, the task is stopped and they are taken first (issue #48).
+        {
+          guard: 'expireTakesOutputs',
+          target: '#run.collecting',
+          actions: ['markEndingExpiredNow', { type: 'startCollecting', params: ({ event }) => ({ at: event.output.at }) }],
+        },
         { guard: 'expireRequested', target: '#run.destroying', actions: 'markEndingExpiredNow' },
         // The task stopped its instance and its log never came: not a loss to run again.
         {
@@ -190,6 +214,11 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') => {
         { ...back, actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: event.output.at }) }] },
       ],
       onError: [
+        {
+          guard: 'expireTakesOutputs',
+          target: '#run.collecting',
+          actions: ['markEndingExpiredNow', { type: 'startCollecting', params: ({ event }) => ({ at: failureOf(event.error).at ?? 0 }) }],
+        },
         { guard: 'expireRequested', target: '#run.destroying', actions: 'markEndingExpiredNow' },
         {
           ...back,
@@ -494,11 +523,20 @@ export const rebiddingState = runSetup.createStateConfig({
   },
 });
 
+/** A cancel of a running task with outputs: the task is stopped and they are taken until files.outputs_timeout_s from the cancel. */
+type CancelEvent = { event: { at?: number; now?: boolean } };
+const cancelTakingOutputs = {
+  guard: { type: 'cancelTakesOutputs', params: ({ event }: CancelEvent) => ({ at: event.at, now: event.now }) },
+  target: '#run.collecting',
+  actions: ['markEndingCancelled', { type: 'startCollecting', params: ({ event }: CancelEvent) => ({ at: event.at! }) }],
+} as const;
+
 export const runningState = runSetup.createStateConfig({
   description: 'The instance runs and answers SSH; the run keeps watching it until its task ends, or it is cancelled, expired or lost.',
   initial: 'watching',
   on: {
     ...endedByRunReadingTask('running'),
+    CANCEL: [cancelTakingOutputs, endedByRun.CANCEL],
     ...taskEndedByProbe,
     POLL: [taskEndPoll('running'), ...unwantedPolls(true), { actions: { type: 'notePoll', params: poll } } as const],
   },
@@ -582,11 +620,16 @@ export const destroyingState = runSetup.createStateConfig({
 });
 
 /**
- * The task ended and left outputs: they are taken before the instance goes (issue #40). The instance
- * still bills (its GPU for a download, its disk for a cloud copy on the stopped instance), so the
- * state has its own deadline (files.outputs_timeout_s from the end, in context: a restart keeps it),
- * and a limit reached or a cancel meanwhile stops the transfer and destroys as anywhere else; the
- * task's end, already recorded, still decides how the run ends (settle). Whatever came is kept.
+ * The task ended and left outputs: they are taken before the instance goes (issue #40); or it was
+ * cancelled, reached a limit or a price over the cap while it ran, and is stopped first (issue #48:
+ * the collect sends TERM, then KILL after a grace). The instance still bills (its GPU for a download,
+ * its disk for a cloud copy on the stopped instance), so the state has its own deadline
+ * (files.outputs_timeout_s from the end, the cancel or the limit, in context: a restart keeps it).
+ * A limit reached meanwhile waits for that deadline (said once, `outputs.over_limit`): the most a
+ * limit costs is its own figure plus one collection (docs/money.md). A cancel that says not to take
+ * them (`now`: `--no-outputs`, a second cancel) stops the transfer and destroys at once; a cancel
+ * without it is taken as asked and the collection goes on. The task's end, when it was read, still
+ * decides how the run ends (settle). Whatever came is kept.
  */
 export const collectingState = runSetup.createStateConfig({
   description:
@@ -601,6 +644,7 @@ export const collectingState = runSetup.createStateConfig({
         instanceId: context.current!.instanceId!,
         until: context.current!.collectUntil!,
         stopped: context.current!.status?.actual_status === 'stopped',
+        ...(stopsTaskFirst(context.current!) ? { stopTask: true as const } : {}),
       }),
       onDone: {
         target: '#run.destroying',
@@ -621,15 +665,19 @@ export const collectingState = runSetup.createStateConfig({
     },
   ],
   on: {
-    CANCEL: {
-      target: '#run.destroying',
-      actions: ['requestCancel', { type: 'reportCollectCut', params: { why: 'the run was cancelled' } }],
-    },
+    CANCEL: [
+      {
+        guard: ({ event }) => event.now === true,
+        target: '#run.destroying',
+        actions: ['requestCancel', { type: 'reportCollectCut', params: { why: 'the run was cancelled without its outputs' } }],
+      },
+      { actions: 'requestCancel' },
+    ],
     EXPIRE: {
-      target: '#run.destroying',
+      guard: 'firstExpire',
       actions: [
         { type: 'requestExpire', params: reasonOf },
-        { type: 'reportCollectCut', params: (a) => ({ why: `a limit was reached: ${reasonOf(a).reason.message}` }) },
+        { type: 'reportOverLimit', params: reasonOf },
       ],
     },
     POLL: { actions: { type: 'notePoll', params: poll } },

@@ -77,6 +77,15 @@ const STEPS: Record<number, Step> = {
   // `current.statusSince`, optional). A run stored before counts it from its next list: a stop
   // while booting gets its blip window again, bounded by the boot deadline as before.
   9: (s) => s,
+  // v10 → v11: an instance its task stopped before its outputs were taken is started again, kept
+  // stopped meanwhile for `limits.stoppedKeepS` (issue #48): the limits as this berth derives them.
+  10: (s, limits) => {
+    const context = s.context as Record<string, unknown>;
+    const stored = context['limits'] as Record<string, unknown>;
+    return limits.stoppedKeepS === undefined
+      ? s
+      : { ...s, context: { ...context, limits: { ...stored, stoppedKeepS: limits.stoppedKeepS } } };
+  },
 };
 
 /**

@@ -166,6 +166,14 @@ function isTaskOutcome(outcome: AttemptOutcome): boolean {
 }
 
 /**
+ * Outputs taken while the task had not ended (a cancel or a limit, issue #48): the collect stops
+ * the task first (TERM, then KILL after a grace). An attempt ending as its task did needs no stop.
+ */
+export function stopsTaskFirst(attempt: Pick<CurrentAttempt, 'ending'>): boolean {
+  return attempt.ending === null || !isTaskOutcome(attempt.ending.outcome);
+}
+
+/**
  * A list shows a task's instance stopped or exited: maybe the wrapper stopped it at the task's end,
  * maybe the market or the host did. Only the end marker in its log tells (read once per stop), so
  * this is a reason to read the log, never the end itself.

@@ -101,6 +101,9 @@ const missing = <T, I>(name: string) =>
     throw new Error(`run actor "${name}" was not provided`);
   });
 
+/** How long an instance its task stopped may take to start again before its outputs are taken, s (limits without stoppedKeepS). */
+const STOPPED_START_S = 180;
+
 export const runSetup = setup({
   types: {
     context: {} as RunContext,
@@ -217,6 +220,20 @@ export const runSetup = setup({
     taskFailed: ({ context }) => context.lastEnded?.outcome === 'task_failed',
     /** The task leaves outputs to take before its instance goes (the spec's `outputs`). */
     collectsOutputs: ({ context }) => context.limits.outputs === true,
+    /**
+     * A cancel of a task with outputs takes them first (issue #48), unless it says not to (`now`:
+     * `--no-outputs`, a second cancel) or carries no time (carried again from the store: judged
+     * where the run stands, never a reason to start a collection without a deadline).
+     */
+    cancelTakesOutputs: ({ context }, params: { at?: number | undefined; now?: boolean | undefined }) =>
+      context.limits.outputs === true && params.now !== true && params.at !== undefined,
+    /** A limit reached on a task with outputs whose log shows no end: the task is stopped and its outputs taken. */
+    expireTakesOutputs: ({ context }) => context.expire !== null && context.limits.outputs === true,
+    /** A host's price over the cap on a task with outputs: taken before the fail-over. */
+    priceOverCapTakingOutputs: ({ context }, params: PollParams) =>
+      context.limits.outputs === true && params.instance !== null && priceOverCap(params.instance, context.limits.maxPricePerHour),
+    /** No limit had been reached before this one (the money guard tells once; a replay is not news). */
+    firstExpire: ({ context }) => context.expire === null,
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
@@ -400,9 +417,20 @@ export const runSetup = setup({
     countRestart: assign(({ context }) => ({ taskRestarts: context.taskRestarts + 1 })),
     failTask: assign(({ context }) => ({ error: taskFailedError(context) })),
     reportSucceeded: emit({ type: 'run.succeeded' as const }),
-    /** The task ended: its outputs are taken until files.outputs_timeout_s from then (an absolute time, so a restart keeps it). */
+    /**
+     * The task ended: its outputs are taken until files.outputs_timeout_s from then (an absolute time,
+     * so a restart keeps it). An instance its task stopped (the daemon was away at its end) is started
+     * again first (issue #48): STOPPED_START_S more for that.
+     */
     startCollecting: assign(({ context }, params: At) => ({
-      current: { ...context.current!, collectUntil: params.at + (context.limits.outputsTimeoutS ?? 0) * 1000 },
+      current: {
+        ...context.current!,
+        collectUntil:
+          params.at +
+          ((context.limits.outputsTimeoutS ?? 0) +
+            (stoppedByTask(context.current!.status) ? (context.limits.stoppedKeepS ?? STOPPED_START_S) : 0)) *
+            1000,
+      },
     })),
     reportCollecting: emit(({ context }) => ({
       type: 'outputs.started' as const,
@@ -415,6 +443,13 @@ export const runSetup = setup({
       n: context.current!.n,
       instanceId: context.current!.instanceId!,
       result: params,
+    })),
+    reportOverLimit: emit(({ context }, params: { reason: RunError }) => ({
+      type: 'outputs.over_limit' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      reason: params.reason,
+      until: context.current!.collectUntil!,
     })),
     reportCollectCut: emit(({ context }, params: { why: string }) => ({
       type: 'outputs.cut' as const,

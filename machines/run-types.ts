@@ -110,6 +110,11 @@ export interface RunLimits {
   outputs?: boolean;
   /** How long `collecting` may hold the instance after the task's end, s (files.outputs_timeout_s). */
   outputsTimeoutS?: number;
+  /**
+   * How long an instance its task stopped before its outputs were taken is kept stopped while it is
+   * started again (files.stopped_keep_s), s: `collecting` holds it that much longer. Absent: 180.
+   */
+  stoppedKeepS?: number;
 }
 
 type ReadyWhen = 'ssh' | 'status';
@@ -243,7 +248,12 @@ export interface RunContext {
 
 export type RunEvent =
   | { type: 'ADMIT' }
-  | { type: 'CANCEL' }
+  /**
+   * From the user (`berth cancel`). `at`: when it was asked (a task with outputs has them taken
+   * until files.outputs_timeout_s from then); `now`: destroy without taking them (`--no-outputs`,
+   * or a second cancel). A cancel carried again from the store has neither.
+   */
+  | { type: 'CANCEL'; at?: number; now?: boolean }
   /** From the shared poller: the current instance as listed, or null when the list lacks it. */
   | { type: 'POLL'; instance: InstanceStatus | null; listedAt: number }
   /** From the daemon's money guard: the run's max_runtime_s or budget_usd is reached. */
@@ -302,7 +312,9 @@ export type RunEmitted =
   /** What the collect came to (its manifest is in the store's run_outputs). */
   | { type: 'outputs.ended'; n: number; instanceId: number; result: CollectOutput }
   /** The collect was stopped before it finished (time budget, a limit, a cancel, an error): what came is kept, partial. */
-  | { type: 'outputs.cut'; n: number; instanceId: number; why: string };
+  | { type: 'outputs.cut'; n: number; instanceId: number; why: string }
+  /** A limit was reached while the outputs are taken: they go on until `until` at most (the documented rule, docs/money.md). */
+  | { type: 'outputs.over_limit'; n: number; instanceId: number; reason: RunError; until: number };
 
 // ---- actor contracts (implemented in src/daemon/runs/run-actors.ts) ----
 /** The candidates left from the last search, in its order: those the run's remaining budget can pay to boot (a SearchOutput). */
@@ -472,6 +484,8 @@ export interface CollectInput {
   until: number;
   /** The last list showed the instance stopped (its task stopped it): nothing can be downloaded from it. */
   stopped: boolean;
+  /** The task had not ended (a cancel or a limit): it is stopped first, TERM then KILL after a grace. Absent: it ended. */
+  stopTask?: true;
 }
 export interface CollectOutput {
   /** kept: every path came whole; partial: some came (the size cap, a missing path); failed: nothing came; copied: the cloud copy finished. */

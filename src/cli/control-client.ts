@@ -260,8 +260,10 @@ export class ControlClient {
     return { size, sha256: hash.digest('hex') };
   }
 
-  cancel(id: string): Promise<Run> {
-    return this.call<Run>('POST', `/v1/runs/${encodeURIComponent(id)}/cancel`);
+  /** `noOutputs`: destroy at once, without taking a task's outputs first. */
+  cancel(id: string, options: { noOutputs?: boolean } = {}): Promise<Run> {
+    const path = `/v1/runs/${encodeURIComponent(id)}/cancel`;
+    return options.noOutputs ? this.call<Run>('POST', path, { no_outputs: true }) : this.call<Run>('POST', path);
   }
 
   /** One page of notification deliveries, newest first (`before`: the last seq of the previous page). */

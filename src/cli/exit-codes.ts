@@ -12,6 +12,8 @@ export const EXIT = {
   daemonUnreachable: 3,
   /** The marketplace rejected the API key or a permission. */
   serviceAuth: 4,
+  /** A task's run succeeded but its outputs were not all taken (with --wait; the run's outputs_missing). */
+  outputsMissing: 5,
   /** Stopped by SIGINT/SIGTERM while following a run (the shell's 128 + SIGINT). */
   interrupted: 130,
 } as const;

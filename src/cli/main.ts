@@ -176,8 +176,16 @@ function buildProgram(io: Io, env: NodeJS.ProcessEnv, setExit: (code: number) =>
     .description('stop a run and destroy every instance it holds')
     .argument('<run>', 'run id')
     .option('--wait', 'wait until the run has ended and holds no instance')
+    .option('--no-outputs', 'destroy at once, without stopping the task and taking its outputs first (a second cancel does the same)')
     .action(
-      run(async (runId: string, opts: { wait?: boolean }) => (await import('./commands/cancel.js')).cancelCommand(runId, opts, io, env)),
+      run(async (runId: string, opts: { wait?: boolean; outputs?: boolean }) =>
+        (await import('./commands/cancel.js')).cancelCommand(
+          runId,
+          { wait: opts.wait === true, noOutputs: opts.outputs === false },
+          io,
+          env,
+        ),
+      ),
     );
 
   program

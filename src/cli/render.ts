@@ -4,7 +4,7 @@ import { countText } from '../count-text.js';
 import { usdText } from '../usd-text.js';
 import { shownName } from './shown-name.js';
 import type { SpecIssue } from '../errors.js';
-import type { Run, RunAttempt, RunEvent, RunInstance } from '../wire/control-api.js';
+import type { Run, RunAttempt, RunEvent, RunInstance, RunOutputsMissing } from '../wire/control-api.js';
 import { isEndState, keptRunNeeds } from '../wire/run-states.js';
 
 const DASH = '-';
@@ -112,7 +112,18 @@ interface RunsColumn {
 const RUNS_COLUMNS: RunsColumn[] = [
   { head: 'RUN', cell: (r) => r.id, drop: 0 },
   { head: 'NAME', cell: (r) => r.name, drop: 0 },
-  { head: 'STATE', cell: (r) => (r.held ? `${r.state} (held)` : r.unreadable ? `${r.state} (kept)` : r.state), drop: 0 },
+  {
+    head: 'STATE',
+    cell: (r) =>
+      r.held
+        ? `${r.state} (held)`
+        : r.unreadable
+          ? `${r.state} (kept)`
+          : r.outputs_missing
+            ? `${r.state} (${outputsMissingWords(r.outputs_missing)})`
+            : r.state,
+    drop: 0,
+  },
   { head: 'EXIT', cell: (r) => exitText(r), drop: 4 },
   // Why an ended run failed or expired (its error's kind: no_offers, task_failed, budget, ...).
   { head: 'REASON', cell: (r) => r.error?.kind ?? DASH, drop: 3.5 },
@@ -212,6 +223,7 @@ export function runDetail(run: Run, now: number): string[] {
       `this berth cannot drive it (${run.unreadable.reason}): it needs ${keptRunNeeds(run.unreadable)}; its instance is left as it is until one drives it, or \`berth cancel ${run.id}\` ends it`,
     ]);
   if (run.error) fields.push(['Error', `${run.error.kind}: ${run.error.message}`]);
+  if (run.outputs_missing) fields.push(['Outputs', `NOT ALL TAKEN: ${run.outputs_missing.cause}; ${run.outputs_missing.fix}`]);
   const lines = table(['', ''], fields).slice(1);
   lines.push(
     '',
@@ -307,6 +319,17 @@ export function eventLine(e: RunEvent): string {
 export function specProblems(file: string, issues: SpecIssue[]): string[] {
   const n = issues.length;
   return [`${file} is not a valid job spec (${n} problem${n === 1 ? '' : 's'}):`, ...issues.map((i) => `  ${i.path}: ${i.message}`)];
+}
+
+/** The outputs mark in a few words (a table's STATE cell): `outputs partial`. */
+function outputsMissingWords(m: Pick<RunOutputsMissing, 'state'>): string {
+  return `outputs ${m.state.replace('_', ' ')}`;
+}
+
+/** An ended run whose outputs were not all taken, as one sentence: why, and what to do. */
+export function outputsMissingSentence(run: Run): string | null {
+  const m = run.outputs_missing;
+  return m ? `Its outputs were not all taken (${outputsMissingWords(m)}): ${m.cause}; ${m.fix}.` : null;
 }
 
 /** Why a followed run stopped short of `running`, as one sentence for stderr. */

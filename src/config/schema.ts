@@ -205,6 +205,8 @@ export const configSchema = z.strictObject({
       outputs_max_mb: z.number().positive().max(1_048_576).default(1024),
       /** Most seconds an instance is held after its task ended to take its outputs (GPU time, billed), then it is destroyed (default 600, at most 1 day). */
       outputs_timeout_s: positiveSeconds(DAY).default(600),
+      // An instance its task stopped before its outputs were taken, that cannot be started again: kept stopped this long (issue #48).
+      stopped_keep_s: positiveSeconds(DAY).default(1800),
     })
     .prefault({}),
   budget: z

@@ -77,7 +77,7 @@ export function controlApiDeps(wiring: ControlApiWiring, streamHeartbeatMs: numb
           get activeCount() {
             return runsEverywhere.activeCount;
           },
-          cancel: (runId) => supervisor.cancel(runId),
+          cancel: (runId, opts) => supervisor.cancel(runId, opts),
           resumeHeld: (runId) => supervisor.resumeHeld(runId),
         }
       : supervisor,

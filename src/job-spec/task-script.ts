@@ -123,7 +123,7 @@ export function taskFilesVar(runId: string, n: number): string {
 }
 
 /**
- * `berth_run`: the task. Its output also goes, appended, to the out-file `berth-task-<run>-<n>.out`
+ * `berth_run`: the task, its pid in the out-file's `.pid`. Its output also goes, appended, to the out-file `berth-task-<run>-<n>.out`
  * in the container's temp directory, which the daemon reads over SSH (src/daemon/task-end/task-follow.ts):
  * through a FIFO to a `tee` in the background, never a pipe, so the exit code is sh's own (POSIX sh
  * has no pipefail) and a process the task leaves running with its output open cannot hold the end
@@ -135,9 +135,10 @@ export function taskFilesVar(runId: string, n: number): string {
 function runCall(run: string): string {
   const fifo = '"$berth_f.fifo"';
   return [
-    // The task's shell writes its pid to the `.pid` file, then execs the task (the same process):
-    // the daemon's follow sees there whether the task still runs (src/daemon/task-end/task-follow.ts).
-    `berth_run() { sh -c 'echo $$ 2>/dev/null >"$1"; exec sh -c "$2"' sh "$berth_f.pid" ${shellQuote(run)} </dev/null 2>&1; }`,
+    // The task's pid goes to `.pid` first (the same process then execs the task): the daemon's follow
+    // sees there whether the task still runs (src/daemon/task-end/task-follow.ts), and a cancel or a
+    // limit stops the task by it, TERM then KILL, to take its outputs (src/daemon/task-end/task-stop.ts).
+    `berth_run() { sh -c '{ echo "$$" >"$1"; } 2>/dev/null; exec sh -c "$2"' berth "$berth_f.pid" ${shellQuote(run)} </dev/null 2>&1; }`,
     `if command -v tee >/dev/null 2>&1 && rm -f ${fifo} 2>/dev/null && mkfifo ${fifo} 2>/dev/null; then`,
     // The FIFO is opened inside, after the trap: opened outside, the reader is up before it ignores
     // TERM, and a task's `kill 0` in that instant killed it (the task then died of SIGPIPE, not TERM).

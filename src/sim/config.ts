@@ -89,6 +89,12 @@ export const faultConfigSchema = z.object({
   offer_taken_rate: rate.default(0),
   /** Share of stop/start/label/reboot/destroy calls answered 200 `{success: false, ...}`, doing nothing. */
   unsuccessful_200_rate: rate.default(0),
+  /**
+   * A start of a stopped instance (manage_instance `{"state": "running"}`) is answered 200
+   * `{success: true, msg: "... queued ..."}` and the instance stays stopped (its machine has no free
+   * GPU now): the strictest reading of a start that cannot happen yet (issue #48).
+   */
+  start_stays_queued: z.boolean().default(false),
   /** Share of instance lists (v0, and each v1 page) answered with `instances: null`. */
   null_instances_rate: rate.default(0),
   /** A bad key gets 404 `auth_error` on every endpoint, as users report, instead of 401 (search always does). */

@@ -63,6 +63,11 @@ export class FaultInjector {
     return this.hit(this.config.double_buy_rate) ? this.config.double_buy_sign : null;
   }
 
+  /** A start that is answered as queued and leaves the instance stopped. */
+  startStaysQueued(): boolean {
+    return this.config.start_stays_queued;
+  }
+
   nullInstances(): boolean {
     return this.hit(this.config.null_instances_rate);
   }

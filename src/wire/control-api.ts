@@ -95,6 +95,20 @@ const RunOutputsSchema = z.object({
   ended_at: isoTime.nullable(),
 });
 
+/**
+ * An ended task's outputs not all taken (issue #48): those of its last attempt that had an
+ * instance. `not_taken`: no transfer was made (cancelled without them, ended before berth could);
+ * `failed`: none came; `partial`: some came; `unfinished`: the transfer never ended. `cause` and
+ * `fix` in words.
+ */
+const RunOutputsMissingSchema = z.object({
+  attempt: z.number().int().min(1),
+  state: z.enum(['not_taken', 'failed', 'partial', 'unfinished']),
+  cause: z.string(),
+  fix: z.string(),
+});
+export type RunOutputsMissing = z.infer<typeof RunOutputsMissingSchema>;
+
 /** The run object: never an API key, an instance key or an env value. */
 export const RunSchema = z.object({
   id: z.string(),
@@ -137,6 +151,8 @@ export const RunSchema = z.object({
   cost: z.object({ usd: z.number(), usd_per_hour: z.number() }),
   /** A task's outputs, per attempt that took them (its spec's `outputs`); empty otherwise. */
   outputs: z.array(RunOutputsSchema),
+  /** Set once a run whose spec names outputs has ended without all of them taken; null otherwise. */
+  outputs_missing: RunOutputsMissingSchema.nullable(),
 });
 
 /** Spend of one instance (`berth costs`), beside the service's charges for the same days when compared. */
@@ -408,6 +424,13 @@ export const NotificationBodySchema = z.object({
   data: z.unknown(),
   log_id: z.number().int().nullable(),
 });
+
+/**
+ * The optional JSON body of POST /v1/runs/{id}/cancel. `no_outputs`: destroy at once, without taking
+ * a task's outputs first (issue #48); a second cancel of the same run does the same.
+ */
+export const CancelBodySchema = z.object({ no_outputs: z.boolean().optional() }).strict();
+export type CancelBody = z.infer<typeof CancelBodySchema>;
 
 export const RunListSchema = z.array(RunSchema);
 export const RunEventListSchema = z.array(RunEventSchema);

@@ -51,6 +51,7 @@ const RUN_KEYS = [
   'instance',
   'name',
   'outputs',
+  'outputs_missing',
   'relax_level',
   'state',
   'task',

@@ -1,5 +1,7 @@
-// `berth cancel RUN [--wait]`: asks the daemon to stop the run and destroy its instances; --wait
-// follows until the run has ended, i.e. until the service no longer lists any of its instances.
+// `berth cancel RUN [--wait] [--no-outputs]`: asks the daemon to stop the run and destroy its
+// instances; a task with outputs is stopped and has them taken first (issue #48), unless
+// --no-outputs (or a second cancel). --wait follows until the run has ended, i.e. until the service
+// no longer lists any of its instances.
 import { connectToDaemon } from '../control-client.js';
 import { endedWords } from '../render.js';
 import { EXIT } from '../exit-codes.js';
@@ -9,6 +11,8 @@ import { isEndState } from '../../wire/run-states.js';
 
 export interface CancelOptions {
   wait?: boolean;
+  /** Destroy at once, without taking a task's outputs first. */
+  noOutputs?: boolean;
 }
 
 /**
@@ -27,7 +31,7 @@ export async function cancelCommand(runId: string, options: CancelOptions, io: I
       io.err(`${message} Trying again for up to ${STORE_WAIT_MS / 60_000} minutes.`);
     },
   });
-  const run = await client.cancel(runId);
+  const run = await client.cancel(runId, { noOutputs: options.noOutputs === true });
   if (!options.wait) {
     io.out(
       isEndState(run.state) ? `Run ${run.id} ${endedWords(run.state)}; nothing to cancel.` : `Cancelling run ${run.id} (now ${run.state}).`,

@@ -14,6 +14,7 @@ import { EXIT } from '../exit-codes.js';
 import { printJson, type Io } from '../io.js';
 import { openDestFile, planDest, type DestConflict } from '../outputs-dest.js';
 import { shownName } from '../shown-name.js';
+import { isEndState } from '../../wire/run-states.js';
 
 export async function outputsCommand(
   runId: string,
@@ -43,10 +44,16 @@ export async function copyOutputs(
   const run = await source.getRun(runId);
   const kept = chosen(run.outputs, wanted);
   if (!kept) {
+    // The real cause and its fix where the run says it (issue #48).
+    const missing = run.outputs_missing;
     const why =
-      run.outputs.length === 0
-        ? 'none were taken (its spec names no outputs, or its task has not ended yet)'
-        : `attempt ${wanted} took none`;
+      run.outputs.length > 0
+        ? `attempt ${wanted} took none`
+        : missing
+          ? `${missing.cause}; ${missing.fix}`
+          : isEndState(run.state)
+            ? 'none were taken (its spec names no outputs)'
+            : `none yet: it is ${run.state}, and they are taken when its task ends`;
     throw new BerthError('bad_request', `Run ${run.id} has no outputs to copy: ${why}.`);
   }
   if (kept.state === 'collecting' || kept.state === 'copying')
@@ -56,7 +63,11 @@ export async function copyOutputs(
     );
   if (kept.files.length === 0) {
     const where =
-      kept.state === 'copied' ? `they were copied to the cloud: ${kept.detail ?? ''}` : `none came (${kept.detail ?? kept.state})`;
+      kept.state === 'copied'
+        ? `they were copied to the cloud: ${kept.detail ?? ''}`
+        : run.outputs_missing?.attempt === kept.attempt
+          ? `${run.outputs_missing.cause}; ${run.outputs_missing.fix}`
+          : `none came (${kept.detail ?? kept.state})`;
     throw new BerthError('bad_request', `Run ${run.id} keeps no output files of attempt ${kept.attempt}: ${where}.`);
   }
   const root = resolve(dest ?? `outputs-${run.id}`);

@@ -8,7 +8,7 @@ import { EXIT, exitCodeForRun, exitCodeForTask } from '../exit-codes.js';
 import { watchRun } from '../follow.js';
 import { printJson, type Io } from '../io.js';
 import { followOutput } from '../output-follow.js';
-import { runEndedSentence, sshCommand } from '../render.js';
+import { outputsMissingSentence, runEndedSentence, sshCommand } from '../render.js';
 import { isEndState, isSettled } from '../../wire/run-states.js';
 import type { Run } from '../../wire/control-api.js';
 import { checkGpuNames } from '../gpu-name-list.js';
@@ -146,11 +146,16 @@ function reportTaskEnd(run: Run, io: Io, json: boolean, followed: boolean): numb
     const last = [...run.attempts].reverse().find((a) => a.logs);
     if (last?.logs) io.out(`Last lines of attempt #${last.n}:\n${last.logs.split('\n').slice(-TASK_LOG_LINES).join('\n')}`);
   }
+  // Outputs not all taken: said last, and a success exits 5, never 0 (issue #48).
+  const missing = outputsMissingSentence(run);
   if (run.state === 'succeeded') {
     if (!json) io.out(`Run ${run.id} succeeded: the task exited with code 0; nothing is billing.`);
-    return EXIT.ok;
+    if (!missing) return EXIT.ok;
+    io.err(missing);
+    return EXIT.outputsMissing;
   }
   io.err(runEndedSentence(run));
+  if (missing) io.err(missing);
   return exitCodeForTask(run);
 }
 

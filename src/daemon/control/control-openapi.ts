@@ -28,6 +28,7 @@ import {
   StreamEventSchema,
   StreamOutputSchema,
   UiSessionSchema,
+  CancelBodySchema,
 } from '../../wire/control-api.js';
 import type { ControlRoute } from './route-types.js';
 
@@ -52,6 +53,7 @@ const COMPONENTS: Record<string, z.ZodType> = {
   CostsReport: CostsReportSchema,
   OffersReport: OffersReportSchema,
   Blob: BlobSchema,
+  CancelBody: CancelBodySchema,
   ErrorEnvelope: ErrorEnvelopeSchema,
 };
 
@@ -131,7 +133,9 @@ export function openApiDocument(routes: readonly ControlRoute[], serverUrl?: str
       summary: doc.summary,
       ...(doc.description ? { description: doc.description } : {}),
       ...(parameters.length > 0 ? { parameters } : {}),
-      ...(doc.body ? { requestBody: { required: true, content: { 'application/json': { schema: named(doc.body, where) } } } } : {}),
+      ...(doc.body
+        ? { requestBody: { required: doc.bodyOptional !== true, content: { 'application/json': { schema: named(doc.body, where) } } } }
+        : {}),
       responses,
       // An open route needs no token; a token-only one takes no dashboard session.
       ...(route.auth === 'open' ? { security: [] } : route.auth === 'token' ? { security: [{ controlToken: [] }] } : {}),

@@ -86,6 +86,8 @@ interface RouteDoc {
   headers?: Array<{ name: string; description: string; schema: Record<string, unknown> }>;
   /** A JSON request body. */
   body?: z.ZodType;
+  /** The body may be left out (POST /v1/runs/{id}/cancel). */
+  bodyOptional?: true;
   /** Answers other than errors: a JSON schema, or another content type described in words. */
   /** `contentType` may list several, comma-separated (the dashboard's assets). */
   responses: Record<number, { description: string; schema?: z.ZodType; contentType?: string; itemSchema?: z.ZodType }>;

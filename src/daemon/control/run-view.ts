@@ -10,6 +10,7 @@ import { specIsTask } from '../../job-spec/run-plan.js';
 import { logsOf, readyOf, sshOf } from './run-view-readiness.js';
 import { shownOutputFiles } from './output-names.js';
 import { unreadableForView } from '../runs/unreadable-runs.js';
+import { outputsMissing, specNamesOutputs } from '../runs/outputs-missing.js';
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -21,22 +22,22 @@ function heldAttempt(run: RunRow, attempts: AttemptRow[]): AttemptRow | undefine
   return attemptIsLive(last) ? last : undefined;
 }
 
-type StoredSpecShape = { run?: unknown; boot_timeout_s?: unknown; search?: { filters?: { gpu_name?: unknown } } };
+type StoredSpecShape = { run?: unknown; outputs?: unknown; boot_timeout_s?: unknown; search?: { filters?: { gpu_name?: unknown } } };
 
 /**
  * What a list of runs shows of a stored spec: the GPU models its gpu_name filter names (`eq` or
  * `in`) and whether it is a task. Only those fields are read, without the whole parse (a list may
  * hold thousands of runs): the rest (env values) never reaches the view.
  */
-function specFacts(specJson: string): { gpu: string | null; task: boolean; bootTimeoutS: number | null } {
+function specFacts(specJson: string): { gpu: string | null; task: boolean; bootTimeoutS: number | null; outputs: boolean } {
   let spec: StoredSpecShape;
   try {
     spec = JSON.parse(specJson) as StoredSpecShape;
   } catch {
-    return { gpu: null, task: false, bootTimeoutS: null };
+    return { gpu: null, task: false, bootTimeoutS: null, outputs: false };
   }
   const bootTimeoutS = typeof spec.boot_timeout_s === 'number' ? spec.boot_timeout_s : null;
-  return { gpu: gpuAskedFor(spec.search?.filters?.gpu_name), task: specIsTask(spec), bootTimeoutS };
+  return { gpu: gpuAskedFor(spec.search?.filters?.gpu_name), task: specIsTask(spec), bootTimeoutS, outputs: specNamesOutputs(spec) };
 }
 
 /** When the held instance is given up if not ready (the machine's boot deadline: its create + boot_timeout_s). */
@@ -134,6 +135,11 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number, outp
     unreadable: unreadableView(run),
     cost: costView(attempts, run.ended_at, now),
     outputs: outputsView(run.spec_json, outputs),
+    outputs_missing: outputsMissing(
+      { id: run.id, state: run.state, ended: run.ended_at !== null, outputs: spec.task && spec.outputs },
+      attempts,
+      outputs,
+    ),
   };
 }
 

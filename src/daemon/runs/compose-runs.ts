@@ -46,6 +46,8 @@ import { LiveOutput } from '../task-end/live-output.js';
 import { TaskProbe } from '../task-end/task-probe.js';
 import { OutputsDownload } from '../task-files/outputs-download.js';
 import { OutputsCloud } from '../task-files/outputs-cloud.js';
+import { stopTask, TASK_STOP_GRACE_S } from '../task-end/task-stop.js';
+import { startStopped } from '../task-end/stopped-start.js';
 import { cloudCopyFailed, cloudCopyFinished } from '../../client/cloud-copy-status.js';
 import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { FileShells } from '../task-end/task-shells.js';
@@ -360,6 +362,9 @@ function composeFollow(
   return follow;
 }
 
+/** Between two starts of a stopped instance that stays stopped (a start queued or refused), ms. */
+const STOPPED_RETRY_MS = 60_000;
+
 /**
  * How a task's outputs are taken before its destroy: downloaded over SFTP (where berth logs in), or
  * copied by the service to a cloud connection when the spec says so. Undefined: neither is possible.
@@ -404,8 +409,53 @@ function composeOutputs(deps: RunsDeps, specs: RunSpecs) {
       },
     });
   if (!download && !cloud) return undefined;
+  const shells = deps.outputs?.shells;
   return {
-    collect: (input: CollectInput, signal: AbortSignal): Promise<CollectOutput> => {
+    collect: async (input: CollectInput, signal: AbortSignal): Promise<CollectOutput> => {
+      // A cancel or a limit while the task ran (issue #48): stopped first, TERM then KILL, so that what
+      // it wrote is whole. Where berth cannot log in a cloud copy's stop of the instance stops it.
+      if (input.stopTask && shells && !input.stopped) {
+        const stopped = await stopTask(shells, input, signal);
+        deps.log
+          .child({ runId: input.runId })
+          .info(
+            stopped === 'stopped'
+              ? `attempt #${input.n}: task stopped (TERM, then KILL after ${TASK_STOP_GRACE_S} s) before its outputs are taken`
+              : `attempt #${input.n}: task not stopped before its outputs are taken (${stopped === 'no_pid' ? 'its wrapper left no pid' : stopped.failed})`,
+          );
+      }
+      // Stopped by its task while no daemon took them (the daemon was away): started again first (issue #48).
+      if (input.stopped && shells && !specs.get(input.runId)?.collect?.cloud) {
+        const why = await startStopped(
+          {
+            clock,
+            start: (id, s) => {
+              // A start is a path to money: only the daemon that owns the run sends it.
+              deps.ownership.check(input.runId);
+              return client.setInstanceState(id, 'running', { signal: s });
+            },
+            lookAt: (id, after, s) => lists.lookAt(id, after, s),
+            shells,
+            lookEveryMs: config.polling.interval_s * 1000,
+            retryEveryMs: STOPPED_RETRY_MS,
+            keptStopped: (why) =>
+              store.transaction(() =>
+                store.events.append({
+                  runId: input.runId,
+                  at: clock.now(),
+                  type: 'outputs.kept_stopped',
+                  message: `attempt #${input.n}: instance ${input.instanceId}, stopped by its task before its outputs were taken, is kept stopped (its disk billing) while berth starts it again: ${why}; it is destroyed, its outputs failed, if it does not start by ${new Date(input.until - config.files.outputs_timeout_s * 1000).toISOString()} (files.stopped_keep_s)`,
+                  data: { n: input.n, instanceId: input.instanceId, why },
+                }),
+              ),
+          },
+          // The download needs files.outputs_timeout_s of the collection's deadline once it runs.
+          { ...input, keepUntil: input.until - config.files.outputs_timeout_s * 1000 },
+          signal,
+        );
+        if (why === null) input = { ...input, stopped: false };
+        else deps.log.child({ runId: input.runId }).warn(`attempt #${input.n}: outputs not taken from its stopped instance: ${why}`);
+      }
       if (specs.get(input.runId)?.collect?.cloud) {
         if (!cloud) throw new BerthError('bad_request', 'this daemon has no cloud copy to take the outputs with');
         return cloud.collect(input, signal);

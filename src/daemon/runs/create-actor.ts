@@ -210,6 +210,7 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
  * left of the run's limits at this create (issue #29: a later attempt gets what the earlier ones
  * left, not the whole limits), plus the grace. The runtime left counts from the instance's running,
  * so the boot timeout is added to it; the budget left counts from the create, as the service bills.
+ * A task with outputs gets files.outputs_timeout_s more: a limit stops it and takes them first.
  * Null when the run has neither limit.
  */
 function backstopOf(deps: RunActorDeps, spec: RunPlan, input: CreateInput): { atS: number; madeAtS: number } | null {
@@ -219,5 +220,7 @@ function backstopOf(deps: RunActorDeps, spec: RunPlan, input: CreateInput): { at
   if (left.usd !== null && input.dphTotal > 0) waits.push((left.usd / input.dphTotal) * 3600);
   if (waits.length === 0) return null;
   const madeAtS = deps.clock.now() / 1000;
-  return { atS: madeAtS + Math.min(...waits) + BACKSTOP_GRACE_S, madeAtS };
+  // A task with outputs has them taken at its limit (issue #48): the backstop leaves that much more.
+  const collecting = spec.collect !== null ? (deps.outputs?.waitS ?? 0) : 0;
+  return { atS: madeAtS + Math.min(...waits) + BACKSTOP_GRACE_S + collecting, madeAtS };
 }

@@ -7,6 +7,7 @@ import { sshEndpoints } from '../../../machines/run-rules.js';
 import type { ResolvedJobSpec } from '../../job-spec/schema.js';
 import { describeRelaxStep } from '../../job-spec/search-query.js';
 import type { Store } from '../../store/index.js';
+import { outputsMissing, specNamesOutputs } from './outputs-missing.js';
 
 export interface LoggedEvent {
   /** The event-log row. */
@@ -60,6 +61,15 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
   const append = (message: string, data: unknown, level: 'info' | 'warn' = 'info', foldKey?: string): LoggedEvent => {
     const id = store.events.append({ runId, at, type: e.type, message, data, ...(foldKey === undefined ? {} : { foldKey }) });
     return { id, type: e.type, message, level, data };
+  };
+  // A run's end whose outputs were not all taken says so, in its event and so its notification (issue #48).
+  const ending = (message: string, data: Record<string, unknown> | null, level: 'info' | 'warn' = 'info'): LoggedEvent => {
+    const end = e.type === 'run.succeeded' ? 'succeeded' : e.type.slice('run.'.length);
+    const missing = specNamesOutputs(spec)
+      ? outputsMissing({ id: runId, state: end, ended: true, outputs: true }, store.attempts.forRun(runId), store.outputs.forRun(runId))
+      : null;
+    if (!missing) return append(message, data, level);
+    return append(`${message}; its outputs were not all taken: ${missing.cause}`, { ...data, outputs_missing: missing }, 'warn');
   };
   switch (e.type) {
     // The events an outage repeats fold into one row with a count (see src/store/events.ts).
@@ -160,11 +170,11 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
     case 'destroy.confirmed':
       return append(`attempt #${e.n}: instance ${e.instanceId} is gone`, { n: e.n, instanceId: e.instanceId });
     case 'run.failed':
-      return append(`run failed (${e.error.kind}): ${e.error.message}`, { error: e.error }, 'warn');
+      return ending(`run failed (${e.error.kind}): ${e.error.message}`, { error: e.error }, 'warn');
     case 'run.cancelled':
-      return append('run cancelled; it holds no instance', null);
+      return ending('run cancelled; it holds no instance', null);
     case 'run.expired':
-      return append(`run expired (${e.error.kind}): ${e.error.message}; it holds no instance`, { error: e.error }, 'warn');
+      return ending(`run expired (${e.error.kind}): ${e.error.message}; it holds no instance`, { error: e.error }, 'warn');
     case 'task.ended':
       return append(
         `attempt #${e.n}: the task on instance ${e.instanceId} exited with code ${e.exitCode}`,
@@ -172,7 +182,7 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         e.exitCode === 0 ? 'info' : 'warn',
       );
     case 'run.succeeded':
-      return append('run succeeded: the task exited with code 0; it holds no instance', { exitCode: 0 });
+      return ending('run succeeded: the task exited with code 0; it holds no instance', { exitCode: 0 });
     // The outputs' transfer holds a billed instance: its time is in the events, its money in the spend.
     case 'outputs.started':
       return append(
@@ -189,6 +199,12 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         `attempt #${e.n}: outputs ${e.result.state}: ${countText(e.result.files, 'file')}, ${e.result.bytes} bytes in ${(e.result.tookMs / 1000).toFixed(1)} s of instance time${e.result.detail ? ` (${e.result.detail})` : ''}`,
         { n: e.n, instanceId: e.instanceId, ...e.result },
         e.result.state === 'kept' ? 'info' : 'warn',
+      );
+    case 'outputs.over_limit':
+      return append(
+        `attempt #${e.n}: a limit was reached (${e.reason.kind}: ${e.reason.message}) while the task's outputs are taken; they go on until ${new Date(e.until).toISOString()} at most (files.outputs_timeout_s), then instance ${e.instanceId} is destroyed`,
+        { n: e.n, instanceId: e.instanceId, reason: e.reason, until: e.until },
+        'warn',
       );
     case 'outputs.cut':
       return append(

@@ -167,10 +167,20 @@ export class RunDriver {
     if (!this.paused) this.started().send({ type: 'ADMIT' });
   }
 
-  cancel(): void {
-    if (this.cancelRequested && this.actor) return; // told already (a cancel carried from the store each tick)
+  /**
+   * The first cancel a run hears (the user's, or one carried from the store) takes a task's outputs
+   * first, from now (issue #48); `again`: the user asked once more while it was asked already, or
+   * asked with `--no-outputs`: the instance goes at once.
+   */
+  cancel(opts: { now?: boolean } = {}): void {
+    const at = this.deps.clock.now();
+    if (this.cancelRequested && this.actor) {
+      // Told already (a cancel carried from the store each tick); a user's cancel without outputs is news.
+      if (opts.now === true && !this.paused) this.actor.send({ type: 'CANCEL', at, now: true });
+      return;
+    }
     this.cancelRequested = true;
-    if (!this.paused) this.started().send({ type: 'CANCEL' });
+    if (!this.paused) this.started().send({ type: 'CANCEL', at, ...(opts.now === true ? { now: true } : {}) });
   }
 
   /**
@@ -187,7 +197,7 @@ export class RunDriver {
     this.started();
     if (row.cancel_requested_at !== null) this.cancelRequested = true;
     if (this.admitted) this.send({ type: 'ADMIT' });
-    if (this.cancelRequested) this.send({ type: 'CANCEL' });
+    if (this.cancelRequested) this.send({ type: 'CANCEL', at: this.deps.clock.now() });
     if (this.expireReason) this.send({ type: 'EXPIRE', reason: this.expireReason });
     if (this.readyN !== undefined) this.send({ type: 'READY', n: this.readyN });
     if (this.taskEnd) this.send({ type: 'TASK_END', ...this.taskEnd });
@@ -204,7 +214,7 @@ export class RunDriver {
   private send(
     event:
       | { type: 'ADMIT' }
-      | { type: 'CANCEL' }
+      | { type: 'CANCEL'; at: number; now?: boolean }
       | { type: 'EXPIRE'; reason: RunError }
       | { type: 'READY'; n: number }
       | { type: 'TASK_END'; n: number; exitCode: number; onstart: boolean; at: number; workdir?: boolean; workdirRefused?: string },

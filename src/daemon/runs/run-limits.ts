@@ -26,5 +26,6 @@ export function runLimits(spec: RunPlan, config: Config): RunLimits {
     maxRestarts: spec.task?.maxRestarts ?? 0,
     outputs: spec.collect !== null,
     outputsTimeoutS: config.files.outputs_timeout_s,
+    stoppedKeepS: config.files.stopped_keep_s,
   };
 }

@@ -286,8 +286,10 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   /**
    * Asks a run to stop; its instances are destroyed before it is `cancelled`. The request is stored
    * first, so that it is carried out even if the run has no actor yet (before resumeAll, or held).
+   * A task's outputs are taken first (issue #48), unless `noOutputs` or the run was asked to cancel
+   * before (a second cancel): then its instance goes at once.
    */
-  cancel(runId: string): RunRow | undefined {
+  cancel(runId: string, opts: { noOutputs?: boolean } = {}): RunRow | undefined {
     const { store } = this.deps;
     const row = store.runs.get(runId);
     if (!row || row.ended_at !== null) return row;
@@ -298,7 +300,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     });
     if (!this.resumed || this.stopping) return store.runs.get(runId);
     const driver = this.drivers.get(runId);
-    if (driver) driver.cancel();
+    if (driver) driver.cancel({ now: opts.noOutputs === true || row.cancel_requested_at !== null });
     else this.placement.cancelled(row);
     return store.runs.get(runId);
   }

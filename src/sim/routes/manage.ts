@@ -64,7 +64,9 @@ function manage(ctx: RouteContext): RouteResult {
     msgs.push(`label for ${id} set to '${label}'`);
   }
   if (state === 'stopped') ctx.world.instances.stop(inst);
-  if (state === 'running') {
+  if (state === 'running' && ctx.world.faults.startStaysQueued()) {
+    msgs.push(`start of instance ${id} queued: its machine has no free GPU now`);
+  } else if (state === 'running') {
     // A losing bid stays stopped until it wins (the market falls or change_bid raises it).
     if (ctx.world.instances.start(inst)) msgs.push(`starting instance ${id}`);
     else msgs.push(`instance ${id} stays stopped until its bid wins: its bid is below the minimum bid ${inst.offer.min_bid}`);

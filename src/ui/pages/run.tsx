@@ -152,6 +152,7 @@ export function RunPage({ id }: { id: string }) {
         {run.name} <StateBadge state={run.state} />
         {run.held && <span class="badge tone-warn">held</span>}
         {run.unreadable && <span class="badge tone-warn">kept</span>}
+        {run.outputs_missing && <span class="badge tone-warn">outputs {run.outputs_missing.state.replace('_', ' ')}</span>}
       </h1>
       <p class="muted mono">{run.id}</p>
       <ErrorNote error={error} />
@@ -183,6 +184,11 @@ export function RunPage({ id }: { id: string }) {
         <p class="notice tone-warn" data-testid="run-kept">
           Kept: this berth cannot drive this run ({run.unreadable.reason}); it needs {keptRunNeeds(run.unreadable)}. Its instance is left as
           it is until a daemon that can drives it, or Cancel run ends it.
+        </p>
+      )}
+      {run.outputs_missing && (
+        <p class="notice tone-warn" data-testid="run-outputs-missing">
+          Its outputs were not all taken: <Coded text={run.outputs_missing.cause} />; <Coded text={run.outputs_missing.fix} />.
         </p>
       )}
       {run.error && (

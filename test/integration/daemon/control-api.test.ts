@@ -104,6 +104,19 @@ describe('control API: routes and methods', () => {
     expect((await raw('GET', `/v1/runs/${run.id}/cancel`)).headers.allow).toBe('POST');
   });
 
+  it('the cancel takes no body, or {"no_outputs": true|false}; any other body is 400 and cancels nothing (issue #48)', async () => {
+    const run = await submit('cancel-body');
+    expectProblem(await json('POST', `/v1/runs/${run.id}/cancel`, { no_outputs: 'yes' }), 400, 'bad_request');
+    expectProblem(await json('POST', `/v1/runs/${run.id}/cancel`, { now: true }), 400, 'bad_request');
+    expectProblem(
+      await raw('POST', `/v1/runs/${run.id}/cancel`, { headers: { 'content-type': 'application/json' }, body: '{not json' }),
+      400,
+      'bad_request',
+    );
+    expect((await raw('GET', `/v1/runs/${run.id}`)).body).toMatchObject({ state: expect.not.stringMatching(/^cancelled$/) });
+    expect((await json('POST', `/v1/runs/${run.id}/cancel`, { no_outputs: true })).status).toBe(202);
+  });
+
   it('400 for an unreadable path escape or query number', async () => {
     expectProblem(await raw('GET', '/v1/runs/%E0%A4%A'), 400, 'bad_request');
     expectProblem(await raw('GET', '/v1/runs?limit=-1'), 400, 'bad_request');

@@ -69,6 +69,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
     unreadable: null,
     cost: { usd: 0.012, usd_per_hour: 0.3 },
     outputs: [],
+    outputs_missing: null,
     ...changes,
   };
 }

@@ -25,6 +25,7 @@ function run(id: string, state: Run['state']): Run {
     unreadable: null,
     cost: { usd: 0.0072, usd_per_hour: 0 },
     outputs: [],
+    outputs_missing: null,
   } as Run;
 }
 

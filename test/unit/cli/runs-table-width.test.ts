@@ -28,6 +28,7 @@ function run(id: string, name: string, state: Run['state'], withInstance: boolea
     unreadable: null,
     cost: { usd: 12.3456, usd_per_hour: withInstance ? 0.162 : 0 },
     outputs: [],
+    outputs_missing: null,
   } as Run;
 }
 

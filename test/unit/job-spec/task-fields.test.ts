@@ -95,8 +95,8 @@ describe('the task wrapper', () => {
   });
 
   it('runs the command quoted, writes the end marker and stops its own instance', () => {
-    // The task's shell writes its pid, then execs the command, quoted as one word (#49).
-    expect(script).toContain(`exec sh -c "$2"' sh "$berth_f.pid" 'echo '\\''hi'\\''; exit 3' </dev/null 2>&1`);
+    // The task's shell writes its pid, then execs the command, quoted as one word (#48, #49).
+    expect(script).toContain(`exec sh -c "$2"' berth "$berth_f.pid" 'echo '\\''hi'\\''; exit 3' </dev/null 2>&1`);
     expect(script).toContain(MARKER_PREFIX);
     // The script ends with the end: marker to the done-file and the log, then the self-stop.
     expect(script).toMatch(/berth_end "berth-task-end run=abcdefgh2345 attempt=2 exit=\$berth_rc"\n$/);

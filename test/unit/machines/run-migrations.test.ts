@@ -108,6 +108,14 @@ describe('run machine snapshot migrations', () => {
     second.actor.stop();
   });
 
+  it('v10 → v11: the stored limits get files.stopped_keep_s as this berth derives it (issue #48), and nothing else changes', () => {
+    const v10 = { value: { running: 'watching' }, context: { runId: 'r1', limits: { ...LIMITS, outputs: true } } };
+    const migrated = migrateRunSnapshot(v10, 10, 11, { ...LIMITS, stoppedKeepS: 1800 })!;
+    expect(migrated.value).toEqual({ running: 'watching' });
+    expect(migrated.context['limits']).toEqual({ ...LIMITS, outputs: true, stoppedKeepS: 1800 });
+    expect(migrateRunSnapshot(v10, 10, 11, LIMITS)).toEqual(v10);
+  });
+
   it('refuses snapshots of a newer machine or of a version it has no step for', () => {
     expect(canMigrate(RUN_MACHINE_VERSION + 1, RUN_MACHINE_VERSION)).toBe(false);
     expect(canMigrate(0, RUN_MACHINE_VERSION)).toBe(false);

@@ -105,28 +105,53 @@ describe('run machine: outputs', () => {
     expect(stateOf(actor)).toBe('succeeded');
   });
 
-  it('a limit reached during the transfer ends it and destroys at once; the task that ended still decides the run', async () => {
+  it('a limit reached during the transfer waits for its deadline (said once); the task that ended still decides the run', async () => {
     const world = new FakeWorld();
     world.collectMs = 3_600_000;
     const { actor, emitted } = await running(world);
+    const endedAt = Date.now();
     await taskEnds(actor, 0);
     await tick(10_000);
     actor.send({ type: 'EXPIRE', reason: { kind: 'budget', message: 'budget_usd reached' } });
+    actor.send({ type: 'EXPIRE', reason: { kind: 'budget', message: 'budget_usd reached' } });
     await tick(0);
+    expect(stateOf(actor)).toBe('collecting');
+    expect(world.collectsAborted).toBe(0);
+    expect(emitted.filter((e) => e.type === 'outputs.over_limit')).toEqual([
+      expect.objectContaining({ reason: { kind: 'budget', message: 'budget_usd reached' }, until: endedAt + 600_000 }),
+    ]);
+    // The collection's own deadline, files.outputs_timeout_s from the task's end, is the most it holds the instance.
+    await tick(endedAt + 600_000 - Date.now());
     expect(stateOf(actor)).toBe('destroying');
     expect(world.collectsAborted).toBe(1);
-    expect(emitted.find((e) => e.type === 'outputs.cut')).toMatchObject({ why: expect.stringMatching(/limit was reached: budget_usd/) });
     await confirmGone(actor);
     expect(stateOf(actor)).toBe('succeeded');
   });
 
-  it('a cancel during the transfer ends it and destroys at once', async () => {
+  it('a cancel during the transfer that says not to take them (--no-outputs, a second cancel) destroys at once', async () => {
     const world = new FakeWorld();
     world.collectMs = 3_600_000;
+    const { actor, emitted } = await running(world);
+    await taskEnds(actor, 1);
+    actor.send({ type: 'CANCEL', at: Date.now(), now: true });
+    await tick(0);
+    expect(stateOf(actor)).toBe('destroying');
+    expect(emitted.find((e) => e.type === 'outputs.cut')).toMatchObject({ why: 'the run was cancelled without its outputs' });
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('cancelled');
+  });
+
+  it('a first cancel during the transfer lets it finish, and the run ends cancelled; a cancel carried from the store changes nothing', async () => {
+    const world = new FakeWorld();
+    world.collectMs = 5_000;
     const { actor } = await running(world);
     await taskEnds(actor, 1);
+    actor.send({ type: 'CANCEL', at: Date.now() });
     actor.send({ type: 'CANCEL' });
     await tick(0);
+    expect(stateOf(actor)).toBe('collecting');
+    expect(world.collectsAborted).toBe(0);
+    await tick(5_000);
     expect(stateOf(actor)).toBe('destroying');
     await confirmGone(actor);
     expect(stateOf(actor)).toBe('cancelled');
