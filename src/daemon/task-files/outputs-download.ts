@@ -149,7 +149,12 @@ export class OutputsDownload {
           }
           const limit = Math.min(remote.size, left);
           left -= limit;
-          const got = await fetchFile(link, remote, join(dir, keptName(remote.path)), limit, signal, (f) => files.push(f));
+          const got = await fetchFile(link, remote, join(dir, keptName(remote.path)), limit, signal, (f) => files.push(f)).catch(
+            (err: unknown) => {
+              queue.length = 0; // the download ends: the other workers finish their file and stop
+              throw err;
+            },
+          );
           left += limit - got.size;
           if (got.error !== null) {
             whole = false;
