@@ -270,6 +270,17 @@ it('takes 2,500 files from one folder (the listing comes in pages, as from OpenS
   expectAllKept(w, files);
 }, 120_000);
 
+it('an output path the task never wrote marks the set partial, not kept, with what did arrive listed (#49 item 5)', async () => {
+  const files = { 'model.bin': 'weights\n' };
+  const w = await world(container(files));
+  const out = await w.collect(['/root/workdir/out', '/root/workdir/ckpt']);
+  expect(out.state).toBe('partial');
+  const row = w.store.outputs.get(w.runId, 1)!;
+  expect(row.state).toBe('partial');
+  expect(row.files.map((f) => f.name)).toEqual(['out/model.bin']);
+  expect(readFileSync(join(w.dir, 'out', 'model.bin'), 'utf8')).toBe('weights\n');
+});
+
 describe('confined names', () => {
   it('refuses listed names with a "/" or that are ".." as a file, and links outside the paths asked for, with an event each', async () => {
     const files = { 'a.txt': 'a\n', 'sub/b.txt': 'b\n' };
