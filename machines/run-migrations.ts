@@ -77,6 +77,9 @@ const STEPS: Record<number, Step> = {
   // `current.statusSince`, optional). A run stored before counts it from its next list: a stop
   // while booting gets its blip window again, bounded by the boot deadline as before.
   9: (s) => s,
+  // v10 → v11: a task that failed for good may keep its instance in `keeping` (issue #50), its bound
+  // in `current.keepUntil` (optional). A state was added, none removed or reshaped: nothing to change.
+  10: (s) => s,
 };
 
 /**
