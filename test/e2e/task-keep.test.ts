@@ -10,8 +10,8 @@ import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
 const world = useSpawnedWorld();
-/** Real seconds: the container's `sleep` and the daemon's clock both run on the wall clock. */
-const KEEP_S = 6;
+/** Real seconds (the container's `sleep` and the daemon's clock run on the wall clock): room for a loaded machine to read, log in and kill first. */
+const KEEP_S = 10;
 
 it('a failed task with keep_on_failure_s can be entered with berth ssh, and is destroyed at the bound with no daemon running', async () => {
   const sim = await world.sim({
