@@ -13,7 +13,8 @@ const world = useSpawnedWorld();
 /** Real seconds (the container's `sleep` and the daemon's clock run on the wall clock): room for a loaded machine to read, log in and kill first. */
 const KEEP_S = 10;
 
-it('a failed task with keep_on_failure_s can be entered with berth ssh, and is destroyed at the bound with no daemon running', async () => {
+/** A simulator that runs onstart, and a daemon whose key is on the account before any create. */
+async function keepWorld() {
   const sim = await world.sim({
     seed: 5,
     config: { ...FAST_SIM, onstart_exec: { enabled: true, timeout_s: 60 }, logs: { upload_delay_s: 0 } },
@@ -39,6 +40,11 @@ it('a failed task with keep_on_failure_s can be entered with berth ssh, and is d
     await sleep(50);
   }
 
+  return { sim, home, daemon };
+}
+
+it('a failed task with keep_on_failure_s can be entered with berth ssh, and is destroyed at the bound with no daemon running', async () => {
+  const { sim, home, daemon } = await keepWorld();
   const spec = jobSpec({ ready_when: 'status', run: 'echo failing; exit 3', keep_on_failure_s: KEEP_S });
   const created = await daemon.api<RunView>('POST', '/v1/runs', spec);
   expect(created.status, JSON.stringify(created.body)).toBe(201);
@@ -66,4 +72,19 @@ it('a failed task with keep_on_failure_s can be entered with berth ssh, and is d
   // By the container's own backstop, as its output says.
   for (let i = 0; i < 100 && history().onstart === null; i++) await sleep(50);
   expect(history().onstart?.stdout).toContain('berth: keep_on_failure_s passed; destroying this instance');
+}, 90_000);
+
+it('berth cancel during the keep destroys the instance at once; the run ends failed with the exit code', async () => {
+  const { sim, home, daemon } = await keepWorld();
+  const created = await daemon.api<RunView>('POST', '/v1/runs', jobSpec({ ready_when: 'status', run: 'exit 4', keep_on_failure_s: 600 }));
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const runId = created.body.id;
+  const kept = await daemon.waitFor(runId, (r) => r.state === 'keeping', 30_000);
+  const cancelled = await berth(['cancel', runId, '--wait'], userEnv(home));
+  expect(cancelled.code, cancelled.stderr).toBe(0);
+  expect(cancelled.stdout).toContain(`Run ${runId} ended failed as its task did (exit 4); its instance is destroyed.`);
+  const ended = await daemon.waitFor(runId, (r) => r.state === 'failed', 10_000);
+  expect(ended.error).toMatchObject({ kind: 'task_failed', exit_code: 4 });
+  expect(sim.history().find((h) => h.id === kept.instance!.id)!.destroyed_at).not.toBeNull();
+  expect(sim.billingNow()).toEqual([]);
 }, 90_000);
