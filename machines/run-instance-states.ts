@@ -22,7 +22,10 @@
 //   collecting        a task's outputs taken (download or cloud copy; a task that had not ended
 //                     stopped first) → destroying, by its end, its deadline (files.outputs_timeout_s)
 //                     or a cancel that says not to take them (`--no-outputs`, a second cancel); a
-//                     limit reached meanwhile waits for that deadline
+//                     limit reached meanwhile waits for that deadline; → keeping as below
+//   keeping           a task that failed for good (no restart left), keep_on_failure_s > 0: the
+//                     instance kept for SSH until its bound → destroying; cancel, a limit, or a
+//                     list without it → destroying at once
 //   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
 import { raise, stateIn } from 'xstate';
 import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, stopsTaskFirst, type RunError } from './run-rules.js';
@@ -30,7 +33,7 @@ import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, stopsTaskFirst, t
 /** How long a task's log is read at a limit while its instance may still bill its GPU (TaskEndInput.withinMs). */
 const LIMIT_READ_MS = 30_000;
 import { runSetup, type PollParams } from './run-setup.js';
-import type { BootDeadlineOutput, LastLook, LoginOutput, ProbeOutput, RunContext, SleepOutput } from './run-types.js';
+import type { BootDeadlineOutput, CollectOutput, LastLook, LoginOutput, ProbeOutput, RunContext, SleepOutput } from './run-types.js';
 
 type AnyEvent = { event: { type: string } };
 const poll = ({ event }: AnyEvent) => event as unknown as PollParams;
@@ -186,6 +189,21 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') => {
             { type: 'startCollecting', params: ({ event }) => ({ at: event.output.at }) },
           ],
         },
+        // A failure that ends the run keeps its instance for SSH a while (keep_on_failure_s).
+        {
+          guard: {
+            type: 'keepsFailure',
+            params: ({ event }) => ({
+              exitCode: event.output.exitCode ?? 0,
+              onstart: event.output.exitCode !== null && event.output.onstart === true,
+            }),
+          },
+          target: '#run.keeping',
+          actions: [
+            { type: 'markEndingTask', params: ({ event }) => ({ exitCode: event.output.exitCode!, onstart: event.output.onstart }) },
+            'reportTaskEnded',
+          ],
+        },
         {
           guard: ({ event }) => event.output.exitCode !== null,
           target: '#run.destroying',
@@ -309,6 +327,14 @@ const taskEndedByProbe = {
       guard: { type: 'taskEndOfCurrent', params: ({ event }: TaskEndEvent) => ({ n: event.n, collects: true }) },
       target: '#run.collecting',
       actions: [...ending, { type: 'startCollecting', params: ({ event }: TaskEndEvent) => ({ at: event.at }) }],
+    },
+    {
+      guard: {
+        type: 'taskEndOfCurrent',
+        params: ({ event }: TaskEndEvent) => ({ n: event.n, keeps: { exitCode: event.exitCode, onstart: event.onstart } }),
+      },
+      target: '#run.keeping',
+      actions: ending,
     },
     {
       guard: { type: 'taskEndOfCurrent', params: ({ event }: TaskEndEvent) => ({ n: event.n }) },
@@ -619,6 +645,13 @@ export const destroyingState = runSetup.createStateConfig({
   },
 });
 
+/** Where a collect's end leads: a failure that ends the run keeps its instance (keep_on_failure_s), else it goes. */
+const afterCollect = <A>(report: A) =>
+  [
+    { guard: 'keepsFailure', target: '#run.keeping', actions: report },
+    { target: '#run.destroying', actions: report },
+  ] as const;
+
 /**
  * The task ended and left outputs: they are taken before the instance goes (issue #40); or it was
  * cancelled, reached a limit or a price over the cap while it ran, and is stopped first (issue #48:
@@ -646,22 +679,16 @@ export const collectingState = runSetup.createStateConfig({
         stopped: context.current!.status?.actual_status === 'stopped',
         ...(stopsTaskFirst(context.current!) ? { stopTask: true as const } : {}),
       }),
-      onDone: {
-        target: '#run.destroying',
-        actions: { type: 'reportCollected', params: ({ event }) => event.output },
-      },
-      onError: {
-        target: '#run.destroying',
-        actions: { type: 'reportCollectCut', params: ({ event }) => ({ why: failureOf(event.error).error.message }) },
-      },
+      onDone: afterCollect({ type: 'reportCollected', params: ({ event }) => (event as { output: CollectOutput }).output }),
+      onError: afterCollect({
+        type: 'reportCollectCut',
+        params: ({ event }) => ({ why: failureOf((event as { error: unknown }).error).error.message }),
+      }),
     },
     {
       src: 'sleepUntil',
       input: ({ context }) => ({ until: context.current!.collectUntil! }),
-      onDone: {
-        target: '#run.destroying',
-        actions: { type: 'reportCollectCut', params: { why: 'files.outputs_timeout_s passed' } },
-      },
+      onDone: afterCollect({ type: 'reportCollectCut', params: { why: 'files.outputs_timeout_s passed' } }),
     },
   ],
   on: {
@@ -681,5 +708,59 @@ export const collectingState = runSetup.createStateConfig({
       ],
     },
     POLL: { actions: { type: 'notePoll', params: poll } },
+  },
+});
+
+/**
+ * A task that failed for good (no restart left) keeps its instance for `berth ssh`
+ * (keep_on_failure_s, issue #50), its outputs already taken; then it is destroyed and the run
+ * ends `failed` (task_failed, the exit code) as it would have at once. The instance bills its GPU
+ * all along, so every cap goes on counting: a limit (EXPIRE) destroys at once, and so does a
+ * cancel, which ends the keep and not the task's outcome. The bound is an absolute time in context,
+ * read off the clock on entry (`clocking`: the machine reads none itself), so a restart resumes it.
+ * A list without the instance (the container's own backstop destroyed it, no daemon up) ends it too.
+ */
+export const keepingState = runSetup.createStateConfig({
+  description:
+    "A task that failed for good keeps its instance for SSH until keep_on_failure_s has passed, billing meanwhile; a cancel, a limit or the instance's loss destroys it at once. The run then ends failed (task_failed).",
+  initial: 'clocking',
+  states: {
+    clocking: {
+      description: "Reads the clock once: the keep's bound is keep_on_failure_s from now.",
+      invoke: {
+        src: 'sleepUntil',
+        input: () => ({ until: 0 }),
+        onDone: { target: 'held', actions: [{ type: 'startKeeping', params: wokeAt }, 'reportKept'] },
+      },
+    },
+    held: {
+      description: 'The instance is kept for SSH until its bound.',
+      invoke: {
+        src: 'sleepUntil',
+        input: ({ context }) => ({ until: context.current!.keepUntil! }),
+        onDone: '#run.destroying',
+      },
+    },
+  },
+  on: {
+    CANCEL: { target: '#run.destroying', actions: { type: 'reportKeepEnded', params: { why: 'the run was cancelled' } } },
+    EXPIRE: {
+      target: '#run.destroying',
+      actions: [
+        { type: 'requestExpire', params: reasonOf },
+        { type: 'reportKeepEnded', params: (a) => ({ why: `a limit was reached: ${reasonOf(a).reason.message}` }) },
+      ],
+    },
+    POLL: [
+      {
+        guard: { type: 'instanceLost', params: poll },
+        target: '#run.destroying',
+        actions: [
+          { type: 'notePoll', params: poll },
+          { type: 'reportKeepEnded', params: { why: 'the instance is no longer listed' } },
+        ],
+      },
+      { actions: { type: 'notePoll', params: poll } },
+    ],
   },
 });

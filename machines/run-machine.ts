@@ -8,7 +8,7 @@
 //               budget stood in the way); outage → backoff; deadline → failed; CANCEL → cancelled
 //   creating    created → booting (or destroying when cancelled/expired/deadline meanwhile); offer
 //               gone or create failed → the next offer; CANCEL and EXPIRE wait for the create to settle
-//   booting, rebidding, running, collecting, destroying: see run-instance-states.ts (the instance's life)
+//   booting, rebidding, running, collecting, keeping, destroying: see run-instance-states.ts (the instance's life)
 //   settle      transient: decides what follows an ended attempt
 //               (a fail-over first checks the candidates left against the budget left: none
 //               affordable → expired)
@@ -18,7 +18,7 @@
 // given by the daemon (src/daemon/runs/run-actors.ts) or by tests through `provide`. Every deadline is
 // an absolute timestamp in context, because pending `after` delays are not rescheduled when a
 // persisted snapshot is restored.
-import { bootingState, collectingState, destroyingState, rebiddingState, runningState } from './run-instance-states.js';
+import { bootingState, collectingState, destroyingState, keepingState, rebiddingState, runningState } from './run-instance-states.js';
 import { withCandidates } from './run-context.js';
 import { failureOf, type RunError } from './run-rules.js';
 import { runSetup } from './run-setup.js';
@@ -29,7 +29,7 @@ import type { SnapshotFrom } from 'xstate';
 export type * from './run-types.js';
 
 /** Bump when states or context change shape (and add a step to run-migrations.ts); stored with every snapshot. */
-export const RUN_MACHINE_VERSION = 11;
+export const RUN_MACHINE_VERSION = 12;
 
 const createdOf = (output: CreateOutput) => output as Extract<CreateOutput, { kind: 'created' }>;
 /** The attempt's outcome when the create answered without an instance. */
@@ -266,6 +266,7 @@ export const runMachine = runSetup.createMachine({
     rebidding: rebiddingState,
     running: runningState,
     collecting: collectingState,
+    keeping: keepingState,
     destroying: destroyingState,
 
     settle: {

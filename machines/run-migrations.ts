@@ -86,6 +86,9 @@ const STEPS: Record<number, Step> = {
       ? s
       : { ...s, context: { ...context, limits: { ...stored, stoppedKeepS: limits.stoppedKeepS } } };
   },
+  // v11 → v12: a task that failed for good may keep its instance in `keeping` (issue #50), its bound
+  // in `current.keepUntil` (optional). A state was added, none removed or reshaped: nothing to change.
+  11: (s) => s,
 };
 
 /**

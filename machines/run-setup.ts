@@ -95,6 +95,26 @@ import type {
 export type PollParams = { instance: InstanceStatus | null; listedAt: number };
 /** When the event that triggers an action happened, ms since epoch. */
 type At = { at: number };
+/** A task's end as its marker says it. */
+type TaskEndCode = { exitCode: number; onstart: boolean };
+
+/**
+ * A failed task's end (given, else the one recorded) that ends the run (no restart left, no limit,
+ * cancel or end reason meanwhile) keeps its instance for SSH (keep_on_failure_s, issue #50), unless
+ * the last list shows it stopped (no sshd to enter).
+ */
+function keepsFailure(context: RunContext, end: TaskEndCode | undefined): boolean {
+  const failed = end ? end.exitCode !== 0 || end.onstart : context.current?.ending?.outcome === 'task_failed';
+  return (
+    (context.limits.keepOnFailureS ?? 0) > 0 &&
+    failed &&
+    context.taskRestarts >= context.limits.maxRestarts &&
+    !context.cancelRequested &&
+    context.expire === null &&
+    context.endReason === null &&
+    context.current?.status?.actual_status !== 'stopped'
+  );
+}
 
 const missing = <T, I>(name: string) =>
   fromPromise<T, I>(async () => {
@@ -203,13 +223,15 @@ export const runSetup = setup({
     /** No log of an instance its task stopped could be read: its exit code is unknown. */
     taskEndUnread: ({ context }, params: { unread: boolean }) => params.unread && stoppedByTask(context.current!.status),
     /** The probe's end marker is of the attempt that holds the instance now. */
-    taskEndOfCurrent: ({ context }, params: { n: number; collects?: boolean }) =>
+    taskEndOfCurrent: ({ context }, params: { n: number; collects?: boolean; keeps?: TaskEndCode }) =>
       context.limits.task &&
       context.current?.n === params.n &&
       context.current.instanceId !== null &&
       context.current.ending === null &&
       // `collects`: only when the task leaves outputs to take first.
-      (params.collects !== true || context.limits.outputs === true),
+      (params.collects !== true || context.limits.outputs === true) &&
+      // `keeps`: only when that end keeps its instance (keep_on_failure_s).
+      (params.keeps === undefined || keepsFailure(context, params.keeps)),
     /** The end marker of the current attempt says its workdir never arrived (`stage=workdir`). */
     workdirMissingOfCurrent: ({ context }, params: { n: number; workdir: boolean }) =>
       params.workdir &&
@@ -234,6 +256,12 @@ export const runSetup = setup({
       context.limits.outputs === true && params.instance !== null && priceOverCap(params.instance, context.limits.maxPricePerHour),
     /** No limit had been reached before this one (the money guard tells once; a replay is not news). */
     firstExpire: ({ context }) => context.expire === null,
+    /**
+     * A failed task's end (given by `params`, else the one recorded) that ends the run (no restart
+     * left, no limit, cancel or end reason meanwhile) keeps its instance for SSH (keep_on_failure_s),
+     * unless the last list shows it stopped (no sshd to enter).
+     */
+    keepsFailure: ({ context }, params: TaskEndCode | undefined) => keepsFailure(context, params),
   },
   actions: {
     startSearch: emit(({ context }) => ({ type: 'search.started' as const, relaxLevel: context.relaxLevel })),
@@ -450,6 +478,22 @@ export const runSetup = setup({
       instanceId: context.current!.instanceId!,
       reason: params.reason,
       until: context.current!.collectUntil!,
+    })),
+    /** The keep's bound: keep_on_failure_s from when it began (an absolute time, so a restart keeps it). */
+    startKeeping: assign(({ context }, params: At) => ({
+      current: { ...context.current!, keepUntil: params.at + (context.limits.keepOnFailureS ?? 0) * 1000 },
+    })),
+    reportKept: emit(({ context }) => ({
+      type: 'task.kept' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      until: context.current!.keepUntil!,
+    })),
+    reportKeepEnded: emit(({ context }, params: { why: string }) => ({
+      type: 'task.keep_ended' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      why: params.why,
     })),
     reportCollectCut: emit(({ context }, params: { why: string }) => ({
       type: 'outputs.cut' as const,

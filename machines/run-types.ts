@@ -115,6 +115,8 @@ export interface RunLimits {
    * started again (files.stopped_keep_s), s: `collecting` holds it that much longer. Absent: 180.
    */
   stoppedKeepS?: number;
+  /** How long a task that failed for good keeps its instance in `keeping` for `berth ssh`, s (keep_on_failure_s). Absent: 0. */
+  keepOnFailureS?: number;
 }
 
 type ReadyWhen = 'ssh' | 'status';
@@ -203,6 +205,8 @@ export interface CurrentAttempt {
   taskChecked: boolean;
   /** While its outputs are taken (`collecting`): when that stops whatever came, ms since epoch. */
   collectUntil?: number | null;
+  /** While a failed task's instance is kept (`keeping`): when it is destroyed, ms since epoch; null until the keep's clock is read. */
+  keepUntil?: number | null;
 }
 
 export interface RunContext {
@@ -314,7 +318,12 @@ export type RunEmitted =
   /** The collect was stopped before it finished (time budget, a limit, a cancel, an error): what came is kept, partial. */
   | { type: 'outputs.cut'; n: number; instanceId: number; why: string }
   /** A limit was reached while the outputs are taken: they go on until `until` at most (the documented rule, docs/money.md). */
-  | { type: 'outputs.over_limit'; n: number; instanceId: number; reason: RunError; until: number };
+  | { type: 'outputs.over_limit'; n: number; instanceId: number; reason: RunError; until: number }
+
+  /** A task that failed for good keeps its instance for SSH until `until` (keep_on_failure_s), billing meanwhile. */
+  | { type: 'task.kept'; n: number; instanceId: number; until: number }
+  /** The keep ended before its bound (a cancel, a limit, the instance gone): it is destroyed now. */
+  | { type: 'task.keep_ended'; n: number; instanceId: number; why: string };
 
 // ---- actor contracts (implemented in src/daemon/runs/run-actors.ts) ----
 /** The candidates left from the last search, in its order: those the run's remaining budget can pay to boot (a SearchOutput). */

@@ -5,7 +5,7 @@ import { usdText } from '../usd-text.js';
 import { shownName } from './shown-name.js';
 import type { SpecIssue } from '../errors.js';
 import type { Run, RunAttempt, RunEvent, RunInstance, RunOutputsMissing } from '../wire/control-api.js';
-import { isEndState, keptRunNeeds } from '../wire/run-states.js';
+import { isEndState, keptForSshText, keptRunNeeds } from '../wire/run-states.js';
 
 const DASH = '-';
 
@@ -215,6 +215,11 @@ export function runDetail(run: Run, now: number): string[] {
   if (inst?.ready) fields.push(['Ready', readyText(inst.ready)]);
   const boot = bootDeadlineText(run, now);
   if (boot) fields.push(['Boot', `${boot} (at ${inst!.boot_deadline}, boot_timeout_s); the next offer is rented then`]);
+  if (inst?.keep_until)
+    fields.push([
+      'Kept',
+      `${keptForSshText(inst.keep_until)}: \`berth ssh ${run.id}\` to look around, billing meanwhile; \`berth cancel ${run.id}\` destroys it now`,
+    ]);
   if (run.held)
     fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.unreadable)
@@ -290,7 +295,7 @@ function attemptsTable(attempts: RunAttempt[], now: number): string[] {
 /** The live status line: state, attempt, offer, instance status, elapsed. */
 export function progressLine(run: Run, now: number): string {
   const boot = bootDeadlineText(run, now);
-  return `${progressKey(run)}  ${since(run.created_at, now)}${boot ? `  (${boot})` : ''}`;
+  return `${progressKey(run)}  ${since(run.created_at, now)}${boot ? `  (${boot})` : ''}${run.instance?.keep_until ? `  (${keptForSshText(run.instance.keep_until)})` : ''}`;
 }
 
 /** The progress line without the clock: it changes only when the run does (non-TTY output prints on change). */

@@ -19,6 +19,8 @@ const VERSION_KEY = 'berth_spec_version';
 export interface TaskPlan {
   run: string;
   maxRestarts: number;
+  /** Seconds a task that failed for good keeps its instance for `berth ssh` (keep_on_failure_s; 0: none). */
+  keepOnFailureS: number;
   /** The container directory the task starts in: the spec's workdir_dest, else /root/workdir (made empty without a workdir). */
   dir: string;
   /** The sha256 of the packed workdir uploaded into `dir` before the task starts, or null without one. */
@@ -98,6 +100,7 @@ function planOf(spec: ResolvedJobSpec): RunPlan {
     ? {
         run: spec.run!,
         maxRestarts: spec.max_restarts ?? 0,
+        keepOnFailureS: spec.keep_on_failure_s ?? 0,
         dir: spec.workdir_dest ?? WORKDIR_DEST_DEFAULT,
         workdirSha256: spec.workdir_sha256 ?? null,
       }

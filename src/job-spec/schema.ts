@@ -8,7 +8,7 @@ import { CREATE_INPUT_LIMITS as LIMITS, envTotalSize, sizeOf } from './create-in
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
 import { clashingOutputs } from './output-names.js';
 import { isSearchField, operandIssues, unknownSearchFieldMessage } from './search-fields.js';
-import { TASK_TOO_LARGE, taskFits } from './task-script.js';
+import { KEEP_ON_FAILURE_MAX_S, TASK_TOO_LARGE, taskFits } from './task-script.js';
 
 /** Values berth fills in when a spec leaves these fields out. */
 export const JOB_SPEC_DEFAULTS = {
@@ -388,6 +388,16 @@ export const jobSpecSchema = z
       .max(1000)
       .optional()
       .describe('Times a task that exited non-zero starts again, each on a fresh instance (default 0); needs run'),
+    // Issue #50: a way in after a crash, bounded (docs/tasks.md "Keeping a failed task's instance").
+    keep_on_failure_s: z
+      .number()
+      .int('must be a whole number of seconds')
+      .min(0, 'must be 0 or more')
+      .max(KEEP_ON_FAILURE_MAX_S, `must be at most ${KEEP_ON_FAILURE_MAX_S} (an hour): the kept instance bills its GPU meanwhile`)
+      .optional()
+      .describe(
+        `Seconds a task that fails for good (no restart left) keeps its instance, after its outputs are taken, for \`berth ssh\`; then it is destroyed, by the container itself when no daemon is up (default 0, at most ${KEEP_ON_FAILURE_MAX_S}); needs run`,
+      ),
     // Outputs (issue #40): container paths downloaded when the task ends, before the destroy
     // (src/daemon/task-files/outputs-download.ts), or copied to a cloud connection (outputs.cloud).
     outputs: outputsSchema
@@ -473,6 +483,8 @@ function checkTask(
     run?: unknown;
     onstart?: unknown;
     max_restarts?: unknown;
+    keep_on_failure_s?: unknown;
+    outputs?: unknown;
     ready_when?: unknown;
     idle_timeout_s?: unknown;
     idle_gpu_util_pct?: unknown;
@@ -489,6 +501,22 @@ function checkTask(
   }
   if (spec.max_restarts !== undefined && spec.run === undefined) {
     ctx.addIssue({ code: 'custom', path: ['max_restarts'], message: 'only applies with run (a task to restart)' });
+  }
+  if (spec.keep_on_failure_s !== undefined && spec.run === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['keep_on_failure_s'],
+      message: 'only applies with run (a task whose failure keeps its instance)',
+    });
+  }
+  // A cloud copy stops the instance first (its disk only bills): a stopped instance has no sshd to enter.
+  if (typeof spec.keep_on_failure_s === 'number' && spec.keep_on_failure_s > 0 && isPlainObject(spec.outputs) && 'cloud' in spec.outputs) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['keep_on_failure_s'],
+      message:
+        'cannot keep an instance whose outputs go to the cloud (outputs.cloud stops it first, and a stopped instance has no SSH): download them instead (a list of paths)',
+    });
   }
   // A task needs no way in (its end is read from its log), so SSH that never answers from the
   // daemon's network must never destroy one that works: it is ready when the service lists it running.

@@ -19,7 +19,8 @@
 //      exit=<code>`. Only the task's end writes it: an outbid, a host that failed or a user's stop
 //      leaves none, so the daemon never decides a task's end on a status alone;
 //   6. a stop of its own instance with its own key (manage_instance `{"state": "stopped"}`), with
-//      curl or wget. This is only the fast path: an image with neither, or a container that cannot
+//      curl or wget (with keep_on_failure_s, a failed task's instance is left running instead and
+//      destroyed by a background `sleep` once the keep has passed: `stopOrKeep` below). This is only the fast path: an image with neither, or a container that cannot
 //      reach the service, still ends the task, because the daemon also reads the log of every
 //      running task on a schedule of its own (src/daemon/task-end/task-probe.ts).
 //
@@ -55,6 +56,12 @@ export interface TaskScriptInput {
    * sshd to download from. Absent: no wait.
    */
   outputsWaitS?: number | undefined;
+  /**
+   * keep_on_failure_s (issue #50): a task that fails (or whose onstart does) does not stop its
+   * instance at its end (a stopped instance has no sshd): it keeps it running for `berth ssh` and
+   * destroys it itself this many seconds later, whatever became of the daemon. Absent or 0: the stop.
+   */
+  keepOnFailureS?: number | undefined;
   /** The container directory the task starts in (made if missing); default /root/workdir. */
   dir?: string | undefined;
   /** The workdir the daemon uploads into `dir`: the task waits for its ready-file, at most `waitS` seconds. */
@@ -70,6 +77,9 @@ const DIR_DEFAULT = '/root/workdir';
  * hash there, every file of the workdir is in place.
  */
 export const WORKDIR_READY_FILE = '.berth-ready';
+
+/** The most keep_on_failure_s a spec may ask for, s (an hour): the kept instance bills its GPU. */
+export const KEEP_ON_FAILURE_MAX_S = 3600;
 
 /** How long the wrapper waits for a following daemon's ack before its self-stop, s. */
 const FOLLOW_ACK_WAIT_S = 10;
@@ -175,7 +185,7 @@ function runCall(run: string): string {
  * ack (`echo ack 1<>` the `.ack`) makes the file then. `command exec`: a redirection a plain `exec`
  * fails ends a POSIX shell, and with it the stop.
  */
-function endCall(runId: string, n: number, outputsWaitS?: number): string {
+function endCall(runId: string, n: number, outputsWaitS?: number, keepS?: number): string {
   // With outputs, the daemon's `.got` is waited for whether or not it follows now: a daemon down at
   // the task's end and back within the wait still takes them. Bounded; the daemon's destroy (or its
   // `.got`) ends it sooner.
@@ -192,8 +202,24 @@ function endCall(runId: string, n: number, outputsWaitS?: number): string {
       // Acked: a regular `.ack` says so to a start of this container again (its wrapper then waits for none).
       `[ "$berth_a" = ack ] && rm -f ${ack} && : >${ack}; ` +
       `else berth_i=0; while [ -f "$berth_f.att" ] && [ ! -f ${ack} ] && [ $berth_i -lt ${FOLLOW_ACK_WAIT_S * 5} ]; do ` +
-      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; fi; ${outputs}berth_self stop; }`,
+      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; fi; ${outputs}${stopOrKeep(keepS)}; }`,
   ].join('\n');
+}
+
+/**
+ * The end's last step: the self-stop, or (keep_on_failure_s) for a failed task or onstart, a
+ * background destroy once the keep has passed, the instance left running for SSH meanwhile. Only
+ * an end this container just had keeps (`berth_rc` set; a start again that finds the done-file
+ * stops), and not a workdir that never came (the task never ran: the daemon fails over). It comes
+ * after the ack and outputs waits, as the daemon's keep begins after the outputs are taken.
+ */
+function stopOrKeep(keepS?: number): string {
+  if (keepS === undefined || keepS <= 0) return 'berth_self stop';
+  return (
+    `if [ "\${berth_rc:-0}" -ne 0 ]; then case "$1" in *stage=workdir*) berth_self stop ;; *) ` +
+    `( sleep ${Math.ceil(keepS)}; echo 'berth: keep_on_failure_s passed; destroying this instance'; berth_self destroy ) & ;; esac; ` +
+    'else berth_self stop; fi'
+  );
 }
 
 function marker(runId: string, n: number, stage: string): string {
@@ -265,7 +291,7 @@ export function taskScript(input: TaskScriptInput): string {
         `[ "$berth_w" -gt 0 ] && sleep "$berth_w"; echo 'berth: the run limit passed; destroying this instance'; berth_self destroy ) &`,
     );
   }
-  parts.push(endCall(input.runId, input.n, input.outputsWaitS));
+  parts.push(endCall(input.runId, input.n, input.outputsWaitS, input.keepOnFailureS));
   // A container started again after its attempt ended: the same end, said again, and no second run.
   parts.push('if [ -f "$berth_done" ] && read -r berth_line <"$berth_done"; then berth_end "$berth_line"; exit 0; fi');
   // The pid of an earlier start's task names no process of this one: emptied until the task starts.
@@ -311,6 +337,7 @@ const WORST = {
   callbackLine: `{ ${'c'.repeat(600)} } >/dev/null 2>&1 || true`,
   backstop: { atS: 99_999_999_999, madeAtS: 99_999_999_999 },
   outputsWaitS: 86_400,
+  keepOnFailureS: KEEP_ON_FAILURE_MAX_S,
   dir: `/${'d'.repeat(255)}`,
   workdir: { sha256: 'f'.repeat(64), waitS: 86_400 },
 };

@@ -43,6 +43,7 @@ const TONES: Record<RunState, string> = {
   rebidding: 'warn',
   running: 'good',
   collecting: 'busy',
+  keeping: 'warn',
   destroying: 'busy',
   succeeded: 'good',
   failed: 'bad',

@@ -46,6 +46,8 @@ const RunInstanceSchema = z.object({
    * the run's boot_timeout_s), and rents the next offer; null once ready, or before the create.
    */
   boot_deadline: isoTime.nullable(),
+  /** A failed task's instance kept for SSH (`keeping`, keep_on_failure_s): when it is destroyed; null otherwise. */
+  keep_until: isoTime.nullable(),
 });
 
 /** One offer tried. `outcome` is null while the attempt goes on. */

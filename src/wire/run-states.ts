@@ -9,6 +9,7 @@ export const RUN_STATES = [
   'rebidding',
   'running',
   'collecting',
+  'keeping',
   'destroying',
   'succeeded',
   'failed',
@@ -40,4 +41,10 @@ export function keptRunNeeds(u: { needs_spec_version: number | null; needs_machi
     ...(u.needs_machine_version !== null ? [`run machine version ${u.needs_machine_version}`] : []),
   ];
   return versions.length > 0 ? `a berth that reads ${versions.join(' and ')}` : 'a berth whose job spec rules accept it';
+}
+
+/** A kept instance's line, the CLI's and the dashboard's alike: `kept for SSH until 14:05:09 (keep_on_failure_s)`. */
+export function keptForSshText(keepUntil: string): string {
+  const at = new Date(keepUntil).toLocaleTimeString('en-GB', { hour12: false });
+  return `kept for SSH until ${at} (keep_on_failure_s)`;
 }

@@ -42,7 +42,10 @@ export async function cancelCommand(runId: string, options: CancelOptions, io: I
   io.out(
     ended.state === 'cancelled'
       ? `Run ${ended.id} is cancelled; it holds no instance.`
-      : `Run ${ended.id} had already ended (${ended.state}); it holds no instance.`,
+      : !isEndState(run.state) && ended.error?.kind === 'task_failed'
+        ? // Its task had failed (the cancel ended a keep_on_failure_s keep): the task's outcome stands (docs/tasks.md).
+          `Run ${ended.id} ended failed as its task did${ended.error.exit_code !== undefined ? ` (exit ${ended.error.exit_code})` : ''}; its instance is destroyed.`
+        : `Run ${ended.id} had already ended (${ended.state}); it holds no instance.`,
   );
   return EXIT.ok;
 }

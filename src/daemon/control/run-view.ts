@@ -46,6 +46,21 @@ function bootDeadlineOf(held: AttemptRow, bootTimeoutS: number | null): string |
   return iso(held.instance_created_at + bootTimeoutS * 1000);
 }
 
+/**
+ * While a failed task's instance is kept (`keeping`), when it is destroyed: the machine's bound
+ * (`current.keepUntil` in the stored snapshot); null in any other state, or before it is known.
+ */
+function keepUntilOf(run: RunRow): string | null {
+  if (run.state !== 'keeping' || run.snapshot_json === null) return null;
+  try {
+    const snap = JSON.parse(run.snapshot_json) as { context?: { current?: { keepUntil?: unknown } } };
+    const until = snap.context?.current?.keepUntil;
+    return typeof until === 'number' ? iso(until) : null;
+  } catch {
+    return null;
+  }
+}
+
 function gpuAskedFor(filter: unknown): string | null {
   if (typeof filter !== 'object' || filter === null) return null;
   const { eq, in: list } = filter as { eq?: unknown; in?: unknown };
@@ -114,6 +129,7 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number, outp
           ssh: sshOf(held),
           ready: readyOf(held),
           boot_deadline: bootDeadlineOf(held, spec.bootTimeoutS),
+          keep_until: keepUntilOf(run),
         }
       : null,
     attempts: attempts.map((a) => ({

@@ -191,6 +191,8 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     // Outputs to download: the self-stop at the task's end waits for them (at most files.outputs_timeout_s).
     // A cloud copy works on a stopped instance: no wait, the GPU stops at once.
     outputsWaitS: spec.collect !== null && spec.collect.cloud === null ? deps.outputs?.waitS : undefined,
+    // A failed task's instance is left running for SSH and destroyed by its container at the keep's end (issue #50).
+    keepOnFailureS: task.keepOnFailureS > 0 ? task.keepOnFailureS : undefined,
     dir: task.dir,
     workdir: task.workdirSha256 === null ? null : { sha256: task.workdirSha256, waitS: deps.uploadTimeoutS },
   };

@@ -206,6 +206,19 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         { n: e.n, instanceId: e.instanceId, reason: e.reason, until: e.until },
         'warn',
       );
+    // A kept instance bills its GPU: its bound is in the event, its money in the spend (issue #50).
+    case 'task.kept':
+      return append(
+        `attempt #${e.n}: the task failed for good; instance ${e.instanceId} is kept for SSH (\`berth ssh\`) until ${new Date(e.until).toISOString()} (keep_on_failure_s), billing meanwhile, then destroyed`,
+        { n: e.n, instanceId: e.instanceId, until: e.until },
+        'warn',
+      );
+    case 'task.keep_ended':
+      return append(`attempt #${e.n}: the keep of instance ${e.instanceId} ended early (${e.why}); destroying it now`, {
+        n: e.n,
+        instanceId: e.instanceId,
+        why: e.why,
+      });
     case 'outputs.cut':
       return append(
         `attempt #${e.n}: the outputs' transfer from instance ${e.instanceId} stopped (${e.why}); what came is kept, marked partial`,

@@ -49,9 +49,10 @@ export interface PollRouterDeps {
 /**
  * Run states in which a run waits on the poller: for its instance to run (again, after a rebid), to
  * be gone, or (collecting a task's outputs) to show it stopped for a cloud copy, so that its spend
- * drops to the disk's price from the stop on.
+ * drops to the disk's price from the stop on; a failed task's kept instance (`keeping`) for its
+ * absence (its container's backstop destroys it at the keep's bound when no daemon does).
  */
-const WAITING_STATES = new Set(['booting', 'rebidding', 'collecting', 'destroying']);
+const WAITING_STATES = new Set(['booting', 'rebidding', 'collecting', 'keeping', 'destroying']);
 
 export class PollRouter implements PollSubscriber {
   constructor(private readonly deps: PollRouterDeps) {}

@@ -24,6 +24,7 @@ export function runLimits(spec: RunPlan, config: Config): RunLimits {
     bid: spec.bid && { ...spec.bid, rebidWaitS: config.runs.rebid_wait_s },
     task: spec.task !== null,
     maxRestarts: spec.task?.maxRestarts ?? 0,
+    keepOnFailureS: spec.task?.keepOnFailureS ?? 0,
     outputs: spec.collect !== null,
     outputsTimeoutS: config.files.outputs_timeout_s,
     stoppedKeepS: config.files.stopped_keep_s,

@@ -3,7 +3,7 @@
 // container's output, its spend, and cancel or resume behind a confirmation.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Run, RunEvent, RunLogs, StreamOutput } from '../../wire/control-api.js';
-import { attemptIsLive, isEndState, keptRunNeeds } from '../../wire/run-states.js';
+import { attemptIsLive, isEndState, keptForSshText, keptRunNeeds } from '../../wire/run-states.js';
 import { call, followEvents } from '../api.js';
 import { ago, localTime, usd, usdPerHour } from '../format.js';
 import { Coded, ConfirmButton, CopyButton, ErrorNote, LogBox, Section, StateBadge, useNow } from '../parts/common.js';
@@ -232,6 +232,7 @@ export function RunPage({ id }: { id: string }) {
             Instance {run.instance.id} on machine {run.instance.machine_id ?? '—'}, {run.instance.actual_status ?? 'not listed yet'},{' '}
             {usdPerHour(run.instance.dph_total)}
             {run.instance.ready && ` · ready by ${run.instance.ready.via} ${ago(run.instance.ready.at, now)}`}
+            {run.instance.keep_until && ` · ${keptForSshText(run.instance.keep_until)}`}
           </p>
           {sshLines(run).length === 0 ? (
             <p class="muted">No SSH endpoint yet.</p>

@@ -91,6 +91,7 @@ describe('GET /metrics', () => {
         'destroying',
         'expired',
         'failed',
+        'keeping',
         'queued',
         'rebidding',
         'running',

@@ -32,6 +32,7 @@ function run(changes: Partial<Run> = {}, instance: Partial<NonNullable<Run['inst
       ],
       ready: { via: 'ssh', at, after_running_s: 2.4 },
       boot_deadline: null,
+      keep_until: null,
       ...instance,
     },
     attempts: [
@@ -92,6 +93,18 @@ describe('readiness in the CLI', () => {
     expect(runDetail(waiting, Date.parse(at))).toContain('SSH       waiting for SSH at ssh4.example:40022 to answer');
     // A daemon without these fields (or a run ready by status) still shows the listed proxy.
     expect(sshCommand(run({}, { ssh: [], ready: null }).instance)).toBe('ssh -p 40022 root@ssh4.example');
+  });
+
+  it('says a failed task instance is kept for SSH until when (keep_on_failure_s), in the detail and the live line', () => {
+    const now = Date.parse(at);
+    const until = new Date(now + 60_000).toISOString();
+    const kept = run({ state: 'keeping' }, { keep_until: until });
+    const hhmmss = new Date(until).toLocaleTimeString('en-GB', { hour12: false });
+    expect(runDetail(kept, now).join('\n')).toMatch(
+      new RegExp(`Kept\\s+kept for SSH until ${hhmmss} \\(keep_on_failure_s\\): \`berth ssh `),
+    );
+    expect(progressLine(kept, now)).toContain(`(kept for SSH until ${hhmmss} (keep_on_failure_s))`);
+    expect(runDetail(run({ state: 'running' }), now).join('\n')).not.toMatch(/kept for SSH/);
   });
 
   it('shows when a booting instance is given up (its boot deadline), in the detail and the live line, and not once it is ready', () => {

@@ -4,9 +4,23 @@ import { describe, expect, it } from 'vitest';
 import { issuesOf } from '../../helpers/spec-issues.js';
 import { SpecError } from '../../../src/errors.js';
 import { MARKER_PREFIX, taskEndOf, taskExitOf, taskScript } from '../../../src/job-spec/task-script.js';
+import { planRun } from '../../../src/job-spec/run-plan.js';
 import { checkJobSpecAgainstConfig, jobSpecJsonSchema, parseJobSpec, parseJobSpecText } from '../../../src/job-spec/validate.js';
 
 const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
+const RUNS = {
+  max_attempts: 3,
+  boot_timeout_s: 60,
+  deadline_s: 600,
+  destroy_retry_max_delay_s: 5,
+  outage_backoff_s: 1,
+  gone_offers_per_search: 4,
+  machine_quarantine_s: 0,
+  rebid_wait_s: 30,
+  idle_warning_s: 300,
+  search_share_s: 30,
+  relax: [],
+};
 const pathsOf = (input: unknown) => issuesOf(input).map((i) => i.path);
 
 describe('task fields of the job spec', () => {
@@ -29,6 +43,21 @@ describe('task fields of the job spec', () => {
   it('refuses max_restarts without a task, and idle_gpu_util_pct without idle_timeout_s', () => {
     expect(pathsOf({ ...minimal, max_restarts: 1 })).toEqual(['$.max_restarts']);
     expect(pathsOf({ ...minimal, idle_gpu_util_pct: 5 })).toEqual(['$.idle_gpu_util_pct']);
+  });
+
+  it('accepts keep_on_failure_s with a task, planned as 0 when absent (issue #50)', () => {
+    expect(parseJobSpec({ ...minimal, run: 'x', keep_on_failure_s: 3600 })).toMatchObject({ keep_on_failure_s: 3600 });
+    expect(planRun(parseJobSpec({ ...minimal, run: 'x', keep_on_failure_s: 60 }), RUNS).task).toMatchObject({ keepOnFailureS: 60 });
+    expect(planRun(parseJobSpec({ ...minimal, run: 'x' }), RUNS).task).toMatchObject({ keepOnFailureS: 0 });
+  });
+
+  it('refuses keep_on_failure_s past an hour, fractional, negative, without a task, or with a cloud copy', () => {
+    for (const keep of [3601, 1.5, -1]) expect(pathsOf({ ...minimal, run: 'x', keep_on_failure_s: keep })).toEqual(['$.keep_on_failure_s']);
+    expect(issuesOf({ ...minimal, run: 'x', keep_on_failure_s: 3601 })[0]!.message).toMatch(/at most 3600/);
+    expect(pathsOf({ ...minimal, keep_on_failure_s: 60 })).toEqual(['$.keep_on_failure_s']);
+    const cloud = { paths: ['out'], cloud: { connection: 'c', path: '/b' } };
+    expect(pathsOf({ ...minimal, run: 'x', keep_on_failure_s: 60, outputs: cloud })).toEqual(['$.keep_on_failure_s']);
+    expect(parseJobSpec({ ...minimal, run: 'x', keep_on_failure_s: 60, outputs: ['out'] })).toMatchObject({ keep_on_failure_s: 60 });
   });
 
   it('accepts a workdir with its destination, and refuses workdir without run, workdir_dest or workdir_sha256 without workdir (issue #40)', () => {
@@ -81,7 +110,7 @@ describe('task fields of the job spec', () => {
 
   it('publishes the new fields in the JSON Schema', () => {
     const props = (jobSpecJsonSchema() as { properties: Record<string, unknown> }).properties;
-    for (const f of ['run', 'max_restarts', 'idle_timeout_s', 'idle_gpu_util_pct']) expect(props).toHaveProperty(f);
+    for (const f of ['run', 'max_restarts', 'keep_on_failure_s', 'idle_timeout_s', 'idle_gpu_util_pct']) expect(props).toHaveProperty(f);
   });
 });
 

@@ -102,6 +102,41 @@ describe('the task wrapper under a real shell', () => {
     },
   );
 
+  // keep_on_failure_s (issue #50): a stopped instance has no sshd, so a failure leaves it running and
+  // the container destroys it itself once the keep has passed; a success stops as ever.
+  it.each(['sh', 'bash'] as const)(
+    '%s: with keep_on_failure_s a failed task is not stopped but destroyed after the keep',
+    async (shell) => {
+      calls.length = 0;
+      const script = taskScript({ run: 'exit 3', runId: RUN, n: 1, serviceUrl: url, backstop: null, keepOnFailureS: 1 });
+      let callsAtMarker: number | undefined;
+      const { out } = await runWrapper(script, {
+        shell,
+        onOut: (o) => {
+          if (callsAtMarker === undefined && taskEndOf(o, RUN, 1)) callsAtMarker = calls.length;
+        },
+      });
+      expect(taskEndOf(out, RUN, 1)).toEqual({ exitCode: 3, onstart: false });
+      expect(callsAtMarker).toBe(0);
+      expect(out).toContain('berth: keep_on_failure_s passed; destroying this instance');
+      expect(calls).toEqual([{ method: 'DELETE', path: '/api/v0/instances/42/', body: '{}' }]);
+    },
+  );
+
+  it('with keep_on_failure_s an onstart that fails keeps too, and a success still stops at once', async () => {
+    calls.length = 0;
+    const keep = (onstart: string | undefined, run: string) =>
+      taskScript({ onstart, run, runId: RUN, n: 1, serviceUrl: url, backstop: null, keepOnFailureS: 1 });
+    const failed = await runWrapper(keep('false', 'echo never'));
+    expect(taskEndOf(failed.out, RUN, 1)).toEqual({ exitCode: 1, onstart: true });
+    expect(calls.map((c) => c.method)).toEqual(['DELETE']);
+    calls.length = 0;
+    const ok = await runWrapper(keep(undefined, 'echo fine'));
+    expect(taskEndOf(ok.out, RUN, 1)).toEqual({ exitCode: 0, onstart: false });
+    expect(ok.out).not.toContain('keep_on_failure_s passed');
+    expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+  });
+
   it('an onstart that ends with exit 0 still runs the task', async () => {
     const { out } = await runWrapper(wrapper('echo setup\nexit 0', 'echo the task ran'));
     expect(out).toContain('the task ran');

@@ -237,6 +237,7 @@ describe('jobSpecJsonSchema', () => {
         'disk_gb',
         'env',
         'image',
+        'keep_on_failure_s',
         'max_attempts',
         'max_price_per_hour',
         'max_runtime_s',

@@ -57,3 +57,28 @@ describe('run view: the GPU', () => {
     expect(view()).toMatchObject({ gpu: 'RTX 4090 | A100', gpu_rented: false, attempts: [{ gpu_name: null, num_gpus: null }] });
   });
 });
+
+describe('run view: a kept instance (keep_on_failure_s, issue #50)', () => {
+  const progress = (state: 'running' | 'keeping', keepUntil: number | null) =>
+    store.runs.saveProgress('r1', {
+      state,
+      relaxLevel: 0,
+      attempt: 1,
+      error: null,
+      snapshotJson: JSON.stringify({ value: state, context: { current: { n: 1, keepUntil } } }),
+      machineVersion: 11,
+      at: 5,
+    });
+
+  it("shows the keep's bound from the stored machine while the run is keeping, and none in any other state", () => {
+    begin(1, { name: 'A100', count: 1 });
+    store.attempts.adopt('r1', 1, 501, 2);
+    progress('running', null);
+    expect(view().instance).toMatchObject({ id: 501, keep_until: null });
+    progress('keeping', Date.parse('2026-01-01T00:01:00Z'));
+    expect(view()).toMatchObject({ state: 'keeping', instance: { id: 501, keep_until: '2026-01-01T00:01:00.000Z' } });
+    // Before the machine read its clock for the bound: held, the bound not known yet.
+    progress('keeping', null);
+    expect(view().instance).toMatchObject({ id: 501, keep_until: null });
+  });
+});
