@@ -154,6 +154,14 @@ const taskEndPoll = (from: 'booting' | 'running') =>
  * was judged `boot_timeout` and run again on the next offer). Entered again, the deadline (an
  * absolute time) fires at once if it passed meanwhile, with a last look as of then.
  */
+/**
+ * A read made at the boot deadline (the instance not listed stopped or exited: the deadline's look
+ * saw it otherwise), ended past that deadline: nothing is left to wait for. (A read for a listed stop
+ * goes back to `booting`, whose deadline then looks again.)
+ */
+const readAtDeadline = (context: RunContext, at: number): boolean =>
+  at >= context.current!.bootDeadlineAt! && !(context.current!.status && mayBeTaskEnd(context.current!.status));
+
 const checkingTaskState = (returnTo: 'starting' | 'watching') => {
   const back = returnTo === 'starting' ? ({ target: '#run.booting', reenter: true } as const) : ({ target: returnTo } as const);
   return runSetup.createStateConfig({
@@ -165,10 +173,9 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') => {
         runId: context.runId,
         n: context.current!.n,
         instanceId: context.current!.instanceId!,
-        // At a limit, an instance not listed stopped may bill its GPU while its log is read: bounded.
-        ...(context.expire !== null && !(context.current!.status && mayBeTaskEnd(context.current!.status))
-          ? { withinMs: LIMIT_READ_MS }
-          : {}),
+        // Not listed stopped or exited (read at a limit, or at the boot deadline): the instance may
+        // bill its GPU while its log is read, so the read is bounded.
+        ...(!(context.current!.status && mayBeTaskEnd(context.current!.status)) ? { withinMs: LIMIT_READ_MS } : {}),
         // Stopped by its task: disk only, so its log is read for minutes rather than judged lost.
         ...(stoppedByTask(context.current!.status) ? { stoppedByTask: true } : {}),
       }),
@@ -229,6 +236,20 @@ const checkingTaskState = (returnTo: 'starting' | 'watching') => {
           target: '#run.destroying',
           actions: 'markEndingTaskUnread',
         },
+        // Read at the boot deadline with no stop listed, and no end found: the deadline judges now.
+        ...(returnTo === 'starting'
+          ? [
+              {
+                guard: ({ context, event }: { context: RunContext; event: { output: { at: number } } }) =>
+                  readAtDeadline(context, event.output.at),
+                target: '#run.destroying',
+                actions: {
+                  type: 'markEndingBootTimeout',
+                  params: ({ event }: { event: { output: { at: number } } }) => ({ at: event.output.at, look: null }),
+                },
+              } as const,
+            ]
+          : []),
         { ...back, actions: ['markTaskChecked', { type: 'replayStatus', params: ({ event }) => ({ at: event.output.at }) }] },
       ],
       onError: [
@@ -382,6 +403,13 @@ export const bootingState = runSetup.createStateConfig({
           { type: 'markRunning', params: (a) => ({ instance: deadlineMet(a).look!.instance, reachable: null }) },
           { type: 'reportRunning', params: { via: 'status' } },
         ],
+      },
+      // A task's run whose last look saw it not running (no list answered in time, or one that lags
+      // the container): its task may have run and ended unseen, so its log is read (bounded) before
+      // the attempt is judged (issue #49, the task fuzzer on a loaded machine: a 0.4 s task ran twice).
+      {
+        guard: { type: 'taskEndUnseenAtDeadline', params: deadlineMet },
+        target: '#run.booting.checkingTask',
       },
       { target: '#run.destroying', actions: { type: 'markEndingBootTimeout', params: deadlineMet } },
     ],

@@ -204,6 +204,9 @@ export const runSetup = setup({
     lookAnswersSsh: (_, params: { look: LastLook | null }) =>
       params.look?.instance != null && isRunningStatus(params.look.instance) && (params.look.reachable?.length ?? 0) > 0,
     /** The boot deadline's last look showed the instance running, and the spec counts that as ready. */
+    /** At the boot deadline, a task's run not yet read whose last look did not show it running. */
+    taskEndUnseenAtDeadline: ({ context }, params: { look: LastLook | null }) =>
+      context.limits.task && !context.current!.taskChecked && !(params.look?.instance != null && isRunningStatus(params.look.instance)),
     lookReadyByStatus: ({ context }, params: { look: LastLook | null }) =>
       params.look?.instance != null && isRunningStatus(params.look.instance) && context.limits.readyWhen === 'status',
     canRaiseBid: ({ context }) => nextBid(context.limits, context.current!) !== null,

@@ -222,6 +222,35 @@ describe('run machine: tasks', () => {
     expect(endedAttempts(emitted)[0]!.outcome).not.toBe('succeeded');
   });
 
+  it('a task whose boot deadline came with no list answering (a loaded machine) has its end read, bounded, before boot_timeout: the task that ended succeeded (issue #49, the task fuzzer)', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'loading'));
+    world.taskExits.set(id, 0);
+    world.lookAnswer = null;
+    await tick(LIMITS.bootTimeoutS * 1000 + 1_000);
+    // Not listed stopped: its GPU may bill while the log is read, so the read is bounded.
+    expect(world.taskReads).toEqual([{ runId: 'r1', n: 1, instanceId: id, withinMs: 30_000 }]);
+    await confirmGone(actor);
+    expect(stateOf(actor)).toBe('succeeded');
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+  });
+
+  it('the same with no end in the log: boot_timeout once read, and the next attempt boots', async () => {
+    const world = new FakeWorld();
+    const { actor, emitted } = await admitted(world);
+    const id = currentInstanceId(actor);
+    await poll(actor, status(id, 'loading'));
+    world.lookAnswer = null;
+    await tick(LIMITS.bootTimeoutS * 1000 + 1_000);
+    expect(world.taskReads).toHaveLength(1);
+    await tick(1_000);
+    await confirmGone(actor);
+    expect(endedAttempts(emitted).map((a) => a.outcome)).toEqual(['boot_timeout']);
+    expect(stateOf(actor)).toBe('booting');
+  });
+
   it('an instance that exits while booting, with no end marker in its log, fails over as exited and the run is never running', async () => {
     const world = new FakeWorld();
     const { actor, emitted } = await admitted(world);
