@@ -51,6 +51,14 @@ export interface TaskScriptInput {
   /** When the container destroys itself, and when the wrapper was made (s since epoch); null: no backstop. */
   backstop: { atS: number; madeAtS: number } | null;
   /**
+   * The latest moment (s since epoch, by the host's clock) the container's first start may begin the
+   * task: no later than the attempt's boot deadline. A first start after it destroys its instance and
+   * runs nothing, since berth has given the attempt up by then and rents the task elsewhere (issue
+   * #49: a container that began its task in the milliseconds between the deadline's last look and
+   * its destroy ran the task twice). A start again (a reboot, an outbid's end) is not held to it.
+   */
+  startByS?: number | undefined;
+  /**
    * The task leaves outputs (issue #40): at its end the self-stop waits, at most this many seconds
    * (files.outputs_timeout_s), for the daemon's `.got` (outputs taken): a stopped instance has no
    * sshd to download from. Absent: no wait.
@@ -294,6 +302,15 @@ export function taskScript(input: TaskScriptInput): string {
   parts.push(endCall(input.runId, input.n, input.outputsWaitS, input.keepOnFailureS));
   // A container started again after its attempt ended: the same end, said again, and no second run.
   parts.push('if [ -f "$berth_done" ] && read -r berth_line <"$berth_done"; then berth_end "$berth_line"; exit 0; fi');
+  // The first start, too late: berth gave the attempt up at its boot deadline. (No `date`: no check.)
+  if (input.startByS !== undefined) {
+    parts.push(
+      `if [ ! -f "$berth_f.began" ]; then { : >"$berth_f.began"; } 2>/dev/null; ` +
+        // Whole seconds: the second that holds the moment counts as after it (never a start too late).
+        `if [ "$(date +%s 2>/dev/null || echo 0)" -ge ${Math.floor(input.startByS)} ]; then ` +
+        `echo 'berth: this container started after its boot deadline; berth gave it up, the task does not start here'; berth_self destroy; exit 0; fi; fi`,
+    );
+  }
   // The pid of an earlier start's task names no process of this one: emptied until the task starts.
   parts.push('{ : >"$berth_f.pid"; } 2>/dev/null');
   if (input.onstart) {
@@ -336,6 +353,7 @@ const WORST = {
   serviceUrl: `https://${'s'.repeat(200)}`,
   callbackLine: `{ ${'c'.repeat(600)} } >/dev/null 2>&1 || true`,
   backstop: { atS: 99_999_999_999, madeAtS: 99_999_999_999 },
+  startByS: 99_999_999_999,
   outputsWaitS: 86_400,
   keepOnFailureS: KEEP_ON_FAILURE_MAX_S,
   dir: `/${'d'.repeat(255)}`,

@@ -25,7 +25,7 @@
 // Bounded for `npm test`: FUZZ_SEEDS seeds (default 2) from the commit's seed (CHAOS_SEED replays
 // one: the failing seed is printed with every failure); `npm run fuzz` runs many, with the wider
 // ranges of FUZZ_FULL=1.
-import { appendFileSync, chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, chmodSync, cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
@@ -87,7 +87,8 @@ describe('task fuzzer (issue #49)', () => {
   for (const seed of seeds) {
     it(`seed ${seed}: every task runs once whatever the timings, and nothing bills after`, { timeout: SETTLE_MS + 120_000 }, async () => {
       const rand = mulberry32(seed);
-      const why = (msg: string) => `${msg} (seed ${seed}: replay with CHAOS_SEED=${seed} FUZZ_SEEDS=1; FUZZ_KEEP=1 keeps ${home})`;
+      const why = (msg: string) =>
+        `${msg} (seed ${seed}: replay with CHAOS_SEED=${seed} FUZZ_SEEDS=1; FUZZ_KEEP=1 keeps its home in /tmp/berth-fuzz-kept-${seed})`;
       const sshKey = rand() < 0.7;
       const slim = rand() < 0.3;
       const uploadDelayS = pick(rand, [0, between(rand, 0, 15)]);
@@ -231,6 +232,14 @@ describe('task fuzzer (issue #49)', () => {
       // Their last destroys confirmed: nothing bills.
       const quiet = Date.now() + 30_000;
       while (Date.now() < quiet && simulator.billingNow().length > 0) await sleep(200);
+
+      // FUZZ_KEEP=1: the daemon's home (its log, berth.db, the plan) copied where the cleanup leaves it.
+      if (process.env.FUZZ_KEEP) {
+        const kept = `/tmp/berth-fuzz-kept-${seed}`;
+        cpSync(home, kept, { recursive: true });
+        cpSync(traces, join(kept, 'traces'), { recursive: true });
+        console.log(`seed ${seed}: kept in ${kept}`);
+      }
 
       // ---- the ledger ----
       checkAgainstLedger(simulator, runs, new Set(runNames.keys()), why);

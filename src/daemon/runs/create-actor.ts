@@ -188,6 +188,9 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     n: input.n,
     serviceUrl: deps.serviceUrl,
     backstop: backstopOf(deps, spec, input),
+    // Before the boot deadline (which counts from the create's answer, later than now), less a
+    // margin for the host's clock: a first start after it runs nothing (issue #49).
+    startByS: deps.clock.now() / 1000 + spec.boot_timeout_s - Math.min(START_BY_MARGIN_S, spec.boot_timeout_s / 10),
     // Outputs to download: the self-stop at the task's end waits for them (at most files.outputs_timeout_s).
     // A cloud copy works on a stopped instance: no wait, the GPU stops at once.
     outputsWaitS: spec.collect !== null && spec.collect.cloud === null ? deps.outputs?.waitS : undefined,
@@ -206,6 +209,9 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
   }
   return { script: encodeOnstart(taskScript(base)) };
 }
+
+/** The most the wrapper's start-by moment is set before the boot deadline, for a host clock ahead of berth's, s. */
+const START_BY_MARGIN_S = 5;
 
 /**
  * When the task's wrapper destroys its own instance should no daemon end the run first: what is

@@ -383,6 +383,38 @@ describe('the task wrapper under a real shell', () => {
     expect(ackAtStop).toEqual([true]);
   });
 
+  it('a first start after the start-by moment (the boot deadline) runs nothing and destroys its instance; a start again is not held to it (#49)', async () => {
+    calls.length = 0;
+    const late = taskScript({
+      run: 'echo the task ran',
+      runId: RUN,
+      n: 1,
+      serviceUrl: url,
+      backstop: null,
+      startByS: Date.now() / 1000 - 10,
+    });
+    const tmp = mkdtempSync(join(scratch, 'tmp-'));
+    const first = await runWrapper(late, { tmp });
+    expect(first.out).not.toContain('the task ran');
+    expect(first.out).toContain('started after its boot deadline');
+    expect(taskEndOf(first.out, RUN, 1)).toBeNull();
+    expect(calls).toEqual([{ method: 'DELETE', path: '/api/v0/instances/42/', body: '{}' }]);
+    // In time, the task runs; and a container started again later (its first start recorded) too.
+    calls.length = 0;
+    const inTime = taskScript({
+      run: 'echo the task ran',
+      runId: RUN,
+      n: 2,
+      serviceUrl: url,
+      backstop: null,
+      startByS: Date.now() / 1000 + 60,
+    });
+    expect((await runWrapper(inTime)).out).toContain('the task ran');
+    const again = mkdtempSync(join(scratch, 'tmp-'));
+    writeFileSync(join(again, `berth-task-${RUN}-1.began`), '');
+    expect((await runWrapper(late, { tmp: again })).out).toContain('the task ran');
+  });
+
   it('the backstop sleeps until an absolute time, so a container started again does not get the limit anew', async () => {
     calls.length = 0;
     const now = Date.now() / 1000;
