@@ -307,7 +307,9 @@ export function taskScript(input: TaskScriptInput): string {
     parts.push(
       `if [ ! -f "$berth_f.began" ]; then { : >"$berth_f.began"; } 2>/dev/null; ` +
         // Whole seconds: the second that holds the moment counts as after it (never a start too late).
-        `if [ "$(date +%s 2>/dev/null || echo 0)" -ge ${Math.floor(input.startByS)} ]; then ` +
+        // Only where it can destroy its instance (curl or wget): one that cannot would sit running
+        // with nothing to end it, so it runs the task as before.
+        `if [ "$(date +%s 2>/dev/null || echo 0)" -ge ${Math.floor(input.startByS)} ] && { command -v curl || command -v wget; } >/dev/null 2>&1; then ` +
         `echo 'berth: this container started after its boot deadline; berth gave it up, the task does not start here'; berth_self destroy; exit 0; fi; fi`,
     );
   }
