@@ -94,7 +94,7 @@ const FOLLOW_ACK_WAIT_S = 10;
 
 /** The marker's prefix; a line of the container's log matching MARKER is the task's end. */
 export const MARKER_PREFIX = 'berth-task-end';
-const MARKER = /^berth-task-end run=([a-z2-7]+) attempt=(\d+) exit=(\d{1,3})(?: stage=(onstart|workdir))?\s*$/;
+const MARKER = /^berth-task-end run=([a-z2-7]+) attempt=(\d+) exit=(\d{1,3})(?: stage=(onstart|workdir|late))?\s*$/;
 
 /** How a task's attempt ended, as its end marker says. */
 export interface TaskEnd {
@@ -304,13 +304,16 @@ export function taskScript(input: TaskScriptInput): string {
   parts.push('if [ -f "$berth_done" ] && read -r berth_line <"$berth_done"; then berth_end "$berth_line"; exit 0; fi');
   // The first start, too late: berth gave the attempt up at its boot deadline. (No `date`: no check.)
   if (input.startByS !== undefined) {
+    const late = `berth: this container started after its boot deadline; berth gave it up, the task does not start here`;
     parts.push(
       `if [ ! -f "$berth_f.began" ]; then { : >"$berth_f.began"; } 2>/dev/null; ` +
         // Whole seconds: the second that holds the moment counts as after it (never a start too late).
-        // Only where it can destroy its instance (curl or wget): one that cannot would sit running
-        // with nothing to end it, so it runs the task as before.
-        `if [ "$(date +%s 2>/dev/null || echo 0)" -ge ${Math.floor(input.startByS)} ] && { command -v curl || command -v wget; } >/dev/null 2>&1; then ` +
-        `echo 'berth: this container started after its boot deadline; berth gave it up, the task does not start here'; berth_self destroy; exit 0; fi; fi`,
+        `if [ "$(date +%s 2>/dev/null || echo 0)" -ge ${Math.floor(input.startByS)} ]; then echo '${late}'; ` +
+        // With curl or wget it destroys its instance; without, its marker (`stage=late`: the task
+        // never started, read as the workdir's is) tells berth to fail the attempt over, never to
+        // leave it running with nothing to end it.
+        `if { command -v curl || command -v wget; } >/dev/null 2>&1; then berth_self destroy; exit 0; fi; ` +
+        `berth_rc=1; ${marker(input.runId, input.n, ' stage=late')}; exit 1; fi; fi`,
     );
   }
   // The pid of an earlier start's task names no process of this one: emptied until the task starts.
@@ -337,7 +340,9 @@ export function taskEndOf(log: string, runId: string, n: number): TaskEnd | null
   for (let i = lines.length - 1; i >= 0; i--) {
     const m = MARKER.exec(lines[i]!);
     if (m && m[1] === runId && Number(m[2]) === n)
-      return { exitCode: Number(m[3]), onstart: m[4] === 'onstart', ...(m[4] === 'workdir' ? { workdir: true } : {}) };
+      // `late` (a first start after the boot deadline, issue #49) never started the task either: the
+      // attempt fails over as for a workdir that never came.
+      return { exitCode: Number(m[3]), onstart: m[4] === 'onstart', ...(m[4] === 'workdir' || m[4] === 'late' ? { workdir: true } : {}) };
   }
   return null;
 }

@@ -413,9 +413,11 @@ describe('the task wrapper under a real shell', () => {
     const again = mkdtempSync(join(scratch, 'tmp-'));
     writeFileSync(join(again, `berth-task-${RUN}-1.began`), '');
     expect((await runWrapper(late, { tmp: again })).out).toContain('the task ran');
-    // An image that cannot destroy its instance (no curl, no wget) runs the task as before: refused,
-    // it would sit running with nothing to end it.
-    expect((await runWrapper(late, { path: slimBin })).out).toContain('the task ran');
+    // An image that cannot destroy its instance (no curl, no wget) runs nothing either, and its
+    // marker says the task never started (the attempt fails over), so nothing sits running.
+    const slim = await runWrapper(late, { path: slimBin });
+    expect(slim.out).not.toContain('the task ran');
+    expect(taskEndOf(slim.out, RUN, 1)).toEqual({ exitCode: 1, onstart: false, workdir: true });
   });
 
   it('the backstop sleeps until an absolute time, so a container started again does not get the limit anew', async () => {
