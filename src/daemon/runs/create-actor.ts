@@ -189,8 +189,12 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     serviceUrl: deps.serviceUrl,
     backstop: backstopOf(deps, spec, input),
     // Before the boot deadline (which counts from the create's answer, later than now), less a
-    // margin for the host's clock: a first start after it runs nothing (issue #49).
-    startByS: deps.clock.now() / 1000 + spec.boot_timeout_s - Math.min(START_BY_MARGIN_S, spec.boot_timeout_s / 10),
+    // margin for the host's clock: a first start after it runs nothing (issue #49). Not for a bid:
+    // one outbid at its create first starts once its raised bid wins, with a boot deadline anew.
+    startByS:
+      input.bidPrice === null
+        ? deps.clock.now() / 1000 + spec.boot_timeout_s - Math.min(START_BY_MARGIN_S, spec.boot_timeout_s / 10)
+        : undefined,
     // Outputs to download: the self-stop at the task's end waits for them (at most files.outputs_timeout_s).
     // A cloud copy works on a stopped instance: no wait, the GPU stops at once.
     outputsWaitS: spec.collect !== null && spec.collect.cloud === null ? deps.outputs?.waitS : undefined,
