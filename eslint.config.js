@@ -32,10 +32,13 @@ export default tseslint.config(
     ['src/daemon/task-end/**', ['daemon.js', 'control', 'runs', 'task-files']],
     ['src/daemon/task-files/**', ['daemon.js', 'control', 'runs']],
     [
-      'src/daemon/{money,fleet,notify,inbound,cluster}/**',
-      ['daemon.js', 'control', 'runs', 'money', 'fleet', 'notify', 'inbound', 'cluster'],
+      'src/daemon/{money,notify,inbound,cluster}/**',
+      ['daemon.js', 'control', 'runs', 'task-end', 'task-files', 'money', 'notify', 'inbound', 'cluster'],
       true,
     ],
+    // The home for instances is below them all: who holds an instance and what bills now is asked by
+    // the money, the metrics and the runs alike.
+    ['src/daemon/instances/**', ['daemon.js', 'control', 'runs', 'task-end', 'task-files', 'money', 'notify', 'inbound', 'cluster'], true],
   ]),
   {
     // Everything below the daemon is used by it and never reaches back up into it or the CLI.

@@ -2,7 +2,7 @@
 // the simulator to the poller handing that status over, with 0, 100 and 1,000 other instances on
 // the account. Two pollers, each against its own fresh simulator with the service's rate limits,
 // through berth's real client and its default rate limits (list 0.9/s):
-// - berth's poller (src/daemon/fleet/poller.ts): an id-filtered list of the booting instances at the
+// - berth's poller (src/daemon/instances/poller.ts): an id-filtered list of the booting instances at the
 //   start of every interval, the account swept page by page in the rest of the list budget;
 // - the full-sweep poller it replaced: every page of the account every interval (below, kept here
 //   only as the benchmark's baseline).
@@ -10,7 +10,7 @@ import { createMarketClient, type MarketplaceClient } from '../src/client/market
 import type { Instance } from '../src/client/types.js';
 import { systemClock } from '../src/clock.js';
 import { loadConfig } from '../src/config/load.js';
-import { InstancePoller } from '../src/daemon/fleet/poller.js';
+import { InstancePoller } from '../src/daemon/instances/poller.js';
 import { silentLogger } from '../src/logger.js';
 import { startSimulator, type RunningSimulator } from '../src/sim/index.js';
 

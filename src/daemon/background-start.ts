@@ -19,7 +19,7 @@ import type { SshKeys } from './ssh-keys.js';
 import { whileStoreBusy } from './store-wait.js';
 import { sweepOutputs } from './task-files/outputs-retention.js';
 import type { ClusterLoop } from './cluster/cluster-loop.js';
-import type { InstancePoller } from './fleet/poller.js';
+import type { InstancePoller } from './instances/poller.js';
 import type { AccountWatch } from './money/account-watch.js';
 import type { Notifier } from './notify/notifier.js';
 import type { RunNotices } from './runs/run-notices.js';

@@ -40,7 +40,7 @@ import { READY_KEY_NAME, ReadyTokens } from './inbound/ready-token.js';
 import type { ClusterState, DaemonMetrics } from './notify/metrics.js';
 import { Notifier } from './notify/notifier.js';
 import { notifyEventOf } from './notify/notify-events.js';
-import { InstancePoller } from './fleet/poller.js';
+import { InstancePoller } from './instances/poller.js';
 import { StoreSharedView } from './cluster/shared-view.js';
 import type { RunHooks } from './runs/run-hooks.js';
 import type { Supervisor } from './runs/supervisor.js';

@@ -10,7 +10,7 @@
 export const CREATE_INPUT_LIMITS = {
   /** `image`: max_length 1024. */
   imageMaxChars: 1024,
-  /** `label`: max_length 256 (berth builds the label: see src/daemon/runs/labels.ts). */
+  /** `label`: max_length 256 (berth builds the label: see src/daemon/instances/labels.ts). */
   labelMaxChars: 256,
   /** `env`: max_length 256, each value. */
   envValueMaxChars: 256,

@@ -1,6 +1,6 @@
 // The account's instances as the leading daemon's lists showed them, shared through the store
 // (issue #21 item 4: "the leader makes the instance lists and every daemon reads their result from
-// the store"). The poller (src/daemon/fleet/poller.ts) publishes through this when it leads and
+// the store"). The poller (src/daemon/instances/poller.ts) publishes through this when it leads and
 // reads through it when it does not.
 //
 // Times cross machines here: the store keeps the database's clock (as the leases measure it), and

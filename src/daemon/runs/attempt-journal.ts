@@ -10,7 +10,7 @@
 import type { RunEmitted } from '../../../machines/run-machine.js';
 import { sshEndpoints } from '../../../machines/run-rules.js';
 import type { AttemptRow, Store } from '../../store/index.js';
-import { attemptLabel } from './labels.js';
+import { attemptLabel } from '../instances/labels.js';
 import type { RunOwnership } from '../cluster/run-ownership.js';
 
 interface AttemptStart {

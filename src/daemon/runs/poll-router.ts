@@ -1,4 +1,4 @@
-// The poll router: the shared poller's subscriber (../fleet/poller.ts PollSubscriber), between the
+// The poll router: the shared poller's subscriber (../instances/poller.ts PollSubscriber), between the
 // account's lists and the runs driven here. It decides
 // - which instances each run waits on (`waited`): a booting run's for a status other than loading, a
 //   rebidding or destroying run's for any change or its absence, a running task's for its end, and
@@ -16,10 +16,10 @@ import type { Instance } from '../../client/types.js';
 import type { Clock } from '../../clock.js';
 import type { RunPlan } from '../../job-spec/run-plan.js';
 import type { Store } from '../../store/index.js';
-import type { PollSubscriber } from '../fleet/poller.js';
+import type { PollSubscriber } from '../instances/poller.js';
 import type { IdleWatch } from '../task-end/idle-watch.js';
-import { toStatus } from './instance-status.js';
-import type { Reconciler } from './reconciler.js';
+import { toStatus } from '../instances/instance-status.js';
+import type { Reconciler } from '../instances/reconciler.js';
 import type { RunDriver } from './run-driver.js';
 import type { RunPlacement } from './run-placement.js';
 

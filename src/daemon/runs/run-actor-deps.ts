@@ -14,7 +14,7 @@ import type { ReadyTokens } from '../inbound/ready-token.js';
 import type { TaskLogs } from '../task-end/task-logs.js';
 import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { OfferClaims } from './offer-claims.js';
-import type { InstanceLists } from '../fleet/poller.js';
+import type { InstanceLists } from '../instances/poller.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
 import type { AttemptLogins } from '../task-end/task-shells.js';
 

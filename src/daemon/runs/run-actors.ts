@@ -33,7 +33,7 @@ import { excludedMost, marketQuery, noOffersWhy, uncappedQuery } from '../../job
 import { probeOnce, probeUntilReachable } from './ssh-probe.js';
 import { loginWhenReady } from './ssh-login.js';
 import { asRunActor } from './actor-failure.js';
-import { toStatus } from './instance-status.js';
+import { toStatus } from '../instances/instance-status.js';
 import { SearchPool } from './search-pool.js';
 import { createAttempt } from './create-actor.js';
 import { specOf, type MoneyPort, type RunActorDeps } from './run-actor-deps.js';

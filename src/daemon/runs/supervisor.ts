@@ -32,8 +32,8 @@ import type { CreateGate } from '../money/create-gate.js';
 import type { MoneyGuard } from '../money/money-guard.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
 import type { OfferClaims } from './offer-claims.js';
-import type { PollSubscriber } from '../fleet/poller.js';
-import type { Reconciler } from './reconciler.js';
+import type { PollSubscriber } from '../instances/poller.js';
+import type { Reconciler } from '../instances/reconciler.js';
 import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { FailureLogs } from '../task-end/failure-logs.js';
 import type { IdleWatch } from '../task-end/idle-watch.js';
@@ -387,7 +387,7 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
     return this.drivers.size;
   }
 
-  // The poller's subscriber (../fleet/poller.ts): what the lists show goes through the router (./poll-router.ts).
+  // The poller's subscriber (../instances/poller.ts): what the lists show goes through the router (./poll-router.ts).
   waited: PollRouter['waited'] = () => this.router.waited();
   onSeen: PollRouter['onSeen'] = (instances, listedAt) => this.router.onSeen(instances, listedAt);
   onCovered: PollRouter['onCovered'] = (ids, listedAt) => this.router.onCovered(ids, listedAt);

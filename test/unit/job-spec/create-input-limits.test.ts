@@ -3,7 +3,7 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { issuesOf } from '../../helpers/spec-issues.js';
-import { attemptLabel } from '../../../src/daemon/runs/labels.js';
+import { attemptLabel } from '../../../src/daemon/instances/labels.js';
 import { CREATE_INPUT_LIMITS, envTotalSize, sizeOf } from '../../../src/job-spec/create-input-limits.js';
 import { encodeOnstart, ONSTART_MAX_CHARS } from '../../../src/job-spec/onstart.js';
 import { parseJobSpec } from '../../../src/job-spec/validate.js';

@@ -25,7 +25,7 @@ import { MachineQuarantine } from '../../../../src/daemon/runs/machine-quarantin
 import { OfferClaims } from '../../../../src/daemon/runs/offer-claims.js';
 import { StoreClaims } from '../../../../src/daemon/runs/store-claims.js';
 import { makeRunActors } from '../../../../src/daemon/runs/run-actors.js';
-import type { InstanceLists } from '../../../../src/daemon/fleet/poller.js';
+import type { InstanceLists } from '../../../../src/daemon/instances/poller.js';
 import { parseJobSpec } from '../../../../src/job-spec/validate.js';
 import { planRun } from '../../../../src/job-spec/run-plan.js';
 import { openStore, type Store } from '../../../../src/store/index.js';

@@ -29,7 +29,7 @@ import { systemClock, type Clock } from '../../../../src/clock.js';
 import { loadConfig } from '../../../../src/config/load.js';
 import { AttemptJournal } from '../../../../src/daemon/runs/attempt-journal.js';
 import { SoleOwner } from '../../../../src/daemon/cluster/run-ownership.js';
-import { ALERT_AFTER } from '../../../../src/daemon/runs/destroy-alerts.js';
+import { ALERT_AFTER } from '../../../../src/daemon/instances/destroy-alerts.js';
 import { MachineQuarantine } from '../../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../../src/daemon/runs/offer-claims.js';
 import { RunDriver, type ProvidedRunMachine } from '../../../../src/daemon/runs/run-driver.js';

@@ -15,13 +15,20 @@ import type { Clock } from '../../clock.js';
 import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
-import type { AttemptJournal } from './attempt-journal.js';
 import { DestroyFailures } from './destroy-alerts.js';
 import { classifyInstance } from './ownership.js';
 
+/** What the reconciler writes through the attempt journal (../runs/attempt-journal.ts is one). */
+interface OwnershipJournal {
+  /** The attempt takes the listed instance its journaled create never recorded; false when it holds another or gave up. */
+  adopt(runId: string, n: number, instanceId: number, sentAt: number): boolean;
+  /** An orphan's destroy is confirmed: a complete sweep no longer lists it. */
+  orphanGone(runId: string, n: number, instanceId: number, at: number): void;
+}
+
 interface ReconcilerDeps {
   store: Store;
-  journal: AttemptJournal;
+  journal: OwnershipJournal;
   client: MarketClient;
   clock: Clock;
   log: Logger;

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Instance, InstancePage, InstancePageQuery, MarketClient } from '../../../../src/client/types.js';
 import { BerthError } from '../../../../src/errors.js';
-import { InstancePoller, type PollSubscriber, type SharedView } from '../../../../src/daemon/fleet/poller.js';
+import { InstancePoller, type PollSubscriber, type SharedView } from '../../../../src/daemon/instances/poller.js';
 import { silentLogger } from '../../../../src/logger.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 

@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Instance } from '../../../../src/client/types.js';
-import { attemptLabel, parseLabel } from '../../../../src/daemon/runs/labels.js';
+import { attemptLabel, parseLabel } from '../../../../src/daemon/instances/labels.js';
 import { MachineQuarantine } from '../../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../../src/daemon/runs/offer-claims.js';
-import { classifyInstance } from '../../../../src/daemon/runs/ownership.js';
+import { classifyInstance } from '../../../../src/daemon/instances/ownership.js';
 import { openStore, type Store } from '../../../../src/store/index.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 
