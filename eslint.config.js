@@ -95,6 +95,30 @@ export default tseslint.config(
     },
   },
   {
+    // Who holds an instance and what bills now is decided in one place (src/daemon/instances/holdings.ts):
+    // nothing else in the daemon prices an attempt, reads the attempts that may bill, or classifies
+    // a listed instance, so a new kind of hold (a warm instance) changes one module.
+    files: ['src/daemon/**/*.ts'],
+    ignores: ['src/daemon/instances/holdings.ts'],
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: 'ImportSpecifier[imported.name=/^(attemptPrice|attemptSpend|billedDph)$/]',
+          message: 'what an instance bills is asked of src/daemon/instances/holdings.ts',
+        },
+        {
+          selector: "MemberExpression[property.name='billingSince']",
+          message: 'what bills now is asked of src/daemon/instances/holdings.ts (billsSince, billingNow)',
+        },
+        {
+          selector: "ImportSpecifier[imported.name='parseLabel']",
+          message: 'who holds an instance is asked of src/daemon/instances/holdings.ts (classifyInstance)',
+        },
+      ],
+    },
+  },
+  {
     // Tests read parsed JSON bodies of many shapes; the shipped code may not use `any`.
     files: ['test/**/*.ts'],
     rules: { '@typescript-eslint/no-explicit-any': 'off' },

@@ -57,6 +57,7 @@ import { SoleOwner, type RunOwnership } from './cluster/run-ownership.js';
 import { checkConfigRelax } from '../job-spec/validate.js';
 import { checkServiceUrl, confirmAccount, type BindingAtStart, type ConfirmDeps } from './service-binding.js';
 import { makeSshKeys } from './ssh-keys.js';
+import { billingNow } from './instances/holdings.js';
 
 export interface DaemonOptions {
   configFile?: string | undefined;
@@ -469,7 +470,7 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
     // Stopped before the runs: a list in flight is handed over while they still listen.
     releasers.push(() => poller.stop());
 
-    const life = daemonLife(releasers, log, () => stillBillingWords(store));
+    const life = daemonLife(releasers, log, () => stillBillingWords(store, clock.now()));
     const controlApi = controlApiDeps(
       { config, store, client, clock, log, runs, metrics, clusterState, tokens, startedAt, ready: life.ready, loginKey: sshKeys.loginKey },
       options.streamHeartbeatMs,
@@ -526,10 +527,10 @@ export async function startDaemon(options: DaemonOptions = {}): Promise<RunningD
  * the next start), as one sentence for the log; undefined when nothing bills. Read from the store,
  * which on a shared store counts every daemon's instances, as the service bills them.
  */
-function stillBillingWords(store: Store): string | undefined {
-  let live: ReturnType<Store['attempts']['liveInstances']>;
+function stillBillingWords(store: Store, now: number): string | undefined {
+  let live: ReturnType<typeof billingNow>;
   try {
-    live = store.attempts.liveInstances();
+    live = billingNow(store, now);
   } catch {
     return undefined; // a store that cannot be read now: the stop goes on without the summary
   }

@@ -13,7 +13,7 @@
 // (src/store/spend.ts).
 import type { AttemptRow } from './attempt-row.js';
 import type { SqlDb } from './sql-db.js';
-import { attemptPrice, attemptSpend, billedDph } from './spend.js';
+import { attemptSpend, billedDph } from './spend.js';
 
 export type { AttemptRow } from './attempt-row.js';
 
@@ -213,15 +213,6 @@ export function createAttemptsRepo(db: SqlDb) {
       let usd = 0;
       for (const a of everyAttempt.all() as BillingRow[]) usd += attemptSpend(a, a.run_ended_at, now);
       return usd;
-    },
-    /**
-     * Instances made and not confirmed gone, and their summed billed $/h (as the money guard prices
-     * them, ./spend.ts), each with its run and price.
-     */
-    liveInstances(): { n: number; usdPerHour: number; each: { runId: string; instanceId: number | null; usdPerHour: number }[] } {
-      const rows = (mayBill.all() as BillingRow[]).filter((a) => a.create_state === 'created' && attemptPrice(a, a.run_ended_at) > 0);
-      const each = rows.map((a) => ({ runId: a.run_id, instanceId: a.instance_id, usdPerHour: attemptPrice(a, a.run_ended_at) }));
-      return { n: rows.length, usdPerHour: each.reduce((sum, a) => sum + a.usdPerHour, 0), each };
     },
   };
 }

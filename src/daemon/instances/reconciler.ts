@@ -16,7 +16,7 @@ import { toRunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import { DestroyFailures } from './destroy-alerts.js';
-import { classifyInstance } from './ownership.js';
+import { classifyInstance } from './holdings.js';
 
 /** What the reconciler writes through the attempt journal (../runs/attempt-journal.ts is one). */
 interface OwnershipJournal {

@@ -6,7 +6,8 @@
 import type { ClientStats } from '../../client/events.js';
 import { RATE_GROUPS, type Config } from '../../config/schema.js';
 import type { Store } from '../../store/index.js';
-import { attemptPrice, attemptSpend, round6 } from '../../store/spend.js';
+import { round6 } from '../../store/spend.js';
+import { billsSince, usdPerHour, usdSince } from '../instances/holdings.js';
 import type { AccountView } from '../../wire/control-api.js';
 
 const DAY_MS = 86_400_000;
@@ -20,12 +21,12 @@ export interface AccountViewDeps {
 }
 
 export function accountView({ store, now, account, config, stats }: AccountViewDeps): AccountView {
-  const rows = store.attempts.billingSince(now - DAY_MS);
+  const bills = billsSince(store, now - DAY_MS, now);
   return {
     credit: { usd: account.credit, min_usd: config.account.min_credit_usd, low: account.low },
     money: {
-      usd_per_hour: round6(rows.reduce((s, a) => s + attemptPrice(a, a.run_ended_at), 0)),
-      usd_last_24h: round6(rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, now, now - DAY_MS), 0)),
+      usd_per_hour: round6(usdPerHour(bills)),
+      usd_last_24h: round6(usdSince(bills, now - DAY_MS)),
       max_usd_per_hour: config.budget.max_usd_per_hour ?? null,
       max_usd_per_day: config.budget.max_usd_per_day ?? null,
     },

@@ -12,7 +12,8 @@ import type { Charge } from '../../client/marketplace-client.js';
 import { BerthError, toRunError } from '../../errors.js';
 import type { Store } from '../../store/index.js';
 import type { CostsReport } from '../../wire/control-api.js';
-import { attemptPrice, attemptSpend, round6 } from '../../store/spend.js';
+import { round6 } from '../../store/spend.js';
+import { billsSince, usdSince } from '../instances/holdings.js';
 
 const DAY_MS = 86_400_000;
 
@@ -41,32 +42,27 @@ export async function costsReport(
   charges?: (range: { fromS: number; toS: number }) => Promise<Charge[]>,
 ): Promise<CostsReport> {
   // Without --since: every record berth keeps (store.retention_days of them).
-  const rows = store.attempts.billingSince(sinceMs === undefined ? -Infinity : dayStart(sinceMs));
-  const from = dayStart(sinceMs ?? rows.reduce((m, a) => Math.min(m, a.instance_created_at ?? a.started_at), now));
+  const bills = billsSince(store, sinceMs === undefined ? -Infinity : dayStart(sinceMs), now);
+  const from = dayStart(sinceMs ?? bills.reduce((m, b) => Math.min(m, b.since), now));
   const byRun = new Map<string, RunCosts>();
-  for (const a of rows.sort((x, y) => x.run_id.localeCompare(y.run_id) || x.n - y.n)) {
-    if (a.create_state !== 'created' && a.create_state !== 'intent') continue;
-    let run = byRun.get(a.run_id);
+  for (const b of bills.sort((x, y) => x.runId.localeCompare(y.runId) || x.n - y.n)) {
+    let run = byRun.get(b.runId);
     if (!run) {
-      const row = store.runs.get(a.run_id);
-      run = { id: a.run_id, name: row?.name ?? '?', state: row?.state ?? '?', usd: 0, usd_per_hour: 0, instances: [] };
-      byRun.set(a.run_id, run);
+      const row = store.runs.get(b.runId);
+      run = { id: b.runId, name: row?.name ?? '?', state: row?.state ?? '?', usd: 0, usd_per_hour: 0, instances: [] };
+      byRun.set(b.runId, run);
     }
-    const usd = attemptSpend(a, a.run_ended_at, now, from);
+    const usd = b.usd(from);
     run.usd += usd;
-    run.usd_per_hour += attemptPrice(a, a.run_ended_at);
-    run.instances.push({ attempt: a.n, instance_id: a.instance_id, usd: round6(usd), service_usd: null, difference_usd: null });
+    run.usd_per_hour += b.usdPerHour;
+    run.instances.push({ attempt: b.n, instance_id: b.instanceId, usd: round6(usd), service_usd: null, difference_usd: null });
   }
   const runs = [...byRun.values()].map((r) => ({ ...r, usd: round6(r.usd), usd_per_hour: round6(r.usd_per_hour) }));
   // Spend per UTC day (the dashboard's chart): what was spent since a day's start less what was
   // spent since the next day's, so the days add up to the total.
   const days: CostsReport['days'] = [];
-  const billed = rows.filter((a) => a.create_state === 'created' || a.create_state === 'intent');
   for (let day = from; day <= now; day += DAY_MS) {
-    const usd = billed.reduce(
-      (sum, a) => sum + attemptSpend(a, a.run_ended_at, now, day) - attemptSpend(a, a.run_ended_at, now, day + DAY_MS),
-      0,
-    );
+    const usd = usdSince(bills, day) - usdSince(bills, day + DAY_MS);
     days.push({ day: new Date(day).toISOString().slice(0, 10), usd: round6(usd) });
   }
   const report: CostsReport = {

@@ -24,7 +24,8 @@ import type { Store } from '../../store/index.js';
 import { PeriodicLoop } from '../../periodic-loop.js';
 import type { AccountWatch } from './account-watch.js';
 import { usdText } from '../../usd-text.js';
-import { attemptPrice, attemptSpend, HOUR_MS } from '../../store/spend.js';
+import { HOUR_MS } from '../../store/spend.js';
+import { billOf, billsSince, usdPerHour, usdSince, type Bill } from '../instances/holdings.js';
 
 const DAY_MS = 24 * HOUR_MS;
 
@@ -81,14 +82,11 @@ class Totals {
    */
   get(): { live: number; day: number } {
     if (this.figures) return this.figures;
-    const rows = this.store.attempts.billingSince(this.now - DAY_MS);
-    const booting = (a: (typeof rows)[number]) =>
-      attemptPrice(a, a.run_ended_at) > 0 && a.first_running_at === null
-        ? Math.max(0, this.bootUsd(a.run_id, a.dph_total ?? 0) - attemptSpend(a, a.run_ended_at, this.now))
-        : 0;
+    const bills = billsSince(this.store, this.now - DAY_MS, this.now);
+    const booting = (b: Bill) => (b.booting ? Math.max(0, this.bootUsd(b.runId, b.usdPerHour) - b.usd()) : 0);
     this.figures = {
-      live: rows.reduce((s, a) => s + attemptPrice(a, a.run_ended_at), 0),
-      day: rows.reduce((s, a) => s + attemptSpend(a, a.run_ended_at, this.now, this.now - DAY_MS) + booting(a), 0),
+      live: usdPerHour(bills),
+      day: usdSince(bills, this.now - DAY_MS) + bills.reduce((s, b) => s + booting(b), 0),
     };
     return this.figures;
   }
@@ -253,8 +251,7 @@ export class CreateGate {
    * instance is stopped, so a bid the caps refuse ends the attempt (the run fails over) instead.
    */
   bidHold(input: { runId: string; n: number; dphTotal: number }): Hold | null {
-    const stored = this.deps.store.attempts.get(input.runId, input.n);
-    const own = stored ? attemptPrice(stored, null) : 0;
+    const own = billOf(this.deps.store, input.runId, input.n, this.deps.clock.now())?.usdPerHour ?? 0;
     return this.capsHold({ runId: input.runId, dphTotal: input.dphTotal }, this.totals(), own, 'this raised bid');
   }
 

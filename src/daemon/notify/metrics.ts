@@ -17,6 +17,7 @@ import type { Store } from '../../store/index.js';
 import { DELIVERY_STATES } from '../../wire/notify-events.js';
 import { RUN_STATES } from '../../wire/run-states.js';
 import type { DeliveryResult } from './notifier.js';
+import { billingNow, spentUsd } from '../instances/holdings.js';
 
 export interface MetricsDeps {
   store: Store;
@@ -195,7 +196,7 @@ export class DaemonMetrics {
       help: 'Instances berth made that are not confirmed destroyed (each may be billing).',
       registers,
       collect() {
-        this.set(store.attempts.liveInstances().n);
+        this.set(billingNow(store, clock.now()).n);
       },
     });
     new Gauge({
@@ -203,7 +204,7 @@ export class DaemonMetrics {
       help: 'What those instances are billed, summed, USD per hour (disk included).',
       registers,
       collect() {
-        this.set(store.attempts.liveInstances().usdPerHour);
+        this.set(billingNow(store, clock.now()).usdPerHour);
       },
     });
     new Counter({
@@ -212,7 +213,7 @@ export class DaemonMetrics {
       registers,
       collect() {
         this.reset();
-        this.inc(store.spendUsd(clock.now()));
+        this.inc(spentUsd(store, clock.now()));
       },
     });
 

@@ -8,6 +8,7 @@ import { openStore, type Store } from '../../../src/store/index.js';
 import { LeaseLostError, StoreError, StoreWriteError } from '../../../src/errors.js';
 import { MIGRATIONS } from '../../../src/store/migrations.js';
 import { costView } from '../../../src/store/spend.js';
+import { billingNow } from '../../../src/daemon/instances/holdings.js';
 import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
 const dirs: string[] = [];
@@ -605,12 +606,13 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     expect(s.runs.heldCount()).toBe(0);
     s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 2, label: 'berth:x:r1:1', at: 0 });
     s.attempts.adopt('r1', 1, 501, 0);
-    expect(s.attempts.liveInstances()).toEqual({ n: 1, usdPerHour: 2, each: [{ runId: 'r1', instanceId: 501, usdPerHour: 2 }] });
+    // What bills now, as the daemon's one place that sums it reads this store (either kind).
+    expect(billingNow(s, H / 2)).toMatchObject({ n: 1, usdPerHour: 2, each: [{ runId: 'r1', n: 1, instanceId: 501, usdPerHour: 2 }] });
     expect(s.spendUsd(H / 2)).toBeCloseTo(1, 9);
     expect(s.runsByState()).toEqual([{ state: 'queued', n: 1 }]);
     s.runs.setState('r1', 'cancelled', null, H);
     s.attempts.destroyConfirmed('r1', 1, 501, H);
-    expect(s.attempts.liveInstances()).toEqual({ n: 0, usdPerHour: 0, each: [] });
+    expect(billingNow(s, H)).toEqual({ n: 0, usdPerHour: 0, each: [] });
     // Retention keeps what the deleted run spent.
     expect(s.purge(2 * H, 3 * H).runs).toBe(1);
     expect(s.spendUsd(3 * H)).toBeCloseTo(2, 9);

@@ -6,7 +6,7 @@ import type { Instance } from '../../../../src/client/types.js';
 import { attemptLabel, parseLabel } from '../../../../src/daemon/instances/labels.js';
 import { MachineQuarantine } from '../../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../../src/daemon/runs/offer-claims.js';
-import { classifyInstance } from '../../../../src/daemon/instances/ownership.js';
+import { billingNow, billOf, billsSince, classifyInstance, usdPerHour, usdSince } from '../../../../src/daemon/instances/holdings.js';
 import { openStore, type Store } from '../../../../src/store/index.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 
@@ -138,5 +138,59 @@ describe('machine quarantine', () => {
     expect(q.lastIfQuarantined(offers, (o) => o.m).map((o) => o.m)).toEqual([1, 3, 2, 2]);
     await clock.advance(1);
     expect(q.lastIfQuarantined(offers, (o) => o.m)).toBe(offers);
+  });
+});
+
+describe('what bills now', () => {
+  const H = 3_600_000;
+  // live#1 made at 0 and running; live#2 made at H and booting; live#3 a create in flight since 2H;
+  // ended#1 made at 0 and destroyed at H (its run cancelled at 2 in beforeEach).
+  beforeEach(() => {
+    const begin = (runId: string, n: number, dph: number, at: number) =>
+      store.attempts.beginCreate({
+        runId,
+        n,
+        offerId: 10 + n,
+        machineId: 1,
+        dphTotal: dph,
+        label: attemptLabel(store.storeId, runId, n),
+        at,
+      });
+    begin('live', 1, 2, 0);
+    store.attempts.adopt('live', 1, 501, 0);
+    store.attempts.setStatus('live', 1, { actual_status: 'running', dph_total: 2 }, 10);
+    begin('live', 2, 1, H);
+    store.attempts.adopt('live', 2, 502, H);
+    begin('live', 3, 4, 2 * H);
+    begin('ended', 1, 8, 0);
+    store.attempts.adopt('ended', 1, 503, 0);
+    store.attempts.destroyConfirmed('ended', 1, 503, H);
+  });
+
+  it('prices every hold that may have billed in a window, creates in flight included', () => {
+    const bills = billsSince(store, 0, 3 * H);
+    expect(bills.map((b) => [b.runId, b.n, b.instanceId, b.usdPerHour, b.booting]).sort()).toEqual([
+      ['ended', 1, 503, 0, false],
+      ['live', 1, 501, 2, false],
+      ['live', 2, 502, 1, true],
+      ['live', 3, null, 4, true],
+    ]);
+    expect(usdPerHour(bills)).toBe(7);
+    // 3 h at $2 + 2 h at $1 + 1 h at $4 + the ended run's 1 h at $8.
+    expect(usdSince(bills)).toBeCloseTo(6 + 2 + 4 + 8, 9);
+    // The last hour only.
+    expect(usdSince(bills, 2 * H)).toBeCloseTo(2 + 1 + 4, 9);
+    // A window that starts after the ended run's destroy no longer holds it.
+    expect(billsSince(store, 2 * H, 3 * H).map((b) => b.runId)).not.toContain('ended');
+  });
+
+  it('counts only instances made as billing now, each with its holder', () => {
+    const now = billingNow(store, 3 * H);
+    expect(now.n).toBe(2);
+    expect(now.usdPerHour).toBe(3);
+    expect(now.each.map((b) => b.instanceId).sort()).toEqual([501, 502]);
+    expect(billOf(store, 'live', 2, 3 * H)?.usdPerHour).toBe(1);
+    expect(billOf(store, 'ended', 1, 3 * H)?.usdPerHour).toBe(0);
+    expect(billOf(store, 'live', 9, 3 * H)).toBeUndefined();
   });
 });
