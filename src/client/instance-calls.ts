@@ -43,7 +43,14 @@ export function instanceCalls(
   caller: ServiceCaller,
 ): Pick<
   MarketplaceClient,
-  'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'recycleInstance' | 'updateInstance' | 'requestLogs'
+  | 'showInstance'
+  | 'destroyInstance'
+  | 'setInstanceState'
+  | 'setInstanceLabel'
+  | 'changeBid'
+  | 'recycleInstance'
+  | 'updateInstance'
+  | 'requestLogs'
 > {
   const { call, reportItems } = caller;
   async function showInstance(instanceId: number, signal: AbortSignal | undefined): Promise<Instance | null> {

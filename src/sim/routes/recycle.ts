@@ -103,7 +103,8 @@ function changesOf(ctx: RouteContext, inst: LiveInstance, body: Json): PendingTe
   if (onstart !== undefined) changes.onstart = onstart;
   const args = argsOf(body);
   if (args !== undefined) changes.args = args;
-  const total = (args ?? inst.pending?.args ?? inst.params.args).join(' ').length + (onstart ?? inst.pending?.onstart ?? inst.params.onstart).length;
+  const total =
+    (args ?? inst.pending?.args ?? inst.params.args).join(' ').length + (onstart ?? inst.pending?.onstart ?? inst.params.onstart).length;
   if (total > ARGS_TOTAL_MAX) throw invalidArgs(`args and onstart are ${total} characters together; the limit is ${ARGS_TOTAL_MAX}.`);
   const disk = num(body, 'disk');
   if (disk !== undefined && disk < MIN_DISK_GB) throw invalidArgs(`disk must be at least ${MIN_DISK_GB} GB, got ${disk}.`);

@@ -38,7 +38,11 @@ async function rented(c: MarketplaceClient, env: Record<string, string> = {}): P
   return (await c.createInstance(offer!.id, { image: 'pytorch/pytorch:latest', disk: 16, label: 'berth:t:recycle:1', env })).instanceId;
 }
 
-const statusesOf = (s: RunningSimulator, id: number) => s.history().find((h) => h.id === id)!.statuses.map((x) => x.status);
+const statusesOf = (s: RunningSimulator, id: number) =>
+  s
+    .history()
+    .find((h) => h.id === id)!
+    .statuses.map((x) => x.status);
 const noLimits: SimConfigInput = { rate_limits: { enabled: false } };
 
 describe('recycleInstance and updateInstance against the simulator', () => {
@@ -104,7 +108,12 @@ describe('recycleInstance and updateInstance against the simulator', () => {
     const c = client(s, defaults, events);
     const id = await rented(c);
     const t0 = Date.now();
-    await Promise.all([c.recycleInstance(id), c.recycleInstance(id), c.updateInstance(id, { onstart: 'a' }), c.updateInstance(id, { onstart: 'b' })]);
+    await Promise.all([
+      c.recycleInstance(id),
+      c.recycleInstance(id),
+      c.updateInstance(id, { onstart: 'a' }),
+      c.updateInstance(id, { onstart: 'b' }),
+    ]);
     const took = Date.now() - t0;
     expect(s.stats().rate_limited['PUT /api/v0/instances/recycle/{id}/'] ?? 0).toBe(0);
     expect(s.stats().rate_limited['PUT /api/v0/instances/update_template/{id}/'] ?? 0).toBe(0);

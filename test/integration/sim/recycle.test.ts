@@ -202,7 +202,12 @@ describe('update_template', () => {
   });
 
   test('a template by hash id gives its image and onstart', async () => {
-    const tpl = await call(sim, 'POST', '/api/v0/template/', { name: 't', image: 'tpl/image', tag: '3', onstart: 'echo from-template; sleep 60' });
+    const tpl = await call(sim, 'POST', '/api/v0/template/', {
+      name: 't',
+      image: 'tpl/image',
+      tag: '3',
+      onstart: 'echo from-template; sleep 60',
+    });
     expect(tpl.status).toBe(200);
     const hash = (tpl.body.template?.hash_id ?? tpl.body.hash_id) as string;
     const { instanceId: id } = await rent(sim, { image: 'x', onstart: 'sleep 60' });
@@ -224,7 +229,14 @@ describe('update_template', () => {
       status: 200,
       body: { success: false, error: 'invalid_args' },
     });
-    for (const body of [{ disk: 4 }, { image: 7 }, { onstart: 'x'.repeat(4049) }, { env: { A: 'x'.repeat(257) } }, { recycle: 'yes' }, { args: 5 }]) {
+    for (const body of [
+      { disk: 4 },
+      { image: 7 },
+      { onstart: 'x'.repeat(4049) },
+      { env: { A: 'x'.repeat(257) } },
+      { recycle: 'yes' },
+      { args: 5 },
+    ]) {
       const r = await call(sim, 'PUT', `/api/v0/instances/update_template/${id}/`, body);
       expect([r.status, r.body.error], JSON.stringify(body).slice(0, 60)).toEqual([400, 'invalid_args']);
     }
@@ -274,7 +286,8 @@ describe('the image cache of each machine', () => {
     const { instanceId: one, offerId } = await rent(sim);
     await running(sim, one);
     expect((await call(sim, 'DELETE', `/api/v0/instances/${one}/`)).status).toBe(200);
-    const two = (await call(sim, 'PUT', `/api/v0/asks/${offerId}/`, { image: 'pytorch/pytorch:latest', disk: 20 })).body.new_contract as number;
+    const two = (await call(sim, 'PUT', `/api/v0/asks/${offerId}/`, { image: 'pytorch/pytorch:latest', disk: 20 })).body
+      .new_contract as number;
     await running(sim, two);
     expect(lastLoadS(histOf(sim, one))).toBeCloseTo(20, 6);
     expect(lastLoadS(histOf(sim, two))).toBeCloseTo(20, 6);

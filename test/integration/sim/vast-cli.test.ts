@@ -114,9 +114,9 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
       expect(await vast('logs', String(id), '--tail', '20', '--filter', 'started')).toContain(`Container C.${id} started`);
 
       // recycle__instance and update__instance (vast.py): the CLI reads `success` and prints its words.
-      expect(await vast('update', 'instance', String(id), '--image', 'pytorch/pytorch:2', '--onstart', 'echo two', '--env', '{"A": "b"}')).toContain(
-        `Instance ${id} updated successfully.`,
-      );
+      expect(
+        await vast('update', 'instance', String(id), '--image', 'pytorch/pytorch:2', '--onstart', 'echo two', '--env', '{"A": "b"}'),
+      ).toContain(`Instance ${id} updated successfully.`);
       expect(await vast('recycle', 'instance', String(id))).toContain(`Recycling instance ${id}.`);
       expect(stripped(JSON.parse(await vast('show', 'instance', String(id), '--raw')))).toMatchObject({ actual_status: 'recycling' });
       expect(sim.history().find((h) => h.id === id)!.image).toBe('pytorch/pytorch:2');
