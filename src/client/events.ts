@@ -13,6 +13,8 @@ export type ClientOperation =
   | 'destroy_bulk'
   | 'change'
   | 'change_bid'
+  | 'recycle'
+  | 'update_template'
   | 'request_logs'
   | 'current_user'
   | 'price_increases'

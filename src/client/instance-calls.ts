@@ -1,13 +1,14 @@
-// One instance, by id: read it, change it (state, label, bid), ask for its log, destroy it (in bulk
+// One instance, by id: read it, change it (state, label, bid), recycle or update its container, ask
+// for its log, destroy it (in bulk
 // with others when many wait: ./bulk-destroy.ts). Reads, changes and destroys are idempotent, so
 // each is retried on transient faults; an instance the service no longer knows is an answer (null,
 // 'gone'), not a failure.
-import { ServiceHttpError } from '../errors.js';
+import { NotFoundError, ServiceHttpError } from '../errors.js';
 import { batchedDestroy, type DestroyOutcome } from './bulk-destroy.js';
 import { isGone, type ServiceCaller } from './service-call.js';
 import { ItemReport, oneInstance } from './record-items.js';
 import { parseBody, requestLogsResponseSchema, showResponseSchema } from './records.js';
-import type { Instance, MarketplaceClient } from './types.js';
+import type { Instance, MarketplaceClient, UpdateInstanceRequest } from './types.js';
 
 /**
  * destroy_instance.yaml documents two answers for an instance it will not destroy, 404 `not_found`
@@ -20,9 +21,37 @@ function mayBeGone(err: unknown): boolean {
   return err instanceof ServiceHttpError && err.status === 400 && err.serviceCode === 'invalid_args';
 }
 
+/**
+ * A recycle refused because the service has no such instance or container: recycle_instance.yaml
+ * documents 400 `{error: "invalid_id", msg: "Invalid instance id."}`, the spec generated from the
+ * server's code (vast-ai/docs branch auto/openapi-preview-pr-5363) answers the same body with a 200.
+ * Either is "not found"; update_template's 404 `not_found` (the preview) already is.
+ */
+function notFoundIfInvalidId(err: unknown, what: string): unknown {
+  if (!(err instanceof ServiceHttpError) || err instanceof NotFoundError || err.serviceCode !== 'invalid_id') return err;
+  return new NotFoundError(`${what}: the marketplace has no such instance (${err.status} invalid_id).`, err.status, err.serviceCode);
+}
+
+/** The update_template body: the official client's `{id, ...}` (vast-cli `update_instance`), only the fields given. */
+function updateBody(instanceId: number, r: UpdateInstanceRequest): Record<string, unknown> {
+  const body: Record<string, unknown> = { id: instanceId };
+  for (const field of ['image', 'onstart', 'env', 'args', 'disk', 'recycle'] as const) if (r[field] !== undefined) body[field] = r[field];
+  return body;
+}
+
 export function instanceCalls(
   caller: ServiceCaller,
-): Pick<MarketplaceClient, 'showInstance' | 'destroyInstance' | 'setInstanceState' | 'setInstanceLabel' | 'changeBid' | 'requestLogs'> {
+): Pick<
+  MarketplaceClient,
+  | 'showInstance'
+  | 'destroyInstance'
+  | 'setInstanceState'
+  | 'setInstanceLabel'
+  | 'changeBid'
+  | 'recycleInstance'
+  | 'updateInstance'
+  | 'requestLogs'
+> {
   const { call, reportItems } = caller;
   async function showInstance(instanceId: number, signal: AbortSignal | undefined): Promise<Instance | null> {
     const path = `/api/v0/instances/${instanceId}/`;
@@ -95,6 +124,38 @@ export function instanceCalls(
         body: { client_id: 'me', price },
         signal: opts?.signal,
       });
+    },
+
+    async recycleInstance(instanceId, opts) {
+      // recycle_instance.yaml: no body documented; the official client sends `{}` (vast-cli
+      // `recycle_instance`). Its own endpoint and limit (1.0). Retried on transient faults only: a
+      // recycle sent twice still ends in one fresh container. A 200 `success: false` fails it.
+      const path = `/api/v0/instances/recycle/${instanceId}/`;
+      try {
+        await call({ op: 'recycle', group: 'recycle', method: 'PUT', path, body: {}, signal: opts?.signal });
+      } catch (err) {
+        throw notFoundIfInvalidId(err, `PUT ${path}`);
+      }
+    },
+
+    async updateInstance(instanceId, request, opts) {
+      // The preview spec's update_template (x-rateLimit 2: seconds between calls) with the official
+      // client's body. Retried on transient faults like the other changes: the same update twice
+      // sets the same template (with `recycle`, one fresh container still comes of it).
+      const path = `/api/v0/instances/update_template/${instanceId}/`;
+      try {
+        await call({
+          op: 'update_template',
+          group: 'update',
+          method: 'PUT',
+          path,
+          body: updateBody(instanceId, request),
+          secrets: [...Object.values(request.env ?? {}), ...(request.secrets ?? [])],
+          signal: opts?.signal,
+        });
+      } catch (err) {
+        throw notFoundIfInvalidId(err, `PUT ${path}`);
+      }
     },
 
     async requestLogs(instanceId, request, opts) {

@@ -1,4 +1,5 @@
-// One limiter per endpoint group (search, create, list, show, change, bid, destroy, destroy_bulk, other).
+// One limiter per endpoint group (search, create, list, show, change, bid, destroy, destroy_bulk,
+// recycle, update, other).
 //
 // bottleneck holds the queue of calls that must wait and caps them in flight (`max_concurrent`);
 // its reservoir is the gate a queued call waits at. How many tokens the gate holds, and when, is

@@ -86,6 +86,24 @@ export interface CreateInstanceRequest {
   secrets?: string[];
 }
 
+/**
+ * What an update_template changes (the preview spec's fields, and the official client's `args` and
+ * `env`, vast-cli `update_instance`). Whether `env` takes effect is unverified: do not rely on it.
+ */
+export interface UpdateInstanceRequest {
+  image?: string;
+  onstart?: string;
+  env?: Record<string, string>;
+  /** The container's arguments, one string as the official client's `--args` sends it. */
+  args?: string;
+  /** GB; the preview spec's minimum is 8. */
+  disk?: number;
+  /** Recycle in the same call (a fresh container from what the update set). */
+  recycle?: boolean;
+  /** Values this update carries that service text must never show (env values are scrubbed too). */
+  secrets?: string[];
+}
+
 interface CreatedInstance {
   /** The instance id (the service names it `new_contract`). */
   instanceId: number;
@@ -135,6 +153,18 @@ export interface MarketClient {
   setInstanceLabel(instanceId: number, label: string, options?: CallOptions): Promise<void>;
   /** Sets the compute bid ($/h) of an interruptible instance (`PUT /api/v0/instances/bid_price/{id}/`). */
   changeBid(instanceId: number, price: number, options?: CallOptions): Promise<void>;
+  /**
+   * Destroys and makes again the instance's container in place, keeping the instance, its machine
+   * and price (`PUT /api/v0/instances/recycle/{id}/`): it shows `recycling`, then loading and
+   * running. NotFoundError when the service has no such instance (`invalid_id`); a 200 saying
+   * `success: false` is a ServiceHttpError `unsuccessful`.
+   */
+  recycleInstance(instanceId: number, options?: CallOptions): Promise<void>;
+  /**
+   * Changes what the instance's container is made from (`PUT /api/v0/instances/update_template/{id}/`),
+   * and with `recycle` recycles it in the same call. Errors as recycleInstance's.
+   */
+  updateInstance(instanceId: number, request: UpdateInstanceRequest, options?: CallOptions): Promise<void>;
   /**
    * Asks the service to upload the container's last `tail` log lines (`PUT
    * /api/v0/instances/request_logs/{id}`); resolves with the URL they will appear at. That URL is

@@ -51,9 +51,22 @@ const rateGroupSchema = z.strictObject({
 /**
  * The client's endpoint groups, one token bucket each. `destroy_bulk` is the official client's bulk
  * destroy (`DELETE /instances/` with `instance_ids`, vast-cli `vastai/api/instances.py`), used when
- * single destroys would wait (src/client/bulk-destroy.ts).
+ * single destroys would wait (src/client/bulk-destroy.ts). `recycle` is recycle_instance.yaml's
+ * endpoint (1.0), `update` the update_template one (the preview spec: 2 s between calls).
  */
-export const RATE_GROUPS = ['search', 'create', 'list', 'show', 'change', 'bid', 'destroy', 'destroy_bulk', 'other'] as const;
+export const RATE_GROUPS = [
+  'search',
+  'create',
+  'list',
+  'show',
+  'change',
+  'bid',
+  'destroy',
+  'destroy_bulk',
+  'recycle',
+  'update',
+  'other',
+] as const;
 export type RateGroup = (typeof RATE_GROUPS)[number];
 
 /** One receiver of run notifications (docs/notifications.md). */

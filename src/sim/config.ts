@@ -52,6 +52,8 @@ export type RateGroup =
   | 'show'
   | 'change'
   | 'reboot'
+  | 'recycle'
+  | 'update_template'
   | 'change_bid'
   | 'destroy'
   | 'destroy_bulk'
@@ -200,6 +202,11 @@ export const rateLimitSchema = z.object({
       show: group({ per_s: 2 }), // show_instance.yaml
       change: group({ per_s: 1 }), // manage/stop/label_instance.yaml
       reboot: group({ per_s: 1 }), // reboot_instance.yaml
+      recycle: group({ per_s: 1 }), // recycle_instance.yaml: 1.0 (the preview spec: 1 s between calls)
+      // No yaml; the preview spec (vast-ai/docs auto_put_api_v0_instances_update_template_id_5f7bad.yaml)
+      // gives x-rateLimit 2, read as seconds between calls (service-facts.md "Limits (preview..."), the
+      // stricter reading: one call in 2 s.
+      update_template: group({ per_s: 0.5 }),
       change_bid: group({ per_s: 5.5 }), // change_bid.yaml
       destroy: group({ per_s: 3 }), // destroy_instance.yaml
       destroy_bulk: group({ per_s: 1 }), // DELETE /instances/ (vast-cli): undocumented, the strictest documented 1.0
@@ -303,6 +310,24 @@ const quirksSchema = z.object({
   pending_bid_create: z.boolean().default(false),
   /** A bad key's 404 is `{"msg": "Invalid user key"}` alone, as search_offers.yaml documents it (no `error`). */
   bad_key_msg_only: z.boolean().default(false),
+  /**
+   * `env` of an update_template takes effect at the next recycle. Unverified: the preview spec lists
+   * no `env` (only the official client sends it, vast-cli `update_instance`), so by default the
+   * simulator accepts and checks it but the container keeps its env: a client must not rely on it.
+   */
+  update_env_applies: z.boolean().default(false),
+  /**
+   * The status of a recycle refused (the instance or its container missing, or stopped): 200
+   * `{success: false, error: "invalid_id"}` as the preview spec (from the server's code) says, or 400
+   * as recycle_instance.yaml documents. The 200 is the default: a client reading the status alone
+   * takes it for a recycle.
+   */
+  recycle_refused_status: z.union([z.literal(200), z.literal(400)]).default(200),
+  /**
+   * A recycled container keeps its sshd host key. false (default): it gets a new one, as a new
+   * container's sshd makes its keys (the strict reading: nothing of the old container stays).
+   */
+  recycle_keeps_host_key: z.boolean().default(false),
 });
 export type QuirksConfig = z.output<typeof quirksSchema>;
 
@@ -346,6 +371,23 @@ const simConfigSchema = z.object({
       restart_s: z.number().min(0).default(15),
       /** Sim seconds in `rebooting` before a rebooted instance starts loading again. */
       reboot_s: z.number().min(0).default(10),
+      /**
+       * Sim seconds in `recycling` (recycle_instance.yaml: docker stop and remove on the host) before
+       * the recreated container starts loading (its image pulled as for a create).
+       */
+      recycle_s: z.number().min(0).default(10),
+      /**
+       * Extra sim seconds of `loading` when a machine pulls an image for the first time (no instance
+       * on that machine reached running with that image before): users see a first launch of a big
+       * image take minutes (service-facts.md, "Startup time"). 0 (default): no extra.
+       */
+      first_pull_s: z.number().min(0).default(0),
+      /**
+       * Sim seconds of `loading` when the machine already pulled the image (a create or a recycle
+       * after an instance of that image ran there). null (default): no cache, every container
+       * creation loads for the instance's drawn boot_s, as before the cache existed.
+       */
+      cached_boot_s: z.number().min(0).nullable().default(null),
       /**
        * Regular expressions matched against an instance's image: a match is an image its registry
        * does not have, whose pull fails on every host (`created`, docker's "manifest ... not found").

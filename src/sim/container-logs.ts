@@ -6,7 +6,8 @@
 // out until its time has come. A host that is offline or silent writes nothing new.
 // Before its container exists (and after a destroy: routes/logs.ts) the log is docker's error
 // alone, `Error response from daemon: No such container: C.<id>`, as observed on the service
-// (service-facts.md, "Added 2026-11-27").
+// (service-facts.md, "Added 2026-11-27"). A recycle removes the container: from its `recycling` on,
+// the log is the new container's alone (and docker's error until that one exists).
 import { createHash } from 'node:crypto';
 import { splitImage } from './image-name.js';
 import type { SimConfig } from './config.js';
@@ -43,14 +44,22 @@ export function containerLog(
   sshdLines: readonly Line[] = [],
 ): string[] {
   const { hist, params } = inst;
-  if (!hist.statuses.some((s) => s.at.sim_s <= nowSim && s.status !== null && HAS_CONTAINER.has(s.status))) {
+  // The container of now began at the latest recycle seen by now (or at creation).
+  let from = 0;
+  hist.statuses.forEach((s, i) => {
+    if (s.status === 'recycling' && s.at.sim_s <= nowSim) from = i + 1;
+  });
+  const since = from === 0 ? -Infinity : hist.statuses[from - 1]!.at.sim_s;
+  const ours = hist.statuses.slice(from);
+  if (!ours.some((s) => s.at.sim_s <= nowSim && s.status !== null && HAS_CONTAINER.has(s.status))) {
     return [noSuchContainer(hist.id)];
   }
   const name = `C.${hist.id}`;
   const { repo, tag } = splitImage(params.image);
   const lines: Line[] = [];
   let pulled = false;
-  for (const [i, s] of hist.statuses.entries()) {
+  for (const [j, s] of ours.entries()) {
+    const i = from + j;
     const at = s.at.sim_s;
     const add = (text: string, when = at) => lines.push({ at: when, text });
     switch (s.status) {
@@ -87,7 +96,7 @@ export function containerLog(
         break;
     }
   }
-  lines.push(...sshdLines);
+  lines.push(...sshdLines.filter((l) => l.at >= since));
   return lines
     .filter((l) => l.at <= nowSim)
     .sort((a, b) => a.at - b.at)

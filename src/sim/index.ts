@@ -27,6 +27,7 @@ import { instanceRoutes } from './routes/instances.js';
 import { instanceSshRoutes } from './routes/instance-ssh.js';
 import { logRoutes } from './routes/logs.js';
 import { manageRoutes } from './routes/manage.js';
+import { recycleRoutes } from './routes/recycle.js';
 import { marketRoutes } from './routes/market.js';
 import { priceIncreaseRoutes } from './routes/price-increases.js';
 import { templateRoutes } from './routes/templates.js';
@@ -169,6 +170,7 @@ export async function startSimulator(options: SimulatorOptions = {}): Promise<Ru
       ...instanceRoutes,
       ...instanceSshRoutes,
       ...manageRoutes,
+      ...recycleRoutes,
       ...accountRoutes,
       ...templateRoutes,
       ...webhookRoutes,

@@ -3,7 +3,7 @@
 // A live instance follows its plan (lifecycle.ts) from the start of its current phase. `advance`
 // applies the steps whose time has come, stamping each at its exact planned sim moment, and tells
 // the world through `onStatus`; it runs on every read and on the world's tick. A stop freezes the
-// plan in `stopped`; a start or a reboot begins a new phase; a destroy stamps `destroyed_at`, frees
+// plan in `stopped`; a start, a reboot or a recycle begins a new phase; a destroy stamps `destroyed_at`, frees
 // the offer and forgets the instance key. History records outlive the instances; a bid change is
 // recorded on them so the ledger bills each hour at its own price.
 //
@@ -18,6 +18,13 @@
 // The service stops an instance by itself as when the account's credit runs out (billing.mdx: "Your
 // instances are stopped automatically ... you will continue to be billed for disk storage"): a
 // `serviceStop` due at a sim moment stops it then, intended and actual, like a user's stop.
+//
+// A recycle (recycle_instance.yaml: "Destroys and recreates container in place (from newly pulled
+// image) without losing GPU priority") keeps the instance (id, contract, machine, price, ports) and
+// makes its container again: `recycling`, then loading and running, from the image, onstart and
+// args an update_template left pending (applied now) or the ones it had. Its load takes the
+// machine's first pull of the image (boot_s + first_pull_s) or, once the machine has the image,
+// cached_boot_s (image-cache.ts); a create's first load alike.
 import type { SimOffer } from './catalog.js';
 import type { SimClock, SimTime } from './clock.js';
 import type { FaultProfile, SimConfig } from './config.js';
@@ -26,12 +33,14 @@ import {
   missingImageMessage,
   planFor,
   rebootPlan,
+  recyclePlan,
   STATUS_MSG,
   withDetour,
   type ActualStatus,
   type InstanceTimings,
   type Step,
 } from './lifecycle.js';
+import { ImageCache } from './image-cache.js';
 import { splitImage } from './image-name.js';
 import { diskDph } from './pricing.js';
 import { newKeyValue } from './api-keys.js';
@@ -103,6 +112,15 @@ export interface CreateParams {
   ports: string[];
 }
 
+/**
+ * What an update_template changed and the next recycle applies (the preview spec: the update sets
+ * the instance's template; a recycle "re-provisions it from its template"). `env` only with
+ * quirks.update_env_applies.
+ */
+export type PendingTemplate = Partial<
+  Pick<CreateParams, 'image' | 'onstart' | 'args' | 'env' | 'envPairs' | 'template_hash_id' | 'template_id'>
+>;
+
 /** Loopback ports of an instance's SSH listeners (ssh-listeners.ts). */
 export interface SshPorts {
   proxyPort: number;
@@ -112,9 +130,13 @@ export interface SshPorts {
 export interface LiveInstance {
   readonly hist: SimInstanceHistory;
   readonly offer: SimOffer;
-  readonly params: CreateParams;
+  /** What its container was made from: a recycle replaces it with the pending template applied. */
+  params: CreateParams;
   readonly apiKey: string;
-  readonly timings: InstanceTimings;
+  /** Drawn at creation; a recycle to another image redoes its pull error. */
+  timings: InstanceTimings;
+  /** An update_template's changes, waiting for the next recycle; null when none. */
+  pending: PendingTemplate | null;
   /** Loopback ports of its SSH listeners (ssh_listeners on), shown in the record; null otherwise. */
   readonly sshPorts: SshPorts | null;
   intended: 'running' | 'stopped';
@@ -151,6 +173,8 @@ export class InstanceStore {
   private readonly live = new Map<number, LiveInstance>();
   private readonly byKey = new Map<string, number>();
   private readonly all: SimInstanceHistory[] = [];
+  /** Which images each machine has pulled (image-cache.ts). */
+  private readonly images = new ImageCache();
   private nextId: number;
   private readonly idRng;
 
@@ -211,6 +235,7 @@ export class InstanceStore {
     const id = this.nextId;
     const now = this.clock.simS();
     const timings = this.drawTimings(id, params.image);
+    const firstLoadS = this.loadTime(offer.machine_id, params.image, timings);
     const computeDph = params.price ?? offer.dph_base;
     const created = this.clock.stampAtSim(now);
     const hist: SimInstanceHistory = {
@@ -238,6 +263,7 @@ export class InstanceStore {
       params,
       apiKey: newKeyValue(),
       timings,
+      pending: null,
       sshPorts,
       intended: 'running',
       outbid: false,
@@ -245,7 +271,7 @@ export class InstanceStore {
       marketSeen: now,
       serviceStops: [],
       phaseStart: now,
-      plan: planFor(profile, timings, false, this.lifecycle.restart_s),
+      plan: planFor(profile, { ...timings, boot_s: firstLoadS }, false, this.lifecycle.restart_s),
       next: 0,
       status: null,
       msg: '',
@@ -318,6 +344,32 @@ export class InstanceStore {
     inst.plan = rebootPlan(inst.hist.profile, inst.timings, this.lifecycle.reboot_s, this.lifecycle.restart_s);
     inst.next = 0;
     this.advance(inst);
+  }
+
+  /**
+   * The container is removed and made again (recycle_instance.yaml): the pending template applied,
+   * `recycling` for recycle_s, then loading (first pull or cached) and running by its profile.
+   */
+  recycle(inst: LiveInstance): void {
+    this.advance(inst);
+    if (inst.pending) {
+      const image = inst.pending.image ?? inst.params.image;
+      inst.params = { ...inst.params, ...inst.pending };
+      inst.pending = null;
+      inst.hist.image = image;
+      inst.hist.template_id = inst.params.template_id;
+      inst.timings = { ...inst.timings, pull_error: this.pullError(image) };
+    }
+    const loadS = this.loadTime(inst.hist.machine_id, inst.params.image, inst.timings);
+    inst.phaseStart = this.clock.simS();
+    inst.plan = recyclePlan(inst.hist.profile, inst.timings, this.lifecycle.recycle_s, loadS);
+    inst.next = 0;
+    this.advance(inst);
+  }
+
+  /** An update_template: its changes wait for the next recycle (merged with any earlier pending ones). */
+  setPending(inst: LiveInstance, changes: PendingTemplate): void {
+    inst.pending = { ...inst.pending, ...changes };
   }
 
   /** A new bid from now on: below the minimum bid the instance is outbid, at or above it an outbid one resumes. */
@@ -483,6 +535,8 @@ export class InstanceStore {
 
   private enter(inst: LiveInstance, status: ActualStatus, msg: string, atSim: number): void {
     if (status !== 'stopped') inst.outbid = false;
+    // Running means its image was pulled there: the machine has it from now on.
+    if (status === 'running') this.images.add(inst.hist.machine_id, inst.params.image);
     if (status !== 'running') inst.serviceStops = inst.serviceStops.filter((s) => !s.whileRunning);
     inst.status = status;
     inst.msg = msg;
@@ -490,17 +544,34 @@ export class InstanceStore {
     this.hooks.onStatus(inst, status);
   }
 
+  /**
+   * Sim seconds of `loading` for a new container of `image` on the machine: cached_boot_s when the
+   * machine has pulled it (and the cache is on), else the drawn boot_s plus first_pull_s. The
+   * machine's instances are brought up to now first, so that a pull finished by now counts.
+   */
+  private loadTime(machineId: number, image: string, t: InstanceTimings): number {
+    const { cached_boot_s, first_pull_s } = this.lifecycle;
+    if (cached_boot_s === null && first_pull_s === 0) return t.boot_s;
+    for (const other of this.live.values()) if (other.hist.machine_id === machineId) this.advance(other);
+    if (this.images.has(machineId, image)) return cached_boot_s ?? t.boot_s;
+    return t.boot_s + first_pull_s;
+  }
+
+  private pullError(image: string): string | null {
+    const { repo, tag } = splitImage(image);
+    return this.lifecycle.missing_images.some((p) => new RegExp(p).test(image)) ? missingImageMessage(repo, tag) : null;
+  }
+
   private drawTimings(id: number, image: string): InstanceTimings {
     const rng = mulberry32(Math.floor(hashUnit(this.seed, id) * 2 ** 32));
-    const { boot_s, lost_after_s, missing_images } = this.lifecycle;
-    const { repo, tag } = splitImage(image);
+    const { boot_s, lost_after_s } = this.lifecycle;
     return {
       provision_s: this.lifecycle.provision_s,
       boot_s: between(rng, boot_s.min, boot_s.max),
       fail_after_s: this.lifecycle.fail_after_s,
       lost_after_s: between(rng, lost_after_s.min, lost_after_s.max),
       lost_to: pick(rng, ['offline', 'unknown', 'exited'] as const),
-      pull_error: missing_images.some((p) => new RegExp(p).test(image)) ? missingImageMessage(repo, tag) : null,
+      pull_error: this.pullError(image),
     };
   }
 }
@@ -514,5 +585,12 @@ function firstStop(inst: LiveInstance): { at: number; whileRunning: boolean } | 
 
 /** Statuses in which a bid holds (or waits for) the machine, and so can be outbid. */
 function contending(status: ActualStatus): boolean {
-  return status === null || status === 'loading' || status === 'running' || status === 'rebooting' || status === 'created';
+  return (
+    status === null ||
+    status === 'loading' ||
+    status === 'running' ||
+    status === 'rebooting' ||
+    status === 'recycling' ||
+    status === 'created'
+  );
 }

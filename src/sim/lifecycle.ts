@@ -14,7 +14,8 @@ import type { FaultProfile } from './config.js';
 
 /**
  * `null` is the service's provisioning status; `stopped` follows a stop, an outbid, or a create
- * that could not start; `rebooting` follows a reboot.
+ * that could not start; `rebooting` follows a reboot, `recycling` a recycle (recycle_instance.yaml:
+ * "Updates container status to 'recycling'").
  */
 export type ActualStatus =
   | null
@@ -22,6 +23,7 @@ export type ActualStatus =
   | 'loading'
   | 'running'
   | 'rebooting'
+  | 'recycling'
   | 'stopped'
   | 'exited'
   | 'unknown'
@@ -61,6 +63,7 @@ export const STATUS_MSG = {
   stopped: 'Instance stopped',
   serviceStop: 'Instance stopped: the account balance reached zero',
   rebooting: 'Rebooting: docker stop, then docker start',
+  recycling: 'Recycling: docker stop and remove, then the container is made again from its image',
   outbid: 'Outbid: the bid is below the current minimum bid; the instance resumes when its bid wins again',
   bidTooLow: 'Waiting: the bid is below the current minimum bid; the instance starts when its bid wins',
   // Docker's words when a container's published port is taken (a create that lost its offer, SkyPilot #9117).
@@ -165,9 +168,19 @@ export function rebootPlan(profile: FaultProfile, t: InstanceTimings, rebootS: n
 }
 
 /**
+ * The plan of a recycle: `recycling` for `recycleS`, then a fresh container's load for `loadS` (the
+ * image pulled again, fast where the machine has it) and the rest of its profile's life.
+ */
+export function recyclePlan(profile: FaultProfile, t: InstanceTimings, recycleS: number, loadS: number): Step[] {
+  const after = planFor(profile, t, true, loadS).map((s) => ({ ...s, at: s.at + recycleS }));
+  return [{ at: 0, status: 'recycling', msg: STATUS_MSG.recycling }, ...after];
+}
+
+/**
  * Statuses in which compute is billed: the host holds the GPUs from image pull on, and a reboot
- * keeps them (reboot_instance.yaml: "without losing GPU priority").
+ * keeps them (reboot_instance.yaml: "without losing GPU priority"). A recycle keeps them too
+ * (recycle_instance.yaml, same words); the docs say nothing of its billing, so it bills as a reboot.
  */
 export function billsCompute(status: ActualStatus): boolean {
-  return status === 'loading' || status === 'running' || status === 'rebooting';
+  return status === 'loading' || status === 'running' || status === 'rebooting' || status === 'recycling';
 }

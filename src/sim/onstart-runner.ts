@@ -10,7 +10,10 @@
 // preserved", cli/reference/stop-instance.mdx; "Stopped instances: Data persists", faq/instances.mdx;
 // a reboot "executes docker stop/start commands", reboot_instance.yaml, which keep a container's
 // files), so what one run left there the next finds. Only a destroy removes it ("Destroyed
-// instances: All data is permanently deleted", faq/instances.mdx).
+// instances: All data is permanently deleted", faq/instances.mdx) or a recycle, which "destroys and
+// recreates container in place" (recycle_instance.yaml): the recycled instance's next run starts in
+// a new, empty directory with a new container log. Nothing of the old container is kept (the
+// strict reading: the service documents no volume that a recycle keeps).
 //
 // It runs on this machine, so it runs contained as far as a plain process can be: `sh -c SCRIPT`
 // in the instance's directory (also HOME and TMPDIR), its own process group, a clean environment (the
@@ -170,6 +173,15 @@ export class OnstartRunner {
 
   /** The instance is destroyed: kill its script, drop its output, and remove its directory once its runs have closed. */
   forget(instanceId: number): void {
+    this.dropContainer(instanceId);
+  }
+
+  /** The instance is recycled: its container goes as at a destroy; the next start makes a new, empty one. */
+  recycled(instanceId: number): void {
+    this.dropContainer(instanceId);
+  }
+
+  private dropContainer(instanceId: number): void {
     this.stop(instanceId);
     this.outputs.delete(instanceId);
     const dir = this.dirs.get(instanceId);

@@ -242,6 +242,12 @@ export class SimWorld {
     if (status === 'running') this.sshListeners.open(inst);
     else this.sshListeners.close(id);
     if (status === 'rebooting' || status === 'exited') this.onstart.stop(id);
+    if (status === 'recycling') {
+      // The container is removed (recycle_instance.yaml): its script, files and log go with it,
+      // and its sshd's host key unless the quirk keeps it (a new container's sshd makes new keys).
+      this.onstart.recycled(id);
+      if (!this.config.quirks.recycle_keeps_host_key) this.instanceSshKeys.changeHostKey(id);
+    }
     if (status === 'running') {
       this.armServiceStop(inst, false);
       this.onstart.maybeRun(inst);

@@ -15,12 +15,12 @@ import { invalidArgs, invalidPrice, SimHttpError } from '../sim-error.js';
 import type { TemplateRecord } from '../templates.js';
 import { bool, num, str, type Json } from '../validate.js';
 
-const IMAGE_MAX = 1024;
+export const IMAGE_MAX = 1024;
 const LABEL_MAX = 256;
 const ENV_VALUE_MAX = 256;
 const ENV_TOTAL_MAX = 32_768;
-const ONSTART_MAX = 4048;
-const ARGS_TOTAL_MAX = 4096;
+export const ONSTART_MAX = 4048;
+export const ARGS_TOTAL_MAX = 4096;
 const PRICE_MIN = 0.001;
 const PRICE_MAX = 128;
 /** create_instance.yaml's runtype enum, plus the CLI's `_direc` spelling of `_direct`. */
@@ -110,12 +110,12 @@ export function parseCreateBody(body: Json, template: (hashId: string) => Templa
   };
 }
 
-function templateImage(t: TemplateRecord): string {
+export function templateImage(t: TemplateRecord): string {
   return t.image.includes(':') || t.tag === '' ? t.image : `${t.image}:${t.tag}`;
 }
 
 /** The CLI's object form, or the documented Docker-flag string; absent/null is no env. */
-function parseEnv(v: unknown): Array<[string, string]> {
+export function parseEnv(v: unknown): Array<[string, string]> {
   if (v === undefined || v === null) return [];
   if (typeof v === 'string') return parseEnvFlags(v);
   if (typeof v !== 'object' || Array.isArray(v))
@@ -127,7 +127,7 @@ function parseEnv(v: unknown): Array<[string, string]> {
 }
 
 /** `-e KEY=value` and `-p host:container[/proto]` (plus -h, -v, -n) as the CLI's parse_env reads them. */
-function parseEnvFlags(text: string): Array<[string, string]> {
+export function parseEnvFlags(text: string): Array<[string, string]> {
   const tokens = [...text.matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)].map((m) => m[1] ?? m[2] ?? m[3]!);
   const out: Array<[string, string]> = [];
   for (let i = 0; i < tokens.length; i++) {
@@ -152,13 +152,13 @@ function parseEnvFlags(text: string): Array<[string, string]> {
 }
 
 /** Template env first; a request key replaces the template's (create_instance.yaml precedence rules). */
-function mergeEnv(base: Array<[string, string]>, request: Array<[string, string]>): Array<[string, string]> {
+export function mergeEnv(base: Array<[string, string]>, request: Array<[string, string]>): Array<[string, string]> {
   const merged = new Map(base);
   for (const [k, v] of request) merged.set(k, v);
   return [...merged];
 }
 
-function checkEnvSizes(pairs: Array<[string, string]>, flagStringLength: number | undefined): void {
+export function checkEnvSizes(pairs: Array<[string, string]>, flagStringLength: number | undefined): void {
   const long = pairs.find(([, v]) => v.length > ENV_VALUE_MAX);
   if (long) throw invalidArgs(`env value of ${long[0].slice(0, 64)} is ${long[1].length} characters; the limit is ${ENV_VALUE_MAX}.`);
   const total = flagStringLength ?? pairs.reduce((n, [k, v]) => n + k.length + v.length, 0);

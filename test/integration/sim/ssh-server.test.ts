@@ -301,6 +301,26 @@ describe('SSH server: host key, log lines, faults, and its end', () => {
     expect(changed.hostKey).not.toBe(first.hostKey);
   });
 
+  test('a recycle gives a fresh container on the same ports: a new host key, and a file written before is gone; the quirk keeps the key', async () => {
+    const key = newKey();
+    for (const keeps of [false, true]) {
+      const w = await fresh({ quirks: { recycle_keeps_host_key: keeps } }, [key.public]);
+      const { id, proxy, direct } = await running(w);
+      const first = await login(proxy, key);
+      expect((await exec(first.client, 'echo kept > left-behind && ls')).stdout).toBe('left-behind\n');
+      first.client.end();
+      expect((await call(w.sim, 'PUT', `/api/v0/instances/recycle/${id}/`, {})).body).toEqual({ success: true });
+      w.clock.now += 300_000; // recycle_s 10 + boot_s 200
+      const rec = (await call(w.sim, 'GET', `/api/v0/instances/${id}/`)).body.instances;
+      expect([rec.actual_status, rec.ssh_port, Number(rec.ports['22/tcp'][0].HostPort)]).toEqual(['running', proxy, direct]);
+      const after = await login(proxy, key);
+      expect((await exec(after.client, 'ls -A | wc -l')).stdout.trim()).toBe('0');
+      after.client.end();
+      if (keeps) expect(after.hostKey).toBe(first.hostKey);
+      else expect(after.hostKey).not.toBe(first.hostKey);
+    }
+  });
+
   test("each connection adds sshd's lines to the container log: accepted, refused, disconnected", async () => {
     const key = newKey();
     const w = await fresh({}, [key.public]);

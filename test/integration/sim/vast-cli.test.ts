@@ -62,7 +62,7 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
   }
 
   test(
-    'search, create, show, label, stop, start, reboot, logs, user, env vars, attach and detach ssh, destroy, charges: no error',
+    'search, create, show, label, stop, start, reboot, logs, update, recycle, user, env vars, attach and detach ssh, destroy, charges: no error',
     { timeout: 120_000 },
     async () => {
       const offers = JSON.parse(
@@ -112,6 +112,15 @@ describe.skipIf(!runnable)('the official CLI against the simulator', () => {
       expect(await vast('reboot', 'instance', String(id))).toContain(`Rebooting instance ${id}.`);
 
       expect(await vast('logs', String(id), '--tail', '20', '--filter', 'started')).toContain(`Container C.${id} started`);
+
+      // recycle__instance and update__instance (vast.py): the CLI reads `success` and prints its words.
+      expect(
+        await vast('update', 'instance', String(id), '--image', 'pytorch/pytorch:2', '--onstart', 'echo two', '--env', '{"A": "b"}'),
+      ).toContain(`Instance ${id} updated successfully.`);
+      expect(await vast('recycle', 'instance', String(id))).toContain(`Recycling instance ${id}.`);
+      expect(stripped(JSON.parse(await vast('show', 'instance', String(id), '--raw')))).toMatchObject({ actual_status: 'recycling' });
+      expect(sim.history().find((h) => h.id === id)!.image).toBe('pytorch/pytorch:2');
+      expect(await vast('recycle', 'instance', '1')).toContain('Invalid instance id.');
 
       const user = JSON.parse(await vast('show', 'user', '--raw')) as Record<string, unknown>;
       expect(user).toMatchObject({ id: 424242, email: 'sim-user@example.com' });

@@ -52,6 +52,9 @@ const DELIBERATE: Record<string, string> = {
   'create_instance.json PUT env': 'the CLI sends env as an object {"KEY": "value"}; the schema documents the docker-flag string',
   'create_instance.json PUT price': 'null for on-demand, as the CLI sends it; a number for a bid',
   'search_offers.json POST type': 'the CLI and the schema\'s own example send "on-demand"; the enum says "ondemand"',
+  'update_template_preview.json PUT id': 'the CLI sends the instance id in the body too (vast-cli update_instance)',
+  'update_template_preview.json PUT env': 'the CLI sends env (vast-cli update_instance); the preview spec lists none',
+  'update_template_preview.json PUT args': 'the CLI sends args (vast-cli update_instance); the preview spec lists none',
 };
 
 /** Paths berth sends that differ from the documented template only by its trailing slash. */
@@ -160,6 +163,11 @@ const CALLS: Array<[string, (c: MarketplaceClient) => Promise<unknown>]> = [
   ['start', (c) => c.setInstanceState(7, 'running')],
   ['label', (c) => c.setInstanceLabel(7, 'berth:s:r:1')],
   ['change bid', (c) => c.changeBid(7, 0.3)],
+  ['recycle', (c) => c.recycleInstance(7)],
+  [
+    'update',
+    (c) => c.updateInstance(7, { image: 'pytorch/pytorch', onstart: 'echo hi', env: { A: 'b' }, args: '--x', disk: 20, recycle: true }),
+  ],
   ['request logs', (c) => c.requestLogs(7, { tail: 100 })],
   ['current user', (c) => c.currentUser()],
   ['secrets', (c) => c.listSecrets()],
