@@ -47,4 +47,12 @@ export interface AttemptRow {
   follow_offset: number | null;
   /** The instance's host key (`SHA256:...`) pinned at berth's first login; null: never logged in. */
   ssh_host_key: string | null;
+  /** When its instance went to a warm hold (it bills to the hold from then); null: never. */
+  handed_at: number | null;
+  /** The warm hold whose instance this attempt took instead of a create; null: it created its own. */
+  warm_hold_id: number | null;
+  /** A taken instance's update + recycle: 'intent' (may have been sent), 'sent' (answered success); null: no recycle. */
+  recycle_state: 'intent' | 'sent' | null;
+  /** sha256 of the onstart that recycle sends. */
+  recycle_sha: string | null;
 }

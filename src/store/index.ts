@@ -14,6 +14,7 @@ import { createRunsRepo } from './runs.js';
 import { createWebhookEventsRepo } from './webhook-events.js';
 import { createInstanceKeysRepo } from './instance-keys.js';
 import { createOutputsRepo } from './outputs.js';
+import { createWarmHoldsRepo } from './warm-holds.js';
 import { createLeasesRepo, type Lease } from './leases.js';
 import { createRateSlotsRepo } from './rate-slots.js';
 import { createSightingsRepo } from './sightings.js';
@@ -87,6 +88,7 @@ export function openStore(options: StoreOptions) {
     rateSlots: createRateSlotsRepo(db),
     sightings: createSightingsRepo(db),
     blobs: createBlobsRepo(db),
+    warm: createWarmHoldsRepo(db),
   };
   const purgedSpend = db.prepare(`SELECT CAST(value AS DOUBLE PRECISION) AS usd FROM meta WHERE key = 'purged_spend_usd'`);
   const runStates = db.prepare(`SELECT state, count(*) AS n FROM runs GROUP BY state`);

@@ -32,6 +32,8 @@ const TABLES = [
   'run_outputs',
   'blobs',
   'run_name_suffixes',
+  // Warm instances billing now (issue #51): a moved store keeps them held, and their spend.
+  'warm_holds',
 ] as const;
 type Table = (typeof TABLES)[number];
 /** Rows read from SQLite at a time. */
@@ -145,6 +147,7 @@ function copyAll(from: SqlDb, pg: PgDb, where: string): Record<Table, number> {
       for (const [table, column] of [
         ['events', 'id'],
         ['outbox', 'seq'],
+        ['warm_holds', 'id'],
       ] as const) {
         pg.prepare(
           `SELECT setval(pg_get_serial_sequence('${table}', '${column}'), COALESCE((SELECT max(${column}) FROM ${table}), 0) + 1, false)`,

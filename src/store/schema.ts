@@ -314,4 +314,40 @@ export const HISTORY: Change[][] = [
       'next_n bigint NOT NULL', // the suffix its next submission tries first (2, 3, ...)
     ]),
   ],
+
+  // Version 16 (issue #51): warm instances. A task that ended cleanly hands its instance to a warm
+  // hold instead of destroying it (written in one transaction with its attempt's end of billing);
+  // a later run of the same reuse key takes it (in one transaction with that run's attempt, which
+  // then holds it), or it is released at idle_s and destroyed. One holder at every moment.
+  [
+    table('warm_holds', [
+      'id serial',
+      'instance_id bigint NOT NULL',
+      'run_id key NOT NULL', // the run whose attempt handed it over
+      'attempt int NOT NULL',
+      'reuse_key key NOT NULL', // src/job-spec/reuse-key.ts: what a taker's spec must share
+      'relax_level int NOT NULL', // the donor's: a taker at a lower level may not take it (its filters were stricter)
+      'offer_id bigint NOT NULL',
+      'machine_id bigint NOT NULL',
+      'gpu_name text',
+      'num_gpus int',
+      'dph_total real NOT NULL', // billed $/h, disk included, as last listed
+      'disk_dph real NOT NULL', // its disk's part
+      'since bigint NOT NULL', // ms: the hand-over; it bills from then
+      'idle_until bigint NOT NULL', // ms: released then (the container destroys itself about then too)
+      'state key NOT NULL', // warm, taken, released
+      'ended_at bigint', // ms: taken or released
+      'ended_why text',
+      'taken_run_id key',
+      'taken_attempt int',
+      'destroy_confirmed_at bigint', // a released hold's instance no longer listed: it bills no more
+    ]),
+    index(`warm_holds_live ON warm_holds(instance_id) WHERE state = 'warm'`),
+    add('attempts', [
+      'handed_at bigint', // ms: its instance went to a warm hold (it bills to the hold from then)
+      'warm_hold_id bigint', // the warm hold whose instance this attempt took instead of a create
+      'recycle_state key', // intent (the update + recycle may have been sent), sent (answered success)
+      'recycle_sha key', // sha256 of the onstart the recycle sends: a restart reads it back in the record
+    ]),
+  ],
 ];

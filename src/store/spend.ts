@@ -53,9 +53,28 @@ function billedFrom(a: SpendRow): number | null {
   return null;
 }
 
-/** When it stopped billing: its destroy confirmed; else the end of its run (the sweep destroys what an ended run left); else now. */
+/**
+ * When it stopped billing: its destroy confirmed (or its hand-over to a warm hold, which bills it
+ * from then: ../store/warm-holds.ts, which sets both); else the end of its run (the sweep destroys
+ * what an ended run left); else now.
+ */
 function billedTo(a: SpendRow, runEndedAt: number | null, now: number): number {
   return a.destroy_confirmed_at ?? runEndedAt ?? now;
+}
+
+/** A warm hold's spend from `from` to `now`: its $/h from the hand-over to its take, or released, to its destroy confirmed (or now). */
+export function warmSpend(
+  h: { since: number; state: string; ended_at: number | null; destroy_confirmed_at: number | null; dph_total: number },
+  now: number,
+  from = -Infinity,
+): number {
+  const end = h.state === 'taken' ? (h.ended_at ?? now) : (h.destroy_confirmed_at ?? now);
+  return (h.dph_total * overlap(h.since, Math.min(end, now), from, Infinity)) / HOUR_MS;
+}
+
+/** $/h a warm hold bills now: until its take, or released, until its destroy is confirmed. */
+export function warmPrice(h: { state: string; destroy_confirmed_at: number | null; dph_total: number }): number {
+  return h.state === 'warm' || (h.state === 'released' && h.destroy_confirmed_at === null) ? h.dph_total : 0;
 }
 
 const overlap = (a0: number, a1: number, b0: number, b1: number) => Math.max(0, Math.min(a1, b1) - Math.max(a0, b0));

@@ -166,6 +166,8 @@ const InstanceCostsSchema = z.object({
   service_usd: z.number().nullable(),
   /** berth's figure minus the service's. */
   difference_usd: z.number().nullable(),
+  /** Kept warm after the attempt's task ended (issue #51): this is the warm hold's spend, billed to the run that handed it over. */
+  warm: z.boolean().optional(),
 });
 
 /** `GET /v1/costs` (`berth costs`): spend per run and per instance since 00:00 UTC of a day. */

@@ -28,7 +28,7 @@ export function costsLines(r: CostsReport): string[] {
         run.id,
         run.name,
         run.state,
-        String(i.attempt),
+        i.warm ? `${i.attempt} (warm)` : String(i.attempt),
         i.instance_id === null ? '(creating)' : String(i.instance_id),
         money(i.usd),
         ...(compared ? [money(i.service_usd), money(i.difference_usd)] : []),

@@ -13,13 +13,16 @@
 import type { Instance } from '../../client/types.js';
 import type { Store } from '../../store/index.js';
 import type { BillingRow } from '../../store/attempts.js';
-import { attemptPrice, attemptSpend } from '../../store/spend.js';
+import { attemptPrice, attemptSpend, warmPrice, warmSpend } from '../../store/spend.js';
+import type { WarmHoldRow } from '../../store/warm-holds.js';
 import { attemptIsLive } from '../../wire/run-states.js';
 import { parseLabel } from './labels.js';
 
 export type Ownership =
   | { kind: 'foreign' } // not this store's label: never touched
   | { kind: 'owned'; runId: string; n: number }
+  /** A warm hold keeps it for the next run of its reuse key (issue #51). */
+  | { kind: 'warm'; holdId: number; runId: string; n: number }
   | { kind: 'adopt'; runId: string; n: number } // its create is journaled but the instance id was never recorded
   | { kind: 'orphan'; runId: string; n: number; reason: string };
 
@@ -35,7 +38,14 @@ export function classifyInstance(
     return { kind: 'orphan', runId: label.runId, n: label.n, reason: `made by store ${label.storeId}, which this store replaced` };
   }
   if (!label || label.storeId !== store.storeId) return { kind: 'foreign' };
-  const { runId, n } = label;
+  // A warm instance keeps its first attempt's label through every hand-over: who holds it now is
+  // the warm hold, or the attempt that took it from the newest one.
+  const warm = store.warm.latestFor(instance.id);
+  if (warm?.state === 'warm') return { kind: 'warm', holdId: warm.id, runId: warm.run_id, n: warm.attempt };
+  if (warm?.state === 'released') {
+    return { kind: 'orphan', runId: warm.run_id, n: warm.attempt, reason: `its warm hold was released (${warm.ended_why ?? 'ended'})` };
+  }
+  const { runId, n } = warm?.state === 'taken' ? { runId: warm.taken_run_id!, n: warm.taken_attempt! } : label;
   if (!isLiveRun(runId)) return { kind: 'orphan', runId, n, reason: 'its run has ended or is unknown' };
   const attempt = store.attempts.get(runId, n);
   if (!attempt) return { kind: 'orphan', runId, n, reason: `attempt #${n} was never journaled` };
@@ -53,9 +63,11 @@ export function classifyInstance(
   return { kind: 'owned', runId, n };
 }
 
-/** One holder's instance as it may bill: an attempt's, made or being made. */
+/** One holder's instance as it may bill: an attempt's, made or being made, or a warm hold's. */
 export interface Bill {
-  /** The run it bills to, and its attempt. */
+  /** A warm hold's id; absent for an attempt's. */
+  warmHoldId?: number;
+  /** The run it bills to (a warm hold's: the run that handed it over), and its attempt. */
   runId: string;
   n: number;
   /** Null while its create is in flight (it may have made one). */
@@ -85,12 +97,28 @@ function bill(a: BillingRow, now: number): Bill {
   };
 }
 
-/** Every hold that may have billed since `from` (creates in flight included), priced as of `now`. */
+function warmBill(h: WarmHoldRow, now: number): Bill {
+  return {
+    warmHoldId: h.id,
+    runId: h.run_id,
+    n: h.attempt,
+    instanceId: h.instance_id,
+    since: h.since,
+    usdPerHour: warmPrice(h),
+    booting: false,
+    usd: (from = -Infinity) => warmSpend(h, now, from),
+  };
+}
+
+/** Every hold that may have billed since `from` (creates in flight and warm holds included), priced as of `now`. */
 export function billsSince(store: Store, from: number, now: number): Bill[] {
-  return store.attempts
-    .billingSince(from)
-    .filter(mayHaveBilled)
-    .map((a) => bill(a, now));
+  return [
+    ...store.attempts
+      .billingSince(from)
+      .filter(mayHaveBilled)
+      .map((a) => bill(a, now)),
+    ...store.warm.billingSince(from).map((h) => warmBill(h, now)),
+  ];
 }
 
 /** The bill of one attempt's instance, if it was journaled. */
@@ -112,4 +140,5 @@ export function billingNow(store: Store, now: number): { n: number; usdPerHour: 
 }
 
 /** What every holder's instances have cost up to `now`, USD: the runs purged since included. */
-export const spentUsd = (store: Store, now: number): number => store.spendUsd(now);
+export const spentUsd = (store: Store, now: number): number =>
+  store.spendUsd(now) + store.warm.billingSince(-Infinity).reduce((s, h) => s + warmSpend(h, now), 0);

@@ -55,7 +55,14 @@ export async function costsReport(
     const usd = b.usd(from);
     run.usd += usd;
     run.usd_per_hour += b.usdPerHour;
-    run.instances.push({ attempt: b.n, instance_id: b.instanceId, usd: round6(usd), service_usd: null, difference_usd: null });
+    run.instances.push({
+      attempt: b.n,
+      instance_id: b.instanceId,
+      usd: round6(usd),
+      service_usd: null,
+      difference_usd: null,
+      ...(b.warmHoldId !== undefined ? { warm: true } : {}),
+    });
   }
   const runs = [...byRun.values()].map((r) => ({ ...r, usd: round6(r.usd), usd_per_hour: round6(r.usd_per_hour) }));
   // Spend per UTC day (the dashboard's chart): what was spent since a day's start less what was

@@ -72,6 +72,8 @@ export class AttemptJournal {
       // Its key can do nothing any more, as after a run's own destroy.
       this.store.instanceKeys.forget(instanceId);
       this.store.attempts.destroyConfirmed(runId, n, instanceId, at);
+      // A released warm hold on it bills no more either.
+      this.store.warm.gone(instanceId, at);
     });
   }
 

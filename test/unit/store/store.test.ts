@@ -352,7 +352,17 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     ]);
     // `berth store migrate` copies rows column by column and the repositories read `SELECT *`: the
     // new columns come last on both backends.
-    expect(Object.keys(s.attempts.get('r1', 1)!).slice(-5)).toEqual(['log_tail', 'gpu_name', 'num_gpus', 'follow_offset', 'ssh_host_key']);
+    expect(Object.keys(s.attempts.get('r1', 1)!).slice(-9)).toEqual([
+      'log_tail',
+      'gpu_name',
+      'num_gpus',
+      'follow_offset',
+      'ssh_host_key',
+      'handed_at',
+      'warm_hold_id',
+      'recycle_state',
+      'recycle_sha',
+    ]);
   });
 
   it("keeps a followed task's offset with the tail kept so far, in one write", () => {

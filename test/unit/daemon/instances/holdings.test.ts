@@ -6,7 +6,15 @@ import type { Instance } from '../../../../src/client/types.js';
 import { attemptLabel, parseLabel } from '../../../../src/daemon/instances/labels.js';
 import { MachineQuarantine } from '../../../../src/daemon/runs/machine-quarantine.js';
 import { OfferClaims } from '../../../../src/daemon/runs/offer-claims.js';
-import { billingNow, billOf, billsSince, classifyInstance, usdPerHour, usdSince } from '../../../../src/daemon/instances/holdings.js';
+import {
+  billingNow,
+  billOf,
+  billsSince,
+  classifyInstance,
+  spentUsd,
+  usdPerHour,
+  usdSince,
+} from '../../../../src/daemon/instances/holdings.js';
 import { openStore, type Store } from '../../../../src/store/index.js';
 import { FakeClock } from '../../../helpers/fake-clock.js';
 
@@ -192,5 +200,86 @@ describe('what bills now', () => {
     expect(billOf(store, 'live', 2, 3 * H)?.usdPerHour).toBe(1);
     expect(billOf(store, 'ended', 1, 3 * H)?.usdPerHour).toBe(0);
     expect(billOf(store, 'live', 9, 3 * H)).toBeUndefined();
+  });
+});
+
+describe('warm holds (issue #51)', () => {
+  const H = 3_600_000;
+  const hand = (at: number) =>
+    store.warm.hand({
+      instanceId: 501,
+      runId: 'live',
+      n: 1,
+      reuseKey: 'k',
+      relaxLevel: 0,
+      offerId: 11,
+      machineId: 1,
+      gpu: { name: 'RTX 4090', count: 1 },
+      dphTotal: 2,
+      diskDph: 0.1,
+      at,
+      idleUntil: at + H,
+    });
+  beforeEach(() => {
+    journal('live', 1);
+    store.attempts.adopt('live', 1, 501, 0);
+  });
+  const listed = () => instance(501, attemptLabel(store.storeId, 'live', 1));
+
+  it('holds the instance from the hand-over, and bills it there instead of the donor, once', () => {
+    const h = hand(H)!;
+    expect(hand(H)?.id).toBe(h.id); // repeated after a restart: the same hold
+    store.runs.setState('live', 'succeeded', null, H + 5);
+    expect(classifyInstance(listed(), store, live)).toEqual({ kind: 'warm', holdId: h.id, runId: 'live', n: 1 });
+    const bills = billsSince(store, -Infinity, 2 * H);
+    // The donor's hour at $1 (journal's dph), then the hold's hour at $2.
+    expect(usdSince(bills)).toBeCloseTo(1 + 2, 9);
+    expect(usdPerHour(bills)).toBe(2);
+    expect(billingNow(store, 2 * H).each.map((b) => b.warmHoldId)).toEqual([h.id]);
+  });
+
+  it('passes to the taker in one step, and a released hold leaves an orphan that bills until it is gone', () => {
+    const h = hand(H)!;
+    store.runs.setState('live', 'succeeded', null, H);
+    store.runs.insert({ id: 'next', name: 'c', specJson: '{}', createdAt: 1 });
+    store.transaction(() => {
+      expect(store.warm.take(h.id, 'next', 1, 2 * H)).toBe(true);
+      store.attempts.beginCreate({ runId: 'next', n: 1, offerId: 11, machineId: 1, dphTotal: 2, label: 'x', at: 2 * H });
+      store.attempts.adopt('next', 1, 501, 2 * H);
+    });
+    expect(store.warm.take(h.id, 'other', 1, 2 * H)).toBe(false); // one taker
+    expect(classifyInstance(listed(), store, live)).toEqual({ kind: 'owned', runId: 'next', n: 1 });
+    // Donor 1 h at $1 + hold 1 h at $2 + taker 1 h at $2: nothing counted twice.
+    expect(usdSince(billsSince(store, -Infinity, 3 * H))).toBeCloseTo(1 + 2 + 2, 9);
+
+    const other = store.warm.hand({
+      ...h,
+      instanceId: 502,
+      runId: 'live',
+      n: 2,
+      reuseKey: 'k',
+      relaxLevel: 0,
+      offerId: 12,
+      machineId: 2,
+      gpu: null,
+      dphTotal: 1,
+      diskDph: 0,
+      at: H,
+      idleUntil: 2 * H,
+    });
+    expect(other).toBeNull(); // attempt 2 was never journaled on 502: nothing to hand
+  });
+
+  it('a released hold is an orphan, billing until a sweep confirms it gone', () => {
+    const h = hand(H)!;
+    store.runs.setState('live', 'succeeded', null, H);
+    expect(store.warm.release(h.id, 'idle_s passed', 2 * H)).toBe(true);
+    expect(store.warm.take(h.id, 'next', 1, 2 * H)).toBe(false);
+    expect(classifyInstance(listed(), store, live)).toMatchObject({ kind: 'orphan', reason: 'its warm hold was released (idle_s passed)' });
+    expect(billingNow(store, 3 * H).usdPerHour).toBe(2);
+    store.warm.gone(501, 3 * H);
+    expect(billingNow(store, 4 * H).usdPerHour).toBe(0);
+    expect(usdSince(billsSince(store, -Infinity, 4 * H))).toBeCloseTo(1 + 2 * 2, 9);
+    expect(spentUsd(store, 4 * H)).toBeCloseTo(1 + 2 * 2, 9);
   });
 });
