@@ -21,6 +21,8 @@ export interface TaskPlan {
   maxRestarts: number;
   /** Seconds a task that failed for good keeps its instance for `berth ssh` (keep_on_failure_s; 0: none). */
   keepOnFailureS: number;
+  /** Seconds its instance waits warm for the next run of its reuse key once it ended cleanly (warm.idle_s; 0: none, issue #51). */
+  warmIdleS: number;
   /** The container directory the task starts in: the spec's workdir_dest, else /root/workdir (made empty without a workdir). */
   dir: string;
   /** The sha256 of the packed workdir uploaded into `dir` before the task starts, or null without one. */
@@ -101,6 +103,7 @@ function planOf(spec: ResolvedJobSpec): RunPlan {
         run: spec.run!,
         maxRestarts: spec.max_restarts ?? 0,
         keepOnFailureS: spec.keep_on_failure_s ?? 0,
+        warmIdleS: spec.warm?.idle_s ?? 0,
         dir: spec.workdir_dest ?? WORKDIR_DEST_DEFAULT,
         workdirSha256: spec.workdir_sha256 ?? null,
       }

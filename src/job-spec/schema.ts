@@ -8,7 +8,7 @@ import { CREATE_INPUT_LIMITS as LIMITS, envTotalSize, sizeOf } from './create-in
 import { ONSTART_TOO_LARGE, onstartFits } from './onstart.js';
 import { clashingOutputs } from './output-names.js';
 import { isSearchField, operandIssues, unknownSearchFieldMessage } from './search-fields.js';
-import { KEEP_ON_FAILURE_MAX_S, TASK_TOO_LARGE, taskFits } from './task-script.js';
+import { KEEP_ON_FAILURE_MAX_S, TASK_TOO_LARGE, WARM_IDLE_MAX_S, taskFits } from './task-script.js';
 
 /** Values berth fills in when a spec leaves these fields out. */
 export const JOB_SPEC_DEFAULTS = {
@@ -398,6 +398,20 @@ export const jobSpecSchema = z
       .describe(
         `Seconds a task that fails for good (no restart left) keeps its instance, after its outputs are taken, for \`berth ssh\`; then it is destroyed, by the container itself when no daemon is up (default 0, at most ${KEEP_ON_FAILURE_MAX_S}); needs run`,
       ),
+    // Issue #51: the instance kept warm for the next task of the same spec (docs/tasks.md "Warm instances").
+    warm: z
+      .strictObject({
+        idle_s: z
+          .number()
+          .int('must be a whole number of seconds')
+          .min(1, 'must be 1 or more')
+          .max(WARM_IDLE_MAX_S, `must be at most ${WARM_IDLE_MAX_S} (an hour): the warm instance bills its GPU meanwhile`)
+          .describe('Seconds the instance waits, running, for a taker; then it is destroyed, by the container itself when no daemon is up'),
+      })
+      .optional()
+      .describe(
+        `When the task ends on its own (any exit code) and its outputs are taken, its instance is kept running for at most idle_s (at most ${WARM_IDLE_MAX_S}) for the next run whose image, disk, runtype, ports, onstart, env, secrets and search filters are the same; that run starts on it in a fresh container instead of renting; needs run, on-demand only`,
+      ),
     // Outputs (issue #40): container paths downloaded when the task ends, before the destroy
     // (src/daemon/task-files/outputs-download.ts), or copied to a cloud connection (outputs.cloud).
     outputs: outputsSchema
@@ -484,6 +498,8 @@ function checkTask(
     onstart?: unknown;
     max_restarts?: unknown;
     keep_on_failure_s?: unknown;
+    warm?: unknown;
+    search?: unknown;
     outputs?: unknown;
     ready_when?: unknown;
     idle_timeout_s?: unknown;
@@ -507,6 +523,24 @@ function checkTask(
       code: 'custom',
       path: ['keep_on_failure_s'],
       message: 'only applies with run (a task whose failure keeps its instance)',
+    });
+  }
+  if (spec.warm !== undefined && spec.run === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['warm'], message: 'only applies with run (a task whose end leaves its instance warm)' });
+  }
+  if (spec.warm !== undefined && isPlainObject(spec.search) && spec.search['type'] === 'bid') {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['warm'],
+      message: 'applies to on-demand instances only (search.type "bid" may be outbid while warm, and an outbid instance is never reused)',
+    });
+  }
+  if (spec.warm !== undefined && isPlainObject(spec.outputs) && 'cloud' in spec.outputs) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['warm'],
+      message:
+        'cannot keep warm an instance whose outputs go to the cloud (outputs.cloud stops it first): download them instead (a list of paths)',
     });
   }
   // A cloud copy stops the instance first (its disk only bills): a stopped instance has no sshd to enter.

@@ -70,6 +70,14 @@ export interface TaskScriptInput {
    * destroys it itself this many seconds later, whatever became of the daemon. Absent or 0: the stop.
    */
   keepOnFailureS?: number | undefined;
+  /**
+   * warm.idle_s (issue #51): a task that ended on its own (exit 0 or a task failure, not its onstart,
+   * workdir or a late start), its outputs taken (`.got`) when it has any, does not stop its instance:
+   * it stays running for the daemon to hand to the next run of its reuse key, and destroys itself this
+   * many seconds later unless a recycle replaced this container first, whatever became of the daemon.
+   * Outputs not taken: the stop, as without it (a stopped instance keeps its disk for them).
+   */
+  warmIdleS?: number | undefined;
   /** The container directory the task starts in (made if missing); default /root/workdir. */
   dir?: string | undefined;
   /** The workdir the daemon uploads into `dir`: the task waits for its ready-file, at most `waitS` seconds. */
@@ -86,6 +94,8 @@ const DIR_DEFAULT = '/root/workdir';
  */
 export const WORKDIR_READY_FILE = '.berth-ready';
 
+/** The most warm.idle_s a spec may ask for, s (an hour): the warm instance bills its GPU. */
+export const WARM_IDLE_MAX_S = 3600;
 /** The most keep_on_failure_s a spec may ask for, s (an hour): the kept instance bills its GPU. */
 export const KEEP_ON_FAILURE_MAX_S = 3600;
 
@@ -193,7 +203,7 @@ function runCall(run: string): string {
  * ack (`echo ack 1<>` the `.ack`) makes the file then. `command exec`: a redirection a plain `exec`
  * fails ends a POSIX shell, and with it the stop.
  */
-function endCall(runId: string, n: number, outputsWaitS?: number, keepS?: number): string {
+function endCall(runId: string, n: number, outputsWaitS?: number, keepS?: number, warmS?: number): string {
   // With outputs, the daemon's `.got` is waited for whether or not it follows now: a daemon down at
   // the task's end and back within the wait still takes them. Bounded; the daemon's destroy (or its
   // `.got`) ends it sooner.
@@ -210,7 +220,7 @@ function endCall(runId: string, n: number, outputsWaitS?: number, keepS?: number
       // Acked: a regular `.ack` says so to a start of this container again (its wrapper then waits for none).
       `[ "$berth_a" = ack ] && rm -f ${ack} && : >${ack}; ` +
       `else berth_i=0; while [ -f "$berth_f.att" ] && [ ! -f ${ack} ] && [ $berth_i -lt ${FOLLOW_ACK_WAIT_S * 5} ]; do ` +
-      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; fi; ${outputs}${stopOrKeep(keepS)}; }`,
+      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; fi; ${outputs}${stopOrKeep(keepS, warmS, outputsWaitS !== undefined)}; }`,
   ].join('\n');
 }
 
@@ -221,11 +231,26 @@ function endCall(runId: string, n: number, outputsWaitS?: number, keepS?: number
  * stops), and not a workdir that never came (the task never ran: the daemon fails over). It comes
  * after the ack and outputs waits, as the daemon's keep begins after the outputs are taken.
  */
-function stopOrKeep(keepS?: number): string {
-  if (keepS === undefined || keepS <= 0) return 'berth_self stop';
+function stopOrKeep(keepS?: number, warmS?: number, hasOutputs = false): string {
+  const otherwise = warmS !== undefined && warmS > 0 ? warmOrStop(warmS, hasOutputs) : 'berth_self stop';
+  if (keepS === undefined || keepS <= 0) return otherwise;
   return (
     `if [ "\${berth_rc:-0}" -ne 0 ]; then case "$1" in *stage=workdir*) berth_self stop ;; *) ` +
     `( sleep ${Math.ceil(keepS)}; echo 'berth: keep_on_failure_s passed; destroying this instance'; berth_self destroy ) & ;; esac; ` +
+    `else ${otherwise}; fi`
+  );
+}
+
+/**
+ * warm.idle_s: an end this container just had (`berth_rc` set), of the task itself (no `stage=`),
+ * its outputs taken when it has any, keeps the instance running and destroys it once idle_s has
+ * passed; anything else stops, as without warm.
+ */
+function warmOrStop(warmS: number, hasOutputs: boolean): string {
+  const taken = hasOutputs ? ' && [ -f "$berth_f.got" ]' : '';
+  return (
+    `if [ -n "\${berth_rc:-}" ]${taken}; then case "$1" in *stage=*) berth_self stop ;; *) ` +
+    `( sleep ${Math.ceil(warmS)}; echo 'berth: warm idle_s passed; destroying this instance'; berth_self destroy ) & ;; esac; ` +
     'else berth_self stop; fi'
   );
 }
@@ -299,7 +324,7 @@ export function taskScript(input: TaskScriptInput): string {
         `[ "$berth_w" -gt 0 ] && sleep "$berth_w"; echo 'berth: the run limit passed; destroying this instance'; berth_self destroy ) &`,
     );
   }
-  parts.push(endCall(input.runId, input.n, input.outputsWaitS, input.keepOnFailureS));
+  parts.push(endCall(input.runId, input.n, input.outputsWaitS, input.keepOnFailureS, input.warmIdleS));
   // A container started again after its attempt ended: the same end, said again, and no second run.
   parts.push('if [ -f "$berth_done" ] && read -r berth_line <"$berth_done"; then berth_end "$berth_line"; exit 0; fi');
   // The first start, too late: berth gave the attempt up at its boot deadline. (No `date`: no check.)
@@ -363,6 +388,7 @@ const WORST = {
   startByS: 99_999_999_999,
   outputsWaitS: 86_400,
   keepOnFailureS: KEEP_ON_FAILURE_MAX_S,
+  warmIdleS: WARM_IDLE_MAX_S,
   dir: `/${'d'.repeat(255)}`,
   workdir: { sha256: 'f'.repeat(64), waitS: 86_400 },
 };

@@ -200,6 +200,7 @@ function taskOnstartFor(deps: RunActorDeps, spec: RunPlan, task: TaskPlan, input
     outputsWaitS: spec.collect !== null && spec.collect.cloud === null ? deps.outputs?.waitS : undefined,
     // A failed task's instance is left running for SSH and destroyed by its container at the keep's end (issue #50).
     keepOnFailureS: task.keepOnFailureS > 0 ? task.keepOnFailureS : undefined,
+    warmIdleS: task.warmIdleS > 0 ? task.warmIdleS : undefined,
     dir: task.dir,
     workdir: task.workdirSha256 === null ? null : { sha256: task.workdirSha256, waitS: deps.uploadTimeoutS },
   };

@@ -28,7 +28,14 @@ describe('planRun', () => {
 
   it('a task, a bid and an idle limit carry their defaults', () => {
     const plan = planOf({ run: 'python train.py', search: { type: 'bid' }, bid_price: 0.2, idle_timeout_s: 600 });
-    expect(plan.task).toEqual({ run: 'python train.py', maxRestarts: 0, keepOnFailureS: 0, dir: '/root/workdir', workdirSha256: null });
+    expect(plan.task).toEqual({
+      run: 'python train.py',
+      maxRestarts: 0,
+      keepOnFailureS: 0,
+      warmIdleS: 0,
+      dir: '/root/workdir',
+      workdirSha256: null,
+    });
     expect(plan.bid).toEqual({ price: 0.2, stepPct: 10, onOutbid: 'rebid' });
     expect(plan.idle).toEqual({ timeoutS: 600, gpuUtilPct: 5 });
     expect(plan).toMatchObject({ max_restarts: 0, bid_step_pct: 10, on_outbid: 'rebid', idle_gpu_util_pct: 5 });

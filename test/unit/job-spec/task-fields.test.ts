@@ -5,6 +5,7 @@ import { issuesOf } from '../../helpers/spec-issues.js';
 import { SpecError } from '../../../src/errors.js';
 import { MARKER_PREFIX, taskEndOf, taskExitOf, taskScript } from '../../../src/job-spec/task-script.js';
 import { planRun } from '../../../src/job-spec/run-plan.js';
+import { reuseKey } from '../../../src/job-spec/reuse-key.js';
 import { checkJobSpecAgainstConfig, jobSpecJsonSchema, parseJobSpec, parseJobSpecText } from '../../../src/job-spec/validate.js';
 
 const minimal = { name: 'job', image: 'ubuntu:22.04', max_price_per_hour: 0.5 };
@@ -58,6 +59,18 @@ describe('task fields of the job spec', () => {
     const cloud = { paths: ['out'], cloud: { connection: 'c', path: '/b' } };
     expect(pathsOf({ ...minimal, run: 'x', keep_on_failure_s: 60, outputs: cloud })).toEqual(['$.keep_on_failure_s']);
     expect(parseJobSpec({ ...minimal, run: 'x', keep_on_failure_s: 60, outputs: ['out'] })).toMatchObject({ keep_on_failure_s: 60 });
+  });
+
+  it('accepts warm.idle_s with an on-demand task, planned as 0 when absent, and refuses it elsewhere (issue #51)', () => {
+    expect(planRun(parseJobSpec({ ...minimal, run: 'x', warm: { idle_s: 600 } }), RUNS).task).toMatchObject({ warmIdleS: 600 });
+    expect(planRun(parseJobSpec({ ...minimal, run: 'x' }), RUNS).task).toMatchObject({ warmIdleS: 0 });
+    for (const idle of [0, 3601, 1.5]) expect(pathsOf({ ...minimal, run: 'x', warm: { idle_s: idle } })).toEqual(['$.warm.idle_s']);
+    expect(issuesOf({ ...minimal, run: 'x', warm: { idle_s: 3601 } })[0]!.message).toMatch(/at most 3600/);
+    expect(pathsOf({ ...minimal, run: 'x', warm: { idle_s: 60, extra: 1 } })).toEqual(['$.warm.extra']);
+    expect(pathsOf({ ...minimal, warm: { idle_s: 60 } })).toEqual(['$.warm']);
+    expect(pathsOf({ ...minimal, run: 'x', warm: { idle_s: 60 }, search: { type: 'bid' }, bid_price: 0.1 })).toEqual(['$.warm']);
+    const cloud = { paths: ['out'], cloud: { connection: 'c', path: '/b' } };
+    expect(pathsOf({ ...minimal, run: 'x', warm: { idle_s: 60 }, outputs: cloud })).toEqual(['$.warm']);
   });
 
   it('accepts a workdir with its destination, and refuses workdir without run, workdir_dest or workdir_sha256 without workdir (issue #40)', () => {
@@ -155,5 +168,25 @@ describe('the task wrapper', () => {
     expect(taskEndOf(log, 'abcdefgh2345', 2)).toEqual({ exitCode: 3, onstart: false });
     const onstartLast = `${log}\nberth-task-end run=abcdefgh2345 attempt=2 exit=1 stage=onstart\n`;
     expect(taskEndOf(onstartLast, 'abcdefgh2345', 2)).toEqual({ exitCode: 1, onstart: true });
+  });
+});
+
+describe('the reuse key (issue #51)', () => {
+  const spec = (over: Record<string, unknown> = {}) =>
+    parseJobSpec({ ...minimal, run: 'x', env: { A: '1' }, secrets: { T: 's' }, ...over });
+  it('is the same for the same container whatever the order, the price cap or the task, and differs for any part of the container', () => {
+    const key = reuseKey(spec());
+    expect(reuseKey(spec({ run: 'other', max_price_per_hour: 2, name: 'n2' }))).toBe(key);
+    expect(reuseKey(parseJobSpec({ secrets: { T: 's' }, env: { A: '1' }, run: 'y', ...minimal }))).toBe(key);
+    for (const other of [
+      { image: 'ubuntu:24.04' },
+      { disk_gb: 50 },
+      { onstart: 'pip install x' },
+      { env: { A: '2' } },
+      { secrets: { T: 'other' } },
+      { search: { filters: { num_gpus: { eq: 2 } } } },
+    ])
+      expect(reuseKey(spec(other))).not.toBe(key);
+    expect(key).not.toContain('s"');
   });
 });

@@ -137,6 +137,35 @@ describe('the task wrapper under a real shell', () => {
     expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
   });
 
+  // warm.idle_s (issue #51): a task's own end leaves its instance running for the next run of its
+  // reuse key, and the container destroys it itself once idle_s has passed; anything else stops.
+  it.each(['sh', 'bash'] as const)(
+    '%s: with warm.idle_s a task that ended on its own keeps its instance, then destroys it',
+    async (shell) => {
+      for (const run of ['echo fine', 'exit 3']) {
+        calls.length = 0;
+        const { out } = await runWrapper(taskScript({ run, runId: RUN, n: 1, serviceUrl: url, backstop: null, warmIdleS: 1 }), { shell });
+        expect(taskEndOf(out, RUN, 1)).not.toBeNull();
+        expect(out).toContain('berth: warm idle_s passed; destroying this instance');
+        expect(calls).toEqual([{ method: 'DELETE', path: '/api/v0/instances/42/', body: '{}' }]);
+      }
+    },
+  );
+
+  it('with warm.idle_s an onstart that fails, or outputs not taken, stop as without it', async () => {
+    const warm = (onstart: string | undefined, outputsWaitS?: number) =>
+      taskScript({ onstart, run: 'echo ran', runId: RUN, n: 1, serviceUrl: url, backstop: null, warmIdleS: 1, outputsWaitS });
+    calls.length = 0;
+    const failed = await runWrapper(warm('false'));
+    expect(taskEndOf(failed.out, RUN, 1)).toEqual({ exitCode: 1, onstart: true });
+    expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+    // Outputs never taken (no .got within the wait): the stop keeps the disk for them.
+    calls.length = 0;
+    const untaken = await runWrapper(warm(undefined, 1));
+    expect(untaken.out).not.toContain('warm idle_s passed');
+    expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+  });
+
   it('an onstart that ends with exit 0 still runs the task', async () => {
     const { out } = await runWrapper(wrapper('echo setup\nexit 0', 'echo the task ran'));
     expect(out).toContain('the task ran');

@@ -249,6 +249,7 @@ describe('jobSpecJsonSchema', () => {
         'relax',
         'search',
         'secrets',
+        'warm',
         'run',
         'max_restarts',
         'idle_timeout_s',
