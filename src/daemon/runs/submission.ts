@@ -109,11 +109,13 @@ export class Submissions {
     const plan = planRun(parsed, config.runs);
     const requestHash = specHash(parsed);
     const specJson = storedSpecText(plan);
+    // When it was submitted, not when its group came to be written.
+    const now = this.deps.clock.now();
     let result: Inserted | undefined;
     await this.commit(() => {
       // Asked again here: the daemon may have begun to stop while this write waited for its group.
       intake.assertAccepting();
-      result = this.insertRun(plan, specJson, requestHash, idempotencyKey);
+      result = this.insertRun(plan, specJson, requestHash, idempotencyKey, now);
     });
     const inserted = result!;
     if (inserted.created) {
@@ -132,9 +134,8 @@ export class Submissions {
   }
 
   /** The run inserted with its name and its `submitted` event; in the caller's transaction. */
-  private insertRun(plan: RunPlan, specJson: string, requestHash: string, idempotencyKey: string | undefined): Inserted {
+  private insertRun(plan: RunPlan, specJson: string, requestHash: string, idempotencyKey: string | undefined, now: number): Inserted {
     const { store } = this.deps;
-    const now = this.deps.clock.now();
     // Names are unique among live runs, so that a run can be named by its name (`berth status
     // train`): a second live `train` becomes `train-2`, said in its first event. The stored spec
     // keeps the name as written.

@@ -134,19 +134,22 @@ describe.each(['sqlite', 'postgres'] as const)('submissions in a group commit on
     expect(started).toEqual([]);
   });
 
-  it.runIf(backend === 'sqlite')('a group that cannot commit (another program holds berth.db) answers each with the store error, nothing stored or started', async () => {
-    const other = new Database(join(dir, 'berth.db'));
-    other.exec('BEGIN IMMEDIATE');
-    try {
-      const results = await Promise.allSettled([submissions.submit(spec('a')), submissions.submit(spec('b'))]);
-      expect(results.map((r) => r.status === 'rejected' && r.reason instanceof StoreWriteError)).toEqual([true, true]);
-    } finally {
-      other.exec('ROLLBACK');
-      other.close();
-    }
-    expect(committedNames()).toEqual([]);
-    expect(started).toEqual([]);
-    // Once it can write, the same name is free: nothing of the failed group was kept.
-    expect((await submissions.submit(spec('a'))).row.name).toBe('a');
-  });
+  it.runIf(backend === 'sqlite')(
+    'a group that cannot commit (another program holds berth.db) answers each with the store error, nothing stored or started',
+    async () => {
+      const other = new Database(join(dir, 'berth.db'));
+      other.exec('BEGIN IMMEDIATE');
+      try {
+        const results = await Promise.allSettled([submissions.submit(spec('a')), submissions.submit(spec('b'))]);
+        expect(results.map((r) => r.status === 'rejected' && r.reason instanceof StoreWriteError)).toEqual([true, true]);
+      } finally {
+        other.exec('ROLLBACK');
+        other.close();
+      }
+      expect(committedNames()).toEqual([]);
+      expect(started).toEqual([]);
+      // Once it can write, the same name is free: nothing of the failed group was kept.
+      expect((await submissions.submit(spec('a'))).row.name).toBe('a');
+    },
+  );
 });
