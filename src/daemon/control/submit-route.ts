@@ -58,7 +58,7 @@ export function submitRoute(deps: SubmitRouteDeps): ControlRoute {
         throw new HttpProblem(415, 'unsupported_media_type', 'POST /v1/runs takes a JSON job spec with "Content-Type: application/json".');
       const body = await readJsonSpec(req);
       const key = req.headers['idempotency-key'];
-      const { row, created } = deps.submissions.submit(body, typeof key === 'string' && key ? key : undefined);
+      const { row, created } = await deps.submissions.submit(body, typeof key === 'string' && key ? key : undefined);
       return {
         status: created ? 201 : 200,
         body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now(), store.outputs.forRun(row.id)),

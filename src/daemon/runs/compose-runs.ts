@@ -212,12 +212,15 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
         : new SolePlacement(runs, { store, clock, hooks: deps.hooks }),
   });
   releasers.push(() => supervisor.stop());
+  // Submissions that come together share one commit (./submission.ts).
+  const submitted = new GroupCommit({ transaction: (fn) => store.transaction(fn) });
   const submissions = new Submissions({
     store,
     clock,
     config,
     log,
     intake: supervisor,
+    commit: (write) => submitted.add(write),
     ...(deps.loginBlocked ? { loginBlocked: deps.loginBlocked } : {}),
   });
   // A run another daemon drives: its instance is read from the store.

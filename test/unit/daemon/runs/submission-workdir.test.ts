@@ -49,12 +49,12 @@ function submissions(loginBlocked: () => string | undefined) {
   return { s, started, asked: () => asked };
 }
 
-it('refuses a workdir while the key cannot be used, naming the field and the fix; nothing stored or started', () => {
+it('refuses a workdir while the key cannot be used, naming the field and the fix; nothing stored or started', async () => {
   let problem: string | undefined = KEY_PROBLEM;
   const { s, started } = submissions(() => problem);
   let err: unknown;
   try {
-    s.submit(withWorkdir);
+    await s.submit(withWorkdir);
   } catch (e) {
     err = e;
   }
@@ -70,12 +70,12 @@ it('refuses a workdir while the key cannot be used, naming the field and the fix
   expect(started).toEqual([]);
 
   problem = undefined; // chmod 600 done
-  expect(s.submit(withWorkdir).created).toBe(true);
+  expect((await s.submit(withWorkdir)).created).toBe(true);
   expect(started).toHaveLength(1);
 });
 
-it('a spec without a workdir does not ask about the key', () => {
+it('a spec without a workdir does not ask about the key', async () => {
   const { s, asked } = submissions(() => KEY_PROBLEM);
-  expect(s.submit(spec).created).toBe(true);
+  expect((await s.submit(spec)).created).toBe(true);
   expect(asked()).toBe(0);
 });

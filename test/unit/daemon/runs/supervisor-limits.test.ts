@@ -82,7 +82,7 @@ const instance = (id: number, actual_status: string): Instance =>
 /** Submits `limits`, and shows its instance running (ready by status). */
 async function runningRun(limits: Record<string, unknown>): Promise<string> {
   supervisor.resumeAll();
-  const { row } = submissions.submit({ name: 'l', image: 'img', max_price_per_hour: 5, ready_when: 'status', ...limits });
+  const { row } = await submissions.submit({ name: 'l', image: 'img', max_price_per_hour: 5, ready_when: 'status', ...limits });
   await clock.settle();
   expect(store.runs.get(row.id)!.state).toBe('booting');
   supervisor.onSeen([instance(500, 'running')], clock.now());

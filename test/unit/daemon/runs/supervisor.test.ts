@@ -66,7 +66,7 @@ const spec = { name: 's', image: 'img', max_price_per_hour: 1 };
 describe('supervisor', () => {
   it('retries a store that refuses writes from a timer: 1 s, then doubling up to 30 s, and resumes the paused run once it writes', async () => {
     supervisor.resumeAll();
-    const { row } = submissions.submit(spec);
+    const { row } = await submissions.submit(spec);
     await clock.settle();
     expect(store.runs.get(row.id)!.state).toBe('searching');
 
