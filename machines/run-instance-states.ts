@@ -26,7 +26,8 @@
 //   keeping           a task that failed for good (no restart left), keep_on_failure_s > 0: the
 //                     instance kept for SSH until its bound → destroying; cancel, a limit, or a
 //                     list without it → destroying at once
-//   destroying        destroy, then confirmed by absence from a list (retried forever) → settle
+//   destroying        destroy, then confirmed by absence from a list (retried forever) → settle;
+//                     or handed to a warm hold instead (issue #51, the daemon's call) → settle
 import { raise, stateIn } from 'xstate';
 import { failureOf, mayBeTaskEnd, sshEndpoints, stoppedByTask, stopsTaskFirst, type RunError } from './run-rules.js';
 
@@ -630,10 +631,22 @@ export const destroyingState = runSetup.createStateConfig({
           instanceId: context.current!.instanceId!,
           outcome: context.current!.ending?.outcome ?? null,
         }),
-        onDone: {
-          target: 'confirming',
-          actions: { type: 'destroyRequested', params: ({ event }) => ({ requestedAt: event.output.requestedAt }) },
-        },
+        onDone: [
+          {
+            // Handed to a warm hold instead (issue #51): the hold has it now; nothing to wait for.
+            guard: { type: 'handedToWarm', params: ({ event }) => ({ output: event.output }) },
+            target: '#run.settle',
+            actions: [
+              { type: 'reportHandedToWarm', params: ({ event }) => ({ output: event.output }) },
+              { type: 'concludeHandedAttempt', params: ({ event }) => ({ output: event.output }) },
+              'reportAttemptEnded',
+            ],
+          },
+          {
+            target: 'confirming',
+            actions: { type: 'destroyRequested', params: ({ event }) => ({ requestedAt: event.output.requestedAt }) },
+          },
+        ],
         onError: {
           target: 'waiting',
           actions: [

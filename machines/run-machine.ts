@@ -29,7 +29,7 @@ import type { SnapshotFrom } from 'xstate';
 export type * from './run-types.js';
 
 /** Bump when states or context change shape (and add a step to run-migrations.ts); stored with every snapshot. */
-export const RUN_MACHINE_VERSION = 12;
+export const RUN_MACHINE_VERSION = 13;
 
 const createdOf = (output: CreateOutput) => output as Extract<CreateOutput, { kind: 'created' }>;
 /** The attempt's outcome when the create answered without an instance. */

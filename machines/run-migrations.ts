@@ -89,6 +89,9 @@ const STEPS: Record<number, Step> = {
   // v11 → v12: a task that failed for good may keep its instance in `keeping` (issue #50), its bound
   // in `current.keepUntil` (optional). A state was added, none removed or reshaped: nothing to change.
   11: (s) => s,
+  // v12 → v13: a destroy may hand the instance to a warm hold instead (issue #51: DestroyOutput's
+  // optional `handed`), which settles the run at once. Nothing stored changes shape.
+  12: (s) => s,
 };
 
 /**

@@ -177,6 +177,7 @@ export const runSetup = setup({
       params.instance !== null && priceOverCap(params.instance, context.limits.maxPricePerHour),
     instanceLost: ({ context }, params: PollParams) => isLost(context, params.instance, params.listedAt),
     goneSinceDestroy: ({ context }, params: PollParams) => isGoneSinceDestroy(context, params.instance, params.listedAt),
+    handedToWarm: (_, params: { output: DestroyOutput }) => params.output.handed !== undefined,
     /** Running, and the spec counts that as ready (ready_when "status"). */
     runningReadyByStatus: ({ context }, params: PollParams) =>
       params.instance !== null && isRunningStatus(params.instance) && context.limits.readyWhen === 'status',
@@ -406,6 +407,16 @@ export const runSetup = setup({
       instanceId: context.current!.instanceId!,
     })),
     concludeDestroyedAttempt: assign(({ context }, params: PollParams) => concludeDestroyed(context, params.listedAt)),
+    reportHandedToWarm: emit(({ context }, params: { output: DestroyOutput }) => ({
+      type: 'instance.warm' as const,
+      n: context.current!.n,
+      instanceId: context.current!.instanceId!,
+      holdId: params.output.handed!.holdId,
+      idleUntil: params.output.handed!.idleUntil,
+    })),
+    concludeHandedAttempt: assign(({ context }, params: { output: DestroyOutput }) =>
+      concludeDestroyed(context, params.output.requestedAt),
+    ),
     failFatal: assign((_, params: { error: unknown }) => ({ error: failureOf(params.error).error })),
     failFromEndReason: assign(({ context }) => ({ error: context.endReason })),
     failAttemptsSpent: assign(({ context }) => ({ error: attemptsSpentError(context) })),

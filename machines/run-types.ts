@@ -305,6 +305,8 @@ export type RunEmitted =
   | { type: 'destroy.requested'; n: number; instanceId: number }
   | { type: 'destroy.retry'; n: number; instanceId: number; error: RunError; retryAt: number }
   | { type: 'destroy.confirmed'; n: number; instanceId: number }
+  /** The instance went to a warm hold instead of its destroy (issue #51). */
+  | { type: 'instance.warm'; n: number; instanceId: number; holdId: number; idleUntil: number }
   | { type: 'run.failed'; error: RunError }
   | { type: 'run.expired'; error: RunError }
   | { type: 'run.cancelled' }
@@ -381,6 +383,11 @@ export interface DestroyInput {
 }
 export interface DestroyOutput {
   requestedAt: number;
+  /**
+   * The instance was not destroyed: it went to a warm hold for the next run of the same reuse key
+   * (issue #51), which holds it from then on; the attempt ends with its outcome and the run settles.
+   */
+  handed?: { holdId: number; idleUntil: number };
 }
 export interface SleepInput {
   until: number;

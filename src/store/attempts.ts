@@ -100,6 +100,10 @@ export function createAttemptsRepo(db: SqlDb) {
   const followed = db.prepare(`UPDATE attempts SET log_tail = @tail, follow_offset = @offset WHERE run_id = @runId AND n = @n`);
   // The first pin stands: a second login never replaces it.
   const pin = db.prepare(`UPDATE attempts SET ssh_host_key = @key WHERE run_id = @runId AND n = @n AND ssh_host_key IS NULL`);
+  const recycle = db.prepare(
+    `UPDATE attempts SET warm_hold_id = COALESCE(@holdId, warm_hold_id), recycle_state = @state, recycle_sha = COALESCE(@sha, recycle_sha)
+     WHERE run_id = @runId AND n = @n`,
+  );
   const forRun = db.prepare(`SELECT * FROM attempts WHERE run_id = ? ORDER BY n`);
   // Any number of runs in one statement: their ids as one JSON array parameter.
   const forRuns = db.prepare(`SELECT * FROM attempts WHERE run_id IN ${jsonTextValues('?')} ORDER BY run_id, n`);
@@ -177,6 +181,10 @@ export function createAttemptsRepo(db: SqlDb) {
     /** The run took the attempt's instance as ready, `via` how, with the SSH endpoints to show. */
     setReady(runId: string, n: number, via: string, endpoints: unknown[], at: number): void {
       ready.run({ runId, n, via, endpoints: JSON.stringify(endpoints), at });
+    },
+    /** A warm instance's take (issue #51): the hold it came from and how far its update + recycle got. */
+    setRecycle(runId: string, n: number, r: { holdId?: number; state: 'intent' | 'sent'; sha?: string }): void {
+      recycle.run({ runId, n, holdId: r.holdId ?? null, state: r.state, sha: r.sha ?? null });
     },
     /** Keeps the last lines of a failed attempt's container log. */
     setLogTail(runId: string, n: number, text: string): void {

@@ -12,7 +12,7 @@
 // counted twice.
 import type { SqlDb } from './sql-db.js';
 
-export type WarmState = 'warm' | 'taken' | 'released';
+type WarmState = 'warm' | 'taken' | 'released';
 
 export interface WarmHoldRow {
   id: number;
@@ -138,4 +138,3 @@ export function createWarmHoldsRepo(db: SqlDb) {
   };
 }
 
-export type WarmHoldsRepo = ReturnType<typeof createWarmHoldsRepo>;

@@ -17,6 +17,7 @@ import type { Logger } from '../../logger.js';
 import type { Store } from '../../store/index.js';
 import { DestroyFailures } from './destroy-alerts.js';
 import { classifyInstance } from './holdings.js';
+import type { WarmPool } from './warm-pool.js';
 
 /** What the reconciler writes through the attempt journal (../runs/attempt-journal.ts is one). */
 interface OwnershipJournal {
@@ -27,6 +28,8 @@ interface OwnershipJournal {
 }
 
 interface ReconcilerDeps {
+  /** Warm holds past their idle_s are released at each sweep, and destroyed as orphans in it (./warm-pool.ts). */
+  warm?: Pick<WarmPool, 'expire'>;
   store: Store;
   journal: OwnershipJournal;
   client: MarketClient;
@@ -60,6 +63,7 @@ export class Reconciler {
   sweep(instances: Instance[], startedAt: number): void {
     const { store, log, journal } = this.deps;
     const listed = new Set(instances.map((i) => i.id));
+    this.deps.warm?.expire();
     for (const [id, orphan] of this.orphans) {
       // Sent before this sweep started, and not in it: gone.
       if (listed.has(id) || orphan.sentAt > startedAt) continue;

@@ -275,6 +275,21 @@ export class CreateGate {
     return null;
   }
 
+  /**
+   * Why the daemon-wide caps refuse keeping an instance billing `dphTotal` warm for `seconds` more
+   * (issue #51), or null: it bills already (its $/h is in what bills now), so only
+   * budget.max_usd_per_day, with what the warm time may add to what the last 24 h cost.
+   */
+  warmHold(dphTotal: number, seconds: number): string | null {
+    const { maxUsdPerDay } = this.deps.caps();
+    if (maxUsdPerDay == null) return null;
+    const { day } = this.totals().get();
+    const added = (dphTotal * seconds) / 3600;
+    return overCap(day + added, maxUsdPerDay)
+      ? `budget.max_usd_per_day (${usdText(maxUsdPerDay)}) would be passed: the last 24 h cost ${usdText(day)}, and keeping it warm may add ${usdText(added)}`
+      : null;
+  }
+
   /** Why this create may not start now, or null. */
   private holdFor(input: CreateInput, totals: Totals): Hold | null {
     const { account } = this.deps;

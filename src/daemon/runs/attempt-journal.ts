@@ -48,6 +48,34 @@ export class AttemptJournal {
   }
 
   /**
+   * Attempt `a` takes warm hold `holdId`'s instance instead of a create (issue #51), in one
+   * transaction: its intent, the hold's end and the attempt's holding of the instance, with its
+   * recycle journaled as `intent` (the update + recycle may be sent from now on; `recycleSha`: the
+   * sha256 of its onstart, which a restart compares with the instance's record). False: the hold
+   * is no longer warm (another run took it, or it was released) and the attempt has made nothing.
+   */
+  takeWarm(a: AttemptStart, holdId: number, instanceId: number, recycleSha: string, at: number): boolean {
+    return this.ownership.write(a.runId, () =>
+      this.store.transaction(() => {
+        const { fresh } = this.store.attempts.beginCreate({ ...a, label: this.labelOf(a.runId, a.n), at });
+        if (!fresh) return false;
+        if (!this.store.warm.take(holdId, a.runId, a.n, at)) {
+          this.store.attempts.notCreated(a.runId, a.n, 'offer_gone', `warm hold #${holdId} was taken or released first`);
+          return false;
+        }
+        this.store.attempts.adopt(a.runId, a.n, instanceId, at);
+        this.store.attempts.setRecycle(a.runId, a.n, { holdId, state: 'intent', sha: recycleSha });
+        return true;
+      }),
+    );
+  }
+
+  /** The taken instance's update + recycle was answered: its fresh container is on its way. */
+  recycleSent(runId: string, n: number): void {
+    this.ownership.write(runId, () => this.store.attempts.setRecycle(runId, n, { state: 'sent' }));
+  }
+
+  /**
    * The attempt owns this instance: its create answered with it, or a list showed the attempt's
    * label. `sentAt`: when the create was sent (billing cannot have begun earlier). False when the
    * attempt already holds another instance or gave up on its create: this one is then an orphan.

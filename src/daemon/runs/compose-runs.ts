@@ -27,6 +27,7 @@ import { LogSecrets } from '../task-end/log-secrets.js';
 import { MachineQuarantine } from './machine-quarantine.js';
 import { OfferClaims } from './offer-claims.js';
 import { Reconciler } from '../instances/reconciler.js';
+import { WarmPool } from '../instances/warm-pool.js';
 import { provideRunMachine } from './run-driver.js';
 import type { RunHooks } from './run-hooks.js';
 import { RunLogs } from './run-logs.js';
@@ -121,7 +122,16 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     ownership.shared ? new StoreClaims({ attempts: store.attempts, clock, maxAgeMs: STORE_CLAIMS_MAX_AGE_MS }) : undefined,
   );
   const quarantine = new MachineQuarantine(config.runs.machine_quarantine_s * 1000, clock);
+  // Warm instances (issue #51): kept at a clean end, taken instead of a create, released at idle_s.
+  const warm = new WarmPool({
+    store,
+    clock,
+    log,
+    planOf: (runId) => specs.get(runId),
+    capsRefuse: (dph, seconds) => gate.warmHold(dph, seconds),
+  });
   const reconciler = new Reconciler({
+    warm,
     store,
     journal,
     client,
@@ -173,6 +183,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     uploadTimeoutS: config.files.upload_timeout_s,
     ...(readyCallback ? { readyCallback } : {}),
     money: { guard, gate },
+    warm,
     quarantine,
     client,
     clock,

@@ -5,6 +5,7 @@
 // create first reads its journal row and, when a call may already have reached the service, looks
 // for the attempt's label instead of calling again. What a failed create means (skip the offer, look
 // for the label, fail the run...) is the policy table's call (src/client/retry-policy.ts RUN_POLICY).
+import { createHash } from 'node:crypto';
 import type { CreateInput, CreateResult } from '../../../machines/run-machine.js';
 import { runPolicyOf } from '../../client/retry-policy.js';
 import { toRunError } from '../../errors.js';
@@ -13,6 +14,7 @@ import { taskScript } from '../../job-spec/task-script.js';
 import type { RunPlan, TaskPlan } from '../../job-spec/run-plan.js';
 import type { AttemptRow } from '../../store/index.js';
 import { CreateAbandoned } from '../money/create-gate.js';
+import type { WarmOffer } from '../instances/warm-pool.js';
 import { callbackLine } from '../inbound/ready-token.js';
 import { specOf, type RunActorDeps } from './run-actor-deps.js';
 import { instanceEnv, secretValues } from '../../job-spec/spec-secrets.js';
@@ -58,6 +60,8 @@ function journaled(deps: RunActorDeps, input: CreateInput, row: AttemptRow, sign
   deps.claims.claim(input.offerId, input.runId);
   switch (row.create_state) {
     case 'created':
+      // A warm instance taken whose update + recycle may have been sent: its record tells.
+      if (row.recycle_state === 'intent') return recycleUnknown(deps, input, row, signal);
       return { kind: 'created', instanceId: row.instance_id!, createdAt: row.instance_created_at ?? row.started_at };
     case 'offer_gone':
       return { kind: 'offer_gone', detail: row.create_detail ?? 'offer gone' };
@@ -75,6 +79,9 @@ export async function createAttempt(deps: RunActorDeps, input: CreateInput, sign
   const { runId, n, offerId } = input;
   const before = journal.find(runId, n);
   if (before) return journaled(deps, input, before, signal);
+  // A warm instance on this offer, of this run's reuse key: taken instead of a create (issue #51).
+  const warm = deps.warm?.holdOn(offerId, spec);
+  if (warm) return takeWarm(deps, spec, input, warm, signal);
   /**
    * The intent, and on a shared store the look at other runs' attempts on the offer, in one step
    * (the gate's, under the store's caps lock): of two daemons going for one offer, the second sees
@@ -159,6 +166,91 @@ export async function createAttempt(deps: RunActorDeps, input: CreateInput, sign
   }
   return made;
 }
+
+/**
+ * Attempt n takes a warm instance (issue #51): the hold's end and the attempt's holding of it in one
+ * transaction (through the money gate like a create: every path to money passes the same caps),
+ * then one update_template call that gives it this attempt's onstart (its task wrapper and backstop)
+ * and recycles it: a fresh container from the same image, disk and environment (the reuse key made
+ * them the same). The workdir is uploaded into it as on any attempt.
+ */
+async function takeWarm(
+  deps: RunActorDeps,
+  spec: RunPlan,
+  input: CreateInput,
+  warm: WarmOffer,
+  signal: AbortSignal,
+): Promise<CreateResult> {
+  const { runId, n } = input;
+  const onstart = onstartFor(deps, spec, input);
+  const script = onstart.script ?? '';
+  const sha = sha256Hex(script);
+  let taken: boolean;
+  try {
+    taken = await deps.money.gate.admit({ ...input, dphTotal: warm.dphTotal }, signal, () =>
+      deps.journal.takeWarm(input, warm.holdId, warm.instanceId, sha, deps.clock.now()),
+    );
+  } catch (err) {
+    if (!(err instanceof CreateAbandoned)) throw err;
+    deps.journal.begin(input, deps.clock.now());
+    deps.journal.notCreated(runId, n, 'failed', err.message);
+    return { kind: 'create_failed', detail: err.message };
+  }
+  if (!taken) {
+    const row = deps.journal.find(runId, n);
+    // Not fresh: an earlier run of this actor journaled the attempt; what it recorded stands.
+    if (row && row.create_state !== 'offer_gone') return journaled(deps, input, row, signal);
+    return { kind: 'offer_gone', detail: `warm instance ${warm.instanceId} was taken or released first` };
+  }
+  deps.claims.claim(input.offerId, runId);
+  try {
+    await deps.client.updateInstance(
+      warm.instanceId,
+      { image: spec.image, onstart: script, recycle: true, secrets: [...(onstart.secret ? [onstart.secret] : []), ...secretValues(spec)] },
+      { signal },
+    );
+  } catch (err) {
+    // The daemon is stopping: the journal says `intent`, and the next start reads the record.
+    if (signal.aborted) throw err;
+    const row = deps.journal.find(runId, n)!;
+    return recycleUnknown(deps, input, row, signal, toRunError(err).message);
+  }
+  deps.journal.recycleSent(runId, n);
+  // Lists started before this moment show the container it replaced (../run-driver.ts drops them).
+  return { kind: 'created', instanceId: warm.instanceId, createdAt: deps.clock.now() };
+}
+
+/**
+ * A taken instance's recycle that may or may not have happened (a restart found it journaled as
+ * `intent`, or the call failed): the instance's record says which onstart it has (show_instances.yaml
+ * `onstart`). This attempt's: the recycle went through. Any other, or no record: it is destroyed
+ * and the run fails over. Never sent again: a second recycle after a first that went through could
+ * start the task twice.
+ */
+async function recycleUnknown(
+  deps: RunActorDeps,
+  input: CreateInput,
+  row: AttemptRow,
+  signal: AbortSignal,
+  failed?: string,
+): Promise<CreateResult> {
+  const instanceId = row.instance_id!;
+  const record = await deps.lists.lookAt(instanceId, deps.clock.now(), signal);
+  const onstart = record?.['onstart'];
+  if (typeof onstart === 'string' && row.recycle_sha !== null && sha256Hex(onstart) === row.recycle_sha) {
+    deps.journal.recycleSent(input.runId, input.n);
+    return { kind: 'created', instanceId, createdAt: deps.clock.now() };
+  }
+  const why = failed ?? "its outcome is unknown (berth stopped while it was sent) and the record does not show this attempt's onstart";
+  return {
+    kind: 'created',
+    instanceId,
+    createdAt: deps.clock.now(),
+    createdStopped: `the recycle of warm instance ${instanceId} did not go through: ${why}`,
+  };
+}
+
+const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex');
 
 /**
  * The onstart to send: the spec's script, followed (with readiness.callback_url) by the line that

@@ -169,6 +169,11 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
       );
     case 'destroy.confirmed':
       return append(`attempt #${e.n}: instance ${e.instanceId} is gone`, { n: e.n, instanceId: e.instanceId });
+    case 'instance.warm':
+      return append(
+        `attempt #${e.n}: instance ${e.instanceId} kept warm (hold #${e.holdId}) for the next run of this spec until ${new Date(e.idleUntil).toISOString()}; it bills its GPU meanwhile, then it is destroyed`,
+        { n: e.n, instanceId: e.instanceId, holdId: e.holdId, idleUntil: e.idleUntil },
+      );
     case 'run.failed':
       return ending(`run failed (${e.error.kind}): ${e.error.message}`, { error: e.error }, 'warn');
     case 'run.cancelled':

@@ -15,6 +15,7 @@ import type { TaskLogs } from '../task-end/task-logs.js';
 import type { CollectInput, CollectOutput } from '../../../machines/run-machine.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { InstanceLists } from '../instances/poller.js';
+import type { WarmPool } from '../instances/warm-pool.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
 import type { AttemptLogins } from '../task-end/task-shells.js';
 
@@ -66,6 +67,8 @@ export interface RunActorDeps {
   ownership: Pick<RunOwnership, 'check'>;
   /** Logins to an attempt's instance with berth's key (readiness by SSH runs a command over one); absent: no key, the banner alone. */
   logins?: AttemptLogins;
+  /** Warm instances (issue #51): kept at a clean end instead of destroyed, taken instead of a create. */
+  warm?: WarmPool;
 }
 
 /** The money room's two checks, as the actors use them. */

@@ -120,6 +120,20 @@ export function makeRunActors(deps: RunActorDeps) {
           ? stored
           : { ...stored, search: { ...stored.search, type: input.searchType }, bid_price: undefined };
       const blocked = { offerIds: input.blockedOffers, machineIds: input.blockedMachines };
+      // A warm instance of the same reuse key comes before any search (issue #51): no search call, no boot of the image.
+      const warm = deps.warm?.offerFor(input.runId, spec, input.relaxLevel, blocked);
+      if (warm) {
+        const candidate: Candidate = {
+          offerId: warm.offerId,
+          machineId: warm.machineId,
+          dphTotal: warm.dphTotal,
+          minBid: null,
+          diskDph: warm.diskDph,
+          ...(warm.gpu ? { gpu: warm.gpu } : {}),
+        };
+        const out = deps.money.guard.affordable(input.runId, [candidate]);
+        if (out.candidates.length > 0) return out;
+      }
       /**
        * Nothing usable after the last relax step ends the run (no_offers): one more search, without the
        * price cap, says what excluded the offers, and when even that finds nothing, a second one, the
@@ -191,6 +205,9 @@ export function makeRunActors(deps: RunActorDeps) {
       // A failed container's log is asked for first: once destroyed it has none (bounded, never throws).
       await deps.failureLogs.beforeDestroy(input, signal);
       deps.ownership.check(input.runId);
+      // Kept warm for the next run of its reuse key instead, when it may be (../instances/warm-pool.ts).
+      const handed = deps.warm?.handOver(input);
+      if (handed) return { requestedAt: deps.clock.now(), handed };
       deps.logSecrets.forget(input.instanceId);
       await client.destroyInstance(input.instanceId, { signal });
       return { requestedAt: deps.clock.now() };

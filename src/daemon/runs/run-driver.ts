@@ -290,6 +290,12 @@ export class RunDriver {
 
   poll(instance: InstanceStatus | null, listedAt: number): void {
     if (this.currentInstanceId() === null) return;
+    // A list started before the attempt had its instance says nothing of it: for a warm instance
+    // taken (issue #51), it shows the container its recycle replaced, running, and would start the
+    // new task's attempt at once. (recycle_instance.yaml: the call itself sets `recycling`.) Unless
+    // the wall clock stepped back below that moment: then every list looks older, and all count.
+    const createdAt = this.actor!.getSnapshot().context.current?.createdAt;
+    if (createdAt != null && listedAt < createdAt && this.deps.clock.now() >= createdAt) return;
     // Lists reach a run out of order: a daemon that follows a leader reads the leader's sightings
     // after its own lists, and one of them may have been started before this daemon's newest list
     // (a take-over's first rounds replay them). Applied, such stale news set a running run's
