@@ -219,8 +219,10 @@ function endCall(runId: string, n: number, outputsWaitS?: number, keepS?: number
       `if [ -n "$berth_p" ]; then ( sleep ${FOLLOW_ACK_WAIT_S}; echo t >&4 ) >/dev/null 2>&1 & berth_t=$!; IFS= read -r berth_a <&4; kill "$berth_t" 2>/dev/null; command exec 4<&-; ` +
       // Acked: a regular `.ack` says so to a start of this container again (its wrapper then waits for none).
       `[ "$berth_a" = ack ] && rm -f ${ack} && : >${ack}; ` +
+      // The daemon acked (the FIFO's line or the loop's file): it is there to hand the instance on.
+      `[ -f ${ack} ] && berth_seen=1; ` +
       `else berth_i=0; while [ -f "$berth_f.att" ] && [ ! -f ${ack} ] && [ $berth_i -lt ${FOLLOW_ACK_WAIT_S * 5} ]; do ` +
-      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; fi; ${outputs}${stopOrKeep(keepS, warmS, outputsWaitS !== undefined)}; }`,
+      `sleep 0.2 2>/dev/null || sleep 1; berth_i=$((berth_i+1)); done; [ -f ${ack} ] && berth_seen=1; fi; ${outputs}${stopOrKeep(keepS, warmS, outputsWaitS !== undefined)}; }`,
   ].join('\n');
 }
 
@@ -243,15 +245,23 @@ function stopOrKeep(keepS?: number, warmS?: number, hasOutputs = false): string 
 
 /**
  * warm.idle_s: an end this container just had (`berth_rc` set), of the task itself (no `stage=`),
- * its outputs taken when it has any, keeps the instance running and destroys it once idle_s has
- * passed; anything else stops, as without warm.
+ * with the daemon there to hand the instance on (it took the outputs, `.got`, when the task has
+ * any; else it acked the end it read over SSH, `berth_seen`, waited for up to idle_s: a task that
+ * ended before the daemon logged in is acked once it has), keeps the instance running and destroys
+ * it once idle_s has passed. Anything else stops, as without warm: a daemon away at the task's end
+ * reads the end from the stopped instance when it comes back, whenever that is, where a warm one
+ * would have destroyed itself with the end's log.
  */
 function warmOrStop(warmS: number, hasOutputs: boolean): string {
-  const taken = hasOutputs ? ' && [ -f "$berth_f.got" ]' : '';
+  const idle = Math.ceil(warmS);
+  const taken = hasOutputs
+    ? ' && [ -f "$berth_f.got" ]'
+    : ` && { berth_i=0; while [ -z "\${berth_seen:-}" ] && [ $berth_i -lt ${idle} ]; do [ -f "$berth_f.ack" ] && berth_seen=1 && break; sleep 1; berth_i=$((berth_i+1)); done; [ -n "\${berth_seen:-}" ]; }`;
+  // The stage first: an onstart, workdir or late start never waits for the daemon.
   return (
-    `if [ -n "\${berth_rc:-}" ]${taken}; then case "$1" in *stage=*) berth_self stop ;; *) ` +
-    `( sleep ${Math.ceil(warmS)}; echo 'berth: warm idle_s passed; destroying this instance'; berth_self destroy ) & ;; esac; ` +
-    'else berth_self stop; fi'
+    `case "$1" in *stage=*) berth_self stop ;; *) if [ -n "\${berth_rc:-}" ]${taken}; then ` +
+    `( sleep ${idle}; echo 'berth: warm idle_s passed; destroying this instance'; berth_self destroy ) & ` +
+    'else berth_self stop; fi ;; esac'
   );
 }
 

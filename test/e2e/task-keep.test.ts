@@ -4,9 +4,8 @@
 // Checked against the simulator's own history, not berth's view.
 import { expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { loadLoginKey, publicKeyPart } from '../../src/ssh/key-pair.js';
 import { berth, userEnv } from '../helpers/berth-cli.js';
-import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
+import { loginKeyOnAccount, sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
 const world = useSpawnedWorld();
@@ -22,23 +21,7 @@ async function keepWorld() {
   const home = world.home();
   const daemon = await world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
   // The instance takes the account's keys at its create: berth's key must be there first.
-  const keys = async () =>
-    (
-      (await (await fetch(`${sim.url}/api/v0/ssh/`, { headers: { Authorization: `Bearer ${sim.apiKey}` } })).json()) as Array<{
-        key: string;
-      }>
-    ).map((k) => publicKeyPart(k.key));
-  for (let i = 0; ; i++) {
-    let mine: string | undefined;
-    try {
-      mine = publicKeyPart(loadLoginKey({ home }).publicLine);
-    } catch {
-      // being written
-    }
-    if (mine && (await keys()).includes(mine)) break;
-    if (i > 300) throw new Error('the daemon did not put its key on the account');
-    await sleep(50);
-  }
+  await loginKeyOnAccount(sim, home);
 
   return { sim, home, daemon };
 }

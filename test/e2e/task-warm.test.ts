@@ -5,7 +5,7 @@
 // container destroys the warm instance itself at idle_s, and nothing is left billing.
 import { expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
-import { sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
+import { loginKeyOnAccount, sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
 const world = useSpawnedWorld();
@@ -22,6 +22,9 @@ async function warmWorld() {
   });
   const home = world.home();
   const daemon = await world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
+  // The daemon follows the task over SSH and acks its end: the container then stays warm (a daemon
+  // not there at the end gets a stopped instance, as without warm). Its key must be on the account first.
+  await loginKeyOnAccount(sim, home);
   const submit = async (run: string, extra: Record<string, unknown> = {}) => {
     const created = await daemon.api<RunView>(
       'POST',

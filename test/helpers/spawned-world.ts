@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach } from 'vitest';
 import { startSimulator, type RunningSimulator, type SimConfigInput } from '../../src/sim/index.js';
-import { loadLoginKey } from '../../src/ssh/key-pair.js';
+import { loadLoginKey, publicKeyPart } from '../../src/ssh/key-pair.js';
 import { spawnDaemon, type DaemonProcess, type DaemonSetup } from './daemon-process.js';
 import { FAST_CONFIG, FAST_SIM } from './world.js';
 
@@ -90,3 +90,28 @@ export function useSpawnedWorld(): SpawnedWorld {
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Waits until the daemon of `home` has put berth's login key on the simulator's account (its
+ * background start does): instances created before it cannot be logged in to.
+ */
+export async function loginKeyOnAccount(sim: RunningSimulator, home: string, timeoutMs = 15_000): Promise<void> {
+  const keys = async () =>
+    (
+      (await (await fetch(`${sim.url}/api/v0/ssh/`, { headers: { Authorization: `Bearer ${sim.apiKey}` } })).json()) as Array<{
+        key: string;
+      }>
+    ).map((k) => publicKeyPart(k.key));
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let mine: string | undefined;
+    try {
+      mine = publicKeyPart(loadLoginKey({ home }).publicLine);
+    } catch {
+      // being written
+    }
+    if (mine && (await keys()).includes(mine)) return;
+    if (Date.now() > deadline) throw new Error(`the daemon did not put its key on the account; see ${join(home, 'daemon.log')}`);
+    await sleep(50);
+  }
+}

@@ -137,14 +137,33 @@ describe('the task wrapper under a real shell', () => {
     expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
   });
 
-  // warm.idle_s (issue #51): a task's own end leaves its instance running for the next run of its
-  // reuse key, and the container destroys it itself once idle_s has passed; anything else stops.
+  // warm.idle_s (issue #51): a task's own end, with the daemon there to hand the instance on (it
+  // acked the end it followed, or took the outputs), leaves its instance running for the next run of
+  // its reuse key, and the container destroys it itself once idle_s has passed; anything else stops.
+  const warmScript = (run: string, more: { onstart?: string; outputsWaitS?: number } = {}) =>
+    taskScript({ run, runId: RUN, n: 1, serviceUrl: url, backstop: null, warmIdleS: 1, ...more });
+  /** A container whose daemon follows the task (its .att file) and acks the end marker as followCommands does. */
+  async function followed(script: string, shell: 'sh' | 'bash' = 'sh') {
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    writeFileSync(join(tmp, `berth-task-${RUN}-1.att`), '');
+    let acked = false;
+    return runWrapper(script, {
+      shell,
+      tmp,
+      onOut: (text) => {
+        if (acked || !text.includes('berth-task-end')) return;
+        acked = true;
+        execFileSync('/usr/bin/dash', ['-c', `berth_f=${join(tmp, `berth-task-${RUN}-1`)}; echo ack 1<>"$berth_f.ack"`]);
+      },
+    });
+  }
+
   it.each(['sh', 'bash'] as const)(
-    '%s: with warm.idle_s a task that ended on its own keeps its instance, then destroys it',
+    '%s: with warm.idle_s a task that ended on its own, acked, keeps its instance, then destroys it',
     async (shell) => {
       for (const run of ['echo fine', 'exit 3']) {
         calls.length = 0;
-        const { out } = await runWrapper(taskScript({ run, runId: RUN, n: 1, serviceUrl: url, backstop: null, warmIdleS: 1 }), { shell });
+        const { out } = await followed(warmScript(run), shell);
         expect(taskEndOf(out, RUN, 1)).not.toBeNull();
         expect(out).toContain('berth: warm idle_s passed; destroying this instance');
         expect(calls).toEqual([{ method: 'DELETE', path: '/api/v0/instances/42/', body: '{}' }]);
@@ -152,17 +171,37 @@ describe('the task wrapper under a real shell', () => {
     },
   );
 
-  it('with warm.idle_s an onstart that fails, or outputs not taken, stop as without it', async () => {
-    const warm = (onstart: string | undefined, outputsWaitS?: number) =>
-      taskScript({ onstart, run: 'echo ran', runId: RUN, n: 1, serviceUrl: url, backstop: null, warmIdleS: 1, outputsWaitS });
+  it('with warm.idle_s outputs taken keep it too; an onstart that fails, outputs not taken or no daemon there stop as without it', async () => {
     calls.length = 0;
-    const failed = await runWrapper(warm('false'));
+    const tmp = mkdtempSync(join(scratch, 'container-'));
+    writeFileSync(join(tmp, `berth-task-${RUN}-1.got`), '');
+    const taken = await runWrapper(warmScript('echo ran', { outputsWaitS: 5 }), { tmp });
+    expect(taken.out).toContain('warm idle_s passed');
+    expect(calls.map((c) => c.method)).toEqual(['DELETE']);
+    calls.length = 0;
+    const failed = await followed(warmScript('echo ran', { onstart: 'false' }));
     expect(taskEndOf(failed.out, RUN, 1)).toEqual({ exitCode: 1, onstart: true });
     expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
     // Outputs never taken (no .got within the wait): the stop keeps the disk for them.
     calls.length = 0;
-    const untaken = await runWrapper(warm(undefined, 1));
+    const untaken = await followed(warmScript('echo ran', { outputsWaitS: 1 }));
     expect(untaken.out).not.toContain('warm idle_s passed');
+    expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+    // A daemon that logged in after the end (no .att then) acks it late: a plain .ack, waited for.
+    calls.length = 0;
+    const lateTmp = mkdtempSync(join(scratch, 'container-'));
+    const late = await runWrapper(warmScript('echo ran'), {
+      tmp: lateTmp,
+      onOut: (text) => {
+        if (text.includes('berth-task-end')) writeFileSync(join(lateTmp, `berth-task-${RUN}-1.ack`), 'ack\n');
+      },
+    });
+    expect(late.out).toContain('warm idle_s passed');
+    expect(calls.map((c) => c.method)).toEqual(['DELETE']);
+    // No daemon following and no outputs: nobody is there to hand it on, and a daemon back later reads the stopped one.
+    calls.length = 0;
+    const alone = await runWrapper(warmScript('echo ran'));
+    expect(alone.out).not.toContain('warm idle_s passed');
     expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
   });
 
