@@ -34,7 +34,8 @@ async function warmWorld() {
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     return created.body.id;
   };
-  return { sim, daemon, submit };
+  const restart = () => world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
+  return { sim, daemon, submit, restart };
 }
 
 it('the next task of the same spec starts on the warm instance in a fresh container, and the container ends it at idle_s with no daemon', async () => {
@@ -81,4 +82,32 @@ it('a spec with other secrets never takes the warm instance: it rents its own', 
   expect(sim.history().find((h) => h.id === warmId)!.destroyed_at).toBeNull();
   for (let i = 0; i < (IDLE_S + 30) * 20 && sim.history().find((h) => h.id === warmId)!.destroyed_at === null; i++) await sleep(50);
   expect(sim.history().find((h) => h.id === warmId)!.destroyed_at).not.toBeNull();
+}, 180_000);
+
+it('a SIGKILL while the take is sent leaves no ownerless instance: the restart cannot tell the recycle happened, destroys the warm instance and runs the task once elsewhere', async () => {
+  const { sim, daemon, submit, restart } = await warmWorld();
+  const first = await submit(FIRST);
+  const warmId = (await daemon.waitFor(first, (r) => r.state === 'succeeded', 60_000)).attempts.at(-1)!.instance_id!;
+  // Slow answers keep the update + recycle in flight long enough to kill the daemon inside it; the
+  // simulator drops a request whose client is gone, as a real service may.
+  sim.setFaults({ latency_ms: 1500 });
+  const second = await submit(SECOND);
+  await daemon.waitFor(second, (r) => r.attempts.some((a) => a.instance_id === warmId), 20_000);
+  await sleep(300);
+  await daemon.kill9();
+  sim.setFaults({ latency_ms: 0 });
+  const again = await restart();
+  const ended = await again.waitFor(second, (r) => r.state === 'succeeded', 90_000);
+  // The take's attempt gave the warm instance up (its record never showed this attempt's onstart):
+  // destroyed, never recycled; the task ran once, on an instance of its own.
+  const took = ended.attempts.find((a) => a.instance_id === warmId)!;
+  expect(took.outcome).not.toBe('succeeded');
+  const warm = sim.history().find((h) => h.id === warmId)!;
+  expect(warm.destroyed_at).not.toBeNull();
+  expect(warm.statuses.map((s) => s.status)).not.toContain('recycling');
+  expect(ended.attempts.filter((a) => a.outcome === 'succeeded')).toHaveLength(1);
+  const last = ended.attempts.at(-1)!;
+  expect(last.instance_id).not.toBe(warmId);
+  // Nothing bills but the second run's own instance, now warm for the next.
+  expect(sim.billingNow().map((b) => b.id)).toEqual([last.instance_id]);
 }, 180_000);
