@@ -20,6 +20,41 @@ const IN_FLIGHT = 64;
 /** ssh2's bound on one request's data to a server that is not OpenSSH (its SFTP.js: 34000 less its 2 KiB overhead). */
 const SSH2_NON_OPENSSH_MAX = 34_000 - 2 * 1024;
 
+/**
+ * The SFTP channel's receive window kept open ahead of the reads (bytes), and the least worth a
+ * WINDOW_ADJUST. ssh2 opens its channels with 2 MiB and tops the window up only once it has
+ * fallen to half (node_modules/ssh2/lib/Channel.js MAX_WINDOW, WINDOW_THRESHOLD; client.js
+ * CHANNEL_DATA): up to 1 MiB received is not yet given back, so at a 100 ms round trip a download
+ * ran at ~10 MB/s however many reads were in flight. OpenSSH's client gives the window back once
+ * three packets are consumed (channels.c channel_check_window: `local_maxpacket*3`), so the
+ * window is nearly whole all the time. Here it is topped up to 4 MiB (above the 2 MiB the reads
+ * in flight ask for, so never the bound) once 96 KiB of it is used.
+ */
+const WINDOW = 4 * 1024 * 1024;
+const WINDOW_STEP = 3 * 32 * 1024;
+
+/**
+ * Gives the server back the window the answers used, as OpenSSH does. ssh2's channel fields are
+ * private (its SFTP object is the channel: `incoming.window`, `outgoing.id`, `_protocol`); when
+ * they are not there (another ssh2), nothing is done and ssh2's own adjust goes on as before.
+ * ssh2's own adjust never fires once this keeps the window above its half-way mark.
+ */
+function keepWindowOpen(sftp: SFTPWrapper): void {
+  const ch = sftp as unknown as {
+    incoming?: { window?: unknown };
+    outgoing?: { id?: unknown; state?: unknown };
+    _protocol?: { channelWindowAdjust?: (id: number, amount: number) => void };
+  };
+  const win = ch.incoming?.window;
+  const id = ch.outgoing?.id;
+  const adjust = ch._protocol?.channelWindowAdjust;
+  if (typeof win !== 'number' || typeof id !== 'number' || typeof adjust !== 'function' || ch.outgoing?.state !== 'open') return;
+  const amount = WINDOW - win;
+  if (amount < WINDOW_STEP) return;
+  ch.incoming!.window = win + amount;
+  adjust.call(ch._protocol, id, amount);
+}
+
 /** The bytes of one request: 32 KiB, or less where ssh2 would split it for this server. */
 function chunkOf(sftp: SFTPWrapper): number {
   // ssh2 keeps its per-server bound in private fields (256 KiB to OpenSSH, 31 KiB to others);
@@ -138,6 +173,7 @@ export async function readFileRange(
   if (range.to <= range.from) return range.from;
   const handle = await sftpCall<Buffer>(sftp, signal, (cb) => sftp.open(path, 'r', cb));
   const chunk = chunkOf(sftp);
+  keepWindowOpen(sftp);
   try {
     return await sftpBound<number>(sftp, signal, (resolve, reject, over) => {
       let end = range.to; // lowered once a read meets the file's end
@@ -162,6 +198,7 @@ export async function readFileRange(
           inFlight++;
           sftp.read(handle, Buffer.allocUnsafe(len), 0, len, at, (err, n, buf) => {
             inFlight--;
+            keepWindowOpen(sftp);
             // Answers after an abort or the channel's end are dropped: the caller has moved on.
             if (failed || over()) return;
             if (err) {
