@@ -220,6 +220,13 @@ export function runDetail(run: Run, now: number): string[] {
       'Kept',
       `${keptForSshText(inst.keep_until)}: \`berth ssh ${run.id}\` to look around, billing meanwhile; \`berth cancel ${run.id}\` destroys it now`,
     ]);
+  if (run.warm)
+    fields.push([
+      'Warm',
+      run.warm.state === 'warm'
+        ? `instance ${run.warm.instance_id} kept running for the next run of this spec until ${clock(run.warm.until)} (warm.idle_s), ${price(run.warm.usd_per_hour)} meanwhile; \`berth cancel ${run.id}\` destroys it now`
+        : `instance ${run.warm.instance_id} no longer kept warm: being destroyed (${price(run.warm.usd_per_hour)} until it is gone)`,
+    ]);
   if (run.held)
     fields.push(['Held', `restored from a backup: \`berth resume ${run.id}\` lets it go on, \`berth cancel ${run.id}\` ends it`]);
   if (run.unreadable)

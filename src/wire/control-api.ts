@@ -50,6 +50,18 @@ const RunInstanceSchema = z.object({
   keep_until: isoTime.nullable(),
 });
 
+/**
+ * The instance an ended run's task left warm for the next run of its spec (issue #51), while it
+ * bills: `warm` until a run takes it or its idle_s passes, `released` until its destroy is confirmed.
+ */
+const RunWarmSchema = z.object({
+  instance_id: z.number().int(),
+  state: z.enum(['warm', 'released']),
+  /** When it is released, and destroyed, unless a run takes it first. */
+  until: isoTime,
+  usd_per_hour: z.number(),
+});
+
 /** One offer tried. `outcome` is null while the attempt goes on. */
 const RunAttemptSchema = z.object({
   n: z.number().int().min(1),
@@ -155,6 +167,8 @@ export const RunSchema = z.object({
   outputs: z.array(RunOutputsSchema),
   /** Set once a run whose spec names outputs has ended without all of them taken; null otherwise. */
   outputs_missing: RunOutputsMissingSchema.nullable(),
+  /** Its instance kept warm after its task ended (warm.idle_s), while that bills; null otherwise. */
+  warm: RunWarmSchema.nullable().optional(),
 });
 
 /** Spend of one instance (`berth costs`), beside the service's charges for the same days when compared. */

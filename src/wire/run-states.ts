@@ -43,6 +43,14 @@ export function keptRunNeeds(u: { needs_spec_version: number | null; needs_machi
   return versions.length > 0 ? `a berth that reads ${versions.join(' and ')}` : 'a berth whose job spec rules accept it';
 }
 
+/** A warm instance's line on the dashboard (issue #51): what it bills, until when. */
+export function warmText(warm: { instance_id: number; state: 'warm' | 'released'; until: string; usd_per_hour: number }): string {
+  const at = new Date(warm.until).toLocaleTimeString('en-GB', { hour12: false });
+  return warm.state === 'warm'
+    ? `instance ${warm.instance_id} kept warm for the next run of this spec until ${at}, $${warm.usd_per_hour.toFixed(3)}/h meanwhile`
+    : `instance ${warm.instance_id} no longer kept warm: being destroyed`;
+}
+
 /** A kept instance's line, the CLI's and the dashboard's alike: `kept for SSH until 14:05:09 (keep_on_failure_s)`. */
 export function keptForSshText(keepUntil: string): string {
   const at = new Date(keepUntil).toLocaleTimeString('en-GB', { hour12: false });

@@ -5,6 +5,7 @@
 // container destroys the warm instance itself at idle_s, and nothing is left billing.
 import { expect, it } from 'vitest';
 import type { Run as RunView } from '../../src/wire/control-api.js';
+import { berth, userEnv } from '../helpers/berth-cli.js';
 import { loginKeyOnAccount, sleep, useSpawnedWorld } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM, jobSpec } from '../helpers/world.js';
 
@@ -35,7 +36,7 @@ async function warmWorld() {
     return created.body.id;
   };
   const restart = () => world.spawn({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
-  return { sim, daemon, submit, restart };
+  return { sim, home, daemon, submit, restart };
 }
 
 it('the next task of the same spec starts on the warm instance in a fresh container, and the container ends it at idle_s with no daemon', async () => {
@@ -69,8 +70,8 @@ it('the next task of the same spec starts on the warm instance in a fresh contai
   expect(sim.billingNow()).toEqual([]);
 }, 180_000);
 
-it('a spec with other secrets never takes the warm instance: it rents its own', async () => {
-  const { sim, daemon, submit } = await warmWorld();
+it('a spec with other secrets never takes the warm instance: it rents its own; berth status shows the warm one, berth cancel ends it', async () => {
+  const { sim, home, daemon, submit } = await warmWorld();
   const first = await submit(FIRST);
   const done = await daemon.waitFor(first, (r) => r.state === 'succeeded', 60_000);
   const warmId = done.attempts.at(-1)!.instance_id!;
@@ -78,9 +79,16 @@ it('a spec with other secrets never takes the warm instance: it rents its own', 
   const ended = await daemon.waitFor(other, (r) => r.state === 'succeeded', 60_000);
   expect(ended.attempts.at(-1)!.instance_id).not.toBe(warmId);
   expect(sim.history()).toHaveLength(2);
-  // The warm one is still held until its idle_s, then destroyed (the daemon is up: by its sweep or the container).
+  // The warm one is still held, billing, and said so; a cancel of its ended run destroys it now.
   expect(sim.history().find((h) => h.id === warmId)!.destroyed_at).toBeNull();
-  for (let i = 0; i < (IDLE_S + 30) * 20 && sim.history().find((h) => h.id === warmId)!.destroyed_at === null; i++) await sleep(50);
+  const shown = await berth(['status', first], userEnv(home));
+  expect(shown.stdout).toMatch(
+    new RegExp(`Warm\\s+instance ${warmId} kept running for the next run of this spec until \\d\\d:\\d\\d:\\d\\d`),
+  );
+  const cancelled = await berth(['cancel', first], userEnv(home));
+  expect(cancelled.stdout).toContain(`the instance it kept warm, ${warmId}, is being destroyed`);
+  // Well before its idle_s: the next sweep destroys it.
+  for (let i = 0; i < 200 && sim.history().find((h) => h.id === warmId)!.destroyed_at === null; i++) await sleep(50);
   expect(sim.history().find((h) => h.id === warmId)!.destroyed_at).not.toBeNull();
 }, 180_000);
 

@@ -32,6 +32,11 @@ export async function cancelCommand(runId: string, options: CancelOptions, io: I
     },
   });
   const run = await client.cancel(runId, { noOutputs: options.noOutputs === true });
+  // An ended run whose instance was kept warm (warm.idle_s): the cancel released it (issue #51).
+  if (isEndState(run.state) && run.warm?.state === 'released') {
+    io.out(`Run ${run.id} ${endedWords(run.state)}; the instance it kept warm, ${run.warm.instance_id}, is being destroyed.`);
+    return EXIT.ok;
+  }
   if (!options.wait) {
     io.out(
       isEndState(run.state) ? `Run ${run.id} ${endedWords(run.state)}; nothing to cancel.` : `Cancelling run ${run.id} (now ${run.state}).`,

@@ -19,7 +19,7 @@ import { createReadStream, statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { loadRunViews, toRunEvent, toRunView } from './run-view.js';
+import { loadRunView, loadRunViews, toRunEvent } from './run-view.js';
 import { keptFileShownAs } from './output-names.js';
 
 export interface RunRoutesDeps {
@@ -102,7 +102,7 @@ export function runRoutes(deps: RunRoutesDeps): ControlRoute[] {
       // The row read to tell a 404 is the one shown: one read, not a second.
       handle: (r) => {
         const row = runOf(store, r);
-        return { status: 200, body: toRunView(row, store.attempts.forRun(row.id), deps.clock.now(), store.outputs.forRun(row.id)) };
+        return { status: 200, body: loadRunView(store, row.id, deps.clock.now())! };
       },
     },
     {

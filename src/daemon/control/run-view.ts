@@ -3,6 +3,7 @@
 import type { RunError } from '../../errors.js';
 import type { AttemptRow, EventRow, OutputsRow, RunRow, Store } from '../../store/index.js';
 import type { RunFilter } from '../../store/runs.js';
+import type { WarmHoldRow } from '../../store/warm-holds.js';
 import type { Run, RunEvent } from '../../wire/control-api.js';
 import { attemptIsLive } from '../../wire/run-states.js';
 import { costView } from '../../store/spend.js';
@@ -102,7 +103,19 @@ function outputsView(specJson: string, rows: OutputsRow[]): Run['outputs'] {
   }));
 }
 
-export function toRunView(run: RunRow, attempts: AttemptRow[], now: number, outputs: OutputsRow[] = []): Run {
+/** The warm holds that bill now, by the run that handed each over (its newest). */
+function warmByRun(store: Store, now: number): Map<string, WarmHoldRow> {
+  const m = new Map<string, WarmHoldRow>();
+  for (const h of store.warm.billingSince(now)) if (h.state !== 'taken' && (m.get(h.run_id)?.id ?? -1) < h.id) m.set(h.run_id, h);
+  return m;
+}
+
+function warmView(h: WarmHoldRow | undefined): Run['warm'] {
+  if (!h || h.state === 'taken') return null;
+  return { instance_id: h.instance_id, state: h.state, until: iso(h.ended_at ?? h.idle_until), usd_per_hour: h.dph_total };
+}
+
+export function toRunView(run: RunRow, attempts: AttemptRow[], now: number, outputs: OutputsRow[] = [], warm?: WarmHoldRow): Run {
   const held = heldAttempt(run, attempts);
   const rented = gpuRented(attempts);
   const spec = specFacts(run.spec_json);
@@ -156,12 +169,13 @@ export function toRunView(run: RunRow, attempts: AttemptRow[], now: number, outp
       attempts,
       outputs,
     ),
+    warm: warmView(warm),
   };
 }
 
 export function loadRunView(store: Store, runId: string, now: number): Run | undefined {
   const row = store.runs.get(runId);
-  return row ? toRunView(row, store.attempts.forRun(runId), now, store.outputs.forRun(runId)) : undefined;
+  return row ? toRunView(row, store.attempts.forRun(runId), now, store.outputs.forRun(runId), warmByRun(store, now).get(runId)) : undefined;
 }
 
 /** A page of runs, newest first, in three queries (runs, then all their attempts and outputs), whatever its size. */
@@ -171,7 +185,8 @@ export function loadRunViews(store: Store, page: { limit: number; after?: RunRow
   for (const a of store.attempts.forRuns(rows.map((r) => r.id))) byRun.get(a.run_id)?.push(a);
   const outputs = new Map<string, OutputsRow[]>(rows.map((r) => [r.id, []]));
   for (const o of store.outputs.forRuns(rows.map((r) => r.id))) outputs.get(o.run_id)?.push(o);
-  return rows.map((r) => toRunView(r, byRun.get(r.id)!, now, outputs.get(r.id)));
+  const warm = warmByRun(store, now);
+  return rows.map((r) => toRunView(r, byRun.get(r.id)!, now, outputs.get(r.id), warm.get(r.id)));
 }
 
 /** One event-log row as the control API shows it. */

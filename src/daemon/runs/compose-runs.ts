@@ -198,6 +198,7 @@ export function composeRuns(deps: RunsDeps, releasers: Releasers) {
     ...(deps.logins ? { logins: deps.logins } : {}),
   });
   const supervisor: Supervisor = new Supervisor({
+    warm,
     store,
     clock,
     config,

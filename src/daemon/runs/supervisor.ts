@@ -33,6 +33,7 @@ import type { MoneyGuard } from '../money/money-guard.js';
 import type { MachineQuarantine } from './machine-quarantine.js';
 import type { OfferClaims } from './offer-claims.js';
 import type { PollSubscriber } from '../instances/poller.js';
+import type { WarmPool } from '../instances/warm-pool.js';
 import type { Reconciler } from '../instances/reconciler.js';
 import type { Holder, PriceIncreaseWatch } from '../money/price-increases.js';
 import type { FailureLogs } from '../task-end/failure-logs.js';
@@ -49,6 +50,8 @@ import type { ClusterRuns } from '../cluster/cluster-loop.js';
 
 /** What the supervisor is handed, built by ./compose-runs.ts for the composition root (../daemon.ts). */
 export interface SupervisorDeps {
+  /** Warm instances: a cancel of a run that ended with its instance kept warm ends that too (issue #51). */
+  warm?: Pick<WarmPool, 'releaseOf'>;
   store: Store;
   clock: Clock;
   config: Config;
@@ -292,7 +295,14 @@ export class Supervisor implements PollSubscriber, ClusterRuns {
   cancel(runId: string, opts: { noOutputs?: boolean } = {}): RunRow | undefined {
     const { store } = this.deps;
     const row = store.runs.get(runId);
-    if (!row || row.ended_at !== null) return row;
+    if (row && row.ended_at !== null) {
+      // Its instance kept warm for the next run of its spec goes now (the next sweep destroys it).
+      if (this.deps.warm?.releaseOf(runId, 'its run was cancelled')) {
+        this.deps.log.info({ runId }, 'the warm instance this run left is released: it is destroyed at the next sweep');
+      }
+      return row;
+    }
+    if (!row) return row;
     store.transaction(() => {
       store.runs.requestCancel(runId, this.deps.clock.now());
       // A held run may be cancelled: its actor only destroys what the run holds and never rents.

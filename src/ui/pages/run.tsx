@@ -3,7 +3,7 @@
 // container's output, its spend, and cancel or resume behind a confirmation.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Run, RunEvent, RunLogs, StreamOutput } from '../../wire/control-api.js';
-import { attemptIsLive, isEndState, keptForSshText, keptRunNeeds } from '../../wire/run-states.js';
+import { attemptIsLive, isEndState, keptForSshText, keptRunNeeds, warmText } from '../../wire/run-states.js';
 import { call, followEvents } from '../api.js';
 import { ago, localTime, usd, usdPerHour } from '../format.js';
 import { Coded, ConfirmButton, CopyButton, ErrorNote, LogBox, Section, StateBadge, useNow } from '../parts/common.js';
@@ -225,6 +225,12 @@ export function RunPage({ id }: { id: string }) {
       <Section title="Attempts" id="attempts">
         <AttemptTimeline run={run} events={events} now={now} />
       </Section>
+
+      {run.warm && (
+        <Section title="Warm instance" id="warm">
+          <p class="warm-line">{warmText(run.warm)}</p>
+        </Section>
+      )}
 
       {run.instance && (
         <Section title="Instance" id="instance">

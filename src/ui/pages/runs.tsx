@@ -3,7 +3,7 @@
 // has an event is read again, and a new run appears on the first page, all without a reload.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Run } from '../../wire/control-api.js';
-import { keptForSshText, keptRunNeeds, RUN_STATES } from '../../wire/run-states.js';
+import { keptForSshText, keptRunNeeds, RUN_STATES, warmText } from '../../wire/run-states.js';
 import { callWithHeaders, followEvents, call } from '../api.js';
 import { ago, localTime, usd, usdPerHour } from '../format.js';
 import { ErrorNote, StateBadge, useNow } from '../parts/common.js';
@@ -154,6 +154,7 @@ export function RunsPage() {
                   <td>
                     <StateBadge state={r.state} />
                     {r.instance?.keep_until && <div class="muted">{keptForSshText(r.instance.keep_until)}</div>}
+                    {r.warm && <div class="muted">{warmText(r.warm)}</div>}
                     {r.held && <span class="badge tone-warn">held</span>}
                     {r.unreadable && (
                       <span class="badge tone-warn" title={`this berth cannot drive it: it needs ${keptRunNeeds(r.unreadable)}`}>
