@@ -4,6 +4,7 @@ import type { RunError } from '../../errors.js';
 import type { AttemptRow, EventRow, OutputsRow, RunRow, Store } from '../../store/index.js';
 import type { RunFilter } from '../../store/runs.js';
 import type { WarmHoldRow } from '../../store/warm-holds.js';
+import { warmHoldsBilling } from '../instances/holdings.js';
 import type { Run, RunEvent } from '../../wire/control-api.js';
 import { attemptIsLive } from '../../wire/run-states.js';
 import { costView } from '../../store/spend.js';
@@ -106,7 +107,7 @@ function outputsView(specJson: string, rows: OutputsRow[]): Run['outputs'] {
 /** The warm holds that bill now, by the run that handed each over (its newest). */
 function warmByRun(store: Store, now: number): Map<string, WarmHoldRow> {
   const m = new Map<string, WarmHoldRow>();
-  for (const h of store.warm.billingSince(now)) if (h.state !== 'taken' && (m.get(h.run_id)?.id ?? -1) < h.id) m.set(h.run_id, h);
+  for (const h of warmHoldsBilling(store, now)) if ((m.get(h.run_id)?.id ?? -1) < h.id) m.set(h.run_id, h);
   return m;
 }
 

@@ -127,6 +127,10 @@ export function billOf(store: Store, runId: string, n: number, now: number): Bil
   return a ? bill({ ...a, run_ended_at: store.runs.get(runId)?.ended_at ?? null }, now) : undefined;
 }
 
+/** The warm holds that bill now (warm, or released and not yet gone), with the run that left each. */
+export const warmHoldsBilling = (store: Store, now: number): WarmHoldRow[] =>
+  store.warm.billingSince(now).filter((h) => h.state !== 'taken');
+
 /** $/h the bills sum to now. */
 export const usdPerHour = (bills: readonly Bill[]): number => bills.reduce((s, b) => s + b.usdPerHour, 0);
 
