@@ -169,7 +169,9 @@ export function createAttemptsRepo(db: SqlDb) {
      * (creates in flight included), and those confirmed destroyed after `from`.
      */
     billingSince(from: number): BillingRow[] {
-      return [...(mayBill.all() as BillingRow[]), ...(confirmedAfter.all(from) as BillingRow[])];
+      // -Infinity (`berth costs` without --since) is no BIGINT for Postgres: the smallest time there is.
+      const since = Number.isFinite(from) ? from : Number.MIN_SAFE_INTEGER;
+      return [...(mayBill.all() as BillingRow[]), ...(confirmedAfter.all(since) as BillingRow[])];
     },
     setOutcome(runId: string, n: number, value: string, detail: string | null, endedAt: number | null): void {
       outcome.run({ runId, n, outcome: value, detail, endedAt });

@@ -133,7 +133,8 @@ export function createWarmHoldsRepo(db: SqlDb) {
     },
     /** Every hold that may have billed since `from`. */
     billingSince(from: number): WarmHoldRow[] {
-      return billing.all({ from }) as WarmHoldRow[];
+      // -Infinity (every hold ever) is no BIGINT for Postgres: the smallest time there is.
+      return billing.all({ from: Number.isFinite(from) ? from : Number.MIN_SAFE_INTEGER }) as WarmHoldRow[];
     },
   };
 }

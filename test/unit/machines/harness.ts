@@ -71,6 +71,8 @@ export class FakeWorld {
   defaultSearch: SearchResult = offers(1, 2, 3, 4, 5, 6);
   createResults = new Map<number, CreateResult>(); // by offer id
   destroyFailures = 0;
+  /** What the warm pool says at a destroy: a hold that keeps the instance, or nothing (it is destroyed). */
+  handOver?: (input: DestroyInput) => { holdId: number; idleUntil: number } | undefined;
   searches: SearchInput[] = [];
   /** Creates that reached the service (one per journaled attempt). */
   serviceCreates: CreateInput[] = [];
@@ -149,14 +151,18 @@ export class FakeWorld {
         this.journal.set(key, out);
         return { ...out, at: Date.now() };
       }),
-      destroyInstance: stubActor<{ requestedAt: number }, DestroyInput>(async ({ input }) => {
-        this.destroys.push(input);
-        if (this.destroyFailures > 0) {
-          this.destroyFailures--;
-          throw Object.assign(new Error('destroy failed: 503'), { code: 'server_error' });
-        }
-        return { requestedAt: Date.now() };
-      }),
+      destroyInstance: stubActor<{ requestedAt: number; handed?: { holdId: number; idleUntil: number } }, DestroyInput>(
+        async ({ input }) => {
+          this.destroys.push(input);
+          if (this.destroyFailures > 0) {
+            this.destroyFailures--;
+            throw Object.assign(new Error('destroy failed: 503'), { code: 'server_error' });
+          }
+          // The daemon's warm pool kept it instead (issue #51).
+          const handed = this.handOver?.(input);
+          return handed ? { requestedAt: Date.now(), handed } : { requestedAt: Date.now() };
+        },
+      ),
       probeSsh: stubActor<{ reachable: Endpoint[] }, ProbeInput>(async ({ input, signal }) => {
         this.probes.push(input);
         const answer = this.probeAnswer;

@@ -189,3 +189,32 @@ describe('run machine: keep_on_failure_s', () => {
     expect(world.destroys.map((d) => d.instanceId)).toEqual([id]);
   });
 });
+
+describe('run machine: a destroy that hands the instance to a warm hold (issue #51)', () => {
+  it('settles the run at once with the task outcome, reporting the hold, and waits for no list', async () => {
+    const world = new FakeWorld();
+    world.handOver = () => ({ holdId: 7, idleUntil: Date.now() + 600_000 });
+    const run = startRun(world, { limits: { task: true } });
+    run.actor.send({ type: 'ADMIT' });
+    await tick(0);
+    const id = await toRunning(run.actor);
+    await taskEnds(run.actor, 0);
+    expect(stateOf(run.actor)).toBe('succeeded');
+    expect(world.destroys.map((d) => [d.instanceId, d.outcome])).toEqual([[id, 'succeeded']]);
+    expect(run.emitted.find((e) => e.type === 'instance.warm')).toMatchObject({ n: 1, instanceId: id, holdId: 7 });
+    expect(run.emitted.some((e) => e.type === 'destroy.confirmed')).toBe(false);
+    expect(endedAttempts(run.emitted).map((a) => a.outcome)).toEqual(['succeeded']);
+  });
+
+  it('a failed task handed over still fails with its exit code; a pool that keeps nothing destroys as ever', async () => {
+    const world = new FakeWorld();
+    world.handOver = (input) => (input.outcome === 'task_failed' ? { holdId: 8, idleUntil: Date.now() + 60_000 } : undefined);
+    const failed = await running(world, { keepOnFailureS: 0 });
+    await taskEnds(failed.actor, 2);
+    failedWith(failed.actor, 2);
+    const other = new FakeWorld();
+    const plain = await running(other, { keepOnFailureS: 0 });
+    await taskEnds(plain.actor, 0);
+    expect(stateOf(plain.actor)).toBe('destroying');
+  });
+});

@@ -8,7 +8,7 @@ import { openStore, type Store } from '../../../src/store/index.js';
 import { LeaseLostError, StoreError, StoreWriteError } from '../../../src/errors.js';
 import { MIGRATIONS } from '../../../src/store/migrations.js';
 import { costView } from '../../../src/store/spend.js';
-import { billingNow } from '../../../src/daemon/instances/holdings.js';
+import { billingNow, spentUsd } from '../../../src/daemon/instances/holdings.js';
 import { createPgDatabase, type PgDatabase } from '../../helpers/pg-database.js';
 
 const dirs: string[] = [];
@@ -626,6 +626,43 @@ describe.each(['sqlite', 'postgres'] as const)('store on %s', (backend) => {
     // Retention keeps what the deleted run spent.
     expect(s.purge(2 * H, 3 * H).runs).toBe(1);
     expect(s.spendUsd(3 * H)).toBeCloseTo(2, 9);
+  });
+
+  it('keeps warm holds (issue #51): a hand-over, a take by one run only, spend over every hold ever', () => {
+    const s = fresh();
+    s.transaction(() => s.runs.insert({ id: 'r1', name: 'a', specJson: '{}', createdAt: 0 }));
+    s.attempts.beginCreate({ runId: 'r1', n: 1, offerId: 7, machineId: 70, dphTotal: 2, label: 'berth:x:r1:1', at: 0 });
+    s.attempts.adopt('r1', 1, 501, 0);
+    const hand = {
+      instanceId: 501,
+      runId: 'r1',
+      n: 1,
+      reuseKey: 'k',
+      relaxLevel: 0,
+      offerId: 7,
+      machineId: 70,
+      gpu: { name: 'A', count: 1 },
+      dphTotal: 2,
+      diskDph: 0.1,
+      at: H,
+      idleUntil: 2 * H,
+    };
+    const h = s.warm.hand(hand)!;
+    expect(s.warm.hand(hand)!.id).toBe(h.id);
+    expect(s.attempts.get('r1', 1)).toMatchObject({ handed_at: H, destroy_confirmed_at: H });
+    expect(s.warm.liveFor(501)).toMatchObject({ id: h.id, state: 'warm', gpu_name: 'A', num_gpus: 1 });
+    expect(s.warm.take(h.id, 'r2', 1, 2 * H)).toBe(true);
+    expect(s.warm.take(h.id, 'r3', 1, 2 * H)).toBe(false);
+    expect(s.warm.release(h.id, 'x', 2 * H)).toBe(false);
+    expect(s.warm.billingSince(-Infinity).map((x) => x.id)).toEqual([h.id]);
+    expect(s.warm.billingSince(3 * H)).toEqual([]);
+    expect(s.attempts.billingSince(-Infinity).map((a) => a.run_id)).toEqual(['r1']);
+    // Every hold ever, on either backend: spent what the donor and the hold billed.
+    expect(spentUsd(s, 3 * H)).toBeCloseTo(2 + 2, 9);
+    s.attempts.setRecycle('r1', 1, { holdId: h.id, state: 'intent', sha: 'abc' });
+    expect(s.attempts.get('r1', 1)).toMatchObject({ warm_hold_id: h.id, recycle_state: 'intent', recycle_sha: 'abc' });
+    s.attempts.setRecycle('r1', 1, { state: 'sent' });
+    expect(s.attempts.get('r1', 1)).toMatchObject({ warm_hold_id: h.id, recycle_state: 'sent', recycle_sha: 'abc' });
   });
 
   it('stores text with a NUL character from outside (a container log, a status message): as is on SQLite, as U+FFFD on Postgres', () => {
