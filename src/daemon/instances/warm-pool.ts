@@ -99,6 +99,9 @@ export class WarmPool {
     if (!plan?.task || plan.task.warmIdleS <= 0) return 'its spec asks for no warm instance';
     if (input.outcome === null || !CLEAN_ENDS.has(input.outcome))
       return `its attempt ended ${input.outcome ?? 'without an outcome'}, not by its task's own end`;
+    // A failure under keep_on_failure_s: its wrapper keeps it for SSH and destroys it itself at the
+    // keep's end, whatever the daemon does (src/job-spec/task-script.ts stopOrKeep).
+    if (input.outcome === 'task_failed' && plan.task.keepOnFailureS > 0) return 'its failure was kept for SSH (keep_on_failure_s)';
     const a = this.deps.store.attempts.get(input.runId, input.n);
     if (!a || a.instance_id !== input.instanceId || (a.warm_hold_id !== null && a.recycle_state !== 'sent'))
       return 'its attempt does not hold it as made';

@@ -92,6 +92,7 @@ describe('warm pool', () => {
     ['an instance listed stopped', () => ended('a', 501, 'succeeded', 'stopped')],
     ['a spec without warm', () => ended('a', 501, 'succeeded', 'running', { warm: undefined })],
     ['outputs not all taken', () => ended('a', 501, 'succeeded', 'running', { outputs: ['out'] })],
+    ['a failure kept for SSH', () => ended('a', 501, 'task_failed', 'running', { keep_on_failure_s: 60 })],
   ])('never hands over after %s', (_what, end) => {
     expect(pool.handOver(end())).toBeNull();
     expect(store.warm.live()).toEqual([]);
