@@ -256,7 +256,7 @@ function warmOrStop(warmS: number, hasOutputs: boolean): string {
   const idle = Math.ceil(warmS);
   const taken = hasOutputs
     ? ' && [ -f "$berth_f.got" ]'
-    : ` && { berth_i=0; while [ -z "\${berth_seen:-}" ] && [ $berth_i -lt ${idle} ]; do [ -f "$berth_f.ack" ] && berth_seen=1 && break; sleep 1; berth_i=$((berth_i+1)); done; [ -n "\${berth_seen:-}" ]; }`;
+    : ` && { berth_i=0; while [ -z "\${berth_seen:-}" ] && [ $berth_i -lt ${idle} ]; do [ -f "$berth_f.ack" ] && berth_seen=1 && break; sleep 1; berth_i=$((berth_i+1)); done; [ -f "$berth_f.ack" ] && berth_seen=1; [ -n "\${berth_seen:-}" ]; }`;
   // The stage first: an onstart, workdir or late start never waits for the daemon.
   return (
     `case "$1" in *stage=*) berth_self stop ;; *) if [ -n "\${berth_rc:-}" ]${taken}; then ` +

@@ -57,6 +57,7 @@ const RUN_KEYS = [
   'task',
   'unreadable',
   'updated_at',
+  'warm',
 ];
 
 afterAll(() => {

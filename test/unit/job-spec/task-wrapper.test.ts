@@ -171,13 +171,16 @@ describe('the task wrapper under a real shell', () => {
     },
   );
 
-  it('with warm.idle_s outputs taken keep it too; an onstart that fails, outputs not taken or no daemon there stop as without it', async () => {
+  it('with warm.idle_s outputs taken keep it too', async () => {
     calls.length = 0;
     const tmp = mkdtempSync(join(scratch, 'container-'));
     writeFileSync(join(tmp, `berth-task-${RUN}-1.got`), '');
     const taken = await runWrapper(warmScript('echo ran', { outputsWaitS: 5 }), { tmp });
     expect(taken.out).toContain('warm idle_s passed');
     expect(calls.map((c) => c.method)).toEqual(['DELETE']);
+  });
+
+  it('with warm.idle_s an onstart that fails, or outputs not taken, stop as without it', async () => {
     calls.length = 0;
     const failed = await followed(warmScript('echo ran', { onstart: 'false' }));
     expect(taskEndOf(failed.out, RUN, 1)).toEqual({ exitCode: 1, onstart: true });
@@ -187,6 +190,9 @@ describe('the task wrapper under a real shell', () => {
     const untaken = await followed(warmScript('echo ran', { outputsWaitS: 1 }));
     expect(untaken.out).not.toContain('warm idle_s passed');
     expect(calls.map((c) => c.body)).toEqual(['{"state":"stopped"}']);
+  });
+
+  it('with warm.idle_s a daemon that logged in after the end is waited for; with none there it stops', async () => {
     // A daemon that logged in after the end (no .att then) acks it late: a plain .ack, waited for.
     calls.length = 0;
     const lateTmp = mkdtempSync(join(scratch, 'container-'));
