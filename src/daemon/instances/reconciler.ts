@@ -28,8 +28,8 @@ interface OwnershipJournal {
 }
 
 interface ReconcilerDeps {
-  /** Warm holds past their idle_s are released at each sweep, and destroyed as orphans in it (./warm-pool.ts). */
-  warm?: Pick<WarmPool, 'expire'>;
+  /** Warm holds past their idle_s are released at each sweep, and destroyed as orphans in it; those gone are over (./warm-pool.ts). */
+  warm?: Pick<WarmPool, 'sweep'>;
   store: Store;
   journal: OwnershipJournal;
   client: MarketClient;
@@ -63,7 +63,7 @@ export class Reconciler {
   sweep(instances: Instance[], startedAt: number): void {
     const { store, log, journal } = this.deps;
     const listed = new Set(instances.map((i) => i.id));
-    this.deps.warm?.expire();
+    this.tryWrite(() => this.deps.warm?.sweep(listed, startedAt), 0);
     for (const [id, orphan] of this.orphans) {
       // Sent before this sweep started, and not in it: gone.
       if (listed.has(id) || orphan.sentAt > startedAt) continue;

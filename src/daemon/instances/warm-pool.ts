@@ -150,8 +150,8 @@ export class WarmPool {
     return h ? offerOf(h) : null;
   }
 
-  /** Releases the holds whose idle_s has passed (the reconciler destroys them next). Called at every complete sweep. */
-  expire(): void {
+  /** Releases the holds whose idle_s has passed (the reconciler destroys them next). */
+  private expire(): void {
     const now = this.deps.clock.now();
     for (const h of this.deps.store.warm.live()) {
       if (h.idle_until > now) continue;
@@ -160,6 +160,34 @@ export class WarmPool {
           { runId: h.run_id, holdId: h.id, instanceId: h.instance_id },
           'a warm instance had no taker within idle_s: destroying it',
         );
+      }
+    }
+  }
+
+  /**
+   * A complete sweep of the account, listed from `startedAt` on: holds past idle_s are released
+   * (the reconciler destroys them as orphans in the same sweep), and a hold whose instance the
+   * sweep no longer lists is over: its container destroyed it at idle_s (a daemon away meanwhile),
+   * or it was destroyed outside berth. It bills no more from then, and is never offered.
+   */
+  sweep(listed: ReadonlySet<number>, startedAt: number): void {
+    this.expire();
+    const { store, log } = this.deps;
+    for (const h of store.warm.billingSince(startedAt)) {
+      if (listed.has(h.instance_id)) continue;
+      if (h.state === 'warm' && h.since < startedAt) {
+        if (
+          store.warm.release(
+            h.id,
+            'its instance is gone (its container destroyed it at idle_s, or it was destroyed outside berth)',
+            startedAt,
+          )
+        ) {
+          log.info({ runId: h.run_id, holdId: h.id, instanceId: h.instance_id }, 'a warm instance is gone from the lists');
+        }
+        store.warm.gone(h.instance_id, startedAt);
+      } else if (h.state === 'released' && h.destroy_confirmed_at === null && (h.ended_at ?? 0) < startedAt) {
+        store.warm.gone(h.instance_id, startedAt);
       }
     }
   }

@@ -112,10 +112,10 @@ describe('warm pool', () => {
     const held = pool.handOver(ended('a', 501))!;
     await clock.advance(541_000); // 59 s left: less than the minute's margin
     expect(pool.offerFor('b', plan(), 0, none)).toBeNull();
-    pool.expire();
+    pool.sweep(new Set([501]), clock.now());
     expect(store.warm.live()).toHaveLength(1);
     await clock.advance(60_000);
-    pool.expire();
+    pool.sweep(new Set([501]), clock.now());
     expect(store.warm.get(held.holdId)).toMatchObject({ state: 'released', ended_why: 'its idle_s passed with no taker' });
     store.runs.setState('a', 'succeeded', null, clock.now());
     const owner = classifyInstance(
@@ -125,5 +125,14 @@ describe('warm pool', () => {
     );
     expect(owner.kind).toBe('orphan');
     expect(pool.releaseOf('a', 'cancelled')).toBe(false);
+  });
+
+  it('a hold whose instance a complete sweep no longer lists is over: released, gone, billing nothing, offered to nobody', async () => {
+    const held = pool.handOver(ended('a', 501))!;
+    await clock.advance(1_000);
+    pool.sweep(new Set(), clock.now());
+    expect(store.warm.get(held.holdId)).toMatchObject({ state: 'released', destroy_confirmed_at: clock.now() });
+    expect(pool.offerFor('b', plan(), 0, none)).toBeNull();
+    expect(store.warm.billingSince(clock.now())).toEqual([]);
   });
 });
