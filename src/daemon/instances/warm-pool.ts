@@ -21,6 +21,7 @@ import type { RunPlan } from '../../job-spec/run-plan.js';
 import { reuseKey } from '../../job-spec/reuse-key.js';
 import type { Store } from '../../store/index.js';
 import type { WarmHoldRow } from '../../store/warm-holds.js';
+import { warmHoldsBilling } from './holdings.js';
 
 /** Outcomes of a task that ended on its own: only these leave an instance to reuse. */
 const CLEAN_ENDS: ReadonlySet<string> = new Set(['succeeded', 'task_failed']);
@@ -173,7 +174,7 @@ export class WarmPool {
   sweep(listed: ReadonlySet<number>, startedAt: number): void {
     this.expire();
     const { store, log } = this.deps;
-    for (const h of store.warm.billingSince(startedAt)) {
+    for (const h of warmHoldsBilling(store, startedAt)) {
       if (listed.has(h.instance_id)) continue;
       if (h.state === 'warm' && h.since < startedAt) {
         if (
