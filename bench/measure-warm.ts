@@ -86,6 +86,11 @@ export interface WarmResult {
   /** berth's GET /v1/costs total (wall-clock hours at the listed prices) and the service's charges it compared. */
   berthUsd: number;
   berthServiceUsd: number | null;
+  /**
+   * The service's charges for the same instances, each instance once: the report gives every row
+   * that names an instance (a taker's attempt, a donor's warm hold) that instance's whole charge.
+   */
+  serviceChargesUsd: number | null;
   /** The simulator's ledger total: sim hours billed. */
   simUsd: number;
   /** The ledger's money on the service-seconds clock (see the top of this file). */
@@ -224,6 +229,14 @@ function serviceDollars(h: SimInstanceHistory, now: { wall_ms: number; sim_s: nu
   return (h.compute_dph * computeS + h.disk_dph * lifeS) / 3600;
 }
 
+/** The service's charges of each instance in the costs report, counted once however many rows name it. */
+function chargesOnce(costs: CostsReport): number {
+  const byInstance = new Map<number, number>();
+  for (const run of costs.runs)
+    for (const i of run.instances) if (i.instance_id !== null && i.service_usd !== null) byInstance.set(i.instance_id, i.service_usd);
+  return [...byInstance.values()].reduce((a, b) => a + b, 0);
+}
+
 export async function runWarm(plan: WarmPlan): Promise<WarmResult> {
   const home = mkdtempSync(join(tmpdir(), 'berth-warm-'));
   const key = loadLoginKey({ home });
@@ -294,6 +307,7 @@ export async function runWarm(plan: WarmPlan): Promise<WarmResult> {
       firstPulls,
       berthUsd: costs.total_usd,
       berthServiceUsd: costs.service.total_usd,
+      serviceChargesUsd: costs.service.compared ? chargesOnce(costs) : null,
       simUsd: ledger.total_usd,
       serviceUsd: history.reduce((s, h) => s + serviceDollars(h, ledger.at), 0),
       billingAfter: sim.billingNow().length,

@@ -44,7 +44,9 @@ function modeRow(r: WarmResult, target?: { maxS: number; coldMedianS: number; co
     value:
       `median ${s1(f.medianS)} · max ${s1(f.maxS)} (service s); spend ${usd(r.serviceUsd)} (service s), ` +
       `sim ledger ${usd(r.simUsd)} (sim s), berth costs ${usd(r.berthUsd)}` +
-      (r.berthServiceUsd !== null ? ` (service's charges as berth read them ${usd(r.berthServiceUsd)})` : '') +
+      (r.serviceChargesUsd !== null
+        ? `, the service's charges ${usd(r.serviceChargesUsd)} (berth's comparison says ${usd(r.berthServiceUsd ?? 0)})`
+        : '') +
       `; ${r.creates} creates, ${r.recycles} recycles, ${r.firstPulls} first pulls; ${succeeded}/${plan.tasks} succeeded, ${r.billingAfter} billing after`,
     ...goal,
     note:
@@ -117,7 +119,9 @@ export async function runWarmBench(opts: { quick: boolean }): Promise<BenchSecti
           `The gap ends when the container printed its first line (the line's own time). "service s": the simulator's phases (provisioning, recycling, loading) in sim seconds, ` +
           `berth's path, the rate limits and the task in wall seconds, as each would pass at the real service; raw wall figures in the notes. ` +
           `Spend: each instance's history billed on the same clock (compute while loading/running/recycling, disk for its life), the warm tail of idle_s included; ` +
-          `the simulator's ledger bills sim seconds, so its raw figure counts wall-clock phases ${base.timeScale}× over; berth's costs bill wall hours`,
+          `the simulator's ledger bills sim seconds, so its raw figure counts wall-clock phases ${base.timeScale}× over; berth's costs bill wall hours, and so do the service's charges ` +
+          `(the simulator divides them by the time scale, src/sim/charges.ts), each contract rounded to 3 decimals; "the service's charges" counts each instance once, ` +
+          `while berth's own comparison (GET /v1/costs service.total_usd) adds an instance's whole charge once per row that names it (every taker's attempt and warm hold)`,
       },
     ],
   };
