@@ -1,7 +1,7 @@
-// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,tasks-ssh,cluster,cli,dashboard,files,names] [-- --notify]`: runs each
+// `npm run bench [-- --quick] [-- --only sim,client,poller,berth,readiness,scale,sweep,tasks,tasks-ssh,cluster,cli,dashboard,files,names,warm] [-- --notify]`: runs each
 // benchmark section, prints it as an aligned table (metric | value | target | met, then the notes),
 // and writes the whole report to bench/results/latest.md and latest.json, with how it was run (Node,
-// CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19) and `tasks-ssh` 100 tasks followed over SSH (#39) and `cluster` several daemons on one Postgres store (#21) (`cluster-shared`: its one-key comparison alone; `cluster-takeover`: its kills alone) and `store-lock` the control API while another program holds berth.db (#38), run only when named; `--notify` turns a notification
+// CPU, cores, flags). `scale` is the 1,000-run part of `berth` alone and `sweep` the sweeps at the documented limits (#20) and `tasks` the task end → destroy times (#19) and `tasks-ssh` 100 tasks followed over SSH (#39) and `cluster` several daemons on one Postgres store (#21) (`cluster-shared`: its one-key comparison alone; `cluster-takeover`: its kills alone) and `store-lock` the control API while another program holds berth.db (#38) and `warm` the warm instances' end → next first line and spend (#51), run only when named; `--notify` turns a notification
 // target on in it (a receiver in the bench process) and writes latest-notify.md/json instead.
 // First, for its side effect: a temp dir of the bench's own (./private-tmp.ts).
 import './private-tmp.js';
@@ -22,11 +22,22 @@ import { runSimBench } from './sim.js';
 import { runStoreLockBench } from './store-lock.js';
 import { runSweepBench } from './sweep.js';
 import { runSshTasksBench, runTasksBench } from './tasks.js';
+import { runWarmBench } from './warm.js';
 import type { BenchRow, BenchSection } from './types.js';
 
 const PARTS = ['sim', 'client', 'poller', 'berth', 'readiness', 'cli', 'dashboard', 'files', 'names'] as const;
 /** Parts run only when named in --only. */
-const EXTRA_PARTS = ['scale', 'sweep', 'tasks', 'tasks-ssh', 'cluster', 'cluster-shared', 'cluster-takeover', 'store-lock'] as const;
+const EXTRA_PARTS = [
+  'scale',
+  'sweep',
+  'tasks',
+  'tasks-ssh',
+  'cluster',
+  'cluster-shared',
+  'cluster-takeover',
+  'store-lock',
+  'warm',
+] as const;
 type AnyPart = (typeof PARTS)[number] | (typeof EXTRA_PARTS)[number];
 
 interface Options {
@@ -104,6 +115,8 @@ async function runPart(part: AnyPart, opts: Options): Promise<BenchSection[]> {
         return await runClusterBench({ quick: opts.quick, only: 'takeover' });
       case 'store-lock':
         return [await runStoreLockBench()];
+      case 'warm':
+        return [await runWarmBench({ quick: opts.quick })];
       case 'files':
         return [await runFilesBench({ quick: opts.quick })];
       case 'names':

@@ -99,18 +99,30 @@ export async function costsReport(
     const m = /^instance-(\d+)$/.exec(c.source);
     if (m) byInstance.set(Number(m[1]), (byInstance.get(Number(m[1])) ?? 0) + c.amount);
   }
+  // A warm instance (issue #51) is named by several rows (the attempt that made it, its warm holds,
+  // the attempts that took it): its one charge is shared among them by what berth counts for each,
+  // so the rows add up to the service's figure once.
+  const berthByInstance = new Map<number, number>();
+  for (const run of runs)
+    for (const i of run.instances)
+      if (i.instance_id !== null) berthByInstance.set(i.instance_id, (berthByInstance.get(i.instance_id) ?? 0) + i.usd);
+  const rowsOf = new Map<number, number>();
+  for (const run of runs)
+    for (const i of run.instances) if (i.instance_id !== null) rowsOf.set(i.instance_id, (rowsOf.get(i.instance_id) ?? 0) + 1);
   let total = 0;
   for (const run of runs) {
     for (const inst of run.instances) {
       if (inst.instance_id === null) continue;
       // An instance the report does not list was charged nothing on these days.
-      const service = byInstance.get(inst.instance_id) ?? 0;
+      const charged = byInstance.get(inst.instance_id) ?? 0;
+      const berth = berthByInstance.get(inst.instance_id)!;
+      const service = berth > 0 ? (charged * inst.usd) / berth : charged / rowsOf.get(inst.instance_id)!;
       inst.service_usd = round6(service);
       inst.difference_usd = round6(inst.usd - service);
       total += service;
     }
   }
-  const contracts = runs.reduce((n, r) => n + r.instances.filter((i) => i.instance_id !== null).length, 0);
+  const contracts = berthByInstance.size;
   report.service = { compared: true, note: serviceNote(report.total_usd, total, contracts), total_usd: round6(total) };
   return report;
 }

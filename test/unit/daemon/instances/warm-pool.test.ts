@@ -7,6 +7,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { attemptLabel } from '../../../../src/daemon/instances/labels.js';
 import { classifyInstance } from '../../../../src/daemon/instances/holdings.js';
 import { WarmPool } from '../../../../src/daemon/instances/warm-pool.js';
+import { costsReport } from '../../../../src/daemon/money/costs.js';
 import { planRun, type RunPlan } from '../../../../src/job-spec/run-plan.js';
 import { parseJobSpec } from '../../../../src/job-spec/validate.js';
 import { silentLogger } from '../../../../src/logger.js';
@@ -134,5 +135,23 @@ describe('warm pool', () => {
     expect(store.warm.get(held.holdId)).toMatchObject({ state: 'released', destroy_confirmed_at: clock.now() });
     expect(pool.offerFor('b', plan(), 0, none)).toBeNull();
     expect(store.warm.billingSince(clock.now())).toEqual([]);
+  });
+});
+
+describe('berth costs with a warm instance (issue #51)', () => {
+  it("marks the warm hold, and shares the instance's one service charge among the rows that name it", async () => {
+    const held = pool.handOver(ended('a', 501))!;
+    await clock.advance(3_600_000);
+    const report = await costsReport(store, clock.now(), undefined, async () => [{ source: 'instance-501', amount: 0.8 }]);
+    const rows = report.runs.flatMap((r) => r.instances);
+    expect(rows.map((i) => [i.instance_id, i.warm ?? false])).toEqual([
+      [501, false],
+      [501, true],
+    ]);
+    expect(held.holdId).toBeGreaterThan(0);
+    // The donor billed nothing (handed over at once), the hold an hour at $0.5: the charge goes with it, once.
+    expect(report.service.total_usd).toBeCloseTo(0.8, 6);
+    expect(rows.reduce((s, i) => s + (i.service_usd ?? 0), 0)).toBeCloseTo(0.8, 6);
+    expect(report.total_usd).toBeCloseTo(0.5, 6);
   });
 });
