@@ -62,6 +62,10 @@ it('the next task of the same spec starts on the warm instance in a fresh contai
   expect(logs.body.text).toContain('WARM_A=one');
   expect(logs.body.text).not.toContain('first\n');
   expect(history().statuses.map((s) => s.status)).toContain('recycling');
+  const events = await daemon.api<Array<{ message: string }>>('GET', `/v1/runs/${second}/events`);
+  expect(events.body.map((e) => e.message)).toContain(
+    `attempt #1: took warm instance ${instanceId} (hold #1); its container is made again for this run (recycle)`,
+  );
 
   // Warm again after the second; the daemon goes; the container destroys it at idle_s.
   await daemon.kill9();

@@ -100,8 +100,20 @@ export function recordEmitted(store: Store, spec: ResolvedJobSpec, runId: string
         machineId: e.machineId,
         dphTotal: e.dphTotal,
       });
-    case 'attempt.instance':
-      return append(`attempt #${e.n}: instance ${e.instanceId} created`, { n: e.n, instanceId: e.instanceId });
+    case 'attempt.instance': {
+      // A warm instance taken (issue #51) was not created: its container is made again by a recycle.
+      const warm = store.attempts.get(runId, e.n)?.warm_hold_id ?? null;
+      return warm === null
+        ? append(`attempt #${e.n}: instance ${e.instanceId} created`, { n: e.n, instanceId: e.instanceId })
+        : append(
+            `attempt #${e.n}: took warm instance ${e.instanceId} (hold #${warm}); its container is made again for this run (recycle)`,
+            {
+              n: e.n,
+              instanceId: e.instanceId,
+              warmHoldId: warm,
+            },
+          );
+    }
     case 'attempt.status': {
       // Running by the list while the run still boots: it waits for SSH before it counts as running.
       const waiting = state === 'booting' && e.status.actual_status === 'running' ? `; waiting for SSH${endpointsText(e.status)}` : '';
