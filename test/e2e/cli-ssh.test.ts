@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { packagePath } from '../../src/package-path.js';
 import { startSimulator, type RunningSimulator } from '../../src/sim/index.js';
-import { berthKeyPath, loadLoginKey, publicKeyPart } from '../../src/ssh/key-pair.js';
+import { berthKeyPath, loadLoginKey } from '../../src/ssh/key-pair.js';
 import type { Run } from '../../src/wire/control-api.js';
 import { berth, userEnv, type CliResult } from '../helpers/berth-cli.js';
 import { spawnDaemon, type DaemonProcess } from '../helpers/daemon-process.js';
+import { loginKeyOnAccount } from '../helpers/spawned-world.js';
 import { FAST_CONFIG, FAST_SIM } from '../helpers/world.js';
 
 let sim: RunningSimulator;
@@ -40,30 +41,13 @@ async function cli(args: string[]): Promise<CliResult> {
   return r;
 }
 
-/** The public keys on the simulator's account. */
-async function accountKeys(): Promise<string[]> {
-  const res = await fetch(`${sim.url}/api/v0/ssh/`, { headers: { Authorization: `Bearer ${sim.apiKey}` } });
-  return ((await res.json()) as Array<{ key: string }>).map((k) => publicKeyPart(k.key));
-}
-
 beforeAll(async () => {
   sim = await startSimulator({ seed: 5, config: FAST_SIM });
   home = mkdtempSync(join(tmpdir(), 'berth-ssh-'));
   daemon = await spawnDaemon({ home, simUrl: sim.url, apiKey: sim.apiKey, config: FAST_CONFIG });
   env = userEnv(home);
   // The daemon makes berth's key and adds it to the account in its background start.
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    let mine: string | undefined;
-    try {
-      mine = publicKeyPart(loadLoginKey({ home }).publicLine);
-    } catch {
-      // being written
-    }
-    if (mine && (await accountKeys()).includes(mine)) break;
-    if (Date.now() > deadline) throw new Error(`the daemon did not put its key on the account; see ${join(home, 'daemon.log')}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await loginKeyOnAccount(sim, home);
 }, 60_000);
 
 afterAll(async () => {
